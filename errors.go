@@ -1,0 +1,110 @@
+package readrecovery
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Errors of the transport's own decisions. Both are wrapped, never returned
+// bare: test for them with errors.Is.
+var (
+	// ErrSequenceStopped is the error of every request of a sequence that has
+	// stopped (R4), and of the request whose outcome stopped it when the
+	// transport returns an error rather than the original response. The
+	// concrete error is a *StopError that says why.
+	ErrSequenceStopped = errors.New("readrecovery: sequence stopped")
+
+	// ErrRedirectRefused is returned for a request that an http.Client
+	// produced by following a redirect (req.Response != nil): the transport
+	// never sends it (R11).
+	ErrRedirectRefused = errors.New("readrecovery: request produced by a redirect refused")
+)
+
+// StopReason says why a sequence stopped. The zero value means it has not.
+type StopReason string
+
+// The reasons a sequence stops (R4, R12, R14, R36, R38, R39).
+const (
+	StopTotalExhausted     StopReason = "total-exhausted"        // the total time ran out
+	StopRequestsExhausted  StopReason = "requests-exhausted"     // the request limit was reached
+	StopOpportunityUsed    StopReason = "opportunity-used"       // a 429 came after the one delay was used
+	StopPersistent429      StopReason = "persistent-429"         // the re-sent request met 429 again
+	StopOverlong           StopReason = "overlong-retry-after"   // a valid delay above the wait ceiling
+	StopOversized          StopReason = "oversized-retry-after"  // a Retry-After field over the size bound
+	StopWaitExceedsTotal   StopReason = "wait-exceeds-remaining" // the delay is longer than what remains of the total
+	StopCleanupFailed      StopReason = "cleanup-failed"         // closing the 429 body failed
+	StopPersistenceFailed  StopReason = "persistence-failed"     // the journal could not record the request or its 429
+	StopReceiptFailed      StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
+	StopJournalRestricted  StopReason = "journal-restricted"     // the journal's status forbids network access
+	StopWaitCanceled       StopReason = "wait-canceled"          // the request context ended during a wait
+	StopUnreplayableUpload StopReason = "unreplayable-upload"    // a queue-429 upload without GetBody cannot be re-sent
+)
+
+// StopError is the error of a stopped sequence. errors.Is(err,
+// ErrSequenceStopped) holds for it, and errors.Is also finds the cause in Err
+// (a context error, a journal error). It carries nothing secret: the request
+// ID is sanitized and the detail never holds a URL query, a header value or
+// a body.
+type StopError struct {
+	// Sequence is the Budget's name ("" for a journal without a Budget).
+	Sequence string
+	// Reason says why the sequence stopped.
+	Reason StopReason
+	// Detail is a short sanitized diagnostic.
+	Detail string
+	// StatusCode is the status of the response that stopped the sequence
+	// (for example 429 when closing its body failed), or 0.
+	StatusCode int
+	// RequestID is the sanitized request ID of that response, or "".
+	RequestID string
+	// Err is the underlying cause, or nil.
+	Err error
+}
+
+// Error describes the stop.
+func (e *StopError) Error() string {
+	var b strings.Builder
+	b.WriteString("readrecovery: sequence ")
+	b.WriteString(strconv.Quote(e.Sequence))
+	b.WriteString(" stopped: ")
+	b.WriteString(string(e.Reason))
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, " (status %d", e.StatusCode)
+		if e.RequestID != "" {
+			b.WriteString(", request ID ")
+			b.WriteString(e.RequestID)
+		}
+		b.WriteString(")")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrSequenceStopped.
+func (e *StopError) Is(target error) bool { return target == ErrSequenceStopped }
+
+// Unwrap returns the cause.
+func (e *StopError) Unwrap() error { return e.Err }
+
+// NonRetriable marks the error for azcore's retry policy, which leaves an
+// error with this method alone, so that a policy above the transport does
+// not undo a stop (R16).
+func (e *StopError) NonRetriable() {}
+
+// refusedError is the error of a refused redirect-produced request.
+type refusedError struct{ method, url string }
+
+func (e *refusedError) Error() string {
+	return ErrRedirectRefused.Error() + ": " + e.method + " " + e.url
+}
+func (e *refusedError) Unwrap() error { return ErrRedirectRefused }
+func (e *refusedError) NonRetriable() {}

@@ -1,0 +1,99 @@
+// Package otelattr holds the OpenTelemetry names readrecovery emits: span
+// and event names, attribute keys as exported constants, and small builders
+// that turn a wait or a stop into attributes. It reuses the semantic-
+// convention names where they exist (http.request.method,
+// http.response.status_code, server.address, url.full, error.type) and
+// invents names only under "readrecovery.".
+package otelattr
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// Span and event names.
+const (
+	// WaitSpanName names the span of one server-directed wait (SPEC R28).
+	WaitSpanName = "readrecovery.wait"
+	// StopEventName names the span event recorded when a sequence stops (R29).
+	StopEventName = "readrecovery.stop"
+	// ScopeName is the instrumentation scope of the tracer.
+	ScopeName = "github.com/readrecovery/readrecovery"
+)
+
+// Attribute keys. The semantic-convention keys are spelled as in the
+// OpenTelemetry HTTP conventions.
+const (
+	HTTPRequestMethod      = attribute.Key("http.request.method")
+	HTTPResponseStatusCode = attribute.Key("http.response.status_code")
+	ServerAddress          = attribute.Key("server.address")
+	URLFull                = attribute.Key("url.full")
+	HTTPRequestResendCount = attribute.Key("http.request.resend_count")
+	ErrorType              = attribute.Key("error.type")
+	SequenceName           = attribute.Key("readrecovery.sequence.name")
+	WaitTrigger            = attribute.Key("readrecovery.wait.trigger")
+	RetryAfterKind         = attribute.Key("readrecovery.retry_after.kind")
+	RetryAfterValue        = attribute.Key("readrecovery.retry_after.value")
+	ServerDelaySeconds     = attribute.Key("readrecovery.retry_after.server_delay_seconds")
+	WaitPlannedSeconds     = attribute.Key("readrecovery.wait.planned_seconds")
+	RequestID              = attribute.Key("readrecovery.request_id")
+	StopReason             = attribute.Key("readrecovery.stop.reason")
+	StopDetail             = attribute.Key("readrecovery.stop.detail")
+	SequenceRequests       = attribute.Key("readrecovery.sequence.requests")
+	JournalEventDigest     = attribute.Key("readrecovery.journal.event_digest")
+)
+
+// Wait triggers: what caused a wait.
+const (
+	TriggerWrite429 = "write-429" // a mutation met 429; the next GET waits first
+	TriggerRead429  = "read-429"  // a GET met 429 and is re-sent once after the wait
+	TriggerQueue429 = "queue-429" // a marked File upload met 429 and is re-sent once
+)
+
+// WaitInfo is what a wait span records. Every string must already be
+// sanitized: URL without query or userinfo, request ID from the sanitizer.
+type WaitInfo struct {
+	Sequence           string
+	Trigger            string
+	RetryAfterKind     string
+	RetryAfterValue    int64
+	ServerDelaySeconds int64
+	PlannedSeconds     float64
+	RequestID          string
+	Method             string
+	StatusCode         int
+	ServerAddress      string
+	URL                string
+}
+
+// Wait returns the attributes of a wait span: readrecovery.sequence.name,
+// readrecovery.wait.trigger, readrecovery.retry_after.kind,
+// readrecovery.retry_after.value, readrecovery.retry_after.server_delay_seconds,
+// readrecovery.wait.planned_seconds, readrecovery.request_id,
+// http.request.method, http.response.status_code, server.address and url.full.
+func Wait(w WaitInfo) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		SequenceName.String(w.Sequence),
+		WaitTrigger.String(w.Trigger),
+		RetryAfterKind.String(w.RetryAfterKind),
+		RetryAfterValue.Int64(w.RetryAfterValue),
+		ServerDelaySeconds.Int64(w.ServerDelaySeconds),
+		WaitPlannedSeconds.Float64(w.PlannedSeconds),
+		RequestID.String(w.RequestID),
+		HTTPRequestMethod.String(w.Method),
+		HTTPResponseStatusCode.Int(w.StatusCode),
+		ServerAddress.String(w.ServerAddress),
+		URLFull.String(w.URL),
+	}
+}
+
+// Stop returns the attributes of a stop event: readrecovery.sequence.name,
+// readrecovery.stop.reason, readrecovery.stop.detail and
+// readrecovery.sequence.requests.
+func Stop(sequence, reason, detail string, requests int) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		SequenceName.String(sequence),
+		StopReason.String(reason),
+		StopDetail.String(detail),
+		SequenceRequests.Int(requests),
+	}
+}

@@ -1,0 +1,438 @@
+package readrecovery
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Receipt times of the table. t0 is the RFC 9110 example date.
+var (
+	raT0    = time.Date(1994, time.November, 6, 8, 49, 37, 0, time.UTC) // Sun, 06 Nov 1994 08:49:37 GMT
+	raT2026 = time.Date(2026, time.March, 14, 12, 0, 0, 0, time.UTC)    // Saturday
+	raTLeap = time.Date(2016, time.December, 31, 23, 59, 50, 0, time.UTC)
+)
+
+type retryAfterCase struct {
+	name       string
+	h          http.Header
+	recv       time.Time
+	want       RetryAfter
+	wantTiming *RetryAfterTiming // nil: no timing expected
+	wantDiag   bool              // true: a non-empty diagnostic expected
+}
+
+// raHdr returns a realistic Azure response header map plus the given
+// Retry-After values under the canonical key (none: no field).
+func raHdr(values ...string) http.Header {
+	h := http.Header{
+		"Content-Type":              {"application/json; charset=utf-8"},
+		"Date":                      {"Sun, 06 Nov 1994 08:49:37 GMT"},
+		"X-Ms-Request-Id":           {"0f8fad5b-d9cb-469f-a165-70867728950e"},
+		"X-Ms-Client-Request-Id":    {"7c9e6679-7425-40de-944b-e07fc1f90ae7"},
+		"X-Ms-Version":              {"2025-05-05"},
+		"Server":                    {"Windows-Azure-Blob/1.0 Microsoft-HTTPAPI/2.0"},
+		"Content-Length":            {"241"},
+		"Strict-Transport-Security": {"max-age=31536000; includeSubDomains"},
+	}
+	if len(values) > 0 {
+		h["Retry-After"] = values
+	}
+	return h
+}
+
+// raWith returns raHdr() with raw (possibly non-canonical) keys added.
+func raWith(kv map[string][]string) http.Header {
+	h := raHdr()
+	for k, v := range kv {
+		h[k] = v
+	}
+	return h
+}
+
+// raTiming is the expected timing of a delay of d seconds after recv.
+func raTiming(recv time.Time, d int64) *RetryAfterTiming {
+	r := recv.Unix()
+	return &RetryAfterTiming{ReceivedAtUTC: r, NotBeforeUTC: r + d, ServerDelaySeconds: d}
+}
+
+func raSeconds(n int64) RetryAfter { return RetryAfter{Kind: RetryAfterSeconds, Value: n} }
+func raDate(n int64) RetryAfter    { return RetryAfter{Kind: RetryAfterDate, Value: n} }
+
+var (
+	raMissing   = RetryAfter{Kind: RetryAfterMissing}
+	raInvalid   = RetryAfter{Kind: RetryAfterInvalid}
+	raOverlongK = RetryAfter{Kind: RetryAfterOverlong}
+	raOversized = RetryAfter{Kind: RetryAfterOversized}
+)
+
+func retryAfterCases() []retryAfterCase {
+	t0 := raT0
+	max := time.Unix(math.MaxInt64, 0)
+	min := time.Unix(math.MinInt64, 0)
+	d128 := strings.Repeat("0", 127) + "5"
+	d129 := strings.Repeat("0", 128) + "5"
+	fallback := func(recv time.Time) *RetryAfterTiming { return raTiming(recv, 1) }
+	return []retryAfterCase{
+		// R17: lookup across every key, case-insensitively; duplicates.
+		{"R17/canonical key seconds", raHdr("5"), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"R17/lower-case key only is valid", raWith(map[string][]string{"retry-after": {"5"}}), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"R17/upper-case key only is valid", raWith(map[string][]string{"RETRY-AFTER": {"7"}}), t0, raSeconds(7), raTiming(t0, 7), false},
+		{"R17/mixed-case key only is valid", http.Header{"rEtRy-AfTeR": {"3"}}, t0, raSeconds(3), raTiming(t0, 3), false},
+		{"R17/two values in one key are a duplicate", raHdr("5", "5"), t0, raInvalid, fallback(t0), true},
+		{"R17/two keys differing in case are a duplicate", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), t0, raInvalid, fallback(t0), true},
+		{"R17/second key with no value is still a duplicate key", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {}}), t0, raInvalid, fallback(t0), true},
+		{"R17/key with an empty value list is missing", raWith(map[string][]string{"Retry-After": {}}), t0, raMissing, fallback(t0), true},
+		{"R17/near-miss keys do not match", raWith(map[string][]string{"Retry-Afterx": {"5"}, "Retry_After": {"5"}, "Retry-Aftr": {"5"}, "Retry\rAfter": {"5"}}), t0, raMissing, fallback(t0), true},
+
+		// R20: missing and malformed fields: diagnosed 1 s fallback in the timing only.
+		{"R20/missing among Azure headers", raHdr(), t0, raMissing, fallback(t0), true},
+		{"R20/nil header is missing", nil, t0, raMissing, fallback(t0), true},
+		{"R20/empty value is invalid", raHdr(""), t0, raInvalid, fallback(t0), true},
+		{"R20/whitespace-only value is invalid", raHdr(" \t "), t0, raInvalid, fallback(t0), true},
+		{"R20/letters are invalid", raHdr("soon"), t0, raInvalid, fallback(t0), true},
+
+		// R18: delay-seconds is 1*DIGIT in ASCII.
+		{"R18/zero", raHdr("0"), t0, raSeconds(0), raTiming(t0, 0), false},
+		{"R18/leading zeros 007", raHdr("007"), t0, raSeconds(7), raTiming(t0, 7), false},
+		{"R18/OWS trimmed around 5", raHdr(" 5 "), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"R18/HTAB trimmed around 5", raHdr("\t5\t"), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"R18/plus sign invalid", raHdr("+5"), t0, raInvalid, fallback(t0), true},
+		{"R18/minus sign invalid", raHdr("-5"), t0, raInvalid, fallback(t0), true},
+		{"R18/decimal point invalid", raHdr("5.0"), t0, raInvalid, fallback(t0), true},
+		{"R18/exponent invalid", raHdr("1e3"), t0, raInvalid, fallback(t0), true},
+		{"R18/hex invalid", raHdr("0x10"), t0, raInvalid, fallback(t0), true},
+		{"R18/inner space invalid", raHdr("5 0"), t0, raInvalid, fallback(t0), true},
+		{"R18/trailing LF is not OWS", raHdr("5\n"), t0, raInvalid, fallback(t0), true},
+		{"R18/leading VT is not OWS", raHdr("\v5"), t0, raInvalid, fallback(t0), true},
+		{"R18/fullwidth digit invalid", raHdr("\uff15"), t0, raInvalid, fallback(t0), true},
+		{"R18/Arabic-Indic digit invalid", raHdr("\u0665"), t0, raInvalid, fallback(t0), true},
+		{"R18/ASCII digit then fullwidth digit invalid", raHdr("1\uff15"), t0, raInvalid, fallback(t0), true},
+
+		// R22: the 30 s ceiling and unrepresentable delays (seconds).
+		{"R22/seconds 30 is the last valid wait", raHdr("30"), t0, raSeconds(30), raTiming(t0, 30), false},
+		{"R22/seconds 31 is overlong with real timing", raHdr("31"), t0, raOverlongK, raTiming(t0, 31), true},
+		{"R22/seconds 3600 is overlong with real timing", raHdr("3600"), t0, raOverlongK, raTiming(t0, 3600), true},
+		{"R22/max int64 seconds: not-before overflows, no timing", raHdr("9223372036854775807"), t0, raOverlongK, nil, true},
+		{"R22/digits overflowing int64: no timing", raHdr("9223372036854775808"), t0, raOverlongK, nil, true},
+		{"R22/forty nines: no timing", raHdr(strings.Repeat("9", 40)), t0, raOverlongK, nil, true},
+		{"R22/receipt near max int64: received+5 overflows", raHdr("5"), time.Unix(math.MaxInt64-3, 0), raOverlongK, nil, true},
+		{"R22/receipt at max int64-5: not-before is max int64", raHdr("5"), time.Unix(math.MaxInt64-5, 0), raSeconds(5), &RetryAfterTiming{math.MaxInt64 - 5, math.MaxInt64, 5}, false},
+
+		// R21: oversized fields fail closed.
+		{"R21/128-byte value with leading zeros is valid", raHdr(d128), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"R21/129-byte value is oversized", raHdr(d129), t0, raOversized, nil, true},
+		{"R21/raw length counts OWS", raHdr(strings.Repeat(" ", 128) + "5"), t0, raOversized, nil, true},
+		{"R21/oversized wins over duplicate values", raHdr("5", d129), t0, raOversized, nil, true},
+		{"R21/oversized in a non-canonical duplicate key wins", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {d129}}), t0, raOversized, nil, true},
+		{"R21/oversized without receipt time", raHdr(d129), time.Time{}, raOversized, nil, true},
+
+		// R19: HTTP-date, three forms, strict, resolved against receipt in UTC.
+		{"R19/IMF-fixdate equal to receipt is zero", raHdr("Sun, 06 Nov 1994 08:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"R19/IMF-fixdate 10 s ahead", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
+		{"R19/R22 IMF-fixdate 30 s ahead is the last valid wait", raHdr("Sun, 06 Nov 1994 08:50:07 GMT"), t0, raDate(30), raTiming(t0, 30), false},
+		{"R19/R22 IMF-fixdate 31 s ahead is overlong with real timing", raHdr("Sun, 06 Nov 1994 08:50:08 GMT"), t0, raOverlongK, raTiming(t0, 31), true},
+		{"R19/IMF-fixdate one hour past is zero", raHdr("Sun, 06 Nov 1994 07:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"R19/IMF-fixdate 1970 epoch is past", raHdr("Thu, 01 Jan 1970 00:00:00 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"R19/IMF-fixdate with OWS", raHdr("\t Sun, 06 Nov 1994 08:49:47 GMT "), t0, raDate(10), raTiming(t0, 10), false},
+		{"R19/receipt in another zone resolves in UTC", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.In(time.FixedZone("UTC+5", 5*3600)), raDate(10), raTiming(t0, 10), false},
+		{"R19/receipt fraction of a second is floored", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.Add(900 * time.Millisecond), raDate(10), raTiming(t0, 10), false},
+		{"R19/RFC 850 10 s ahead", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
+		{"R19/asctime space-padded day 10 s ahead", raHdr("Sun Nov  6 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
+		{"R19/asctime zero-padded day (2DIGIT) 10 s ahead", raHdr("Sun Nov 06 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
+		{"R19/R22 asctime two-digit day 10 days ahead is overlong", raHdr("Wed Nov 16 08:49:37 1994"), t0, raOverlongK, raTiming(t0, 864000), true},
+		{"R19/asctime past", raHdr("Fri Dec 31 23:59:59 1993"), t0, raDate(0), raTiming(t0, 0), false},
+		{"R19/zone UTC invalid", raHdr("Sun, 06 Nov 1994 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
+		{"R19/zone EST invalid", raHdr("Sun, 06 Nov 1994 08:49:47 EST"), t0, raInvalid, fallback(t0), true},
+		{"R19/zone +0000 invalid", raHdr("Sun, 06 Nov 1994 08:49:47 +0000"), t0, raInvalid, fallback(t0), true},
+		{"R19/zone lower-case gmt invalid", raHdr("Sun, 06 Nov 1994 08:49:47 gmt"), t0, raInvalid, fallback(t0), true},
+		{"R19/RFC 850 zone UTC invalid", raHdr("Sunday, 06-Nov-94 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
+		{"R19/asctime with a zone invalid", raHdr("Sun Nov  6 08:49:47 1994 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/weekday mismatch invalid", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/asctime weekday mismatch invalid", raHdr("Mon Nov  6 08:49:47 1994"), t0, raInvalid, fallback(t0), true},
+		{"R19/RFC 850 weekday mismatch invalid", raHdr("Monday, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/day 31 November invalid", raHdr("Thu, 31 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/day 00 invalid", raHdr("Sun, 00 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/29 February 1900 invalid", raHdr("Thu, 29 Feb 1900 00:00:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/29 February 2000 valid and past", raHdr("Tue, 29 Feb 2000 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"R19/unknown month invalid", raHdr("Sun, 06 Foo 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/lower-case month invalid", raHdr("Sun, 06 nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/upper-case day name invalid", raHdr("SUN, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/long day name in IMF-fixdate invalid", raHdr("Sunday, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/short day name in RFC 850 invalid", raHdr("Sun, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/space-padded day in IMF-fixdate invalid", raHdr("Sun,  6 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/double inner space invalid", raHdr("Sun, 06 Nov  1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/hour 24 invalid", raHdr("Sun, 06 Nov 1994 24:00:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/minute 60 invalid", raHdr("Sun, 06 Nov 1994 08:60:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"R19/leap second 23:59:60 is the next 00:00:00", raHdr("Sat, 31 Dec 2016 23:59:60 GMT"), raTLeap, raDate(10), raTiming(raTLeap, 10), false},
+		{"R19/second 60 outside 23:59 invalid", raHdr("Sat, 31 Dec 2016 23:58:60 GMT"), raTLeap, raInvalid, fallback(raTLeap), true},
+		{"R19/RFC 850 pivot: 70 seen from 2026 is 2070", raHdr("Wednesday, 01-Jan-70 00:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3155760000-raT2026.Unix()), true},
+		{"R19/RFC 850 pivot: 1970 weekday for 70 seen from 2026 mismatches", raHdr("Thursday, 01-Jan-70 00:00:00 GMT"), raT2026, raInvalid, fallback(raT2026), true},
+		{"R19/RFC 850 pivot: 77 seen from 2026 is 1977, past", raHdr("Saturday, 01-Jan-77 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"R19/RFC 850 pivot: exactly 50 years ahead stays in the future", raHdr("Saturday, 14-Mar-76 12:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3351369600+43200-raT2026.Unix()), true},
+		{"R19/RFC 850 pivot: 50 years and 1 s ahead is the past century", raHdr("Sunday, 14-Mar-76 12:00:01 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"R19/RFC 850 same year 10 s ahead", raHdr("Saturday, 14-Mar-26 12:00:10 GMT"), raT2026, raDate(10), raTiming(raT2026, 10), false},
+		{"R19/R22 receipt at min int64: date delay overflows, no timing", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), min, raOverlongK, nil, true},
+		{"R19/receipt at max int64: date is past", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), max, raDate(0), &RetryAfterTiming{math.MaxInt64, math.MaxInt64, 0}, false},
+		{"R19/R22 RFC 850 year unresolvable for a receipt beyond 9999", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), max, raOverlongK, nil, true},
+
+		// R23: timing only with a known receipt time.
+		{"R23/zero receipt: seconds keep kind and value, no timing", raHdr("5"), time.Time{}, raSeconds(5), nil, false},
+		{"R23/zero receipt: overlong seconds, no timing", raHdr("45"), time.Time{}, raOverlongK, nil, true},
+		{"R23/zero receipt: missing, no timing", raHdr(), time.Time{}, raMissing, nil, true},
+		{"R23/zero receipt: invalid, no timing", raHdr("soon"), time.Time{}, raInvalid, nil, true},
+		{"R23/zero receipt: duplicate, no timing", raHdr("5", "6"), time.Time{}, raInvalid, nil, true},
+		{"R23/zero receipt: IMF-fixdate is unresolved invalid", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
+		{"R23/zero receipt: RFC 850 is unresolved invalid", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
+		{"R23/zero receipt: asctime is unresolved invalid", raHdr("Sun Nov  6 08:49:47 1994"), time.Time{}, raInvalid, nil, true},
+		{"R23/Unix epoch is a known receipt time", raHdr("5"), time.Unix(0, 0), raSeconds(5), &RetryAfterTiming{0, 5, 5}, false},
+		{"R23/receipt at max int64: missing has no representable fallback", raHdr(), max, raMissing, nil, true},
+		{"R23/receipt at max int64-1: fallback not-before is max int64", raHdr("x"), time.Unix(math.MaxInt64-1, 0), raInvalid, &RetryAfterTiming{math.MaxInt64 - 1, math.MaxInt64, 1}, true},
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	cases := retryAfterCases()
+	if len(cases) < 45 {
+		t.Fatalf("table has %d rows, want at least 45", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, timing, diag := ParseRetryAfter(tc.h, tc.recv)
+			if got != tc.want {
+				t.Errorf("RetryAfter = %+v, want %+v", got, tc.want)
+			}
+			switch {
+			case tc.wantTiming == nil && timing != nil:
+				t.Errorf("timing = %+v, want nil", *timing)
+			case tc.wantTiming != nil && timing == nil:
+				t.Errorf("timing = nil, want %+v", *tc.wantTiming)
+			case tc.wantTiming != nil && *timing != *tc.wantTiming:
+				t.Errorf("timing = %+v, want %+v", *timing, *tc.wantTiming)
+			}
+			if (diag != "") != tc.wantDiag {
+				t.Errorf("diagnostic = %q, want non-empty: %v", diag, tc.wantDiag)
+			}
+			checkRetryAfterInvariants(t, tc.h, tc.recv, got, timing, diag)
+		})
+	}
+}
+
+// TestParseRetryAfterDiagnostics pins the wording of a few diagnostics and
+// checks that none repeats the attacker-controlled value.
+func TestParseRetryAfterDiagnostics(t *testing.T) {
+	secret := "sig=SECRETTOKEN"
+	cases := []struct {
+		name string
+		h    http.Header
+		recv time.Time
+		want string
+	}{
+		{"R20/missing", raHdr(), raT0, "retry-after: missing; 1 s fallback"},
+		{"R20/missing without receipt", raHdr(), time.Time{}, "retry-after: missing; unresolved, no receipt time"},
+		{"R17/two values", raHdr("5", secret), raT0, "retry-after: 2 values; 1 s fallback"},
+		{"R17/two keys", raWith(map[string][]string{"Retry-After": {secret}, "retry-after": {"5"}}), raT0, "retry-after: 2 keys differing in case; 1 s fallback"},
+		{"R18/not digits", raHdr("5" + secret), raT0, "retry-after: delay-seconds is not 1*DIGIT; 1 s fallback"},
+		{"R20/neither", raHdr("<" + secret + ">"), raT0, "retry-after: neither delay-seconds nor http-date; 1 s fallback"},
+		{"R19/layout", raHdr(secret), raT0, "retry-after: http-date layout not imf-fixdate, rfc850 or asctime; 1 s fallback"},
+		{"R19/zone", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
+		{"R19/weekday", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), raT0, "retry-after: http-date weekday does not match the date; 1 s fallback"},
+		{"R21/oversized", raHdr(strings.Repeat(secret, 20)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
+		{"R22/overlong", raHdr("0045"), raT0, "retry-after: delay 45 s above 30 s ceiling; sequence stops"},
+		{"R22/unrepresentable", raHdr(strings.Repeat("9", 30)), raT0, "retry-after: delay not representable in unix seconds; unresolved"},
+		{"R23/date without receipt", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, "retry-after: http-date without receipt time; unresolved"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, diag := ParseRetryAfter(tc.h, tc.recv)
+			if diag != tc.want {
+				t.Errorf("diagnostic = %q, want %q", diag, tc.want)
+			}
+			if strings.Contains(diag, "SECRET") || strings.Contains(diag, "XYZ") {
+				t.Errorf("diagnostic %q echoes the header value", diag)
+			}
+		})
+	}
+}
+
+// TestParseRetryAfterDateRoundTrip formats instants across years 1601-9999
+// in the three HTTP-date forms with the standard library and checks that each
+// resolves to the exact delay (R19, R22).
+func TestParseRetryAfterDateRoundTrip(t *testing.T) {
+	start := time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	end := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+	const step = 11_111_111_111 / 1000 * 7 // ~2.5 years between samples; odd to vary the time of day
+	n := 0
+	for u := start; u <= end; u += step + int64(n%86400) {
+		n++
+		at := time.Unix(u, 0).UTC()
+		forms := []string{
+			at.Format(http.TimeFormat),
+			at.Format("Monday, 02-Jan-06 15:04:05 GMT"),
+			at.Format(time.ANSIC),
+		}
+		for _, delay := range []int64{0, 1, 30, 31, 86400} {
+			recv := time.Unix(u-delay, 0)
+			for _, v := range forms {
+				got, timing, diag := ParseRetryAfter(raHdr(v), recv)
+				want := raDate(delay)
+				if delay > 30 {
+					want = raOverlongK
+				}
+				if got != want || timing == nil || *timing != *raTiming(recv, delay) || (diag == "") != (delay <= 30) {
+					t.Fatalf("%q received %d s before: got %+v %+v %q, want %+v delay %d", v, delay, got, timing, diag, want, delay)
+				}
+			}
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d samples", n)
+	}
+}
+
+// TestParseRetryAfterAllocs checks that the clean paths allocate nothing but
+// the returned timing.
+func TestParseRetryAfterAllocs(t *testing.T) {
+	cases := []struct {
+		name string
+		h    http.Header
+		recv time.Time
+		max  float64
+	}{
+		{"seconds", raHdr("5"), raT0, 1},
+		{"seconds without receipt", raHdr("5"), time.Time{}, 0},
+		{"imf-fixdate", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), raT0, 1},
+		{"rfc850", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), raT0, 1},
+		{"asctime", raHdr("Sun Nov  6 08:49:47 1994"), raT0, 1},
+		{"missing", raHdr(), raT0, 1},
+		{"missing without receipt", raHdr(), time.Time{}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := testing.AllocsPerRun(100, func() { ParseRetryAfter(tc.h, tc.recv) })
+			if got > tc.max {
+				t.Errorf("allocs = %v, want at most %v", got, tc.max)
+			}
+		})
+	}
+}
+
+// checkRetryAfterInvariants asserts what must hold for every result; the
+// fuzz target and the table share it.
+func checkRetryAfterInvariants(t *testing.T, h http.Header, recv time.Time, got RetryAfter, timing *RetryAfterTiming, diag string) {
+	t.Helper()
+	switch got.Kind {
+	case RetryAfterSeconds, RetryAfterDate:
+		if got.Value < 0 || got.Value > 30 {
+			t.Errorf("%s value %d outside 0..30", got.Kind, got.Value)
+		}
+		if diag != "" {
+			t.Errorf("%s with diagnostic %q", got.Kind, diag)
+		}
+		if timing != nil && timing.ServerDelaySeconds != got.Value {
+			t.Errorf("%s value %d but timing delay %d", got.Kind, got.Value, timing.ServerDelaySeconds)
+		}
+		if got.Kind == RetryAfterDate && timing == nil {
+			t.Errorf("date without timing")
+		}
+	case RetryAfterMissing, RetryAfterInvalid, RetryAfterOverlong, RetryAfterOversized:
+		if got.Value != 0 {
+			t.Errorf("%s with value %d, want the 0 sentinel", got.Kind, got.Value)
+		}
+		if diag == "" {
+			t.Errorf("%s without diagnostic", got.Kind)
+		}
+	default:
+		t.Errorf("unknown kind %q", got.Kind)
+	}
+	if timing != nil {
+		if recv.IsZero() {
+			t.Errorf("timing %+v without receipt time", *timing)
+		}
+		if timing.ReceivedAtUTC != recv.Unix() {
+			t.Errorf("ReceivedAtUTC %d, want %d", timing.ReceivedAtUTC, recv.Unix())
+		}
+		if timing.ServerDelaySeconds < 0 || timing.NotBeforeUTC-timing.ServerDelaySeconds != timing.ReceivedAtUTC || timing.NotBeforeUTC < timing.ReceivedAtUTC {
+			t.Errorf("inconsistent timing %+v", *timing)
+		}
+	}
+	switch got.Kind {
+	case RetryAfterOversized:
+		if timing != nil {
+			t.Errorf("oversized with timing %+v", *timing)
+		}
+	case RetryAfterMissing, RetryAfterInvalid:
+		if timing != nil && timing.ServerDelaySeconds != fallbackDelaySeconds {
+			t.Errorf("%s fallback delay %d, want 1", got.Kind, timing.ServerDelaySeconds)
+		}
+		if timing == nil && !recv.IsZero() && recv.Unix() < math.MaxInt64 {
+			t.Errorf("%s with known receipt time but no fallback timing", got.Kind)
+		}
+	case RetryAfterOverlong:
+		if timing != nil && timing.ServerDelaySeconds <= 30 {
+			t.Errorf("overlong with delay %d", timing.ServerDelaySeconds)
+		}
+	case RetryAfterSeconds:
+		if timing == nil && !recv.IsZero() {
+			t.Errorf("seconds with known receipt time but no timing")
+		}
+	}
+	if !raDiagAllowed(diag) {
+		t.Errorf("diagnostic %q is not one of the fixed forms", diag)
+	}
+}
+
+// raDiagAllowed reports whether diag is one of the fixed diagnostic forms,
+// with every run of digits read as N. A diagnostic that echoed the header
+// value would not be.
+func raDiagAllowed(diag string) bool {
+	if diag == "" {
+		return true
+	}
+	return raDiagForms()[raNormalizeDigits(diag)]
+}
+
+var raDiagForms = sync.OnceValue(func() map[string]bool {
+	set := map[string]bool{}
+	add := func(s string) { set[raNormalizeDigits(s)] = true }
+	reasons := []string{
+		"retry-after: 2 keys differing in case",
+		"retry-after: 2 values",
+		raDiagMissing, raDiagEmpty, raDiagNeither, raDiagNotDigits,
+	}
+	for _, r := range []string{raDateLayout, raDateDayName, raDateMonth, raDateDigits, raDateRange, raDateClock, raDateZone, raDateWeekday} {
+		reasons = append(reasons, "retry-after: "+r)
+	}
+	for _, r := range reasons {
+		add(r + raDiagFallback)
+		add(r + raDiagFallback + "; receipt time too late to represent")
+		add(r + raDiagNoReceipt)
+	}
+	add("retry-after: value longer than 128 bytes; fail closed, no wait")
+	add(raDiagNoTiming)
+	add(raDiagUnrepr)
+	add(raDiagYearUnres)
+	add(raDiagOverlongPf + "31" + raDiagOverlongSf)
+	return set
+})
+
+func raNormalizeDigits(s string) string {
+	var b strings.Builder
+	inDigits := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if '0' <= c && c <= '9' {
+			if !inDigits {
+				b.WriteByte('N')
+			}
+			inDigits = true
+			continue
+		}
+		inDigits = false
+		b.WriteByte(c)
+	}
+	return b.String()
+}

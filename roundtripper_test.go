@@ -1,0 +1,639 @@
+package readrecovery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const base = "https://acct.search.windows.net"
+
+// R1: one delay opportunity per sequence, shared by every page; never per
+// page. A 429 on page 2 is waited and re-sent; a 429 on page 4 stops.
+func TestR1OneDelayPerSequenceNotPerPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 2, 5: // page 2's first send, page 4's first send
+				return reply(429, "Retry-After", "2", "x-ms-request-id", "rid-"+req.URL.Query().Get("page"))(req), nil
+			}
+			return reply(200)(req), nil
+		})
+		tr := New(srv)
+		b := NewBudget("inventory")
+		ctx := WithBudget(context.Background(), b)
+		var statuses []int
+		for page := 1; page <= 5; page++ {
+			resp, err := tr.RoundTrip(get(t, ctx, base+"/files?page="+string(rune('0'+page))))
+			if err != nil {
+				require.ErrorIs(t, err, ErrSequenceStopped)
+				statuses = append(statuses, -1)
+				continue
+			}
+			statuses = append(statuses, resp.StatusCode)
+			drain(resp)
+		}
+		assert.Equal(t, []int{200, 200, 200, 429, -1}, statuses)
+		hits := srv.Hits()
+		require.Len(t, hits, 5, "page 5 must not reach the server")
+		assert.Equal(t, 2*time.Second, hits[2].At.Sub(hits[1].At), "page 2 re-sent exactly 2 s after its 429")
+		r := b.Report()
+		assert.Equal(t, 5, r.Requests)
+		assert.Equal(t, 1, r.Waits)
+		assert.Equal(t, StopOpportunityUsed, r.Stop)
+	})
+}
+
+// R2: the ceilings clamp, never raise.
+func TestR2CeilingsClamp(t *testing.T) {
+	b := NewBudget("s", MaxRequests(500), MaxTotal(2*time.Minute), MaxWait(45*time.Second))
+	assert.Equal(t, 200, b.maxRequests)
+	assert.Equal(t, 60*time.Second, b.maxTotal)
+	assert.Equal(t, 30*time.Second, b.maxWait)
+	b = NewBudget("s", MaxRequests(3), MaxTotal(10*time.Second), MaxWait(5*time.Second), MaxRequests(0), MaxTotal(-1), nil)
+	assert.Equal(t, 3, b.maxRequests)
+	assert.Equal(t, 10*time.Second, b.maxTotal)
+	assert.Equal(t, 5*time.Second, b.maxWait)
+}
+
+// R2, R4: the request limit counts the re-sent request; the request after
+// the limit fails before network access.
+func TestR2RequestLimitCountsResend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200), reply(429, "Retry-After", "1"), reply(200)))
+		tr := New(srv)
+		b := NewBudget("s", MaxRequests(3))
+		ctx := WithBudget(context.Background(), b)
+		for range 2 {
+			resp, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+		}
+		_, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		assert.Equal(t, StopRequestsExhausted, stopReason(err))
+		assert.Len(t, srv.Hits(), 3)
+		assert.Equal(t, 3, b.Report().Requests)
+	})
+}
+
+// R2, R14: a re-send with no request left is not attempted; the 429 goes back.
+func TestR2NoRequestLeftForResend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
+		b := NewBudget("s", MaxRequests(1))
+		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode)
+		assert.Len(t, srv.Hits(), 1)
+		assert.Equal(t, StopRequestsExhausted, b.Report().Stop)
+		assert.Equal(t, 0, b.Report().Waits)
+	})
+}
+
+// R2, R3: the total runs from the first request; when it runs out, a body
+// being read is cut off and the next request fails before network access.
+func TestR3TotalCutsOffBodyInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			r := reply(200)(req)
+			r.Body = stalledBody{ctx: req.Context()}
+			return r, nil
+		})
+		b := NewBudget("s", MaxTotal(5*time.Second))
+		ctx := WithBudget(context.Background(), b)
+		start := time.Now()
+		resp, err := New(srv).RoundTrip(get(t, ctx, base+"/blob"))
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 5*time.Second, time.Since(start), "cut off exactly at the total")
+		_, err = New(srv).RoundTrip(get(t, ctx, base+"/blob"))
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		assert.Equal(t, StopTotalExhausted, stopReason(err))
+		assert.Len(t, srv.Hits(), 1)
+	})
+}
+
+// R3: a caller context with its own cancellation still gets the total.
+func TestR3TotalWithCancelableParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			<-req.Context().Done() // a request that never answers
+			return nil, req.Context().Err()
+		})
+		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		b := NewBudget("s", MaxTotal(3*time.Second))
+		start := time.Now()
+		_, err := New(srv).RoundTrip(get(t, WithBudget(parent, b), base+"/x"))
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Equal(t, StopTotalExhausted, b.Report().Stop)
+	})
+}
+
+// R4: after a stop, every further request fails before any network access
+// with ErrSequenceStopped, saying why.
+func TestR4StoppedSequenceFailsBeforeNetwork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "1"), reply(429, "Retry-After", "1"), reply(200)))
+		tr := New(srv)
+		b := NewBudget("readback")
+		ctx := WithBudget(context.Background(), b)
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode, "persistent 429: the re-sent request's 429 goes back")
+		for _, m := range []string{http.MethodGet, http.MethodPut} {
+			_, err = tr.RoundTrip(mutation(t, ctx, m, base+"/indexes/a", "{}"))
+			require.ErrorIs(t, err, ErrSequenceStopped)
+			assert.Contains(t, err.Error(), `sequence "readback" stopped: persistent-429`)
+		}
+		assert.Len(t, srv.Hits(), 2)
+		assert.Equal(t, StopPersistent429, b.Report().Stop)
+	})
+}
+
+// R5: no Budget, no delayed recovery: the 429 passes through untouched.
+func TestR5NoBudgetPassesThrough(t *testing.T) {
+	srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
+	resp, err := New(srv).RoundTrip(get(t, context.Background(), base+"/x"))
+	require.NoError(t, err)
+	assert.Equal(t, 429, resp.StatusCode)
+	assert.Equal(t, "body of Too Many Requests", drain(resp))
+	assert.Len(t, srv.Hits(), 1)
+}
+
+// R7, R8: a mutation's 429 is never re-sent; it goes back untouched, body
+// unread and open.
+func TestR7MutationsNeverResent(t *testing.T) {
+	for _, m := range []string{http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		t.Run(m, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
+				b := NewBudget("s")
+				resp, err := New(srv).RoundTrip(mutation(t, WithBudget(context.Background(), b), m, base+"/indexes/a", `{"n":1}`))
+				require.NoError(t, err)
+				assert.Equal(t, 429, resp.StatusCode)
+				tb := resp.Body.(*trackedBody)
+				assert.False(t, tb.read || tb.closed, "R13: body unread and open")
+				time.Sleep(time.Minute)
+				assert.Len(t, srv.Hits(), 1)
+				assert.Equal(t, 0, b.Report().Waits)
+			})
+		})
+	}
+}
+
+// R8: write 429 → the next GET of the sequence waits the Retry-After
+// (measured from the 429's receipt) before it is sent; this uses the
+// opportunity.
+func TestR8WaitBeforeReadback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(
+			reply(429, "Retry-After", "3", "x-ms-request-id", "put-1"),
+			reply(200, "x-ms-request-id", "get-1", "ETag", `"0x8D1"`),
+			reply(429, "Retry-After", "1"),
+		))
+		tr, rec, _ := newTraced(srv)
+		b := NewBudget("index-a")
+		ctx := WithBudget(context.Background(), b)
+		resp, err := tr.RoundTrip(mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}"))
+		require.NoError(t, err)
+		require.Equal(t, 429, resp.StatusCode)
+		drain(resp)
+		time.Sleep(time.Second) // the caller takes a second before its readback
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		hits := srv.Hits()
+		require.Len(t, hits, 2)
+		assert.Equal(t, 3*time.Second, hits[1].At.Sub(hits[0].At), "GET sent 3 s after the PUT's 429")
+		r := b.Report()
+		require.Len(t, r.WaitLog, 1)
+		assert.Equal(t, "write-429", r.WaitLog[0].Trigger)
+		assert.Equal(t, RetryAfter{Kind: RetryAfterSeconds, Value: 3}, r.WaitLog[0].RetryAfter)
+		assert.Equal(t, 2*time.Second, r.WaitLog[0].Planned)
+		assert.Equal(t, "put-1", r.WaitLog[0].RequestID)
+		assert.Equal(t, &MutationOutcome{Method: "PUT", StatusCode: 429, RequestID: "put-1", Attempt: 1}, r.Mutation)
+		assert.Equal(t, Observed, r.Ownership, "R25: a GET that finds the object after a write 429 observes it")
+		// The opportunity is used: a later GET 429 stops.
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode)
+		assert.Equal(t, StopOpportunityUsed, b.Report().Stop)
+		spans := rec.Ended()
+		require.Len(t, spans, 1)
+		assert.Equal(t, "readrecovery.wait", spans[0].Name())
+	})
+}
+
+// R9: a GET 429 after an ACK is re-sent once after the wait; the re-sent
+// answer goes back whatever it is (here 404).
+func TestR9OneDelayedGETAnswerReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(
+			reply(201, "x-ms-request-id", "put-ok"),
+			reply(429, "Retry-After", "4"),
+			reply(404, "x-ms-request-id", "get-404"),
+		))
+		b := NewBudget("index-a")
+		ctx := WithBudget(context.Background(), b)
+		tr := New(srv)
+		resp, err := tr.RoundTrip(mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}"))
+		require.NoError(t, err)
+		require.Equal(t, 201, resp.StatusCode)
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		assert.Equal(t, 404, resp.StatusCode)
+		hits := srv.Hits()
+		require.Len(t, hits, 3)
+		assert.Equal(t, []string{"PUT", "GET", "GET"}, []string{hits[0].Method, hits[1].Method, hits[2].Method})
+		assert.Equal(t, 4*time.Second, hits[2].At.Sub(hits[1].At))
+		r := b.Report()
+		assert.Equal(t, Owned, r.Ownership)
+		assert.Equal(t, "", string(r.Stop))
+		assert.Equal(t, []ReadEvidence{{StatusCode: 429}, {StatusCode: 404, RequestID: "get-404"}}, r.FailedReads)
+	})
+}
+
+// R9, R25: after a write with unknown outcome (no response), a read may
+// recover but what it finds stays observed, never owned.
+func TestR9UnknownWriteOutcomeStaysObserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reset := errors.New("connection reset by peer")
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 1:
+				return nil, reset
+			case 2:
+				return reply(429, "Retry-After", "1")(req), nil
+			}
+			return reply(200, "x-ms-request-id", "found")(req), nil
+		})
+		b := NewBudget("index-a")
+		ctx := WithBudget(context.Background(), b)
+		tr := New(srv)
+		_, err := tr.RoundTrip(mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}"))
+		require.ErrorIs(t, err, reset, "R15: transport errors pass through")
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		r := b.Report()
+		assert.Equal(t, Observed, r.Ownership)
+		assert.False(t, r.Mutation.Acked)
+		assert.Equal(t, "connection reset by peer", r.Mutation.Error)
+		assert.Equal(t, 1, r.Waits)
+		assert.Len(t, srv.Hits(), 3)
+	})
+}
+
+// R10: a marked upload with GetBody is re-sent once, unchanged, after its
+// wait; without the mark or without GetBody it is not.
+func TestR10QueueRetryRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "2", "x-ms-request-id", "q1"), reply(201, "x-ms-request-id", "up")))
+		b := NewBudget("upload")
+		ctx := WithQueueRetry(WithBudget(context.Background(), b))
+		req := mutation(t, ctx, http.MethodPost, base+"/files?sig=SECRET", "file-bytes")
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("x-ms-file-name", "a.txt")
+		resp, err := New(srv).RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode)
+		hits := srv.Hits()
+		require.Len(t, hits, 2)
+		for _, h := range hits {
+			assert.Equal(t, "POST", h.Method)
+			assert.Equal(t, base+"/files?sig=SECRET", h.URL)
+			assert.Equal(t, "file-bytes", h.Body)
+			assert.Equal(t, "Bearer tok", h.Header.Get("Authorization"))
+			assert.Equal(t, "a.txt", h.Header.Get("x-ms-file-name"))
+		}
+		assert.Equal(t, 2*time.Second, hits[1].At.Sub(hits[0].At))
+		r := b.Report()
+		assert.Equal(t, "queue-429", r.WaitLog[0].Trigger)
+		assert.Equal(t, &MutationOutcome{Method: "POST", StatusCode: 201, RequestID: "up", Acked: true, Attempt: 2}, r.Mutation)
+		assert.Equal(t, Owned, r.Ownership)
+	})
+	t.Run("without GetBody", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(429, "Retry-After", "1"), reply(201)))
+			b := NewBudget("upload")
+			req := mutation(t, WithQueueRetry(WithBudget(context.Background(), b)), http.MethodPost, base+"/files", "x")
+			req.GetBody = nil
+			resp, err := New(srv).RoundTrip(req)
+			require.NoError(t, err)
+			assert.Equal(t, 429, resp.StatusCode)
+			assert.Len(t, srv.Hits(), 1)
+		})
+	})
+	t.Run("queue 429 twice is persistent", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
+			b := NewBudget("upload")
+			resp, err := New(srv).RoundTrip(mutation(t, WithQueueRetry(WithBudget(context.Background(), b)), http.MethodPost, base+"/files", "x"))
+			require.NoError(t, err)
+			assert.Equal(t, 429, resp.StatusCode)
+			assert.Len(t, srv.Hits(), 2)
+			assert.Equal(t, StopPersistent429, b.Report().Stop)
+		})
+	})
+}
+
+// R11: the re-sent GET is the same request (URL, Authorization, endpoint);
+// NewClient returns redirects; a redirect-produced request is refused.
+func TestR11SameRequestNoRedirects(t *testing.T) {
+	var seen []string
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.URL.String())
+		auth = append(auth, r.Header.Get("Authorization"))
+		switch {
+		case r.URL.Path == "/moved":
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		case len(seen) == 1:
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(429)
+		default:
+			w.WriteHeader(200)
+		}
+	}))
+	defer srv.Close()
+	client := NewClient()
+	ctx := WithBudget(context.Background(), NewBudget("s"))
+	req := get(t, ctx, srv.URL+"/blob?sv=1&sig=S")
+	req.Header.Set("Authorization", "SharedKey acct:abc")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	drain(resp)
+	assert.Equal(t, []string{"GET /blob?sv=1&sig=S", "GET /blob?sv=1&sig=S"}, seen)
+	assert.Equal(t, []string{"SharedKey acct:abc", "SharedKey acct:abc"}, auth)
+
+	resp, err = client.Do(get(t, ctx, srv.URL+"/moved"))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusFound, resp.StatusCode)
+	assert.Equal(t, "/elsewhere", resp.Header.Get("Location"))
+	drain(resp)
+	assert.Len(t, seen, 3, "the redirect was not followed")
+
+	// An http.Client that follows redirects: the transport refuses the
+	// second hop before sending it.
+	following := &http.Client{Transport: New(nil)}
+	_, err = following.Do(get(t, context.Background(), srv.URL+"/moved"))
+	require.ErrorIs(t, err, ErrRedirectRefused)
+	var nr interface{ NonRetriable() }
+	assert.True(t, errors.As(err, &nr))
+	assert.Len(t, seen, 4)
+}
+
+// R12: the 429 body is closed, unread, before the wait.
+func TestR12BodyClosedUnreadBeforeWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := reply(429, "Retry-After", "5")(nil)
+		tb := first.Body.(*trackedBody)
+		var closedBeforeResend bool
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return first, nil
+			}
+			tb.mu.Lock()
+			closedBeforeResend = tb.closed && !tb.read
+			tb.mu.Unlock()
+			return reply(200)(req), nil
+		})
+		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), NewBudget("s")), base+"/x"))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.True(t, closedBeforeResend)
+	})
+}
+
+// R12: a failed Close means no wait and no re-send; the error carries the
+// original status, request ID and a sanitized diagnostic; the sequence stops.
+func TestR12CloseFailureStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			r := reply(429, "Retry-After", "5", "x-ms-request-id", "rid-429")(req)
+			r.Body.(*trackedBody).closeErr = errors.New("close https://acct.blob.core.windows.net/c/b?sig=SECRET: broken pipe")
+			return r, nil
+		})
+		b := NewBudget("s")
+		start := time.Now()
+		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+		assert.Nil(t, resp)
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		var se *StopError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, StopCleanupFailed, se.Reason)
+		assert.Equal(t, 429, se.StatusCode)
+		assert.Equal(t, "rid-429", se.RequestID)
+		assert.Contains(t, se.Detail, "broken pipe")
+		assert.NotContains(t, err.Error(), "SECRET")
+		assert.Equal(t, time.Duration(0), time.Since(start), "no wait")
+		assert.Len(t, srv.Hits(), 1, "no re-send")
+		assert.Equal(t, 0, b.Report().Waits)
+	})
+}
+
+// R13: an unrecovered 429 (opportunity used) goes back with its body
+// unread and open.
+func TestR13UnrecoveredBodyUntouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
+		b := NewBudget("s")
+		b.usedDelay = true
+		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+		require.NoError(t, err)
+		tb := resp.Body.(*trackedBody)
+		assert.False(t, tb.read)
+		assert.False(t, tb.closed)
+		assert.Equal(t, "body of Too Many Requests", drain(resp))
+	})
+}
+
+// R14: cancellation ends the wait at once with the context's error.
+func TestR14CancelEndsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "10"), reply(200)))
+		tr, rec, _ := newTraced(srv)
+		b := NewBudget("s")
+		ctx, cancel := context.WithCancel(WithBudget(context.Background(), b))
+		time.AfterFunc(3*time.Second, cancel)
+		start := time.Now()
+		_, err := tr.RoundTrip(get(t, ctx, base+"/x"))
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Len(t, srv.Hits(), 1)
+		r := b.Report()
+		assert.Equal(t, StopWaitCanceled, r.Stop)
+		require.Len(t, r.WaitLog, 1)
+		assert.True(t, r.WaitLog[0].Canceled)
+		assert.Equal(t, 3*time.Second, r.WaitLog[0].Actual)
+		spans := rec.Ended()
+		require.Len(t, spans, 1)
+		assert.Equal(t, "Error", spans[0].Status().Code.String(), "R28: a cancelled wait ends with status Error")
+	})
+}
+
+// R14, R22: a valid delay above the ceiling, or above what remains of the
+// total, stops the sequence instead of being shortened.
+func TestR14StopInsteadOfShorten(t *testing.T) {
+	cases := []struct {
+		name   string
+		header string
+		opts   []BudgetOption
+		before time.Duration
+		want   StopReason
+	}{
+		{"overlong 31 s", "31", nil, 0, StopOverlong},
+		{"overlong 3600 s", "3600", nil, 0, StopOverlong},
+		{"above the budget's wait ceiling", "10", []BudgetOption{MaxWait(5 * time.Second)}, 0, StopOverlong},
+		{"longer than the total left", "8", []BudgetOption{MaxTotal(10 * time.Second)}, 5 * time.Second, StopWaitExceedsTotal},
+		{"oversized field", strings.Repeat("1", 129), nil, 0, StopOversized},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+					if n == 1 {
+						return reply(200)(req), nil
+					}
+					time.Sleep(tc.before)
+					return reply(429, "Retry-After", tc.header)(req), nil
+				})
+				b := NewBudget("s", tc.opts...)
+				ctx := WithBudget(context.Background(), b)
+				tr := New(srv)
+				_, err := tr.RoundTrip(get(t, ctx, base+"/x"))
+				require.NoError(t, err)
+				start := time.Now()
+				resp, err := tr.RoundTrip(get(t, ctx, base+"/x"))
+				require.NoError(t, err)
+				assert.Equal(t, 429, resp.StatusCode)
+				assert.Equal(t, tc.before, time.Since(start), "no wait")
+				assert.Len(t, srv.Hits(), 2)
+				assert.Equal(t, tc.want, b.Report().Stop)
+				assert.Equal(t, 0, b.Report().Waits)
+			})
+		})
+	}
+}
+
+// R14, R19, R20: the wait is never shorter than asked, for every kind: a
+// missing or invalid field waits the 1 s fallback; a date waits until it.
+func TestR14WaitNeverShorter(t *testing.T) {
+	cases := []struct {
+		name  string
+		kv    []string
+		want  time.Duration
+		kind  RetryAfterKind
+		value int64
+		diag  bool
+	}{
+		{"seconds", []string{"Retry-After", "7"}, 7 * time.Second, RetryAfterSeconds, 7, false},
+		{"zero", []string{"Retry-After", "0"}, 0, RetryAfterSeconds, 0, false},
+		{"missing", nil, time.Second, RetryAfterMissing, 0, true},
+		{"malformed", []string{"Retry-After", "1.5"}, time.Second, RetryAfterInvalid, 0, true},
+		{"duplicate", []string{"Retry-After", "2", "Retry-After", "3"}, time.Second, RetryAfterInvalid, 0, true},
+		{"imf date", []string{"Retry-After", "Sat, 01 Jan 2000 00:00:12 GMT"}, 12 * time.Second, RetryAfterDate, 12, false},
+		{"rfc850 date", []string{"Retry-After", "Saturday, 01-Jan-00 00:00:09 GMT"}, 9 * time.Second, RetryAfterDate, 9, false},
+		{"asctime date", []string{"Retry-After", "Sat Jan  1 00:00:04 2000"}, 4 * time.Second, RetryAfterDate, 4, false},
+		{"past date", []string{"Retry-After", "Fri, 31 Dec 1999 23:59:00 GMT"}, 0, RetryAfterDate, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// The bubble starts at 2000-01-01 00:00:00 UTC.
+				srv := newScript(sequenceOf(reply(429, tc.kv...), reply(200)))
+				b := NewBudget("s")
+				resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+				require.NoError(t, err)
+				assert.Equal(t, 200, resp.StatusCode)
+				hits := srv.Hits()
+				require.Len(t, hits, 2)
+				assert.Equal(t, tc.want, hits[1].At.Sub(hits[0].At))
+				w := b.Report().WaitLog[0]
+				assert.Equal(t, RetryAfter{Kind: tc.kind, Value: tc.value}, w.RetryAfter)
+				assert.Equal(t, tc.diag, w.Diagnostic != "")
+			})
+		})
+	}
+}
+
+// R15: other statuses and transport errors pass through untouched.
+func TestR15OtherStatusesPassThrough(t *testing.T) {
+	for _, status := range []int{200, 201, 304, 400, 404, 408, 500, 503} {
+		srv := newScript(sequenceOf(reply(status, "Retry-After", "1")))
+		b := NewBudget("s")
+		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+		require.NoError(t, err)
+		assert.Equal(t, status, resp.StatusCode)
+		assert.Equal(t, "body of "+http.StatusText(status), drain(resp))
+		assert.Len(t, srv.Hits(), 1)
+		assert.Equal(t, 0, b.Report().Waits)
+		assert.Equal(t, StopReason(""), b.Report().Stop)
+	}
+}
+
+// R16: the transport's own errors are NonRetriable for azcore.
+func TestR16NonRetriable(t *testing.T) {
+	var se error = &StopError{Reason: StopPersistent429}
+	var nr interface{ NonRetriable() }
+	assert.True(t, errors.As(se, &nr))
+	assert.True(t, errors.As(&refusedError{}, &nr))
+}
+
+// R6 (per sequence): concurrent pages of one sequence take at most one wait.
+func TestR6ConcurrentPagesShareOneOpportunity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			return reply(429, "Retry-After", "1")(req), nil
+		})
+		tr := New(srv)
+		b := NewBudget("s")
+		ctx := WithBudget(context.Background(), b)
+		done := make(chan struct{})
+		for range 20 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				resp, err := tr.RoundTrip(get(t, ctx, base+"/x"))
+				if err == nil {
+					drain(resp)
+				}
+			}()
+		}
+		for range 20 {
+			<-done
+		}
+		r := b.Report()
+		assert.Equal(t, 1, r.Waits)
+		assert.LessOrEqual(t, len(srv.Hits()), 21)
+		assert.NotEqual(t, StopReason(""), r.Stop)
+	})
+}
+
+// R41: the clock and sleeper are an internal seam: a fake clock sees the
+// exact sleeps the transport asks for.
+func TestR41ClockSeam(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	srv := newScript(sequenceOf(reply(429, "Retry-After", "Mon, 30 Nov 2026 12:00:06 GMT"), reply(200)))
+	b := NewBudget("s")
+	resp, err := New(srv, withClock(clk)).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, []time.Duration{6 * time.Second}, clk.slept)
+	w := b.Report().WaitLog[0]
+	assert.Equal(t, &RetryAfterTiming{ReceivedAtUTC: clk.start().Unix(), NotBeforeUTC: clk.start().Unix() + 6, ServerDelaySeconds: 6}, w.Timing)
+}
