@@ -37,6 +37,7 @@ type Budget struct {
 	maxWait     time.Duration
 
 	mu          sync.Mutex
+	inst        *instruments // the metrics of the transport that started the sequence
 	started     bool
 	deadline    time.Time
 	done        chan struct{} // closed when the total runs out
@@ -129,7 +130,7 @@ func (b *Budget) Name() string { return b.name }
 // admit counts one request to be sent now, starting the sequence's clock at
 // its first request. It fails with the stop error once the sequence has
 // stopped or when this request would break a limit.
-func (b *Budget) admit(clk clock.Clock, now time.Time) *StopError {
+func (b *Budget) admit(clk clock.Clock, inst *instruments, now time.Time) *StopError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.stop != nil {
@@ -137,6 +138,7 @@ func (b *Budget) admit(clk clock.Clock, now time.Time) *StopError {
 	}
 	if !b.started {
 		b.started = true
+		b.inst = inst
 		b.deadline = now.Add(b.maxTotal)
 		b.done = make(chan struct{})
 		clk.AfterFunc(b.maxTotal, b.expire)
@@ -237,6 +239,9 @@ func (c *sequenceContext) Err() error {
 func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID string, cause error) *StopError {
 	if b.stop == nil {
 		b.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+		if b.inst != nil {
+			b.inst.stop(r)
+		}
 	}
 	return b.stop
 }

@@ -39,7 +39,7 @@ const (
 	StopReceiptFailed      StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
 	StopJournalRestricted  StopReason = "journal-restricted"     // the journal's status forbids network access
 	StopWaitCanceled       StopReason = "wait-canceled"          // the request context ended during a wait
-	StopUnreplayableUpload StopReason = "unreplayable-upload"    // a queue-429 upload without GetBody cannot be re-sent
+	StopUnreplayableBody   StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
 )
 
 // StopError is the error of a stopped sequence. errors.Is(err,

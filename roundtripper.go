@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -20,9 +21,10 @@ import (
 // it as the Transport of an http.Client, an Azure SDK client's transport, or
 // beneath otelhttp. It is safe for concurrent use.
 type Transport struct {
-	base   http.RoundTripper
-	tracer trace.Tracer
-	clock  clock.Clock
+	base    http.RoundTripper
+	tracer  trace.Tracer
+	metrics *instruments
+	clock   clock.Clock
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -30,6 +32,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // config holds the options of [New].
 type config struct {
 	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
 	clock          clock.Clock
 }
 
@@ -50,6 +53,9 @@ func newConfig(opts []Option) config {
 	if c.tracerProvider == nil {
 		c.tracerProvider = otel.GetTracerProvider()
 	}
+	if c.meterProvider == nil {
+		c.meterProvider = otel.GetMeterProvider()
+	}
 	return c
 }
 
@@ -61,6 +67,18 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
 		if tp != nil {
 			c.tracerProvider = tp
+		}
+	})
+}
+
+// WithMeterProvider sets the provider of the meter that counts waits (by
+// trigger) and stops (by reason) and records a histogram of wait seconds.
+// The default (and what a nil mp means) is the global provider,
+// otel.GetMeterProvider(), looked up when the Transport is made.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meterProvider = mp
 		}
 	})
 }
@@ -82,9 +100,10 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	c := newConfig(opts)
 	return &Transport{
-		base:   base,
-		tracer: c.tracerProvider.Tracer(otelattr.ScopeName),
-		clock:  c.clock,
+		base:    base,
+		tracer:  c.tracerProvider.Tracer(otelattr.ScopeName),
+		metrics: newInstruments(c.meterProvider),
+		clock:   c.clock,
 	}
 }
 
@@ -157,7 +176,7 @@ func (t *Transport) roundTrip(req *http.Request, s *ctxState) (*http.Response, e
 func (c *call) admit() error {
 	now := c.t.clock.Now()
 	if c.b != nil {
-		if se := c.b.admit(c.t.clock, now); se != nil {
+		if se := c.b.admit(c.t.clock, c.t.metrics, now); se != nil {
 			c.event(se)
 			return se
 		}
@@ -331,11 +350,12 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 		return nil, err
 	}
 	again := c.req
-	if trigger == otelattr.TriggerQueue429 {
-		// R10: the same request, with the same body, once.
+	if c.req.Body != nil && c.req.Body != http.NoBody {
+		// R10: the same request, with the same body, once. (trigger made
+		// sure GetBody is there.)
 		body, err := c.req.GetBody()
 		if err != nil {
-			return nil, c.stop(StopUnreplayableUpload, "the upload's body could not be read again", resp.StatusCode, id, nil)
+			return nil, c.stop(StopUnreplayableBody, "the request body could not be read again", resp.StatusCode, id, nil)
 		}
 		again = c.req.Clone(c.ctx)
 		again.Body = body
@@ -438,6 +458,7 @@ func (c *call) wait(w waitPlan) error {
 		Actual: end.Sub(start), RequestID: w.requestID, Canceled: err != nil,
 		Diagnostic: w.diagnostic,
 	})
+	c.t.metrics.wait(w.trigger, end.Sub(start), err != nil)
 	if err != nil {
 		span.SetStatus(codes.Error, "wait canceled")
 		span.SetAttributes(otelattr.ErrorType.String(errorType(err)))

@@ -637,3 +637,18 @@ func TestR41ClockSeam(t *testing.T) {
 	w := b.Report().WaitLog[0]
 	assert.Equal(t, &RetryAfterTiming{ReceivedAtUTC: clk.start().Unix(), NotBeforeUTC: clk.start().Unix() + 6, ServerDelaySeconds: 6}, w.Timing)
 }
+
+// R10, R12: when GetBody fails after the wait, nothing is re-sent and the
+// sequence stops.
+func TestR10GetBodyFailureStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "1", "x-ms-request-id", "q"), reply(201)))
+		b := NewBudget("upload")
+		req := mutation(t, WithQueueRetry(WithBudget(context.Background(), b)), http.MethodPost, base+"/files", "x")
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("source file vanished") }
+		_, err := New(srv).RoundTrip(req)
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		assert.Equal(t, StopUnreplayableBody, stopReason(err))
+		assert.Len(t, srv.Hits(), 1)
+	})
+}

@@ -16,7 +16,14 @@ const (
 	WaitSpanName = "readrecovery.wait"
 	// StopEventName names the span event recorded when a sequence stops (R29).
 	StopEventName = "readrecovery.stop"
-	// ScopeName is the instrumentation scope of the tracer.
+	// WaitsMetric counts waits (attributes: readrecovery.wait.trigger,
+	// readrecovery.wait.canceled).
+	WaitsMetric = "readrecovery.waits"
+	// StopsMetric counts stopped sequences (readrecovery.stop.reason).
+	StopsMetric = "readrecovery.stops"
+	// WaitDurationMetric is a histogram of wait seconds (as WaitsMetric).
+	WaitDurationMetric = "readrecovery.wait.duration"
+	// ScopeName is the instrumentation scope of the tracer and the meter.
 	ScopeName = "github.com/readrecovery/readrecovery"
 )
 
@@ -37,6 +44,7 @@ const (
 	WaitPlannedSeconds     = attribute.Key("readrecovery.wait.planned_seconds")
 	RequestID              = attribute.Key("readrecovery.request_id")
 	StopReason             = attribute.Key("readrecovery.stop.reason")
+	WaitCanceled           = attribute.Key("readrecovery.wait.canceled")
 	StopDetail             = attribute.Key("readrecovery.stop.detail")
 	SequenceRequests       = attribute.Key("readrecovery.sequence.requests")
 	JournalEventDigest     = attribute.Key("readrecovery.journal.event_digest")

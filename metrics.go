@@ -1,0 +1,46 @@
+package readrecovery
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/readrecovery/readrecovery/otelattr"
+)
+
+// instruments are the transport's metrics: waits and stops counted by
+// trigger and reason, and a histogram of wait seconds. They go beside the
+// spans so that a dashboard shows throttling without sampling traces.
+type instruments struct {
+	waits    metric.Int64Counter
+	stops    metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+func newInstruments(mp metric.MeterProvider) *instruments {
+	m := mp.Meter(otelattr.ScopeName)
+	// Errors here only mean a no-op instrument; the transport works without
+	// metrics.
+	waits, _ := m.Int64Counter(otelattr.WaitsMetric,
+		metric.WithUnit("{wait}"),
+		metric.WithDescription("Server-directed waits taken, by trigger."))
+	stops, _ := m.Int64Counter(otelattr.StopsMetric,
+		metric.WithUnit("{stop}"),
+		metric.WithDescription("Sequences stopped, by reason."))
+	duration, _ := m.Float64Histogram(otelattr.WaitDurationMetric,
+		metric.WithUnit("s"),
+		metric.WithDescription("Length of server-directed waits."),
+		metric.WithExplicitBucketBoundaries(0, 0.5, 1, 2, 5, 10, 20, 30))
+	return &instruments{waits: waits, stops: stops, duration: duration}
+}
+
+func (m *instruments) wait(trigger string, d time.Duration, canceled bool) {
+	attrs := metric.WithAttributes(otelattr.WaitTrigger.String(trigger), otelattr.WaitCanceled.Bool(canceled))
+	m.waits.Add(context.Background(), 1, attrs)
+	m.duration.Record(context.Background(), d.Seconds(), attrs)
+}
+
+func (m *instruments) stop(r StopReason) {
+	m.stops.Add(context.Background(), 1, metric.WithAttributes(otelattr.StopReason.String(string(r))))
+}
