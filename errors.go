@@ -27,19 +27,19 @@ type StopReason string
 
 // The reasons a sequence stops (R4, R12, R14, R36, R38, R39).
 const (
-	StopTotalExhausted     StopReason = "total-exhausted"        // the total time ran out
-	StopRequestsExhausted  StopReason = "requests-exhausted"     // the request limit was reached
-	StopOpportunityUsed    StopReason = "opportunity-used"       // a 429 came after the one delay was used
-	StopPersistent429      StopReason = "persistent-429"         // the re-sent request met 429 again
-	StopOverlong           StopReason = "overlong-retry-after"   // a valid delay above the wait ceiling
-	StopOversized          StopReason = "oversized-retry-after"  // a Retry-After field over the size bound
-	StopWaitExceedsTotal   StopReason = "wait-exceeds-remaining" // the delay is longer than what remains of the total
-	StopCleanupFailed      StopReason = "cleanup-failed"         // closing the 429 body failed
-	StopPersistenceFailed  StopReason = "persistence-failed"     // the journal could not record the request or its 429
-	StopReceiptFailed      StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
-	StopJournalRestricted  StopReason = "journal-restricted"     // the journal's status forbids network access
-	StopWaitCanceled       StopReason = "wait-canceled"          // the request context ended during a wait
-	StopUnreplayableBody   StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
+	StopTotalExhausted    StopReason = "total-exhausted"        // the total time ran out
+	StopRequestsExhausted StopReason = "requests-exhausted"     // the request limit was reached
+	StopOpportunityUsed   StopReason = "opportunity-used"       // a 429 came after the one delay was used
+	StopPersistent429     StopReason = "persistent-429"         // the re-sent request met 429 again
+	StopOverlong          StopReason = "overlong-retry-after"   // a valid delay above the wait ceiling
+	StopOversized         StopReason = "oversized-retry-after"  // a Retry-After field over the size bound
+	StopWaitExceedsTotal  StopReason = "wait-exceeds-remaining" // the delay is longer than what remains of the total
+	StopCleanupFailed     StopReason = "cleanup-failed"         // closing the 429 body failed
+	StopPersistenceFailed StopReason = "persistence-failed"     // the journal could not record the request or its 429
+	StopReceiptFailed     StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
+	StopJournalRestricted StopReason = "journal-restricted"     // the journal's status forbids network access
+	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended during a wait
+	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
 )
 
 // StopError is the error of a stopped sequence. errors.Is(err,
