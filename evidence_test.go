@@ -239,3 +239,17 @@ func TestR29StopEvent(t *testing.T) {
 		assert.Equal(t, StopOverlong, b.Report().Stop)
 	})
 }
+
+// R25: a read before the mutation proves nothing about what the mutation
+// created.
+func TestR25ReadBeforeMutationIsNotObservation(t *testing.T) {
+	srv := newScript(sequenceOf(reply(200), reply(500)))
+	b := NewBudget("s")
+	ctx := WithBudget(context.Background(), b)
+	tr := New(srv)
+	_, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+	require.NoError(t, err)
+	_, err = tr.RoundTrip(mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}"))
+	require.NoError(t, err)
+	assert.Equal(t, Unproven, b.Report().Ownership)
+}

@@ -1,0 +1,161 @@
+package readrecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hookLog is a Journal that records every call and fails where told.
+type hookLog struct {
+	mu          sync.Mutex
+	calls       []string
+	admitErr    error
+	beginErr    error
+	completeErr error
+	backoffErr  error
+}
+
+func (h *hookLog) log(s string) {
+	h.mu.Lock()
+	h.calls = append(h.calls, s)
+	h.mu.Unlock()
+}
+
+func (h *hookLog) Admit(ctx context.Context, now time.Time) error {
+	h.log("admit")
+	return h.admitErr
+}
+
+func (h *hookLog) Begin(ctx context.Context, r JournalRequest) error {
+	h.log(fmt.Sprintf("begin %s #%d resend-of=%q", r.Method, r.Attempt, r.ResendOf))
+	return h.beginErr
+}
+
+func (h *hookLog) Complete(ctx context.Context, r JournalRequest, o JournalOutcome) error {
+	h.log(fmt.Sprintf("complete %s #%d %d %s", r.Method, r.Attempt, o.StatusCode, o.RequestID))
+	return h.completeErr
+}
+
+func (h *hookLog) Backoff(ctx context.Context, r JournalRequest, o JournalOutcome, ra RetryAfter, tm *RetryAfterTiming) (string, error) {
+	h.log(fmt.Sprintf("backoff %s #%d %s/%d delay=%d", r.Method, r.Attempt, ra.Kind, ra.Value, tm.ServerDelaySeconds))
+	return "sha256:event1", h.backoffErr
+}
+
+// R10, R33, R31: the queue-429 route under a journal: admission, the
+// pending marker before each send, the backoff entry for the 429, the
+// re-send naming the event digest that allowed it, its receipt.
+func TestJournalHookQueueRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "2", "x-ms-request-id", "q1"), reply(201, "x-ms-request-id", "up")))
+		j := &hookLog{}
+		b := NewBudget("upload")
+		ctx := WithJournal(WithQueueRetry(WithBudget(context.Background(), b)), j)
+		resp, err := New(srv).RoundTrip(mutation(t, ctx, http.MethodPost, base+"/files", "bytes"))
+		require.NoError(t, err)
+		assert.Equal(t, 201, resp.StatusCode)
+		assert.Equal(t, []string{
+			"admit",
+			"begin POST #1 resend-of=\"\"",
+			"backoff POST #1 seconds/2 delay=2",
+			"admit",
+			"begin POST #2 resend-of=\"sha256:event1\"",
+			"complete POST #2 201 up",
+		}, j.calls)
+		assert.Len(t, srv.Hits(), 2)
+	})
+}
+
+// R5: a journal without a budget records the 429 but recovers nothing.
+func TestJournalWithoutBudgetRecordsButDoesNotRecover(t *testing.T) {
+	srv := newScript(sequenceOf(reply(429, "Retry-After", "1"), reply(200)))
+	j := &hookLog{}
+	resp, err := New(srv).RoundTrip(get(t, WithJournal(context.Background(), j), base+"/files"))
+	require.NoError(t, err)
+	assert.Equal(t, 429, resp.StatusCode)
+	assert.Len(t, srv.Hits(), 1)
+	assert.Equal(t, []string{"admit", `begin GET #1 resend-of=""`, "backoff GET #1 seconds/1 delay=1"}, j.calls)
+}
+
+// R36: a restricted journal blocks before any network access, with or
+// without a budget.
+func TestJournalAdmissionBlocksBeforeNetwork(t *testing.T) {
+	restricted := errors.New("journal: waiting until 1700000060")
+	for _, withBudget := range []bool{false, true} {
+		srv := newScript(sequenceOf(reply(200)))
+		j := &hookLog{admitErr: restricted}
+		ctx := WithJournal(context.Background(), j)
+		var b *Budget
+		if withBudget {
+			b = NewBudget("s")
+			ctx = WithBudget(ctx, b)
+		}
+		_, err := New(srv).RoundTrip(get(t, ctx, base+"/files"))
+		require.ErrorIs(t, err, ErrSequenceStopped)
+		require.ErrorIs(t, err, restricted)
+		assert.Equal(t, StopJournalRestricted, stopReason(err))
+		assert.Empty(t, srv.Hits())
+		assert.Equal(t, []string{"admit"}, j.calls)
+		if withBudget {
+			assert.Equal(t, StopJournalRestricted, b.Report().Stop)
+		}
+	}
+}
+
+// R38: a persistence failure is terminal before recovery: the pending
+// marker cannot be written → nothing is sent; the backoff entry cannot be
+// written → no wait, no re-send, the original 429 goes back.
+func TestR38PersistenceFailureIsTerminal(t *testing.T) {
+	t.Run("begin", func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200)))
+		b := NewBudget("s")
+		j := &hookLog{beginErr: errors.New("disk full")}
+		_, err := New(srv).RoundTrip(get(t, WithJournal(WithBudget(context.Background(), b), j), base+"/files"))
+		assert.Equal(t, StopPersistenceFailed, stopReason(err))
+		assert.Empty(t, srv.Hits())
+	})
+	t.Run("backoff", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(429, "Retry-After", "1", "x-ms-request-id", "r429"), reply(200)))
+			b := NewBudget("s")
+			j := &hookLog{backoffErr: errors.New("disk full")}
+			start := time.Now()
+			resp, err := New(srv).RoundTrip(get(t, WithJournal(WithBudget(context.Background(), b), j), base+"/files"))
+			require.NoError(t, err)
+			assert.Equal(t, 429, resp.StatusCode)
+			assert.False(t, resp.Body.(*trackedBody).closed, "the original 429, untouched")
+			assert.Equal(t, time.Duration(0), time.Since(start))
+			assert.Len(t, srv.Hits(), 1)
+			r := b.Report()
+			assert.Equal(t, StopPersistenceFailed, r.Stop)
+			assert.Equal(t, 0, r.Waits)
+		})
+	})
+}
+
+// R39: a receipt failure keeps the ACK (returned and reported) and stops
+// further requests.
+func TestR39ReceiptFailureKeepsACK(t *testing.T) {
+	srv := newScript(sequenceOf(reply(201, "x-ms-request-id", "ack-1"), reply(200)))
+	b := NewBudget("upload")
+	j := &hookLog{completeErr: errors.New("fsync: input/output error")}
+	ctx := WithJournal(WithBudget(context.Background(), b), j)
+	resp, err := New(srv).RoundTrip(mutation(t, ctx, http.MethodPost, base+"/files", "x"))
+	require.NoError(t, err)
+	assert.Equal(t, 201, resp.StatusCode)
+	r := b.Report()
+	assert.Equal(t, StopReceiptFailed, r.Stop)
+	assert.Equal(t, &MutationOutcome{Method: "POST", StatusCode: 201, RequestID: "ack-1", Acked: true, Attempt: 1}, r.Mutation)
+	assert.Equal(t, Owned, r.Ownership)
+	_, err = New(srv).RoundTrip(get(t, ctx, base+"/files"))
+	assert.Equal(t, StopReceiptFailed, stopReason(err))
+	assert.Len(t, srv.Hits(), 1)
+}
