@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readrecovery/readrecovery"
+)
+
+// The demo's scenarios, in fake time over the in-process fake server: each
+// ends as designed, and the reports say exactly how.
+func TestDemoScenarios(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		run, err := runScenarios(context.Background(), true)
+		require.NoError(t, err)
+		for _, w := range run.Workflows {
+			for _, c := range w.Checks {
+				assert.True(t, c.OK, "%s: %s", w.Name, c.What)
+			}
+		}
+		assert.True(t, run.OK)
+		// Waits of 1 + 1 + 2 + 1 s of fake time, nothing else takes time.
+		assert.Equal(t, 5*time.Second, time.Since(start))
+
+		type row struct {
+			requests, waits int
+			stop            readrecovery.StopReason
+			own             readrecovery.Ownership
+		}
+		got := map[string]row{}
+		for _, w := range run.Workflows {
+			if w.Report != nil {
+				got[w.Name] = row{w.Report.Requests, w.Report.Waits, w.Report.Stop, w.Report.Ownership}
+			}
+		}
+		assert.Equal(t, map[string]row{
+			"search-readback": {2, 1, "", readrecovery.Observed},
+			"file-inventory":  {6, 1, readrecovery.StopOpportunityUsed, ""},
+			"blob-checkpoint": {3, 1, "", ""},
+			"mutation-429":    {1, 0, "", readrecovery.Unproven},
+			"queue-route":     {2, 1, "", readrecovery.Owned},
+		}, got)
+
+		// The wait lines of the timeline: trigger, kind and exact lengths.
+		var waits []string
+		for _, w := range run.Workflows {
+			for _, e := range w.Events {
+				if e.Kind == "wait" {
+					waits = append(waits, fmt.Sprintf("%s %s %s(%d) %.3f/%.3f", w.Name, e.Trigger, e.RetryAfterKind, e.RetryAfterValue, e.PlannedSeconds, e.ActualSeconds))
+				}
+			}
+		}
+		assert.Equal(t, []string{
+			"search-readback write-429 seconds(1) 1.000/1.000",
+			"file-inventory read-429 seconds(1) 1.000/1.000",
+			"blob-checkpoint read-429 date(2) 2.000/2.000",
+			"queue-route queue-429 seconds(1) 1.000/1.000",
+		}, waits)
+	})
+}

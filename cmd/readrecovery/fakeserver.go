@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/readrecovery/readrecovery/fakeserver"
+)
+
+// shutdownGrace bounds the graceful shutdown after SIGINT/SIGTERM.
+const shutdownGrace = 5 * time.Second
+
+// runFakeserver serves the fake (or, with --upstream, the throttling proxy)
+// until ctx is done, then shuts it down and returns 0. The first line on
+// stdout is "listening on http://HOST:PORT"; then, in proxy mode, the
+// upstream, one line per scripted rule, and one line per request and one
+// per injected fault. A usage error or a bad script returns 2, a
+// listener that cannot be opened 1.
+func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("readrecovery fakeserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "`address` to listen on")
+	scriptPath := fs.String("script", "", "JSON fault script `file` (see the fakeserver package documentation)")
+	upstream := fs.String("upstream", "", "proxy mode: forward to this `URL` (such as Azurite's), injecting the script's faults")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "readrecovery: fakeserver: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+
+	script := fakeserver.NewScript()
+	if *scriptPath != "" {
+		s, err := fakeserver.LoadScriptFile(*scriptPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "readrecovery: fakeserver: --script %v\n", err)
+			return 2
+		}
+		script = s
+	}
+
+	logger := &requestLog{w: stdout}
+	opts := []fakeserver.Option{fakeserver.WithScript(script), fakeserver.WithObserver(logger.request)}
+	var srv *fakeserver.Server
+	if *upstream != "" {
+		u, err := url.Parse(*upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			fmt.Fprintf(stderr, "readrecovery: fakeserver: --upstream %q: want an absolute http or https URL without credentials or query\n", *upstream)
+			return 2
+		}
+		srv = fakeserver.NewProxy(u, script, opts...)
+	} else {
+		srv = fakeserver.New(opts...)
+	}
+
+	// Hold the log until the listening line is out: it must come first.
+	logger.mu.Lock()
+	base, err := srv.Listen(*addr)
+	if err != nil {
+		logger.mu.Unlock()
+		fmt.Fprintf(stderr, "readrecovery: %v\n", err) // err starts with "fakeserver: "
+		return 1
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", base)
+	if srv.Upstream() != nil {
+		fmt.Fprintf(stdout, "proxying to %s\n", srv.Upstream().Redacted())
+	}
+	for i, r := range script.Rules() {
+		fmt.Fprintf(stdout, "rule %d: %s\n", i, r)
+	}
+	logger.mu.Unlock()
+
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintf(stderr, "readrecovery: fakeserver: shutdown: %v\n", err)
+	}
+	fmt.Fprintln(stderr, "readrecovery: fakeserver: stopped")
+	return 0
+}
+
+// requestLog writes one line per request and one per injected fault. It
+// prints what the ledger keeps: no query values, no header, no body.
+type requestLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *requestLog) request(r fakeserver.Request) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s request #%d %s %s %s", r.Arrived.UTC().Format(time.RFC3339), r.Seq, logToken(r.Method), r.Route, strconv.Quote(clip(r.Path, 256)))
+	if len(r.QueryKeys) > 0 {
+		keys := make([]string, len(r.QueryKeys))
+		for i, k := range r.QueryKeys {
+			keys[i] = logToken(k)
+		}
+		fmt.Fprintf(&b, " query-keys=%s", strings.Join(keys, ","))
+	}
+	status := "reset"
+	if r.Status != 0 {
+		status = strconv.Itoa(r.Status)
+	}
+	fmt.Fprintf(&b, " -> %s", status)
+	if r.RequestID != "" {
+		fmt.Fprintf(&b, " id=%s", logToken(r.RequestID))
+	}
+	if r.BodyDigest != "" && r.BodySize > 0 {
+		fmt.Fprintf(&b, " body=%dB %s", r.BodySize, r.BodyDigest)
+	}
+	b.WriteByte('\n')
+	if r.Fault != "" {
+		fmt.Fprintf(&b, "%s fault #%d %s rule %d: %s\n", r.Arrived.UTC().Format(time.RFC3339), r.Seq, r.Route, r.Rule, r.Fault)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = io.WriteString(l.w, b.String())
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// logToken keeps a client-chosen string on one line and bounded: anything
+// but printable ASCII without spaces is quoted, and long values are cut.
+func logToken(s string) string {
+	s = clip(s, 128)
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f || s[i] == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

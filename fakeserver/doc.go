@@ -1,0 +1,167 @@
+// Package fakeserver is a scriptable, in-memory fake of the three Azure
+// surfaces the read-recovery transport serves (AI Search indexes, a File
+// service, Blob checkpoints), with a ledger of every request it saw and a
+// proxy mode that injects the same faults in front of a real upstream such
+// as Azurite. It is a plain net/http fake: it imports only the standard
+// library, and nothing of the readrecovery module.
+//
+// # Endpoints
+//
+//	PUT /indexes/{name}   search.put   JSON index definition; 201 created, 200 replaced,
+//	                                   the stored definition echoed (with "name" and
+//	                                   "@odata.etag"); 204 with "Prefer: return=minimal";
+//	                                   If-Match / If-None-Match: * honoured (412)
+//	GET /indexes/{name}   search.get   200 and the definition, 404 with
+//	                                   {"error":{"code":"ResourceNotFound","message":...}}
+//	POST /files           file.upload  201 and {"id","name","digest","bytes","created_at"};
+//	                                   the body is kept by its SHA-256 digest, the optional
+//	                                   x-ms-file-name header names the file
+//	GET /files            file.list    ?limit=N (default 10, at most 1000: larger is
+//	                                   clamped) &after=CURSOR: {"value":[...]} in stable
+//	                                   upload order; when more remain, "next" holds the
+//	                                   cursor (the last ID of the page) and "nextLink" the
+//	                                   absolute URL of the next page
+//	PUT /{container}/{blob}  blob.put  201 with ETag, Last-Modified, Content-MD5
+//	GET /{container}/{blob}  blob.get  200 with the bytes, ETag, Content-Type;
+//	                                   404 with an XML <Error> (BlobNotFound)
+//	anything else         other        404 or 405 with an error body
+//
+// /indexes('{name}') works as /indexes/{name}. A blob name may hold slashes,
+// so path-style Azurite URLs /{account}/{container}/{blob} are blob routes
+// too; a request with a "restype" query parameter (container and service
+// operations) is "other". The api-version parameter is accepted, not
+// required. Search and File errors are JSON, Blob errors XML, each with
+// x-ms-error-code. A bad body is a 400 with an error body; a body over
+// 64 MiB a 413; the server never panics on odd client input.
+//
+// Every answer carries a fresh x-ms-request-id (Search routes also
+// request-id; UUID-shaped, unique per server, increasing) and a Date header
+// from the server's clock ([WithClock]; default time.Now, which inside a
+// testing/synctest bubble is the bubble's fake clock).
+//
+// # Faults
+//
+// A [Script] holds rules. A rule matches requests by route name (or "*"),
+// optionally by method ([Method]) and decoded path prefix ([MatchPath]), and
+// fires on its [Nth] matching request, on the next n ([Times]), or on every
+// one ([Always], the default). The first rule (in order) that fires injects
+// its [Fault]:
+//
+//   - [Throttle]: 429 with a Retry-After built from the server's clock:
+//     [RetryAfterSeconds], [RetryAfterDate] (IMF-fixdate, RFC 850 or asctime,
+//     clock + d), [RetryAfterRaw] (malformed, or several values: duplicate
+//     fields), [RetryAfterMissing], [RetryAfterOversized] (n bytes),
+//     [RetryAfterOverlong] (such as 60 s). [Fault.WithBodySize] makes the 429
+//     body, for instance, 8 MiB. With Always it is a persistent 429; on
+//     "file.upload" it is the queue-429.
+//   - [Status]: 500, 503 or another error status.
+//   - [Redirect]: 301, 302, 303, 307 or 308 with a Location.
+//   - [SlowBody]: the normal answer, its body trickled chunk by chunk.
+//   - [StalledBody]: the normal answer's headers, then no body until the
+//     client goes away or the server closes.
+//   - [ConnectionReset]: no answer; a TCP RST, or an ECONNRESET error
+//     in-process.
+//
+// Throttle, Status, Redirect and ConnectionReset replace the answer: the
+// in-memory service (or the proxy's upstream) never sees the request, as
+// with a real gateway's 429. [RetryAfter.Values] gives the exact header
+// bytes a client receives, so a test can assert them.
+//
+// # Ledger
+//
+// [Server.Requests] returns every request in arrival order: method, route,
+// decoded path, the query's parameter names (values, such as a SAS "sig",
+// are never kept), arrival time on the server clock, the request ID
+// answered, the status, the fault injected and the body's SHA-256 digest.
+// [Server.Count], [Server.AssertNoMutationSentTwice] (with [AllowResend]
+// for the queue route's one re-send) and [Server.AssertGap] ("the request
+// after the 429 came at least d later") check it.
+//
+// # Running
+//
+// [Server.Start] serves on a loopback listener (127.0.0.1:0) and returns
+// its URL; [Server.Close] or [Server.Shutdown] stops it. [Server.Transport]
+// serves in-process, without sockets: use it inside testing/synctest, where
+// a scripted 2 s slow body takes exactly 2 s of fake time and no real time
+// (create the Server inside the bubble, so that its clock and channels are
+// the bubble's).
+// [NewProxy] puts the rules in front of a real upstream; the command
+// "readrecovery fakeserver" runs either from the shell.
+//
+// # JSON scripts
+//
+// [LoadScript] and [LoadScriptFile] read the same rules from JSON, for the
+// command's --script flag:
+//
+//	{
+//	  "comment": "inventory: a 429 on page 3 and on page 5",
+//	  "rules": [
+//	    {"route": "file.list", "nth": 3, "fault": "throttle",
+//	     "retry_after": {"form": "seconds", "seconds": 1}},
+//	    {"route": "file.list", "nth": 5, "fault": "throttle",
+//	     "retry_after": {"form": "rfc850", "seconds": 2}},
+//	    {"route": "search.put", "times": 1, "fault": "throttle",
+//	     "retry_after": {"form": "duplicate", "values": ["1", "2"]}, "body_size": 8388608},
+//	    {"route": "blob.get", "path_prefix": "/devstoreaccount1/checkpoints/",
+//	     "fault": "throttle", "retry_after": {"form": "imf-fixdate", "seconds": 1}},
+//	    {"route": "file.upload", "always": true, "fault": "throttle",
+//	     "retry_after": {"form": "missing"}},
+//	    {"route": "*", "method": "DELETE", "fault": "status", "status": 503},
+//	    {"route": "blob.get", "nth": 2, "fault": "redirect", "status": 307,
+//	     "location": "https://elsewhere.example/c/b"},
+//	    {"route": "search.get", "fault": "slow_body", "chunk": 16, "delay": "100ms"},
+//	    {"route": "blob.get", "nth": 4, "fault": "stalled_body"},
+//	    {"route": "other", "fault": "reset"}
+//	  ]
+//	}
+//
+// A script is an object with "rules" (an array, applied in order) and an
+// optional "comment". A rule has:
+//
+//	route        required: search.put, search.get, file.upload, file.list,
+//	             blob.put, blob.get, other, or "*"
+//	method       optional HTTP method (must agree with a named route)
+//	path_prefix  optional decoded path prefix, starting with "/"
+//	nth          optional 1-based ordinal of the first matching request it fires on
+//	times        optional: fire at most this many times
+//	always       optional true: fire on every matching request (the default
+//	             when neither nth nor times is given); excludes times
+//	fault        required: throttle, status, redirect, slow_body, stalled_body, reset
+//	retry_after  throttle (required): {"form": F, ...} where F is
+//	               seconds      {"seconds": N}        "Retry-After: N"
+//	               imf-fixdate, rfc850, asctime
+//	                            {"seconds": N}        the server clock + N s (N may be < 0)
+//	               raw          {"values": ["1.5"]}   exactly that one value
+//	               duplicate    {"values": ["1","2"]} one header line per value
+//	               missing      {}                    no Retry-After
+//	               oversized    {"size": 200}         a 200-byte value (default 200)
+//	               overlong     {"seconds": 60}       like seconds (default 60)
+//	status       status: 400-599 but 429; redirect: 301, 302, 303, 307, 308
+//	location     redirect (required): the Location value
+//	body_size    throttle, status: the exact error body length in bytes
+//	chunk, delay slow_body (required): bytes per chunk and a Go duration ("100ms")
+//	comment      optional, ignored
+//
+// Unknown keys are errors. A bad script fails with a [*ScriptError] that
+// names the rule ("rules[2].retry_after.form (line 7): unknown Retry-After
+// form ...") or the line and column of a JSON syntax error.
+//
+// # Example
+//
+//	func TestInventory(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			srv := fakeserver.New()
+//			defer srv.Close()
+//			for i := range 25 {
+//				srv.AddFile(fmt.Sprintf("f%02d", i), []byte{byte(i)})
+//			}
+//			srv.Script().Add(fakeserver.RouteFileList,
+//				fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(2))
+//			client := &http.Client{Transport: srv.Transport()}
+//			// ... list the inventory through the transport under test ...
+//			srv.AssertGap(t, fakeserver.RouteFileList, 2, 2*time.Second)
+//			srv.AssertNoMutationSentTwice(t)
+//			_ = client
+//		})
+//	}
+package fakeserver

@@ -1,0 +1,53 @@
+package fakeserver
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// FuzzServeHTTP: whatever the method, path, query, headers and body, the
+// server answers with a status and never panics, and the ledger holds the
+// request without its query values.
+func FuzzServeHTTP(f *testing.F) {
+	f.Add("PUT", "/indexes/a", "api-version=1", "", []byte(`{"fields":[]}`))
+	f.Add("GET", "/indexes('a')", "", "", []byte(nil))
+	f.Add("POST", "/files", "sig=SECRET", "name\x00", []byte("x"))
+	f.Add("GET", "/files", "limit=0&after=%zz", "", []byte(nil))
+	f.Add("GET", "/files", "limit=99999999999999999999", "", []byte(nil))
+	f.Add("PUT", "/c/b/../..", "restype=container", "", []byte("x"))
+	f.Add("PUT", "/indexes/a", "", "", []byte(`{"name":{"x":1}}`))
+	f.Add("PUT", "/indexes/a", "", "", []byte(`{"a":1e999}`))
+	f.Add("\x00", "", "", "", []byte(nil))
+	f.Fuzz(func(t *testing.T, method, path, rawQuery, fileName string, body []byte) {
+		s := New()
+		defer s.Close()
+		s.Script().Add(RouteFileList, Throttle(RetryAfterSeconds(1)), Nth(2))
+		rt := s.Transport()
+		for range 2 {
+			req := &http.Request{
+				Method: method,
+				URL:    &url.URL{Scheme: "http", Host: "fake.test", Path: path, RawQuery: rawQuery},
+				Header: http.Header{"X-Ms-File-Name": {fileName}, "If-Match": {fileName}},
+				Body:   io.NopCloser(bytes.NewReader(body)),
+			}
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("round trip: %v", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 200 || resp.StatusCode > 599 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if resp.Header.Get("x-ms-request-id") == "" {
+				t.Fatal("no request ID")
+			}
+		}
+		if got := len(s.Requests()); got != 2 {
+			t.Fatalf("ledger has %d requests", got)
+		}
+	})
+}

@@ -1,0 +1,220 @@
+package fakeserver
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Request is one ledger entry: what the server saw and what it answered.
+// Nothing secret is kept: of the query string only the parameter names
+// (never a value, so a SAS "sig=" cannot leak), no header, no body (only its
+// digest).
+type Request struct {
+	// Seq is the 1-based arrival order across the server.
+	Seq int
+	// Ordinal is the 1-based arrival order within the route.
+	Ordinal int
+	// Method is the request method.
+	Method string
+	// Route is the route name: "search.put", "file.list", ..., "other".
+	Route string
+	// Path is the decoded request path.
+	Path string
+	// QueryKeys are the distinct query parameter names, sorted; values are
+	// dropped.
+	QueryKeys []string
+	// Arrived is the server clock when the request arrived.
+	Arrived time.Time
+	// RequestID is the x-ms-request-id answered: "" for a reset; in proxy
+	// mode, for a forwarded request, the upstream's own x-ms-request-id (or
+	// request-id, x-request-id, apim-request-id), "" when it sent none.
+	RequestID string
+	// Status is the status answered; 0 for a reset, and while a proxied
+	// request waits for its upstream.
+	Status int
+	// Fault describes the injected fault ([Fault.String]), "" when none.
+	Fault string
+	// Rule is the index in the script of the rule that fired; -1 when none.
+	Rule int
+	// BodyDigest is "sha256:" and the hex SHA-256 of the request body ("" if
+	// the body could not be read whole).
+	BodyDigest string
+	// BodySize is the request body's length in bytes.
+	BodySize int64
+}
+
+// Mutation reports whether the request's method is PUT, POST, PATCH or
+// DELETE.
+func (r Request) Mutation() bool {
+	switch r.Method {
+	case "PUT", "POST", "PATCH", "DELETE":
+		return true
+	}
+	return false
+}
+
+// queryKeys returns the sorted distinct names of a raw query string.
+func queryKeys(raw string) []string {
+	if raw == "" {
+		return nil
+	}
+	var keys []string
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(part, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Requests returns a copy of the ledger in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.ledger))
+	for i, r := range s.ledger {
+		r.QueryKeys = slices.Clone(r.QueryKeys)
+		out[i] = r
+	}
+	return out
+}
+
+// Count returns how many requests of route with method the server saw.
+// An empty route or "*" counts every route; an empty method every method.
+func (s *Server) Count(route, method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.ledger {
+		if (route == "" || route == RouteAny || r.Route == route) && (method == "" || strings.EqualFold(r.Method, method)) {
+			n++
+		}
+	}
+	return n
+}
+
+// TB is the part of testing.TB the assertions use, so that this package
+// does not import testing. *testing.T, *testing.B and *testing.F satisfy it.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// AssertOption relaxes an assertion.
+type AssertOption interface{ applyAssert(*assertConfig) }
+
+type assertConfig struct {
+	resends map[string]int
+}
+
+type assertOptionFunc func(*assertConfig)
+
+func (f assertOptionFunc) applyAssert(c *assertConfig) { f(c) }
+
+// AllowResend lets each distinct mutation of route be sent n extra times,
+// such as AllowResend("file.upload", 1) for the queue-429 route's single
+// re-send.
+func AllowResend(route string, n int) AssertOption {
+	return assertOptionFunc(func(c *assertConfig) {
+		if c.resends == nil {
+			c.resends = map[string]int{}
+		}
+		c.resends[route] = n
+	})
+}
+
+// AssertNoMutationSentTwice reports an error through t for every mutation
+// (PUT, POST, PATCH, DELETE) that the server saw more than once with the
+// same method, path and body digest, beyond what [AllowResend] allows for
+// its route. It returns whether the assertion held.
+func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
+	t.Helper()
+	var cfg assertConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyAssert(&cfg)
+		}
+	}
+	type key struct{ method, path, digest string }
+	seen := map[key][]int{}
+	var order []key
+	var routes = map[key]string{}
+	for _, r := range s.Requests() {
+		if !r.Mutation() {
+			continue
+		}
+		k := key{r.Method, r.Path, r.BodyDigest}
+		if _, ok := seen[k]; !ok {
+			order = append(order, k)
+			routes[k] = r.Route
+		}
+		seen[k] = append(seen[k], r.Seq)
+	}
+	ok := true
+	for _, k := range order {
+		allowed := 1 + cfg.resends[routes[k]]
+		if n := len(seen[k]); n > allowed {
+			t.Errorf("fakeserver: mutation %s %q (%s, body %s) sent %d times, at most %d allowed: requests %v",
+				k.method, k.path, routes[k], k.digest, n, allowed, seen[k])
+			ok = false
+		}
+	}
+	return ok
+}
+
+// Gap returns how long after the n-th request of route (1-based; route may
+// be "*" for arrival order across routes) the next request to arrive at the
+// server, of any route, arrived. It returns an error when there is no n-th
+// request or no request after it.
+func (s *Server) Gap(route string, n int) (time.Duration, error) {
+	_, gap, err := s.gap(route, n)
+	return gap, err
+}
+
+func (s *Server) gap(route string, n int) (Request, time.Duration, error) {
+	reqs := s.Requests()
+	for i, r := range reqs {
+		if (route == RouteAny && r.Seq == n) || (r.Route == route && r.Ordinal == n) {
+			if i+1 >= len(reqs) {
+				return r, 0, fmt.Errorf("fakeserver: no request arrived after %s #%d", route, n)
+			}
+			return r, reqs[i+1].Arrived.Sub(r.Arrived), nil
+		}
+	}
+	return Request{}, 0, fmt.Errorf("fakeserver: no request %s #%d in the ledger (%d requests)", route, n, len(reqs))
+}
+
+// AssertGap checks that the n-th request of route (1-based; "*" for
+// arrival order across routes) was answered 429, and that the next request
+// the server saw arrived at least d after it: "GET n came at least d after
+// the 429". It reports through t and returns whether the assertion held.
+// The next request is the next in arrival order, whatever its route: after
+// a write 429 on "search.put", it is the readback "search.get".
+func (s *Server) AssertGap(t TB, route string, n int, d time.Duration) bool {
+	t.Helper()
+	r, gap, err := s.gap(route, n)
+	if err != nil {
+		t.Errorf("%v", err)
+		return false
+	}
+	if r.Status != 429 {
+		t.Errorf("fakeserver: %s #%d (request %d) was answered %d, not 429", route, n, r.Seq, r.Status)
+		return false
+	}
+	if gap < d {
+		t.Errorf("fakeserver: the request after %s #%d (request %d, 429) came %v after it, want at least %v", route, n, r.Seq, gap, d)
+		return false
+	}
+	return true
+}

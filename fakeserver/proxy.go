@@ -1,0 +1,193 @@
+package fakeserver
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// NewProxy returns a Server in proxy mode: every request is recorded in the
+// ledger and matched against script (nil: an empty script) exactly as by
+// [New], but what the script leaves alone is forwarded to upstream by an
+// httputil.ReverseProxy and answered with the upstream's response, unchanged.
+//
+// Forwarding keeps the method, the path (upstream's own path, if any, is
+// joined in front), the query, the headers and the body; only the Host
+// header becomes upstream's host, and hop-by-hop and X-Forwarded-* headers
+// are dropped as the ReverseProxy does. Azure Storage Shared Key signatures
+// sign the method, the path, the query and the x-ms-* headers, not the Host,
+// so they still verify at the upstream (give an upstream URL without a path).
+// Upstream responses keep their own x-ms-request-id and Date; the ledger
+// records the upstream's request ID.
+//
+// Replacing faults (throttle, status, redirect, reset) answer without
+// reaching the upstream, with the fake's headers (a fresh x-ms-request-id,
+// Date from the server's clock). Slow and stalled bodies apply to the
+// upstream's response body. An unreachable upstream is answered 502.
+//
+// Route names apply as for [New], so "blob.put" and "blob.get" also match
+// Azurite's path-style /{account}/{container}/{blob}; use [MatchPath] to
+// pick a container. It panics on a nil upstream.
+func NewProxy(upstream *url.URL, script *Script, opts ...Option) *Server {
+	if upstream == nil {
+		panic("fakeserver: NewProxy: nil upstream")
+	}
+	cfg := newConfig(opts...)
+	if script != nil {
+		cfg.script = script
+	}
+	u := *upstream
+	s := &Server{cfg: cfg, upstream: &u}
+	s.init()
+	rt := cfg.upstreamT
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DisableCompression = true // no transparent gunzip: bodies pass unchanged
+		s.ownedProxy = t
+		rt = t
+	}
+	s.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(s.upstream) // also sets Out.Host = "" → the upstream's host
+		},
+		Transport:      rt,
+		FlushInterval:  -1,
+		ErrorLog:       log.New(io.Discard, "", 0),
+		ModifyResponse: s.proxyResponse,
+		ErrorHandler:   s.proxyError,
+	}
+	return s
+}
+
+// Upstream returns the upstream URL of a proxy, nil for [New]'s server.
+func (s *Server) Upstream() *url.URL {
+	if s.upstream == nil {
+		return nil
+	}
+	u := *s.upstream
+	return &u
+}
+
+type proxyKey struct{}
+
+// proxyInfo travels from forward to the ReverseProxy hooks.
+type proxyInfo struct {
+	ctx   context.Context // ends when the client goes or the server closes
+	entry int
+	route string
+	fault Fault
+	now   time.Time
+}
+
+// forward hands a request the script left alone (or gave a body fault) to
+// the upstream.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte, entry int, route string, f Fault, now time.Time) {
+	info := &proxyInfo{ctx: r.Context(), entry: entry, route: route, fault: f, now: now}
+	out := r.WithContext(context.WithValue(r.Context(), proxyKey{}, info))
+	// The body was read for its digest; replay it. ContentLength stays as
+	// the client sent it (a chunked request stays chunked).
+	if len(body) == 0 && r.ContentLength <= 0 {
+		out.Body = http.NoBody
+	} else {
+		out.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	s.proxy.ServeHTTP(w, out)
+}
+
+func infoFrom(ctx context.Context) *proxyInfo {
+	info, _ := ctx.Value(proxyKey{}).(*proxyInfo)
+	return info
+}
+
+// proxyResponse records the upstream's answer and applies a body fault.
+func (s *Server) proxyResponse(resp *http.Response) error {
+	info := infoFrom(resp.Request.Context())
+	if info == nil {
+		return nil
+	}
+	s.finish(info.entry, resp.StatusCode, upstreamRequestID(resp.Header))
+	// The ReverseProxy flushes the headers at once (FlushInterval -1), then
+	// copies the body as these readers give it.
+	switch info.fault.kind {
+	case kindSlowBody:
+		resp.Body = &slowBody{rc: resp.Body, ctx: info.ctx, chunk: info.fault.chunk, delay: info.fault.delay}
+	case kindStalledBody:
+		resp.Body = &stalledBody{rc: resp.Body, ctx: info.ctx}
+	}
+	return nil
+}
+
+func upstreamRequestID(h http.Header) string {
+	for _, k := range []string{"X-Ms-Request-Id", "Request-Id", "X-Request-Id", "Apim-Request-Id"} {
+		if v := h.Get(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// proxyError answers 502 when the upstream cannot be reached.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	info := infoFrom(r.Context())
+	if info == nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	resp := errorFor(info.route, http.StatusBadGateway, "BadGateway", "The upstream could not be reached (fakeserver proxy).")
+	id := s.newRequestID()
+	setCommonHeaders(resp.header, info.route, id, info.now)
+	s.finish(info.entry, resp.status, id)
+	s.emit(info.ctx, w, r, resp, Fault{})
+}
+
+// slowBody trickles an upstream body: chunk bytes after each delay.
+type slowBody struct {
+	rc    io.ReadCloser
+	ctx   context.Context
+	chunk int
+	delay time.Duration
+	buf   []byte
+	err   error
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if len(b.buf) == 0 && b.err == nil {
+		// Read the next chunk ahead, so that the end costs no extra delay.
+		b.buf = make([]byte, b.chunk)
+		n, err := io.ReadFull(b.rc, b.buf)
+		b.buf = b.buf[:n]
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		b.err = err
+	}
+	if len(b.buf) == 0 {
+		return 0, b.err
+	}
+	if !sleepCtx(b.ctx, b.delay) {
+		return 0, context.Cause(b.ctx)
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+func (b *slowBody) Close() error { return b.rc.Close() }
+
+// stalledBody blocks until the exchange ends.
+type stalledBody struct {
+	rc  io.ReadCloser
+	ctx context.Context
+}
+
+func (b *stalledBody) Read([]byte) (int, error) {
+	<-b.ctx.Done()
+	return 0, context.Cause(b.ctx)
+}
+
+func (b *stalledBody) Close() error { return b.rc.Close() }

@@ -1,0 +1,593 @@
+package fakeserver
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of the File inventory.
+const (
+	defaultListLimit = 10
+	maxListLimit     = 1000
+	maxFileNameLen   = 1024
+)
+
+// classify returns the route of a request from its method and decoded path:
+//
+//	/indexes/{name}, /indexes('{name}')  PUT search.put, GET search.get
+//	/files                               POST file.upload, GET file.list
+//	/{a}/{b}[/...]                       PUT blob.put, GET blob.get
+//	                                     (not /indexes/..., /files/...; not
+//	                                     with a "restype" query parameter)
+//	anything else                        other
+func classify(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes("):
+		if _, ok := indexName(p); ok {
+			switch r.Method {
+			case http.MethodPut:
+				return RouteSearchPut
+			case http.MethodGet:
+				return RouteSearchGet
+			}
+		}
+		return RouteOther
+	case p == "/files":
+		switch r.Method {
+		case http.MethodPost:
+			return RouteFileUpload
+		case http.MethodGet:
+			return RouteFileList
+		}
+		return RouteOther
+	case strings.HasPrefix(p, "/files/"):
+		return RouteOther
+	}
+	if _, _, ok := blobName(p); ok && !hasQueryKey(r.URL.RawQuery, "restype") {
+		switch r.Method {
+		case http.MethodPut:
+			return RouteBlobPut
+		case http.MethodGet:
+			return RouteBlobGet
+		}
+	}
+	return RouteOther
+}
+
+func hasQueryKey(raw, key string) bool { return slices.Contains(queryKeys(raw), key) }
+
+// indexName extracts the index name of /indexes/{name} or /indexes('{name}').
+func indexName(p string) (string, bool) {
+	if rest, ok := strings.CutPrefix(p, "/indexes/"); ok {
+		if rest == "" || strings.Contains(rest, "/") {
+			return "", false
+		}
+		return rest, true
+	}
+	if rest, ok := strings.CutPrefix(p, "/indexes('"); ok {
+		name, ok := strings.CutSuffix(rest, "')")
+		if !ok || name == "" || strings.ContainsAny(name, "/'") {
+			return "", false
+		}
+		return name, true
+	}
+	return "", false
+}
+
+// blobName splits /{container}/{blob...}; the blob name may hold slashes.
+func blobName(p string) (container, blob string, ok bool) {
+	rest, ok := strings.CutPrefix(p, "/")
+	if !ok {
+		return "", "", false
+	}
+	container, blob, ok = strings.Cut(rest, "/")
+	if !ok || container == "" || blob == "" {
+		return "", "", false
+	}
+	return container, blob, true
+}
+
+// state is the in-memory services. The Server's mu guards it.
+type state struct {
+	indexes    map[string]*index
+	files      []File
+	fileByID   map[string]int
+	fileBodies map[string][]byte // by digest
+	blobs      map[string]*blobEntry
+	version    uint64 // ETag source
+}
+
+type index struct {
+	definition []byte // JSON, with name and @odata.etag
+	etag       string
+}
+
+type blobEntry struct {
+	data         []byte
+	etag         string
+	contentType  string
+	lastModified time.Time
+}
+
+func (st *state) init() {
+	st.indexes = map[string]*index{}
+	st.fileByID = map[string]int{}
+	st.fileBodies = map[string][]byte{}
+	st.blobs = map[string]*blobEntry{}
+}
+
+// nextETag returns a fresh quoted ETag in the style of Azure Storage.
+func (st *state) nextETag() string {
+	st.version++
+	return fmt.Sprintf(`"0x8D%013X"`, st.version)
+}
+
+// File is one entry of the File service's inventory.
+type File struct {
+	// ID is the file's identifier: "file-000001", in upload order.
+	ID string `json:"id"`
+	// Name is the x-ms-file-name of the upload, "" when none was given.
+	Name string `json:"name,omitempty"`
+	// Digest is "sha256:" and the hex SHA-256 of the content.
+	Digest string `json:"digest"`
+	// Bytes is the content length.
+	Bytes int64 `json:"bytes"`
+	// CreatedAt is the upload time (server clock), in Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+}
+
+// serveRoute answers a request the script left alone.
+func (s *Server) serveRoute(route string, r *http.Request, body []byte, now time.Time) *response {
+	switch route {
+	case RouteSearchPut:
+		return s.searchPut(r, body)
+	case RouteSearchGet:
+		return s.searchGet(r)
+	case RouteFileUpload:
+		return s.fileUpload(r, body, now)
+	case RouteFileList:
+		return s.fileList(r)
+	case RouteBlobPut:
+		return s.blobPut(r, body, now)
+	case RouteBlobGet:
+		return s.blobGet(r)
+	}
+	p := r.URL.Path
+	if p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes(") ||
+		p == "/files" || strings.HasPrefix(p, "/files/") {
+		if _, ok := indexName(p); ok || p == "/files" {
+			return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
+				fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method)))
+		}
+		return jsonError(http.StatusNotFound, "ResourceNotFound", "The requested resource does not exist.")
+	}
+	if _, _, ok := blobName(p); ok {
+		return xmlError(http.StatusMethodNotAllowed, "UnsupportedHttpVerb",
+			fmt.Sprintf("The resource doesn't support the specified HTTP verb %s.", sanitizeMethod(r.Method)))
+	}
+	return jsonError(http.StatusNotFound, "ResourceNotFound", "The requested resource does not exist.")
+}
+
+func sanitizeMethod(m string) string {
+	if len(m) > 32 || !isToken(m) {
+		return "(invalid)"
+	}
+	return m
+}
+
+// --- Search ---------------------------------------------------------------
+
+func (s *Server) searchPut(r *http.Request, body []byte) *response {
+	name, _ := indexName(r.URL.Path)
+	var def map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&def); err != nil || def == nil || dec.More() {
+		return jsonError(http.StatusBadRequest, "InvalidRequestParameter",
+			"The request is invalid. Details: definition : the index definition must be one JSON object.")
+	}
+	if v, ok := def["name"]; ok {
+		if n, isStr := v.(string); !isStr || n != name {
+			return jsonError(http.StatusBadRequest, "InvalidRequestParameter",
+				"The request is invalid. Details: the index name in the body does not match the name in the URL.")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.indexes[name]
+	if inm := r.Header.Get("If-None-Match"); inm == "*" && exists {
+		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index already exists.")
+	}
+	if im := r.Header.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
+		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index's ETag does not match.")
+	}
+	etag := s.nextETag()
+	def["name"] = name
+	def["@odata.etag"] = etag
+	stored, err := json.Marshal(def)
+	if err != nil {
+		return jsonError(http.StatusBadRequest, "InvalidRequestParameter", "The request is invalid.")
+	}
+	s.indexes[name] = &index{definition: stored, etag: etag}
+	status := http.StatusCreated
+	if exists {
+		status = http.StatusOK
+	}
+	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
+		resp := newResponse(http.StatusNoContent)
+		resp.header.Set("ETag", etag)
+		resp.header.Set("Preference-Applied", "return=minimal")
+		return resp
+	}
+	resp := searchJSON(status, stored)
+	resp.header.Set("ETag", etag)
+	return resp
+}
+
+func (s *Server) searchGet(r *http.Request) *response {
+	name, _ := indexName(r.URL.Path)
+	s.mu.Lock()
+	ix, ok := s.indexes[name]
+	s.mu.Unlock()
+	if !ok {
+		return jsonError(http.StatusNotFound, "ResourceNotFound",
+			fmt.Sprintf("No index with the name '%s' was found in the service.", clip(name, 128)))
+	}
+	resp := searchJSON(http.StatusOK, ix.definition)
+	resp.header.Set("ETag", ix.etag)
+	return resp
+}
+
+func searchJSON(status int, body []byte) *response {
+	resp := newResponse(status)
+	resp.header.Set("Content-Type", "application/json; odata.metadata=minimal; odata.streaming=true")
+	resp.header.Set("OData-Version", "4.0")
+	resp.body = body
+	return resp
+}
+
+// --- File -----------------------------------------------------------------
+
+func (s *Server) fileUpload(r *http.Request, body []byte, now time.Time) *response {
+	name := r.Header.Get("x-ms-file-name")
+	if len(name) > maxFileNameLen || strings.ContainsAny(name, "\x00\r\n") {
+		return jsonError(http.StatusBadRequest, "InvalidFileName", "The x-ms-file-name header is too long or holds control characters.")
+	}
+	f := s.addFile(name, body, now)
+	return jsonResponse(http.StatusCreated, f)
+}
+
+// addFile stores an upload.
+func (s *Server) addFile(name string, body []byte, now time.Time) File {
+	sum := sha256.Sum256(body)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := File{
+		ID:        fmt.Sprintf("file-%06d", len(s.files)+1),
+		Name:      name,
+		Digest:    digest,
+		Bytes:     int64(len(body)),
+		CreatedAt: now.Unix(),
+	}
+	if _, ok := s.fileBodies[digest]; !ok {
+		s.fileBodies[digest] = bytes.Clone(body)
+	}
+	s.fileByID[f.ID] = len(s.files)
+	s.files = append(s.files, f)
+	return f
+}
+
+// fileListPage is the JSON of GET /files.
+type fileListPage struct {
+	Value    []File `json:"value"`
+	Next     string `json:"next,omitempty"`
+	NextLink string `json:"nextLink,omitempty"`
+}
+
+func (s *Server) fileList(r *http.Request) *response {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "The query string is malformed.")
+	}
+	limit := defaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "limit must be an integer of at least 1.")
+		}
+		limit = min(n, maxListLimit)
+	}
+	s.mu.Lock()
+	start := 0
+	if after := q.Get("after"); after != "" {
+		i, ok := s.fileByID[after]
+		if !ok {
+			s.mu.Unlock()
+			return jsonError(http.StatusBadRequest, "InvalidCursor", "The after cursor names no file.")
+		}
+		start = i + 1
+	}
+	end := min(start+limit, len(s.files))
+	page := fileListPage{Value: append(make([]File, 0, end-start), s.files[start:end]...)}
+	more := end < len(s.files)
+	s.mu.Unlock()
+	if more {
+		page.Next = page.Value[len(page.Value)-1].ID
+		next := url.Values{"after": {page.Next}, "limit": {strconv.Itoa(limit)}}
+		if v := q.Get("api-version"); v != "" {
+			next.Set("api-version", v)
+		}
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		page.NextLink = (&url.URL{Scheme: scheme, Host: r.Host, Path: "/files", RawQuery: next.Encode()}).String()
+	}
+	return jsonResponse(http.StatusOK, page)
+}
+
+// --- Blob -----------------------------------------------------------------
+
+func (s *Server) blobPut(r *http.Request, body []byte, now time.Time) *response {
+	c, b, _ := blobName(r.URL.Path)
+	ct := r.Header.Get("x-ms-blob-content-type")
+	if ct == "" {
+		ct = r.Header.Get("Content-Type")
+	}
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	key := c + "/" + b
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.blobs[key]
+	if r.Header.Get("If-None-Match") == "*" && exists {
+		return xmlError(http.StatusConflict, "BlobAlreadyExists", "The specified blob already exists.")
+	}
+	if im := r.Header.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
+		return xmlError(http.StatusPreconditionFailed, "ConditionNotMet", "The condition specified using HTTP conditional header(s) is not met.")
+	}
+	e := &blobEntry{data: bytes.Clone(body), etag: s.nextETag(), contentType: ct, lastModified: now.UTC()}
+	s.blobs[key] = e
+	resp := newResponse(http.StatusCreated)
+	resp.header.Set("ETag", e.etag)
+	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
+	sum := md5.Sum(body)
+	resp.header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
+	resp.header.Set("x-ms-request-server-encrypted", "true")
+	setBlobVersion(resp.header, r)
+	return resp
+}
+
+func (s *Server) blobGet(r *http.Request) *response {
+	c, b, _ := blobName(r.URL.Path)
+	s.mu.Lock()
+	e, ok := s.blobs[c+"/"+b]
+	s.mu.Unlock()
+	if !ok {
+		return xmlError(http.StatusNotFound, "BlobNotFound", "The specified blob does not exist.")
+	}
+	if im := r.Header.Get("If-Match"); im != "" && im != "*" && im != e.etag {
+		return xmlError(http.StatusPreconditionFailed, "ConditionNotMet", "The condition specified using HTTP conditional header(s) is not met.")
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == "*" || inm == e.etag) {
+		resp := newResponse(http.StatusNotModified)
+		resp.header.Set("ETag", e.etag)
+		return resp
+	}
+	resp := newResponse(http.StatusOK)
+	resp.body = e.data
+	resp.header.Set("Content-Type", e.contentType)
+	resp.header.Set("ETag", e.etag)
+	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
+	resp.header.Set("x-ms-blob-type", "BlockBlob")
+	setBlobVersion(resp.header, r)
+	return resp
+}
+
+func setBlobVersion(h http.Header, r *http.Request) {
+	v := r.Header.Get("x-ms-version")
+	if v == "" || len(v) > 32 || !isToken(v) {
+		v = "2025-01-05"
+	}
+	h.Set("x-ms-version", v)
+}
+
+// --- Error bodies ---------------------------------------------------------
+
+type jsonErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// jsonError is an Azure-style JSON error: {"error":{"code":..,"message":..}}.
+func jsonError(status int, code, msg string) *response {
+	var e jsonErrorBody
+	e.Error.Code, e.Error.Message = code, msg
+	resp := jsonResponse(status, e)
+	resp.header.Set("x-ms-error-code", code)
+	return resp
+}
+
+// xmlError is an Azure Storage XML error.
+func xmlError(status int, code, msg string) *response {
+	var b bytes.Buffer
+	b.WriteString(xml.Header)
+	b.WriteString("<Error><Code>")
+	_ = xml.EscapeText(&b, []byte(code))
+	b.WriteString("</Code><Message>")
+	_ = xml.EscapeText(&b, []byte(msg))
+	b.WriteString("</Message></Error>")
+	resp := newResponse(status)
+	resp.header.Set("Content-Type", "application/xml")
+	resp.header.Set("x-ms-error-code", code)
+	resp.body = b.Bytes()
+	return resp
+}
+
+func jsonResponse(status int, v any) *response {
+	b, err := json.Marshal(v)
+	if err != nil { // unreachable: the values are plain structs
+		b = []byte(`{}`)
+	}
+	resp := newResponse(status)
+	resp.header.Set("Content-Type", "application/json; charset=utf-8")
+	resp.body = b
+	return resp
+}
+
+// errorFor answers status with the route's error format.
+func errorFor(route string, status int, code, msg string) *response {
+	if route == RouteBlobPut || route == RouteBlobGet {
+		return xmlError(status, code, msg)
+	}
+	return jsonError(status, code, msg)
+}
+
+// faultResponse builds the answer of a replacing fault.
+func faultResponse(f Fault, route string, now time.Time) *response {
+	var resp *response
+	switch f.kind {
+	case kindThrottle:
+		resp = errorFor(route, http.StatusTooManyRequests, "TooManyRequests",
+			"The request was throttled (scripted by fakeserver). Retry after the time the Retry-After header names.")
+		if vals := f.retryAfter.Values(now); vals != nil {
+			resp.header["Retry-After"] = vals
+		}
+	case kindStatus:
+		code, msg := "InternalError", "The server encountered an internal error (scripted by fakeserver)."
+		switch f.status {
+		case http.StatusServiceUnavailable:
+			code, msg = "ServerBusy", "The server is currently unable to receive requests (scripted by fakeserver)."
+		case http.StatusBadGateway:
+			code = "BadGateway"
+		case http.StatusGatewayTimeout:
+			code = "GatewayTimeout"
+		default:
+			if f.status < 500 {
+				code = strings.ReplaceAll(http.StatusText(f.status), " ", "")
+				msg = "The request failed (scripted by fakeserver)."
+			}
+		}
+		resp = errorFor(route, f.status, code, msg)
+	case kindRedirect:
+		resp = newResponse(f.status)
+		resp.header.Set("Location", f.location)
+		resp.header.Set("Content-Type", "text/html; charset=utf-8")
+		resp.body = []byte("<a href=\"" + htmlEscape(f.location) + "\">" + http.StatusText(f.status) + "</a>.\n")
+		return resp
+	}
+	resp.size = f.bodySize
+	return resp
+}
+
+func htmlEscape(s string) string {
+	var b bytes.Buffer
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// bodyErrorResponse answers a request whose body could not be read.
+func bodyErrorResponse(route string, err error) *response {
+	if errors.Is(err, errBodyTooLarge) {
+		return errorFor(route, http.StatusRequestEntityTooLarge, "RequestBodyTooLarge",
+			"The request body is too large.")
+	}
+	return errorFor(route, http.StatusBadRequest, "InvalidInput", "The request body could not be read.")
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// --- Seeding and inspection -----------------------------------------------
+
+// AddFile stores body in the File service as if uploaded with name (the
+// x-ms-file-name), without a request, and returns its inventory entry. Use
+// it to seed an inventory of several pages.
+func (s *Server) AddFile(name string, body []byte) File {
+	return s.addFile(name, body, s.now())
+}
+
+// Files returns the File inventory in its stable (upload) order.
+func (s *Server) Files() []File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.files)
+}
+
+// FileContent returns the content stored under digest ("sha256:...").
+func (s *Server) FileContent(digest string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.fileBodies[digest]
+	return bytes.Clone(b), ok
+}
+
+// PutIndex stores a Search index definition (one JSON object) under name,
+// without a request. It returns an error for a definition that is not a
+// JSON object or whose "name" differs.
+func (s *Server) PutIndex(name string, definition []byte) error {
+	if name == "" || strings.ContainsAny(name, "/'") {
+		return fmt.Errorf("fakeserver: invalid index name %q", name)
+	}
+	req, _ := http.NewRequest(http.MethodPut, "/indexes/"+url.PathEscape(name), nil)
+	resp := s.searchPut(req, definition)
+	if resp.status >= 300 {
+		return fmt.Errorf("fakeserver: index %q: %s", name, resp.body)
+	}
+	return nil
+}
+
+// Index returns the stored definition of a Search index (with its "name"
+// and "@odata.etag").
+func (s *Server) Index(name string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ix, ok := s.indexes[name]
+	if !ok {
+		return nil, false
+	}
+	return bytes.Clone(ix.definition), true
+}
+
+// PutBlob stores data as container/blob, without a request, and returns its
+// ETag.
+func (s *Server) PutBlob(container, blob string, data []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: "application/octet-stream", lastModified: s.now().UTC()}
+	s.blobs[container+"/"+blob] = e
+	return e.etag
+}
+
+// Blob returns the content and ETag of container/blob.
+func (s *Server) Blob(container, blob string) (data []byte, etag string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.blobs[container+"/"+blob]
+	if !ok {
+		return nil, "", false
+	}
+	return bytes.Clone(e.data), e.etag, true
+}

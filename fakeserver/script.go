@@ -1,0 +1,301 @@
+package fakeserver
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Route names. A request's route is decided from its method and decoded
+// path (see the package documentation); a rule names one of them or
+// [RouteAny].
+const (
+	RouteSearchPut  = "search.put"  // PUT /indexes/{name}
+	RouteSearchGet  = "search.get"  // GET /indexes/{name}
+	RouteFileUpload = "file.upload" // POST /files
+	RouteFileList   = "file.list"   // GET /files
+	RouteBlobPut    = "blob.put"    // PUT /{container}/{blob}
+	RouteBlobGet    = "blob.get"    // GET /{container}/{blob}
+	RouteOther      = "other"       // anything else
+	RouteAny        = "*"           // every request (rules only)
+)
+
+// routeNames are the names a rule may use.
+var routeNames = []string{RouteSearchPut, RouteSearchGet, RouteFileUpload, RouteFileList,
+	RouteBlobPut, RouteBlobGet, RouteOther, RouteAny}
+
+// routeMethod is the one method each named route answers.
+var routeMethod = map[string]string{
+	RouteSearchPut: "PUT", RouteSearchGet: "GET",
+	RouteFileUpload: "POST", RouteFileList: "GET",
+	RouteBlobPut: "PUT", RouteBlobGet: "GET",
+}
+
+// Rule is one line of a [Script]: which requests it matches, when it fires,
+// and the [Fault] it injects. Rules are made by [Script.Add] and
+// [LoadScript]; [Script.Rules] returns copies.
+type Rule struct {
+	// Route is a route name or "*".
+	Route string
+	// Method, when not empty, must equal the request's method.
+	Method string
+	// PathPrefix, when not empty, must prefix the request's decoded path.
+	PathPrefix string
+	// Nth, when above 0, is the 1-based ordinal of the first matching
+	// request the rule fires on. Alone, it fires on that request only.
+	Nth int
+	// Times, when above 0, is how many times the rule fires at most, on
+	// matching requests from the Nth (or the first) on.
+	Times int
+	// Always makes the rule fire on every matching request from the Nth (or
+	// the first) on. A rule with neither Nth nor Times fires always too.
+	Always bool
+	// Fault is what the rule injects.
+	Fault Fault
+}
+
+// String describes the rule: `file.list GET nth=3 -> 429 retry-after=seconds(1)`.
+func (r Rule) String() string {
+	var b strings.Builder
+	b.WriteString(r.Route)
+	if r.Method != "" {
+		b.WriteString(" " + r.Method)
+	}
+	if r.PathPrefix != "" {
+		fmt.Fprintf(&b, " path=%q", r.PathPrefix)
+	}
+	if r.Nth > 0 {
+		fmt.Fprintf(&b, " nth=%d", r.Nth)
+	}
+	if r.Times > 0 {
+		fmt.Fprintf(&b, " times=%d", r.Times)
+	}
+	if r.Always {
+		b.WriteString(" always")
+	}
+	b.WriteString(" -> " + r.Fault.String())
+	return b.String()
+}
+
+// RuleOption narrows a rule or sets when it fires.
+type RuleOption interface{ apply(*Rule) }
+
+type ruleOptionFunc func(*Rule)
+
+func (f ruleOptionFunc) apply(r *Rule) { f(r) }
+
+// Nth makes the rule fire on the n-th request (1-based) that it matches, and
+// on that one only unless [Times] or [Always] is given too: Nth(3) on
+// "file.list" is the third inventory page request. It panics when n < 1.
+func Nth(n int) RuleOption {
+	if n < 1 {
+		panic("fakeserver: Nth must be at least 1")
+	}
+	return ruleOptionFunc(func(r *Rule) { r.Nth = n })
+}
+
+// Times makes the rule fire on the next n requests it matches (from the
+// [Nth] on, when given), then never again. It panics when n < 1.
+func Times(n int) RuleOption {
+	if n < 1 {
+		panic("fakeserver: Times must be at least 1")
+	}
+	return ruleOptionFunc(func(r *Rule) { r.Times = n })
+}
+
+// Always makes the rule fire on every request it matches (from the [Nth] on,
+// when given): a persistent fault. It is the default of a rule with neither
+// Nth nor Times.
+func Always() RuleOption { return ruleOptionFunc(func(r *Rule) { r.Always = true }) }
+
+// Method restricts the rule to one HTTP method (case-insensitive), useful
+// with [RouteAny] and [RouteOther].
+func Method(m string) RuleOption {
+	return ruleOptionFunc(func(r *Rule) { r.Method = strings.ToUpper(m) })
+}
+
+// MatchPath restricts the rule to requests whose decoded path starts with
+// prefix, such as "/devstoreaccount1/checkpoints/" in front of Azurite.
+func MatchPath(prefix string) RuleOption {
+	return ruleOptionFunc(func(r *Rule) { r.PathPrefix = prefix })
+}
+
+// validate checks r; on failure it names the field at fault.
+func (r *Rule) validate() (field string, err error) {
+	if !slices.Contains(routeNames, r.Route) {
+		return "route", fmt.Errorf("unknown route %q (want one of %s)", r.Route, strings.Join(routeNames, ", "))
+	}
+	if r.Method != "" {
+		if !isToken(r.Method) {
+			return "method", fmt.Errorf("invalid method %q", r.Method)
+		}
+		if m, ok := routeMethod[r.Route]; ok && m != r.Method {
+			return "method", fmt.Errorf("method %s never matches route %s (which is %s only)", r.Method, r.Route, m)
+		}
+	}
+	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+		return "path_prefix", fmt.Errorf("path prefix %q must start with /", r.PathPrefix)
+	}
+	if r.Nth < 0 {
+		return "nth", errors.New("nth must be at least 1")
+	}
+	if r.Times < 0 {
+		return "times", errors.New("times must be at least 1")
+	}
+	if r.Always && r.Times > 0 {
+		return "always", errors.New("always and times exclude each other")
+	}
+	if r.Fault.kind == kindNone {
+		return "fault", errors.New("a rule needs a fault")
+	}
+	return "", nil
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Script is an ordered set of fault rules, shared by the server that uses it
+// and the test that writes it: rules may be added while the server runs.
+// Each rule counts the requests it matches from the moment it is added,
+// whether or not it or another rule fires on them; for each request, the
+// first rule (in order of addition) whose window covers the request fires.
+// So two Times(1) rules on one route fire on two successive requests, like
+// azcore's mock server's AppendResponse queue, and Nth(3) is the third
+// request of its route whatever other rules did.
+//
+// A Script belongs to one [Server]: its counters are the server's. The zero
+// Script is empty and ready to use; a Script is safe for concurrent use.
+type Script struct {
+	mu    sync.Mutex
+	rules []*ruleState
+}
+
+type ruleState struct {
+	Rule
+	seen  int // matching requests so far
+	fired int // times fired
+}
+
+// NewScript returns a Script holding rules, in order. It panics on an
+// invalid rule, as [Script.Add] does.
+func NewScript(rules ...Rule) *Script {
+	s := &Script{}
+	for _, r := range rules {
+		s.addRule(r)
+	}
+	return s
+}
+
+// Add appends a rule injecting f on route (a route name or [RouteAny]) when
+// its options say so, and returns s for chaining. It panics on an unknown
+// route, an invalid option (Always with Times, a method the route never
+// has) or the zero Fault: scripts are test code, and
+// a typo must not silently script nothing.
+//
+//	s.Add(fakeserver.RouteFileList, fakeserver.Throttle(fakeserver.RetryAfterSeconds(1)), fakeserver.Nth(3))
+func (s *Script) Add(route string, f Fault, opts ...RuleOption) *Script {
+	r := Rule{Route: route, Fault: f}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&r)
+		}
+	}
+	s.addRule(r)
+	return s
+}
+
+func (s *Script) addRule(r Rule) {
+	if field, err := r.validate(); err != nil {
+		panic(fmt.Sprintf("fakeserver: rule %s: %v", field, err))
+	}
+	s.mu.Lock()
+	s.rules = append(s.rules, &ruleState{Rule: r})
+	s.mu.Unlock()
+}
+
+// Rules returns a copy of the rules, in order.
+func (s *Script) Rules() []Rule {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Rule, len(s.rules))
+	for i, r := range s.rules {
+		out[i] = r.Rule
+	}
+	return out
+}
+
+// Len returns the number of rules.
+func (s *Script) Len() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rules)
+}
+
+// match counts the request against every rule and returns the fault of the
+// first rule that fires, with its index; index -1 when none fires.
+func (s *Script) match(route, method, path string) (Fault, int) {
+	if s == nil {
+		return Fault{}, -1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	firedIdx := -1
+	for i, r := range s.rules {
+		if !r.matches(route, method, path) {
+			continue
+		}
+		r.seen++
+		if firedIdx < 0 && r.due() {
+			r.fired++
+			firedIdx = i
+		}
+	}
+	if firedIdx < 0 {
+		return Fault{}, -1
+	}
+	return s.rules[firedIdx].Fault, firedIdx
+}
+
+func (r *ruleState) matches(route, method, path string) bool {
+	if r.Route != RouteAny && r.Route != route {
+		return false
+	}
+	if r.Method != "" && r.Method != method {
+		return false
+	}
+	return r.PathPrefix == "" || strings.HasPrefix(path, r.PathPrefix)
+}
+
+// due reports whether the rule fires on the request just counted.
+func (r *ruleState) due() bool {
+	from := max(r.Nth, 1)
+	if r.seen < from {
+		return false
+	}
+	switch {
+	case r.Times > 0:
+		return r.fired < r.Times
+	case r.Always || r.Nth == 0:
+		return true
+	default: // Nth alone: exactly that request
+		return r.seen == r.Nth
+	}
+}

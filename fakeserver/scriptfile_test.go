@@ -1,0 +1,242 @@
+package fakeserver
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// docScript is the example of the package documentation.
+const docScript = `{
+  "comment": "inventory: a 429 on page 3 and on page 5",
+  "rules": [
+    {"route": "file.list", "nth": 3, "fault": "throttle",
+     "retry_after": {"form": "seconds", "seconds": 1}},
+    {"route": "file.list", "nth": 5, "fault": "throttle",
+     "retry_after": {"form": "rfc850", "seconds": 2}},
+    {"route": "search.put", "times": 1, "fault": "throttle",
+     "retry_after": {"form": "duplicate", "values": ["1", "2"]}, "body_size": 8388608},
+    {"route": "blob.get", "path_prefix": "/devstoreaccount1/checkpoints/",
+     "fault": "throttle", "retry_after": {"form": "imf-fixdate", "seconds": 1}},
+    {"route": "file.upload", "always": true, "fault": "throttle",
+     "retry_after": {"form": "missing"}},
+    {"route": "*", "method": "DELETE", "fault": "status", "status": 503},
+    {"route": "blob.get", "nth": 2, "fault": "redirect", "status": 307,
+     "location": "https://elsewhere.example/c/b"},
+    {"route": "search.get", "fault": "slow_body", "chunk": 16, "delay": "100ms"},
+    {"route": "blob.get", "nth": 4, "fault": "stalled_body"},
+    {"route": "other", "fault": "reset"}
+  ]
+}`
+
+func TestDocScriptMatchesDoc(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	var lines []string
+	for _, l := range strings.Split(docScript, "\n") {
+		lines = append(lines, "//\t"+l)
+	}
+	assert.Contains(t, string(doc), strings.Join(lines, "\n"), "the package doc shows docScript")
+}
+
+func TestLoadScript(t *testing.T) {
+	s, err := LoadScript(strings.NewReader(docScript))
+	require.NoError(t, err)
+	want := NewScript(
+		Rule{Route: RouteFileList, Nth: 3, Fault: Throttle(RetryAfterSeconds(1))},
+		Rule{Route: RouteFileList, Nth: 5, Fault: Throttle(RetryAfterDate(RFC850, 2*time.Second))},
+		Rule{Route: RouteSearchPut, Times: 1, Fault: Throttle(RetryAfterRaw("1", "2")).WithBodySize(8 << 20)},
+		Rule{Route: RouteBlobGet, PathPrefix: "/devstoreaccount1/checkpoints/", Fault: Throttle(RetryAfterDate(IMFFixdate, time.Second))},
+		Rule{Route: RouteFileUpload, Always: true, Fault: Throttle(RetryAfterMissing())},
+		Rule{Route: RouteAny, Method: "DELETE", Fault: Status(503)},
+		Rule{Route: RouteBlobGet, Nth: 2, Fault: Redirect(307, "https://elsewhere.example/c/b")},
+		Rule{Route: RouteSearchGet, Fault: SlowBody(16, 100*time.Millisecond)},
+		Rule{Route: RouteBlobGet, Nth: 4, Fault: StalledBody()},
+		Rule{Route: RouteOther, Fault: ConnectionReset()},
+	)
+	assert.Equal(t, want.Rules(), s.Rules())
+}
+
+func TestLoadScriptForms(t *testing.T) {
+	tests := []struct {
+		json string
+		want RetryAfter
+	}{
+		{`{"form":"seconds","seconds":0}`, RetryAfterSeconds(0)},
+		{`{"form":"asctime","seconds":-5}`, RetryAfterDate(Asctime, -5*time.Second)},
+		{`{"form":"raw","values":["soon"]}`, RetryAfterRaw("soon")},
+		{`{"form":"oversized"}`, RetryAfterOversized(200)},
+		{`{"form":"oversized","size":129}`, RetryAfterOversized(129)},
+		{`{"form":"overlong"}`, RetryAfterOverlong(60 * time.Second)},
+		{`{"form":"overlong","seconds":31}`, RetryAfterOverlong(31 * time.Second)},
+	}
+	for _, tc := range tests {
+		s, err := LoadScript(strings.NewReader(`{"rules":[{"route":"file.list","fault":"throttle","retry_after":` + tc.json + `}]}`))
+		require.NoError(t, err, tc.json)
+		assert.Equal(t, tc.want, s.Rules()[0].Fault.RetryAfter(), tc.json)
+	}
+	s, err := LoadScript(strings.NewReader(`{"rules":[]}`))
+	require.NoError(t, err)
+	assert.Equal(t, 0, s.Len())
+	s, err = LoadScript(strings.NewReader(`{"rules":[{"route":"blob.get","method":"get","fault":"status","status":500,"body_size":3}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, "GET", s.Rules()[0].Method)
+	assert.Equal(t, "500 body=3B", s.Rules()[0].Fault.String())
+}
+
+func TestLoadScriptErrors(t *testing.T) {
+	rule := func(r string) string {
+		return `{"rules": [` + "\n" + `{"route":"file.list","fault":"reset"},` + "\n" + r + "\n]}"
+	}
+	tests := []struct {
+		name  string
+		input string
+		msg   string // exact Error()
+		rule  int
+		field string
+	}{
+		{"syntax", "{\n  \"rules\": [\n    {\"route\": \"file.list\",}\n  ]\n}", `script: line 3, column 27: invalid JSON: invalid character '}' looking for beginning of object key string`, -1, ""},
+		{"truncated", `{"rules": [`, `script: line 1, column 12: invalid JSON: unexpected end of JSON input`, -1, ""},
+		{"trailing data", "{\"rules\": []}\n x", `script: line 2, column 2: invalid JSON: data after the script object`, -1, ""},
+		{"two objects", `{"rules": []} {}`, `script: line 1, column 15: invalid JSON: data after the script object`, -1, ""},
+		{"bad utf-8 string", "{\"rules\": [\"\xff\"]}", `script: rules[0] (line 1): want a JSON object`, 0, ""},
+		{"empty", ``, `script: line 1, column 1: invalid JSON: unexpected end of JSON input`, -1, ""},
+		{"not an object", `[1]`, `script: line 1: a script is a JSON object: {"rules": [...]}`, -1, ""},
+		{"no rules", `{}`, `script: line 1: missing "rules"`, -1, ""},
+		{"rules not array", `{"rules": {}}`, `script: rules line 1: want an array of rules`, -1, "rules"},
+		{"unknown top key", "{\"rules\": [],\n \"rule\": []}", `script: "rule" line 2: unknown top-level key (want "rules" or "comment")`, -1, `"rule"`},
+		{"bad comment", `{"comment": 1, "rules": []}`, `script: comment line 1: want a string`, -1, "comment"},
+		{"rule not object", rule(`"x"`), `script: rules[1] (line 3): want a JSON object`, 1, ""},
+		{"unknown route", rule(`{"route":"serch.put","fault":"reset"}`), `script: rules[1].route (line 3): unknown route "serch.put" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, 1, "route"},
+		{"missing route", rule(`{"fault":"reset"}`), `script: rules[1].route (line 3): required`, 1, "route"},
+		{"route type", rule(`{"route":1,"fault":"reset"}`), `script: rules[1].route (line 3): want a string`, 1, "route"},
+		{"unknown field", rule(`{"route":"file.list","nht":3,"fault":"reset"}`), `script: rules[1].nht (line 3): unknown field`, 1, "nht"},
+		{"unknown fault", rule(`{"route":"file.list","fault":"explode"}`), `script: rules[1].fault (line 3): unknown fault "explode" (want one of redirect, reset, slow_body, stalled_body, status, throttle)`, 1, "fault"},
+		{"missing fault", rule(`{"route":"file.list"}`), `script: rules[1].fault (line 3): required`, 1, "fault"},
+		{"unknown form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc1123","seconds":1}}`), `script: rules[1].retry_after.form (line 3): unknown Retry-After form "rfc1123" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong)`, 1, "retry_after.form"},
+		{"missing form", rule(`{"route":"file.list","fault":"throttle","retry_after":{}}`), `script: rules[1].retry_after.form (line 3): required`, 1, "retry_after.form"},
+		{"missing retry_after", rule(`{"route":"file.list","fault":"throttle"}`), `script: rules[1].retry_after (line 3): a throttle needs a retry_after (use {"form": "missing"} for none)`, 1, "retry_after"},
+		{"retry_after not object", rule(`{"route":"file.list","fault":"throttle","retry_after":5}`), `script: rules[1].retry_after (line 3): want a JSON object`, 1, "retry_after"},
+		{"unknown retry_after field", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","secs":1}}`), `script: rules[1].retry_after.secs (line 3): unknown field`, 1, "retry_after.secs"},
+		{"field of another form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","values":["1"]}}`), `script: rules[1].retry_after.values (line 3): not a field of the seconds form`, 1, "retry_after.values"},
+		{"seconds missing", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds"}}`), `script: rules[1].retry_after.seconds (line 3): required`, 1, "retry_after.seconds"},
+		{"seconds negative", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":-1}}`), `script: rules[1].retry_after.seconds (line 3): must not be negative (use the raw form for "-1")`, 1, "retry_after.seconds"},
+		{"seconds not integer", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":1.5}}`), `script: rules[1].retry_after.seconds (line 3): want an integer`, 1, "retry_after.seconds"},
+		{"date seconds", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc850"}}`), `script: rules[1].retry_after.seconds (line 3): required`, 1, "retry_after.seconds"},
+		{"raw two values", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1","2"]}}`), `script: rules[1].retry_after.values (line 3): the raw form takes exactly one value (use duplicate for more)`, 1, "retry_after.values"},
+		{"duplicate one value", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"duplicate","values":["1"]}}`), `script: rules[1].retry_after.values (line 3): the duplicate form takes two or more values`, 1, "retry_after.values"},
+		{"raw injection", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1\r\nX: y"]}}`), `script: rules[1].retry_after.values (line 3): value 0 holds CR, LF or NUL`, 1, "retry_after.values"},
+		{"raw values type", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":"1"}}`), `script: rules[1].retry_after.values (line 3): want an array of strings`, 1, "retry_after.values"},
+		{"oversized size", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"oversized","size":0}}`), `script: rules[1].retry_after.size (line 3): out of range [1, 65536]`, 1, "retry_after.size"},
+		{"nth zero", rule(`{"route":"file.list","nth":0,"fault":"reset"}`), `script: rules[1].nth (line 3): must be at least 1`, 1, "nth"},
+		{"times type", rule(`{"route":"file.list","times":"2","fault":"reset"}`), `script: rules[1].times (line 3): want an integer`, 1, "times"},
+		{"always type", rule(`{"route":"file.list","always":1,"fault":"reset"}`), `script: rules[1].always (line 3): want true or false`, 1, "always"},
+		{"always and times", rule(`{"route":"file.list","always":true,"times":2,"fault":"reset"}`), `script: rules[1].always (line 3): always and times exclude each other`, 1, "always"},
+		{"method mismatch", rule(`{"route":"file.list","method":"POST","fault":"reset"}`), `script: rules[1].method (line 3): method POST never matches route file.list (which is GET only)`, 1, "method"},
+		{"path prefix", rule(`{"route":"*","path_prefix":"c/","fault":"reset"}`), `script: rules[1].path_prefix (line 3): path prefix "c/" must start with /`, 1, "path_prefix"},
+		{"status for throttle", rule(`{"route":"*","fault":"throttle","status":503,"retry_after":{"form":"missing"}}`), `script: rules[1].status (line 3): not a field of a throttle fault`, 1, "status"},
+		{"status 429", rule(`{"route":"*","fault":"status","status":429}`), `script: rules[1].status (line 3): status 429: want 400 to 599, not 429 (use a throttle)`, 1, "status"},
+		{"status missing", rule(`{"route":"*","fault":"status"}`), `script: rules[1].status (line 3): required`, 1, "status"},
+		{"redirect code", rule(`{"route":"*","fault":"redirect","status":200,"location":"/x"}`), `script: rules[1].status (line 3): status 200: want 301, 302, 303, 307 or 308`, 1, "status"},
+		{"redirect location", rule(`{"route":"*","fault":"redirect","status":307,"location":""}`), `script: rules[1].location (line 3): location must be a non-empty URL without CR, LF or NUL`, 1, "location"},
+		{"body size range", rule(`{"route":"*","fault":"status","status":500,"body_size":99999999999}`), `script: rules[1].body_size (line 3): body size 99999999999 out of range [0, 67108864]`, 1, "body_size"},
+		{"slow delay", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"soon"}`), `script: rules[1].delay (line 3): want a Go duration such as "100ms", got "soon"`, 1, "delay"},
+		{"slow negative", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"-1s"}`), `script: rules[1].delay (line 3): delay must not be negative`, 1, "delay"},
+		{"slow chunk", rule(`{"route":"*","fault":"slow_body","chunk":0,"delay":"1s"}`), `script: rules[1].chunk (line 3): chunk 0 out of range [1, 67108864]`, 1, "chunk"},
+		{"stalled extra", rule(`{"route":"*","fault":"stalled_body","delay":"1s"}`), `script: rules[1].delay (line 3): not a field of a stalled_body fault`, 1, "delay"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := LoadScript(strings.NewReader(tc.input))
+			assert.Nil(t, s)
+			require.Error(t, err)
+			assert.Equal(t, tc.msg, err.Error())
+			var se *ScriptError
+			require.True(t, errors.As(err, &se))
+			assert.Equal(t, tc.rule, se.Rule)
+			assert.Equal(t, tc.field, se.Field)
+		})
+	}
+}
+
+func TestLoadScriptLimits(t *testing.T) {
+	_, err := LoadScript(strings.NewReader(`{"rules":[` + strings.Repeat(" ", maxScriptSize) + `]}`))
+	assert.ErrorContains(t, err, "script larger than")
+	_, err = LoadScript(errorReader{})
+	assert.ErrorIs(t, err, errBoom)
+}
+
+var errBoom = errors.New("boom")
+
+type errorReader struct{}
+
+func (errorReader) Read([]byte) (int, error) { return 0, errBoom }
+
+func TestLoadScriptFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	require.NoError(t, os.WriteFile(good, []byte(docScript), 0o600))
+	s, err := LoadScriptFile(good)
+	require.NoError(t, err)
+	assert.Equal(t, 10, s.Len())
+
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"rules":[{"route":"file.lst","fault":"reset"}]}`), 0o600))
+	_, err = LoadScriptFile(bad)
+	require.Error(t, err)
+	assert.Equal(t, bad+`: script: rules[0].route (line 1): unknown route "file.lst" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, err.Error())
+	var se *ScriptError
+	assert.True(t, errors.As(err, &se))
+
+	_, err = LoadScriptFile(filepath.Join(dir, "absent.json"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestLoadedScriptServes: a loaded script drives a server.
+func TestLoadedScriptServes(t *testing.T) {
+	s, err := LoadScript(strings.NewReader(docScript))
+	require.NoError(t, err)
+	srv := newServer(t, WithScript(s), fixedClock())
+	assert.Same(t, s, srv.Script())
+	for i := range 5 {
+		srv.AddFile("f", []byte{byte(i)})
+	}
+	got := statuses(t, srv, "GET", "/files?limit=1", 6)
+	assert.Equal(t, []int{200, 200, 429, 200, 429, 200}, got)
+	assert.Equal(t, "429 retry-after=rfc850(+2s)", srv.Requests()[4].Fault)
+}
+
+// FuzzLoadScript: any input either loads or fails with a *ScriptError or a
+// read error; it never panics.
+func FuzzLoadScript(f *testing.F) {
+	f.Add(docScript)
+	f.Add(`{"rules":[{"route":"file.list","fault":"throttle","retry_after":{"form":"oversized","size":65536}}]}`)
+	f.Add(`{"rules":[{"route":"*","fault":"slow_body","chunk":9999999999,"delay":"1h"}]}`)
+	f.Add(`{"rules":[{"route":"*","nth":9999999999999,"fault":"reset"}]}`)
+	f.Add(`{"rules":[{"route":"*","fault":"throttle","retry_after":{"form":"rfc850","seconds":9223372036854775807}}]}`)
+	f.Add(`{"rules": [1, null, {}]}`)
+	f.Add("\xff")
+	f.Fuzz(func(t *testing.T, input string) {
+		s, err := LoadScript(strings.NewReader(input))
+		if err != nil {
+			var se *ScriptError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is not a *ScriptError", err)
+			}
+			if s != nil {
+				t.Fatal("a script and an error")
+			}
+			return
+		}
+		for _, r := range s.Rules() {
+			_ = r.String()
+			_ = r.Fault.RetryAfter().Values(t0)
+		}
+	})
+}

@@ -1,0 +1,558 @@
+package fakeserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxRequestBody bounds the request body the server reads; a longer body is
+// answered 413.
+const maxRequestBody = 64 << 20
+
+// ErrServerClosed is returned by [Server.Transport] round trips after
+// [Server.Close], and by reads of a response body that the closing server
+// cut (wrapped with io.ErrUnexpectedEOF).
+var ErrServerClosed = errors.New("fakeserver: server closed")
+
+// Option configures a [Server].
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	now       func() time.Time
+	script    *Script
+	observer  func(Request)
+	upstreamT http.RoundTripper
+}
+
+func newConfig(opts ...Option) config {
+	c := config{now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	return c
+}
+
+// WithClock sets the server's clock: arrival times in the ledger, the Date
+// header and date-form Retry-After values are read from it. Default
+// time.Now, which inside a testing/synctest bubble is the bubble's fake
+// clock. A nil now is ignored.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	})
+}
+
+// WithScript sets the fault script. Default: an empty script, which
+// [Server.Script] returns for adding rules. A nil s is ignored.
+func WithScript(s *Script) Option {
+	return optionFunc(func(c *config) {
+		if s != nil {
+			c.script = s
+		}
+	})
+}
+
+// WithObserver calls f with each ledger entry once its status is known
+// (before the response body is sent; for a reset, with status 0). f runs on
+// the request's goroutine, possibly concurrently with itself, and must not
+// block. Default none; a nil f is ignored.
+func WithObserver(f func(Request)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.observer = f
+		}
+	})
+}
+
+// WithUpstreamTransport sets the transport a proxy ([NewProxy]) forwards
+// with, such as another Server's [Server.Transport] so that a proxy test can
+// run in a testing/synctest bubble. Default: a private clone of
+// http.DefaultTransport without transparent compression (so responses pass
+// unchanged), closed with the server. Ignored by [New]; nil is ignored.
+func WithUpstreamTransport(rt http.RoundTripper) Option {
+	return optionFunc(func(c *config) {
+		if rt != nil {
+			c.upstreamT = rt
+		}
+	})
+}
+
+// Server is the fake: an http.Handler with in-memory Search, File and Blob
+// state (or, from [NewProxy], a proxy in front of a real upstream), a fault
+// [Script] and a ledger of every request. Serve it on a loopback listener
+// with [Server.Start] or in-process with [Server.Transport]. A Server is
+// safe for concurrent use. Close it when done.
+type Server struct {
+	cfg    config
+	script *Script
+
+	// Proxy mode only.
+	upstream   *url.URL
+	proxy      *httputil.ReverseProxy
+	ownedProxy *http.Transport
+
+	idPrefix uint32
+	idSeq    atomic.Uint64
+	maxBody  int // maxRequestBody; lowered by tests
+
+	baseCtx    context.Context
+	cancelBase context.CancelCauseFunc
+	active     sync.WaitGroup // handler runs
+	conns      connTracker    // listener connections
+
+	mu         sync.Mutex
+	closed     bool
+	ledger     []Request
+	routeCount map[string]int
+	state      // in-memory services, guarded by mu
+	httpSrv    *http.Server
+	baseURL    string
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a fake Azure-like server with empty state.
+func New(opts ...Option) *Server {
+	s := &Server{cfg: newConfig(opts...)}
+	s.init()
+	return s
+}
+
+func (s *Server) init() {
+	s.script = s.cfg.script
+	if s.script == nil {
+		s.script = &Script{}
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s.idPrefix = binary.BigEndian.Uint32(b[:])
+	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
+	s.routeCount = map[string]int{}
+	s.maxBody = maxRequestBody
+	s.state.init()
+}
+
+// Script returns the server's fault script, to add rules to.
+func (s *Server) Script() *Script { return s.script }
+
+// now reads the server clock.
+func (s *Server) now() time.Time { return s.cfg.now() }
+
+// newRequestID returns a fresh x-ms-request-id: UUID-shaped, a random
+// per-server prefix and a sequence number, so that IDs sort by issue.
+func (s *Server) newRequestID() string {
+	return fmt.Sprintf("%08x-0000-4000-8000-%012x", s.idPrefix, s.idSeq.Add(1))
+}
+
+// Start serves on a new loopback listener at 127.0.0.1:0 and returns the
+// base URL, "http://127.0.0.1:PORT".
+func (s *Server) Start() (string, error) { return s.Listen("127.0.0.1:0") }
+
+// Listen serves on a new TCP listener at addr and returns the base URL,
+// "http://HOST:PORT". A Server listens at most once.
+func (s *Server) Listen(addr string) (string, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", ErrServerClosed
+	}
+	if s.httpSrv != nil {
+		s.mu.Unlock()
+		return "", errors.New("fakeserver: already listening")
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		s.mu.Unlock()
+		return "", fmt.Errorf("fakeserver: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         s.conns.track,
+	}
+	s.httpSrv = srv
+	s.baseURL = "http://" + l.Addr().String()
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(l) }()
+	return s.baseURL, nil
+}
+
+// URL returns the base URL of the listener, "" before [Server.Start].
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.baseURL
+}
+
+// Close stops the server at once: the listener and its connections close,
+// stalled and slow bodies end (in-process ones with [ErrServerClosed]), and
+// Close returns when every handler has returned and every connection's
+// goroutine has ended (net/http may linger up to half a second on a
+// connection it answered with an error), so that goroutine leak checks pass.
+// Close is idempotent.
+func (s *Server) Close() error {
+	srv := s.beginClose()
+	var err error
+	if srv != nil {
+		err = srv.Close()
+	}
+	s.active.Wait()
+	s.conns.wait(5 * time.Second)
+	s.closeUpstream()
+	return err
+}
+
+// Shutdown stops the server gracefully: no new connection is accepted,
+// stalled and slow bodies end at once (they would never finish), other
+// requests in flight complete, then idle connections close. When ctx ends
+// first, Shutdown closes everything as [Server.Close] does and returns ctx's
+// error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	srv := s.beginClose()
+	var err error
+	if srv != nil {
+		if err = srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	}
+	s.active.Wait()
+	s.conns.wait(5 * time.Second)
+	s.closeUpstream()
+	return err
+}
+
+// connTracker counts the listener's open connections.
+type connTracker struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed while n == 0; nil means closed
+}
+
+// track is the http.Server's ConnState hook.
+func (c *connTracker) track(_ net.Conn, st http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		if c.n == 0 {
+			c.zero = make(chan struct{})
+		}
+		c.n++
+	case http.StateClosed, http.StateHijacked:
+		c.n--
+		if c.n == 0 {
+			close(c.zero)
+		}
+	}
+}
+
+// wait returns when no connection is open, or after d.
+func (c *connTracker) wait(d time.Duration) {
+	c.mu.Lock()
+	zero := c.zero
+	n := c.n
+	c.mu.Unlock()
+	if n == 0 || zero == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-zero:
+	case <-t.C:
+	}
+}
+
+func (s *Server) beginClose() *http.Server {
+	s.mu.Lock()
+	s.closed = true
+	srv := s.httpSrv
+	s.mu.Unlock()
+	s.cancelBase(ErrServerClosed)
+	return srv
+}
+
+func (s *Server) closeUpstream() {
+	if s.ownedProxy != nil {
+		s.ownedProxy.CloseIdleConnections()
+	}
+}
+
+// enter registers a handler run; false once the server is closing.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.active.Add(1)
+	return true
+}
+
+// ServeHTTP serves one request: it reads the body, records the request in
+// the ledger, asks the script for a fault, and answers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "fakeserver: server closed", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.active.Done()
+	// End slow and stalled bodies when the server closes.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.baseCtx, func() { cancel(ErrServerClosed) })
+	defer stop()
+	r = r.WithContext(ctx)
+
+	now := s.now()
+	body, readErr := readBody(r, s.maxBody)
+	route := classify(r)
+	digest := ""
+	if readErr == nil {
+		sum := sha256.Sum256(body)
+		digest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	fault, ruleIdx := s.script.match(route, r.Method, r.URL.Path)
+
+	// The fake answers with its own request ID, except a reset (no answer)
+	// and a forwarded request (the upstream's answer, recorded later).
+	forwarded := s.proxy != nil && !fault.replaces() && readErr == nil
+	id := ""
+	if fault.kind != kindReset && !forwarded {
+		id = s.newRequestID()
+	}
+	entry := s.record(Request{
+		Method:     r.Method,
+		Route:      route,
+		Path:       r.URL.Path,
+		QueryKeys:  queryKeys(r.URL.RawQuery),
+		Arrived:    now,
+		RequestID:  id,
+		Fault:      fault.String(),
+		Rule:       ruleIdx,
+		BodyDigest: digest,
+		BodySize:   int64(len(body)),
+	})
+
+	if fault.kind == kindReset {
+		s.finish(entry, 0, "")
+		resetConn(w)
+		return
+	}
+
+	var resp *response
+	switch {
+	case fault.replaces():
+		resp = faultResponse(fault, route, now)
+	case readErr != nil:
+		resp = bodyErrorResponse(route, readErr)
+	case forwarded:
+		s.forward(w, r, body, entry, route, fault, now)
+		return
+	default:
+		resp = s.serveRoute(route, r, body, now)
+	}
+	setCommonHeaders(resp.header, route, id, now)
+	s.finish(entry, resp.status, "")
+	s.emit(ctx, w, r, resp, fault)
+}
+
+// readBody reads the whole request body, up to limit bytes.
+func readBody(r *http.Request, limit int) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, errBodyTooLarge
+	}
+	return b, nil
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+// record appends a ledger entry and returns its index.
+func (s *Server) record(r Request) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.routeCount[r.Route]++
+	r.Seq = len(s.ledger) + 1
+	r.Ordinal = s.routeCount[r.Route]
+	s.ledger = append(s.ledger, r)
+	return len(s.ledger) - 1
+}
+
+// finish sets the status (and, when not empty, the request ID) of a ledger
+// entry and tells the observer.
+func (s *Server) finish(i, status int, requestID string) {
+	s.mu.Lock()
+	s.ledger[i].Status = status
+	if requestID != "" {
+		s.ledger[i].RequestID = requestID
+	}
+	r := s.ledger[i]
+	r.QueryKeys = append([]string(nil), r.QueryKeys...)
+	s.mu.Unlock()
+	if s.cfg.observer != nil {
+		s.cfg.observer(r)
+	}
+}
+
+// response is an answer built in memory before it is sent.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+	// size, when >= 0, is the exact body length: body padded with spaces or
+	// cut.
+	size int
+}
+
+func newResponse(status int) *response {
+	return &response{status: status, header: http.Header{}, size: -1}
+}
+
+func (r *response) length() int {
+	if r.size >= 0 {
+		return r.size
+	}
+	return len(r.body)
+}
+
+// setCommonHeaders adds what every answer of the fake carries.
+func setCommonHeaders(h http.Header, route, id string, now time.Time) {
+	h.Set("x-ms-request-id", id)
+	if route == RouteSearchPut || route == RouteSearchGet {
+		h.Set("request-id", id)
+	}
+	h.Set("Date", now.UTC().Format(http.TimeFormat))
+}
+
+// emit sends resp, applying a body fault.
+func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *response, f Fault) {
+	h := w.Header()
+	for k, v := range resp.header {
+		h[k] = v
+	}
+	noBody := r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified
+	if !noBody {
+		h.Set("Content-Length", strconv.Itoa(resp.length()))
+	}
+	w.WriteHeader(resp.status)
+	if noBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	switch f.kind {
+	case kindStalledBody:
+		_ = rc.Flush()
+		<-ctx.Done()
+	case kindSlowBody:
+		_ = rc.Flush()
+		body := resp.body
+		for len(body) > 0 {
+			if !sleepCtx(ctx, f.delay) {
+				return
+			}
+			n := min(f.chunk, len(body))
+			if _, err := w.Write(body[:n]); err != nil {
+				return
+			}
+			_ = rc.Flush()
+			body = body[n:]
+		}
+	default:
+		writeSized(w, resp)
+	}
+}
+
+// writeSized writes resp's body, padded with spaces or cut to resp.size.
+func writeSized(w io.Writer, resp *response) {
+	if resp.size < 0 {
+		_, _ = w.Write(resp.body)
+		return
+	}
+	body := resp.body
+	if len(body) > resp.size {
+		body = body[:resp.size]
+	}
+	if _, err := w.Write(body); err != nil {
+		return
+	}
+	pad := make([]byte, min(32<<10, resp.size-len(body)))
+	for i := range pad {
+		pad[i] = ' '
+	}
+	for left := resp.size - len(body); left > 0; {
+		n := min(left, len(pad))
+		if _, err := w.Write(pad[:n]); err != nil {
+			return
+		}
+		left -= n
+	}
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// resetter is implemented by the in-process response writer.
+type resetter interface{ resetConn() }
+
+// resetConn aborts the exchange without an answer: in-process, the round
+// trip fails with ECONNRESET; over TCP, the connection is closed with
+// SO_LINGER 0 (a RST); otherwise the handler aborts.
+func resetConn(w http.ResponseWriter) {
+	if rs, ok := w.(resetter); ok {
+		rs.resetConn()
+		return
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
