@@ -114,18 +114,31 @@ func Text(s string) string {
 		}
 		b.WriteByte(c)
 	}
-	out := b.String()
-	if i := strings.Index(out, "://"); i >= 0 {
-		// Remove userinfo ("user:pass@") after a scheme.
-		rest := out[i+3:]
-		if at := strings.IndexByte(rest, '@'); at >= 0 {
-			if sp := strings.IndexAny(rest, " /"); sp < 0 || at < sp {
-				out = out[:i+3] + rest[at+1:]
-			}
-		}
-	}
+	out := stripUserinfo(b.String())
 	if len(out) > 256 {
 		out = out[:256]
 	}
 	return out
+}
+
+// stripUserinfo removes "user:pass@" after every "://" in s.
+func stripUserinfo(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		rest := s[i+3:]
+		end := strings.IndexAny(rest, " /\"'\n\t")
+		if end < 0 {
+			end = len(rest)
+		}
+		if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+			rest = rest[at+1:]
+		}
+		s = rest
+	}
 }
