@@ -2,10 +2,13 @@ package readrecovery
 
 import (
 	"context"
+	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
+	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
 // Ceilings of a [Budget] (R2). Options may only lower them.
@@ -42,6 +45,8 @@ type Budget struct {
 	deadline    time.Time
 	done        chan struct{} // closed when the total runs out
 	cancels     []context.CancelCauseFunc
+	keptParent  context.Context // the parent of the last request context made
+	keptCtx     context.Context // and that context
 	requests    int
 	usedDelay   bool
 	pending     *pendingWait // a write 429's wait, taken by the next GET
@@ -127,30 +132,44 @@ func NewBudget(name string, opts ...BudgetOption) *Budget {
 // Name returns the sequence's name.
 func (b *Budget) Name() string { return b.name }
 
+// admission is what admit gives a request it lets through.
+type admission struct {
+	// ctx is the context to send the request with: the caller's, cut off at
+	// the sequence's deadline (R3).
+	ctx context.Context
+	// pending is a write 429's wait that this GET must take first (R8).
+	pending *pendingWait
+}
+
 // admit counts one request to be sent now, starting the sequence's clock at
 // its first request. It fails with the stop error once the sequence has
-// stopped or when this request would break a limit.
-func (b *Budget) admit(clk clock.Clock, inst *instruments, now time.Time) *StopError {
+// stopped or when this request would break a limit. A GET takes the
+// pending write-429 wait, if any. One lock for all of it, and the clock read
+// only at the first request: this is the hot path. After the first request,
+// the total is enforced by the timer that stops the sequence at its
+// deadline (expire).
+func (b *Budget) admit(clk clock.Clock, inst *instruments, parent context.Context, get bool) (admission, *StopError) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.stop != nil {
-		return b.stop
+		return admission{}, b.stop
 	}
 	if !b.started {
 		b.started = true
 		b.inst = inst
-		b.deadline = now.Add(b.maxTotal)
+		b.deadline = clk.Now().Add(b.maxTotal)
 		b.done = make(chan struct{})
 		clk.AfterFunc(b.maxTotal, b.expire)
 	}
-	if !now.Before(b.deadline) {
-		return b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", nil)
-	}
 	if b.requests >= b.maxRequests {
-		return b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)
+		return admission{}, b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)
 	}
 	b.requests++
-	return nil
+	a := admission{ctx: b.requestContextLocked(parent)}
+	if get {
+		a.pending, b.pending = b.pending, nil
+	}
+	return a, nil
 }
 
 // expire runs at the deadline: it stops the sequence and cuts off every
@@ -170,28 +189,38 @@ func (b *Budget) expire() {
 // when the total runs out.
 var errTotalExhausted = context.DeadlineExceeded
 
-// requestContext returns the context a request of this sequence is sent
-// with: parent, cut off at the sequence's deadline.
-func (b *Budget) requestContext(parent context.Context) context.Context {
+// requestContextLocked returns the context a request of this sequence is
+// sent with: parent, cut off at the sequence's deadline. Requests of one
+// sequence usually share their parent (every page of an inventory), so the
+// last one made is kept and reused: cutting off at the deadline is all it
+// does, the same for each of them.
+func (b *Budget) requestContextLocked(parent context.Context) context.Context {
+	// Only a comparable parent can be compared with the kept one; any
+	// other (a struct holding a map, say) would panic on ==.
+	cacheable := reflect.TypeOf(parent).Comparable()
+	if cacheable && b.keptParent == parent {
+		return b.keptCtx
+	}
+	var ctx context.Context
 	if parent.Done() == nil {
-		// The common case (no caller deadline or cancellation): one small
-		// allocation and no timer of its own.
-		return &sequenceContext{Context: parent, b: b}
+		// No caller deadline or cancellation: one small allocation and no
+		// timer of its own.
+		ctx = &sequenceContext{Context: parent, b: b}
+	} else {
+		inner, cancel := context.WithCancelCause(parent)
+		ctx = &cutContext{Context: inner, deadline: b.deadline}
+		select {
+		case <-b.done:
+			cancel(errTotalExhausted)
+		default:
+			// Bounded: at most one per request, all released at the
+			// deadline.
+			b.cancels = append(b.cancels, cancel)
+		}
 	}
-	inner, cancel := context.WithCancelCause(parent)
-	ctx := &cutContext{Context: inner, deadline: b.deadline}
-	b.mu.Lock()
-	select {
-	case <-b.done:
-		b.mu.Unlock()
-		cancel(errTotalExhausted)
-		return ctx
-	default:
+	if cacheable {
+		b.keptParent, b.keptCtx = parent, ctx
 	}
-	// Bounded: at most maxRequests cancel funcs, all released at the
-	// deadline.
-	b.cancels = append(b.cancels, cancel)
-	b.mu.Unlock()
 	return ctx
 }
 
@@ -279,15 +308,6 @@ func (b *Budget) setPending(p *pendingWait) {
 	b.mu.Unlock()
 }
 
-// takePending returns and clears the pending write-429 wait, if any.
-func (b *Budget) takePending() *pendingWait {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.pending
-	b.pending = nil
-	return p
-}
-
 // WaitRecord is one wait the sequence took.
 type WaitRecord struct {
 	// Trigger is "write-429", "read-429" or "queue-429".
@@ -359,11 +379,12 @@ func (b *Budget) recordMutation(m MutationOutcome) {
 	b.mu.Unlock()
 }
 
-// recordRead keeps a read's evidence in the bounded lists.
-func (b *Budget) recordRead(e ReadEvidence) {
+// recordRead keeps a read's evidence in the bounded lists. The request ID
+// and ETag are sanitized only when there is room to keep them.
+func (b *Budget) recordRead(status int, h http.Header) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ok := e.StatusCode >= 200 && e.StatusCode < 300
+	ok := status >= 200 && status < 300
 	if ok && b.mutation != nil && !b.mutation.Acked {
 		b.observed = true
 	}
@@ -375,7 +396,18 @@ func (b *Budget) recordRead(e ReadEvidence) {
 		b.dropped[i]++
 		return
 	}
-	*list = append(*list, e)
+	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
+}
+
+// etagOf returns the sanitized ETag of a successful response, or "".
+func etagOf(h http.Header, ok bool) string {
+	if !ok {
+		return ""
+	}
+	if v := h["Etag"]; len(v) > 0 {
+		return redact.ETag(v[0])
+	}
+	return ""
 }
 
 // Report is the evidence of a sequence (R24, R25). It is a copy: later

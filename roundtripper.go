@@ -150,22 +150,23 @@ type call struct {
 	s      *ctxState
 	b      *Budget
 	method string
+	// sendCtx is what admit gave: the context to send with.
+	sendCtx context.Context
 }
 
 func (t *Transport) roundTrip(req *http.Request, s *ctxState) (*http.Response, error) {
 	c := &call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
-	if err := c.admit(); err != nil {
+	pending, err := c.admit()
+	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
 	// Wait before readback: a write 429's Retry-After delays the next GET
 	// of the sequence (R8).
-	if c.b != nil && c.method == http.MethodGet {
-		if p := c.b.takePending(); p != nil {
-			if err := c.waitPending(p); err != nil {
-				closeRequestBody(req)
-				return nil, err
-			}
+	if pending != nil {
+		if err := c.waitPending(pending); err != nil {
+			closeRequestBody(req)
+			return nil, err
 		}
 	}
 	return c.sendAndHandle(req, 1, "")
@@ -173,20 +174,23 @@ func (t *Transport) roundTrip(req *http.Request, s *ctxState) (*http.Response, e
 
 // admit checks, before any network access, that the sequence may send one
 // more request and that the journal allows it (R4, R36).
-func (c *call) admit() error {
-	now := c.t.clock.Now()
+// For a GET it returns the pending write-429 wait to take first, if any.
+func (c *call) admit() (*pendingWait, error) {
+	var pending *pendingWait
 	if c.b != nil {
-		if se := c.b.admit(c.t.clock, c.t.metrics, now); se != nil {
+		a, se := c.b.admit(c.t.clock, c.t.metrics, c.ctx, c.method == http.MethodGet)
+		if se != nil {
 			c.event(se)
-			return se
+			return nil, se
 		}
+		c.sendCtx, pending = a.ctx, a.pending
 	}
 	if c.s.journal != nil {
-		if err := c.s.journal.Admit(c.ctx, now.UTC()); err != nil {
-			return c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
+		if err := c.s.journal.Admit(c.ctx, c.t.clock.Now().UTC()); err != nil {
+			return nil, c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
 		}
 	}
-	return nil
+	return pending, nil
 }
 
 // sendAndHandle sends req (attempt 1, or the one re-send) and applies the
@@ -202,7 +206,7 @@ func (c *call) sendAndHandle(req *http.Request, attempt int, resendOf string) (*
 	}
 	out := req
 	if c.b != nil {
-		out = req.WithContext(c.b.requestContext(c.ctx))
+		out = req.WithContext(c.sendCtx)
 	}
 	resp, err := c.t.base.RoundTrip(out)
 	if err != nil {
@@ -238,13 +242,13 @@ func (c *call) onTransportError(jr JournalRequest, attempt int, err error) error
 // onResponse keeps the evidence of a response other than 429 and hands it
 // back untouched (R15, R24, R25, R39).
 func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
-	id := redact.RequestID(resp.Header)
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if c.b != nil {
-		c.record(resp, id, attempt)
+		c.record(resp, attempt)
 	}
 	if c.s.journal != nil {
-		out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: id, ETag: resp.Header.Get("Etag")}
+		id := redact.RequestID(resp.Header)
+		out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: id, ETag: etagOf(resp.Header, ok)}
 		if err := c.s.journal.Complete(c.ctx, jr, out); err != nil {
 			if ok && isMutation(c.method) {
 				// R39: the ACK goes back to the caller and stays in the
@@ -259,27 +263,16 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (
 }
 
 // record keeps a response's evidence in the budget.
-func (c *call) record(resp *http.Response, id string, attempt int) {
+func (c *call) record(resp *http.Response, attempt int) {
+	if !isMutation(c.method) {
+		c.b.recordRead(resp.StatusCode, resp.Header)
+		return
+	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	switch {
-	case isMutation(c.method):
-		c.b.recordMutation(MutationOutcome{
-			Method: c.method, StatusCode: resp.StatusCode, RequestID: id,
-			ETag: etagOf(resp, ok), Acked: ok, Attempt: attempt,
-		})
-	default:
-		c.b.recordRead(ReadEvidence{StatusCode: resp.StatusCode, RequestID: id, ETag: etagOf(resp, ok)})
-	}
-}
-
-func etagOf(resp *http.Response, ok bool) string {
-	if !ok {
-		return ""
-	}
-	if v := resp.Header["Etag"]; len(v) > 0 {
-		return redact.ETag(v[0])
-	}
-	return ""
+	c.b.recordMutation(MutationOutcome{
+		Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
+		ETag: etagOf(resp.Header, ok), Acked: ok, Attempt: attempt,
+	})
 }
 
 // on429 applies the recovery policy to a 429 (R7–R14).
@@ -288,7 +281,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	ra, timing, diag := ParseRetryAfter(resp.Header, receivedAt)
 	id := redact.RequestID(resp.Header)
 	if c.b != nil {
-		c.record(resp, id, attempt)
+		c.record(resp, attempt)
 	}
 	var event string
 	if c.s.journal != nil {
@@ -346,7 +339,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	if err := c.wait(w); err != nil {
 		return nil, err
 	}
-	if err := c.admit(); err != nil {
+	if _, err := c.admit(); err != nil {
 		return nil, err
 	}
 	again := c.req
