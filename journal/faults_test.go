@@ -1,0 +1,394 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/journal/internal/fsys"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	errCrashed  = errors.New("injected crash: the process is gone")
+	errInjected = errors.New("injected failure")
+)
+
+// faultFS is the real file system with a numbered log of every mutating
+// step (create, write, fsync, close, link, remove, directory fsync, mkdir,
+// chmod). At step crashAt it "crashes": the step is not performed (a torn
+// write performs half of it) and every later operation, reads included,
+// fails, leaving the directory as it is. At step failAt it fails once: the
+// step is not performed, and later steps work.
+type faultFS struct {
+	mu      sync.Mutex
+	ops     []string
+	crashAt int
+	torn    bool
+	failAt  int
+	crashed bool
+	after   func() // called after each performed step
+}
+
+var _ fsys.FS = (*faultFS)(nil)
+
+func newFaultFS() *faultFS { return &faultFS{crashAt: -1, failAt: -1} }
+
+// step runs one mutating step; partial runs the torn half of a write.
+func (f *faultFS) step(label string, do func() error, partial func()) error {
+	f.mu.Lock()
+	if f.crashed {
+		f.mu.Unlock()
+		return errCrashed
+	}
+	i := len(f.ops)
+	f.ops = append(f.ops, label)
+	switch i {
+	case f.crashAt:
+		f.crashed = true
+		f.mu.Unlock()
+		if f.torn && partial != nil {
+			partial()
+		}
+		return errCrashed
+	case f.failAt:
+		f.mu.Unlock()
+		return errInjected
+	}
+	f.mu.Unlock()
+	err := do()
+	if f.after != nil {
+		f.after()
+	}
+	return err
+}
+
+func (f *faultFS) read() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.crashed {
+		return errCrashed
+	}
+	return nil
+}
+
+func (f *faultFS) Mkdir(name string, perm fs.FileMode) error {
+	return f.step("mkdir "+filepath.Base(name), func() error { return os.Mkdir(name, perm) }, nil)
+}
+
+func (f *faultFS) Chmod(name string, perm fs.FileMode) error {
+	return f.step("chmod "+filepath.Base(name), func() error { return os.Chmod(name, perm) }, nil)
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (fsys.File, error) {
+	if flag&os.O_CREATE == 0 {
+		if err := f.read(); err != nil {
+			return nil, err
+		}
+		return fsys.OS{}.OpenFile(name, flag, perm)
+	}
+	var file fsys.File
+	err := f.step("create "+filepath.Base(name), func() (err error) {
+		file, err = fsys.OS{}.OpenFile(name, flag, perm)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f, name: filepath.Base(name)}, nil
+}
+
+func (f *faultFS) Link(oldname, newname string) error {
+	return f.step("link "+filepath.Base(newname), func() error { return os.Link(oldname, newname) }, nil)
+}
+
+func (f *faultFS) Remove(name string) error {
+	return f.step("remove "+filepath.Base(name), func() error { return os.Remove(name) }, nil)
+}
+
+func (f *faultFS) Stat(name string) (fs.FileInfo, error) {
+	if err := f.read(); err != nil {
+		return nil, err
+	}
+	return os.Stat(name)
+}
+
+func (f *faultFS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
+	if err := f.read(); err != nil {
+		return nil, err
+	}
+	return fsys.OS{}.ReadDir(name, n)
+}
+
+func (f *faultFS) SyncDir(name string) error {
+	return f.step("syncdir "+filepath.Base(name), func() error { return fsys.OS{}.SyncDir(name) }, nil)
+}
+
+// faultFile is a file created through faultFS.
+type faultFile struct {
+	fsys.File
+	fs     *faultFS
+	name   string
+	closed bool
+}
+
+func (w *faultFile) Write(b []byte) (int, error) {
+	n := 0
+	err := w.fs.step("write "+w.name, func() (err error) {
+		n, err = w.File.Write(b)
+		return err
+	}, func() { w.File.Write(b[:len(b)/2]) })
+	return n, err
+}
+
+func (w *faultFile) Sync() error {
+	return w.fs.step("fsync "+w.name, w.File.Sync, nil)
+}
+
+func (w *faultFile) Close() error {
+	err := w.fs.step("close "+w.name, func() error { w.closed = true; return w.File.Close() }, nil)
+	if !w.closed {
+		// A crashed or failed close still releases the descriptor: that
+		// changes nothing in the directory.
+		w.closed = true
+		w.File.Close()
+	}
+	return err
+}
+
+// scenario is one journaled request run against a journal opened on a
+// faultFS. It reports whether the request reached the network.
+type scenario struct {
+	name string
+	// setup writes the starting run into dir.
+	setup func(t *testing.T, dir string)
+	// run performs Begin and the completion; sent says whether Begin
+	// succeeded (the request would have been sent).
+	run func(j *Journal) (sent bool, err error)
+	// want is the state of the reopened run, given which steps happened.
+	want func(t *testing.T, dir string, done func(label string) bool, sent bool)
+}
+
+var upload = WithUpload(context.Background(), "a.bin")
+
+// priorElapsed is a run holding one 429 whose restriction has elapsed at
+// t0: a lost restriction would show as clear.
+func priorElapsed(t *testing.T, dir string) {
+	writeRun(t, dir, plan3, t0.Add(-100*time.Second), []int64{5}, nil)
+}
+
+var scenarios = []scenario{
+	{
+		name:  "Begin+Backoff",
+		setup: priorElapsed,
+		run: func(j *Journal) (bool, error) {
+			req := putReq(nil)
+			if err := j.Begin(upload, req); err != nil {
+				return false, err
+			}
+			_, err := j.Backoff(upload, req, out429("r2"), secs(5), timing(t0, 5))
+			return true, err
+		},
+		want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+			st := reopen(t, dir, t0).Status(t0)
+			switch {
+			case !sent:
+				// Begin failed: nothing was sent, so there is no 429 to lose.
+				if markerExists(dir) {
+					require.Equal(t, Unresolved, st.State)
+				} else {
+					require.Equal(t, Elapsed, st.State, st.Reason)
+				}
+			case done("remove pending-request.json"):
+				require.Equal(t, Waiting, st.State, st.Reason)
+				require.Equal(t, t0.Unix()+5, st.NotBeforeUTC)
+			default:
+				require.Equal(t, Unresolved, st.State, "R40: the restriction is on disk or the marker remains")
+			}
+		},
+	},
+	{
+		name:  "Begin+Complete(upload ACK)",
+		setup: priorElapsed,
+		run: func(j *Journal) (bool, error) {
+			req := putReq(nil)
+			if err := j.Begin(upload, req); err != nil {
+				return false, err
+			}
+			return true, j.Complete(upload, req, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "ok", ETag: `"e"`})
+		},
+		want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+			j := reopen(t, dir, t0)
+			st := j.Status(t0)
+			c, err := j.PlanContinuation(plan3, NewApproval, t0)
+			require.NoError(t, err)
+			file := c.Files[0].State
+			if markerExists(dir) {
+				require.Equal(t, Unresolved, st.State)
+			} else {
+				require.Equal(t, Elapsed, st.State, "R40: the earlier restriction is never lost: %s", st.Reason)
+			}
+			switch {
+			case !sent:
+				require.NotEqual(t, FileAcked, file)
+			case done("link " + receiptName(FileDigest("a.bin"))):
+				require.Equal(t, FileAcked, file, "the ACK is on record")
+			default:
+				require.Equal(t, FileUnknown, file, "R40a: a sent upload without a receipt is never replayable")
+				require.False(t, c.Files[0].Upload)
+			}
+		},
+	},
+	{
+		name:  "Begin+Complete(GET)",
+		setup: priorElapsed,
+		run: func(j *Journal) (bool, error) {
+			if err := j.Begin(context.Background(), getReq(nil)); err != nil {
+				return false, err
+			}
+			return true, j.Complete(context.Background(), getReq(nil), readrecovery.JournalOutcome{StatusCode: 200})
+		},
+		want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+			st := reopen(t, dir, t0).Status(t0)
+			if markerExists(dir) {
+				require.Equal(t, Unresolved, st.State)
+			} else {
+				require.Equal(t, Elapsed, st.State, st.Reason)
+			}
+		},
+	},
+	{
+		name: "Open(create)",
+		run: func(j *Journal) (bool, error) {
+			return false, nil
+		},
+		want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+			// No request was ever sent: a fresh run (clear) or, for a
+			// partial creation, unresolved. Never waiting or elapsed.
+			j, err := Open(dir, withClock(newFakeClock(t0)))
+			require.NoError(t, err)
+			st := j.Status(t0)
+			if done("link run.json") && !done("remove run.json.tmp") || done("create run.json.tmp") && !done("link run.json") {
+				require.Equal(t, Unresolved, st.State)
+			} else {
+				require.Equal(t, Clear, st.State, st.Reason)
+			}
+		},
+	},
+}
+
+func markerExists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, markerName))
+	return err == nil
+}
+
+// runScenario sets up a fresh directory, runs sc on a journal over ff and
+// returns the directory, whether the request was sent and the error.
+func runScenario(t *testing.T, sc scenario, ff *faultFS) (dir string, sent bool, err error) {
+	dir = filepath.Join(t.TempDir(), "run")
+	if sc.setup == nil {
+		_, err = Open(dir, withClock(newFakeClock(t0)), withFS(ff))
+		return dir, false, err
+	}
+	sc.setup(t, dir)
+	j, oerr := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan3))
+	require.NoError(t, oerr)
+	sent, err = sc.run(j)
+	if err != nil {
+		// After any persistence failure this process's Journal is unresolved.
+		require.Equal(t, Unresolved, j.Status(t0).State)
+		require.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
+	}
+	return dir, sent, err
+}
+
+// TestR40_CrashAtEveryStep crashes each scenario before each of its steps
+// (and tears each write in half), then reopens the run with the real file
+// system: the restriction is on disk (waiting) or the marker remains
+// (unresolved) — never clear, never a lost restriction, never a replayable
+// sent upload.
+func TestR40_CrashAtEveryStep(t *testing.T) {
+	total := 0
+	for _, sc := range scenarios {
+		ref := newFaultFS()
+		_, _, err := runScenario(t, sc, ref)
+		require.NoError(t, err)
+		steps := ref.ops
+		require.NotEmpty(t, steps)
+		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
+		for i := 0; i <= len(steps); i++ {
+			for _, torn := range []bool{false, true} {
+				if torn && (i == len(steps) || !strings.HasPrefix(steps[i], "write ")) {
+					continue
+				}
+				label := "after all steps"
+				if i < len(steps) {
+					label = fmt.Sprintf("before %02d %s", i, steps[i])
+				}
+				if torn {
+					label = fmt.Sprintf("torn %02d %s", i, steps[i])
+				}
+				total++
+				t.Run(sc.name+"/"+label, func(t *testing.T) {
+					ff := newFaultFS()
+					ff.crashAt, ff.torn = i, torn
+					dir, sent, err := runScenario(t, sc, ff)
+					if i < len(steps) {
+						require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (R38)")
+					}
+					done := func(step string) bool {
+						for k := 0; k < i && k < len(steps); k++ {
+							if steps[k] == step {
+								return true
+							}
+						}
+						return false
+					}
+					sc.want(t, dir, done, sent)
+				})
+			}
+		}
+	}
+	t.Logf("crash points: %d", total)
+}
+
+// TestR38_FailAtEveryStep fails each step once (the file system keeps
+// working): Begin, Backoff or Complete returns the error — a persistence
+// failure the transport treats as terminal — and the reopened run never
+// lost a restriction.
+func TestR38_FailAtEveryStep(t *testing.T) {
+	for _, sc := range scenarios[:3] {
+		ref := newFaultFS()
+		_, _, err := runScenario(t, sc, ref)
+		require.NoError(t, err)
+		steps := ref.ops
+		for i := range steps {
+			t.Run(fmt.Sprintf("%s/fail %02d %s", sc.name, i, steps[i]), func(t *testing.T) {
+				ff := newFaultFS()
+				ff.failAt = i
+				dir, sent, err := runScenario(t, sc, ff)
+				require.ErrorIs(t, err, errInjected, "the failure is returned")
+				done := func(step string) bool {
+					for k := 0; k <= i; k++ {
+						if steps[k] == step && k != i {
+							return true
+						}
+					}
+					return false
+				}
+				sc.want(t, dir, done, sent)
+				if !sent {
+					require.Less(t, i, 5, "only a Begin step can keep the request from the network")
+				}
+			})
+		}
+	}
+}

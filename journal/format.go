@@ -1,0 +1,542 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/redact"
+)
+
+// BackoffVersion is the format version a new run declares in its manifest
+// and every backoff entry carries (SPEC R30).
+const BackoffVersion = "1.0"
+
+// Limits of one run directory (SPEC R34).
+const (
+	// MaxEntries is the number of backoff entries a run may hold:
+	// backoff-0001.json to backoff-0200.json.
+	MaxEntries = 200
+	// MaxFiles is the number of directory entries a run may hold, whatever
+	// they are, at every instant (including the temporary file of a write).
+	MaxFiles = 1003
+)
+
+// File names inside a run directory.
+const (
+	manifestName = "run.json"
+	markerName   = "pending-request.json"
+	tempSuffix   = ".tmp"
+	entryPrefix  = "backoff-"
+	receiptPref  = "receipt-"
+	jsonSuffix   = ".json"
+	// receiptHexLen is the number of hex digits of the file identity digest
+	// in a receipt's name (128 bits).
+	receiptHexLen = 32
+)
+
+// Size caps, checked with Stat before a file is read.
+const (
+	maxManifestBytes = 64 << 10
+	maxRecordBytes   = 4 << 10
+)
+
+// footprint is the most directory entries one journaled request adds at its
+// peak: the pending marker, the temporary file and the entry or receipt.
+const footprint = 3
+
+func entryName(n int) string { return fmt.Sprintf("%s%04d%s", entryPrefix, n, jsonSuffix) }
+
+func receiptName(fileDigest string) string {
+	return receiptPref + strings.TrimPrefix(fileDigest, digestPrefix)[:receiptHexLen] + jsonSuffix
+}
+
+// parseEntryName returns n for "backoff-NNNN.json" (exactly four digits).
+func parseEntryName(name string) (int, bool) {
+	if !strings.HasPrefix(name, entryPrefix) || !strings.HasSuffix(name, jsonSuffix) {
+		return 0, false
+	}
+	d := strings.TrimSuffix(strings.TrimPrefix(name, entryPrefix), jsonSuffix)
+	if len(d) != 4 || !allDigits(d) {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(d)
+	return n, true
+}
+
+// parseReceiptName returns the hex prefix of "receipt-<32 hex>.json".
+func parseReceiptName(name string) (string, bool) {
+	if !strings.HasPrefix(name, receiptPref) || !strings.HasSuffix(name, jsonSuffix) {
+		return "", false
+	}
+	h := strings.TrimSuffix(strings.TrimPrefix(name, receiptPref), jsonSuffix)
+	if len(h) != receiptHexLen || !lowerHex(h) {
+		return "", false
+	}
+	return h, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+const digestPrefix = "sha256:"
+
+// digestOf returns "sha256:" and the hex SHA-256 of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return digestPrefix + hex.EncodeToString(sum[:])
+}
+
+// isDigest reports whether s is "sha256:" and 64 lower-case hex digits.
+func isDigest(s string) bool {
+	return len(s) == len(digestPrefix)+64 && strings.HasPrefix(s, digestPrefix) && lowerHex(s[len(digestPrefix):])
+}
+
+// FileDigest returns the identity digest of a planned file: "sha256:" and
+// the hex SHA-256 of its ID. The journal stores only this digest, never the
+// ID itself.
+func FileDigest(id string) string { return digestOf([]byte(id)) }
+
+// PlannedFile is one file of a batch plan.
+type PlannedFile struct {
+	// ID is the file's stable identity within the batch (for example its
+	// relative path and content hash). It must be non-empty and unique in
+	// the plan; it is stored only as its [FileDigest]. Do not put secrets
+	// in it.
+	ID string
+}
+
+// PlanDigest returns the digest a run binds for a plan: "sha256:" and the
+// hex SHA-256 of the canonical JSON {"files":[...]} of the sorted file
+// identity digests. The order of files does not matter. It fails for an
+// empty or duplicated ID.
+func PlanDigest(files []PlannedFile) (string, error) {
+	ds := make([]string, 0, len(files))
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		if f.ID == "" {
+			return "", errors.New("journal: planned file with an empty ID")
+		}
+		d := FileDigest(f.ID)
+		if seen[d] {
+			return "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
+		}
+		seen[d] = true
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	b, err := json.Marshal(struct {
+		Files []string `json:"files"`
+	}{ds})
+	if err != nil {
+		return "", err
+	}
+	return digestOf(b), nil
+}
+
+// On-disk types. They are local (not the root package's types) so that the
+// file format is frozen here, whatever happens to the Go API.
+
+type retryAfterJSON struct {
+	Kind  string `json:"kind"`
+	Value int64  `json:"value"`
+}
+
+type timingJSON struct {
+	ReceivedAtUTC      int64 `json:"received_at_utc"`
+	NotBeforeUTC       int64 `json:"not_before_utc"`
+	ServerDelaySeconds int64 `json:"server_delay_seconds"`
+}
+
+// manifestBody is the canonical content of run.json; manifest_digest is the
+// digest of its encoding/json encoding.
+type manifestBody struct {
+	BackoffVersion string `json:"backoff_version"`
+	PlanDigest     string `json:"plan_digest"`
+	CreatedAtUTC   int64  `json:"created_at_utc"`
+}
+
+type manifestFile struct {
+	manifestBody
+	ManifestDigest string `json:"manifest_digest"`
+}
+
+// provenance is the upload-attempt provenance of a journaled request.
+type provenance struct {
+	FileDigest string `json:"file_digest"`
+	Attempt    int    `json:"attempt"`
+	ResendOf   string `json:"resend_of"`
+}
+
+// entryBody is the canonical content of a backoff entry; event_digest is the
+// digest of its encoding/json encoding (fields in this order).
+type entryBody struct {
+	BackoffVersion string         `json:"backoff_version"`
+	Sequence       int            `json:"sequence"`
+	PlanDigest     string         `json:"plan_digest"`
+	PreviousDigest string         `json:"previous_digest"`
+	Method         string         `json:"method"`
+	URLDigest      string         `json:"url_digest"`
+	RequestID      string         `json:"request_id"`
+	Status         int            `json:"status"`
+	RetryAfter     retryAfterJSON `json:"retry_after"`
+	Timing         *timingJSON    `json:"timing"`
+	Provenance     provenance     `json:"provenance"`
+}
+
+type entryFile struct {
+	entryBody
+	EventDigest string `json:"event_digest"`
+}
+
+// receiptBody is the canonical content of a receipt; receipt_digest is the
+// digest of its encoding/json encoding.
+type receiptBody struct {
+	PlanDigest     string `json:"plan_digest"`
+	FileDigest     string `json:"file_digest"`
+	Method         string `json:"method"`
+	URLDigest      string `json:"url_digest"`
+	Attempt        int    `json:"attempt"`
+	ResendOf       string `json:"resend_of"`
+	Status         int    `json:"status"`
+	ACK            bool   `json:"ack"`
+	RequestID      string `json:"request_id"`
+	ETag           string `json:"etag"`
+	TransportError string `json:"transport_error"`
+	RecordedAtUTC  int64  `json:"recorded_at_utc"`
+}
+
+type receiptFile struct {
+	receiptBody
+	ReceiptDigest string `json:"receipt_digest"`
+}
+
+// markerFile is the content of pending-request.json. Its presence, not its
+// content, is what matters; the content names the request for a review.
+type markerFile struct {
+	BackoffVersion string `json:"backoff_version"`
+	Method         string `json:"method"`
+	URLDigest      string `json:"url_digest"`
+	Attempt        int    `json:"attempt"`
+	ResendOf       string `json:"resend_of"`
+	FileDigest     string `json:"file_digest"`
+	BegunAtUTC     int64  `json:"begun_at_utc"`
+}
+
+// seal encodes body, digests it, and returns the file bytes of full (which
+// must embed body and carry the digest, set by setDigest) plus the digest.
+func seal(body any, full func(digest string) any) ([]byte, string, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, "", err
+	}
+	d := digestOf(b)
+	fb, err := json.Marshal(full(d))
+	if err != nil {
+		return nil, "", err
+	}
+	return append(fb, '\n'), d, nil
+}
+
+func encodeManifest(m manifestBody) ([]byte, string, error) {
+	return seal(m, func(d string) any { return manifestFile{m, d} })
+}
+
+func encodeEntry(e entryBody) ([]byte, string, error) {
+	return seal(e, func(d string) any { return entryFile{e, d} })
+}
+
+func encodeReceipt(r receiptBody) ([]byte, string, error) {
+	return seal(r, func(d string) any { return receiptFile{r, d} })
+}
+
+// decodeStrict decodes data into v; the caller then compares the canonical re-encoding with data byte for byte, which
+// also refuses duplicated keys, keys in another case, white space and
+// trailing bytes.
+func decodeStrict(data []byte, v any) error {
+	// Unknown fields need no decoder option: they cannot survive the
+	// byte-for-byte comparison with the canonical re-encoding.
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("not valid JSON of this format: %v", err)
+	}
+	return nil
+}
+
+// manifestInfo is what a run manifest says.
+type manifestInfo struct {
+	legacy     bool
+	version    string
+	planDigest string
+	// genesis is the previous_digest of backoff-0001.json: the manifest's
+	// own digest (1.0) or the digest of the manifest file's bytes (legacy).
+	genesis string
+}
+
+// parseManifest parses run.json. A JSON object without a backoff_version
+// key is a legacy manifest: only its plan_digest (when a string) is read.
+func parseManifest(data []byte) (manifestInfo, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil || keys == nil {
+		return manifestInfo{}, errors.New("not a JSON object")
+	}
+	if _, ok := keys["backoff_version"]; !ok {
+		mi := manifestInfo{legacy: true, genesis: digestOf(data)}
+		if raw, ok := keys["plan_digest"]; ok {
+			var s string
+			if json.Unmarshal(raw, &s) == nil && isDigest(s) {
+				mi.planDigest = s
+			}
+		}
+		return mi, nil
+	}
+	var mf manifestFile
+	if err := decodeStrict(data, &mf); err != nil {
+		return manifestInfo{}, err
+	}
+	if mf.BackoffVersion != BackoffVersion {
+		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
+	}
+	want, d, err := encodeManifest(mf.manifestBody)
+	if err != nil {
+		return manifestInfo{}, err
+	}
+	if d != mf.ManifestDigest {
+		return manifestInfo{}, errors.New("manifest_digest does not match the content (edited)")
+	}
+	if !bytes.Equal(want, data) {
+		return manifestInfo{}, errors.New("not in canonical form (edited)")
+	}
+	if !isDigest(mf.PlanDigest) {
+		return manifestInfo{}, errors.New("plan_digest is not a sha256 digest")
+	}
+	if mf.CreatedAtUTC <= 0 {
+		return manifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
+	}
+	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest}, nil
+}
+
+// parseEntry parses and self-verifies a backoff entry: format, canonical
+// form, event digest and field validity. Sequence, plan and chain are
+// checked by the caller, which knows the neighbours.
+func parseEntry(data []byte) (entryFile, error) {
+	var ef entryFile
+	if err := decodeStrict(data, &ef); err != nil {
+		return entryFile{}, err
+	}
+	want, d, err := encodeEntry(ef.entryBody)
+	if err != nil {
+		return entryFile{}, err
+	}
+	if d != ef.EventDigest {
+		return entryFile{}, errors.New("event_digest does not match the content (edited)")
+	}
+	if !bytes.Equal(want, data) {
+		return entryFile{}, errors.New("not in canonical form (edited)")
+	}
+	if ef.BackoffVersion != BackoffVersion {
+		return entryFile{}, fmt.Errorf("unsupported backoff_version %q", ef.BackoffVersion)
+	}
+	if err := validEntry(ef.entryBody); err != nil {
+		return entryFile{}, err
+	}
+	return ef, nil
+}
+
+// parseReceipt parses and self-verifies a receipt.
+func parseReceipt(data []byte) (receiptFile, error) {
+	var rf receiptFile
+	if err := decodeStrict(data, &rf); err != nil {
+		return receiptFile{}, err
+	}
+	want, d, err := encodeReceipt(rf.receiptBody)
+	if err != nil {
+		return receiptFile{}, err
+	}
+	if d != rf.ReceiptDigest {
+		return receiptFile{}, errors.New("receipt_digest does not match the content (edited)")
+	}
+	if !bytes.Equal(want, data) {
+		return receiptFile{}, errors.New("not in canonical form (edited)")
+	}
+	r := rf.receiptBody
+	switch {
+	case !isDigest(r.FileDigest):
+		return receiptFile{}, errors.New("file_digest is not a sha256 digest")
+	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
+		return receiptFile{}, errors.New("plan_digest is not a sha256 digest")
+	case r.ACK != (r.Status >= 200 && r.Status <= 299):
+		return receiptFile{}, errors.New("ack does not agree with status")
+	}
+	if err := validRequest(r.Method, r.URLDigest, r.Attempt, r.ResendOf); err != nil {
+		return receiptFile{}, err
+	}
+	return rf, nil
+}
+
+// parseMarker reads what it can of pending-request.json.
+func parseMarker(data []byte) (markerFile, bool) {
+	var m markerFile
+	if json.Unmarshal(data, &m) != nil || (m.FileDigest != "" && !isDigest(m.FileDigest)) {
+		return markerFile{}, false
+	}
+	return m, true
+}
+
+var knownKinds = map[string]bool{
+	string(readrecovery.RetryAfterSeconds):   true,
+	string(readrecovery.RetryAfterDate):      true,
+	string(readrecovery.RetryAfterMissing):   true,
+	string(readrecovery.RetryAfterInvalid):   true,
+	string(readrecovery.RetryAfterOverlong):  true,
+	string(readrecovery.RetryAfterOversized): true,
+}
+
+// validRequest checks the request fields shared by markers, entries and
+// receipts: nothing but a method token and digests, so that no URL, query
+// or credential can be stored (R27).
+func validRequest(method, urlDigest string, attempt int, resendOf string) error {
+	if method == "" || len(method) > 16 {
+		return fmt.Errorf("method %q is not an HTTP method", method)
+	}
+	for i := 0; i < len(method); i++ {
+		if c := method[i]; c < 'A' || c > 'Z' {
+			return fmt.Errorf("method %q is not an HTTP method", method)
+		}
+	}
+	if !isDigest(urlDigest) {
+		return errors.New("url_digest is not a sha256 digest")
+	}
+	if attempt < 1 {
+		return fmt.Errorf("attempt %d is not positive", attempt)
+	}
+	if resendOf != "" && !isDigest(resendOf) {
+		return errors.New("resend_of is not a sha256 digest")
+	}
+	return nil
+}
+
+// validEntry checks an entry's fields (not its neighbours).
+func validEntry(e entryBody) error {
+	if err := validRequest(e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
+		return err
+	}
+	switch {
+	case e.Sequence < 1 || e.Sequence > MaxEntries:
+		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
+	case !isDigest(e.PreviousDigest):
+		return errors.New("previous_digest is not a sha256 digest")
+	case e.PlanDigest != "" && !isDigest(e.PlanDigest):
+		return errors.New("plan_digest is not a sha256 digest")
+	case e.RequestID != redact.ID(e.RequestID):
+		return errors.New("request_id is not sanitized")
+	case e.Status < 100 || e.Status > 599:
+		return fmt.Errorf("status %d is not an HTTP status", e.Status)
+	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
+		return errors.New("provenance.file_digest is not a sha256 digest")
+	}
+	return validRetryAfter(e.RetryAfter, e.Timing)
+}
+
+// validRetryAfter checks the typed Retry-After and its timing: a known kind,
+// a non-negative value that is 0 for every kind but seconds and date, and a
+// timing whose not_before is exactly received + delay.
+func validRetryAfter(ra retryAfterJSON, t *timingJSON) error {
+	if !knownKinds[ra.Kind] {
+		return fmt.Errorf("retry_after kind %q is unknown", ra.Kind)
+	}
+	if ra.Value < 0 {
+		return fmt.Errorf("retry_after value %d is negative", ra.Value)
+	}
+	if ra.Value != 0 && ra.Kind != string(readrecovery.RetryAfterSeconds) && ra.Kind != string(readrecovery.RetryAfterDate) {
+		return fmt.Errorf("retry_after kind %q must have value 0", ra.Kind)
+	}
+	if t == nil {
+		return nil
+	}
+	switch {
+	case t.ReceivedAtUTC <= 0:
+		return fmt.Errorf("timing received_at_utc %d is not a positive Unix time", t.ReceivedAtUTC)
+	case t.ServerDelaySeconds < 0:
+		return fmt.Errorf("timing server_delay_seconds %d is negative", t.ServerDelaySeconds)
+	case t.ReceivedAtUTC > maxUnix-t.ServerDelaySeconds:
+		return errors.New("timing overflows Unix seconds")
+	case t.NotBeforeUTC != t.ReceivedAtUTC+t.ServerDelaySeconds:
+		return fmt.Errorf("timing not_before_utc %d is not received_at_utc + server_delay_seconds", t.NotBeforeUTC)
+	}
+	return nil
+}
+
+// maxUnix bounds the Unix seconds the journal accepts, so that every timing
+// converts to a time.Time without overflow (year 9999).
+const maxUnix = 253402300799
+
+// untimed returns why an entry cannot bound its restriction in time (so the
+// run is unresolved), or "".
+func untimed(e entryBody) string {
+	switch {
+	case e.RetryAfter.Kind == string(readrecovery.RetryAfterOversized):
+		return "retry_after oversized: no representable delay (unresolved)"
+	case e.Timing == nil:
+		return fmt.Sprintf("retry_after %s without timing: unrepresentable or unknown delay (unresolved)", e.RetryAfter.Kind)
+	}
+	return ""
+}
+
+// sanitizeETag keeps an ETag of at most 128 visible ASCII characters and
+// replaces anything else with a digest marker.
+func sanitizeETag(s string) string {
+	if s == "" {
+		return ""
+	}
+	ok := len(s) <= 128
+	for i := 0; ok && i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			ok = false
+		}
+	}
+	if ok {
+		return s
+	}
+	return digestOf([]byte(s))[:len(digestPrefix)+16]
+}
+
+// isMutation reports whether method changes server state (anything but
+// GET, HEAD, OPTIONS and TRACE).
+func isMutation(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS", "TRACE":
+		return false
+	}
+	return true
+}
+
+func marshalLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

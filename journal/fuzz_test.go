@@ -1,0 +1,153 @@
+package journal
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/fsys"
+	"github.com/stretchr/testify/require"
+)
+
+// memFS serves a fstest.MapFS through the journal's seam, read-only, so
+// that the fuzzers need no disk.
+type memFS struct{ fstest.MapFS }
+
+var errReadOnly = errors.New("memFS is read-only")
+
+func (memFS) Mkdir(string, fs.FileMode) error         { return errReadOnly }
+func (memFS) Chmod(string, fs.FileMode) error         { return errReadOnly }
+func (memFS) Link(string, string) error               { return errReadOnly }
+func (memFS) Remove(string) error                     { return errReadOnly }
+func (memFS) SyncDir(string) error                    { return errReadOnly }
+func (m memFS) Stat(name string) (fs.FileInfo, error) { return m.MapFS.Stat(name) }
+
+func (m memFS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
+	des, err := fs.ReadDir(m.MapFS, name)
+	if n > 0 && len(des) > n {
+		des = des[:n]
+	}
+	return des, err
+}
+
+func (m memFS) OpenFile(name string, flag int, _ fs.FileMode) (fsys.File, error) {
+	if flag != os.O_RDONLY {
+		return nil, errReadOnly
+	}
+	f, err := m.MapFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return roFile{f}, nil
+}
+
+type roFile struct{ fs.File }
+
+func (roFile) Write([]byte) (int, error) { return 0, errReadOnly }
+func (roFile) Sync() error               { return errReadOnly }
+
+// fuzzBase is a run holding one 429 (received at t0, 60 s overlong) as a
+// MapFS under "run", and the time at which it is waiting.
+func fuzzBase(t testing.TB) (fstest.MapFS, time.Time) {
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, plan3, t0, []int64{60}, []string{"a.bin"})
+	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
+	for _, n := range names(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		require.NoError(t, err)
+		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}
+	}
+	return m, t0.Add(30 * time.Second)
+}
+
+// statusWith returns the status of base with file name replaced by data.
+func statusWith(t testing.TB, base fstest.MapFS, name string, data []byte, now time.Time) Status {
+	m := fstest.MapFS{}
+	for k, v := range base {
+		m[k] = v
+	}
+	m[path.Join("run", name)] = &fstest.MapFile{Data: data, Mode: 0o600}
+	j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+	require.NoError(t, err)
+	return j.Status(now)
+}
+
+// seeds adds the table cases of the loaders as seeds: valid, edited,
+// truncated and hostile files.
+func seeds(f *testing.F, valid []byte) {
+	f.Add(valid)
+	f.Add(valid[:len(valid)/2])
+	f.Add(valid[:len(valid)-1])
+	edited := append([]byte(nil), valid...)
+	edited[len(edited)/3] ^= 1
+	f.Add(edited)
+	for _, s := range []string{"", "{}", "null", "[]", `"x"`, "{\"backoff_version\":\"1.0\"}", "{\"backoff_version\":null}",
+		"{\"timing\":null}", "\xff\xfe", "{\"a\":" + string(make([]byte, 5000)) + "}"} {
+		f.Add([]byte(s))
+	}
+}
+
+// FuzzLoadEntry puts arbitrary bytes in place of backoff-0001.json (the
+// 429) and as backoff-0002.json of a run that is waiting: loading never
+// panics and the run is never clear or elapsed (R40).
+func FuzzLoadEntry(f *testing.F) {
+	base, now := fuzzBase(f)
+	seeds(f, base["run/backoff-0001.json"].Data)
+	f.Add(validSecond(f, base))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range []string{"backoff-0001.json", "backoff-0002.json"} {
+			st := statusWith(t, base, name, data, now)
+			if st.State == Clear || st.State == Elapsed {
+				t.Fatalf("%s replaced: %+v", name, st)
+			}
+		}
+	})
+}
+
+// FuzzLoadManifest puts arbitrary bytes in place of run.json of a run that
+// is waiting: never a panic, never clear or elapsed.
+func FuzzLoadManifest(f *testing.F) {
+	base, now := fuzzBase(f)
+	seeds(f, base["run/run.json"].Data)
+	f.Add([]byte(`{"plan_digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}`))
+	f.Add([]byte(`{"backoff_version":"2.0","plan_digest":"x","created_at_utc":1,"manifest_digest":"y"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st := statusWith(t, base, "run.json", data, now)
+		if st.State == Clear || st.State == Elapsed {
+			t.Fatalf("run.json replaced: %+v", st)
+		}
+	})
+}
+
+// validSecond is a valid backoff-0002.json chained to the base run's entry
+// whose own restriction (1 s at t0+1) has passed by the fuzzers' time.
+func validSecond(t testing.TB, base fstest.MapFS) []byte {
+	e1, err := parseEntry(base["run/backoff-0001.json"].Data)
+	require.NoError(t, err)
+	e := e1.entryBody
+	e.Sequence, e.PreviousDigest = 2, e1.EventDigest
+	e.RetryAfter = retryAfterJSON{Kind: "seconds", Value: 1}
+	e.Timing = &timingJSON{t0.Unix() + 1, t0.Unix() + 2, 1}
+	b, _, err := encodeEntry(e)
+	require.NoError(t, err)
+	return b
+}
+
+// TestFuzzBaseIsWaiting makes sure the fuzzers start from a waiting run,
+// and that a valid later entry with a shorter restriction keeps it waiting
+// (the latest not_before wins).
+func TestFuzzBaseIsWaiting(t *testing.T) {
+	base, now := fuzzBase(t)
+	st := statusWith(t, base, "run.json", base["run/run.json"].Data, now)
+	require.Equal(t, Waiting, st.State, st.Reason)
+	require.Equal(t, int64(30), st.RemainingSeconds)
+	st = statusWith(t, base, "backoff-0002.json", validSecond(t, base), now)
+	require.Equal(t, Waiting, st.State, st.Reason)
+	require.Equal(t, int64(30), st.RemainingSeconds)
+	require.Equal(t, Elapsed, statusWith(t, base, "backoff-0002.json", validSecond(t, base), t0.Add(time.Minute)).State)
+}

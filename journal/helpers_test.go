@@ -1,0 +1,216 @@
+package journal
+
+import (
+	"context"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/stretchr/testify/require"
+)
+
+// t0 is the fixed time of the tests: 2023-11-14T22:13:20Z.
+var t0 = time.Unix(1_700_000_000, 0).UTC()
+
+// fakeClock is a settable clock.Clock; it never sleeps.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	panic("the journal never sleeps")
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	panic("the journal never schedules")
+}
+
+// secretURL is an upload URL with a SAS signature that must never reach a
+// journal file (R27).
+const secretURL = "https://acct.file.core.windows.net/share/dir/file-1.bin?sv=2024&sig=SECRETSIG"
+
+func urlDigest(_ testing.TB, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	return redact.URLDigest(u)
+}
+
+func putReq(t testing.TB) readrecovery.JournalRequest {
+	return readrecovery.JournalRequest{Method: "PUT", URLDigest: urlDigest(t, secretURL), Attempt: 1}
+}
+
+func getReq(t testing.TB) readrecovery.JournalRequest {
+	return readrecovery.JournalRequest{Method: "GET", URLDigest: urlDigest(t, "https://acct.file.core.windows.net/share?comp=list"), Attempt: 1}
+}
+
+// timing returns the RetryAfterTiming of a delay received at rcv.
+func timing(rcv time.Time, delay int64) *readrecovery.RetryAfterTiming {
+	return &readrecovery.RetryAfterTiming{ReceivedAtUTC: rcv.Unix(), NotBeforeUTC: rcv.Unix() + delay, ServerDelaySeconds: delay}
+}
+
+func secs(n int64) readrecovery.RetryAfter {
+	return readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: n}
+}
+
+var overlong = readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong}
+
+func out429(id string) readrecovery.JournalOutcome {
+	return readrecovery.JournalOutcome{StatusCode: 429, RequestID: id}
+}
+
+// plan3 is a plan of three files.
+var plan3 = []PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}}
+
+// newRun creates a fresh run in a new temporary directory with a fake clock
+// at t0 and plan3.
+func newRun(t testing.TB, opts ...Option) (*Journal, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock(t0)
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := Open(dir, append([]Option{withClock(clk), WithPlan(plan3)}, opts...)...)
+	require.NoError(t, err)
+	return j, clk
+}
+
+// reopen opens dir again with the real file system and a fake clock at now.
+func reopen(t testing.TB, dir string, now time.Time) *Journal {
+	t.Helper()
+	j, err := OpenExisting(dir, withClock(newFakeClock(now)))
+	require.NoError(t, err)
+	return j
+}
+
+// record429 runs Begin and Backoff for one request that met 429.
+func record429(t testing.TB, j *Journal, ctx context.Context, req readrecovery.JournalRequest, ra readrecovery.RetryAfter, tm *readrecovery.RetryAfterTiming) string {
+	t.Helper()
+	require.NoError(t, j.Begin(ctx, req))
+	d, err := j.Backoff(ctx, req, out429("req-429"), ra, tm)
+	require.NoError(t, err)
+	return d
+}
+
+// names lists the directory.
+func names(t testing.TB, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// requirePrivate asserts mode 0700 on dir and 0600 on every file in it.
+func requirePrivate(t testing.TB, dir string) {
+	t.Helper()
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o700), info.Mode().Perm(), "R30: run directory mode")
+	des, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, de := range des {
+		info, err := de.Info()
+		require.NoError(t, err)
+		require.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "R30: mode of %s", de.Name())
+	}
+}
+
+// copyDir copies the regular files of src into a new directory dst (0700,
+// files 0600).
+func copyDir(t testing.TB, src, dst string) {
+	t.Helper()
+	require.NoError(t, os.Mkdir(dst, 0o700))
+	des, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(src, de.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, de.Name()), b, 0o600))
+	}
+}
+
+// writeRun writes a run directly (no fsync, for speed): a 1.0 manifest for
+// plan, then one timed 429 entry per element of delays, received at rcv
+// plus one second per entry, then an ACK receipt for each of acked.
+func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delays []int64, acked []string) {
+	t.Helper()
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	pd, err := PlanDigest(plan)
+	require.NoError(t, err)
+	data, prev, err := encodeManifest(manifestBody{BackoffVersion: BackoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, manifestName), data, 0o600))
+	ud := urlDigest(t, secretURL)
+	for i, d := range delays {
+		r := rcv.Unix() + int64(i)
+		e := entryBody{
+			BackoffVersion: BackoffVersion, Sequence: i + 1, PlanDigest: pd, PreviousDigest: prev,
+			Method: "PUT", URLDigest: ud, RequestID: "req-" + string(rune('a'+i%26)), Status: 429,
+			RetryAfter: retryAfterJSON{Kind: "seconds", Value: d},
+			Timing:     &timingJSON{r, r + d, d},
+			Provenance: provenance{Attempt: 1},
+		}
+		data, prev, err = encodeEntry(e)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, entryName(i+1)), data, 0o600))
+	}
+	for _, id := range acked {
+		fd := FileDigest(id)
+		data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
+			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix()})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fd)), data, 0o600))
+	}
+}
+
+// manyFiles is a plan of n files named f0000.bin...
+func manyFiles(n int) []PlannedFile {
+	out := make([]PlannedFile, n)
+	for i := range out {
+		out[i] = PlannedFile{ID: "f" + itoa4(i) + ".bin"}
+	}
+	return out
+}
+
+func itoa4(i int) string {
+	b := []byte{'0', '0', '0', '0'}
+	for k := 3; k >= 0; k-- {
+		b[k] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b)
+}
+
+func ids(files []PlannedFile) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.ID
+	}
+	return out
+}

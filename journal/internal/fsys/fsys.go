@@ -1,0 +1,105 @@
+// Package fsys is the journal's file-system seam. The journal performs every
+// file operation through an [FS], so that tests can fail or "crash" any single
+// step of a write (create, write, fsync, close, link, remove, directory fsync)
+// and check what a later process finds on disk. It is internal: users of the
+// journal cannot replace the file system (SPEC R41 keeps seams out of the
+// public API).
+package fsys
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// FS is the set of file operations the journal uses. Names are full paths.
+type FS interface {
+	// Mkdir creates a directory (os.Mkdir).
+	Mkdir(name string, perm fs.FileMode) error
+	// Chmod changes a file's mode (os.Chmod).
+	Chmod(name string, perm fs.FileMode) error
+	// OpenFile opens or creates a file (os.OpenFile).
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// Link creates newname as a hard link to oldname; it fails when newname
+	// exists (os.Link).
+	Link(oldname, newname string) error
+	// Remove removes a file (os.Remove).
+	Remove(name string) error
+	// Stat describes a file, following symbolic links (os.Stat).
+	Stat(name string) (fs.FileInfo, error)
+	// ReadDir returns at most n entries of a directory, in no particular
+	// order; n <= 0 means all. An empty directory gives no entries and no
+	// error.
+	ReadDir(name string, n int) ([]fs.DirEntry, error)
+	// SyncDir flushes a directory's entries to stable storage.
+	SyncDir(name string) error
+}
+
+// File is an open file.
+type File interface {
+	io.Reader
+	io.Writer
+	io.Closer
+	// Sync flushes the file's content to stable storage.
+	Sync() error
+	// Stat describes the open file.
+	Stat() (fs.FileInfo, error)
+}
+
+// OS is the real file system of the os package.
+type OS struct{}
+
+var _ FS = OS{}
+
+// Mkdir calls os.Mkdir.
+func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
+
+// Chmod calls os.Chmod.
+func (OS) Chmod(name string, perm fs.FileMode) error { return os.Chmod(name, perm) }
+
+// OpenFile calls os.OpenFile.
+func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Link calls os.Link.
+func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
+
+// Remove calls os.Remove.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// Stat calls os.Stat.
+func (OS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// ReadDir reads at most n entries (all when n <= 0) of the directory name.
+func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
+	d, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	des, err := d.ReadDir(n)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return des, err
+}
+
+// SyncDir opens the directory and fsyncs it, so that the creation, linking
+// and removal of its entries are durable.
+func (OS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}

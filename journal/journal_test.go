@@ -1,0 +1,693 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestR30_NewRunIsPrivateAndVersioned: Open creates a 0700 directory whose
+// only file is a 0600 run.json declaring backoff_version 1.0 and the plan.
+func TestR30_NewRunIsPrivateAndVersioned(t *testing.T) {
+	j, _ := newRun(t)
+	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+	requirePrivate(t, j.Dir())
+
+	var m map[string]any
+	b, err := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &m))
+	pd, _ := PlanDigest(plan3)
+	assert.Equal(t, "1.0", m["backoff_version"])
+	assert.Equal(t, pd, m["plan_digest"])
+	assert.Equal(t, float64(t0.Unix()), m["created_at_utc"])
+	assert.Len(t, m, 4)
+	assert.True(t, isDigest(m["manifest_digest"].(string)))
+	assert.Equal(t, Clear, j.Status(t0).State)
+}
+
+// TestR30_OpenAloneWorks: Open(dir) with no option creates a run with the
+// empty plan and the real clock; OpenExisting never creates one.
+func TestR30_OpenAloneWorks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err := OpenExisting(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, fs.ErrNotExist, "OpenExisting must not create the directory")
+
+	j, err := Open(dir)
+	require.NoError(t, err)
+	require.Equal(t, Clear, j.Status(time.Now()).State)
+	j2, err := OpenExisting(dir)
+	require.NoError(t, err)
+	require.Equal(t, Clear, j2.Status(time.Now()).State)
+
+	empty := t.TempDir()
+	_, err = OpenExisting(empty)
+	require.ErrorIs(t, err, fs.ErrNotExist, "an empty directory holds no run")
+	require.Empty(t, names(t, empty))
+}
+
+// TestR30_PlanMismatch: reopening with another plan fails.
+func TestR30_PlanMismatch(t *testing.T) {
+	j, _ := newRun(t)
+	_, err := Open(j.Dir(), WithPlan([]PlannedFile{{ID: "other"}}))
+	require.ErrorIs(t, err, ErrPlanMismatch)
+	_, err = Open(j.Dir(), WithPlan(plan3[:0]))
+	require.ErrorIs(t, err, ErrPlanMismatch)
+	_, err = Open(j.Dir(), WithPlan([]PlannedFile{plan3[2], plan3[0], plan3[1]}))
+	require.NoError(t, err, "the order of the plan does not matter")
+	_, err = Open(filepath.Join(t.TempDir(), "x"), WithPlan([]PlannedFile{{ID: "a"}, {ID: "a"}}))
+	require.Error(t, err)
+}
+
+// TestR31_R32_FilesAfterEachStep asserts the exact file names and modes on
+// disk after every step of a queue-429 upload: attempt 1 meets 429, attempt
+// 2 names its event digest and gets the ACK.
+func TestR31_R32_FilesAfterEachStep(t *testing.T) {
+	j, clk := newRun(t)
+	dir := j.Dir()
+	ctx := WithUpload(context.Background(), "a.bin")
+	req := putReq(t)
+
+	require.NoError(t, j.Admit(ctx, t0))
+	require.NoError(t, j.Begin(ctx, req))
+	require.Equal(t, []string{"pending-request.json", "run.json"}, names(t, dir))
+	requirePrivate(t, dir)
+	assert.Equal(t, Unresolved, j.Status(t0).State, "R31: while the marker exists the on-disk state is unresolved")
+	assert.NoError(t, j.Admit(ctx, t0), "the marker of this Journal's own request does not block Admit")
+
+	d1, err := j.Backoff(ctx, req, out429("req-1"), secs(2), timing(t0, 2))
+	require.NoError(t, err)
+	require.Equal(t, []string{"backoff-0001.json", "run.json"}, names(t, dir))
+	requirePrivate(t, dir)
+	assert.Equal(t, Waiting, j.Status(t0).State)
+
+	var re *RestrictedError
+	require.ErrorAs(t, j.Admit(ctx, t0.Add(time.Second)), &re, "R36: waiting blocks")
+	assert.ErrorIs(t, re, ErrRestricted)
+	assert.Equal(t, int64(1), re.Status.RemainingSeconds)
+
+	later := t0.Add(2 * time.Second)
+	clk.Set(later)
+	require.NoError(t, j.Admit(ctx, later))
+	req2 := req
+	req2.Attempt, req2.ResendOf = 2, d1
+	require.NoError(t, j.Begin(ctx, req2))
+	require.Equal(t, []string{"backoff-0001.json", "pending-request.json", "run.json"}, names(t, dir))
+	require.NoError(t, j.Complete(ctx, req2, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "req-2", ETag: `"0x8DB"`}))
+	rn := receiptName(FileDigest("a.bin"))
+	require.Equal(t, []string{"backoff-0001.json", rn, "run.json"}, names(t, dir))
+	requirePrivate(t, dir)
+
+	var r map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, rn))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &r))
+	assert.Equal(t, true, r["ack"])
+	assert.Equal(t, float64(201), r["status"])
+	assert.Equal(t, "req-2", r["request_id"])
+	assert.Equal(t, `"0x8DB"`, r["etag"])
+	assert.Equal(t, float64(2), r["attempt"])
+	assert.Equal(t, d1, r["resend_of"])
+	assert.Equal(t, FileDigest("a.bin"), r["file_digest"])
+
+	// A non-upload request leaves nothing behind.
+	require.NoError(t, j.Begin(context.Background(), getReq(t)))
+	require.NoError(t, j.Complete(context.Background(), getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
+	require.Equal(t, []string{"backoff-0001.json", rn, "run.json"}, names(t, dir))
+
+	// Reopened, the run says the same.
+	j2 := reopen(t, dir, later)
+	assert.Equal(t, Elapsed, j2.Status(later).State)
+	findings, err := Verify(dir)
+	require.NoError(t, err)
+	assert.Empty(t, findings)
+}
+
+// TestR32_R33_EntryFields asserts every JSON field of an entry, its digest
+// and the chain, and that nothing secret reaches the file (R27).
+func TestR32_R33_EntryFields(t *testing.T) {
+	j, clk := newRun(t)
+	ctx := WithUpload(context.Background(), "b.bin")
+	req := putReq(t)
+	d1 := record429(t, j, ctx, req, secs(5), timing(t0, 5))
+	clk.Set(t0.Add(5 * time.Second))
+
+	req2 := req
+	req2.Attempt, req2.ResendOf = 2, d1
+	require.NoError(t, j.Begin(ctx, req2))
+	d2, err := j.Backoff(ctx, req2, out429("bad id with spaces"), overlong, timing(t0.Add(5*time.Second), 60))
+	require.NoError(t, err)
+
+	b, err := os.ReadFile(filepath.Join(j.Dir(), "backoff-0002.json"))
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(string(b), "}\n"))
+	for _, secret := range []string{"SECRETSIG", "sig=", "acct.file.core.windows.net", "file-1.bin", "b.bin", "spaces"} {
+		assert.NotContains(t, string(b), secret, "R27")
+	}
+	var e map[string]any
+	require.NoError(t, json.Unmarshal(b, &e))
+	pd, _ := PlanDigest(plan3)
+	want := map[string]any{
+		"backoff_version": "1.0",
+		"sequence":        float64(2),
+		"plan_digest":     pd,
+		"previous_digest": d1,
+		"method":          "PUT",
+		"url_digest":      urlDigest(t, secretURL),
+		"request_id":      e["request_id"],
+		"status":          float64(429),
+		"retry_after":     map[string]any{"kind": "overlong", "value": float64(0)},
+		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
+			"server_delay_seconds": float64(60)},
+		"provenance":   map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"event_digest": d2,
+	}
+	assert.Equal(t, want, e)
+	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "R26: sanitized request ID")
+
+	// The event digest is the SHA-256 of the canonical content without it.
+	ef, err := parseEntry(b)
+	require.NoError(t, err)
+	body, _ := json.Marshal(ef.entryBody)
+	assert.Equal(t, digestOf(body), d2)
+
+	// The first entry chains to the manifest's own digest.
+	b1, _ := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
+	m, _ := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
+	mi, err := parseManifest(m)
+	require.NoError(t, err)
+	e1, err := parseEntry(b1)
+	require.NoError(t, err)
+	assert.Equal(t, mi.genesis, e1.PreviousDigest)
+	assert.Equal(t, d1, e1.EventDigest)
+}
+
+// TestR33_ResendMustNameAnEntry: a re-send whose resend_of names no entry
+// of this run is refused before the network.
+func TestR33_ResendMustNameAnEntry(t *testing.T) {
+	j, _ := newRun(t)
+	req := putReq(t)
+	req.Attempt, req.ResendOf = 2, digestOf([]byte("nothing"))
+	require.Error(t, j.Begin(WithUpload(context.Background(), "a.bin"), req))
+	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+}
+
+// step is one row of a status table: the status at a time.
+type step struct {
+	at   time.Time
+	want Status
+}
+
+// runSteps checks j.Status at fixed times, as rate_test.go does.
+func runSteps(t *testing.T, j *Journal, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		got := j.Status(s.at)
+		got.cause = nil
+		if s.want.Reason == "" {
+			got.Reason = ""
+		}
+		assert.Equal(t, s.want, got, "step %d at t0%+v", i, s.at.Sub(t0))
+	}
+}
+
+// TestR35_R37_StatusTable: clear → waiting (exact remaining) → elapsed;
+// a 60 s overlong delay keeps the run waiting for 60 s, not 30; a clock
+// before the receipt time is unresolved.
+func TestR35_R37_StatusTable(t *testing.T) {
+	j, clk := newRun(t)
+	runSteps(t, j, []step{{t0, Status{State: Clear, Reason: "no backoff entries"}}})
+
+	ctx := WithUpload(context.Background(), "a.bin")
+	record429(t, j, ctx, putReq(t), secs(5), timing(t0, 5))
+	w := func(rem int64) Status {
+		return Status{State: Waiting, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 5, ServerDelaySeconds: 5, RemainingSeconds: rem}
+	}
+	el := Status{State: Elapsed, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 5, ServerDelaySeconds: 5}
+	runSteps(t, j, []step{
+		{t0, w(5)},
+		{t0.Add(1 * time.Millisecond), w(5)},
+		{t0.Add(999 * time.Millisecond), w(5)},
+		{t0.Add(1 * time.Second), w(4)},
+		{t0.Add(4*time.Second + time.Nanosecond), w(1)},
+		{t0.Add(5 * time.Second), el},
+		{t0.Add(time.Hour), el},
+		{t0.Add(-time.Second), Status{State: Unresolved, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 5, ServerDelaySeconds: 5,
+			Reason: "clock regression: now (1699999999) is before received_at_utc 1700000000 recorded in backoff-0001.json"}},
+	})
+
+	// R37: an overlong 60 s delay at t0+10 keeps the run waiting until
+	// t0+70 — not until t0+40 (a new 30 s budget).
+	t10 := t0.Add(10 * time.Second)
+	clk.Set(t10)
+	record429(t, j, ctx, putReq(t), overlong, timing(t10, 60))
+	o := func(rem int64) Status {
+		return Status{State: Waiting, ReceivedAtUTC: t10.Unix(), NotBeforeUTC: t10.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: rem}
+	}
+	runSteps(t, j, []step{
+		{t10, o(60)},
+		{t10.Add(30 * time.Second), o(30)},
+		{t10.Add(31 * time.Second), o(29)},
+		{t10.Add(59 * time.Second), o(1)},
+		{t10.Add(60 * time.Second), Status{State: Elapsed, ReceivedAtUTC: t10.Unix(), NotBeforeUTC: t10.Unix() + 60, ServerDelaySeconds: 60}},
+		{t0.Add(9 * time.Second), Status{State: Unresolved, ReceivedAtUTC: t10.Unix(), NotBeforeUTC: t10.Unix() + 60, ServerDelaySeconds: 60}},
+	})
+
+	// The same across invocations: a new process sees the retained
+	// not_before, with nothing carried but the UTC seconds.
+	j2 := reopen(t, j.Dir(), t10.Add(45*time.Second))
+	runSteps(t, j2, []step{{t10.Add(45 * time.Second), o(15)}})
+	var re *RestrictedError
+	require.ErrorAs(t, j2.Admit(context.Background(), t10.Add(45*time.Second)), &re)
+	require.Equal(t, Waiting, re.Status.State)
+	require.NoError(t, j2.Admit(context.Background(), t10.Add(60*time.Second)))
+
+	// A later, shorter restriction (another process's, say) does not
+	// shorten the latest one.
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, plan3, t0, []int64{60, 1}, nil)
+	runSteps(t, reopen(t, dir, t0), []step{{t0.Add(3 * time.Second), Status{State: Waiting, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: 57}}})
+}
+
+// TestR23_R36_UntimedIsUnresolved: typed-only metadata (missing, invalid,
+// overlong without timing) and oversized entries are unresolved, never a
+// zero wait; a missing field with its diagnosed 1 s timing waits 1 s.
+func TestR23_R36_UntimedIsUnresolved(t *testing.T) {
+	for _, kind := range []readrecovery.RetryAfterKind{readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid,
+		readrecovery.RetryAfterOverlong, readrecovery.RetryAfterOversized} {
+		t.Run(string(kind), func(t *testing.T) {
+			j, _ := newRun(t)
+			record429(t, j, context.Background(), getReq(t), readrecovery.RetryAfter{Kind: kind}, nil)
+			st := j.Status(t0.Add(time.Hour))
+			assert.Equal(t, Unresolved, st.State)
+			assert.Contains(t, st.Reason, "backoff-0001.json: retry_after "+string(kind))
+			assert.Equal(t, Unresolved, reopen(t, j.Dir(), t0).Status(t0.Add(time.Hour)).State)
+			b, _ := MarshalStatus(st)
+			assert.Contains(t, string(b), `"received_at_utc":null`)
+			assert.Contains(t, string(b), `"remaining_seconds":null`)
+		})
+	}
+	t.Run("oversized with timing", func(t *testing.T) {
+		j, _ := newRun(t)
+		record429(t, j, context.Background(), getReq(t), readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOversized}, timing(t0, 1))
+		assert.Equal(t, Unresolved, j.Status(t0.Add(time.Hour)).State)
+	})
+	t.Run("missing with fallback timing", func(t *testing.T) {
+		j, _ := newRun(t)
+		record429(t, j, context.Background(), getReq(t), readrecovery.RetryAfter{Kind: readrecovery.RetryAfterMissing}, timing(t0, 1))
+		runSteps(t, j, []step{
+			{t0, Status{State: Waiting, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 1, ServerDelaySeconds: 1, RemainingSeconds: 1}},
+			{t0.Add(time.Second), Status{State: Elapsed, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 1, ServerDelaySeconds: 1}},
+		})
+	})
+}
+
+// TestR38_InvalidBackoffIsAPersistenceFailure: an impossible timing or an
+// unknown kind is not recorded; Backoff fails, the marker stays, and the
+// run is unresolved (in this process and the next).
+func TestR38_InvalidBackoffIsAPersistenceFailure(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ra readrecovery.RetryAfter
+		tm *readrecovery.RetryAfterTiming
+	}{
+		"unknown kind":       {readrecovery.RetryAfter{Kind: "soon"}, timing(t0, 1)},
+		"inconsistent":       {secs(5), &readrecovery.RetryAfterTiming{ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 1, ServerDelaySeconds: 5}},
+		"negative delay":     {secs(0), &readrecovery.RetryAfterTiming{ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() - 5, ServerDelaySeconds: -5}},
+		"overlong has value": {readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong, Value: 60}, timing(t0, 60)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, _ := newRun(t)
+			require.NoError(t, j.Begin(context.Background(), getReq(t)))
+			_, err := j.Backoff(context.Background(), getReq(t), out429("r"), tc.ra, tc.tm)
+			require.Error(t, err)
+			assert.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+			assert.Equal(t, Unresolved, j.Status(t0).State)
+			assert.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
+			st := reopen(t, j.Dir(), t0).Status(t0)
+			assert.Equal(t, Unresolved, st.State)
+			assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
+		})
+	}
+}
+
+// TestR31_PendingMarkerBlocks: a marker left by an earlier process makes
+// the run unresolved, Admit and Begin refuse with ErrPending, and nothing
+// is written.
+func TestR31_PendingMarkerBlocks(t *testing.T) {
+	j, _ := newRun(t)
+	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), markerName), []byte("{}"), 0o600))
+	err := j.Admit(context.Background(), t0)
+	var re *RestrictedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, Unresolved, re.Status.State)
+	assert.ErrorIs(t, err, ErrPending)
+	assert.ErrorIs(t, j.Begin(context.Background(), getReq(t)), ErrPending)
+	assert.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+}
+
+// TestR36_ReadsAnotherProcessesRecords: Admit re-reads the directory, so a
+// restriction written by another process blocks this one.
+func TestR36_ReadsAnotherProcessesRecords(t *testing.T) {
+	a, _ := newRun(t)
+	b := reopen(t, a.Dir(), t0)
+	require.NoError(t, b.Admit(context.Background(), t0))
+	record429(t, a, context.Background(), getReq(t), secs(9), timing(t0, 9))
+	var re *RestrictedError
+	require.ErrorAs(t, b.Admit(context.Background(), t0.Add(time.Second)), &re)
+	assert.Equal(t, int64(8), re.Status.RemainingSeconds)
+	// b cannot append a conflicting entry 0001 either: Begin re-reads.
+	require.ErrorIs(t, b.Begin(context.Background(), getReq(t)), ErrRestricted)
+}
+
+// TestConcurrentBeginsAreOrdered: a second Begin of the same Journal waits
+// for the request in flight, then sees its restriction (R6-style safety,
+// run with -race).
+func TestConcurrentBeginsAreOrdered(t *testing.T) {
+	j, clk := newRun(t)
+	require.NoError(t, j.Begin(context.Background(), getReq(t)))
+	var wg sync.WaitGroup
+	var err2 error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err2 = j.Begin(context.Background(), getReq(t))
+	}()
+	time.Sleep(20 * time.Millisecond) // let the goroutine block on the slot
+	_, err := j.Backoff(context.Background(), getReq(t), out429("x"), secs(3), timing(t0, 3))
+	require.NoError(t, err)
+	wg.Wait()
+	require.ErrorIs(t, err2, ErrRestricted, "the second request must see the first one's 429")
+
+	clk.Set(t0.Add(3 * time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, j.Begin(ctx, getReq(t)))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel2()
+	require.ErrorIs(t, j.Begin(ctx2, getReq(t)), context.DeadlineExceeded)
+	cancel()
+	require.NoError(t, j.Complete(ctx, getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
+	require.Equal(t, []string{"backoff-0001.json", "run.json"}, names(t, j.Dir()))
+}
+
+// TestR40_CompleteRefuses429: a 429 passed to Complete instead of Backoff
+// keeps the marker, so the restriction is not silently lost.
+func TestR40_CompleteRefuses429(t *testing.T) {
+	j, _ := newRun(t)
+	require.NoError(t, j.Begin(context.Background(), getReq(t)))
+	require.Error(t, j.Complete(context.Background(), getReq(t), out429("x")))
+	require.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+	require.Equal(t, Unresolved, reopen(t, j.Dir(), t0).Status(t0).State)
+}
+
+// TestCompleteWithoutBegin fails and writes nothing.
+func TestCompleteWithoutBegin(t *testing.T) {
+	j, _ := newRun(t)
+	require.Error(t, j.Complete(context.Background(), getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
+	_, err := j.Backoff(context.Background(), getReq(t), out429("x"), secs(1), timing(t0, 1))
+	require.Error(t, err)
+	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+}
+
+// TestR40a_ReplayGuard: Begin refuses an upload whose outcome is recorded
+// and a file outside the plan.
+func TestR40a_ReplayGuard(t *testing.T) {
+	j, _ := newRun(t)
+	ctx := WithUpload(context.Background(), "a.bin")
+	require.NoError(t, j.Begin(ctx, putReq(t)))
+	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r"}))
+	require.ErrorIs(t, j.Begin(ctx, putReq(t)), ErrReplay)
+	require.ErrorIs(t, j.Begin(WithUpload(context.Background(), "zzz"), putReq(t)), ErrPlanMismatch)
+	// A GET of the same file is not an upload.
+	require.NoError(t, j.Begin(ctx, getReq(t)))
+	require.NoError(t, j.Complete(ctx, getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
+}
+
+// TestR40_TamperIsUnresolved: an edited byte (at every position), a
+// truncation, two swapped entries, a deleted middle entry, an extra file,
+// a loosened mode or a deleted manifest make the run unresolved with a
+// reason naming the file; never clear, never elapsed.
+func TestR40_TamperIsUnresolved(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "base")
+	writeRun(t, base, plan3, t0, []int64{1, 2, 3}, []string{"a.bin"})
+	now := t0.Add(time.Hour) // every restriction has elapsed: tampering must not be mistaken for that
+	require.Equal(t, Elapsed, reopen(t, base, now).Status(now).State)
+
+	mutate := func(t *testing.T, f func(dir string)) (Status, []Finding) {
+		dir := filepath.Join(t.TempDir(), "run")
+		copyDir(t, base, dir)
+		f(dir)
+		st := reopen(t, dir, now).Status(now)
+		findings, err := Verify(dir)
+		require.NoError(t, err)
+		return st, findings
+	}
+	cases := []struct {
+		name, file string
+		f          func(dir string)
+	}{
+		{"truncate entry", "backoff-0002.json", func(dir string) { truncate(t, filepath.Join(dir, "backoff-0002.json"), 40) }},
+		{"empty entry", "backoff-0002.json", func(dir string) { truncate(t, filepath.Join(dir, "backoff-0002.json"), 0) }},
+		{"drop newline", "backoff-0003.json", func(dir string) {
+			p := filepath.Join(dir, "backoff-0003.json")
+			b, _ := os.ReadFile(p)
+			truncate(t, p, int64(len(b)-1))
+		}},
+		{"swap entries", "backoff-0001.json", func(dir string) {
+			a, b := filepath.Join(dir, "backoff-0001.json"), filepath.Join(dir, "backoff-0002.json")
+			require.NoError(t, os.Rename(a, a+".x"))
+			require.NoError(t, os.Rename(b, a))
+			require.NoError(t, os.Rename(a+".x", b))
+		}},
+		{"entry from another run", "backoff-0002.json", func(dir string) {
+			// Self-consistent, right sequence, right plan: only the chain
+			// tells it does not belong.
+			other := filepath.Join(t.TempDir(), "other")
+			writeRun(t, other, plan3, t0.Add(-time.Minute), []int64{1, 2, 3}, nil)
+			b, err := os.ReadFile(filepath.Join(other, "backoff-0002.json"))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0002.json"), b, 0o600))
+		}},
+		{"delete middle entry", "backoff-0003.json", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "backoff-0002.json"))) }},
+		{"entry beyond 0200", "backoff-0201.json", func(dir string) { copyFile(t, dir, "backoff-0003.json", "backoff-0201.json") }},
+		{"five-digit entry", "backoff-00004.json", func(dir string) { copyFile(t, dir, "backoff-0003.json", "backoff-00004.json") }},
+		{"temp file", "backoff-0004.json.tmp", func(dir string) { copyFile(t, dir, "backoff-0003.json", "backoff-0004.json.tmp") }},
+		{"entry mode", "backoff-0001.json", func(dir string) { require.NoError(t, os.Chmod(filepath.Join(dir, "backoff-0001.json"), 0o644)) }},
+		{"dir mode", ".", func(dir string) { require.NoError(t, os.Chmod(dir, 0o755)) }},
+		{"manifest deleted", "run.json", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "run.json"))) }},
+		{"manifest edited", "run.json", func(dir string) { editByte(t, filepath.Join(dir, "run.json"), 30) }},
+		{"oversized entry", "backoff-0001.json", func(dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0001.json"), make([]byte, maxRecordBytes+1), 0o600))
+		}},
+		{"receipt edited", receiptName(FileDigest("a.bin")), func(dir string) { editByte(t, filepath.Join(dir, receiptName(FileDigest("a.bin"))), 50) }},
+		{"receipt renamed", receiptName(FileDigest("b.bin")), func(dir string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, receiptName(FileDigest("a.bin"))), filepath.Join(dir, receiptName(FileDigest("b.bin")))))
+		}},
+		{"symlink", "backoff-0003.json", func(dir string) {
+			p := filepath.Join(dir, "backoff-0003.json")
+			require.NoError(t, os.Rename(p, filepath.Join(t.TempDir(), "elsewhere")))
+			require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "x"), p))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, findings := mutate(t, tc.f)
+			assert.Equal(t, Unresolved, st.State)
+			assert.True(t, strings.HasPrefix(st.Reason, tc.file+": "), "reason %q names %s", st.Reason, tc.file)
+			require.NotEmpty(t, findings)
+			assert.Equal(t, tc.file, findings[0].File)
+		})
+	}
+	t.Run("every byte of an entry", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(base, "backoff-0002.json"))
+		require.NoError(t, err)
+		dir := filepath.Join(t.TempDir(), "run")
+		copyDir(t, base, dir)
+		p := filepath.Join(dir, "backoff-0002.json")
+		for i := range b {
+			for _, delta := range []byte{1, 0x20} {
+				c := append([]byte(nil), b...)
+				c[i] ^= delta
+				require.NoError(t, os.WriteFile(p, c, 0o600))
+				st := reopen(t, dir, now).Status(now)
+				if st.State != Unresolved || !strings.HasPrefix(st.Reason, "backoff-0002.json: ") {
+					t.Fatalf("byte %d ^ %#x: %+v", i, delta, st)
+				}
+			}
+		}
+	})
+}
+
+func truncate(t *testing.T, p string, n int64) { require.NoError(t, os.Truncate(p, n)) }
+
+func editByte(t *testing.T, p string, i int) {
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b[i] ^= 1
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+}
+
+func copyFile(t *testing.T, dir, from, to string) {
+	b, err := os.ReadFile(filepath.Join(dir, from))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, to), b, 0o600))
+}
+
+// TestR40_LegacyRun: a manifest without backoff_version is a legacy run.
+// Its receipts stay usable (acked files are never re-sent); a 429 record
+// without timing makes it unresolved.
+func TestR40_LegacyRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "legacy")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	pd, _ := PlanDigest(plan3)
+	// Written by hand, as an older version would have.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
+		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))
+	data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",
+		URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "old", RecordedAtUTC: t0.Unix() - 99})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("a.bin"))), data, 0o600))
+
+	j := reopen(t, dir, t0)
+	st := j.Status(t0)
+	assert.Equal(t, Clear, st.State)
+	assert.Equal(t, "legacy run (no backoff_version): no backoff entries", st.Reason)
+	c, err := j.PlanContinuation(plan3, NewApproval, t0)
+	require.NoError(t, err)
+	assert.Equal(t, []FileState{FileAcked, FileNeverAttempted, FileNeverAttempted}, states(c))
+	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
+
+	// A legacy 429 record without timing.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0001.json"),
+		[]byte(`{"status":429,"retry_after":{"kind":"overlong","value":0},"request_id":"old-429"}`+"\n"), 0o600))
+	j = reopen(t, dir, t0)
+	st = j.Status(t0.Add(24 * time.Hour))
+	assert.Equal(t, Unresolved, st.State)
+	assert.True(t, strings.HasPrefix(st.Reason, "backoff-0001.json: legacy 429 without verifiable timing"), st.Reason)
+	c, err = j.PlanContinuation(plan3, NewApproval, t0)
+	require.NoError(t, err)
+	assert.Empty(t, c.Uploads(), "R36: an unresolved run sends nothing")
+	assert.Equal(t, FileAcked, c.Files[0].State, "R40: legacy non-429 evidence stays usable")
+}
+
+// TestR40_LegacyRunAppends: a legacy run without 429 records can record a
+// new, verifiable 1.0 entry chained to the legacy manifest's bytes.
+func TestR40_LegacyRunAppends(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "legacy")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"note":"old"}`), 0o600))
+	j, err := Open(dir, withClock(newFakeClock(t0)))
+	require.NoError(t, err)
+	record429(t, j, context.Background(), getReq(t), secs(4), timing(t0, 4))
+	st := reopen(t, dir, t0).Status(t0)
+	assert.Equal(t, Waiting, st.State)
+	assert.Equal(t, int64(4), st.RemainingSeconds)
+}
+
+func states(c Continuation) []FileState {
+	var out []FileState
+	for _, f := range c.Files {
+		out = append(out, f.State)
+	}
+	return out
+}
+
+// TestR34_EntryLimit: with 200 entries, Begin fails closed with ErrLimit
+// before any network access and writes nothing (entry 201).
+func TestR34_EntryLimit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	delays := make([]int64, MaxEntries)
+	writeRun(t, dir, plan3, t0.Add(-time.Hour), delays, nil)
+	j := reopen(t, dir, t0)
+	require.Equal(t, Elapsed, j.Status(t0).State)
+	require.NoError(t, j.Admit(context.Background(), t0))
+	sent := 0
+	err := j.Begin(context.Background(), getReq(t))
+	if err == nil {
+		sent++
+	}
+	require.ErrorIs(t, err, ErrLimit)
+	assert.Contains(t, err.Error(), "entry 201")
+	assert.Equal(t, 0, sent, "nothing is sent")
+	assert.NotContains(t, names(t, dir), "pending-request.json")
+	assert.Len(t, names(t, dir), MaxEntries+1)
+
+	// 199 entries: the 200th can be written.
+	dir2 := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir2, plan3, t0.Add(-time.Hour), delays[:MaxEntries-1], nil)
+	j2 := reopen(t, dir2, t0)
+	record429(t, j2, context.Background(), getReq(t), secs(1), timing(t0, 1))
+	assert.Contains(t, names(t, dir2), "backoff-0200.json")
+	j2 = reopen(t, dir2, t0.Add(time.Second))
+	require.NoError(t, j2.Admit(context.Background(), t0.Add(time.Second)))
+	require.ErrorIs(t, j2.Begin(context.Background(), getReq(t)), ErrLimit)
+}
+
+// TestR34_FileLimit: a journaled request needs room for its marker, its
+// temporary file and its entry or receipt. With 1000 files it proceeds and
+// the directory never holds more than 1003; with 1001 files (and with 1003)
+// Begin fails closed with ErrLimit before any network access: file 1004 is
+// never created. A directory that already holds 1004 files is unresolved.
+func TestR34_FileLimit(t *testing.T) {
+	plan := manyFiles(1000)
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:999]))
+	require.Len(t, names(t, dir), 1000)
+
+	ff := &faultFS{crashAt: -1, failAt: -1}
+	peak := 0
+	ff.after = func() {
+		if n := len(names(t, dir)); n > peak {
+			peak = n
+		}
+	}
+	j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan))
+	require.NoError(t, err)
+	require.Equal(t, Clear, j.Status(t0).State)
+	ctx := WithUpload(context.Background(), plan[999].ID)
+	require.NoError(t, j.Begin(ctx, putReq(t)))
+	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
+	assert.Equal(t, MaxFiles, peak, "the peak is exactly the limit")
+	require.Len(t, names(t, dir), 1001)
+
+	err = j.Begin(context.Background(), getReq(t))
+	require.ErrorIs(t, err, ErrLimit)
+	require.Len(t, names(t, dir), 1001, "no marker was created")
+
+	// 1003 files: still readable, still refusing.
+	for i := 0; i < 2; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("extra"+itoa4(i)))), nil, 0o600))
+	}
+	j3, err := OpenExisting(dir)
+	require.NoError(t, err)
+	require.ErrorIs(t, j3.Begin(context.Background(), getReq(t)), ErrLimit)
+
+	// 1004 files: unresolved, and nothing is read.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "extra"), nil, 0o600))
+	st := reopen(t, dir, t0).Status(t0)
+	assert.Equal(t, Unresolved, st.State)
+	assert.Equal(t, ".: more than 1003 files (limit exceeded)", st.Reason)
+	findings, err := Verify(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []Finding{{".", "more than 1003 files (limit exceeded)"}}, findings)
+}
+
+// TestRestrictedErrorUnwrap checks the error chain.
+func TestRestrictedErrorUnwrap(t *testing.T) {
+	err := error(&RestrictedError{Status: Status{State: Waiting, NotBeforeUTC: 5, RemainingSeconds: 2, Reason: "r"}})
+	assert.True(t, errors.Is(err, ErrRestricted))
+	assert.False(t, errors.Is(err, ErrCorrupt))
+	assert.Equal(t, "journal: run waiting until not_before_utc 5 (2 s remaining): r", err.Error())
+}

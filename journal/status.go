@@ -1,0 +1,168 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// State is the backoff state of a run (SPEC R35).
+type State string
+
+// The four states.
+const (
+	// Clear: the run holds no backoff entry. Network access is allowed.
+	Clear State = "clear"
+	// Waiting: the latest server restriction lasts until NotBeforeUTC.
+	// Network access is blocked until then; fresh approval does not waive it.
+	Waiting State = "waiting"
+	// Elapsed: every recorded restriction has passed. Only otherwise
+	// eligible uploads may proceed (see [Journal.PlanContinuation]).
+	Elapsed State = "elapsed"
+	// Unresolved: the journal cannot bound the restriction in time, or
+	// cannot be trusted. Network access is blocked until an operator's
+	// review; no file timestamp, approval or edit repairs it.
+	Unresolved State = "unresolved"
+)
+
+// Status is a run's backoff state at one moment. Its JSON form is the
+// file_batch.backoff object of the command:
+//
+//	{"state":"waiting","received_at_utc":1700000000,"not_before_utc":1700000060,
+//	 "server_delay_seconds":60,"remaining_seconds":42,"reason":"..."}
+//
+// The three timing fields are those of the latest restriction (the entry
+// with the greatest not_before_utc) and are null in JSON (0 in Go) when no
+// timing is known. remaining_seconds is null for unresolved, 0 for clear
+// and elapsed.
+type Status struct {
+	// State is clear, waiting, elapsed or unresolved.
+	State State
+	// ReceivedAtUTC is the receipt time of the latest restriction's 429, in
+	// UTC Unix seconds; 0 when none is known.
+	ReceivedAtUTC int64
+	// NotBeforeUTC is the first Unix second at which the latest restriction
+	// has passed; 0 when none is known.
+	NotBeforeUTC int64
+	// ServerDelaySeconds is the delay the server asked for.
+	ServerDelaySeconds int64
+	// RemainingSeconds is, for waiting, the whole seconds (rounded up) until
+	// NotBeforeUTC; 0 otherwise.
+	RemainingSeconds int64
+	// Reason says why, naming the file that decides.
+	Reason string
+
+	cause error // ErrCorrupt or ErrPending for unresolved, or nil
+}
+
+// Allows reports whether the state lets requests proceed: clear or elapsed.
+func (s Status) Allows() bool { return s.State == Clear || s.State == Elapsed }
+
+type statusJSON struct {
+	State              State  `json:"state"`
+	ReceivedAtUTC      *int64 `json:"received_at_utc"`
+	NotBeforeUTC       *int64 `json:"not_before_utc"`
+	ServerDelaySeconds *int64 `json:"server_delay_seconds"`
+	RemainingSeconds   *int64 `json:"remaining_seconds"`
+	Reason             string `json:"reason"`
+}
+
+// MarshalJSON encodes s with the field names of SPEC R35, in that order.
+func (s Status) MarshalJSON() ([]byte, error) {
+	j := statusJSON{State: s.State, Reason: s.Reason}
+	if s.ReceivedAtUTC != 0 {
+		j.ReceivedAtUTC, j.NotBeforeUTC, j.ServerDelaySeconds = &s.ReceivedAtUTC, &s.NotBeforeUTC, &s.ServerDelaySeconds
+	}
+	if s.State != Unresolved {
+		j.RemainingSeconds = &s.RemainingSeconds
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes the form MarshalJSON writes; null is 0.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var j statusJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	val := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	*s = Status{State: j.State, ReceivedAtUTC: val(j.ReceivedAtUTC), NotBeforeUTC: val(j.NotBeforeUTC),
+		ServerDelaySeconds: val(j.ServerDelaySeconds), RemainingSeconds: val(j.RemainingSeconds), Reason: j.Reason}
+	return nil
+}
+
+// MarshalStatus encodes s as the command prints it:
+// {"file_batch":{"backoff":{...}}}.
+func MarshalStatus(s Status) ([]byte, error) {
+	type fileBatch struct {
+		Backoff Status `json:"backoff"`
+	}
+	return json.Marshal(struct {
+		FileBatch fileBatch `json:"file_batch"`
+	}{fileBatch{s}})
+}
+
+// status computes the state of snapshot s at now (SPEC R35–R37). Rules, in
+// order: any finding → unresolved; a pending marker (unless ignorePending)
+// → unresolved; now before a recorded received_at_utc (clock regression) →
+// unresolved; no entries → clear; now before the greatest not_before_utc →
+// waiting; otherwise elapsed. Nothing sleeps and nothing is carried but the
+// recorded UTC seconds.
+func (s *snapshot) status(now time.Time, ignorePending bool) Status {
+	var st Status
+	var latest *entryRec
+	var maxReceived int64
+	var maxReceivedName string
+	for i := range s.entries {
+		e := &s.entries[i]
+		if e.Timing == nil || untimed(e.entryBody) != "" {
+			continue
+		}
+		if latest == nil || e.Timing.NotBeforeUTC >= latest.Timing.NotBeforeUTC {
+			latest = e
+		}
+		if e.Timing.ReceivedAtUTC > maxReceived {
+			maxReceived, maxReceivedName = e.Timing.ReceivedAtUTC, e.name
+		}
+	}
+	if latest != nil {
+		st.ReceivedAtUTC = latest.Timing.ReceivedAtUTC
+		st.NotBeforeUTC = latest.Timing.NotBeforeUTC
+		st.ServerDelaySeconds = latest.Timing.ServerDelaySeconds
+	}
+	unresolved := func(cause error, reason string) Status {
+		st.State, st.Reason, st.RemainingSeconds, st.cause = Unresolved, reason, 0, cause
+		return st
+	}
+	switch {
+	case len(s.findings) > 0:
+		return unresolved(ErrCorrupt, s.findings[0].String())
+	case s.pending && !ignorePending:
+		return unresolved(ErrPending, markerName+": "+pendingProblem)
+	case maxReceived != 0 && now.Unix() < maxReceived:
+		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
+			now.Unix(), maxReceived, maxReceivedName))
+	case latest == nil:
+		st.State, st.Reason = Clear, "no backoff entries"
+		if s.manifest != nil && s.manifest.legacy {
+			st.Reason = "legacy run (no backoff_version): no backoff entries"
+		}
+		return st
+	}
+	nb := time.Unix(latest.Timing.NotBeforeUTC, 0)
+	if now.Before(nb) {
+		st.State = Waiting
+		st.RemainingSeconds = int64((nb.Sub(now) + time.Second - 1) / time.Second)
+		st.Reason = fmt.Sprintf("%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
+			latest.name, latest.RetryAfter.Kind, latest.Timing.ServerDelaySeconds)
+		return st
+	}
+	st.State = Elapsed
+	st.Reason = fmt.Sprintf("%s: restriction elapsed; only otherwise eligible uploads may proceed", latest.name)
+	return st
+}
