@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/fakeserver"
+	"github.com/readrecovery/readrecovery/journal"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
@@ -272,6 +275,7 @@ var scenarios = []scenario{
 	{"blob-checkpoint", "Blob checkpoint reads; a 429 with an RFC 850 date Retry-After", blobCheckpoint},
 	{"mutation-429", "An upload meets 429: handed back, never re-sent", mutation429},
 	{"queue-route", "A File upload marked for the queue-429 route: re-sent once, unchanged", queueRoute},
+	{"file-batch", "A journaled File batch meets a 60 s Retry-After: it stops, and the run stays waiting across invocations", fileBatch},
 }
 
 // do sends one request in a span of its own, so a wait or a stop shows
@@ -606,4 +610,62 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// fileBatch: a File batch of three uploads under a journal in a private
+// run directory. The second upload meets a valid but overlong 60 s
+// Retry-After: the batch stops at once (never shortened to 30 s), and the
+// run's status, as "readrecovery journal status" prints it, stays waiting
+// until the server's not-before time, for this process and the next.
+func fileBatch(ctx context.Context, env *demoEnv, w *workflow) error {
+	tmp, err := os.MkdirTemp("", "readrecovery-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "run")
+	plan := []journal.PlannedFile{{ID: "q1.csv"}, {ID: "q2.csv"}, {ID: "q3.csv"}}
+	j, err := journal.Open(dir, journal.WithPlan(plan))
+	if err != nil {
+		return err
+	}
+	env.srv.Script().Add(fakeserver.RouteFileUpload, fakeserver.Throttle(fakeserver.RetryAfterOverlong(60*time.Second)), fakeserver.Nth(2))
+	before := env.srv.Count(fakeserver.RouteFileUpload, http.MethodPost)
+	b := readrecovery.NewBudget("file batch")
+	bctx := readrecovery.WithQueueRetry(readrecovery.WithJournal(readrecovery.WithBudget(ctx, b), j))
+	var statuses []int
+	for _, f := range plan {
+		resp, err := env.do(journal.WithUpload(bctx, f.ID), w, b, http.MethodPost, "/files", []byte("content of "+f.ID))
+		closeBody(resp)
+		statuses = append(statuses, statusOf(resp, err))
+	}
+	r := w.keep(b)
+	w.expect("q1 acknowledged, q2's 429 handed back, q3 refused before network access", fmt.Sprint(statuses) == "[201 429 0]")
+	w.expect("no wait: a 60 s delay stops the batch, it is not shortened", r.Waits == 0 && r.Stop == readrecovery.StopOverlong)
+	w.expect("the server saw two uploads", env.srv.Count(fakeserver.RouteFileUpload, http.MethodPost)-before == 2)
+
+	// What the next invocation sees: the command, on the run directory.
+	var out, errOut strings.Builder
+	code := runJournal([]string{"status", dir}, &out, &errOut)
+	w.Journal = json.RawMessage(strings.TrimSpace(out.String()))
+	var st struct {
+		FileBatch struct {
+			Backoff struct {
+				State     string `json:"state"`
+				Delay     int64  `json:"server_delay_seconds"`
+				Remaining int64  `json:"remaining_seconds"`
+			} `json:"backoff"`
+		} `json:"file_batch"`
+	}
+	json.Unmarshal([]byte(out.String()), &st)
+	w.expect("readrecovery journal status exits 3: waiting", code == 3 && st.FileBatch.Backoff.State == "waiting")
+	w.expect("the run stays blocked for the server's 60 s, not a new 30 s budget", st.FileBatch.Backoff.Delay == 60 && st.FileBatch.Backoff.Remaining > 30)
+	c, err := j.PlanContinuation(plan, journal.NewApproval, time.Now())
+	if err != nil {
+		return err
+	}
+	w.expect("continuation: q1 acked, q2 unknown, q3 never-attempted; nothing may go now",
+		c.Files[0].State == journal.FileAcked && c.Files[1].State == journal.FileUnknown &&
+			c.Files[2].State == journal.FileNeverAttempted && len(c.Uploads()) == 0)
+	return nil
 }

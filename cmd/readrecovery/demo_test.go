@@ -46,6 +46,7 @@ func TestDemoScenarios(t *testing.T) {
 			"blob-checkpoint": {3, 1, "", ""},
 			"mutation-429":    {1, 0, "", readrecovery.Unproven},
 			"queue-route":     {2, 1, "", readrecovery.Owned},
+			"file-batch":      {2, 0, readrecovery.StopOverlong, readrecovery.Owned},
 		}, got)
 
 		// The wait lines of the timeline: trigger, kind and exact lengths.
