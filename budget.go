@@ -172,6 +172,14 @@ func (b *Budget) admit(clk clock.Clock, inst *instruments, parent context.Contex
 	return a, nil
 }
 
+// unadmit takes back the count of a request that admit let through but that
+// was refused before it was sent.
+func (b *Budget) unadmit() {
+	b.mu.Lock()
+	b.requests--
+	b.mu.Unlock()
+}
+
 // expire runs at the deadline: it stops the sequence and cuts off every
 // request in flight and its body (R3).
 func (b *Budget) expire() {

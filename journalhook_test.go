@@ -106,6 +106,7 @@ func TestJournalAdmissionBlocksBeforeNetwork(t *testing.T) {
 		assert.Equal(t, []string{"admit"}, j.calls)
 		if withBudget {
 			assert.Equal(t, StopJournalRestricted, b.Report().Stop)
+			assert.Equal(t, 0, b.Report().Requests, "a refused request was not sent")
 		}
 	}
 }

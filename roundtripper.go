@@ -156,41 +156,57 @@ type call struct {
 
 func (t *Transport) roundTrip(req *http.Request, s *ctxState) (*http.Response, error) {
 	c := &call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
-	pending, err := c.admit()
+	pending, err := c.admitBudget()
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
 	// Wait before readback: a write 429's Retry-After delays the next GET
-	// of the sequence (R8).
+	// of the sequence (R8). The journal is asked after the wait: the
+	// restriction this GET waited for is its own sequence's.
 	if pending != nil {
 		if err := c.waitPending(pending); err != nil {
 			closeRequestBody(req)
 			return nil, err
 		}
 	}
+	if err := c.admitJournal(); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	return c.sendAndHandle(req, 1, "")
 }
 
-// admit checks, before any network access, that the sequence may send one
-// more request and that the journal allows it (R4, R36).
-// For a GET it returns the pending write-429 wait to take first, if any.
-func (c *call) admit() (*pendingWait, error) {
-	var pending *pendingWait
-	if c.b != nil {
-		a, se := c.b.admit(c.t.clock, c.t.metrics, c.ctx, c.method == http.MethodGet)
-		if se != nil {
-			c.event(se)
-			return nil, se
-		}
-		c.sendCtx, pending = a.ctx, a.pending
+// admitBudget checks, before any network access, that the sequence may
+// send one more request (R4). For a GET it returns the pending write-429
+// wait to take first, if any.
+func (c *call) admitBudget() (*pendingWait, error) {
+	if c.b == nil {
+		return nil, nil
 	}
-	if c.s.journal != nil {
-		if err := c.s.journal.Admit(c.ctx, c.t.clock.Now().UTC()); err != nil {
-			return nil, c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
-		}
+	a, se := c.b.admit(c.t.clock, c.t.metrics, c.ctx, c.method == http.MethodGet)
+	if se != nil {
+		c.event(se)
+		return nil, se
 	}
-	return pending, nil
+	c.sendCtx = a.ctx
+	return a.pending, nil
+}
+
+// admitJournal checks, before any network access, that the journal's
+// status allows the request (R36). A refused request was not sent: it
+// does not count against the sequence.
+func (c *call) admitJournal() error {
+	if c.s.journal == nil {
+		return nil
+	}
+	if err := c.s.journal.Admit(c.ctx, c.t.clock.Now().UTC()); err != nil {
+		if c.b != nil {
+			c.b.unadmit()
+		}
+		return c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
+	}
+	return nil
 }
 
 // sendAndHandle sends req (attempt 1, or the one re-send) and applies the
@@ -339,7 +355,10 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	if err := c.wait(w); err != nil {
 		return nil, err
 	}
-	if _, err := c.admit(); err != nil {
+	if _, err := c.admitBudget(); err != nil {
+		return nil, err
+	}
+	if err := c.admitJournal(); err != nil {
 		return nil, err
 	}
 	again := c.req

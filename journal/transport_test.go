@@ -211,3 +211,46 @@ func TestTransportVanishedRunSendsNothing(t *testing.T) {
 	assert.Equal(t, journal.Unresolved, j.Status(time.Now()).State)
 	assert.Empty(t, srv.Requests())
 }
+
+// R8, R36: under a journal, a write 429's wait comes before the readback's
+// admission: the verification GET waits the server's delay, then the run's
+// status has elapsed and the GET is sent, exactly once.
+func TestTransportWrite429ThenJournaledReadback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "run")
+		j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.csv"}}))
+		require.NoError(t, err)
+		srv := fakeserver.New()
+		defer srv.Close()
+		srv.Script().Add(fakeserver.RouteFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(3)), fakeserver.Nth(1))
+		rt := readrecovery.New(srv.Transport())
+		b := readrecovery.NewBudget("batch")
+		resp, err := upload(t, rt, j, b, "a.csv", false)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, journal.Waiting, j.Status(time.Now()).State)
+
+		req, _ := http.NewRequestWithContext(readrecovery.WithJournal(readrecovery.WithBudget(context.Background(), b), j), http.MethodGet, "http://files.example/files", nil)
+		resp, err = rt.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		reqs := srv.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, 3*time.Second, reqs[1].Arrived.Sub(reqs[0].Arrived))
+		r := b.Report()
+		assert.Equal(t, 2, r.Requests)
+		assert.Equal(t, "write-429", r.WaitLog[0].Trigger)
+		assert.Equal(t, []string{"backoff-0001.json", "run.json"}, filter(names(t, dir), "receipt-"))
+	})
+}
+
+// filter drops the names that start with prefix.
+func filter(names []string, prefix string) []string {
+	var out []string
+	for _, n := range names {
+		if len(n) < len(prefix) || n[:len(prefix)] != prefix {
+			out = append(out, n)
+		}
+	}
+	return out
+}
