@@ -1,0 +1,436 @@
+package rrazure_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+
+	"github.com/readrecovery/readrecovery"
+	rrazure "github.com/readrecovery/readrecovery/azure"
+)
+
+func TestRetryStatusCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []int
+		want []int
+	}{
+		{"nil is azcore's defaults without 429", nil, []int{408, 500, 502, 503, 504}},
+		{"empty stays empty", []int{}, []int{}},
+		{"429 alone", []int{429}, []int{}},
+		{"429 among others, order kept", []int{503, 429, 500, 429}, []int{503, 500}},
+		{"no 429", []int{500, 503}, []int{500, 503}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.in)
+			got := rrazure.RetryStatusCodes(in)
+			if !slices.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("RetryStatusCodes(%v) = %#v, want %#v", tc.in, got, tc.want)
+			}
+			if !slices.Equal(in, tc.in) {
+				t.Fatalf("RetryStatusCodes modified its argument: %v, was %v", in, tc.in)
+			}
+		})
+	}
+	// The result is the caller's: changing it changes no later result.
+	a := rrazure.RetryStatusCodes(nil)
+	a[0] = 429
+	if b := rrazure.RetryStatusCodes(nil); b[0] != 408 {
+		t.Fatalf("the defaults were shared: %v", b)
+	}
+}
+
+func TestClientOptions(t *testing.T) {
+	o := rrazure.ClientOptions()
+	if want := []int{408, 500, 502, 503, 504}; !slices.Equal(o.Retry.StatusCodes, want) {
+		t.Fatalf("Retry.StatusCodes = %v, want %v", o.Retry.StatusCodes, want)
+	}
+	if o.Retry.ShouldRetry != nil {
+		t.Fatal("ShouldRetry set although the caller had none: it would override the status codes")
+	}
+	c, ok := o.Transport.(*http.Client)
+	if !ok {
+		t.Fatalf("Transport is %T, want *http.Client", o.Transport)
+	}
+	if _, ok := c.Transport.(*readrecovery.Transport); !ok {
+		t.Fatalf("Transport.Transport is %T, want *readrecovery.Transport", c.Transport)
+	}
+	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
+		t.Fatal("CheckRedirect does not return http.ErrUseLastResponse: redirects would be followed")
+	}
+}
+
+// TestDefaultsMatchAzcore probes the retry policy of the azcore this module
+// builds with: with nil StatusCodes, which statuses does it retry? They
+// must be exactly RetryStatusCodes(nil) plus 429. If azcore changes its
+// defaults, this fails, and defaultRetryStatusCodes must follow.
+func TestDefaultsMatchAzcore(t *testing.T) {
+	var retried []int
+	for status := 300; status <= 599; status++ {
+		var tries int
+		pl := runtime.NewPipeline("rrazure.test", "v0.0.0", runtime.PipelineOptions{}, &policy.ClientOptions{
+			Transport: transporterFunc(func(req *http.Request) (*http.Response, error) {
+				tries++
+				return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			}),
+			// nil StatusCodes: azcore's defaults. Not RetryDelay -1 ("no
+			// delay" in azcore's docs): azcore v1.24.0's calcDelay takes the
+			// resulting zero delay for an overflow and waits MaxRetryDelay
+			// (60 s) instead.
+			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Nanosecond},
+		})
+		req, err := runtime.NewRequest(context.Background(), http.MethodPut, "https://probe.invalid/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pl.Do(req); err != nil {
+			t.Fatalf("status %d: %v", status, err)
+		}
+		if tries > 1 {
+			retried = append(retried, status)
+		}
+	}
+	want := append(rrazure.RetryStatusCodes(nil), http.StatusTooManyRequests)
+	slices.Sort(want)
+	if !slices.Equal(retried, want) {
+		t.Fatalf("azcore retries %v by default (a PUT included); rrazure assumes %v", retried, want)
+	}
+}
+
+// TestPut429SentOnce sends a PUT that meets 429 through a real azcore
+// pipeline: with rrazure's options it reaches the server exactly once,
+// with or without a Budget; with azcore's defaults it is sent four times.
+func TestPut429SentOnce(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Retry-After", "0")
+		w.Header().Set("x-ms-request-id", "put-429")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	for _, tc := range []struct {
+		name      string
+		opts      policy.ClientOptions
+		budget    bool
+		wantSends int
+	}{
+		{"rrazure with a budget", rrazure.ClientOptions(), true, 1},
+		{"rrazure without a budget", rrazure.ClientOptions(), false, 1},
+		// The reason for the adapter: azcore alone re-sends the PUT.
+		{"azcore defaults", policy.ClientOptions{Retry: policy.RetryOptions{RetryDelay: time.Millisecond}}, false, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.reset()
+			ctx := context.Background()
+			var b *readrecovery.Budget
+			if tc.budget {
+				b = readrecovery.NewBudget("put")
+				ctx = readrecovery.WithBudget(ctx, b)
+			}
+			var tries atomic.Int32
+			opts := tc.opts
+			opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+			resp, err := send(ctx, newPipeline(opts), http.MethodPut, srv.URL+"/indexes/hotels", []byte(`{"name":"hotels"}`))
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d, want the original 429", resp.StatusCode)
+			}
+			if got := srv.count(http.MethodPut); got != tc.wantSends {
+				t.Fatalf("the server saw %d PUTs, want %d", got, tc.wantSends)
+			}
+			if got := int(tries.Load()); got != tc.wantSends {
+				t.Fatalf("azcore made %d tries, want %d", got, tc.wantSends)
+			}
+			if b != nil {
+				r := b.Report()
+				if r.Requests != 1 || r.Waits != 0 || r.Mutation == nil || r.Mutation.StatusCode != 429 ||
+					r.Mutation.Acked || r.Mutation.RequestID != "put-429" || r.Ownership != readrecovery.Unproven {
+					t.Fatalf("report %+v (mutation %+v)", r, r.Mutation)
+				}
+			}
+		})
+	}
+}
+
+// TestGet429ResentByReadrecovery: a GET 429 with a Budget is re-sent once
+// by readrecovery, inside one azcore try; without a Budget it goes back to
+// the caller at once, and azcore does not retry it either.
+func TestGet429ResentByReadrecovery(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte("checkpoint"))
+	})
+	for _, tc := range []struct {
+		name       string
+		budget     bool
+		wantStatus int
+		wantSends  int
+	}{
+		{"with a budget", true, http.StatusOK, 2},
+		{"without a budget", false, http.StatusTooManyRequests, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv.reset()
+			ctx := context.Background()
+			b := readrecovery.NewBudget("checkpoint")
+			if tc.budget {
+				ctx = readrecovery.WithBudget(ctx, b)
+			}
+			var tries atomic.Int32
+			opts := rrazure.ClientOptions()
+			opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+			resp, err := send(ctx, newPipeline(opts), http.MethodGet, srv.URL+"/c/source.json", nil)
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+			}
+			if got := srv.count(http.MethodGet); got != tc.wantSends {
+				t.Fatalf("the server saw %d GETs, want %d", got, tc.wantSends)
+			}
+			if got := tries.Load(); got != 1 {
+				t.Fatalf("azcore made %d tries, want 1", got)
+			}
+			if tc.budget {
+				if r := b.Report(); r.Waits != 1 || r.WaitLog[0].Trigger != "read-429" || r.Requests != 2 {
+					t.Fatalf("report %+v", r)
+				}
+			}
+		})
+	}
+}
+
+// TestServerErrorsStayAzcores: 503 is still azcore's to retry (R15).
+func TestServerErrorsStayAzcores(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	})
+	var tries atomic.Int32
+	opts := rrazure.ClientOptions()
+	opts.Retry.RetryDelay = time.Millisecond
+	opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+	b := readrecovery.NewBudget("read")
+	resp, err := send(readrecovery.WithBudget(context.Background(), b), newPipeline(opts), http.MethodGet, srv.URL+"/c/b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || srv.count(http.MethodGet) != 2 || tries.Load() != 2 {
+		t.Fatalf("status %d, server saw %d GETs, azcore made %d tries; want 200, 2, 2",
+			resp.StatusCode, srv.count(http.MethodGet), tries.Load())
+	}
+	if r := b.Report(); r.Requests != 2 || r.Waits != 0 {
+		t.Fatalf("report %+v: azcore's retry must not use the delay opportunity", r)
+	}
+}
+
+// TestStoppedSequenceNotRetried: the transport's stop error is
+// NonRetriable, so azcore gives it back after one try.
+func TestStoppedSequenceNotRetried(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.Write([]byte("ok")) })
+	var tries atomic.Int32
+	opts := rrazure.ClientOptions()
+	opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+	pl := newPipeline(opts)
+	ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("one", readrecovery.MaxRequests(1)))
+	resp, err := send(ctx, pl, http.MethodGet, srv.URL+"/c/b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	tries.Store(0)
+	_, err = send(ctx, pl, http.MethodGet, srv.URL+"/c/b", nil)
+	var se *readrecovery.StopError
+	if !errors.Is(err, readrecovery.ErrSequenceStopped) || !errors.As(err, &se) || se.Reason != readrecovery.StopRequestsExhausted {
+		t.Fatalf("err = %v, want a requests-exhausted stop", err)
+	}
+	if got := tries.Load(); got != 1 {
+		t.Fatalf("azcore made %d tries of the stopped request, want 1", got)
+	}
+	if got := srv.count(""); got != 1 {
+		t.Fatalf("the server saw %d requests, want 1", got)
+	}
+}
+
+// TestRedirectReturned: a 307 goes back to the caller; its target is
+// never contacted.
+func TestRedirectReturned(t *testing.T) {
+	trap := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.Write([]byte("elsewhere")) })
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		http.Redirect(w, r, trap.URL+"/c/b", http.StatusTemporaryRedirect)
+	})
+	ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("read"))
+	resp, err := send(ctx, newPipeline(rrazure.ClientOptions()), http.MethodGet, srv.URL+"/c/b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect {
+		t.Fatalf("status %d, want 307 returned", resp.StatusCode)
+	}
+	if srv.count("") != 1 || trap.count("") != 0 {
+		t.Fatalf("server saw %d, redirect target %d requests; want 1 and 0", srv.count(""), trap.count(""))
+	}
+}
+
+// TestApplyKeepsTheCallersOptions: Apply changes the transport and 429
+// only; a caller's ShouldRetry is never asked about a 429.
+func TestApplyKeepsTheCallersOptions(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		switch r.URL.Path {
+		case "/429":
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	var asked []int
+	o := policy.ClientOptions{
+		Telemetry: policy.TelemetryOptions{ApplicationID: "rr-test"},
+		Retry: policy.RetryOptions{
+			MaxRetries:  1,
+			RetryDelay:  time.Millisecond,
+			StatusCodes: []int{429, 503},
+			ShouldRetry: func(resp *http.Response, err error) bool {
+				if resp != nil {
+					asked = append(asked, resp.StatusCode)
+				}
+				return true
+			},
+		},
+	}
+	rrazure.Apply(&o, nil)
+	if o.Telemetry.ApplicationID != "rr-test" || o.Retry.MaxRetries != 1 || !slices.Equal(o.Retry.StatusCodes, []int{503}) {
+		t.Fatalf("Apply changed the caller's options: %+v", o)
+	}
+	pl := newPipeline(o)
+	for _, path := range []string{"/429", "/503"} {
+		resp, err := send(context.Background(), pl, http.MethodPut, srv.URL+path, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := srv.countPath("/429"); got != 1 {
+		t.Fatalf("the PUT 429 was sent %d times, want 1", got)
+	}
+	if got := srv.countPath("/503"); got != 2 {
+		t.Fatalf("the PUT 503 was sent %d times, want 2 (azcore's policy with MaxRetries 1)", got)
+	}
+	// azcore asks after every try, the last one included: twice for the 503.
+	if !slices.Equal(asked, []int{503, 503}) {
+		t.Fatalf("the caller's ShouldRetry was asked about %v, want [503 503] (never 429)", asked)
+	}
+	rrazure.Apply(nil, nil) // no panic
+}
+
+// --- helpers ---
+
+type transporterFunc func(*http.Request) (*http.Response, error)
+
+func (f transporterFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
+
+type policyFunc func(*policy.Request) (*http.Response, error)
+
+func (f policyFunc) Do(req *policy.Request) (*http.Response, error) { return f(req) }
+
+// countTries counts azcore's tries: a per-retry policy runs once per try.
+func countTries(n *atomic.Int32) policy.Policy {
+	return policyFunc(func(req *policy.Request) (*http.Response, error) {
+		n.Add(1)
+		return req.Next()
+	})
+}
+
+func newPipeline(o policy.ClientOptions) runtime.Pipeline {
+	return runtime.NewPipeline("rrazure.test", "v0.0.0", runtime.PipelineOptions{}, &o)
+}
+
+func send(ctx context.Context, pl runtime.Pipeline, method, url string, body []byte) (*http.Response, error) {
+	req, err := runtime.NewRequest(ctx, method, url)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		if err := req.SetBody(streaming.NopCloser(bytes.NewReader(body)), "application/json"); err != nil {
+			return nil, err
+		}
+	}
+	return pl.Do(req)
+}
+
+// server is an httptest server with a ledger of methods and paths.
+type server struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []*http.Request
+}
+
+// newServer serves with h, which gets the 1-based number of each request.
+func newServer(t *testing.T, h func(w http.ResponseWriter, r *http.Request, n int)) *server {
+	t.Helper()
+	s := &server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.seen = append(s.seen, r)
+		n := len(s.seen)
+		s.mu.Unlock()
+		h(w, r, n)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) reset() {
+	s.mu.Lock()
+	s.seen = nil
+	s.mu.Unlock()
+}
+
+// count returns how many requests of method ("" for any) the server saw.
+func (s *server) count(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.seen {
+		if method == "" || r.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *server) countPath(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.seen {
+		if r.URL.Path == path {
+			n++
+		}
+	}
+	return n
+}

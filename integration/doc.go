@@ -1,0 +1,16 @@
+// Package integration holds the end-to-end tests of readrecovery with real
+// clients: the Azure SDK for Go (azblob, shared-key and SAS auth, through
+// the rrazure adapter) against the Azure Storage emulator Azurite, with the
+// fakeserver proxy injecting 429s between them, and the spans exported over
+// OTLP by the real exporter to a receiver that decodes the protobuf.
+//
+// It is a nested module so that the library's own go.mod stays small. Run it
+// with ./ci.sh, or:
+//
+//	./azurite.sh install                      # once: Azurite into .azurite/
+//	RR_REQUIRE_AZURITE=1 go test -count=1 ./...
+//
+// Without the emulator installed the Azurite tests skip, unless
+// RR_REQUIRE_AZURITE=1, under which they fail. RR_AZURITE_BLOB names
+// another blob entry point (Azurite's dist/src/blob/main.js) to run.
+package integration
