@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -159,7 +160,16 @@ func (b *Budget) admit(clk clock.Clock, inst *instruments, parent context.Contex
 		b.inst = inst
 		b.deadline = clk.Now().Add(b.maxTotal)
 		b.done = make(chan struct{})
-		clk.AfterFunc(b.maxTotal, b.expire)
+		// The timer holds the budget weakly: a finished sequence that its
+		// caller dropped is freed at once, not kept for the rest of its
+		// total. Nothing can be in flight then (a request in flight holds
+		// its context, which holds the budget), so there is nothing to cut.
+		wb := weak.Make(b)
+		clk.AfterFunc(b.maxTotal, func() {
+			if b := wb.Value(); b != nil {
+				b.expire()
+			}
+		})
 	}
 	if b.requests >= b.maxRequests {
 		return admission{}, b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)
@@ -403,6 +413,11 @@ func (b *Budget) recordRead(status int, h http.Header) {
 	if len(*list) >= maxEvidence {
 		b.dropped[i]++
 		return
+	}
+	if *list == nil {
+		// Most sequences are short: start with room for a few reads
+		// rather than growing from one.
+		*list = make([]ReadEvidence, 0, 4)
 	}
 	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,4 +80,25 @@ func TestR6FiveHundredConcurrentSequences(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 	srv.Close()
+}
+
+// A finished sequence its caller dropped is freed at once: the deadline
+// timer does not keep the budget (and its evidence) alive for the rest of
+// its 60 s total.
+func TestFinishedBudgetIsCollected(t *testing.T) {
+	srv := newScript(sequenceOf(reply(200, "x-ms-request-id", "r")))
+	tr := New(srv)
+	wb := func() weak.Pointer[Budget] {
+		b := NewBudget("short")
+		resp, err := tr.RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
+		require.NoError(t, err)
+		drain(resp)
+		resp.Request = nil // the scripted server keeps the request on the response
+		require.Equal(t, 1, b.Report().Requests)
+		return weak.Make(b)
+	}()
+	for i := 0; i < 5 && wb.Value() != nil; i++ {
+		runtime.GC()
+	}
+	assert.Nil(t, wb.Value(), "the budget outlived its last reference")
 }

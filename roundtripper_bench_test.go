@@ -56,6 +56,21 @@ func BenchmarkRoundTripPassThrough(b *testing.B) {
 			rt.RoundTrip(r)
 		}
 	})
+	b.Run("budget-per-10", func(b *testing.B) {
+		// Short sequences: a new budget every 10 requests, as an index's
+		// readback or a small inventory.
+		rt := New(newOK())
+		var r *http.Request
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			if i%10 == 0 {
+				r = req.WithContext(WithBudget(context.Background(), NewBudget("bench")))
+			}
+			i++
+			rt.RoundTrip(r)
+		}
+	})
 	b.Run("budget-cancelable-ctx", func(b *testing.B) {
 		rt := New(newOK())
 		parent, cancel := context.WithCancel(context.Background())
