@@ -1,0 +1,191 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/readrecovery/readrecovery"
+)
+
+// impl is one contender: a way to send a GET over a given base transport.
+type impl struct {
+	name string
+	// do sends one GET of url with ctx, reads the body to its end, closes
+	// it and returns the status.
+	do func(ctx context.Context, url string) (int, error)
+	// sequence returns the context of a new sequence: a fresh Budget for
+	// readrecovery with a budget, ctx itself for everyone else.
+	sequence func(ctx context.Context) context.Context
+	// close releases the idle connections.
+	close func()
+}
+
+// implSpec makes an impl over a base transport.
+type implSpec struct {
+	name string
+	// recovers is false for the contenders that never re-send a 429 (the
+	// bare transport, readrecovery without a budget).
+	recovers bool
+	make     func(base http.RoundTripper) *impl
+}
+
+// The contenders, in report order. Every one gets its own base transport
+// from newBase (go-cleanhttp's pooled transport), every one is reached
+// through an http.Client that returns redirects (azcore: its pipeline over
+// such a client), and every peer's retry waits exactly what the server
+// asks, so 0 for "Retry-After: 0":
+//
+//   - retryablehttp: RetryWaitMin 0 (its DefaultBackoff returns the
+//     Retry-After of a 429 as it is, else min·2^n = 0), Logger nil (the
+//     default logs every attempt to stderr), RetryMax left at 4.
+//   - azcore: RetryOptions.RetryDelay 1 ns. azcore uses Retry-After only
+//     when it is above 0; for "Retry-After: 0" it falls back to its own
+//     exponential delay (800 ms by default). The documented "no delay",
+//     RetryDelay -1, does not work in v1.24.0: calcDelay computes 1·0 = 0,
+//     takes it for an overflow and waits MaxRetryDelay (60 s). 1 ns gives a
+//     delay of 0–1 ns. Everything else is default (MaxRetries 3, telemetry,
+//     request ID, body download, logging without a listener).
+//   - failsafe-go: failsafehttp.NewRetryPolicyBuilder (it honours
+//     delay-seconds Retry-After, default delay 0, MaxRetries 2) plus a
+//     listener that drains and closes the response of an attempt about to
+//     be retried. failsafehttp drops that response with its body open,
+//     which holds the keep-alive connection (scenario 3 would stall at its
+//     connection limit); closing it is what a careful user must add.
+var implSpecs = []implSpec{
+	{"bare", false, newBare},
+	{"rr-nobudget", false, newReadRecovery(false)},
+	{"rr-budget", true, newReadRecovery(true)},
+	{"retryablehttp", true, newRetryableHTTP},
+	{"azcore", true, newAzcore},
+	{"failsafe", true, newFailsafe},
+}
+
+// specsInRunOrder returns implSpecs rotated by the round number in
+// BENCH_ROUND (set by the run script), so that over the rounds every
+// contender runs first, second, ... equally often: order effects (a warm
+// or cold machine, a burst of other work) spread over everyone.
+func specsInRunOrder() []implSpec {
+	r, _ := strconv.Atoi(os.Getenv("BENCH_ROUND"))
+	n := len(implSpecs)
+	out := make([]implSpec, n)
+	for i := range n {
+		out[i] = implSpecs[((i+r)%n+n)%n]
+	}
+	return out
+}
+
+// newBase returns the base transport of one contender: go-cleanhttp's
+// pooled transport, with its per-host connection limits raised to conns
+// when conns > 0 (scenario 3, identically for everyone).
+func newBase(conns int) *http.Transport {
+	t := cleanhttp.DefaultPooledTransport()
+	if conns > 0 {
+		t.MaxConnsPerHost = conns
+		t.MaxIdleConnsPerHost = conns
+	}
+	return t
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func identity(ctx context.Context) context.Context { return ctx }
+
+// clientImpl is an impl over an http.Client.
+func clientImpl(name string, c *http.Client, seq func(context.Context) context.Context) *impl {
+	return &impl{
+		name: name,
+		do: func(ctx context.Context, url string) (int, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		},
+		sequence: seq,
+		close:    c.CloseIdleConnections,
+	}
+}
+
+func newBare(base http.RoundTripper) *impl {
+	return clientImpl("bare", &http.Client{Transport: base, CheckRedirect: noRedirect}, identity)
+}
+
+// newReadRecovery is readrecovery.NewClient over base; with budget, every
+// sequence gets its own Budget.
+func newReadRecovery(budget bool) func(http.RoundTripper) *impl {
+	return func(base http.RoundTripper) *impl {
+		c := &http.Client{Transport: readrecovery.New(base), CheckRedirect: noRedirect}
+		if !budget {
+			return clientImpl("rr-nobudget", c, identity)
+		}
+		return clientImpl("rr-budget", c, func(ctx context.Context) context.Context {
+			return readrecovery.WithBudget(ctx, readrecovery.NewBudget("bench"))
+		})
+	}
+}
+
+func newRetryableHTTP(base http.RoundTripper) *impl {
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = &http.Client{Transport: base, CheckRedirect: noRedirect}
+	rc.Logger = nil
+	rc.RetryWaitMin = 0
+	rc.RetryWaitMax = 30 * time.Second
+	c := &http.Client{Transport: &retryablehttp.RoundTripper{Client: rc}, CheckRedirect: noRedirect}
+	return clientImpl("retryablehttp", c, identity)
+}
+
+func newAzcore(base http.RoundTripper) *impl {
+	hc := &http.Client{Transport: base, CheckRedirect: noRedirect}
+	pl := azruntime.NewPipeline("bench", "v0.0.0", azruntime.PipelineOptions{}, &policy.ClientOptions{
+		Transport: hc,
+		Retry:     policy.RetryOptions{RetryDelay: time.Nanosecond},
+	})
+	return &impl{
+		name: "azcore",
+		do: func(ctx context.Context, url string) (int, error) {
+			req, err := azruntime.NewRequest(ctx, http.MethodGet, url)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := pl.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		},
+		sequence: identity,
+		close:    hc.CloseIdleConnections,
+	}
+}
+
+func newFailsafe(base http.RoundTripper) *impl {
+	rp := failsafehttp.NewRetryPolicyBuilder().
+		OnRetryScheduled(func(e failsafe.ExecutionScheduledEvent[*http.Response]) {
+			if r := e.LastResult(); r != nil && r.Body != nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+		}).
+		Build()
+	c := &http.Client{Transport: failsafehttp.NewRoundTripper(base, rp), CheckRedirect: noRedirect}
+	return clientImpl("failsafe", c, identity)
+}
