@@ -39,6 +39,15 @@
 //     mutation: untouched, its delay kept for the next GET.
 //   - A request whose context has a deadline or cancellation of its own
 //     keeps it; the sequence's total is added on top.
+//   - The request limit counts the requests the transport hands to its base.
+//     net/http's Transport itself re-sends a GET when a reused keep-alive
+//     connection fails before any response; such a replay happens beneath
+//     the policy (R15) and is not counted.
+//   - A recovered 429 costs a new connection: its body is closed unread
+//     (R12), and net/http does not reuse a connection whose body was not
+//     read.
+//   - Azure's retry-after-ms and x-ms-retry-after-ms headers are not read:
+//     only Retry-After directs a wait.
 //
 // Example:
 //
