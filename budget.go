@@ -147,8 +147,8 @@ type admission struct {
 // stopped or when this request would break a limit. A GET takes the
 // pending write-429 wait, if any. One lock for all of it, and the clock read
 // only at the first request: this is the hot path. After the first request,
-// the total is enforced by the timer that stops the sequence at its
-// deadline (expire).
+// the total is enforced by the timer that closes the sequence's done
+// channel at its deadline (expire).
 func (b *Budget) admit(clk clock.Clock, inst *instruments, parent context.Context, get bool) (admission, *StopError) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -171,6 +171,11 @@ func (b *Budget) admit(clk clock.Clock, inst *instruments, parent context.Contex
 			}
 		})
 	}
+	select {
+	case <-b.done:
+		return admission{}, b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", nil)
+	default:
+	}
 	if b.requests >= b.maxRequests {
 		return admission{}, b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)
 	}
@@ -192,10 +197,13 @@ func (b *Budget) unadmit() {
 
 // expire runs at the deadline: it stops the sequence and cuts off every
 // request in flight and its body (R3).
+//
+// The stop itself is recorded by the first request it refuses or cuts off:
+// a sequence that had finished before its total ran out keeps a report
+// without a stop.
 func (b *Budget) expire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", nil)
 	close(b.done)
 	for _, c := range b.cancels {
 		c(errTotalExhausted)

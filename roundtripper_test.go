@@ -652,3 +652,24 @@ func TestR10GetBodyFailureStops(t *testing.T) {
 		assert.Len(t, srv.Hits(), 1)
 	})
 }
+
+// R2, R24: a sequence that finished before its total ran out keeps a report
+// without a stop; only a request after the total is refused, and then the
+// report says so.
+func TestR2TotalStopsOnlyWhatItRefuses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200)))
+		b := NewBudget("readback")
+		ctx := WithBudget(context.Background(), b)
+		tr := New(srv)
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		require.NoError(t, err)
+		drain(resp)
+		time.Sleep(61 * time.Second)
+		assert.Equal(t, StopReason(""), b.Report().Stop, "nothing was cut off")
+		_, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
+		assert.Equal(t, StopTotalExhausted, stopReason(err))
+		assert.Equal(t, StopTotalExhausted, b.Report().Stop)
+		assert.Len(t, srv.Hits(), 1)
+	})
+}
