@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -58,6 +60,33 @@ func TestDemoScenarios(t *testing.T) {
 				}
 			}
 		}
+		// What a person reads, and what --json gives a machine.
+		var text strings.Builder
+		run.print(&text)
+		for _, line := range []string{
+			"[2] File inventory of 5 pages: a 429 on page 3 (one wait), another on page 5 (stop)",
+			"STOP   opportunity-used: a 429 came after the sequence's one delay was used",
+			"refused before network access (sequence stopped: opportunity-used)",
+			"readrecovery.wait (2.000s) trigger=read-429 kind=date",
+			`journal status: {"file_batch":{"backoff":{"state":"waiting"`,
+			"every workflow ended as designed (5.0 s)",
+		} {
+			assert.Contains(t, text.String(), line)
+		}
+		assert.NotContains(t, text.String(), "FAIL")
+		raw, err := json.Marshal(run)
+		require.NoError(t, err)
+		var back struct {
+			OK        bool `json:"ok"`
+			Workflows []struct {
+				Name string `json:"name"`
+				OK   bool   `json:"ok"`
+			} `json:"workflows"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &back))
+		assert.True(t, back.OK)
+		assert.Len(t, back.Workflows, 6)
+
 		assert.Equal(t, []string{
 			"search-readback write-429 seconds(1) 1.000/1.000",
 			"file-inventory read-429 seconds(1) 1.000/1.000",
