@@ -48,6 +48,7 @@ type Budget struct {
 	cancels     []context.CancelCauseFunc
 	keptParent  context.Context // the parent of the last request context made
 	keptCtx     context.Context // and that context
+	ownCtx      sequenceContext // the first request context, kept inline
 	requests    int
 	usedDelay   bool
 	pending     *pendingWait // a write 429's wait, taken by the next GET
@@ -229,9 +230,14 @@ func (b *Budget) requestContextLocked(parent context.Context) context.Context {
 	}
 	var ctx context.Context
 	if parent.Done() == nil {
-		// No caller deadline or cancellation: one small allocation and no
-		// timer of its own.
-		ctx = &sequenceContext{Context: parent, b: b}
+		// No caller deadline or cancellation: no timer of its own, and for
+		// the first such parent no allocation either.
+		if b.ownCtx.b == nil {
+			b.ownCtx = sequenceContext{Context: parent, b: b}
+			ctx = &b.ownCtx
+		} else {
+			ctx = &sequenceContext{Context: parent, b: b}
+		}
 	} else {
 		inner, cancel := context.WithCancelCause(parent)
 		ctx = &cutContext{Context: inner, deadline: b.deadline}
