@@ -345,6 +345,21 @@ func pickRetryAfter(r *rand.Rand) fakeserver.RetryAfter {
 // pickReadFault draws the fault of one GET slot, or false for none. A
 // persistent 429 is returned with persistent set: the caller scripts it on
 // every matching request from then on.
+// addReadFault scripts a random read fault (pickReadFault) on route, with
+// the rule options opts gives (drawn after the fault, so the random
+// sequence stays the same); a persistent fault fires on every match.
+func addReadFault(sc *fakeserver.Script, route string, r *rand.Rand, elsewhere string, opts func() []fakeserver.RuleOption) {
+	f, persistent, ok := pickReadFault(r, elsewhere)
+	if !ok {
+		return
+	}
+	o := opts()
+	if persistent {
+		o = append(o, fakeserver.Always())
+	}
+	sc.Add(route, f, o...)
+}
+
 func pickReadFault(r *rand.Rand, elsewhere string) (f fakeserver.Fault, persistent, ok bool) {
 	switch x := r.IntN(100); {
 	case x < 22:
@@ -487,13 +502,9 @@ func (s *soak) runSearch(r *rand.Rand, id int64) {
 		}
 		sc.Add(fakeserver.RouteSearchPut, f, opts...)
 	}
-	if f, persistent, ok := pickReadFault(r, elsewhere); ok {
-		opts := []fakeserver.RuleOption{fakeserver.MatchPath(path), fakeserver.Nth(1 + r.IntN(2))}
-		if persistent {
-			opts = append(opts, fakeserver.Always())
-		}
-		sc.Add(fakeserver.RouteSearchGet, f, opts...)
-	}
+	addReadFault(sc, fakeserver.RouteSearchGet, r, elsewhere, func() []fakeserver.RuleOption {
+		return []fakeserver.RuleOption{fakeserver.MatchPath(path), fakeserver.Nth(1 + r.IntN(2))}
+	})
 	b, maxReq, total := newBudget(r, "search "+name, 4)
 	parent, cancel := s.parent(r, total)
 	defer cancel()
@@ -526,13 +537,9 @@ func (s *soak) runCheckpoint(r *rand.Rand, id int64) {
 	sc := s.blob.Script()
 	for _, n := range names {
 		s.blob.PutBlob("ckpt", dir+"/"+n, fmt.Appendf(nil, `{"checkpoint":%d,"object":%q}`, id, n))
-		if f, persistent, ok := pickReadFault(r, s.blobURL+"/elsewhere-"+dir); ok {
-			opts := []fakeserver.RuleOption{fakeserver.MatchPath(prefix + n), fakeserver.Nth(1)}
-			if persistent {
-				opts = append(opts, fakeserver.Always())
-			}
-			sc.Add(fakeserver.RouteBlobGet, f, opts...)
-		}
+		addReadFault(sc, fakeserver.RouteBlobGet, r, s.blobURL+"/elsewhere-"+dir, func() []fakeserver.RuleOption {
+			return []fakeserver.RuleOption{fakeserver.MatchPath(prefix + n), fakeserver.Nth(1)}
+		})
 	}
 	b, maxReq, total := newBudget(r, "checkpoint "+dir, 4)
 	parent, cancel := s.parent(r, total)
@@ -638,13 +645,9 @@ func (s *soak) runInventory(r *rand.Rand, id int64) {
 	pages := (files + limit - 1) / limit
 	sc := srv.Script()
 	for range 1 + r.IntN(2) {
-		if f, persistent, ok := pickReadFault(r, base+"/elsewhere"); ok {
-			opts := []fakeserver.RuleOption{fakeserver.Nth(1 + r.IntN(pages))}
-			if persistent {
-				opts = append(opts, fakeserver.Always())
-			}
-			sc.Add(fakeserver.RouteFileList, f, opts...)
-		}
+		addReadFault(sc, fakeserver.RouteFileList, r, base+"/elsewhere", func() []fakeserver.RuleOption {
+			return []fakeserver.RuleOption{fakeserver.Nth(1 + r.IntN(pages))}
+		})
 	}
 	b, maxReq, total := newBudget(r, fmt.Sprintf("inventory %06d", id), pages)
 	if long {
