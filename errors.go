@@ -20,6 +20,12 @@ var (
 	// produced by following a redirect (req.Response != nil): the transport
 	// never sends it (R11).
 	ErrRedirectRefused = errors.New("readrecovery: request produced by a redirect refused")
+
+	// ErrReplayRefused is what a [Journal] wraps when it refuses a request
+	// because the upload it names already has its outcome on record (an
+	// acknowledged file is never sent again). The transport stops the
+	// sequence with [StopReplayRefused].
+	ErrReplayRefused = errors.New("readrecovery: upload outcome already recorded, not sent again")
 )
 
 // StopReason says why a sequence stopped. The zero value means it has not.
@@ -38,6 +44,7 @@ const (
 	StopPersistenceFailed StopReason = "persistence-failed"     // the journal could not record the request or its 429
 	StopReceiptFailed     StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
 	StopJournalRestricted StopReason = "journal-restricted"     // the journal's status forbids network access
+	StopReplayRefused     StopReason = "replay-refused"         // the journal refused an upload whose outcome is on record
 	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended during a wait
 	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
 )
