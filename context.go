@@ -27,17 +27,14 @@ func (s *ctxState) clone() *ctxState {
 	return &c
 }
 
-// WithBudget returns a copy of ctx whose requests belong to the sequence of
-// b. Put the same Budget in the context of every request of one sequence:
-// every page of an inventory, every read of one identity. A nil b returns ctx
-// unchanged; a request without a Budget gets no delayed recovery (R5).
-func WithBudget(ctx context.Context, b *Budget) context.Context {
-	if b == nil {
-		return ctx
+// BudgetFrom returns the Budget of the sequence that ctx belongs to, or nil
+// when it has none. Adapters use it to tell which requests the transport
+// owns the 429 of (see the rrazure package of the azure module).
+func BudgetFrom(ctx context.Context) *Budget {
+	if s := stateFrom(ctx); s != nil {
+		return s.budget
 	}
-	s := stateFrom(ctx).clone()
-	s.budget = b
-	return context.WithValue(ctx, stateKey{}, s)
+	return nil
 }
 
 // WithQueueRetry marks the requests of ctx as the File queue-429 upload

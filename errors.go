@@ -21,6 +21,14 @@ var (
 	// never sends it (R11).
 	ErrRedirectRefused = errors.New("readrecovery: request produced by a redirect refused")
 
+	// ErrRequestRefused is the error of one request refused before any
+	// network access while its sequence goes on: a mutation that repeats
+	// one that already met 429 ([StopRepeatRefused]), or an upload whose
+	// outcome its journal already holds ([StopReplayRefused]). The
+	// concrete error is a *StopError; errors.Is(err, ErrSequenceStopped)
+	// is false for it.
+	ErrRequestRefused = errors.New("readrecovery: request refused")
+
 	// ErrReplayRefused is what a [Journal] wraps when it refuses a request
 	// because the upload it names already has its outcome on record (an
 	// acknowledged file is never sent again). The transport stops the
@@ -35,7 +43,7 @@ type StopReason string
 const (
 	StopTotalExhausted    StopReason = "total-exhausted"        // the total time ran out
 	StopRequestsExhausted StopReason = "requests-exhausted"     // the request limit was reached
-	StopOpportunityUsed   StopReason = "opportunity-used"       // a 429 came after the one delay was used
+	StopOpportunityUsed   StopReason = "opportunity-used"       // a 429 came after the sequence's one wait window
 	StopPersistent429     StopReason = "persistent-429"         // the re-sent request met 429 again
 	StopOverlong          StopReason = "overlong-retry-after"   // a valid delay above the wait ceiling
 	StopOversized         StopReason = "oversized-retry-after"  // a Retry-After field over the size bound
@@ -44,9 +52,13 @@ const (
 	StopPersistenceFailed StopReason = "persistence-failed"     // the journal could not record the request or its 429
 	StopReceiptFailed     StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
 	StopJournalRestricted StopReason = "journal-restricted"     // the journal's status forbids network access
-	StopReplayRefused     StopReason = "replay-refused"         // the journal refused an upload whose outcome is on record
-	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended during a wait
-	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
+
+	// Reasons that refuse one request and leave the sequence running
+	// (errors.Is(err, ErrRequestRefused)).
+	StopReplayRefused    StopReason = "replay-refused"    // the journal refused an upload whose outcome is on record
+	StopRepeatRefused    StopReason = "repeat-refused"    // a mutation repeats one that already met 429 in the sequence
+	StopWaitCanceled     StopReason = "wait-canceled"     // the request context ended during a wait
+	StopUnreplayableBody StopReason = "unreplayable-body" // the body of a request to re-send could not be read again
 )
 
 // StopError is the error of a stopped sequence. errors.Is(err,
@@ -96,8 +108,23 @@ func (e *StopError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrSequenceStopped.
-func (e *StopError) Is(target error) bool { return target == ErrSequenceStopped }
+// Is reports whether target is ErrSequenceStopped, or ErrRequestRefused
+// for the reasons that refuse a single request.
+func (e *StopError) Is(target error) bool {
+	switch target {
+	case ErrSequenceStopped:
+		return !e.Reason.refusesOnlyRequest()
+	case ErrRequestRefused:
+		return e.Reason.refusesOnlyRequest()
+	}
+	return false
+}
+
+// refusesOnlyRequest reports whether the reason refuses one request and
+// leaves its sequence running.
+func (r StopReason) refusesOnlyRequest() bool {
+	return r == StopReplayRefused || r == StopRepeatRefused
+}
 
 // Unwrap returns the cause.
 func (e *StopError) Unwrap() error { return e.Err }

@@ -207,7 +207,9 @@ func TestR28WaitSpan(t *testing.T) {
 			otelattr.RequestID:              attribute.StringValue("rid-9"),
 			otelattr.HTTPRequestMethod:      attribute.StringValue("GET"),
 			otelattr.HTTPResponseStatusCode: attribute.IntValue(429),
-			otelattr.ServerAddress:          attribute.StringValue("acct.search.windows.net:443"),
+			otelattr.ServerAddress:          attribute.StringValue("acct.search.windows.net"),
+			otelattr.ServerPort:             attribute.IntValue(443),
+			otelattr.HTTPRequestResendCount: attribute.IntValue(1),
 			otelattr.URLFull:                attribute.StringValue("https://acct.search.windows.net:443/indexes/a"),
 		}
 		assert.Equal(t, want, got)

@@ -154,7 +154,7 @@ func TestR39ReceiptFailureKeepsACK(t *testing.T) {
 	assert.Equal(t, 201, resp.StatusCode)
 	r := b.Report()
 	assert.Equal(t, StopReceiptFailed, r.Stop)
-	assert.Equal(t, &MutationOutcome{Method: "POST", StatusCode: 201, RequestID: "ack-1", Acked: true, Attempt: 1}, r.Mutation)
+	assert.Equal(t, &MutationOutcome{Request: 1, Method: "POST", StatusCode: 201, RequestID: "ack-1", Acked: true, Attempt: 1, Ownership: Owned}, r.Mutation)
 	assert.Equal(t, Owned, r.Ownership)
 	_, err = New(srv).RoundTrip(get(t, ctx, base+"/files"))
 	assert.Equal(t, StopReceiptFailed, stopReason(err))

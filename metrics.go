@@ -35,10 +35,12 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	return &instruments{waits: waits, stops: stops, duration: duration}
 }
 
-func (m *instruments) wait(trigger string, d time.Duration, canceled bool) {
+// wait records one wait with the request's context (its exemplars and
+// baggage).
+func (m *instruments) wait(ctx context.Context, trigger string, d time.Duration, canceled bool) {
 	attrs := metric.WithAttributes(otelattr.WaitTrigger.String(trigger), otelattr.WaitCanceled.Bool(canceled))
-	m.waits.Add(context.Background(), 1, attrs)
-	m.duration.Record(context.Background(), d.Seconds(), attrs)
+	m.waits.Add(ctx, 1, attrs)
+	m.duration.Record(ctx, d.Seconds(), attrs)
 }
 
 func (m *instruments) stop(r StopReason) {

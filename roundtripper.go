@@ -2,7 +2,10 @@ package readrecovery
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -20,11 +23,16 @@ import (
 // within the bounds of each request's [Budget]. Make one with [New] and use
 // it as the Transport of an http.Client, an Azure SDK client's transport, or
 // beneath otelhttp. It is safe for concurrent use.
+//
+// The zero Transport is usable: it sends with http.DefaultTransport, traces
+// with the global tracer provider, records no metrics and does not log.
 type Transport struct {
-	base    http.RoundTripper
-	tracer  trace.Tracer
-	metrics *instruments
-	clock   clock.Clock
+	base      http.RoundTripper
+	tracer    trace.Tracer
+	metrics   *instruments
+	logger    *slog.Logger
+	clock     clock.Clock
+	deadlines deadlines // the totals of the sequences it started
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -33,6 +41,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 type config struct {
 	tracerProvider trace.TracerProvider
 	meterProvider  metric.MeterProvider
+	logger         *slog.Logger
 	clock          clock.Clock
 }
 
@@ -83,7 +92,19 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	})
 }
 
-// withClock replaces the clock and sleeper; tests only (R41).
+// WithLogger makes the transport write one structured record per wait
+// (level Info) and per stop (level Warn) to l, sanitized as spans are: no
+// credential, query string or body. Requests that pass through are not
+// logged. The default (and what a nil l means) is no logging.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// withClock replaces the clock and sleeper; tests only.
 func withClock(clk clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if clk != nil {
@@ -103,12 +124,13 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		base:    base,
 		tracer:  c.tracerProvider.Tracer(otelattr.ScopeName),
 		metrics: newInstruments(c.meterProvider),
+		logger:  c.logger,
 		clock:   c.clock,
 	}
 }
 
 // NewClient returns an http.Client over New(nil, opts...) that returns
-// redirects to the caller instead of following them (R11).
+// redirects to the caller instead of following them.
 func NewClient(opts ...Option) *http.Client {
 	return &http.Client{
 		Transport: New(nil, opts...),
@@ -121,15 +143,36 @@ func NewClient(opts ...Option) *http.Client {
 // CloseIdleConnections closes the idle connections of the base transport,
 // when it has that method (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
 
+func (t *Transport) baseRT() http.RoundTripper {
+	if t.base == nil {
+		return http.DefaultTransport
+	}
+	return t.base
+}
+
+func (t *Transport) clk() clock.Clock {
+	if t.clock == nil {
+		return clock.Real{}
+	}
+	return t.clock
+}
+
+func (t *Transport) tr() trace.Tracer {
+	if t.tracer == nil {
+		return otel.GetTracerProvider().Tracer(otelattr.ScopeName)
+	}
+	return t.tracer
+}
+
 // RoundTrip sends req. A request produced by following a redirect is
-// refused (R11). A request without a Budget or a Journal in its context
-// passes through untouched (R5). Otherwise the policy of the package
-// documentation applies.
+// refused. A request without a Budget or a Journal in its context passes
+// through untouched. Otherwise the policy of the package documentation
+// applies.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Response != nil {
 		closeRequestBody(req)
@@ -137,9 +180,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := stateFrom(req.Context())
 	if s == nil || (s.budget == nil && s.journal == nil) {
-		return t.base.RoundTrip(req)
+		return t.baseRT().RoundTrip(req)
 	}
-	return t.roundTrip(req, s)
+	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
+	return c.roundTrip()
 }
 
 // call is one request's trip through the policy.
@@ -150,81 +194,170 @@ type call struct {
 	s      *ctxState
 	b      *Budget
 	method string
-	// sendCtx is what admit gave: the context to send with.
-	sendCtx context.Context
+	// late is what the policy said when the request was sent: a window
+	// existed then, so a 429 finds the opportunity used.
+	late bool
+	// mutation numbers the request among the sequence's mutations (0: not
+	// a mutation, or no budget).
+	mutation int
 }
 
-func (t *Transport) roundTrip(req *http.Request, s *ctxState) (*http.Response, error) {
-	c := &call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
-	pending, err := c.admitBudget()
-	if err != nil {
-		closeRequestBody(req)
-		return nil, err
-	}
-	// Wait before readback: a write 429's Retry-After delays the next GET
-	// of the sequence (R8). The journal is asked after the wait: the
-	// restriction this GET waited for is its own sequence's.
-	if pending != nil {
-		if err := c.waitPending(pending); err != nil {
-			closeRequestBody(req)
+func (c *call) roundTrip() (*http.Response, error) {
+	if c.b != nil {
+		final := c.s.journal == nil
+		adm := c.b.admitAt(c.t, c.t.clk().Now(), c.req, isMutation(c.method), final)
+		if err := c.follow(adm, final, nil); err != nil {
+			closeRequestBody(c.req)
 			return nil, err
 		}
 	}
-	if err := c.admitJournal(); err != nil {
-		closeRequestBody(req)
-		return nil, err
+	if c.s.journal != nil {
+		if err := c.admitJournal(); err != nil {
+			closeRequestBody(c.req)
+			return nil, err
+		}
 	}
-	return c.sendAndHandle(req, 1, "")
+	return c.send(c.req, 1, "")
 }
 
-// admitBudget checks, before any network access, that the sequence may
-// send one more request (R4). For a GET it returns the pending write-429
-// wait to take first, if any.
-func (c *call) admitBudget() (*pendingWait, error) {
-	if c.b == nil {
-		return nil, nil
+// follow carries out an admission: waits in the window as long as the
+// policy says, and returns the refusal when it refuses. own is the 429 of
+// a request waiting to be re-sent: a refusal then carries its evidence.
+func (c *call) follow(adm admission, final bool, own *waitPlan) error {
+	var span *waitSpan
+	for {
+		switch adm.step {
+		case stepSend:
+			c.late = adm.late
+			c.endWait(span, nil)
+			return nil
+		case stepRefuse:
+			err := c.refusal(adm.err, own)
+			c.endWait(span, err)
+			return err
+		}
+		if span == nil {
+			span = c.startWait(adm.plan, adm.until, own != nil)
+		}
+		if err := c.sleepUntil(adm.until); err != nil {
+			var se *StopError
+			switch {
+			case errors.As(err, &se):
+				err = c.refusal(se, own)
+			case own != nil:
+				// The request's own re-send wait: its context ending stops
+				// the sequence.
+				err = c.stop(StopWaitCanceled, "the request context ended during the wait", own.status, own.requestID, err)
+			}
+			c.endWait(span, err)
+			return err
+		}
+		adm = c.b.proceedAt(c.t.clk().Now(), final)
 	}
-	a, se := c.b.admit(c.t.clock, c.t.metrics, c.ctx, c.method == http.MethodGet)
-	if se != nil {
-		c.event(se)
-		return nil, se
+}
+
+// refusal turns the policy's refusal into the error to return: the stop
+// recorded on the request's span once per sequence, and a re-send's own
+// 429 evidence kept.
+func (c *call) refusal(se *StopError, own *waitPlan) error {
+	c.event(se)
+	if own != nil && (se.StatusCode != own.status || se.RequestID != own.requestID) {
+		cp := *se
+		cp.StatusCode, cp.RequestID = own.status, own.requestID
+		return &cp
 	}
-	c.sendCtx = a.ctx
-	return a.pending, nil
+	return se
+}
+
+// sleepUntil waits until the given time. It ends at once when the
+// sequence stops (with the stop), when its total runs out (total
+// exhausted) or when the request's context ends (with its error). The
+// request's claim is given back in each case.
+func (c *call) sleepUntil(until time.Time) error {
+	clk := c.t.clk()
+	d := until.Sub(clk.Now())
+	if d <= 0 {
+		return nil
+	}
+	wctx, wake := context.WithCancelCause(c.ctx)
+	defer wake(nil)
+	id, ok := c.b.addWaiter(wake)
+	if !ok {
+		c.b.release()
+		return c.b.stopError() // never nil once addWaiter refused
+	}
+	err := clk.Sleep(wctx, d)
+	c.b.removeWaiter(id)
+	if err == nil {
+		return nil
+	}
+	c.b.release()
+	switch { // what ended the wait
+	case context.Cause(wctx) == error(errWokenByStop):
+		return c.b.stopError() // set before the stop woke the wait
+	case c.b.isExpired():
+		return c.b.stopAt(StopTotalExhausted, "the sequence's total time ran out during a wait", 0, "", context.DeadlineExceeded)
+	}
+	return c.ctx.Err()
 }
 
 // admitJournal checks, before any network access, that the journal's
-// status allows the request (R36). A refused request was not sent: it
-// does not count against the sequence.
+// status allows the request.
 func (c *call) admitJournal() error {
-	if c.s.journal == nil {
-		return nil
-	}
-	if err := c.s.journal.Admit(c.ctx, c.t.clock.Now().UTC()); err != nil {
-		if c.b != nil {
-			c.b.unadmit()
-		}
-		return c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
+	if err := c.s.journal.Admit(c.ctx, c.t.clk().Now().UTC()); err != nil {
+		return c.journalRefusal(err, StopJournalRestricted, "the journal's status forbids network access")
 	}
 	return nil
 }
 
-// sendAndHandle sends req (attempt 1, or the one re-send) and applies the
-// policy to what comes back.
-func (c *call) sendAndHandle(req *http.Request, attempt int, resendOf string) (*http.Response, error) {
+// journalRefusal maps a journal's refusal: a replay of an upload on
+// record refuses this request only; the caller's own context ending
+// returns its error (and the sequence's total running out stops it as
+// such); anything else stops the sequence with reason.
+func (c *call) journalRefusal(err error, reason StopReason, detail string) error {
+	if c.b != nil {
+		c.b.release()
+	}
+	switch {
+	case errors.Is(err, ErrReplayRefused):
+		return &StopError{Sequence: c.name(), Reason: StopReplayRefused,
+			Detail: "the journal holds this upload's outcome: it is never sent again", Err: err}
+	case c.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		if c.b != nil && c.b.isExpired() {
+			return c.stop(StopTotalExhausted, "the sequence's total time ran out waiting for the journal", 0, "", err)
+		}
+		return c.ctx.Err()
+	}
+	return c.stop(reason, detail, 0, "", err)
+}
+
+// send sends req (attempt 1, or the one re-send) and applies the policy to
+// what comes back.
+func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Response, error) {
 	var jr JournalRequest
 	if c.s.journal != nil {
 		jr = JournalRequest{Method: c.method, URLDigest: redact.URLDigest(req.URL), Attempt: attempt, ResendOf: resendOf}
 		if err := c.s.journal.Begin(c.ctx, jr); err != nil {
 			closeRequestBody(req)
-			return nil, c.stop(StopPersistenceFailed, "the journal could not record the request before it was sent", 0, "", err)
+			return nil, c.journalRefusal(err, StopPersistenceFailed, "the journal could not record the request before it was sent")
+		}
+		if c.b != nil {
+			// The journal's slot may have taken a while: a window that
+			// opened meanwhile holds this request back too.
+			adm := c.b.proceedAt(c.t.clk().Now(), true)
+			if err := c.follow(adm, true, nil); err != nil {
+				closeRequestBody(req)
+				// Nothing was sent; the journal keeps it as attempted
+				// with an unknown outcome, never as never-attempted.
+				_ = c.s.journal.Complete(c.ctx, jr, JournalOutcome{TransportError: "not sent: " + err.Error()})
+				return nil, err
+			}
 		}
 	}
-	out := req
-	if c.b != nil {
-		out = req.WithContext(c.sendCtx)
+	if c.b != nil && attempt == 1 && isMutation(c.method) {
+		c.mutation = c.b.newMutation()
 	}
-	resp, err := c.t.base.RoundTrip(out)
+	resp, err := c.t.baseRT().RoundTrip(req)
 	if err != nil {
 		return nil, c.onTransportError(jr, attempt, err)
 	}
@@ -235,28 +368,26 @@ func (c *call) sendAndHandle(req *http.Request, attempt int, resendOf string) (*
 }
 
 // onTransportError keeps the evidence of a request that got no response
-// and passes the error through (R15). When the sequence's total ran out
-// during the request, the error is a stop that wraps it (R3).
+// and passes the error through. When the sequence's total ran out during
+// the request, the error is a stop that wraps it.
 func (c *call) onTransportError(jr JournalRequest, attempt int, err error) error {
 	diag := redact.Text(err.Error())
-	if c.b != nil && isMutation(c.method) {
-		c.b.recordMutation(MutationOutcome{Method: c.method, Error: diag, Attempt: attempt})
+	if c.mutation > 0 {
+		c.b.recordMutation(MutationOutcome{Request: c.mutation, Method: c.method, Error: diag, Attempt: attempt})
 	}
 	if c.s.journal != nil {
 		if jerr := c.s.journal.Complete(c.ctx, jr, JournalOutcome{TransportError: diag}); jerr != nil {
 			c.stop(StopPersistenceFailed, "the journal could not record the request's outcome", 0, "", jerr)
 		}
 	}
-	if c.b != nil && c.b.expired() {
-		se, _ := c.b.stopNow(StopTotalExhausted, "the sequence's total time ran out during the request", 0, "", err)
-		c.event(se)
-		return se
+	if c.b != nil && c.b.isExpired() {
+		return c.stop(StopTotalExhausted, "the sequence's total time ran out during the request", 0, "", err)
 	}
 	return err
 }
 
 // onResponse keeps the evidence of a response other than 429 and hands it
-// back untouched (R15, R24, R25, R39).
+// back untouched.
 func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	if c.b != nil {
@@ -267,8 +398,8 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (
 		out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: id, ETag: etagOf(resp.Header, ok)}
 		if err := c.s.journal.Complete(c.ctx, jr, out); err != nil {
 			if ok && isMutation(c.method) {
-				// R39: the ACK goes back to the caller and stays in the
-				// report; further requests stop.
+				// The ACK goes back to the caller and stays in the report;
+				// further requests stop.
 				c.stop(StopReceiptFailed, "the upload was acknowledged but its receipt could not be written", resp.StatusCode, id, err)
 			} else {
 				c.stop(StopPersistenceFailed, "the journal could not record the request's outcome", resp.StatusCode, id, err)
@@ -280,20 +411,22 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (
 
 // record keeps a response's evidence in the budget.
 func (c *call) record(resp *http.Response, attempt int) {
-	if !isMutation(c.method) {
-		c.b.recordRead(resp.StatusCode, resp.Header)
+	if c.mutation == 0 {
+		if c.method == http.MethodGet {
+			c.b.recordRead(resp.StatusCode, resp.Header)
+		}
 		return
 	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	c.b.recordMutation(MutationOutcome{
-		Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
+		Request: c.mutation, Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
 		ETag: etagOf(resp.Header, ok), Acked: ok, Attempt: attempt,
 	})
 }
 
-// on429 applies the recovery policy to a 429 (R7–R14).
+// on429 applies the recovery policy to a 429.
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
-	receivedAt := c.t.clock.Now()
+	receivedAt := c.t.clk().Now()
 	ra, timing, diag := ParseRetryAfter(resp.Header, receivedAt)
 	id := redact.RequestID(resp.Header)
 	if c.b != nil {
@@ -303,218 +436,289 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	if c.s.journal != nil {
 		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, ra, timing)
 		if err != nil {
-			// R38: no wait, no re-send; the original 429 goes back.
+			// Terminal before recovery: no wait, no re-send; the original
+			// 429 goes back.
 			c.stop(StopPersistenceFailed, "the journal could not record the 429", resp.StatusCode, id, err)
 			return resp, nil
 		}
 		event = ev
 	}
 	if c.b == nil {
-		return resp, nil // R5: no budget, no recovery
+		return resp, nil // no budget, no recovery
 	}
-	if attempt > 1 {
-		c.stop(StopPersistent429, "the re-sent request met 429 again", resp.StatusCode, id, nil)
-		return resp, nil
-	}
-	trigger := c.trigger()
-	if trigger == "" {
+	trig := c.trigger()
+	if trig == triggerNone {
 		return resp, nil // not a method the policy recovers (HEAD, OPTIONS, ...)
 	}
-	if !c.b.claimDelay() {
-		c.stop(StopOpportunityUsed, "a 429 came after the sequence's one delay was used", resp.StatusCode, id, nil)
-		return resp, nil
+	host, port := hostPort(c.req)
+	in := in429{
+		trigger: trig, attempt: attempt, late: c.late, received: receivedAt,
+		plan: waitPlan{
+			trigger: trig, ra: ra, timing: timing, diagnostic: diag, requestID: id,
+			status: resp.StatusCode, method: c.method, host: host, port: port, url: redact.URL(c.req.URL),
+		},
 	}
-	delay, ok := c.plan(ra, timing, resp.StatusCode, id)
-	if !ok {
-		return resp, nil
+	in.delay, in.refuse, in.detail = c.plan(ra, timing)
+	if isMutation(c.method) {
+		if k, ok := repeatKeyOf(c.req); ok {
+			in.repeat = &k
+		}
 	}
-	until := receivedAt.Add(delay)
-	if !until.Before(c.b.deadlineAt()) {
-		c.stop(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", resp.StatusCode, id, nil)
-		return resp, nil
+	d := c.b.on429At(receivedAt, in)
+	if d.err != nil {
+		c.event(d.err)
+		return resp, nil // not recovered: the 429 goes back untouched
 	}
-	w := waitPlan{
-		trigger: trigger, until: until, ra: ra, timing: timing, requestID: id,
-		diagnostic: diag, status: resp.StatusCode, host: c.req.URL.Host, url: redact.URL(c.req.URL),
+	if !d.resend {
+		return resp, nil // a write 429: its delay holds the sequence's other requests
 	}
-	if trigger == otelattr.TriggerWrite429 {
-		// R8: the 429 goes back untouched; the next GET waits first.
-		c.b.setPending(&pendingWait{until: until, ra: ra, timing: timing, diagnostic: diag,
-			requestID: id, method: c.method, status: resp.StatusCode, host: w.host, url: w.url})
-		return resp, nil
+	// Close the 429 body unread before the wait; a failed close blocks
+	// recovery.
+	if resp.Body != nil {
+		if err := resp.Body.Close(); err != nil {
+			c.b.release()
+			return nil, c.stop(StopCleanupFailed, "closing the 429 response body failed: "+redact.Text(err.Error()), resp.StatusCode, id, nil)
+		}
 	}
-	if c.b.requestsLeft() < 1 {
-		c.stop(StopRequestsExhausted, "no request is left for the re-send", resp.StatusCode, id, nil)
-		return resp, nil
-	}
-	// R12: close the 429 body unread before the wait; a failed close
-	// blocks recovery.
-	if err := resp.Body.Close(); err != nil {
-		return nil, c.stop(StopCleanupFailed, "closing the 429 response body failed: "+redact.Text(err.Error()), resp.StatusCode, id, nil)
-	}
-	if err := c.wait(w); err != nil {
+	return c.resend(in.plan, d.until, event)
+}
+
+// resend waits until the re-send's not-before (and the window's end), then
+// sends the same request once more.
+func (c *call) resend(own waitPlan, until time.Time, event string) (*http.Response, error) {
+	own.eventDigest = event
+	final := c.s.journal == nil
+	adm := admission{step: stepWait, until: until, plan: own}
+	if err := c.follow(adm, final, &own); err != nil {
 		return nil, err
 	}
-	if _, err := c.admitBudget(); err != nil {
-		return nil, err
-	}
-	if err := c.admitJournal(); err != nil {
-		return nil, err
+	if c.s.journal != nil {
+		if err := c.admitJournal(); err != nil {
+			return nil, c.withOwn(err, &own)
+		}
 	}
 	again := c.req
 	if c.req.Body != nil && c.req.Body != http.NoBody {
-		// R10: the same request, with the same body, once. (trigger made
-		// sure GetBody is there.)
+		// The same request, with the same body, once. (trigger made sure
+		// GetBody is there.)
 		body, err := c.req.GetBody()
 		if err != nil {
-			return nil, c.stop(StopUnreplayableBody, "the request body could not be read again", resp.StatusCode, id, nil)
+			if final {
+				c.b.unsend()
+			} else {
+				c.b.release()
+			}
+			return nil, c.stop(StopUnreplayableBody, "the request body could not be read again", own.status, own.requestID, nil)
 		}
 		again = c.req.Clone(c.ctx)
 		again.Body = body
 	}
-	return c.sendAndHandle(again, 2, event)
+	return c.send(again, 2, event)
+}
+
+// withOwn adds a re-send's own 429 evidence to a stop error.
+func (c *call) withOwn(err error, own *waitPlan) error {
+	var se *StopError
+	if errors.As(err, &se) && se.StatusCode == 0 {
+		cp := *se
+		cp.StatusCode, cp.RequestID = own.status, own.requestID
+		return &cp
+	}
+	return err
 }
 
 // trigger says how the policy treats a 429 of this request: a GET is
-// re-sent (read-429), a marked replayable upload is re-sent
-// (queue-429), any other mutation keeps its delay for the next GET
-// (write-429). "" means the policy leaves it alone.
-func (c *call) trigger() string {
+// re-sent (read-429), a marked replayable upload is re-sent (queue-429),
+// any other mutation keeps its delay for the sequence's other requests
+// (write-429). triggerNone means the policy leaves it alone.
+func (c *call) trigger() trigger {
 	switch {
 	case c.method == http.MethodGet:
 		if c.req.Body != nil && c.req.Body != http.NoBody && c.req.GetBody == nil {
-			return "" // a GET whose body cannot be sent again
+			return triggerNone // a GET whose body cannot be sent again
 		}
-		return otelattr.TriggerRead429
+		return triggerRead429
 	case isMutation(c.method):
 		if c.s.queueRetry && c.req.GetBody != nil {
-			return otelattr.TriggerQueue429
+			return triggerQueue429
 		}
-		return otelattr.TriggerWrite429
-	default:
-		return ""
+		return triggerWrite429
 	}
+	return triggerNone
 }
 
-// plan turns a parsed Retry-After into the wait, or stops the sequence when
-// it must not be waited: oversized (R21), unrepresentable or overlong
-// (R22), above the budget's wait ceiling (R14).
-func (c *call) plan(ra RetryAfter, timing *RetryAfterTiming, status int, id string) (time.Duration, bool) {
+// plan turns a parsed Retry-After into the delay, or says why it must not
+// be waited: oversized, unrepresentable or overlong, above the budget's
+// wait ceiling.
+func (c *call) plan(ra RetryAfter, timing *RetryAfterTiming) (time.Duration, StopReason, string) {
+	_, _, maxWait := c.b.limits()
 	switch {
 	case ra.Kind == RetryAfterOversized:
-		c.stop(StopOversized, "the Retry-After field is longer than the size bound", status, id, nil)
-		return 0, false
+		return 0, StopOversized, "the Retry-After field is longer than the size bound"
 	case timing == nil:
-		c.stop(StopOverlong, "the Retry-After delay is not representable", status, id, nil)
-		return 0, false
+		return 0, StopOverlong, "the Retry-After delay is not representable"
 	case ra.Kind == RetryAfterOverlong:
-		c.stop(StopOverlong, "the Retry-After delay is above the 30 s ceiling", status, id, nil)
-		return 0, false
+		return 0, StopOverlong, "the Retry-After delay is above the " + strconv.Itoa(int(MaxServerWait/time.Second)) + " s ceiling"
 	}
 	delay := time.Duration(timing.ServerDelaySeconds) * time.Second
-	if delay > c.b.maxWait {
-		c.stop(StopOverlong, "the Retry-After delay is above the sequence's wait ceiling", status, id, nil)
-		return 0, false
+	if delay > maxWait {
+		return 0, StopOverlong, "the Retry-After delay is above the sequence's wait ceiling"
 	}
-	return delay, true
+	return delay, "", ""
 }
 
-// waitPlan is one wait to take.
-type waitPlan struct {
-	trigger    string
-	until      time.Time
-	ra         RetryAfter
-	timing     *RetryAfterTiming
-	diagnostic string
-	requestID  string
-	status     int
-	method     string
-	host, url  string
+// waitSpan is one wait in progress: its span and what it records.
+type waitSpan struct {
+	span    trace.Span
+	ctx     context.Context
+	start   time.Time
+	planned time.Duration
+	plan    waitPlan
+	resend  bool
 }
 
-// waitPending takes a write 429's wait before a GET is sent.
-func (c *call) waitPending(p *pendingWait) error {
-	return c.wait(waitPlan{
-		trigger: otelattr.TriggerWrite429, until: p.until, ra: p.ra, timing: p.timing,
-		diagnostic: p.diagnostic, requestID: p.requestID, status: p.status, method: p.method, host: p.host, url: p.url,
-	})
-}
-
-// wait sleeps until w.until in a span of its own, ending early only when
-// the request context ends (R14, R28).
-func (c *call) wait(w waitPlan) error {
-	start := c.t.clock.Now()
-	planned := max(w.until.Sub(start), 0)
-	method := w.method
-	if method == "" {
-		method = c.method
-	}
+// startWait opens the span of a wait until until.
+func (c *call) startWait(p waitPlan, until time.Time, resend bool) *waitSpan {
+	start := c.t.clk().Now()
+	planned := max(until.Sub(start), 0)
 	var delay int64
-	if w.timing != nil {
-		delay = w.timing.ServerDelaySeconds
+	if p.timing != nil {
+		delay = p.timing.ServerDelaySeconds
 	}
-	ctx, span := c.t.tracer.Start(c.ctx, otelattr.WaitSpanName,
+	port, _ := strconv.Atoi(p.port)
+	ctx, span := c.t.tr().Start(c.ctx, otelattr.WaitSpanName,
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(start),
 		trace.WithAttributes(otelattr.Wait(otelattr.WaitInfo{
-			Sequence: c.b.name, Trigger: w.trigger,
-			RetryAfterKind: string(w.ra.Kind), RetryAfterValue: w.ra.Value,
+			Sequence: c.name(), Trigger: p.trigger.String(),
+			RetryAfterKind: string(p.ra.Kind), RetryAfterValue: p.ra.Value,
 			ServerDelaySeconds: delay, PlannedSeconds: planned.Seconds(),
-			RequestID: w.requestID, Method: method, StatusCode: w.status,
-			ServerAddress: w.host, URL: w.url,
+			RequestID: p.requestID, StatusCode: p.status, CauseMethod: p.method,
+			Method: c.method, Resend: resend,
+			ServerAddress: p.host, ServerPort: port, URL: p.url,
+			FloorMs: p.floorMs, EventDigest: p.eventDigest,
 		})...))
-	err := c.t.clock.Sleep(ctx, planned)
-	end := c.t.clock.Now()
-	c.b.recordWait(WaitRecord{
-		Trigger: w.trigger, RetryAfter: w.ra, Timing: w.timing, Planned: planned,
-		Actual: end.Sub(start), RequestID: w.requestID, Canceled: err != nil,
-		Diagnostic: w.diagnostic,
-	})
-	c.t.metrics.wait(w.trigger, end.Sub(start), err != nil)
-	if err != nil {
-		span.SetStatus(codes.Error, "wait canceled")
-		span.SetAttributes(otelattr.ErrorType.String(errorType(err)))
-		span.End(trace.WithTimestamp(end))
-		return c.stop(StopWaitCanceled, "the request context ended during the wait", w.status, w.requestID, err)
+	return &waitSpan{span: span, ctx: ctx, start: start, planned: planned, plan: p, resend: resend}
+}
+
+// endWait closes a wait's span and records it: in the report, the metrics
+// and the log. err is what ended it early, or nil.
+func (c *call) endWait(w *waitSpan, err error) {
+	if w == nil {
+		return
 	}
-	span.End(trace.WithTimestamp(end))
-	return nil
+	end := c.t.clk().Now()
+	actual := end.Sub(w.start)
+	canceled := err != nil
+	c.b.recordWait(WaitRecord{
+		Trigger: w.plan.trigger.String(), Resend: w.resend, Method: c.method,
+		RetryAfter: w.plan.ra, Timing: w.plan.timing, Planned: w.planned,
+		Actual: actual, RequestID: w.plan.requestID, Canceled: canceled,
+		Diagnostic: w.plan.diagnostic,
+	})
+	if c.t.metrics != nil {
+		c.t.metrics.wait(c.ctx, w.plan.trigger.String(), actual, canceled)
+	}
+	if canceled {
+		w.span.SetStatus(codes.Error, "wait ended early")
+		w.span.SetAttributes(otelattr.ErrorType.String(errorType(err)))
+	}
+	w.span.End(trace.WithTimestamp(end))
+	if l := c.t.logger; l != nil {
+		l.LogAttrs(c.ctx, slog.LevelInfo, "readrecovery: wait",
+			slog.String("sequence", c.name()),
+			slog.String("trigger", w.plan.trigger.String()),
+			slog.String("method", c.method),
+			slog.Bool("resend", w.resend),
+			slog.String("retry_after_kind", string(w.plan.ra.Kind)),
+			slog.Int64("retry_after_value", w.plan.ra.Value),
+			slog.Float64("planned_seconds", w.planned.Seconds()),
+			slog.Float64("actual_seconds", actual.Seconds()),
+			slog.Int64("floor_ms", w.plan.floorMs),
+			slog.String("request_id", w.plan.requestID),
+			slog.String("server_address", w.plan.host),
+			slog.String("url", w.plan.url),
+			slog.Bool("canceled", canceled))
+	}
 }
 
 func errorType(err error) string {
-	switch err {
-	case context.Canceled:
+	var se *StopError
+	switch {
+	case errors.As(err, &se):
+		return string(se.Reason)
+	case errors.Is(err, context.Canceled):
 		return "context.Canceled"
-	case context.DeadlineExceeded:
+	case errors.Is(err, context.DeadlineExceeded):
 		return "context.DeadlineExceeded"
 	}
 	return "error"
 }
 
 // stop stops the sequence (or, without a budget, describes the journal's
-// refusal), records the stop event on the request's span, and returns the
-// error to hand back.
+// refusal), records the stop on the request's span, and returns the error
+// to hand back.
 func (c *call) stop(r StopReason, detail string, status int, id string, cause error) *StopError {
 	if c.b == nil {
 		return &StopError{Reason: r, Detail: detail, StatusCode: status, RequestID: id, Err: cause}
 	}
-	se, _ := c.b.stopNow(r, detail, status, id, cause)
+	se := c.b.stopAt(r, detail, status, id, cause)
 	c.event(se)
 	return se
 }
 
-// event records the sequence's stop as an event on the request's span,
-// once per sequence (R29).
-func (c *call) event(se *StopError) {
-	if c.b == nil || !c.b.takeStopEvent() {
+// event records the sequence's stop, once per sequence: an event on the
+// request's span, or on a short span of its own when the request's
+// context has no recording span; and a log record.
+func (c *call) event(_ *StopError) {
+	if c.b == nil {
 		return
 	}
+	se, sent, ok := c.b.takeStopEvent()
+	if !ok {
+		return
+	}
+	attrs := otelattr.Stop(c.b.name, string(se.Reason), se.Detail, sent)
 	span := trace.SpanFromContext(c.ctx)
-	if !span.IsRecording() {
-		return
+	if span.IsRecording() {
+		span.AddEvent(otelattr.StopEventName, trace.WithAttributes(attrs...))
+	} else {
+		_, own := c.t.tr().Start(c.ctx, otelattr.StopSpanName, trace.WithSpanKind(trace.SpanKindInternal))
+		own.AddEvent(otelattr.StopEventName, trace.WithAttributes(attrs...))
+		own.SetStatus(codes.Error, string(se.Reason))
+		own.End()
 	}
-	span.AddEvent(otelattr.StopEventName, trace.WithAttributes(
-		otelattr.Stop(c.b.name, string(se.Reason), se.Detail, c.b.sent())...))
+	if l := c.t.logger; l != nil {
+		l.LogAttrs(c.ctx, slog.LevelWarn, "readrecovery: sequence stopped",
+			slog.String("sequence", c.b.name),
+			slog.String("reason", string(se.Reason)),
+			slog.String("detail", se.Detail),
+			slog.Int("status", se.StatusCode),
+			slog.String("request_id", se.RequestID),
+			slog.Int("requests", sent))
+	}
+}
+
+func (c *call) name() string {
+	if c.b == nil {
+		return ""
+	}
+	return c.b.name
+}
+
+// hostPort returns the request's host name without the port, and the port
+// (the scheme's default when the URL has none).
+func hostPort(req *http.Request) (string, string) {
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		switch req.URL.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return host, port
 }
 
 func methodOf(req *http.Request) string {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -225,7 +226,7 @@ func TestR8WaitBeforeReadback(t *testing.T) {
 		assert.Equal(t, RetryAfter{Kind: RetryAfterSeconds, Value: 3}, r.WaitLog[0].RetryAfter)
 		assert.Equal(t, 2*time.Second, r.WaitLog[0].Planned)
 		assert.Equal(t, "put-1", r.WaitLog[0].RequestID)
-		assert.Equal(t, &MutationOutcome{Method: "PUT", StatusCode: 429, RequestID: "put-1", Attempt: 1}, r.Mutation)
+		assert.Equal(t, &MutationOutcome{Request: 1, Method: "PUT", StatusCode: 429, RequestID: "put-1", Attempt: 1, Ownership: Observed}, r.Mutation)
 		assert.Equal(t, Observed, r.Ownership, "R25: a GET that finds the object after a write 429 observes it")
 		// The opportunity is used: a later GET 429 stops.
 		resp, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
@@ -233,8 +234,9 @@ func TestR8WaitBeforeReadback(t *testing.T) {
 		assert.Equal(t, 429, resp.StatusCode)
 		assert.Equal(t, StopOpportunityUsed, b.Report().Stop)
 		spans := rec.Ended()
-		require.Len(t, spans, 1)
+		require.Len(t, spans, 2)
 		assert.Equal(t, "readrecovery.wait", spans[0].Name())
+		assert.Equal(t, "readrecovery.stop", spans[1].Name(), "R51: with no span in the context, the stop gets a span of its own")
 	})
 }
 
@@ -323,7 +325,11 @@ func TestR10QueueRetryRoute(t *testing.T) {
 		assert.Equal(t, 2*time.Second, hits[1].At.Sub(hits[0].At))
 		r := b.Report()
 		assert.Equal(t, "queue-429", r.WaitLog[0].Trigger)
-		assert.Equal(t, &MutationOutcome{Method: "POST", StatusCode: 201, RequestID: "up", Acked: true, Attempt: 2}, r.Mutation)
+		assert.Equal(t, []MutationOutcome{
+			{Request: 1, Method: "POST", StatusCode: 429, RequestID: "q1", Attempt: 1, Ownership: Owned},
+			{Request: 1, Method: "POST", StatusCode: 201, RequestID: "up", Acked: true, Attempt: 2, Ownership: Owned},
+		}, r.Mutations, "R46: the re-send's outcome belongs to its own original request")
+		assert.Equal(t, &r.Mutations[1], r.Mutation)
 		assert.Equal(t, Owned, r.Ownership)
 	})
 	t.Run("without GetBody", func(t *testing.T) {
@@ -453,7 +459,7 @@ func TestR13UnrecoveredBodyUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
 		b := NewBudget("s")
-		b.usedDelay = true
+		b.seq.win = &window{} // the sequence already had its window
 		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
 		require.NoError(t, err)
 		tb := resp.Body.(*trackedBody)
@@ -482,8 +488,10 @@ func TestR14CancelEndsWait(t *testing.T) {
 		assert.True(t, r.WaitLog[0].Canceled)
 		assert.Equal(t, 3*time.Second, r.WaitLog[0].Actual)
 		spans := rec.Ended()
-		require.Len(t, spans, 1)
-		assert.Equal(t, "Error", spans[0].Status().Code.String(), "R28: a cancelled wait ends with status Error")
+		require.Len(t, spans, 2)
+		assert.Equal(t, "readrecovery.stop", spans[0].Name())
+		assert.Equal(t, "readrecovery.wait", spans[1].Name())
+		assert.Equal(t, "Error", spans[1].Status().Code.String(), "R28: a cancelled wait ends with status Error")
 	})
 }
 
@@ -595,32 +603,57 @@ func TestR16NonRetriable(t *testing.T) {
 	assert.True(t, errors.As(&refusedError{}, &nr))
 }
 
-// R6 (per sequence): concurrent pages of one sequence take at most one wait.
-func TestR6ConcurrentPagesShareOneOpportunity(t *testing.T) {
+// R43 (per sequence): 20 concurrent pages all meet 429: each joins the one
+// window the first opened, and each is re-sent once, when it ends.
+func TestR43ConcurrentPagesJoinOneWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		allInFlight := make(chan struct{})
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			if n > 20 {
+				return reply(200)(req), nil
+			}
+			if n == 20 {
+				close(allInFlight)
+			}
+			<-allInFlight // the 20 first requests are in flight together
 			return reply(429, "Retry-After", "1")(req), nil
 		})
 		tr := New(srv)
 		b := NewBudget("s")
 		ctx := WithBudget(context.Background(), b)
-		done := make(chan struct{})
+		start := time.Now()
+		var wg sync.WaitGroup
+		statuses := make(chan int, 20)
 		for range 20 {
-			go func() {
-				defer func() { done <- struct{}{} }()
+			wg.Go(func() {
 				resp, err := tr.RoundTrip(get(t, ctx, base+"/x"))
-				if err == nil {
+				if assert.NoError(t, err) {
+					statuses <- resp.StatusCode
 					drain(resp)
 				}
-			}()
+			})
 		}
-		for range 20 {
-			<-done
+		wg.Wait()
+		close(statuses)
+		for s := range statuses {
+			assert.Equal(t, 200, s)
+		}
+		hits := srv.Hits()
+		require.Len(t, hits, 40)
+		for i, h := range hits {
+			want := time.Duration(0)
+			if i >= 20 {
+				want = time.Second
+			}
+			assert.Equal(t, want, h.At.Sub(start), "hit %d", i)
 		}
 		r := b.Report()
-		assert.Equal(t, 1, r.Waits)
-		assert.LessOrEqual(t, len(srv.Hits()), 21)
-		assert.NotEqual(t, StopReason(""), r.Stop)
+		assert.Equal(t, 20, r.Waits)
+		assert.Equal(t, 40, r.Requests)
+		require.NotNil(t, r.Window)
+		assert.Equal(t, 19, r.Window.Joined)
+		assert.Equal(t, time.Second, r.Window.Length)
+		assert.Equal(t, StopReason(""), r.Stop)
 	})
 }
 

@@ -14,8 +14,13 @@ import (
 const (
 	// WaitSpanName names the span of one server-directed wait (SPEC R28).
 	WaitSpanName = "readrecovery.wait"
-	// StopEventName names the span event recorded when a sequence stops (R29).
+	// StopEventName names the span event recorded when a sequence stops
+	// (SPEC R29). With no recording span in the request's context, the
+	// event goes on a short span of its own, named StopSpanName.
 	StopEventName = "readrecovery.stop"
+	// StopSpanName names the span that carries a stop event when the
+	// request's context has no recording span (SPEC R51).
+	StopSpanName = "readrecovery.stop"
 	// WaitsMetric counts waits (attributes: readrecovery.wait.trigger,
 	// readrecovery.wait.canceled).
 	WaitsMetric = "readrecovery.waits"
@@ -33,6 +38,7 @@ const (
 	HTTPRequestMethod      = attribute.Key("http.request.method")
 	HTTPResponseStatusCode = attribute.Key("http.response.status_code")
 	ServerAddress          = attribute.Key("server.address")
+	ServerPort             = attribute.Key("server.port")
 	URLFull                = attribute.Key("url.full")
 	HTTPRequestResendCount = attribute.Key("http.request.resend_count")
 	ErrorType              = attribute.Key("error.type")
@@ -48,11 +54,13 @@ const (
 	StopDetail             = attribute.Key("readrecovery.stop.detail")
 	SequenceRequests       = attribute.Key("readrecovery.sequence.requests")
 	JournalEventDigest     = attribute.Key("readrecovery.journal.event_digest")
+	WaitCauseMethod        = attribute.Key("readrecovery.wait.cause_method")
+	RetryAfterFloorMs      = attribute.Key("readrecovery.retry_after.floor_ms")
 )
 
 // Wait triggers: what caused a wait.
 const (
-	TriggerWrite429 = "write-429" // a mutation met 429; the next GET waits first
+	TriggerWrite429 = "write-429" // a mutation met 429; the sequence's other requests wait first
 	TriggerRead429  = "read-429"  // a GET met 429 and is re-sent once after the wait
 	TriggerQueue429 = "queue-429" // a marked File upload met 429 and is re-sent once
 )
@@ -66,20 +74,39 @@ type WaitInfo struct {
 	RetryAfterValue    int64
 	ServerDelaySeconds int64
 	PlannedSeconds     float64
-	RequestID          string
-	Method             string
-	StatusCode         int
-	ServerAddress      string
-	URL                string
+	// RequestID and StatusCode are those of the 429 that set the wait's
+	// end; CauseMethod the method of its request when it is not Method
+	// (a readback waiting after a PUT's 429).
+	RequestID   string
+	StatusCode  int
+	CauseMethod string
+	// Method is the method of the request that waits; Resend is true when
+	// it waits to be sent again after its own 429.
+	Method        string
+	Resend        bool
+	ServerAddress string // host name, without the port
+	ServerPort    int    // 0: not recorded
+	URL           string
+	// FloorMs is an Azure millisecond floor (retry-after-ms) that made
+	// the wait longer than Retry-After alone; 0: none.
+	FloorMs int64
+	// EventDigest is the journal entry that allowed a queue-429 re-send.
+	EventDigest string
 }
 
 // Wait returns the attributes of a wait span: readrecovery.sequence.name,
 // readrecovery.wait.trigger, readrecovery.retry_after.kind,
 // readrecovery.retry_after.value, readrecovery.retry_after.server_delay_seconds,
 // readrecovery.wait.planned_seconds, readrecovery.request_id,
-// http.request.method, http.response.status_code, server.address and url.full.
+// http.request.method, http.response.status_code, server.address and
+// url.full; server.port when known; http.request.resend_count (1) for a
+// re-send's wait; readrecovery.wait.cause_method when the 429 was another
+// method's; readrecovery.retry_after.floor_ms when a floor applied;
+// readrecovery.journal.event_digest when a journal entry allowed the
+// re-send.
 func Wait(w WaitInfo) []attribute.KeyValue {
-	return []attribute.KeyValue{
+	kv := make([]attribute.KeyValue, 0, 16)
+	kv = append(kv,
 		SequenceName.String(w.Sequence),
 		WaitTrigger.String(w.Trigger),
 		RetryAfterKind.String(w.RetryAfterKind),
@@ -91,7 +118,23 @@ func Wait(w WaitInfo) []attribute.KeyValue {
 		HTTPResponseStatusCode.Int(w.StatusCode),
 		ServerAddress.String(w.ServerAddress),
 		URLFull.String(w.URL),
+	)
+	if w.ServerPort > 0 {
+		kv = append(kv, ServerPort.Int(w.ServerPort))
 	}
+	if w.Resend {
+		kv = append(kv, HTTPRequestResendCount.Int(1))
+	}
+	if w.CauseMethod != "" && w.CauseMethod != w.Method {
+		kv = append(kv, WaitCauseMethod.String(w.CauseMethod))
+	}
+	if w.FloorMs > 0 {
+		kv = append(kv, RetryAfterFloorMs.Int64(w.FloorMs))
+	}
+	if w.EventDigest != "" {
+		kv = append(kv, JournalEventDigest.String(w.EventDigest))
+	}
+	return kv
 }
 
 // Stop returns the attributes of a stop event: readrecovery.sequence.name,

@@ -1,0 +1,287 @@
+package readrecovery
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"github.com/readrecovery/readrecovery/internal/clock"
+)
+
+// This file owns a sequence's total: the context that WithBudget returns,
+// which ends when the total runs out, and the transport's one timer that
+// ends them all.
+//
+// How the cut-off works, and why it costs nothing per request:
+//
+//   - WithBudget derives one standard cancelable context from the caller's
+//     (context.WithCancelCause) and wraps it in budgetContext, which only
+//     adds the budget's state as a value and the sequence's deadline. Every
+//     request of the sequence is made with a descendant of it, so the
+//     transport sends requests as they are: no request copy, no context
+//     per request.
+//   - Because the context is a standard one underneath, the contexts that
+//     net/http and azcore derive per request register with it directly:
+//     no goroutine per request (a context of a foreign type would cost
+//     one).
+//   - At its first request a sequence enters the transport's deadline heap:
+//     one runtime timer for all sequences of the transport, not one per
+//     sequence. The heap holds the budget weakly, so a finished sequence
+//     that its caller dropped is freed at once; what stays until its
+//     deadline is one small entry.
+
+// errTotalExhausted is the cause with which the total cuts off the
+// sequence's contexts; their Err is then context.DeadlineExceeded, as for
+// a deadline.
+var errTotalExhausted = context.DeadlineExceeded
+
+// WithBudget returns a copy of ctx whose requests belong to the sequence of
+// b. Put the same Budget in the context of every request of one sequence:
+// every page of an inventory, every read of one identity. A nil b returns
+// ctx unchanged; a request without a Budget gets no delayed recovery.
+//
+// The returned context ends when the sequence's total runs out (its
+// deadline, from the sequence's first request, is then its Deadline): a
+// request or a body read still running then is cut off. Use it for the
+// requests of the sequence; call WithBudget once per sequence rather than
+// once per request. Like context.WithCancel, a context made from a
+// cancelable ctx is released when ctx ends or the total runs out.
+func WithBudget(ctx context.Context, b *Budget) context.Context {
+	if b == nil {
+		return ctx
+	}
+	s := stateFrom(ctx).clone()
+	s.budget = b
+	inner, cancel := context.WithCancelCause(ctx)
+	b.addCut(cancel, ctx.Done() != nil)
+	return &budgetContext{Context: inner, s: s, b: b}
+}
+
+// budgetContext is the context of a sequence: a standard cancelable context
+// (cut off when the total runs out) with the package's state as a value.
+type budgetContext struct {
+	context.Context // from context.WithCancelCause: standard, so children register with it
+	s               *ctxState
+	b               *Budget
+}
+
+func (c *budgetContext) Value(key any) any {
+	if key == (stateKey{}) {
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
+// Deadline is the earlier of the parent's deadline and the sequence's (once
+// its first request started its clock).
+func (c *budgetContext) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if n := c.b.cut.deadline.Load(); n != 0 {
+		if sd := time.Unix(0, n); !ok || sd.Before(d) {
+			return sd, true
+		}
+	}
+	return d, ok
+}
+
+// Err is context.DeadlineExceeded when the total cut the context off.
+func (c *budgetContext) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == errTotalExhausted {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (c *budgetContext) String() string { return "readrecovery.WithBudget(" + c.b.name + ")" }
+
+// cutoff holds what a sequence's total cuts off; guarded by Budget.mu but
+// for deadline, read by budgetContext.Deadline without the lock.
+type cutoff struct {
+	deadline atomic.Int64 // unix nanoseconds; 0 before the first request
+	// own are the cancel functions of contexts made from a parent without
+	// cancellation: nothing else refers to them, so they go with the
+	// Budget.
+	own []context.CancelCauseFunc
+	// parents are those of contexts made from a cancelable parent, which
+	// refers to them until they are canceled: the deadline entry holds
+	// them too, so that they are released at the deadline even when the
+	// Budget is gone.
+	parents *cutList
+	entry   *deadlineEntry
+	d       *deadlines
+}
+
+// cutList is a set of cancel functions that the deadline entry may outlive
+// the Budget with.
+type cutList struct {
+	mu   sync.Mutex
+	fns  []context.CancelCauseFunc
+	done bool
+}
+
+func (l *cutList) add(f context.CancelCauseFunc) {
+	l.mu.Lock()
+	if l.done {
+		l.mu.Unlock()
+		f(errTotalExhausted)
+		return
+	}
+	l.fns = append(l.fns, f)
+	l.mu.Unlock()
+}
+
+func (l *cutList) cancelAll() {
+	l.mu.Lock()
+	fns := l.fns
+	l.fns, l.done = nil, true
+	l.mu.Unlock()
+	for _, f := range fns {
+		f(errTotalExhausted)
+	}
+}
+
+// addCut registers the cancel function of a context WithBudget made.
+func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
+	b.mu.Lock()
+	if b.seq.expired {
+		b.mu.Unlock()
+		cancel(errTotalExhausted)
+		return
+	}
+	if !cancelableParent {
+		b.cut.own = append(b.cut.own, cancel)
+		b.mu.Unlock()
+		return
+	}
+	if b.cut.parents == nil {
+		b.cut.parents = &cutList{}
+		if e := b.cut.entry; e != nil {
+			b.cut.d.setCuts(e, b.cut.parents)
+		}
+	}
+	l := b.cut.parents
+	b.mu.Unlock()
+	l.add(cancel)
+}
+
+// setDeadline starts the cut-off at the sequence's first request; b.mu is
+// held.
+func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.Time) {
+	c.deadline.Store(at.UnixNano())
+	c.d = d
+	c.entry = &deadlineEntry{at: at, b: weak.Make(b), cuts: c.parents}
+	d.add(clk, c.entry)
+}
+
+// expire runs when the sequence's total runs out: it cuts off every request
+// in flight and its body. The stop itself is recorded by the first request
+// it refuses or cuts off: a sequence that had finished before its total
+// ran out keeps a report without a stop.
+func (b *Budget) expire() {
+	b.mu.Lock()
+	b.seq.expired = true
+	own, parents := b.cut.own, b.cut.parents
+	b.cut.own = nil
+	b.mu.Unlock()
+	for _, f := range own {
+		f(errTotalExhausted)
+	}
+	if parents != nil {
+		parents.cancelAll()
+	}
+}
+
+// deadlines is a transport's deadline heap: the totals of its sequences
+// behind one runtime timer. The zero value is ready to use.
+type deadlines struct {
+	mu      sync.Mutex
+	h       deadlineHeap
+	armedAt time.Time // the time the timer is set for; zero when unset
+	stop    func() bool
+}
+
+// deadlineEntry is one sequence's deadline. It holds the Budget weakly.
+type deadlineEntry struct {
+	at   time.Time
+	b    weak.Pointer[Budget]
+	cuts *cutList
+	i    int
+}
+
+func (d *deadlines) add(clk clock.Clock, e *deadlineEntry) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	heap.Push(&d.h, e)
+	d.armLocked(clk)
+}
+
+func (d *deadlines) setCuts(e *deadlineEntry, l *cutList) {
+	d.mu.Lock()
+	e.cuts = l
+	d.mu.Unlock()
+}
+
+// armLocked sets the timer for the earliest deadline, unless it is set
+// for it already.
+func (d *deadlines) armLocked(clk clock.Clock) {
+	if len(d.h) == 0 {
+		return
+	}
+	next := d.h[0].at
+	if !d.armedAt.IsZero() && !next.Before(d.armedAt) {
+		return
+	}
+	if d.stop != nil {
+		d.stop()
+	}
+	d.armedAt = next
+	d.stop = clk.AfterFunc(next.Sub(clk.Now()), func() { d.fire(clk) })
+}
+
+// fire ends every sequence whose deadline has come, and sets the timer for
+// the next one.
+func (d *deadlines) fire(clk clock.Clock) {
+	now := clk.Now()
+	var due []*deadlineEntry
+	d.mu.Lock()
+	for len(d.h) > 0 && !d.h[0].at.After(now) {
+		due = append(due, heap.Pop(&d.h).(*deadlineEntry))
+	}
+	d.armedAt, d.stop = time.Time{}, nil
+	d.armLocked(clk)
+	d.mu.Unlock()
+	for _, e := range due {
+		if b := e.b.Value(); b != nil {
+			b.expire()
+		} else if e.cuts != nil {
+			e.cuts.cancelAll()
+		}
+	}
+}
+
+// deadlineHeap orders entries by deadline (container/heap).
+type deadlineHeap []*deadlineEntry
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].i, h[j].i = i, j
+}
+func (h *deadlineHeap) Push(x any) {
+	e := x.(*deadlineEntry)
+	e.i = len(*h)
+	*h = append(*h, e)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	n := len(old)
+	e := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	return e
+}

@@ -1,0 +1,389 @@
+package readrecovery
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/readrecovery/readrecovery/otelattr"
+)
+
+// This file is the policy's state machine: every decision about a request
+// of a sequence (may it be sent now, must it wait for the window, what does
+// its 429 do) is taken here, under the Budget's one lock, at a time the
+// caller passes in (the ...At(now) style of golang.org/x/time/rate). The
+// transport (roundtripper.go) acts on the decisions; it never changes the
+// sequence's state itself.
+
+// sequence is the policy's state of one Budget, guarded by Budget.mu.
+type sequence struct {
+	started  bool
+	expired  bool // the total ran out (the deadline timer fired)
+	deadline time.Time
+
+	// claimed counts the requests admitted and not given back: sent,
+	// waiting to be sent, or re-sends reserved by a 429 decision. It is
+	// what the request limit holds against, so the limit stays exact
+	// however many requests run at once. sent counts the requests handed
+	// to the network (Report.Requests).
+	claimed int
+	sent    int
+
+	win  *window // the sequence's one wait window, nil before it opens
+	stop *StopError
+
+	stopEvented bool                               // the stop was recorded on a span
+	waiters     map[uint64]context.CancelCauseFunc // waits a stop ends at once
+	nextWaiter  uint64
+	repeats     []repeatKey // mutations that met 429 (the repeat guard)
+}
+
+// window is the sequence's one wait window: no request of the sequence is
+// sent from its opening until until (the server's not-before time T).
+type window struct {
+	opened time.Time
+	until  time.Time
+	plan   waitPlan // the 429 that set until: what the waits record
+}
+
+// trigger is what opened a window; the policy compares these, and only the
+// edges (spans, metrics, reports) turn them into otelattr values.
+type trigger uint8
+
+const (
+	triggerNone trigger = iota
+	triggerRead429
+	triggerQueue429
+	triggerWrite429
+)
+
+// String returns the trigger's attribute value ("read-429", ...).
+func (t trigger) String() string {
+	switch t {
+	case triggerRead429:
+		return otelattr.TriggerRead429
+	case triggerQueue429:
+		return otelattr.TriggerQueue429
+	case triggerWrite429:
+		return otelattr.TriggerWrite429
+	}
+	return ""
+}
+
+// waitPlan is what a wait records about the 429 that set its end.
+type waitPlan struct {
+	trigger    trigger
+	ra         RetryAfter
+	timing     *RetryAfterTiming
+	floorMs    int64 // an Azure millisecond floor that applied, or 0
+	diagnostic string
+	requestID  string
+	status     int
+	method     string
+	host, port string
+	url        string
+	// eventDigest is the journal entry that allowed a queue-429 re-send.
+	eventDigest string
+}
+
+// repeatKey identifies a mutation for the repeat guard: the same method,
+// URL and x-ms-client-request-id (the ID azcore keeps across its own tries).
+type repeatKey struct{ method, url, clientRequestID string }
+
+// step is what the policy tells the transport to do with a request.
+type step uint8
+
+const (
+	stepSend   step = iota // send it now
+	stepWait               // wait until the step's time, then ask again
+	stepRefuse             // do not send it: the step's error says why
+)
+
+// admission is the policy's answer for a request about to be sent.
+type admission struct {
+	step  step
+	until time.Time  // stepWait: the window's end
+	plan  waitPlan   // stepWait: what the wait records
+	err   *StopError // stepRefuse
+	// late is true when the request was sent while the sequence had a
+	// window (waiting in it, or after it): its 429 then finds the
+	// opportunity used. A request sent before the window opened was in
+	// flight with the 429 that opened it, and its own 429 joins.
+	late bool
+}
+
+// startLocked starts the sequence's clock at its first request and
+// registers its deadline with the transport's shared deadline timer.
+func (b *Budget) startLocked(t *Transport, now time.Time) {
+	_, total, _ := b.limits()
+	b.seq.started = true
+	b.seq.deadline = now.Add(total)
+	b.ins = t.metrics
+	b.cut.setDeadline(b, &t.deadlines, t.clk(), b.seq.deadline)
+}
+
+// admitAt claims one request of the sequence at now. With final, a request
+// that may go is counted as sent; without it (a journaled request, which
+// asks its journal first), the transport calls proceedAt again just before
+// sending.
+func (b *Budget) admitAt(t *Transport, now time.Time, req *http.Request, mutation, final bool) admission {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seq.stop != nil {
+		return admission{step: stepRefuse, err: b.seq.stop}
+	}
+	if !b.seq.started {
+		b.startLocked(t, now)
+	}
+	if b.seq.expired {
+		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
+	}
+	if mutation && len(b.seq.repeats) > 0 {
+		if k, ok := repeatKeyOf(req); ok {
+			for _, r := range b.seq.repeats {
+				if r == k {
+					return admission{step: stepRefuse, err: &StopError{Sequence: b.name, Reason: StopRepeatRefused,
+						Detail: "this mutation already met 429 in the sequence; it is never sent again"}}
+				}
+			}
+		}
+	}
+	maxRequests, _, _ := b.limits()
+	if b.seq.claimed >= maxRequests {
+		return admission{step: stepRefuse, err: b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)}
+	}
+	b.seq.claimed++
+	return b.windowCheckLocked(now, final)
+}
+
+// proceedAt asks again for a request already admitted: after its wait, or
+// (a journaled request) once its journal allowed it. A refused request
+// gives its claim back.
+func (b *Budget) proceedAt(now time.Time, final bool) admission {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seq.stop != nil {
+		b.seq.claimed--
+		return admission{step: stepRefuse, err: b.seq.stop}
+	}
+	if b.seq.expired {
+		b.seq.claimed--
+		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
+	}
+	return b.windowCheckLocked(now, final)
+}
+
+// windowCheckLocked holds a request back until the window's end, or lets
+// it go (counting it as sent when final).
+func (b *Budget) windowCheckLocked(now time.Time, final bool) admission {
+	if w := b.seq.win; w != nil && now.Before(w.until) {
+		return admission{step: stepWait, until: w.until, plan: w.plan}
+	}
+	if final {
+		b.seq.sent++
+	}
+	return admission{step: stepSend, late: b.seq.win != nil}
+}
+
+// unsend takes back a request counted as sent that was not sent after all
+// (its body could not be read again).
+func (b *Budget) unsend() {
+	b.mu.Lock()
+	b.seq.claimed--
+	b.seq.sent--
+	b.mu.Unlock()
+}
+
+// release gives back the claim of a request that was admitted but not
+// sent (its journal refused it, its context ended).
+func (b *Budget) release() {
+	b.mu.Lock()
+	b.seq.claimed--
+	b.mu.Unlock()
+}
+
+// in429 is what the policy needs to know of a 429.
+type in429 struct {
+	trigger  trigger   // what the request's 429 does (never triggerNone)
+	attempt  int       // 2 for a re-send
+	late     bool      // the request was sent while the sequence had a window
+	received time.Time // when the 429 arrived
+	delay    time.Duration
+	// refuse is set when the delay must not be waited (oversized,
+	// unrepresentable, overlong, above the wait ceiling).
+	refuse StopReason
+	detail string
+	plan   waitPlan
+	repeat *repeatKey // a mutation's key for the repeat guard
+}
+
+// decision is the policy's answer to a 429.
+type decision struct {
+	resend bool      // wait until until, then re-send (the claim is held)
+	until  time.Time // the re-send's not-before
+	err    *StopError
+}
+
+// on429At decides a 429 at now. Without resend, the 429 goes back to the
+// caller untouched; err says when the sequence stopped because of it.
+func (b *Budget) on429At(now time.Time, in in429) decision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if in.repeat != nil {
+		b.seq.repeats = append(b.seq.repeats, *in.repeat)
+	}
+	st, id := in.plan.status, in.plan.requestID
+	switch {
+	case b.seq.stop != nil:
+		return decision{err: b.seq.stop}
+	case in.attempt > 1:
+		return decision{err: b.stopLocked(StopPersistent429, "the re-sent request met 429 again", st, id, nil)}
+	case in.late:
+		return decision{err: b.stopLocked(StopOpportunityUsed, "a 429 came after the sequence's one wait window: its one opportunity to wait is used", st, id, nil)}
+	case in.refuse != "":
+		return decision{err: b.stopLocked(in.refuse, in.detail, st, id, nil)}
+	}
+	notBefore := in.received.Add(in.delay)
+	resend := in.trigger != triggerWrite429
+	maxRequests, _, _ := b.limits()
+	w := b.seq.win
+	if w == nil {
+		if !notBefore.Before(b.seq.deadline) {
+			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
+		}
+		if resend && b.seq.claimed >= maxRequests {
+			return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
+		}
+		b.seq.win = &window{opened: in.received, until: notBefore, plan: in.plan}
+		b.ev.window = &WindowRecord{
+			Trigger: in.plan.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
+			RequestID: id, Length: notBefore.Sub(in.received),
+		}
+		if !resend {
+			return decision{}
+		}
+		b.seq.claimed++
+		return decision{resend: true, until: notBefore}
+	}
+	// A request sent before the window opened: its 429 joins the window.
+	b.ev.window.Joined++
+	until := w.until
+	if notBefore.After(until) {
+		until = notBefore
+	}
+	if notBefore.After(w.until) {
+		if !notBefore.Before(b.seq.deadline) {
+			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
+		}
+		if now.Before(w.until) {
+			// The window is still open: its end moves out to this
+			// request's own not-before, for every request of the sequence.
+			w.until, w.plan = notBefore, in.plan
+			b.ev.window.Extended++
+			b.ev.window.Length = notBefore.Sub(w.opened)
+		}
+	}
+	if !resend {
+		return decision{}
+	}
+	if b.seq.claimed >= maxRequests {
+		return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
+	}
+	b.seq.claimed++
+	return decision{resend: true, until: until}
+}
+
+// stopAt stops the sequence (if it is not already) and returns the error
+// to hand back, carrying this request's status, ID and cause.
+func (b *Budget) stopAt(r StopReason, detail string, status int, requestID string, cause error) *StopError {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first := b.seq.stop == nil
+	se := b.stopLocked(r, detail, status, requestID, cause)
+	if first {
+		return se
+	}
+	return &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+}
+
+// stopLocked records the first stop of the sequence, wakes every request
+// waiting in its window (they end with the stop error before any network
+// access), and returns the stop.
+func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID string, cause error) *StopError {
+	if b.seq.stop != nil {
+		return b.seq.stop
+	}
+	b.seq.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+	if b.ins != nil {
+		b.ins.stop(r)
+	}
+	for id, wake := range b.seq.waiters {
+		wake(errWokenByStop)
+		delete(b.seq.waiters, id)
+	}
+	return b.seq.stop
+}
+
+// errWokenByStop is the cause with which a stop ends the waits of its
+// sequence.
+var errWokenByStop = &StopError{Reason: "woken"}
+
+// addWaiter registers a wait that a stop ends; false when the sequence has
+// stopped already.
+func (b *Budget) addWaiter(wake context.CancelCauseFunc) (uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seq.stop != nil {
+		return 0, false
+	}
+	if b.seq.waiters == nil {
+		b.seq.waiters = make(map[uint64]context.CancelCauseFunc)
+	}
+	b.seq.nextWaiter++
+	b.seq.waiters[b.seq.nextWaiter] = wake
+	return b.seq.nextWaiter, true
+}
+
+func (b *Budget) removeWaiter(id uint64) {
+	b.mu.Lock()
+	delete(b.seq.waiters, id)
+	b.mu.Unlock()
+}
+
+// stopError returns the sequence's stop as an error; call it only when the
+// sequence has stopped.
+func (b *Budget) stopError() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq.stop
+}
+
+// isExpired reports whether the sequence's total has run out.
+func (b *Budget) isExpired() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq.expired
+}
+
+// takeStopEvent reports, once, that the sequence's stop has not yet been
+// recorded on a span.
+func (b *Budget) takeStopEvent() (*StopError, int, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seq.stop == nil || b.seq.stopEvented {
+		return nil, 0, false
+	}
+	b.seq.stopEvented = true
+	return b.seq.stop, b.seq.sent, true
+}
+
+// repeatKeyOf returns a mutation's repeat-guard key; false when the request
+// has no x-ms-client-request-id (then a retry cannot be told from a new
+// request, and the guard does not refuse it).
+func repeatKeyOf(req *http.Request) (repeatKey, bool) {
+	id := req.Header.Get("x-ms-client-request-id")
+	if id == "" {
+		return repeatKey{}, false
+	}
+	return repeatKey{method: req.Method, url: req.URL.String(), clientRequestID: id}, true
+}
