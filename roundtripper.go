@@ -203,6 +203,12 @@ type call struct {
 }
 
 func (c *call) roundTrip() (*http.Response, error) {
+	if err := c.ctx.Err(); err != nil && (c.b == nil || !c.b.isExpired()) {
+		// Nothing to send for a caller that has given up; the sequence
+		// goes on. (A context the total ended is the policy's to refuse.)
+		closeRequestBody(c.req)
+		return nil, err
+	}
 	if c.b != nil {
 		final := c.s.journal == nil
 		adm := c.b.admitAt(c.t, c.t.clk().Now(), c.req, isMutation(c.method), final)
