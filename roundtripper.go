@@ -211,7 +211,7 @@ func (c *call) roundTrip() (*http.Response, error) {
 	}
 	if c.b != nil {
 		final := c.s.journal == nil
-		adm := c.b.admitAt(c.t, c.t.clk().Now(), c.req, isMutation(c.method), final)
+		adm := c.b.admitAt(c.t, &lazyNow{clk: c.t.clk()}, c.req, isMutation(c.method), final)
 		if err := c.follow(adm, final, nil); err != nil {
 			closeRequestBody(c.req)
 			return nil, err
@@ -258,7 +258,7 @@ func (c *call) follow(adm admission, final bool, own *waitPlan) error {
 			c.endWait(span, err)
 			return err
 		}
-		adm = c.b.proceedAt(c.t.clk().Now(), final)
+		adm = c.b.proceedAt(&lazyNow{clk: c.t.clk()}, final)
 	}
 }
 
@@ -350,7 +350,7 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 		if c.b != nil {
 			// The journal's slot may have taken a while: a window that
 			// opened meanwhile holds this request back too.
-			adm := c.b.proceedAt(c.t.clk().Now(), true)
+			adm := c.b.proceedAt(&lazyNow{clk: c.t.clk()}, true)
 			if err := c.follow(adm, true, nil); err != nil {
 				closeRequestBody(req)
 				// Nothing was sent; the journal keeps it as attempted

@@ -3,6 +3,7 @@ package readrecovery
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"testing"
 )
 
@@ -86,4 +87,38 @@ func BenchmarkRoundTripPassThrough(b *testing.B) {
 			rt.RoundTrip(r)
 		}
 	})
+}
+
+// BenchmarkFinishedSequences measures what 200,000 finished one-request
+// sequences leave behind while their totals would still run: live heap per
+// sequence after a GC, and the runtime timers (one for the transport, not
+// one per sequence). The caller drops each Budget once its request is done.
+func BenchmarkFinishedSequences(b *testing.B) {
+	const sequences = 200_000
+	req, _ := http.NewRequest(http.MethodGet, "https://acct.blob.core.windows.net/c/blob", nil)
+	for b.Loop() {
+		rt := New(newOK())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range sequences {
+			resp, _ := rt.RoundTrip(req.WithContext(WithBudget(context.Background(), NewBudget("bench"))))
+			resp.Body.Close()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/sequences, "live-B/seq")
+		rt.deadlines.mu.Lock()
+		b.ReportMetric(float64(len(rt.deadlines.h)), "entries")
+		b.ReportMetric(float64(boolInt(rt.deadlines.stop != nil)), "timers")
+		rt.deadlines.mu.Unlock()
+		runtime.KeepAlive(rt)
+	}
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }

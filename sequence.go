@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
@@ -112,6 +113,22 @@ type admission struct {
 	late bool
 }
 
+// lazyNow reads the clock once, and only when a decision needs the time:
+// most admissions (no window, sequence already started) do not, and the
+// clock is the costliest part of them on some virtual machines.
+type lazyNow struct {
+	clk clock.Clock
+	t   time.Time
+	ok  bool
+}
+
+func (n *lazyNow) get() time.Time {
+	if !n.ok {
+		n.t, n.ok = n.clk.Now(), true
+	}
+	return n.t
+}
+
 // startLocked starts the sequence's clock at its first request and
 // registers its deadline with the transport's shared deadline timer.
 func (b *Budget) startLocked(t *Transport, now time.Time) {
@@ -126,14 +143,14 @@ func (b *Budget) startLocked(t *Transport, now time.Time) {
 // that may go is counted as sent; without it (a journaled request, which
 // asks its journal first), the transport calls proceedAt again just before
 // sending.
-func (b *Budget) admitAt(t *Transport, now time.Time, req *http.Request, mutation, final bool) admission {
+func (b *Budget) admitAt(t *Transport, now *lazyNow, req *http.Request, mutation, final bool) admission {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seq.stop != nil {
 		return admission{step: stepRefuse, err: b.seq.stop}
 	}
 	if !b.seq.started {
-		b.startLocked(t, now)
+		b.startLocked(t, now.get())
 	}
 	if b.seq.expired {
 		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
@@ -159,7 +176,7 @@ func (b *Budget) admitAt(t *Transport, now time.Time, req *http.Request, mutatio
 // proceedAt asks again for a request already admitted: after its wait, or
 // (a journaled request) once its journal allowed it. A refused request
 // gives its claim back.
-func (b *Budget) proceedAt(now time.Time, final bool) admission {
+func (b *Budget) proceedAt(now *lazyNow, final bool) admission {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seq.stop != nil {
@@ -175,8 +192,8 @@ func (b *Budget) proceedAt(now time.Time, final bool) admission {
 
 // windowCheckLocked holds a request back until the window's end, or lets
 // it go (counting it as sent when final).
-func (b *Budget) windowCheckLocked(now time.Time, final bool) admission {
-	if w := b.seq.win; w != nil && now.Before(w.until) {
+func (b *Budget) windowCheckLocked(now *lazyNow, final bool) admission {
+	if w := b.seq.win; w != nil && now.get().Before(w.until) {
 		return admission{step: stepWait, until: w.until, plan: w.plan}
 	}
 	if final {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -109,6 +110,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	}
 
 	proxy, _ := url.Parse(r.proxyURL)
+	proxyPort, _ := strconv.Atoi(proxy.Port())
 	led := r.ledger()
 	idOf := func(method, path string) string { // the request ID of the first 429 of path
 		for _, q := range led {
@@ -153,10 +155,18 @@ func TestTracesOverOTLP(t *testing.T) {
 				string(otelattr.RetryAfterValue):        int64(1),
 				string(otelattr.ServerDelaySeconds):     int64(1),
 				string(otelattr.RequestID):              idOf(tc.method, tc.path),
-				string(otelattr.HTTPRequestMethod):      tc.method,
+				string(otelattr.HTTPRequestMethod):      "GET", // the request that waited
 				string(otelattr.HTTPResponseStatusCode): int64(429),
-				string(otelattr.ServerAddress):          proxy.Host,
+				string(otelattr.ServerAddress):          proxy.Hostname(),
+				string(otelattr.ServerPort):             int64(proxyPort),
 				string(otelattr.URLFull):                r.proxyURL + tc.path, // no query, no userinfo
+			}
+			if tc.method != "GET" {
+				// A readback waiting after a PUT's 429 says which method
+				// met it.
+				want[string(otelattr.WaitCauseMethod)] = tc.method
+			} else {
+				want[string(otelattr.HTTPRequestResendCount)] = int64(1)
 			}
 			for k, v := range want {
 				if w.Attrs[k] != v {
