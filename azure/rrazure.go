@@ -13,7 +13,8 @@
 //   - The transport becomes an http.Client over [readrecovery.New]: 429 on
 //     reads is recovered within each request's [readrecovery.Budget] (one
 //     delay per sequence, GET only), and redirects are returned to the
-//     caller, never followed.
+//     caller, never followed. Its errors name the request URL without its
+//     query, so a SAS signature never ends up in an error message.
 //   - Who retries a 429 depends on the request (R47): readrecovery decides
 //     the 429 of a GET whose context carries a Budget (re-sent once, inside
 //     one azcore try) and of every PUT, POST, PATCH and DELETE (never
@@ -50,12 +51,14 @@ package rrazure
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
 // azcoreDefaultStatusCodes are the status codes azcore's retry policy
@@ -88,7 +91,8 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 }
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
-// returns redirects instead of following them, and o.Retry becomes
+// returns redirects instead of following them (and whose errors name the
+// request URL without its query), and o.Retry becomes
 // [RetryOptions](o.Retry). Every other field of o is kept. Set o.Retry
 // before Apply: its StatusCodes and ShouldRetry are read once, here. A nil
 // t means readrecovery.New(nil). A nil o does nothing.
@@ -99,13 +103,28 @@ func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if t == nil {
 		t = readrecovery.New(nil)
 	}
-	o.Transport = &http.Client{
+	o.Transport = transporter{c: &http.Client{
 		Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
-	}
+	}}
 	o.Retry = RetryOptions(o.Retry)
+}
+
+// transporter is the policy.Transporter of [Apply]: an http.Client whose
+// errors do not carry the request's query. http.Client wraps every error
+// of its transport in a *url.Error with the whole URL, a SAS signature
+// included; transporter keeps the *url.Error (Op, Err, Timeout) and names
+// the URL as scheme://host/path.
+type transporter struct{ c *http.Client }
+
+func (t transporter) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.c.Do(req)
+	if ue, ok := err.(*url.Error); ok {
+		return resp, &url.Error{Op: ue.Op, URL: redact.URL(req.URL), Err: ue.Err}
+	}
+	return resp, err
 }
 
 // RetryOptions returns o with a ShouldRetry that leaves to readrecovery the

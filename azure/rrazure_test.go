@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,15 +61,66 @@ func TestClientOptions(t *testing.T) {
 	if o.Retry.ShouldRetry == nil {
 		t.Fatal("ShouldRetry is nil: azcore would retry every 429, a PUT's included")
 	}
-	c, ok := o.Transport.(*http.Client)
-	if !ok {
-		t.Fatalf("Transport is %T, want *http.Client", o.Transport)
+	// The transport is readrecovery's (TestGet429ResentByReadrecovery: a
+	// GET re-sent inside one azcore try) and returns redirects
+	// (TestRedirectReturned).
+	if o.Transport == nil {
+		t.Fatal("Transport is nil: azcore would use its own")
 	}
-	if _, ok := c.Transport.(*readrecovery.Transport); !ok {
-		t.Fatalf("Transport.Transport is %T, want *readrecovery.Transport", c.Transport)
+}
+
+// TestErrorsCarryNoQuery: http.Client puts the whole request URL in its
+// *url.Error; through rrazure the error names scheme://host/path only, so
+// a SAS signature never reaches an error message, and the error is still
+// what it was for errors.Is, errors.As and azcore's NonRetriable check.
+func TestErrorsCarryNoQuery(t *testing.T) {
+	const sas = "sv=2024-11-04&sp=r&sig=c2VjcmV0LXNpZ25hdHVyZQ%3D%3D"
+	const target = "https://account.blob.example/c/b"
+	t.Run("a stop error", func(t *testing.T) {
+		var tries atomic.Int32
+		base := &scripted{status: http.StatusOK}
+		var o policy.ClientOptions
+		rrazure.Apply(&o, readrecovery.New(base))
+		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+		pl := newPipeline(o)
+		ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("sas", readrecovery.MaxRequests(1)))
+		resp, err := send(ctx, pl, http.MethodGet, target+"?"+sas, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tries.Store(0)
+		_, err = send(ctx, pl, http.MethodGet, target+"?"+sas, nil)
+		assertNoQuery(t, err, target)
+		if !errors.Is(err, readrecovery.ErrSequenceStopped) {
+			t.Fatalf("err = %v, want ErrSequenceStopped", err)
+		}
+		if n := tries.Load(); n != 1 {
+			t.Fatalf("azcore made %d tries, want 1: the stop must stay NonRetriable", n)
+		}
+	})
+	t.Run("a transport error", func(t *testing.T) {
+		var o policy.ClientOptions
+		o.Retry.MaxRetries = -1 // one try
+		rrazure.Apply(&o, readrecovery.New(&scripted{err: errReset}))
+		_, err := send(context.Background(), newPipeline(o), http.MethodPut, target+"?"+sas, []byte("x"))
+		assertNoQuery(t, err, target)
+		if !errors.Is(err, errReset) {
+			t.Fatalf("err = %v, want the base's error", err)
+		}
+	})
+}
+
+func assertNoQuery(t *testing.T, err error, target string) {
+	t.Helper()
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.URL != target {
+		t.Fatalf("err = %v, want a *url.Error naming %s", err, target)
 	}
-	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
-		t.Fatal("CheckRedirect does not return http.ErrUseLastResponse: redirects would be followed")
+	for _, secret := range []string{"sig=", "c2VjcmV0LXNpZ25hdHVyZQ", "sv=", "?"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("the error %q carries %q", err, secret)
+		}
 	}
 }
 
