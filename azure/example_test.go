@@ -2,7 +2,6 @@ package rrazure_test
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
@@ -16,19 +15,19 @@ import (
 //		&azblob.ClientOptions{ClientOptions: rrazure.ClientOptions()})
 func ExampleClientOptions() {
 	o := rrazure.ClientOptions()
-	fmt.Println("azcore retries:", o.Retry.StatusCodes)
-	_, isClient := o.Transport.(*http.Client)
-	fmt.Println("transport is an http.Client:", isClient)
+	fmt.Println("status codes:", o.Retry.StatusCodes, "(azcore's defaults)")
+	fmt.Println("429 ownership decided by ShouldRetry:", o.Retry.ShouldRetry != nil)
 	// Output:
-	// azcore retries: [408 500 502 503 504]
-	// transport is an http.Client: true
+	// status codes: [] (azcore's defaults)
+	// 429 ownership decided by ShouldRetry: true
 }
 
-// Apply keeps the caller's other options and takes 429 out of its own
-// status codes.
+// Apply keeps the caller's retry options for what readrecovery does not
+// own: here a HEAD or a GET without a Budget that meets 429 or 503 is
+// retried up to 5 times by azcore; a PUT that meets 429 is sent once.
 func ExampleApply() {
 	o := policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 5, StatusCodes: []int{429, 503}}}
 	rrazure.Apply(&o, readrecovery.New(nil))
 	fmt.Println(o.Retry.MaxRetries, o.Retry.StatusCodes)
-	// Output: 5 [503]
+	// Output: 5 [429 503]
 }

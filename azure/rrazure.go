@@ -13,29 +13,31 @@
 //   - The transport becomes an http.Client over [readrecovery.New]: 429 on
 //     reads is recovered within each request's [readrecovery.Budget] (one
 //     delay per sequence, GET only), and redirects are returned to the
-//     caller, never followed.
-//   - 429 leaves azcore's retry status codes. By default azcore's retry
-//     policy retries 408, 429, 500, 502, 503 and 504 for every method, a PUT
-//     or POST included: a throttled index creation or file upload would be
-//     sent again up to three times, whatever its outcome was. With 429 taken
-//     out, a mutation that met 429 goes back to the caller as azcore's
-//     *azcore.ResponseError after exactly one send, and only readrecovery
-//     decides about 429 (a GET re-sent once; a mutation's Retry-After kept
-//     for the next GET of its sequence).
+//     caller, never followed. Its errors name the request URL without its
+//     query, so a SAS signature never ends up in an error message.
+//   - Who retries a 429 depends on the request (R47): readrecovery decides
+//     the 429 of a GET whose context carries a Budget (re-sent once, inside
+//     one azcore try) and of every PUT, POST, PATCH and DELETE (never
+//     re-sent by azcore, with or without a Budget); azcore's retry policy
+//     keeps every other 429: a GET without a Budget, HEAD, OPTIONS. By
+//     default azcore retries 408, 429, 500, 502, 503 and 504 for every
+//     method, a PUT or POST included: a throttled index creation or file
+//     upload would be sent again up to three times, whatever its outcome
+//     was. rrazure installs a [policy.RetryOptions.ShouldRetry] (see
+//     [RetryOptions]) that answers "no" for the 429s readrecovery owns and
+//     otherwise decides as azcore would with the caller's options.
 //   - Everything else stays azcore's: 408 and 5xx are still retried by
 //     azcore's policy with its delays, as are transport errors. The
 //     transport's own stop errors (readrecovery.ErrSequenceStopped, a refused
 //     redirect) are NonRetriable, so azcore does not retry them either.
 //
-// A request without a Budget in its context passes through readrecovery
-// untouched: its 429 is returned to the caller at once (azcore no longer
-// retries it). Put a Budget in the context of every call of a sequence:
+// Put a Budget in the context of every call of a sequence:
 //
 //	ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("checkpoint"))
 //
 // A per-call [policy.WithRetryOptions] replaces the client's retry options
-// as a whole: a caller that uses it must take 429 out itself, with
-// [RetryStatusCodes].
+// as a whole, ShouldRetry included: pass it [RetryOptions](o) to keep the
+// same ownership for that call.
 //
 // The base transport of [ClientOptions] is go-cleanhttp's pooled transport,
 // not azcore's default http.Client (which adds HTTP/2 health-check pings and
@@ -49,21 +51,25 @@ package rrazure
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// defaultRetryStatusCodes are azcore's default retry status codes without
-// 429. azcore's own list (408, 429, 500, 502, 503, 504) is in setDefaults of
-// sdk/azcore/runtime/policy_retry.go and documented on
+// azcoreDefaultStatusCodes are the status codes azcore's retry policy
+// retries when policy.RetryOptions.StatusCodes is nil: setDefaults in
+// sdk/azcore/runtime/policy_retry.go, documented on
 // policy.RetryOptions.StatusCodes (sdk/azcore/policy/policy.go), checked at
-// azcore v1.24.0; TestDefaultsMatchAzcore probes the azcore this module
+// azcore v1.24.0. TestDefaultsMatchAzcore probes the azcore this module
 // builds with, so a change there fails the tests.
-var defaultRetryStatusCodes = []int{
+var azcoreDefaultStatusCodes = []int{
 	http.StatusRequestTimeout,      // 408
+	http.StatusTooManyRequests,     // 429
 	http.StatusInternalServerError, // 500
 	http.StatusBadGateway,          // 502
 	http.StatusServiceUnavailable,  // 503
@@ -72,10 +78,12 @@ var defaultRetryStatusCodes = []int{
 
 // ClientOptions returns azcore client options whose transport is
 // readrecovery.New(nil, opts...) (go-cleanhttp's pooled transport beneath)
-// behind an http.Client that returns redirects, and whose retry policy keeps
-// azcore's defaults except for 429 (see [RetryStatusCodes]). Set other
-// fields on the result as usual; to use another base transport (such as
-// otelhttp.NewTransport), call [Apply] instead.
+// behind an http.Client that returns redirects, and whose retry options are
+// [RetryOptions] of azcore's defaults. To set retry options of your own
+// (StatusCodes, ShouldRetry) or another base transport (such as
+// otelhttp.NewTransport), fill a policy.ClientOptions and call [Apply]:
+// StatusCodes set on the result of ClientOptions have no effect, since
+// azcore consults ShouldRetry instead.
 func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 	var o policy.ClientOptions
 	Apply(&o, readrecovery.New(nil, opts...))
@@ -83,11 +91,11 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 }
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
-// returns redirects instead of following them, o.Retry.StatusCodes loses
-// 429 ([RetryStatusCodes]; nil becomes azcore's defaults without 429), and a
-// caller's o.Retry.ShouldRetry, which azcore consults instead of the status
-// codes, is wrapped so that it is never asked about a 429. Every other field
-// of o is kept. A nil t means readrecovery.New(nil). A nil o does nothing.
+// returns redirects instead of following them (and whose errors name the
+// request URL without its query), and o.Retry becomes
+// [RetryOptions](o.Retry). Every other field of o is kept. Set o.Retry
+// before Apply: its StatusCodes and ShouldRetry are read once, here. A nil
+// t means readrecovery.New(nil). A nil o does nothing.
 func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if o == nil {
 		return
@@ -95,31 +103,91 @@ func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if t == nil {
 		t = readrecovery.New(nil)
 	}
-	o.Transport = &http.Client{
+	o.Transport = transporter{c: &http.Client{
 		Transport: t,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
-	}
-	o.Retry.StatusCodes = RetryStatusCodes(o.Retry.StatusCodes)
-	if should := o.Retry.ShouldRetry; should != nil {
-		o.Retry.ShouldRetry = func(resp *http.Response, err error) bool {
-			if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
-				return false
-			}
-			return should(resp, err)
-		}
-	}
+	}}
+	o.Retry = RetryOptions(o.Retry)
 }
 
-// RetryStatusCodes returns codes without 429, for
-// policy.RetryOptions.StatusCodes. A nil codes stands for azcore's defaults,
-// so the result is 408, 500, 502, 503 and 504. An empty, non-nil codes
-// (azcore: no status is retried) stays empty and non-nil. codes is not
-// modified.
+// transporter is the policy.Transporter of [Apply]: an http.Client whose
+// errors do not carry the request's query. http.Client wraps every error
+// of its transport in a *url.Error with the whole URL, a SAS signature
+// included; transporter keeps the *url.Error (Op, Err, Timeout) and names
+// the URL as scheme://host/path.
+type transporter struct{ c *http.Client }
+
+func (t transporter) Do(req *http.Request) (*http.Response, error) {
+	resp, err := t.c.Do(req)
+	if ue, ok := err.(*url.Error); ok {
+		return resp, &url.Error{Op: ue.Op, URL: redact.URL(req.URL), Err: ue.Err}
+	}
+	return resp, err
+}
+
+// RetryOptions returns o with a ShouldRetry that leaves to readrecovery the
+// 429 of a GET whose context carries a Budget and the 429 of every PUT,
+// POST, PATCH and DELETE: azcore never retries those. For everything else
+// it decides as azcore would have with o: o.ShouldRetry when set, else a
+// transport error is retried and a response is retried when its status is
+// in o.StatusCodes (nil: azcore's defaults, 429 included; empty: none).
+// StatusCodes and ShouldRetry are read once, here; the other fields are
+// kept. A response without its Request (a base transport that does not
+// set it) cannot be told apart: its 429 is never retried by azcore.
+//
+// Use it for a per-call override, which replaces the client's retry
+// options as a whole:
+//
+//	ctx = policy.WithRetryOptions(ctx, rrazure.RetryOptions(policy.RetryOptions{MaxRetries: 5}))
+func RetryOptions(o policy.RetryOptions) policy.RetryOptions {
+	codes := slices.Clone(o.StatusCodes)
+	if o.StatusCodes == nil {
+		codes = slices.Clone(azcoreDefaultStatusCodes)
+	}
+	should := o.ShouldRetry
+	o.ShouldRetry = func(resp *http.Response, err error) bool {
+		if resp != nil && resp.StatusCode == http.StatusTooManyRequests && owned(resp.Request) {
+			return false
+		}
+		if should != nil {
+			return should(resp, err)
+		}
+		if err != nil {
+			return true
+		}
+		return runtime.HasStatusCode(resp, codes...)
+	}
+	return o
+}
+
+// owned reports whether readrecovery decides the 429 of req: a GET with a
+// Budget and every mutation (R47). A nil req, whose method is unknown,
+// counts as owned: a mutation must never be re-sent by azcore.
+func owned(req *http.Request) bool {
+	if req == nil {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet:
+		return readrecovery.BudgetFrom(req.Context()) != nil
+	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// RetryStatusCodes returns codes without 429. A nil codes stands for
+// azcore's defaults, so the result is 408, 500, 502, 503 and 504. An empty,
+// non-nil codes stays empty and non-nil. codes is not modified.
+//
+// Deprecated: taking 429 out of the status codes takes it away from HEAD,
+// OPTIONS and GETs without a Budget too, which keep azcore's retry (R47).
+// Use [RetryOptions], which [Apply] and [ClientOptions] already apply.
 func RetryStatusCodes(codes []int) []int {
 	if codes == nil {
-		return slices.Clone(defaultRetryStatusCodes)
+		codes = azcoreDefaultStatusCodes
 	}
 	out := make([]int, 0, len(codes))
 	for _, c := range codes {

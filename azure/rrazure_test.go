@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,59 +55,124 @@ func TestRetryStatusCodes(t *testing.T) {
 
 func TestClientOptions(t *testing.T) {
 	o := rrazure.ClientOptions()
-	if want := []int{408, 500, 502, 503, 504}; !slices.Equal(o.Retry.StatusCodes, want) {
-		t.Fatalf("Retry.StatusCodes = %v, want %v", o.Retry.StatusCodes, want)
+	if o.Retry.StatusCodes != nil {
+		t.Fatalf("Retry.StatusCodes = %v, want nil: azcore consults ShouldRetry instead", o.Retry.StatusCodes)
 	}
-	if o.Retry.ShouldRetry != nil {
-		t.Fatal("ShouldRetry set although the caller had none: it would override the status codes")
+	if o.Retry.ShouldRetry == nil {
+		t.Fatal("ShouldRetry is nil: azcore would retry every 429, a PUT's included")
 	}
-	c, ok := o.Transport.(*http.Client)
-	if !ok {
-		t.Fatalf("Transport is %T, want *http.Client", o.Transport)
+	// The transport is readrecovery's (TestGet429ResentByReadrecovery: a
+	// GET re-sent inside one azcore try) and returns redirects
+	// (TestRedirectReturned).
+	if o.Transport == nil {
+		t.Fatal("Transport is nil: azcore would use its own")
 	}
-	if _, ok := c.Transport.(*readrecovery.Transport); !ok {
-		t.Fatalf("Transport.Transport is %T, want *readrecovery.Transport", c.Transport)
+}
+
+// TestErrorsCarryNoQuery: http.Client puts the whole request URL in its
+// *url.Error; through rrazure the error names scheme://host/path only, so
+// a SAS signature never reaches an error message, and the error is still
+// what it was for errors.Is, errors.As and azcore's NonRetriable check.
+func TestErrorsCarryNoQuery(t *testing.T) {
+	const sas = "sv=2024-11-04&sp=r&sig=c2VjcmV0LXNpZ25hdHVyZQ%3D%3D"
+	const target = "https://account.blob.example/c/b"
+	t.Run("a stop error", func(t *testing.T) {
+		var tries atomic.Int32
+		base := &scripted{status: http.StatusOK}
+		var o policy.ClientOptions
+		rrazure.Apply(&o, readrecovery.New(base))
+		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+		pl := newPipeline(o)
+		ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("sas", readrecovery.MaxRequests(1)))
+		resp, err := send(ctx, pl, http.MethodGet, target+"?"+sas, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tries.Store(0)
+		_, err = send(ctx, pl, http.MethodGet, target+"?"+sas, nil)
+		assertNoQuery(t, err, target)
+		if !errors.Is(err, readrecovery.ErrSequenceStopped) {
+			t.Fatalf("err = %v, want ErrSequenceStopped", err)
+		}
+		if n := tries.Load(); n != 1 {
+			t.Fatalf("azcore made %d tries, want 1: the stop must stay NonRetriable", n)
+		}
+	})
+	t.Run("a transport error", func(t *testing.T) {
+		var o policy.ClientOptions
+		o.Retry.MaxRetries = -1 // one try
+		rrazure.Apply(&o, readrecovery.New(&scripted{err: errReset}))
+		_, err := send(context.Background(), newPipeline(o), http.MethodPut, target+"?"+sas, []byte("x"))
+		assertNoQuery(t, err, target)
+		if !errors.Is(err, errReset) {
+			t.Fatalf("err = %v, want the base's error", err)
+		}
+	})
+}
+
+func assertNoQuery(t *testing.T, err error, target string) {
+	t.Helper()
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.URL != target {
+		t.Fatalf("err = %v, want a *url.Error naming %s", err, target)
 	}
-	if c.CheckRedirect == nil || c.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
-		t.Fatal("CheckRedirect does not return http.ErrUseLastResponse: redirects would be followed")
+	for _, secret := range []string{"sig=", "c2VjcmV0LXNpZ25hdHVyZQ", "sv=", "?"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("the error %q carries %q", err, secret)
+		}
 	}
 }
 
 // TestDefaultsMatchAzcore probes the retry policy of the azcore this module
 // builds with: with nil StatusCodes, which statuses does it retry? They
-// must be exactly RetryStatusCodes(nil) plus 429. If azcore changes its
-// defaults, this fails, and defaultRetryStatusCodes must follow.
+// must be exactly the defaults rrazure reproduces for what readrecovery
+// does not own, and a HEAD through rrazure (which readrecovery never owns)
+// must be retried for exactly the same statuses. If azcore changes its
+// defaults, this fails, and azcoreDefaultStatusCodes must follow.
 func TestDefaultsMatchAzcore(t *testing.T) {
+	want := slices.Sorted(slices.Values(rrazure.AzcoreDefaultStatusCodes))
+	// nil StatusCodes: azcore's defaults. Not RetryDelay -1 ("no delay" in
+	// azcore's docs): azcore v1.24.0's calcDelay takes the resulting zero
+	// delay for an overflow and waits MaxRetryDelay (60 s) instead.
+	retry := policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Nanosecond}
+	azcore := probeRetried(t, http.MethodPut, func(base http.RoundTripper) policy.ClientOptions {
+		return policy.ClientOptions{Transport: &http.Client{Transport: base}, Retry: retry}
+	})
+	if !slices.Equal(azcore, want) {
+		t.Fatalf("azcore retries %v by default (a PUT included); rrazure assumes %v", azcore, want)
+	}
+	head := probeRetried(t, http.MethodHead, func(base http.RoundTripper) policy.ClientOptions {
+		o := policy.ClientOptions{Retry: retry}
+		rrazure.Apply(&o, readrecovery.New(base))
+		return o
+	})
+	if !slices.Equal(head, want) {
+		t.Fatalf("through rrazure a HEAD is retried for %v, azcore alone for %v", head, want)
+	}
+}
+
+// probeRetried returns the statuses, from 300 to 599, for which a request
+// of method through a pipeline of opts(base) is tried more than once.
+func probeRetried(t *testing.T, method string, opts func(base http.RoundTripper) policy.ClientOptions) []int {
+	t.Helper()
 	var retried []int
 	for status := 300; status <= 599; status++ {
 		var tries int
-		pl := runtime.NewPipeline("rrazure.test", "v0.0.0", runtime.PipelineOptions{}, &policy.ClientOptions{
-			Transport: transporterFunc(func(req *http.Request) (*http.Response, error) {
-				tries++
-				return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-			}),
-			// nil StatusCodes: azcore's defaults. Not RetryDelay -1 ("no
-			// delay" in azcore's docs): azcore v1.24.0's calcDelay takes the
-			// resulting zero delay for an overflow and waits MaxRetryDelay
-			// (60 s) instead.
-			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Nanosecond},
+		base := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			tries++
+			return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 		})
-		req, err := runtime.NewRequest(context.Background(), http.MethodPut, "https://probe.invalid/x")
+		resp, err := send(context.Background(), newPipeline(opts(base)), method, "https://probe.invalid/x", nil)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pl.Do(req); err != nil {
 			t.Fatalf("status %d: %v", status, err)
 		}
+		resp.Body.Close()
 		if tries > 1 {
 			retried = append(retried, status)
 		}
 	}
-	want := append(rrazure.RetryStatusCodes(nil), http.StatusTooManyRequests)
-	slices.Sort(want)
-	if !slices.Equal(retried, want) {
-		t.Fatalf("azcore retries %v by default (a PUT included); rrazure assumes %v", retried, want)
-	}
+	return retried
 }
 
 // TestPut429SentOnce sends a PUT that meets 429 through a real azcore
@@ -165,8 +232,8 @@ func TestPut429SentOnce(t *testing.T) {
 }
 
 // TestGet429ResentByReadrecovery: a GET 429 with a Budget is re-sent once
-// by readrecovery, inside one azcore try; without a Budget it goes back to
-// the caller at once, and azcore does not retry it either.
+// by readrecovery, inside one azcore try; without a Budget it is azcore's,
+// which retries it (R47).
 func TestGet429ResentByReadrecovery(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -181,9 +248,10 @@ func TestGet429ResentByReadrecovery(t *testing.T) {
 		budget     bool
 		wantStatus int
 		wantSends  int
+		wantTries  int32
 	}{
-		{"with a budget", true, http.StatusOK, 2},
-		{"without a budget", false, http.StatusTooManyRequests, 1},
+		{"with a budget", true, http.StatusOK, 2, 1},
+		{"without a budget", false, http.StatusOK, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv.reset()
@@ -194,6 +262,7 @@ func TestGet429ResentByReadrecovery(t *testing.T) {
 			}
 			var tries atomic.Int32
 			opts := rrazure.ClientOptions()
+			opts.Retry.RetryDelay = time.Millisecond
 			opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
 			resp, err := send(ctx, newPipeline(opts), http.MethodGet, srv.URL+"/c/source.json", nil)
 			if err != nil {
@@ -206,8 +275,8 @@ func TestGet429ResentByReadrecovery(t *testing.T) {
 			if got := srv.count(http.MethodGet); got != tc.wantSends {
 				t.Fatalf("the server saw %d GETs, want %d", got, tc.wantSends)
 			}
-			if got := tries.Load(); got != 1 {
-				t.Fatalf("azcore made %d tries, want 1", got)
+			if got := tries.Load(); got != tc.wantTries {
+				t.Fatalf("azcore made %d tries, want %d", got, tc.wantTries)
 			}
 			if tc.budget {
 				if r := b.Report(); r.Waits != 1 || r.WaitLog[0].Trigger != "read-429" || r.Requests != 2 {
@@ -295,8 +364,9 @@ func TestRedirectReturned(t *testing.T) {
 	}
 }
 
-// TestApplyKeepsTheCallersOptions: Apply changes the transport and 429
-// only; a caller's ShouldRetry is never asked about a 429.
+// TestApplyKeepsTheCallersOptions: Apply changes the transport and the
+// retry decision about the 429s readrecovery owns only; a caller's
+// ShouldRetry is never asked about a mutation's 429.
 func TestApplyKeepsTheCallersOptions(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		switch r.URL.Path {
@@ -323,7 +393,7 @@ func TestApplyKeepsTheCallersOptions(t *testing.T) {
 		},
 	}
 	rrazure.Apply(&o, nil)
-	if o.Telemetry.ApplicationID != "rr-test" || o.Retry.MaxRetries != 1 || !slices.Equal(o.Retry.StatusCodes, []int{503}) {
+	if o.Telemetry.ApplicationID != "rr-test" || o.Retry.MaxRetries != 1 || !slices.Equal(o.Retry.StatusCodes, []int{429, 503}) {
 		t.Fatalf("Apply changed the caller's options: %+v", o)
 	}
 	pl := newPipeline(o)
@@ -342,16 +412,16 @@ func TestApplyKeepsTheCallersOptions(t *testing.T) {
 	}
 	// azcore asks after every try, the last one included: twice for the 503.
 	if !slices.Equal(asked, []int{503, 503}) {
-		t.Fatalf("the caller's ShouldRetry was asked about %v, want [503 503] (never 429)", asked)
+		t.Fatalf("the caller's ShouldRetry was asked about %v, want [503 503] (never the PUT's 429)", asked)
 	}
 	rrazure.Apply(nil, nil) // no panic
 }
 
 // --- helpers ---
 
-type transporterFunc func(*http.Request) (*http.Response, error)
+type roundTripperFunc func(*http.Request) (*http.Response, error)
 
-func (f transporterFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 type policyFunc func(*policy.Request) (*http.Response, error)
 

@@ -1,0 +1,306 @@
+package rrazure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/readrecovery/readrecovery"
+	rrazure "github.com/readrecovery/readrecovery/azure"
+)
+
+// outcome is what one call through a real azcore pipeline came to: the
+// tries azcore's retry policy made (a per-retry policy counts them) and
+// the requests that reached the base transport beneath readrecovery.
+type outcome struct{ tries, sends int }
+
+// TestOwnershipMatrix pins R47 against azcore's real retry policy
+// (runtime.NewPipeline, default MaxRetries 3: at most 4 tries): for each
+// method, with and without a Budget, a base that answers every request
+// with the same status. A 429 that readrecovery owns (GET with a Budget,
+// every mutation) gets exactly one azcore try; every other 429, and 503
+// and 408 for every method, is retried by azcore to its limit.
+func TestOwnershipMatrix(t *testing.T) {
+	statuses := []int{429, 503, 408, 200}
+	for _, row := range []struct {
+		method string
+		budget bool
+		want   [4]outcome // by status: 429, 503, 408, 200
+	}{
+		// readrecovery re-sends the GET once inside azcore's one try.
+		{http.MethodGet, true, [4]outcome{{1, 2}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodGet, false, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodHead, true, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodHead, false, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodOptions, true, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodOptions, false, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPut, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPut, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPost, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPost, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPatch, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodPatch, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodDelete, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodDelete, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+	} {
+		for i, status := range statuses {
+			name := fmt.Sprintf("%s budget=%t %d", row.method, row.budget, status)
+			t.Run(name, func(t *testing.T) {
+				base := &scripted{status: status}
+				var o policy.ClientOptions
+				rrazure.Apply(&o, readrecovery.New(base))
+				var b *readrecovery.Budget
+				ctx := context.Background()
+				if row.budget {
+					b = readrecovery.NewBudget("matrix")
+					ctx = readrecovery.WithBudget(ctx, b)
+				}
+				got, resp, err := call(ctx, o, base, row.method)
+				if err != nil {
+					t.Fatalf("Do: %v", err)
+				}
+				if resp.StatusCode != status {
+					t.Fatalf("status %d, want %d", resp.StatusCode, status)
+				}
+				if got != row.want[i] {
+					t.Fatalf("azcore tries %d, sends %d; want %d, %d", got.tries, got.sends, row.want[i].tries, row.want[i].sends)
+				}
+				if m := base.methods(); len(m) != got.sends || slices.ContainsFunc(m, func(s string) bool { return s != row.method }) {
+					t.Fatalf("the base saw %v, want %d × %s", m, got.sends, row.method)
+				}
+				if b != nil {
+					if r := b.Report(); r.Requests != got.sends {
+						t.Fatalf("report: %d requests, the base saw %d", r.Requests, got.sends)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestOwnershipFollowsTheCallersOptions: what readrecovery does not own
+// is decided by the caller's own StatusCodes and ShouldRetry, as azcore
+// would without rrazure; what it owns never reaches them.
+func TestOwnershipFollowsTheCallersOptions(t *testing.T) {
+	bg := context.Background()
+	withBudget := func() context.Context { return readrecovery.WithBudget(bg, readrecovery.NewBudget("opts")) }
+	for _, tc := range []struct {
+		name   string
+		retry  policy.RetryOptions
+		ctx    context.Context
+		method string
+		base   *scripted
+		want   outcome
+	}{
+		{"StatusCodes [503]: a HEAD 429 is not retried", policy.RetryOptions{StatusCodes: []int{503}}, bg, http.MethodHead, &scripted{status: 429}, outcome{1, 1}},
+		{"StatusCodes [503]: a GET 429 without a Budget is not retried", policy.RetryOptions{StatusCodes: []int{503}}, bg, http.MethodGet, &scripted{status: 429}, outcome{1, 1}},
+		{"StatusCodes [503]: a HEAD 503 is retried", policy.RetryOptions{StatusCodes: []int{503}}, bg, http.MethodHead, &scripted{status: 503}, outcome{4, 4}},
+		{"StatusCodes [503], MaxRetries 1", policy.RetryOptions{StatusCodes: []int{503}, MaxRetries: 1}, bg, http.MethodPut, &scripted{status: 503}, outcome{2, 2}},
+		{"StatusCodes []: nothing retried by status", policy.RetryOptions{StatusCodes: []int{}}, bg, http.MethodHead, &scripted{status: 503}, outcome{1, 1}},
+		{"StatusCodes []: a transport error is still retried", policy.RetryOptions{StatusCodes: []int{}}, bg, http.MethodHead, &scripted{err: errReset}, outcome{4, 4}},
+		{"defaults: a transport error is retried", policy.RetryOptions{}, bg, http.MethodPut, &scripted{err: errReset}, outcome{4, 4}},
+		{"StatusCodes [429]: a PUT 429 is still sent once", policy.RetryOptions{StatusCodes: []int{429}}, bg, http.MethodPut, &scripted{status: 429}, outcome{1, 1}},
+		{"StatusCodes [429]: a POST 429 with a Budget is still sent once", policy.RetryOptions{StatusCodes: []int{429}}, withBudget(), http.MethodPost, &scripted{status: 429}, outcome{1, 1}},
+		{"StatusCodes [429]: a HEAD 429 is retried", policy.RetryOptions{StatusCodes: []int{429}}, bg, http.MethodHead, &scripted{status: 429}, outcome{4, 4}},
+		{"StatusCodes [429]: a GET 429 with a Budget is readrecovery's", policy.RetryOptions{StatusCodes: []int{429}}, withBudget(), http.MethodGet, &scripted{status: 429}, outcome{1, 2}},
+		// A base that does not set resp.Request: the method is unknown,
+		// and a mutation must never be re-sent by azcore.
+		{"no resp.Request: a HEAD 429 is not retried", policy.RetryOptions{}, bg, http.MethodHead, &scripted{status: 429, noRequest: true}, outcome{1, 1}},
+		{"no resp.Request: a HEAD 503 is retried", policy.RetryOptions{}, bg, http.MethodHead, &scripted{status: 503, noRequest: true}, outcome{4, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := policy.ClientOptions{Retry: tc.retry}
+			rrazure.Apply(&o, readrecovery.New(tc.base))
+			got, resp, err := call(tc.ctx, o, tc.base, tc.method)
+			if tc.base.err != nil {
+				if !errors.Is(err, errReset) {
+					t.Fatalf("err = %v, want the base's error", err)
+				}
+			} else if err != nil || resp.StatusCode != tc.base.status {
+				t.Fatalf("Do: %v, want status %d", err, tc.base.status)
+			}
+			if got != tc.want {
+				t.Fatalf("azcore tries %d, sends %d; want %d, %d", got.tries, got.sends, tc.want.tries, tc.want.sends)
+			}
+		})
+	}
+}
+
+// TestCallersShouldRetry: the caller's ShouldRetry decides what
+// readrecovery does not own and is never asked about a 429 it owns.
+func TestCallersShouldRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		method    string
+		budget    bool
+		status    int
+		retry     bool // what the caller's ShouldRetry answers
+		wantAsked []int
+		want      outcome
+	}{
+		{"PUT 429: never asked", http.MethodPut, false, 429, true, nil, outcome{1, 1}},
+		{"DELETE 429 with a Budget: never asked", http.MethodDelete, true, 429, true, nil, outcome{1, 1}},
+		{"GET 429 with a Budget: never asked", http.MethodGet, true, 429, true, nil, outcome{1, 2}},
+		{"GET 429 without a Budget: asked, retried", http.MethodGet, false, 429, true, []int{429, 429}, outcome{2, 2}},
+		{"HEAD 429 with a Budget: asked, not retried", http.MethodHead, true, 429, false, []int{429}, outcome{1, 1}},
+		{"OPTIONS 429: asked, retried", http.MethodOptions, false, 429, true, []int{429, 429}, outcome{2, 2}},
+		{"PUT 503: asked, retried", http.MethodPut, false, 503, true, []int{503, 503}, outcome{2, 2}},
+		{"PUT 200: asked, not retried", http.MethodPut, false, 200, false, []int{200}, outcome{1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked []int
+			o := policy.ClientOptions{Retry: policy.RetryOptions{
+				MaxRetries: 1,
+				// Ignored, as azcore ignores them when ShouldRetry is set.
+				StatusCodes: []int{},
+				ShouldRetry: func(resp *http.Response, err error) bool {
+					if resp != nil {
+						asked = append(asked, resp.StatusCode)
+					}
+					return tc.retry
+				},
+			}}
+			base := &scripted{status: tc.status}
+			rrazure.Apply(&o, readrecovery.New(base))
+			ctx := context.Background()
+			if tc.budget {
+				ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("should"))
+			}
+			got, _, err := call(ctx, o, base, tc.method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || !slices.Equal(asked, tc.wantAsked) {
+				t.Fatalf("tries %d, sends %d, asked about %v; want %d, %d, %v",
+					got.tries, got.sends, asked, tc.want.tries, tc.want.sends, tc.wantAsked)
+			}
+		})
+	}
+}
+
+// TestPerCallRetryOptions: a per-call policy.WithRetryOptions replaces the
+// client's retry options, ShouldRetry included; wrapped in
+// rrazure.RetryOptions it keeps the ownership for that call.
+func TestPerCallRetryOptions(t *testing.T) {
+	perCall := rrazure.RetryOptions(policy.RetryOptions{StatusCodes: []int{429}, MaxRetries: 2, RetryDelay: time.Millisecond})
+	for _, tc := range []struct {
+		method string
+		budget bool
+		want   outcome
+	}{
+		{http.MethodPut, true, outcome{1, 1}},
+		{http.MethodPut, false, outcome{1, 1}},
+		{http.MethodGet, true, outcome{1, 2}},
+		{http.MethodGet, false, outcome{3, 3}},
+		{http.MethodHead, false, outcome{3, 3}},
+	} {
+		t.Run(fmt.Sprintf("%s budget=%t", tc.method, tc.budget), func(t *testing.T) {
+			base := &scripted{status: 429}
+			var o policy.ClientOptions
+			rrazure.Apply(&o, readrecovery.New(base))
+			ctx := policy.WithRetryOptions(context.Background(), perCall)
+			if tc.budget {
+				ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("per-call"))
+			}
+			got, _, err := call(ctx, o, base, tc.method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("tries %d, sends %d; want %d, %d", got.tries, got.sends, tc.want.tries, tc.want.sends)
+			}
+		})
+	}
+}
+
+// TestApplyTwice: applying the adapter to options it already changed
+// keeps the same ownership.
+func TestApplyTwice(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		want   outcome
+	}{{http.MethodPut, outcome{1, 1}}, {http.MethodHead, outcome{4, 4}}} {
+		base := &scripted{status: 429}
+		o := rrazure.ClientOptions()
+		rrazure.Apply(&o, readrecovery.New(base))
+		got, _, err := call(context.Background(), o, base, tc.method)
+		if err != nil || got != tc.want {
+			t.Fatalf("%s: tries %d, sends %d, err %v; want %d, %d", tc.method, got.tries, got.sends, err, tc.want.tries, tc.want.sends)
+		}
+	}
+}
+
+var errReset = errors.New("connection reset by peer (test)")
+
+// scripted is a base transport beneath readrecovery that answers every
+// request with status (429 with Retry-After: 0, so that neither
+// readrecovery nor azcore waits long) or fails with err, and records
+// the methods it saw.
+type scripted struct {
+	status    int
+	err       error
+	noRequest bool // leave resp.Request nil, as some fakes do
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *scripted) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.seen = append(s.seen, req.Method)
+	s.mu.Unlock()
+	if req.Body != nil {
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	h := http.Header{}
+	if s.status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "0")
+	}
+	resp := &http.Response{StatusCode: s.status, Header: h, Body: io.NopCloser(strings.NewReader("x"))}
+	if !s.noRequest {
+		resp.Request = req
+	}
+	return resp, nil
+}
+
+func (s *scripted) methods() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
+}
+
+// call sends one request of method through a real azcore pipeline built
+// from o over base (with azcore's delays cut to a millisecond unless o sets them)
+// and counts azcore's tries and the base's sends.
+func call(ctx context.Context, o policy.ClientOptions, base *scripted, method string) (outcome, *http.Response, error) {
+	var tries atomic.Int32
+	if o.Retry.RetryDelay == 0 {
+		o.Retry.RetryDelay = time.Millisecond
+	}
+	o.PerRetryPolicies = append(o.PerRetryPolicies, countTries(&tries))
+	var body []byte
+	switch method {
+	case http.MethodPut, http.MethodPost, http.MethodPatch:
+		body = []byte(`{"x":1}`)
+	}
+	resp, err := send(ctx, newPipeline(o), method, "https://account.blob.example/c/b", body)
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return outcome{tries: int(tries.Load()), sends: len(base.methods())}, resp, err
+}
