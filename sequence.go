@@ -3,6 +3,7 @@ package readrecovery
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -87,9 +88,14 @@ type waitPlan struct {
 	eventDigest string
 }
 
-// repeatKey identifies a mutation for the repeat guard: the same method,
-// URL and x-ms-client-request-id (the ID azcore keeps across its own tries).
-type repeatKey struct{ method, url, clientRequestID string }
+// repeatKey identifies a mutation for the repeat guard: the same method and
+// URL, and the same x-ms-client-request-id (the ID azcore keeps across its
+// own tries) or, without one, the same body object (azcore rewinds and
+// sends again the body it was given; a new request has a body of its own).
+type repeatKey struct {
+	method, url, clientRequestID string
+	body                         any // a pointer, compared by identity; nil without one
+}
 
 // step is what the policy tells the transport to do with a request.
 type step uint8
@@ -394,13 +400,18 @@ func (b *Budget) takeStopEvent() (*StopError, int, bool) {
 	return b.seq.stop, b.seq.sent, true
 }
 
-// repeatKeyOf returns a mutation's repeat-guard key; false when the request
-// has no x-ms-client-request-id (then a retry cannot be told from a new
-// request, and the guard does not refuse it).
+// repeatKeyOf returns a mutation's repeat-guard key. False when a retry
+// cannot be told from a new request: no x-ms-client-request-id, and a body
+// that is not a pointer (no identity to compare). A mutation without a
+// body is identified by its method and URL alone.
 func repeatKeyOf(req *http.Request) (repeatKey, bool) {
-	id := req.Header.Get("x-ms-client-request-id")
-	if id == "" {
+	k := repeatKey{method: req.Method, url: req.URL.String(), clientRequestID: req.Header.Get("x-ms-client-request-id")}
+	if k.clientRequestID != "" || req.Body == nil || req.Body == http.NoBody {
+		return k, true
+	}
+	if reflect.ValueOf(req.Body).Kind() != reflect.Pointer {
 		return repeatKey{}, false
 	}
-	return repeatKey{method: req.Method, url: req.URL.String(), clientRequestID: id}, true
+	k.body = req.Body
+	return k, true
 }

@@ -383,7 +383,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		// hand: the client follows, the transport refuses (R11).
 		var tries atomic.Int32
 		o := policy.ClientOptions{Transport: &http.Client{Transport: readrecovery.New(nil)}}
-		o.Retry.StatusCodes = rrazure.RetryStatusCodes(nil)
+		o.Retry = rrazure.RetryOptions(o.Retry)
 		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
 		c := r.client(o)
 		_, err := download(context.Background(), c, r.container, "checkpoint.json")

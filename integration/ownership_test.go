@@ -135,8 +135,9 @@ func TestOwnership(t *testing.T) {
 // the proxy sees PUT 429, then PUT 201: the upload is sent twice). R48's
 // transport guard refuses the repeat (same method, URL and
 // x-ms-client-request-id after a 429 in the same sequence) before network
-// access with a NonRetriable stop error: exactly one PUT reaches the
-// server. This test fails until that transport change is merged.
+// access with a NonRetriable error (ErrRequestRefused, reason
+// repeat-refused; the sequence goes on): exactly one PUT reaches the
+// server.
 func TestOwnershipPerCallRetryOptions(t *testing.T) {
 	r := newRig(t, startAzurite(t))
 	path := r.blobPath("upload.json")
@@ -157,9 +158,15 @@ func TestOwnershipPerCallRetryOptions(t *testing.T) {
 	if n := r.proxy.Count(fakeserver.RouteBlobPut, http.MethodPut); n != 1 {
 		t.Errorf("the proxy saw %d PUTs, want exactly 1 (R48)", n)
 	}
-	se := stopError(t, err)
+	var se *readrecovery.StopError
+	if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.Reason != readrecovery.StopRepeatRefused {
+		t.Fatalf("err = %v, want the repeat refused (ErrRequestRefused, %s)", err, readrecovery.StopRepeatRefused)
+	}
 	if !errors.As(err, new(interface{ NonRetriable() })) {
-		t.Fatalf("the stop error %v is not NonRetriable", se)
+		t.Fatalf("the refusal %v is not NonRetriable", se)
+	}
+	if rep := b.Report(); rep.Stop != "" || rep.Requests != 1 {
+		t.Fatalf("report: stop %q, %d requests; want the sequence running after one PUT", rep.Stop, rep.Requests)
 	}
 	// azcore's second try was refused before the network; NonRetriable
 	// ends azcore's loop there.
