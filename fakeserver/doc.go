@@ -26,10 +26,25 @@
 //	                                   404 with an XML <Error> (BlobNotFound)
 //	anything else         other        404 or 405 with an error body
 //
-// /indexes('{name}') works as /indexes/{name}. A blob name may hold slashes,
-// so path-style Azurite URLs /{account}/{container}/{blob} are blob routes
-// too; a request with a "restype" query parameter (container and service
-// operations) is "other". The api-version parameter is accepted, not
+// /indexes('{name}') works as /indexes/{name}. A blob name may hold
+// slashes. A request with a "restype" query parameter (container and
+// service operations) is "other".
+//
+// # Path layouts
+//
+// Every endpoint answers in the plain layout above and in Azurite's
+// path-style layout, behind an account segment: /{account}/{container}/{blob},
+// /{account}/files, /{account}/indexes/{name}. Both reach the same state,
+// so [Server.PutBlob]("checkpoints", "a.json", ...) is read by azblob at
+// /devstoreaccount1/checkpoints/a.json and by a plain client at
+// /checkpoints/a.json. The account segment is recognised by name, never by
+// guessing: a first path segment exactly equal to the configured account
+// ([WithAccount]; default [DefaultAccount], "devstoreaccount1", Azurite's)
+// is the account, and then always is; any other path is plain. So a
+// container literally named devstoreaccount1 is reached only as
+// /devstoreaccount1/devstoreaccount1/{blob}, and WithAccount("") turns the
+// account layout off. The ledger and [MatchPath] see the whole path, account
+// segment included. The api-version parameter is accepted, not
 // required. Search and File errors are JSON, Blob errors XML, each with
 // x-ms-error-code. A bad body is a 400 with an error body; a body over
 // 64 MiB a 413; the server never panics on odd client input.
