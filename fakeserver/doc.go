@@ -92,6 +92,17 @@
 // for the queue route's one re-send) and [Server.AssertGap] ("the request
 // after the 429 came at least d later") check it.
 //
+// # Admin routes
+//
+// Under [AdminPrefix] the fake answers about itself, not as Azure:
+//
+//	GET /_fakeserver/health  200 {"status":"ok","requests":N}  a readiness probe
+//	GET /_fakeserver/ledger  200 {"requests":[...]}           the ledger as JSON
+//
+// They are not Azure traffic: never in the ledger, never shown to the
+// observer, never matched against the script (so a probe curl does not use
+// up a rule's nth), never forwarded by a proxy.
+//
 // # Running
 //
 // [Server.Start] serves on a loopback listener (127.0.0.1:0) and returns

@@ -340,6 +340,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.active.Done()
+	if isAdmin(r.URL.Path) {
+		s.serveAdmin(w, r) // not Azure traffic: no ledger, no script
+		return
+	}
 	// End slow and stalled bodies when the server closes.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
