@@ -172,6 +172,47 @@
 // names the rule ("rules[2].retry_after.form (line 7): unknown Retry-After
 // form ...") or the line and column of a JSON syntax error.
 //
+// # Seeds
+//
+// [Server.Seed] stores indexes, files and blobs without a request (nothing
+// in the ledger, no rule counts them); [LoadSeed] and [LoadSeedFile] read a
+// [Seed] from JSON, for the command's --seed flag:
+//
+//	{
+//	  "comment": "a checkpoint, an index and a two-page inventory",
+//	  "indexes": [
+//	    {"name": "hotels", "definition": {"fields": [{"name": "id", "type": "Edm.String", "key": true}]}}
+//	  ],
+//	  "files": [
+//	    {"name": "a.csv", "content": "id,name\n1,x\n"},
+//	    {"name": "b.bin", "content_base64": "AAEC"}
+//	  ],
+//	  "blobs": [
+//	    {"container": "checkpoints", "name": "c1/source.json", "json": {"source": 1}},
+//	    {"container": "checkpoints", "name": "c1/raw.bin", "content_base64": "AAEC",
+//	     "content_type": "application/x-raw"}
+//	  ]
+//	}
+//
+// Every key is optional; the sections are arrays, stored in order:
+//
+//	indexes[]  name (required; no "/" or "'"), definition (required: a JSON
+//	           object, its "name", if any, equal to name)
+//	files[]    name (optional x-ms-file-name), and the content
+//	blobs[]    container (required; not "indexes", "files", "_fakeserver"),
+//	           name (required; may hold "/"), the content, content_type
+//	           (default application/octet-stream, application/json for json)
+//	content    exactly one of: content (a string, stored as UTF-8),
+//	           content_base64 (standard base64), json (any JSON value,
+//	           stored compacted)
+//	comment    optional string, at the top and in every entry, ignored
+//
+// A seeded blob is reached through both path layouts. Unknown keys,
+// duplicate index names or blobs, and a second content field are errors: a
+// bad seed fails with a [*SeedError] that names the entry and field
+// ("blobs[1].container (line 7): required") or the line and column of a
+// JSON syntax error, and [Server.Seed] stores nothing of a seed it refuses.
+//
 // # Example
 //
 //	func TestInventory(t *testing.T) {

@@ -605,9 +605,19 @@ func (s *Server) Index(name string) ([]byte, bool) {
 // PutBlob stores data as container/blob, without a request, and returns its
 // ETag.
 func (s *Server) PutBlob(container, blob string, data []byte) string {
+	return s.putBlob(container, blob, data, "")
+}
+
+// putBlob stores a blob with its content type ("" is
+// application/octet-stream).
+func (s *Server) putBlob(container, blob string, data []byte, contentType string) string {
+	if contentType == "" {
+		contentType = defaultBlobType
+	}
+	now := s.now().UTC()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: "application/octet-stream", lastModified: s.now().UTC()}
+	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: contentType, lastModified: now}
 	s.blobs[container+"/"+blob] = e
 	return e.etag
 }
