@@ -28,7 +28,16 @@
 //
 // /indexes('{name}') works as /indexes/{name}. A blob name may hold
 // slashes. A request with a "restype" query parameter (container and
-// service operations) is "other".
+// service operations) is "other". The api-version parameter is accepted,
+// not required. Search and File errors are JSON, Blob errors XML, each with
+// x-ms-error-code. A bad body is a 400 with an error body; a body over
+// 64 MiB a 413; the server never panics on odd client input.
+//
+// Every answer carries a fresh x-ms-request-id (Search routes also
+// request-id; UUID-shaped, unique per server, increasing; not the admin
+// routes') and a Date header from the server's clock ([WithClock]; default
+// time.Now, which inside a testing/synctest bubble is the bubble's fake
+// clock).
 //
 // # Path layouts
 //
@@ -44,15 +53,7 @@
 // container literally named devstoreaccount1 is reached only as
 // /devstoreaccount1/devstoreaccount1/{blob}, and WithAccount("") turns the
 // account layout off. The ledger and [MatchPath] see the whole path, account
-// segment included. The api-version parameter is accepted, not
-// required. Search and File errors are JSON, Blob errors XML, each with
-// x-ms-error-code. A bad body is a 400 with an error body; a body over
-// 64 MiB a 413; the server never panics on odd client input.
-//
-// Every answer carries a fresh x-ms-request-id (Search routes also
-// request-id; UUID-shaped, unique per server, increasing) and a Date header
-// from the server's clock ([WithClock]; default time.Now, which inside a
-// testing/synctest bubble is the bubble's fake clock).
+// segment included.
 //
 // # Faults
 //
@@ -112,7 +113,9 @@
 // (create the Server inside the bubble, so that its clock and channels are
 // the bubble's).
 // [NewProxy] puts the rules in front of a real upstream; the command
-// "readrecovery fakeserver" runs either from the shell.
+// "readrecovery fakeserver" runs either from the shell (--script FILE,
+// --seed FILE for the fake, --upstream URL for the proxy, --account NAME),
+// and a shell probes it with "curl http://HOST:PORT/_fakeserver/health".
 //
 // # JSON scripts
 //
