@@ -26,18 +26,34 @@
 //	                                   404 with an XML <Error> (BlobNotFound)
 //	anything else         other        404 or 405 with an error body
 //
-// /indexes('{name}') works as /indexes/{name}. A blob name may hold slashes,
-// so path-style Azurite URLs /{account}/{container}/{blob} are blob routes
-// too; a request with a "restype" query parameter (container and service
-// operations) is "other". The api-version parameter is accepted, not
-// required. Search and File errors are JSON, Blob errors XML, each with
+// /indexes('{name}') works as /indexes/{name}. A blob name may hold
+// slashes. A request with a "restype" query parameter (container and
+// service operations) is "other". The api-version parameter is accepted,
+// not required. Search and File errors are JSON, Blob errors XML, each with
 // x-ms-error-code. A bad body is a 400 with an error body; a body over
 // 64 MiB a 413; the server never panics on odd client input.
 //
 // Every answer carries a fresh x-ms-request-id (Search routes also
-// request-id; UUID-shaped, unique per server, increasing) and a Date header
-// from the server's clock ([WithClock]; default time.Now, which inside a
-// testing/synctest bubble is the bubble's fake clock).
+// request-id; UUID-shaped, unique per server, increasing; not the admin
+// routes') and a Date header from the server's clock ([WithClock]; default
+// time.Now, which inside a testing/synctest bubble is the bubble's fake
+// clock).
+//
+// # Path layouts
+//
+// Every endpoint answers in the plain layout above and in Azurite's
+// path-style layout, behind an account segment: /{account}/{container}/{blob},
+// /{account}/files, /{account}/indexes/{name}. Both reach the same state,
+// so [Server.PutBlob]("checkpoints", "a.json", ...) is read by azblob at
+// /devstoreaccount1/checkpoints/a.json and by a plain client at
+// /checkpoints/a.json. The account segment is recognised by name, never by
+// guessing: a first path segment exactly equal to the configured account
+// ([WithAccount]; default [DefaultAccount], "devstoreaccount1", Azurite's)
+// is the account, and then always is; any other path is plain. So a
+// container literally named devstoreaccount1 is reached only as
+// /devstoreaccount1/devstoreaccount1/{blob}, and WithAccount("") turns the
+// account layout off. The ledger and [MatchPath] see the whole path, account
+// segment included.
 //
 // # Faults
 //
@@ -77,6 +93,17 @@
 // for the queue route's one re-send) and [Server.AssertGap] ("the request
 // after the 429 came at least d later") check it.
 //
+// # Admin routes
+//
+// Under [AdminPrefix] the fake answers about itself, not as Azure:
+//
+//	GET /_fakeserver/health  200 {"status":"ok","requests":N}  a readiness probe
+//	GET /_fakeserver/ledger  200 {"requests":[...]}           the ledger as JSON
+//
+// They are not Azure traffic: never in the ledger, never shown to the
+// observer, never matched against the script (so a probe curl does not use
+// up a rule's nth), never forwarded by a proxy.
+//
 // # Running
 //
 // [Server.Start] serves on a loopback listener (127.0.0.1:0) and returns
@@ -86,7 +113,9 @@
 // (create the Server inside the bubble, so that its clock and channels are
 // the bubble's).
 // [NewProxy] puts the rules in front of a real upstream; the command
-// "readrecovery fakeserver" runs either from the shell.
+// "readrecovery fakeserver" runs either from the shell (--script FILE,
+// --seed FILE for the fake, --upstream URL for the proxy, --account NAME),
+// and a shell probes it with "curl http://HOST:PORT/_fakeserver/health".
 //
 // # JSON scripts
 //
@@ -145,6 +174,47 @@
 // Unknown keys are errors. A bad script fails with a [*ScriptError] that
 // names the rule ("rules[2].retry_after.form (line 7): unknown Retry-After
 // form ...") or the line and column of a JSON syntax error.
+//
+// # Seeds
+//
+// [Server.Seed] stores indexes, files and blobs without a request (nothing
+// in the ledger, no rule counts them); [LoadSeed] and [LoadSeedFile] read a
+// [Seed] from JSON, for the command's --seed flag:
+//
+//	{
+//	  "comment": "a checkpoint, an index and a two-page inventory",
+//	  "indexes": [
+//	    {"name": "hotels", "definition": {"fields": [{"name": "id", "type": "Edm.String", "key": true}]}}
+//	  ],
+//	  "files": [
+//	    {"name": "a.csv", "content": "id,name\n1,x\n"},
+//	    {"name": "b.bin", "content_base64": "AAEC"}
+//	  ],
+//	  "blobs": [
+//	    {"container": "checkpoints", "name": "c1/source.json", "json": {"source": 1}},
+//	    {"container": "checkpoints", "name": "c1/raw.bin", "content_base64": "AAEC",
+//	     "content_type": "application/x-raw"}
+//	  ]
+//	}
+//
+// Every key is optional; the sections are arrays, stored in order:
+//
+//	indexes[]  name (required; no "/" or "'"), definition (required: a JSON
+//	           object, its "name", if any, equal to name)
+//	files[]    name (optional x-ms-file-name), and the content
+//	blobs[]    container (required; not "indexes", "files", "_fakeserver"),
+//	           name (required; may hold "/"), the content, content_type
+//	           (default application/octet-stream, application/json for json)
+//	content    exactly one of: content (a string, stored as UTF-8),
+//	           content_base64 (standard base64), json (any JSON value,
+//	           stored compacted)
+//	comment    optional string, at the top and in every entry, ignored
+//
+// A seeded blob is reached through both path layouts. Unknown keys,
+// duplicate index names or blobs, and a second content field are errors: a
+// bad seed fails with a [*SeedError] that names the entry and field
+// ("blobs[1].container (line 7): required") or the line and column of a
+// JSON syntax error, and [Server.Seed] stores nothing of a seed it refuses.
 //
 // # Example
 //

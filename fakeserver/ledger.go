@@ -9,41 +9,43 @@ import (
 )
 
 // Request is one ledger entry: what the server saw and what it answered.
+// Its JSON form (the keys in its field tags) is what GET
+// /_fakeserver/ledger serves ([AdminPrefix]).
 // Nothing secret is kept: of the query string only the parameter names
 // (never a value, so a SAS "sig=" cannot leak), no header, no body (only its
 // digest).
 type Request struct {
 	// Seq is the 1-based arrival order across the server.
-	Seq int
+	Seq int `json:"seq"`
 	// Ordinal is the 1-based arrival order within the route.
-	Ordinal int
+	Ordinal int `json:"ordinal"`
 	// Method is the request method.
-	Method string
+	Method string `json:"method"`
 	// Route is the route name: "search.put", "file.list", ..., "other".
-	Route string
+	Route string `json:"route"`
 	// Path is the decoded request path.
-	Path string
+	Path string `json:"path"`
 	// QueryKeys are the distinct query parameter names, sorted; values are
 	// dropped.
-	QueryKeys []string
+	QueryKeys []string `json:"query_keys,omitempty"`
 	// Arrived is the server clock when the request arrived.
-	Arrived time.Time
+	Arrived time.Time `json:"arrived"`
 	// RequestID is the x-ms-request-id answered: "" for a reset; in proxy
 	// mode, for a forwarded request, the upstream's own x-ms-request-id (or
 	// request-id, x-request-id, apim-request-id), "" when it sent none.
-	RequestID string
+	RequestID string `json:"request_id"`
 	// Status is the status answered; 0 for a reset, and while a proxied
 	// request waits for its upstream.
-	Status int
+	Status int `json:"status"`
 	// Fault describes the injected fault ([Fault.String]), "" when none.
-	Fault string
+	Fault string `json:"fault,omitempty"`
 	// Rule is the index in the script of the rule that fired; -1 when none.
-	Rule int
+	Rule int `json:"rule"`
 	// BodyDigest is "sha256:" and the hex SHA-256 of the request body ("" if
 	// the body could not be read whole).
-	BodyDigest string
+	BodyDigest string `json:"body_digest"`
 	// BodySize is the request body's length in bytes.
-	BodySize int64
+	BodySize int64 `json:"body_size"`
 }
 
 // Mutation reports whether the request's method is PUT, POST, PATCH or

@@ -31,8 +31,10 @@ import (
 // upstream's response body. An unreachable upstream is answered 502.
 //
 // Route names apply as for [New], so "blob.put" and "blob.get" also match
-// Azurite's path-style /{account}/{container}/{blob}; use [MatchPath] to
-// pick a container. It panics on a nil upstream.
+// Azurite's path-style /{account}/{container}/{blob} (the account segment
+// recognised as [WithAccount] says); use [MatchPath] to pick a container.
+// The admin routes ([AdminPrefix]) are answered by the proxy itself, never
+// forwarded. It panics on a nil upstream.
 func NewProxy(upstream *url.URL, script *Script, opts ...Option) *Server {
 	if upstream == nil {
 		panic("fakeserver: NewProxy: nil upstream")

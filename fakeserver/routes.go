@@ -25,7 +25,38 @@ const (
 	maxFileNameLen   = 1024
 )
 
-// classify returns the route of a request from its method and decoded path:
+// DefaultAccount is the storage account name a [Server] recognises, by
+// default, as the first segment of a path-style URL: Azurite's
+// devstoreaccount1. See [WithAccount].
+const DefaultAccount = "devstoreaccount1"
+
+// servicePath returns the path a request addresses within the account: p
+// without a leading "/{account}" segment when the segment is exactly the
+// configured account name, p itself otherwise (the plain layout). An account
+// of "" recognises no segment. The account segment always wins: with the
+// default account, /devstoreaccount1/c/b is blob b of container c, and a
+// container literally named devstoreaccount1 is reached as
+// /devstoreaccount1/devstoreaccount1/b.
+func servicePath(account, p string) string {
+	if account == "" {
+		return p
+	}
+	rest, ok := strings.CutPrefix(p, "/"+account)
+	if !ok {
+		return p
+	}
+	switch {
+	case rest == "":
+		return "/"
+	case rest[0] == '/':
+		return rest
+	}
+	return p // a longer first segment, such as /devstoreaccount10
+}
+
+// classify returns the route of a request from its method, its service path
+// (the decoded path without the account segment: see [servicePath]) and its
+// raw query:
 //
 //	/indexes/{name}, /indexes('{name}')  PUT search.put, GET search.get
 //	/files                               POST file.upload, GET file.list
@@ -33,12 +64,11 @@ const (
 //	                                     (not /indexes/..., /files/...; not
 //	                                     with a "restype" query parameter)
 //	anything else                        other
-func classify(r *http.Request) string {
-	p := r.URL.Path
+func classify(method, p, rawQuery string) string {
 	switch {
 	case p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes("):
 		if _, ok := indexName(p); ok {
-			switch r.Method {
+			switch method {
 			case http.MethodPut:
 				return RouteSearchPut
 			case http.MethodGet:
@@ -47,7 +77,7 @@ func classify(r *http.Request) string {
 		}
 		return RouteOther
 	case p == "/files":
-		switch r.Method {
+		switch method {
 		case http.MethodPost:
 			return RouteFileUpload
 		case http.MethodGet:
@@ -57,8 +87,8 @@ func classify(r *http.Request) string {
 	case strings.HasPrefix(p, "/files/"):
 		return RouteOther
 	}
-	if _, _, ok := blobName(p); ok && !hasQueryKey(r.URL.RawQuery, "restype") {
-		switch r.Method {
+	if _, _, ok := blobName(p); ok && !hasQueryKey(rawQuery, "restype") {
+		switch method {
 		case http.MethodPut:
 			return RouteBlobPut
 		case http.MethodGet:
@@ -150,23 +180,23 @@ type File struct {
 	CreatedAt int64 `json:"created_at"`
 }
 
-// serveRoute answers a request the script left alone.
-func (s *Server) serveRoute(route string, r *http.Request, body []byte, now time.Time) *response {
+// serveRoute answers a request the script left alone; p is its service
+// path.
+func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte, now time.Time) *response {
 	switch route {
 	case RouteSearchPut:
-		return s.searchPut(r, body)
+		return s.searchPut(r, p, body)
 	case RouteSearchGet:
-		return s.searchGet(r)
+		return s.searchGet(p)
 	case RouteFileUpload:
 		return s.fileUpload(r, body, now)
 	case RouteFileList:
 		return s.fileList(r)
 	case RouteBlobPut:
-		return s.blobPut(r, body, now)
+		return s.blobPut(r, p, body, now)
 	case RouteBlobGet:
-		return s.blobGet(r)
+		return s.blobGet(r, p)
 	}
-	p := r.URL.Path
 	if p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes(") ||
 		p == "/files" || strings.HasPrefix(p, "/files/") {
 		if _, ok := indexName(p); ok || p == "/files" {
@@ -191,8 +221,8 @@ func sanitizeMethod(m string) string {
 
 // --- Search ---------------------------------------------------------------
 
-func (s *Server) searchPut(r *http.Request, body []byte) *response {
-	name, _ := indexName(r.URL.Path)
+func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
+	name, _ := indexName(p)
 	var def map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -238,8 +268,8 @@ func (s *Server) searchPut(r *http.Request, body []byte) *response {
 	return resp
 }
 
-func (s *Server) searchGet(r *http.Request) *response {
-	name, _ := indexName(r.URL.Path)
+func (s *Server) searchGet(p string) *response {
+	name, _ := indexName(p)
 	s.mu.Lock()
 	ix, ok := s.indexes[name]
 	s.mu.Unlock()
@@ -336,15 +366,16 @@ func (s *Server) fileList(r *http.Request) *response {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		page.NextLink = (&url.URL{Scheme: scheme, Host: r.Host, Path: "/files", RawQuery: next.Encode()}).String()
+		// The request's own path: "/files", or "/{account}/files".
+		page.NextLink = (&url.URL{Scheme: scheme, Host: r.Host, Path: r.URL.Path, RawQuery: next.Encode()}).String()
 	}
 	return jsonResponse(http.StatusOK, page)
 }
 
 // --- Blob -----------------------------------------------------------------
 
-func (s *Server) blobPut(r *http.Request, body []byte, now time.Time) *response {
-	c, b, _ := blobName(r.URL.Path)
+func (s *Server) blobPut(r *http.Request, p string, body []byte, now time.Time) *response {
+	c, b, _ := blobName(p)
 	ct := r.Header.Get("x-ms-blob-content-type")
 	if ct == "" {
 		ct = r.Header.Get("Content-Type")
@@ -374,8 +405,8 @@ func (s *Server) blobPut(r *http.Request, body []byte, now time.Time) *response 
 	return resp
 }
 
-func (s *Server) blobGet(r *http.Request) *response {
-	c, b, _ := blobName(r.URL.Path)
+func (s *Server) blobGet(r *http.Request, p string) *response {
+	c, b, _ := blobName(p)
 	s.mu.Lock()
 	e, ok := s.blobs[c+"/"+b]
 	s.mu.Unlock()
@@ -552,7 +583,7 @@ func (s *Server) PutIndex(name string, definition []byte) error {
 		return fmt.Errorf("fakeserver: invalid index name %q", name)
 	}
 	req, _ := http.NewRequest(http.MethodPut, "/indexes/"+url.PathEscape(name), nil)
-	resp := s.searchPut(req, definition)
+	resp := s.searchPut(req, "/indexes/"+name, definition)
 	if resp.status >= 300 {
 		return fmt.Errorf("fakeserver: index %q: %s", name, resp.body)
 	}
@@ -574,9 +605,19 @@ func (s *Server) Index(name string) ([]byte, bool) {
 // PutBlob stores data as container/blob, without a request, and returns its
 // ETag.
 func (s *Server) PutBlob(container, blob string, data []byte) string {
+	return s.putBlob(container, blob, data, "")
+}
+
+// putBlob stores a blob with its content type ("" is
+// application/octet-stream).
+func (s *Server) putBlob(container, blob string, data []byte, contentType string) string {
+	if contentType == "" {
+		contentType = defaultBlobType
+	}
+	now := s.now().UTC()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: "application/octet-stream", lastModified: s.now().UTC()}
+	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: contentType, lastModified: now}
 	s.blobs[container+"/"+blob] = e
 	return e.etag
 }

@@ -41,10 +41,11 @@ type config struct {
 	script    *Script
 	observer  func(Request)
 	upstreamT http.RoundTripper
+	account   string
 }
 
 func newConfig(opts ...Option) config {
-	c := config{now: time.Now}
+	c := config{now: time.Now, account: DefaultAccount}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -73,6 +74,22 @@ func WithScript(s *Script) Option {
 			c.script = s
 		}
 	})
+}
+
+// WithAccount sets the storage account name recognised as the first
+// segment of a path-style URL, Azurite's layout /{account}/{container}/{blob}
+// (and /{account}/files, /{account}/indexes/{name}). A request whose first
+// path segment is exactly name is served as the path that follows it; any
+// other request as its plain path, /{container}/{blob}. So both layouts
+// reach the same state: [Server.PutBlob]("checkpoints", "a.json", ...) is
+// readable at /checkpoints/a.json and at /devstoreaccount1/checkpoints/a.json.
+// The account segment always wins, so nothing is ambiguous: a container
+// literally named like the account is reached only through the account
+// layout (/devstoreaccount1/devstoreaccount1/b). The ledger and
+// [MatchPath] see the whole path, account segment included. Default
+// [DefaultAccount]; "" recognises no account segment (every path is plain).
+func WithAccount(name string) Option {
+	return optionFunc(func(c *config) { c.account = name })
 }
 
 // WithObserver calls f with each ledger entry once its status is known
@@ -323,6 +340,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.active.Done()
+	if isAdmin(r.URL.Path) {
+		s.serveAdmin(w, r) // not Azure traffic: no ledger, no script
+		return
+	}
 	// End slow and stalled bodies when the server closes.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -332,7 +353,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	now := s.now()
 	body, readErr := readBody(r, s.maxBody)
-	route := classify(r)
+	svc := servicePath(s.cfg.account, r.URL.Path)
+	route := classify(r.Method, svc, r.URL.RawQuery)
 	digest := ""
 	if readErr == nil {
 		sum := sha256.Sum256(body)
@@ -376,7 +398,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.forward(w, r, body, entry, route, fault, now)
 		return
 	default:
-		resp = s.serveRoute(route, r, body, now)
+		resp = s.serveRoute(route, r, svc, body, now)
 	}
 	setCommonHeaders(resp.header, route, id, now)
 	s.finish(entry, resp.status, "")

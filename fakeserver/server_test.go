@@ -277,8 +277,7 @@ func TestClassify(t *testing.T) {
 		{"GET", "/files/x", RouteOther},
 		{"PUT", "/c/b", RouteBlobPut},
 		{"GET", "/c/b/c/d", RouteBlobGet},
-		{"GET", "/devstoreaccount1/c/b", RouteBlobGet},
-		{"PUT", "/devstoreaccount1/c?restype=container", RouteOther},
+		{"PUT", "/c?restype=container", RouteOther},
 		{"GET", "/c/b?restype=container&comp=list", RouteOther},
 		{"HEAD", "/c/b", RouteOther},
 		{"GET", "/c", RouteOther},
@@ -286,11 +285,41 @@ func TestClassify(t *testing.T) {
 		{"GET", "/", RouteOther},
 		{"GET", "//x", RouteOther},
 	}
+	// Every route is the same in the plain layout and behind the account
+	// segment (Azurite's layout).
+	for _, prefix := range []string{"", "/devstoreaccount1"} {
+		for _, tc := range tests {
+			target := prefix + tc.target
+			u, err := url.Parse(target)
+			require.NoError(t, err)
+			got := classify(tc.method, servicePath(DefaultAccount, u.Path), u.RawQuery)
+			assert.Equal(t, tc.route, got, "%s %s", tc.method, target)
+		}
+	}
+}
+
+// TestServicePath pins how the account segment is recognised: only a first
+// segment exactly equal to the account, which then always wins.
+func TestServicePath(t *testing.T) {
+	tests := []struct {
+		account, path, want string
+	}{
+		{DefaultAccount, "/devstoreaccount1/checkpoints/a.json", "/checkpoints/a.json"},
+		{DefaultAccount, "/checkpoints/a.json", "/checkpoints/a.json"},
+		{DefaultAccount, "/devstoreaccount1/files", "/files"},
+		{DefaultAccount, "/devstoreaccount1", "/"},
+		{DefaultAccount, "/devstoreaccount1/", "/"},
+		{DefaultAccount, "/devstoreaccount1/devstoreaccount1/b", "/devstoreaccount1/b"},
+		{DefaultAccount, "/devstoreaccount10/c/b", "/devstoreaccount10/c/b"},
+		{DefaultAccount, "/Devstoreaccount1/c/b", "/Devstoreaccount1/c/b"},
+		{DefaultAccount, "/c/devstoreaccount1/b", "/c/devstoreaccount1/b"},
+		{"acct", "/acct/c/b", "/c/b"},
+		{"acct", "/devstoreaccount1/c/b", "/devstoreaccount1/c/b"},
+		{"", "/devstoreaccount1/c/b", "/devstoreaccount1/c/b"},
+		{DefaultAccount, "", ""},
+	}
 	for _, tc := range tests {
-		u, err := url.Parse(tc.target)
-		require.NoError(t, err)
-		r := &http.Request{Method: tc.method, URL: u}
-		assert.Equal(t, tc.route, classify(r), "%s %s", tc.method, tc.target)
+		assert.Equal(t, tc.want, servicePath(tc.account, tc.path), "account %q path %q", tc.account, tc.path)
 	}
 }
 

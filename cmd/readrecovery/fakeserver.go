@@ -21,15 +21,19 @@ const shutdownGrace = 5 * time.Second
 // runFakeserver serves the fake (or, with --upstream, the throttling proxy)
 // until ctx is done, then shuts it down and returns 0. The first line on
 // stdout is "listening on http://HOST:PORT"; then, in proxy mode, the
-// upstream, one line per scripted rule, and one line per request and one
-// per injected fault. A usage error or a bad script returns 2, a
-// listener that cannot be opened 1.
+// upstream, one line per scripted rule, with --seed what was seeded, and
+// one line per request and one per injected fault (the admin routes under
+// /_fakeserver/, such as a health probe, are not requests: no line, no
+// rule counts them). A usage error, a bad script or a bad seed returns 2,
+// a listener that cannot be opened 1.
 func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("readrecovery fakeserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "`address` to listen on")
 	scriptPath := fs.String("script", "", "JSON fault script `file` (see the fakeserver package documentation)")
 	upstream := fs.String("upstream", "", "proxy mode: forward to this `URL` (such as Azurite's), injecting the script's faults")
+	seedPath := fs.String("seed", "", "JSON `file` of indexes, files and blobs to start with (see the fakeserver package documentation); not with --upstream")
+	account := fs.String("account", fakeserver.DefaultAccount, "storage account `name` recognised as the first segment of path-style URLs /{account}/{container}/{blob}; \"\" for the plain layout only")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]")
 		fs.PrintDefaults()
@@ -56,8 +60,22 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		script = s
 	}
 
+	var seed *fakeserver.Seed
+	if *seedPath != "" {
+		if *upstream != "" {
+			fmt.Fprintln(stderr, "readrecovery: fakeserver: --seed preloads the in-memory fake; a proxy's state is its upstream's (drop --seed or --upstream)")
+			return 2
+		}
+		sd, err := fakeserver.LoadSeedFile(*seedPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "readrecovery: fakeserver: --seed %v\n", err)
+			return 2
+		}
+		seed = sd
+	}
+
 	logger := &requestLog{w: stdout}
-	opts := []fakeserver.Option{fakeserver.WithScript(script), fakeserver.WithObserver(logger.request)}
+	opts := []fakeserver.Option{fakeserver.WithScript(script), fakeserver.WithObserver(logger.request), fakeserver.WithAccount(*account)}
 	var srv *fakeserver.Server
 	if *upstream != "" {
 		u, err := url.Parse(*upstream)
@@ -68,6 +86,11 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 		srv = fakeserver.NewProxy(u, script, opts...)
 	} else {
 		srv = fakeserver.New(opts...)
+		if err := srv.Seed(seed); err != nil { // unreachable: LoadSeedFile checked it
+			_ = srv.Close()
+			fmt.Fprintf(stderr, "readrecovery: fakeserver: --seed %v\n", err)
+			return 2
+		}
 	}
 
 	// Hold the log until the listening line is out: it must come first.
@@ -84,6 +107,9 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	for i, r := range script.Rules() {
 		fmt.Fprintf(stdout, "rule %d: %s\n", i, r)
+	}
+	if seed != nil {
+		fmt.Fprintf(stdout, "seeded indexes=%d files=%d blobs=%d\n", len(seed.Indexes), len(seed.Files), len(seed.Blobs))
 	}
 	logger.mu.Unlock()
 

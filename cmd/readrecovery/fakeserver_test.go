@@ -271,6 +271,9 @@ func TestRunFakeserverUsage(t *testing.T) {
 		{[]string{"--upstream", "ftp://x"}, 2, `--upstream "ftp://x": want an absolute http or https URL`},
 		{[]string{"--upstream", "http://user:pw@x"}, 2, `want an absolute http or https URL without credentials`},
 		{[]string{"--script", "/nonexistent/script.json"}, 2, "--script open /nonexistent/script.json"},
+		{[]string{"--seed", "/nonexistent/seed.json"}, 2, "readrecovery: fakeserver: --seed open /nonexistent/seed.json"},
+		{[]string{"--seed", "/nonexistent/seed.json", "--upstream", "http://127.0.0.1:10000"}, 2,
+			"readrecovery: fakeserver: --seed preloads the in-memory fake; a proxy's state is its upstream's (drop --seed or --upstream)\n"},
 		{[]string{"--addr", "256.1.1.1:bad"}, 1, "readrecovery: fakeserver: listen tcp"},
 		{[]string{"-h"}, 0, "usage: readrecovery fakeserver"},
 	}
@@ -288,4 +291,98 @@ func TestRunFakeserverUsage(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "address already in use")
 	assert.Equal(t, 0, stop())
+}
+
+// TestRunFakeserverSeed: --seed preloads the fake, readable through
+// Azurite's path-style URL; health probes before and between requests
+// neither use up the script's nth count nor appear in the request log.
+func TestRunFakeserverSeed(t *testing.T) {
+	dir := t.TempDir()
+	seed := filepath.Join(dir, "seed.json")
+	require.NoError(t, os.WriteFile(seed, []byte(`{
+		"indexes": [{"name": "hotels", "definition": {"fields": []}}],
+		"files": [{"name": "a.csv", "content": "a"}, {"name": "b.csv", "content": "b"}],
+		"blobs": [{"container": "checkpoints", "name": "c1/source.json", "json": {"source": 1}}]
+	}`), 0o600))
+	script := filepath.Join(dir, "script.json")
+	require.NoError(t, os.WriteFile(script, []byte(`{"rules":[{"route":"*","nth":2,"fault":"throttle","retry_after":{"form":"seconds","seconds":1}}]}`), 0o600))
+
+	base, stdout, stop := startFakeserver(t, "--seed", seed, "--script", script)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	status, body := get("/_fakeserver/health")
+	assert.Equal(t, 200, status)
+	assert.JSONEq(t, `{"status":"ok","requests":0}`, body)
+	status, body = get("/devstoreaccount1/checkpoints/c1/source.json")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, `{"source":1}`, body)
+	status, _ = get("/_fakeserver/health")
+	assert.Equal(t, 200, status)
+	status, _ = get("/files?limit=1")
+	assert.Equal(t, 429, status, "nth=2: the second Azure request, the probes uncounted")
+	status, body = get("/files?limit=1")
+	assert.Equal(t, 200, status)
+	assert.Contains(t, body, `"id":"file-000001","name":"a.csv"`)
+	status, body = get("/_fakeserver/ledger")
+	assert.Equal(t, 200, status)
+	assert.Equal(t, 3, strings.Count(body, `"seq":`), "the ledger holds the three Azure requests: %s", body)
+	status, _ = get("/indexes/hotels")
+	assert.Equal(t, 200, status)
+
+	assert.Equal(t, 0, stop())
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	require.Len(t, lines, 8, stdout.String())
+	assert.Equal(t, "rule 0: * nth=2 -> 429 retry-after=seconds(1)", lines[1])
+	assert.Equal(t, "seeded indexes=1 files=2 blobs=1", lines[2])
+	assert.Regexp(t, `^\S+Z request #1 GET blob.get "/devstoreaccount1/checkpoints/c1/source.json" -> 200 id=\S+$`, lines[3])
+	assert.Regexp(t, `^\S+Z request #2 GET file.list "/files" query-keys=limit -> 429 id=\S+$`, lines[4])
+	assert.Regexp(t, `^\S+Z fault #2 file.list rule 0: 429 retry-after=seconds\(1\)$`, lines[5])
+	assert.Regexp(t, `^\S+Z request #3 GET file.list "/files" query-keys=limit -> 200 id=\S+$`, lines[6])
+	assert.Regexp(t, `^\S+Z request #4 GET search.get "/indexes/hotels" -> 200 id=\S+$`, lines[7])
+	assert.NotContains(t, stdout.String(), "_fakeserver", "probes are not logged as requests")
+}
+
+// TestRunFakeserverAccount: --account names the path-style account
+// segment; "" leaves the plain layout only.
+func TestRunFakeserverAccount(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "seed.json")
+	require.NoError(t, os.WriteFile(seed, []byte(`{"blobs": [{"container": "c", "name": "b", "content": "B"}]}`), 0o600))
+	tests := []struct {
+		account string
+		want    map[string]int
+	}{
+		{"myaccount", map[string]int{"/myaccount/c/b": 200, "/c/b": 200, "/devstoreaccount1/c/b": 404}},
+		{"", map[string]int{"/c/b": 200, "/devstoreaccount1/c/b": 404}},
+	}
+	for _, tc := range tests {
+		base, _, stop := startFakeserver(t, "--seed", seed, "--account", tc.account)
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		for path, want := range tc.want {
+			resp, err := c.Get(base + path)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, want, resp.StatusCode, "--account %q GET %s", tc.account, path)
+		}
+		assert.Equal(t, 0, stop())
+	}
+}
+
+// TestRunFakeserverBadSeed: exit 2, nothing listens, and the message names
+// the file, the entry and the field.
+func TestRunFakeserverBadSeed(t *testing.T) {
+	seed := filepath.Join(t.TempDir(), "seed.json")
+	require.NoError(t, os.WriteFile(seed, []byte("{\"blobs\": [\n  {\"container\": \"c\", \"name\": \"b\", \"content\": \"\"},\n  {\"name\": \"b\", \"content\": \"\"}\n]}"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := runFakeserver(t.Context(), []string{"--seed", seed}, &stdout, &stderr)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout.String())
+	assert.Equal(t, "readrecovery: fakeserver: --seed "+seed+": seed: blobs[1].container (line 3): required\n", stderr.String())
 }
