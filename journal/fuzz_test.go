@@ -36,7 +36,7 @@ func (m memFS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
 }
 
 func (m memFS) OpenFile(name string, flag int, _ fs.FileMode) (fsys.File, error) {
-	if flag != os.O_RDONLY {
+	if flag != fsys.ReadFlags {
 		return nil, errReadOnly
 	}
 	f, err := m.MapFS.Open(name)
