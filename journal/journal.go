@@ -68,7 +68,7 @@ type refusal struct {
 	detail   string
 }
 
-func (e *refusal) Error() string  { return e.sentinel.Error() + ": " + e.detail }
+func (e *refusal) Error() string   { return e.sentinel.Error() + ": " + e.detail }
 func (e *refusal) Unwrap() []error { return []error{e.sentinel, readrecovery.ErrReplayRefused} }
 
 func refuse(sentinel error, format string, args ...any) error {
