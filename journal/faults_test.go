@@ -173,6 +173,8 @@ type scenario struct {
 	// run performs Begin and the completion; sent says whether Begin
 	// succeeded (the request would have been sent).
 	run func(j *Journal) (sent bool, err error)
+	// review marks a scenario that sends nothing (a review).
+	review bool
 	// want is the state of the reopened run, given which steps happened.
 	want func(t *testing.T, dir string, done func(label string) bool, sent bool)
 }
@@ -287,6 +289,95 @@ var scenarios = []scenario{
 	},
 }
 
+// The scenarios of parts and reviews (R52, R56).
+func init() {
+	part := WithUploadPart(context.Background(), "a.bin")
+	// fileState reopens dir and returns a.bin's class.
+	fileState := func(t *testing.T, dir string) FileDecision {
+		j := reopen(t, dir, t0)
+		c, err := j.PlanContinuation(plan3, NewApproval, t0)
+		require.NoError(t, err)
+		return c.Files[0]
+	}
+	scenarios = append(scenarios,
+		scenario{
+			name:  "Begin+Complete(part 2xx)",
+			setup: priorElapsed,
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(part, putReq(nil)); err != nil {
+					return false, err
+				}
+				return true, j.Complete(part, putReq(nil), readrecovery.JournalOutcome{StatusCode: 201, RequestID: "p1"})
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				st := reopen(t, dir, t0).Status(t0)
+				if markerExists(dir) {
+					require.Equal(t, Unresolved, st.State)
+				} else {
+					require.Equal(t, Elapsed, st.State, "R40: the earlier restriction is never lost: %s", st.Reason)
+				}
+				f := fileState(t, dir)
+				require.NotEqual(t, FileAcked, f.State, "R52: a part's 2xx is never the file's ACK")
+				if sent {
+					require.Equal(t, FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
+					require.False(t, f.Upload)
+				}
+			},
+		},
+		scenario{
+			name:  "Begin+Backoff(part)",
+			setup: priorElapsed,
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(part, putReq(nil)); err != nil {
+					return false, err
+				}
+				_, err := j.Backoff(part, putReq(nil), out429("p429"), secs(5), timing(t0, 5))
+				return true, err
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				scenarios[0].want(t, dir, done, sent)
+				f := fileState(t, dir)
+				require.NotEqual(t, FileAcked, f.State)
+				if sent {
+					require.Equal(t, FileUnknown, f.State, f.Reason)
+				}
+			},
+		},
+		scenario{
+			name:   "Review(reupload)",
+			review: true,
+			setup: func(t *testing.T, dir string) {
+				priorElapsed(t, dir)
+				j := reopen(t, dir, t0)
+				a := WithUpload(context.Background(), "a.bin")
+				require.NoError(t, j.Begin(a, putReq(t)))
+				require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r500"}))
+			},
+			run: func(j *Journal) (bool, error) {
+				_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "checked")
+				return false, err
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				st := reopen(t, dir, t0).Status(t0)
+				clean := !markerExists(dir) && (!done("create review-0001.json.tmp") || done("remove review-0001.json.tmp"))
+				if clean {
+					require.Equal(t, Elapsed, st.State, st.Reason)
+				} else {
+					require.Equal(t, Unresolved, st.State)
+				}
+				f := fileState(t, dir)
+				if done("link review-0001.json") {
+					require.Equal(t, FileReviewed, f.State, "the review is on disk")
+					require.Equal(t, clean, f.Upload, f.Reason)
+				} else {
+					require.Equal(t, FileUnknown, f.State, "no review on disk: still unknown")
+					require.False(t, f.Upload)
+				}
+			},
+		},
+	)
+}
+
 func markerExists(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, markerName))
 	return err == nil
@@ -367,7 +458,10 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 // failure the transport treats as terminal — and the reopened run never
 // lost a restriction.
 func TestR38_FailAtEveryStep(t *testing.T) {
-	for _, sc := range scenarios[:3] {
+	for _, sc := range scenarios {
+		if sc.setup == nil {
+			continue // Open(create) has no request to fail
+		}
 		ref := newFaultFS()
 		_, _, err := runScenario(t, sc, ref)
 		require.NoError(t, err)
@@ -387,7 +481,7 @@ func TestR38_FailAtEveryStep(t *testing.T) {
 					return false
 				}
 				sc.want(t, dir, done, sent)
-				if !sent {
+				if !sent && !sc.review {
 					require.Less(t, i, 5, "only a Begin step can keep the request from the network")
 				}
 			})

@@ -10,6 +10,10 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
+// reviewMethod is the method a review's pending marker names: not an HTTP
+// request, so the marker names no upload in flight.
+const reviewMethod = "REVIEW"
+
 // Decision is an operator's decision about an unknown file (SPEC R56).
 type Decision string
 
@@ -112,10 +116,11 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if err := check(); err != nil {
 		return ReviewRecord{}, err
 	}
-	m := markerFile{BackoffVersion: BackoffVersion, Method: "REVIEW", FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
+	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
 	if err := j.claim(m); err != nil {
 		return ReviewRecord{}, err
 	}
+	defer func() { j.inflight = nil }() // before the unlock: the claim ends with Review
 	j.refreshLocked()
 	if err := check(); err != nil {
 		return ReviewRecord{}, j.unclaim(err)
@@ -155,7 +160,6 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return rec.record(), fmt.Errorf("journal: review: %w", err)
 	}
-	j.inflight = nil
 	return rec.record(), nil
 }
 

@@ -449,7 +449,8 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	// readable, names the file for the planner.
 	if s.pending {
 		if data, ok := readCapped(fsy, nil, dir, markerName, maxRecordBytes); ok {
-			if m, ok := parseMarker(data); ok {
+			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
+				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
 		}
