@@ -309,4 +309,3 @@ func TestFuzzBaseNewIsWaiting(t *testing.T) {
 	require.Equal(t, FileUnknown, files["b.bin"].State)
 	require.Equal(t, FileNeverAttempted, files["c.bin"].State)
 }
-
