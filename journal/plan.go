@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -63,6 +64,10 @@ type FileDecision struct {
 type Continuation struct {
 	// Status is the run's status at the time of planning.
 	Status Status
+	// Partial is set by [Journal.RecordedPlan] for a run without plan.json
+	// (written before it existed): Files then lists only the files that
+	// records name, and never-attempted files are missing.
+	Partial bool
 	// Files are the decisions, in the order of the plan given.
 	Files []FileDecision
 }
@@ -202,4 +207,51 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		v.record = markerName + ": its upload's outcome is unknown"
 	}
 	return v
+}
+
+// RecordedPlan classifies every file of the plan the run recorded in
+// plan.json, as [Journal.PlanContinuation] does without a new approval, for
+// an operator who has only the run directory (`readrecovery journal
+// plan`). The journal stores file digests, never IDs: each FileDecision's
+// ID is empty and Digest names the file. For a run without plan.json the
+// continuation is Partial: it lists the files that records name. Its error
+// is [ErrCorrupt] when the manifest cannot be read.
+func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshLocked()
+	s := j.snap
+	if s.manifest == nil {
+		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", ErrCorrupt)
+	}
+	c := Continuation{Status: j.statusLocked(now, false)}
+	files := s.planFiles
+	if files == nil {
+		c.Partial = true
+		seen := map[string]bool{}
+		add := func(d string) {
+			if d != "" && !seen[d] {
+				seen[d] = true
+				files = append(files, d)
+			}
+		}
+		for _, e := range s.entries {
+			add(e.Provenance.FileDigest)
+		}
+		for d := range s.receipts {
+			add(d)
+		}
+		for d := range s.parts {
+			add(d)
+		}
+		for _, r := range s.reviews {
+			add(r.FileDigest)
+		}
+		add(s.pendingFile)
+		sort.Strings(files)
+	}
+	for _, d := range files {
+		c.Files = append(c.Files, s.decide(d, NoNewApproval, c.Status, false))
+	}
+	return c, nil
 }

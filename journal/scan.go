@@ -559,3 +559,36 @@ func dirError(dir string, err error) error {
 	}
 	return fmt.Errorf("journal: %w", err)
 }
+
+// Summary is what [Inspect] found in a run directory.
+type Summary struct {
+	// Entries, Receipts, Parts and Reviews count the records that passed
+	// their own checks: backoff entries, commit receipts, part receipts
+	// and reviews.
+	Entries, Receipts, Parts, Reviews int
+	// PlannedFiles is the number of files in plan.json, or -1 for a run
+	// written before plan.json existed.
+	PlannedFiles int
+	// Findings are Verify's findings; none means the run verifies clean.
+	Findings []Finding
+}
+
+// Inspect is [Verify] with the counts of what the run holds, for a report
+// such as `readrecovery journal verify`'s "ok" line. Its error is Verify's.
+func Inspect(dir string) (Summary, error) {
+	s, err := scan(fsys.OS{}, dir, nil)
+	if err != nil {
+		return Summary{}, dirError(dir, err)
+	}
+	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings()}
+	for _, rounds := range s.receipts {
+		sum.Receipts += len(rounds)
+	}
+	for _, ps := range s.parts {
+		sum.Parts += len(ps)
+	}
+	if s.planFiles != nil {
+		sum.PlannedFiles = len(s.planFiles)
+	}
+	return sum, nil
+}
