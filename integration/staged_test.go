@@ -39,7 +39,9 @@ var stagedBlocks = func() [][]byte {
 	return out
 }()
 
-func blockID(i int) string { return base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("block-%04d", i))) }
+func blockID(i int) string {
+	return base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("block-%04d", i)))
+}
 
 // invocation is one run of the uploader: a Journal opened on the run
 // directory, a Budget, and a block blob client through the proxy.
@@ -282,4 +284,3 @@ func waitElapsed(t *testing.T, dir string) {
 		time.Sleep(time.Duration(st.RemainingSeconds) * time.Second / 2)
 	}
 }
-
