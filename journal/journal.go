@@ -319,12 +319,14 @@ func (j *Journal) refreshLocked() {
 
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (SPEC R36). It re-reads the directory
-// first. It never sleeps. The marker of this Journal's own request in
-// flight does not count here (Begin orders requests).
+// *RestrictedError with the status (SPEC R36), or, when ctx has already
+// ended, ctx's error (wrapped): the caller's own cancellation, not a
+// restriction (R53). It re-reads the directory first. It never sleeps.
+// The marker of this Journal's own request in flight does not count here
+// (Begin orders requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("journal: not admitted: %w", err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
