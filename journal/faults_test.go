@@ -36,6 +36,9 @@ type faultFS struct {
 	failAt  int
 	crashed bool
 	after   func() // called after each performed step
+	// before is called with each step's label before the step (and before
+	// any crash or failure), as another process acting at that moment.
+	before func(label string)
 }
 
 var _ fsys.FS = (*faultFS)(nil)
@@ -44,6 +47,9 @@ func newFaultFS() *faultFS { return &faultFS{crashAt: -1, failAt: -1} }
 
 // step runs one mutating step; partial runs the torn half of a write.
 func (f *faultFS) step(label string, do func() error, partial func()) error {
+	if f.before != nil {
+		f.before(label)
+	}
 	f.mu.Lock()
 	if f.crashed {
 		f.mu.Unlock()
@@ -175,6 +181,11 @@ type scenario struct {
 	run func(j *Journal) (sent bool, err error)
 	// review marks a scenario that sends nothing (a review).
 	review bool
+	// other, when set, acts as another process on dir just before the
+	// step with the given label of this Journal (see faultFS.before).
+	other func(t *testing.T, dir, label string)
+	// refused is the error the scenario ends with when nothing fails.
+	refused error
 	// want is the state of the reopened run, given which steps happened.
 	want func(t *testing.T, dir string, done func(label string) bool, sent bool)
 }
@@ -344,6 +355,41 @@ func init() {
 			},
 		},
 		scenario{
+			// R55: another process acks a.bin between this Journal's
+			// check and its claim; the check under the claim refuses and
+			// removes the marker again.
+			name:    "Begin refused under the claim",
+			setup:   priorElapsed,
+			refused: ErrReplay,
+			other: func(t *testing.T, dir, label string) {
+				if label != "create "+markerName || fileExists(dir, receiptName(FileDigest("a.bin"))) {
+					return
+				}
+				pd, err := PlanDigest(plan3)
+				require.NoError(t, err)
+				data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",
+					URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RecordedAtUTC: t0.Unix()})
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("a.bin"))), data, 0o600))
+			},
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(upload, putReq(nil)); err != nil {
+					return false, err
+				}
+				return true, nil
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				require.False(t, sent, "R55: never authorised to re-send an acked file")
+				st := reopen(t, dir, t0).Status(t0)
+				if markerExists(dir) {
+					require.Equal(t, Unresolved, st.State)
+				} else {
+					require.Equal(t, Elapsed, st.State, st.Reason)
+				}
+				require.Equal(t, FileAcked, fileState(t, dir).State)
+			},
+		},
+		scenario{
 			name:   "Review(reupload)",
 			review: true,
 			setup: func(t *testing.T, dir string) {
@@ -378,6 +424,11 @@ func init() {
 	)
 }
 
+func fileExists(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
+}
+
 func markerExists(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, markerName))
 	return err == nil
@@ -394,8 +445,11 @@ func runScenario(t *testing.T, sc scenario, ff *faultFS) (dir string, sent bool,
 	sc.setup(t, dir)
 	j, oerr := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan3))
 	require.NoError(t, oerr)
+	if sc.other != nil {
+		ff.before = func(label string) { sc.other(t, dir, label) }
+	}
 	sent, err = sc.run(j)
-	if err != nil {
+	if err != nil && (sc.refused == nil || !errors.Is(err, sc.refused)) {
 		// After any persistence failure this process's Journal is unresolved.
 		require.Equal(t, Unresolved, j.Status(t0).State)
 		require.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
@@ -413,7 +467,11 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 	for _, sc := range scenarios {
 		ref := newFaultFS()
 		_, _, err := runScenario(t, sc, ref)
-		require.NoError(t, err)
+		if sc.refused != nil {
+			require.ErrorIs(t, err, sc.refused)
+		} else {
+			require.NoError(t, err)
+		}
 		steps := ref.ops
 		require.NotEmpty(t, steps)
 		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
@@ -464,7 +522,11 @@ func TestR38_FailAtEveryStep(t *testing.T) {
 		}
 		ref := newFaultFS()
 		_, _, err := runScenario(t, sc, ref)
-		require.NoError(t, err)
+		if sc.refused != nil {
+			require.ErrorIs(t, err, sc.refused)
+		} else {
+			require.NoError(t, err)
+		}
 		steps := ref.ops
 		for i := range steps {
 			t.Run(fmt.Sprintf("%s/fail %02d %s", sc.name, i, steps[i]), func(t *testing.T) {
@@ -481,7 +543,7 @@ func TestR38_FailAtEveryStep(t *testing.T) {
 					return false
 				}
 				sc.want(t, dir, done, sent)
-				if !sent && !sc.review {
+				if !sent && !sc.review && sc.refused == nil {
 					require.Less(t, i, 5, "only a Begin step can keep the request from the network")
 				}
 			})
