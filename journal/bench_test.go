@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/readrecovery/readrecovery"
 )
 
 // BenchmarkAppendEntry measures Begin+Backoff with real fsyncs on this
@@ -62,5 +64,35 @@ func BenchmarkStatusFull(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkStagePart measures Begin+Complete of one part of a staged upload
+// (claim, check under the claim, part receipt): the cost of
+// claim-then-check is the second directory scan. A new run is started
+// every 900 parts (outside the timer).
+func BenchmarkStagePart(b *testing.B) {
+	var j *Journal
+	n := 0
+	req := putReq(b)
+	ctx := WithUploadPart(context.Background(), "a.bin")
+	for i := 0; i < b.N; i++ {
+		if j == nil || n == 900 {
+			b.StopTimer()
+			var err error
+			j, err = Open(filepath.Join(b.TempDir(), "run"), withClock(newFakeClock(t0)), WithPlan(plan3))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n = 0
+			b.StartTimer()
+		}
+		if err := j.Begin(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201}); err != nil {
+			b.Fatal(err)
+		}
+		n++
 	}
 }

@@ -1,24 +1,35 @@
 // Package journal keeps the durable record of one File batch run, so that a
 // server's 429 restriction outlives the process that received it (SPEC
-// R30–R40a). A *Journal implements [readrecovery.Journal]: attach it to the
-// run's requests with [readrecovery.WithJournal], and mark each upload with
-// [WithUpload].
+// R30–R40a, R52–R57). A *Journal implements [readrecovery.Journal]: attach
+// it to the run's requests with [readrecovery.WithJournal], mark each part
+// of a multi-request upload with [WithUploadPart] (Blob Put Block, Files
+// Create and Put Range) and the request that commits it with [WithUpload]
+// (Put Block List, or the only request of a single-request upload).
 //
 // # On-disk layout
 //
 // A run is one private directory (mode 0700; every file 0600):
 //
-//	run.json               the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"manifest_digest":…}
-//	pending-request.json   present only while a journaled request is in flight
-//	backoff-0001.json …    one immutable entry per 429, numbered from 0001 to 0200 without gaps
-//	receipt-<32 hex>.json  one immutable receipt per attempted upload, named by its file identity digest
+//	run.json                    the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"manifest_digest":…}
+//	plan.json                   the plan's sorted file digests: {"files":[…]}; its digest is plan_digest
+//	pending-request.json        present only while a journaled request (or a review) is in flight
+//	backoff-0001.json …         one immutable entry per 429, numbered from 0001 to 0200 without gaps
+//	receipt-<32 hex>.json       one immutable commit receipt per attempted upload, named by its file identity digest
+//	receipt-<32 hex>-r02.json … the commit receipt of a later upload round (after a reupload review)
+//	part-<32 hex>-0001.json …   one immutable part receipt per part of a file's upload, numbered per file
+//	review-0001.json …          one immutable review per operator decision, numbered without gaps
+//
+// plan.json, part and review files, and rounds after the first exist since
+// the journal learnt multi-request uploads and reviews; a run written
+// before (no plan.json, receipts without round, entries without "part")
+// opens, verifies and takes new records unchanged.
 //
 // At most [MaxEntries] (200) entries and [MaxFiles] (1003) directory
 // entries, whatever they are, at every instant: a request needs room for
 // three (marker, temporary file, entry or receipt), so Begin refuses with
 // [ErrLimit] — before any network access — a run holding 200 entries or more
-// than 1000 files. A manifest-only run can thus hold 200 entries and 800
-// receipts.
+// than 1000 files. A new run (manifest and plan.json) can thus hold 200
+// entries and 799 receipts, part receipts and reviews.
 //
 // # Formats
 //
@@ -27,7 +38,9 @@
 // and the hex SHA-256 of the encoding of the same struct without the digest
 // field; a loader re-encodes what it parsed and refuses any file that is not
 // byte for byte that encoding (an edited, truncated, reformatted or
-// duplicated-key file). A backoff entry:
+// duplicated-key file). A field added since the first format ("part" of
+// an entry's provenance, "round" of a receipt) is omitted at its zero
+// value, so that older files keep their canonical bytes. A backoff entry:
 //
 //	{"backoff_version":"1.0","sequence":2,"plan_digest":"sha256:…",
 //	 "previous_digest":"sha256:…","method":"PUT","url_digest":"sha256:…",
@@ -45,6 +58,20 @@
 // ETag, attempt, resend_of and receipt_digest. Plans are stored only as
 // [PlanDigest], files only as [FileDigest].
 //
+// A part receipt records a part's outcome: part number, previous_digest
+// (the file's part before, "" for part 1), method, URL digest, attempt,
+// resend_of, status, accepted (2xx — never an ACK), request ID, ETag and
+// part_digest. A review records review_version, sequence, plan_digest,
+// previous_digest (run.json's digest for review 0001, else the review
+// before), file_digest, decision (reupload or skip), reviewer (the OS
+// user), reviewed_at_utc, note (sanitized: printable, no URL query or
+// userinfo, at most 256 bytes) and its evidence (the run's entry count and
+// last event digest, the file's part count and last part digest, the
+// digest of the file's commit receipt of the round), plus review_digest.
+// Verify checks a review like an entry (canonical form, digest, numbering,
+// chain, plan) and checks that its evidence is on disk and shows the file
+// unknown: a review of an acked or never-attempted file is a finding.
+//
 // A manifest without backoff_version is a legacy run: its receipts remain
 // evidence, and any backoff file that is not a verifiable 1.0 entry is a
 // legacy 429 without timing, which makes the run unresolved.
@@ -53,7 +80,10 @@
 //
 // The marker is created with O_EXCL (an existing one is [ErrPending]),
 // written, fsynced and closed, then the directory is fsynced — before the
-// request is sent. An entry or receipt is written to name.tmp (O_EXCL),
+// request is sent. Begin claims the marker first and only then checks,
+// under it, the status, the plan and the file's records (SPEC R55), so that
+// no other process can be authorised between a check and a send; a
+// refusal found under the claim removes the marker again. An entry or receipt is written to name.tmp (O_EXCL),
 // fsynced and closed, hard-linked to its final name (the link fails if the
 // name exists, so nothing is ever rewritten), the directory is fsynced, the
 // temporary file removed and the directory fsynced again; only then is the
@@ -61,6 +91,12 @@
 // either the entry or the marker, so a received restriction is never lost
 // (R40). Any failure of these steps is returned (a persistence failure,
 // R38) and leaves the Journal unresolved until the run is opened again.
+//
+// Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
+// before it is read: a symbolic link, FIFO, device or directory under a
+// journal name is a finding (the run is unresolved), and nothing can make a
+// reader hang (R57). A directory that holds files but no journal name is
+// not a run ([ErrNotRun]): Open never writes into it.
 //
 // # States
 //
@@ -77,10 +113,28 @@
 //
 // # Continuation
 //
-// [Journal.PlanContinuation] classifies each planned file as acked (never
-// sent again), unknown (attempted, no ACK: never replayed; ask for an
-// operator's review) or never-attempted (sent only under a new approval and
-// while the status is clear or elapsed).
+// [Journal.PlanContinuation] classifies each planned file as acked (its
+// commit's ACK on record: never sent again), unknown (attempted — a backoff
+// entry, a part receipt, a commit receipt without ACK, the marker — and no
+// ACK: never replayed), reviewed (an operator's [Journal.Review] of an
+// unknown file: reupload makes it eligible as a never-attempted one, skip
+// means never sent) or never-attempted (sent only under a new approval and
+// while the status is clear or elapsed). A file's parts and commit are one
+// upload: the Journal that began it may continue it (more parts, the
+// commit, the queue-429 re-send); any other Journal — a later invocation,
+// another process — is refused with [ErrReplay] until a review. The review
+// is the only way out of unknown; it never makes a file acked, and a
+// reupload is a new round whose records follow the review's evidence.
+//
+// # Refusals
+//
+// [Journal.Begin]'s errors say what they are (SPEC R53): a refusal of the
+// file wraps [readrecovery.ErrReplayRefused] ([ErrReplay],
+// [ErrPlanMismatch]); a run that is waiting or unresolved, or another
+// request's marker, is a *RestrictedError; a context that ended while
+// waiting for this Journal's one in-flight slot returns the context's
+// error (R54: the transport passes the sequence's deadline); anything else
+// is a persistence failure.
 //
 // # Example
 //
@@ -91,11 +145,17 @@
 //	}
 //	c, err := j.PlanContinuation(files, journal.NewApproval, time.Now())
 //	for _, id := range c.Uploads() {
-//		ctx := journal.WithUpload(readrecovery.WithJournal(ctx, j), id)
-//		… upload id with a client whose transport is readrecovery.New(…) …
+//		ctx := readrecovery.WithJournal(ctx, j)
+//		for _, block := range blocks(id) {
+//			… StageBlock(journal.WithUploadPart(ctx, id), …) …
+//		}
+//		… CommitBlockList(journal.WithUpload(ctx, id), …) …
 //	}
 //
 // The command `readrecovery journal status DIR` prints the status as
 // {"file_batch":{"backoff":{…}}}; `readrecovery journal verify DIR` lists the
-// findings.
+// findings (names escaped) or says ok with the counts; `readrecovery
+// journal plan DIR` prints every planned file's class (--json for JSON);
+// `readrecovery journal review DIR --file ID --decision reupload|skip
+// --note TEXT` records a review.
 package journal

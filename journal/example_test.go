@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -69,4 +70,43 @@ func ExampleMarshalStatus() {
 	// Output:
 	// {"file_batch":{"backoff":{"state":"waiting","received_at_utc":1700000000,"not_before_utc":1700000060,"server_delay_seconds":60,"remaining_seconds":42,"reason":"backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"}}}
 	// {"file_batch":{"backoff":{"state":"clear","received_at_utc":null,"not_before_utc":null,"server_delay_seconds":null,"remaining_seconds":0,"reason":"no backoff entries"}}}
+}
+
+// ExampleJournal_Review shows a staged upload (two parts, no commit) that a
+// later invocation finds unknown, refuses to replay, and that an
+// operator's review makes eligible again.
+func ExampleJournal_Review() {
+	tmp, _ := os.MkdirTemp("", "journal-example")
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "run")
+	files := []journal.PlannedFile{{ID: "big.bin"}}
+	j, err := journal.Open(dir, journal.WithPlan(files))
+	if err != nil {
+		panic(err)
+	}
+	u, _ := url.Parse("https://acct.blob.core.windows.net/c/big.bin?comp=block&sig=secret")
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
+	part := journal.WithUploadPart(context.Background(), "big.bin")
+	for range 2 { // two Put Block requests, each a 201; the process then dies
+		if err := j.Begin(part, req); err != nil {
+			panic(err)
+		}
+		if err := j.Complete(part, req, readrecovery.JournalOutcome{StatusCode: 201}); err != nil {
+			panic(err)
+		}
+	}
+
+	later, _ := journal.OpenExisting(dir)
+	c, _ := later.PlanContinuation(files, journal.NewApproval, time.Now())
+	fmt.Println(c.Files[0].State, c.Uploads())
+	err = later.Begin(journal.WithUpload(context.Background(), "big.bin"), req)
+	fmt.Println(errors.Is(err, journal.ErrReplay), errors.Is(err, readrecovery.ErrReplayRefused))
+
+	rec, _ := later.Review(context.Background(), "big.bin", journal.DecisionReupload, "blocks never committed")
+	c, _ = later.PlanContinuation(files, journal.NewApproval, time.Now())
+	fmt.Println(rec.Name, c.Files[0].State, c.Files[0].Decision, c.Uploads())
+	// Output:
+	// unknown []
+	// true true
+	// review-0001.json reviewed reupload [big.bin]
 }

@@ -36,6 +36,9 @@ type faultFS struct {
 	failAt  int
 	crashed bool
 	after   func() // called after each performed step
+	// before is called with each step's label before the step (and before
+	// any crash or failure), as another process acting at that moment.
+	before func(label string)
 }
 
 var _ fsys.FS = (*faultFS)(nil)
@@ -44,6 +47,9 @@ func newFaultFS() *faultFS { return &faultFS{crashAt: -1, failAt: -1} }
 
 // step runs one mutating step; partial runs the torn half of a write.
 func (f *faultFS) step(label string, do func() error, partial func()) error {
+	if f.before != nil {
+		f.before(label)
+	}
 	f.mu.Lock()
 	if f.crashed {
 		f.mu.Unlock()
@@ -173,6 +179,13 @@ type scenario struct {
 	// run performs Begin and the completion; sent says whether Begin
 	// succeeded (the request would have been sent).
 	run func(j *Journal) (sent bool, err error)
+	// review marks a scenario that sends nothing (a review).
+	review bool
+	// other, when set, acts as another process on dir just before the
+	// step with the given label of this Journal (see faultFS.before).
+	other func(t *testing.T, dir, label string)
+	// refused is the error the scenario ends with when nothing fails.
+	refused error
 	// want is the state of the reopened run, given which steps happened.
 	want func(t *testing.T, dir string, done func(label string) bool, sent bool)
 }
@@ -276,13 +289,144 @@ var scenarios = []scenario{
 			j, err := Open(dir, withClock(newFakeClock(t0)))
 			require.NoError(t, err)
 			st := j.Status(t0)
-			if done("link run.json") && !done("remove run.json.tmp") || done("create run.json.tmp") && !done("link run.json") {
+			// plan.json is written first, run.json last: any journal
+			// file without the finished manifest is a broken creation.
+			if done("create plan.json.tmp") && !done("remove run.json.tmp") {
 				require.Equal(t, Unresolved, st.State)
 			} else {
 				require.Equal(t, Clear, st.State, st.Reason)
 			}
 		},
 	},
+}
+
+// The scenarios of parts and reviews (R52, R56).
+func init() {
+	part := WithUploadPart(context.Background(), "a.bin")
+	// fileState reopens dir and returns a.bin's class.
+	fileState := func(t *testing.T, dir string) FileDecision {
+		j := reopen(t, dir, t0)
+		c, err := j.PlanContinuation(plan3, NewApproval, t0)
+		require.NoError(t, err)
+		return c.Files[0]
+	}
+	scenarios = append(scenarios,
+		scenario{
+			name:  "Begin+Complete(part 2xx)",
+			setup: priorElapsed,
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(part, putReq(nil)); err != nil {
+					return false, err
+				}
+				return true, j.Complete(part, putReq(nil), readrecovery.JournalOutcome{StatusCode: 201, RequestID: "p1"})
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				st := reopen(t, dir, t0).Status(t0)
+				if markerExists(dir) {
+					require.Equal(t, Unresolved, st.State)
+				} else {
+					require.Equal(t, Elapsed, st.State, "R40: the earlier restriction is never lost: %s", st.Reason)
+				}
+				f := fileState(t, dir)
+				require.NotEqual(t, FileAcked, f.State, "R52: a part's 2xx is never the file's ACK")
+				if sent {
+					require.Equal(t, FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
+					require.False(t, f.Upload)
+				}
+			},
+		},
+		scenario{
+			name:  "Begin+Backoff(part)",
+			setup: priorElapsed,
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(part, putReq(nil)); err != nil {
+					return false, err
+				}
+				_, err := j.Backoff(part, putReq(nil), out429("p429"), secs(5), timing(t0, 5))
+				return true, err
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				scenarios[0].want(t, dir, done, sent)
+				f := fileState(t, dir)
+				require.NotEqual(t, FileAcked, f.State)
+				if sent {
+					require.Equal(t, FileUnknown, f.State, f.Reason)
+				}
+			},
+		},
+		scenario{
+			// R55: another process acks a.bin between this Journal's
+			// check and its claim; the check under the claim refuses and
+			// removes the marker again.
+			name:    "Begin refused under the claim",
+			setup:   priorElapsed,
+			refused: ErrReplay,
+			other: func(t *testing.T, dir, label string) {
+				if label != "create "+markerName || fileExists(dir, receiptName(FileDigest("a.bin"))) {
+					return
+				}
+				pd, err := PlanDigest(plan3)
+				require.NoError(t, err)
+				data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",
+					URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RecordedAtUTC: t0.Unix()})
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("a.bin"))), data, 0o600))
+			},
+			run: func(j *Journal) (bool, error) {
+				if err := j.Begin(upload, putReq(nil)); err != nil {
+					return false, err
+				}
+				return true, nil
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				require.False(t, sent, "R55: never authorised to re-send an acked file")
+				st := reopen(t, dir, t0).Status(t0)
+				if markerExists(dir) {
+					require.Equal(t, Unresolved, st.State)
+				} else {
+					require.Equal(t, Elapsed, st.State, st.Reason)
+				}
+				require.Equal(t, FileAcked, fileState(t, dir).State)
+			},
+		},
+		scenario{
+			name:   "Review(reupload)",
+			review: true,
+			setup: func(t *testing.T, dir string) {
+				priorElapsed(t, dir)
+				j := reopen(t, dir, t0)
+				a := WithUpload(context.Background(), "a.bin")
+				require.NoError(t, j.Begin(a, putReq(t)))
+				require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r500"}))
+			},
+			run: func(j *Journal) (bool, error) {
+				_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "checked")
+				return false, err
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				st := reopen(t, dir, t0).Status(t0)
+				clean := !markerExists(dir) && (!done("create review-0001.json.tmp") || done("remove review-0001.json.tmp"))
+				if clean {
+					require.Equal(t, Elapsed, st.State, st.Reason)
+				} else {
+					require.Equal(t, Unresolved, st.State)
+				}
+				f := fileState(t, dir)
+				if done("link review-0001.json") {
+					require.Equal(t, FileReviewed, f.State, "the review is on disk")
+					require.Equal(t, clean, f.Upload, f.Reason)
+				} else {
+					require.Equal(t, FileUnknown, f.State, "no review on disk: still unknown")
+					require.False(t, f.Upload)
+				}
+			},
+		},
+	)
+}
+
+func fileExists(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
 }
 
 func markerExists(dir string) bool {
@@ -301,8 +445,11 @@ func runScenario(t *testing.T, sc scenario, ff *faultFS) (dir string, sent bool,
 	sc.setup(t, dir)
 	j, oerr := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan3))
 	require.NoError(t, oerr)
+	if sc.other != nil {
+		ff.before = func(label string) { sc.other(t, dir, label) }
+	}
 	sent, err = sc.run(j)
-	if err != nil {
+	if err != nil && (sc.refused == nil || !errors.Is(err, sc.refused)) {
 		// After any persistence failure this process's Journal is unresolved.
 		require.Equal(t, Unresolved, j.Status(t0).State)
 		require.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
@@ -320,7 +467,11 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 	for _, sc := range scenarios {
 		ref := newFaultFS()
 		_, _, err := runScenario(t, sc, ref)
-		require.NoError(t, err)
+		if sc.refused != nil {
+			require.ErrorIs(t, err, sc.refused)
+		} else {
+			require.NoError(t, err)
+		}
 		steps := ref.ops
 		require.NotEmpty(t, steps)
 		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
@@ -365,10 +516,17 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 // failure the transport treats as terminal — and the reopened run never
 // lost a restriction.
 func TestR38_FailAtEveryStep(t *testing.T) {
-	for _, sc := range scenarios[:3] {
+	for _, sc := range scenarios {
+		if sc.setup == nil {
+			continue // Open(create) has no request to fail
+		}
 		ref := newFaultFS()
 		_, _, err := runScenario(t, sc, ref)
-		require.NoError(t, err)
+		if sc.refused != nil {
+			require.ErrorIs(t, err, sc.refused)
+		} else {
+			require.NoError(t, err)
+		}
 		steps := ref.ops
 		for i := range steps {
 			t.Run(fmt.Sprintf("%s/fail %02d %s", sc.name, i, steps[i]), func(t *testing.T) {
@@ -385,7 +543,7 @@ func TestR38_FailAtEveryStep(t *testing.T) {
 					return false
 				}
 				sc.want(t, dir, done, sent)
-				if !sent {
+				if !sent && !sc.review && sc.refused == nil {
 					require.Less(t, i, 5, "only a Begin step can keep the request from the network")
 				}
 			})

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -32,10 +34,13 @@ const (
 // File names inside a run directory.
 const (
 	manifestName = "run.json"
+	planName     = "plan.json"
 	markerName   = "pending-request.json"
 	tempSuffix   = ".tmp"
 	entryPrefix  = "backoff-"
 	receiptPref  = "receipt-"
+	partPref     = "part-"
+	reviewPrefix = "review-"
 	jsonSuffix   = ".json"
 	// receiptHexLen is the number of hex digits of the file identity digest
 	// in a receipt's name (128 bits).
@@ -46,6 +51,21 @@ const (
 const (
 	maxManifestBytes = 64 << 10
 	maxRecordBytes   = 4 << 10
+	// maxPlanBytes bounds plan.json: about 13,000 planned files.
+	maxPlanBytes = 1 << 20
+)
+
+// Numbering limits of the new record kinds (the file limit bounds them
+// first in practice).
+const (
+	// maxParts is the number of part receipts one file may have:
+	// part-<hex>-0001.json to part-<hex>-9999.json.
+	maxParts = 9999
+	// maxReviews is the number of reviews a run may hold.
+	maxReviews = 9999
+	// maxRounds bounds the upload rounds of one file (1 plus its reupload
+	// reviews): receipt-<hex>-r02.json to receipt-<hex>-r99.json.
+	maxRounds = 99
 )
 
 // footprint is the most directory entries one journaled request adds at its
@@ -54,9 +74,29 @@ const footprint = 3
 
 func entryName(n int) string { return fmt.Sprintf("%s%04d%s", entryPrefix, n, jsonSuffix) }
 
-func receiptName(fileDigest string) string {
-	return receiptPref + strings.TrimPrefix(fileDigest, digestPrefix)[:receiptHexLen] + jsonSuffix
+func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
+
+// fileHex is the hex prefix of a file identity digest that names its files.
+func fileHex(fileDigest string) string {
+	return strings.TrimPrefix(fileDigest, digestPrefix)[:receiptHexLen]
 }
+
+// receiptNameRound names the commit receipt of a file's upload round:
+// receipt-<hex>.json for round 1 (the format of every run before reviews
+// existed), receipt-<hex>-rNN.json for a round after a reupload review.
+func receiptNameRound(fileDigest string, round int) string {
+	if round <= 1 {
+		return receiptPref + fileHex(fileDigest) + jsonSuffix
+	}
+	return fmt.Sprintf("%s%s-r%02d%s", receiptPref, fileHex(fileDigest), round, jsonSuffix)
+}
+
+// partName names the n-th part receipt of a file.
+func partName(fileDigest string, n int) string {
+	return fmt.Sprintf("%s%s-%04d%s", partPref, fileHex(fileDigest), n, jsonSuffix)
+}
+
+func reviewName(n int) string { return fmt.Sprintf("%s%04d%s", reviewPrefix, n, jsonSuffix) }
 
 // parseEntryName returns n for "backoff-NNNN.json" (exactly four digits).
 func parseEntryName(name string) (int, bool) {
@@ -71,16 +111,64 @@ func parseEntryName(name string) (int, bool) {
 	return n, true
 }
 
-// parseReceiptName returns the hex prefix of "receipt-<32 hex>.json".
-func parseReceiptName(name string) (string, bool) {
+// parseReceiptName returns the hex prefix and round of
+// "receipt-<32 hex>.json" (round 1) or "receipt-<32 hex>-rNN.json" (NN from
+// 02 to 99).
+func parseReceiptName(name string) (hex string, round int, ok bool) {
 	if !strings.HasPrefix(name, receiptPref) || !strings.HasSuffix(name, jsonSuffix) {
-		return "", false
+		return "", 0, false
 	}
 	h := strings.TrimSuffix(strings.TrimPrefix(name, receiptPref), jsonSuffix)
-	if len(h) != receiptHexLen || !lowerHex(h) {
-		return "", false
+	round = 1
+	if len(h) == receiptHexLen+4 && h[receiptHexLen:receiptHexLen+2] == "-r" && allDigits(h[receiptHexLen+2:]) {
+		round, _ = strconv.Atoi(h[receiptHexLen+2:])
+		if round < 2 || round > maxRounds {
+			return "", 0, false
+		}
+		h = h[:receiptHexLen]
 	}
-	return h, true
+	if len(h) != receiptHexLen || !lowerHex(h) {
+		return "", 0, false
+	}
+	return h, round, true
+}
+
+// parsePartName returns the hex prefix and number of
+// "part-<32 hex>-NNNN.json".
+func parsePartName(name string) (hex string, n int, ok bool) {
+	if !strings.HasPrefix(name, partPref) || !strings.HasSuffix(name, jsonSuffix) {
+		return "", 0, false
+	}
+	h := strings.TrimSuffix(strings.TrimPrefix(name, partPref), jsonSuffix)
+	if len(h) != receiptHexLen+5 || h[receiptHexLen] != '-' || !lowerHex(h[:receiptHexLen]) || !allDigits(h[receiptHexLen+1:]) {
+		return "", 0, false
+	}
+	n, _ = strconv.Atoi(h[receiptHexLen+1:])
+	return h[:receiptHexLen], n, true
+}
+
+// parseReviewName returns n for "review-NNNN.json".
+func parseReviewName(name string) (int, bool) {
+	if !strings.HasPrefix(name, reviewPrefix) || !strings.HasSuffix(name, jsonSuffix) {
+		return 0, false
+	}
+	d := strings.TrimSuffix(strings.TrimPrefix(name, reviewPrefix), jsonSuffix)
+	if len(d) != 4 || !allDigits(d) {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(d)
+	return n, true
+}
+
+// isJournalName reports whether name is a name the journal writes, or the
+// temporary file of one: a directory holding any of them is a run.
+func isJournalName(name string) bool {
+	name = strings.TrimSuffix(name, tempSuffix)
+	_, isEntry := parseEntryName(name)
+	_, _, isReceipt := parseReceiptName(name)
+	_, _, isPart := parsePartName(name)
+	_, isReview := parseReviewName(name)
+	return name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
 }
 
 func allDigits(s string) bool {
@@ -189,6 +277,10 @@ type provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
 	ResendOf   string `json:"resend_of"`
+	// Part is true for a request marked [WithUploadPart]. It is omitted
+	// when false, so that entries written before parts existed keep their
+	// canonical form.
+	Part bool `json:"part,omitempty"`
 }
 
 // entryBody is the canonical content of a backoff entry; event_digest is the
@@ -227,6 +319,9 @@ type receiptBody struct {
 	ETag           string `json:"etag"`
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
+	// Round is the file's upload round when above 1 (after a reupload
+	// review); omitted for round 1, the only round before reviews existed.
+	Round int `json:"round,omitempty"`
 }
 
 type receiptFile struct {
@@ -244,6 +339,8 @@ type markerFile struct {
 	ResendOf       string `json:"resend_of"`
 	FileDigest     string `json:"file_digest"`
 	BegunAtUTC     int64  `json:"begun_at_utc"`
+	// Part is true for a part of an upload ([WithUploadPart]).
+	Part bool `json:"part,omitempty"`
 }
 
 // seal encodes body, digests it, and returns the file bytes of full (which
@@ -389,6 +486,8 @@ func parseReceipt(data []byte) (receiptFile, error) {
 		return receiptFile{}, errors.New("plan_digest is not a sha256 digest")
 	case r.ACK != (r.Status >= 200 && r.Status <= 299):
 		return receiptFile{}, errors.New("ack does not agree with status")
+	case r.Round < 0 || r.Round == 1 || r.Round > maxRounds:
+		return receiptFile{}, fmt.Errorf("round %d outside 2..%d (round 1 is written without the field)", r.Round, maxRounds)
 	}
 	if err := validRequest(r.Method, r.URLDigest, r.Attempt, r.ResendOf); err != nil {
 		return receiptFile{}, err
@@ -539,4 +638,246 @@ func marshalLine(v any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// partBody is the canonical content of a part receipt: the outcome of one
+// request marked [WithUploadPart]. Its 2xx is never the file's ACK, so the
+// field is "accepted", not "ack". previous_digest chains the parts of one
+// file: "" for part 1, else the part_digest of the part before.
+type partBody struct {
+	PlanDigest     string `json:"plan_digest"`
+	FileDigest     string `json:"file_digest"`
+	Part           int    `json:"part"`
+	PreviousDigest string `json:"previous_digest"`
+	Method         string `json:"method"`
+	URLDigest      string `json:"url_digest"`
+	Attempt        int    `json:"attempt"`
+	ResendOf       string `json:"resend_of"`
+	Status         int    `json:"status"`
+	Accepted       bool   `json:"accepted"`
+	RequestID      string `json:"request_id"`
+	ETag           string `json:"etag"`
+	TransportError string `json:"transport_error"`
+	RecordedAtUTC  int64  `json:"recorded_at_utc"`
+}
+
+type partFile struct {
+	partBody
+	PartDigest string `json:"part_digest"`
+}
+
+// reviewEvidence is what a review saw of its file: the number of backoff
+// entries of the run and the digest of the last one, the number of the
+// file's part receipts and the digest of the last one, and the digest of
+// the commit receipt of the file's round ("" when none). A review applies
+// to these records only: later ones belong to the next round.
+type reviewEvidence struct {
+	Entries         int    `json:"entries"`
+	LastEventDigest string `json:"last_event_digest"`
+	Parts           int    `json:"parts"`
+	LastPartDigest  string `json:"last_part_digest"`
+	ReceiptDigest   string `json:"receipt_digest"`
+}
+
+// reviewBody is the canonical content of review-NNNN.json: an operator's
+// decision about one unknown file (SPEC R56). previous_digest chains the
+// reviews: review 0001 names the manifest's digest, every later one the
+// review_digest of the one before.
+type reviewBody struct {
+	ReviewVersion  string         `json:"review_version"`
+	Sequence       int            `json:"sequence"`
+	PlanDigest     string         `json:"plan_digest"`
+	PreviousDigest string         `json:"previous_digest"`
+	FileDigest     string         `json:"file_digest"`
+	Decision       Decision       `json:"decision"`
+	Reviewer       string         `json:"reviewer"`
+	ReviewedAtUTC  int64          `json:"reviewed_at_utc"`
+	Note           string         `json:"note"`
+	Evidence       reviewEvidence `json:"evidence"`
+}
+
+type reviewFile struct {
+	reviewBody
+	ReviewDigest string `json:"review_digest"`
+}
+
+// ReviewVersion is the format version of a review entry.
+const ReviewVersion = "1.0"
+
+func encodePart(p partBody) ([]byte, string, error) {
+	return seal(p, func(d string) any { return partFile{p, d} })
+}
+
+func encodeReview(r reviewBody) ([]byte, string, error) {
+	return seal(r, func(d string) any { return reviewFile{r, d} })
+}
+
+// parsePart parses and self-verifies a part receipt. The chain, the plan
+// and the name are checked by the caller.
+func parsePart(data []byte) (partFile, error) {
+	var pf partFile
+	if err := decodeStrict(data, &pf); err != nil {
+		return partFile{}, err
+	}
+	want, d, err := encodePart(pf.partBody)
+	if err != nil {
+		return partFile{}, err
+	}
+	if d != pf.PartDigest {
+		return partFile{}, errors.New("part_digest does not match the content (edited)")
+	}
+	if !bytes.Equal(want, data) {
+		return partFile{}, errors.New("not in canonical form (edited)")
+	}
+	p := pf.partBody
+	switch {
+	case !isDigest(p.FileDigest):
+		return partFile{}, errors.New("file_digest is not a sha256 digest")
+	case p.PlanDigest != "" && !isDigest(p.PlanDigest):
+		return partFile{}, errors.New("plan_digest is not a sha256 digest")
+	case p.Part < 1 || p.Part > maxParts:
+		return partFile{}, fmt.Errorf("part %d outside 1..%d", p.Part, maxParts)
+	case (p.Part == 1) != (p.PreviousDigest == ""):
+		return partFile{}, errors.New("previous_digest must be empty exactly for part 1")
+	case p.PreviousDigest != "" && !isDigest(p.PreviousDigest):
+		return partFile{}, errors.New("previous_digest is not a sha256 digest")
+	case p.Accepted != (p.Status >= 200 && p.Status <= 299):
+		return partFile{}, errors.New("accepted does not agree with status")
+	case p.Status == 429:
+		return partFile{}, errors.New("status 429 belongs in a backoff entry, not a part receipt")
+	case p.RequestID != redact.ID(p.RequestID):
+		return partFile{}, errors.New("request_id is not sanitized")
+	}
+	if err := validRequest(p.Method, p.URLDigest, p.Attempt, p.ResendOf); err != nil {
+		return partFile{}, err
+	}
+	return pf, nil
+}
+
+// parseReview parses and self-verifies a review entry. Sequence, chain,
+// plan and evidence are checked by the caller.
+func parseReview(data []byte) (reviewFile, error) {
+	var rf reviewFile
+	if err := decodeStrict(data, &rf); err != nil {
+		return reviewFile{}, err
+	}
+	want, d, err := encodeReview(rf.reviewBody)
+	if err != nil {
+		return reviewFile{}, err
+	}
+	if d != rf.ReviewDigest {
+		return reviewFile{}, errors.New("review_digest does not match the content (edited)")
+	}
+	if !bytes.Equal(want, data) {
+		return reviewFile{}, errors.New("not in canonical form (edited)")
+	}
+	r := rf.reviewBody
+	ev := r.Evidence
+	switch {
+	case r.ReviewVersion != ReviewVersion:
+		return reviewFile{}, fmt.Errorf("unsupported review_version %q", r.ReviewVersion)
+	case r.Sequence < 1 || r.Sequence > maxReviews:
+		return reviewFile{}, fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
+	case !isDigest(r.PreviousDigest):
+		return reviewFile{}, errors.New("previous_digest is not a sha256 digest")
+	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
+		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
+	case !isDigest(r.FileDigest):
+		return reviewFile{}, errors.New("file_digest is not a sha256 digest")
+	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:
+		return reviewFile{}, fmt.Errorf("decision %q is not reupload or skip", r.Decision)
+	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
+		return reviewFile{}, errors.New("reviewer is empty or not sanitized")
+	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
+		return reviewFile{}, errors.New("note is not sanitized")
+	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > maxUnix:
+		return reviewFile{}, fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
+	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
+		return reviewFile{}, errors.New("evidence entries and last_event_digest disagree")
+	case ev.Parts < 0 || ev.Parts > maxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
+		return reviewFile{}, errors.New("evidence parts and last_part_digest disagree")
+	case ev.LastEventDigest != "" && !isDigest(ev.LastEventDigest),
+		ev.LastPartDigest != "" && !isDigest(ev.LastPartDigest),
+		ev.ReceiptDigest != "" && !isDigest(ev.ReceiptDigest):
+		return reviewFile{}, errors.New("evidence holds a digest that is not sha256")
+	}
+	return rf, nil
+}
+
+// parsePlanList parses plan.json: exactly the canonical
+// {"files":[...]} of sorted, distinct file identity digests whose digest
+// is the run's plan digest (see [PlanDigest]), plus "\n".
+func parsePlanList(data []byte) ([]string, string, error) {
+	var pl struct {
+		Files []string `json:"files"`
+	}
+	if err := decodeStrict(data, &pl); err != nil {
+		return nil, "", err
+	}
+	if pl.Files == nil {
+		return nil, "", errors.New("files is not a list")
+	}
+	for i, f := range pl.Files {
+		if !isDigest(f) {
+			return nil, "", fmt.Errorf("files[%d] is not a sha256 digest", i)
+		}
+		if i > 0 && pl.Files[i-1] >= f {
+			return nil, "", errors.New("files are not sorted and distinct")
+		}
+	}
+	want, err := marshalLine(pl)
+	if err != nil {
+		return nil, "", err
+	}
+	if !bytes.Equal(want, data) {
+		return nil, "", errors.New("not in canonical form (edited)")
+	}
+	return pl.Files, digestOf(want[:len(want)-1]), nil
+}
+
+// encodePlanList returns the content of plan.json for a plan's sorted
+// file identity digests.
+func encodePlanList(digests []string) ([]byte, error) {
+	return marshalLine(struct {
+		Files []string `json:"files"`
+	}{digests})
+}
+
+// Bounds of the free text of a review.
+const (
+	maxNoteBytes     = 256
+	maxReviewerBytes = 64
+)
+
+// sanitizeNote makes free text safe to store and print: valid UTF-8,
+// printable characters only (every control character, including newline
+// and ESC, becomes a space), any URL query or userinfo removed, runs of
+// spaces collapsed, trimmed, and cut to at most limit bytes on a rune
+// boundary. It returns a fixed point (sanitizing its result changes
+// nothing), so a loader can check that a stored text is sanitized.
+func sanitizeNote(s string, limit int) string {
+	for range 8 {
+		t := sanitizeOnce(s, limit)
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return s
+}
+
+func sanitizeOnce(s string, limit int) string {
+	s = strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	s = strings.ToValidUTF8(redact.Text(s), "")
+	s = strings.Join(strings.Fields(s), " ")
+	for len(s) > limit {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = strings.TrimRight(s[:len(s)-size], " ")
+	}
+	return s
 }

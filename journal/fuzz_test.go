@@ -1,15 +1,20 @@
 package journal
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +41,7 @@ func (m memFS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
 }
 
 func (m memFS) OpenFile(name string, flag int, _ fs.FileMode) (fsys.File, error) {
-	if flag != os.O_RDONLY {
+	if flag != fsys.ReadFlags {
 		return nil, errReadOnly
 	}
 	f, err := m.MapFS.Open(name)
@@ -150,4 +155,157 @@ func TestFuzzBaseIsWaiting(t *testing.T) {
 	require.Equal(t, Waiting, st.State, st.Reason)
 	require.Equal(t, int64(30), st.RemainingSeconds)
 	require.Equal(t, Elapsed, statusWith(t, base, "backoff-0002.json", validSecond(t, base), t0.Add(time.Minute)).State)
+}
+
+// fuzzBaseNew is a run in the format with parts and reviews, waiting at
+// the returned time: a 60 s restriction at t0, two part receipts of b.bin
+// (unknown), a.bin's commit without ACK reviewed as skip, c.bin never
+// attempted.
+func fuzzBaseNew(t testing.TB) (fstest.MapFS, time.Time) {
+	clk := newFakeClock(t0)
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := Open(dir, withClock(clk), WithPlan(plan3))
+	require.NoError(t, err)
+	ctx := context.Background()
+	part := WithUploadPart(ctx, "b.bin")
+	for _, id := range []string{"b1", "b2"} {
+		require.NoError(t, j.Begin(part, putReq(t)))
+		require.NoError(t, j.Complete(part, putReq(t), readrecovery.JournalOutcome{StatusCode: 201, RequestID: id}))
+	}
+	a := WithUpload(ctx, "a.bin")
+	require.NoError(t, j.Begin(a, putReq(t)))
+	require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "a500"}))
+	_, err = j.Review(ctx, "a.bin", DecisionSkip, "checked")
+	require.NoError(t, err)
+	record429(t, j, ctx, getReq(t), overlong, timing(t0, 60))
+	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
+	for _, n := range names(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		require.NoError(t, err)
+		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}
+	}
+	return m, t0.Add(30 * time.Second)
+}
+
+// planWith returns the status and the continuation of base with file name
+// replaced by data.
+func planWith(t testing.TB, base fstest.MapFS, name string, data []byte, now time.Time) (Status, map[string]FileDecision) {
+	m := fstest.MapFS{}
+	for k, v := range base {
+		m[k] = v
+	}
+	m[path.Join("run", name)] = &fstest.MapFile{Data: data, Mode: 0o600}
+	j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+	require.NoError(t, err)
+	out := map[string]FileDecision{}
+	c, err := j.PlanContinuation(plan3, NewApproval, now)
+	if err == nil {
+		for _, f := range c.Files {
+			out[f.ID] = f
+		}
+	}
+	return j.Status(now), out
+}
+
+func baseFile(t testing.TB, base fstest.MapFS, prefix string) (string, []byte) {
+	for k, v := range base {
+		if strings.HasPrefix(k, "run/"+prefix) {
+			return strings.TrimPrefix(k, "run/"), v.Data
+		}
+	}
+	t.Fatalf("no %s file", prefix)
+	return "", nil
+}
+
+// FuzzLoadPart puts arbitrary bytes in place of each part receipt of b.bin:
+// loading never panics, the run is never clear or elapsed, and b.bin is
+// never acked, never-attempted or reviewed (a part's file is unknown).
+func FuzzLoadPart(f *testing.F) {
+	base, now := fuzzBaseNew(f)
+	p1 := partName(FileDigest("b.bin"), 1)
+	p2 := partName(FileDigest("b.bin"), 2)
+	seeds(f, base["run/"+p2].Data)
+	f.Add(base["run/"+p1].Data)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range []string{p1, p2} {
+			st, files := planWith(t, base, name, data, now)
+			if st.State == Clear || st.State == Elapsed {
+				t.Fatalf("%s replaced: %+v", name, st)
+			}
+			if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
+				t.Fatalf("%s replaced: b.bin %+v", name, b)
+			}
+		}
+	})
+}
+
+// FuzzLoadReview puts arbitrary bytes in place of review-0001.json: never a
+// panic, never clear or elapsed; a.bin is unknown or reviewed, never acked
+// or sent; b.bin stays unknown and c.bin never-attempted.
+func FuzzLoadReview(f *testing.F) {
+	base, now := fuzzBaseNew(f)
+	name, valid := baseFile(f, base, "review-")
+	seeds(f, valid)
+	f.Add([]byte(strings.Replace(string(valid), `"skip"`, `"reupload"`, 1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, files := planWith(t, base, name, data, now)
+		if st.State == Clear || st.State == Elapsed {
+			t.Fatalf("review replaced: %+v", st)
+		}
+		if len(files) == 0 {
+			return
+		}
+		a, b, c := files["a.bin"], files["b.bin"], files["c.bin"]
+		if a.State != FileUnknown && a.State != FileReviewed || a.Upload || b.State != FileUnknown || c.State != FileNeverAttempted {
+			t.Fatalf("review replaced: %+v %+v %+v", a, b, c)
+		}
+	})
+}
+
+// FuzzLoadPlanList puts arbitrary bytes in place of plan.json: never a
+// panic, never clear or elapsed.
+func FuzzLoadPlanList(f *testing.F) {
+	base, now := fuzzBaseNew(f)
+	seeds(f, base["run/plan.json"].Data)
+	f.Add([]byte("{\"files\":[]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, _ := planWith(t, base, planName, data, now)
+		if st.State == Clear || st.State == Elapsed {
+			t.Fatalf("plan.json replaced: %+v", st)
+		}
+	})
+}
+
+// FuzzSanitizeNote: a sanitized note is a fixed point, valid UTF-8,
+// printable, within its bound, and keeps no URL query.
+func FuzzSanitizeNote(f *testing.F) {
+	for _, s := range []string{"", "ok", "a\nb\x1b[31m", "https://u:p@h/x?sig=S y", strings.Repeat("é", 300), "\xff\xfe", " \t a  b "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := sanitizeNote(s, maxNoteBytes)
+		if sanitizeNote(n, maxNoteBytes) != n {
+			t.Fatalf("not a fixed point: %q -> %q", s, n)
+		}
+		if !utf8.ValidString(n) || len(n) > maxNoteBytes || strings.ContainsAny(n, "?\n\r\x1b") {
+			t.Fatalf("unsafe: %q -> %q", s, n)
+		}
+		for _, r := range n {
+			if !unicode.IsPrint(r) {
+				t.Fatalf("unprintable %q in %q", r, n)
+			}
+		}
+	})
+}
+
+// TestFuzzBaseNewIsWaiting: the new-format fuzz base is waiting with the
+// expected classes, so that the fuzzers' properties are not vacuous.
+func TestFuzzBaseNewIsWaiting(t *testing.T) {
+	base, now := fuzzBaseNew(t)
+	name, valid := baseFile(t, base, "review-")
+	st, files := planWith(t, base, name, valid, now)
+	require.Equal(t, Waiting, st.State, st.Reason)
+	require.Equal(t, FileReviewed, files["a.bin"].State)
+	require.Equal(t, FileUnknown, files["b.bin"].State)
+	require.Equal(t, FileNeverAttempted, files["c.bin"].State)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -45,10 +46,34 @@ var (
 	// request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
-	// ErrReplay means a request names a file whose upload outcome is
-	// already recorded (a receipt): it is never sent again.
-	ErrReplay = errors.New("journal: upload outcome already recorded")
+	// ErrReplay means a request names a file that this run never sends
+	// again: its ACK is on record (acked), it was attempted by an earlier
+	// invocation or another Journal without ACK (unknown: only a review
+	// opens it again), or a review decided to skip it. Every error that
+	// wraps ErrReplay also wraps [readrecovery.ErrReplayRefused], so the
+	// transport stops the sequence as replay-refused (SPEC R53).
+	ErrReplay = errors.New("journal: upload not sent again")
+
+	// ErrReview means [Journal.Review] refused a review: a decision that
+	// is neither reupload nor skip, a file outside the plan, or a file
+	// that is not unknown.
+	ErrReview = errors.New("journal: review refused")
 )
+
+// refusal is the error of a request the journal refuses to send because of
+// what the run records about its file: it wraps the journal's sentinel
+// (ErrReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
+type refusal struct {
+	sentinel error
+	detail   string
+}
+
+func (e *refusal) Error() string   { return e.sentinel.Error() + ": " + e.detail }
+func (e *refusal) Unwrap() []error { return []error{e.sentinel, readrecovery.ErrReplayRefused} }
+
+func refuse(sentinel error, format string, args ...any) error {
+	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
+}
 
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
@@ -66,6 +91,11 @@ func (e *RestrictedError) Error() string {
 	}
 	return fmt.Sprintf("journal: run %s: %s", e.Status.State, e.Status.Reason)
 }
+
+// JournalRestricted marks the error as a refusal by the run's status (not a
+// persistence failure), for a transport that looks for the method with
+// errors.As, as azcore looks for NonRetriable.
+func (e *RestrictedError) JournalRestricted() {}
 
 // Unwrap returns ErrRestricted and the cause, if any.
 func (e *RestrictedError) Unwrap() []error {
@@ -148,6 +178,11 @@ type Journal struct {
 	snap     *snapshot
 	inflight *markerFile // the marker this Journal holds, or nil
 	failed   string      // a persistence failure; the Journal stays unresolved
+	// started holds, by file digest, the upload round this Journal began:
+	// its later parts, its commit and its queue-429 re-send continue that
+	// upload, while a file with records of its round that this Journal did
+	// not begin is unknown and refused.
+	started map[string]int
 }
 
 var _ readrecovery.Journal = (*Journal)(nil)
@@ -169,38 +204,52 @@ func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(di
 
 func open(dir string, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	j := &Journal{dir: dir, fs: cfg.fs, clock: cfg.clock, slot: make(chan struct{}, 1)}
+	j := &Journal{dir: dir, fs: cfg.fs, clock: cfg.clock, slot: make(chan struct{}, 1), started: map[string]int{}}
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
+	planFiles := make([]string, 0, len(cfg.plan))
+	for _, f := range cfg.plan {
+		planFiles = append(planFiles, FileDigest(f.ID))
+	}
+	sort.Strings(planFiles)
 	if cfg.plan != nil {
 		j.plan = make(map[string]bool, len(cfg.plan))
-		for _, f := range cfg.plan {
-			j.plan[FileDigest(f.ID)] = true
+		for _, d := range planFiles {
+			j.plan[d] = true
 		}
 	}
 	s, err := scan(j.fs, dir, nil)
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		if s, err = j.create(planDigest, errors.Is(err, errNoRun)); err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", dir, err)
+		if s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun)); err != nil {
+			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
 		}
 	default:
 		return nil, dirError(dir, err)
 	}
 	if cfg.plan != nil && s.manifest != nil && s.manifest.planDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, dir, s.manifest.planDigest, planDigest)
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	j.snap = s
 	return j, nil
 }
 
 // create makes a new run: the directory (or, when exists, the empty
-// directory made private), the parent's directory entry durable, then the
-// manifest written atomically.
-func (j *Journal) create(planDigest string, exists bool) (*snapshot, error) {
+// directory made private), the parent's directory entry durable, then
+// plan.json (the plan's file digests) and last the manifest, each written
+// atomically. A crash before the manifest leaves journal names without a
+// manifest: an unresolved run, never a clear one.
+func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapshot, error) {
+	planData, err := encodePlanList(plan)
+	if err != nil {
+		return nil, err
+	}
+	if len(planData) > maxPlanBytes {
+		return nil, fmt.Errorf("%w: the plan of %d files needs %d bytes, over the %d-byte cap", ErrLimit, len(plan), len(planData), maxPlanBytes)
+	}
 	if exists {
 		if err := j.fs.Chmod(j.dir, 0o700); err != nil {
 			return nil, err
@@ -213,6 +262,9 @@ func (j *Journal) create(planDigest string, exists bool) (*snapshot, error) {
 			return nil, err
 		}
 	}
+	if _, err := j.writeAtomic(planName, planData); err != nil {
+		return nil, err
+	}
 	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix()}
 	data, digest, err := encodeManifest(mb)
 	if err != nil {
@@ -222,13 +274,11 @@ func (j *Journal) create(planDigest string, exists bool) (*snapshot, error) {
 		return nil, err
 	}
 	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest}
-	return &snapshot{
-		files:         1,
-		manifest:      &mi,
-		receipts:      map[string]receiptFile{},
-		namedPrefixes: map[string]string{},
-		cache:         map[string]any{manifestName: mi},
-	}, nil
+	s := newSnapshot()
+	s.files, s.manifest, s.planFiles = 2, &mi, plan
+	s.cache[manifestName] = mi
+	s.cache[planName] = planList{plan, planDigest}
+	return s, nil
 }
 
 // Dir returns the run directory.
@@ -261,7 +311,7 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 func (j *Journal) refreshLocked() {
 	s, err := scan(j.fs, j.dir, j.snap)
 	if err != nil {
-		s = &snapshot{receipts: map[string]receiptFile{}, namedPrefixes: map[string]string{}, cache: map[string]any{}}
+		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
 	}
 	j.snap = s
@@ -269,12 +319,14 @@ func (j *Journal) refreshLocked() {
 
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (SPEC R36). It re-reads the directory
-// first. It never sleeps. The marker of this Journal's own request in
-// flight does not count here (Begin orders requests).
+// *RestrictedError with the status (SPEC R36), or, when ctx has already
+// ended, ctx's error (wrapped): the caller's own cancellation, not a
+// restriction (R53). It re-reads the directory first. It never sleeps.
+// The marker of this Journal's own request in flight does not count here
+// (Begin orders requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("journal: not admitted: %w", err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -288,23 +340,37 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 // Begin records that a request is about to be sent: it creates
 // pending-request.json exclusively (O_EXCL, 0600) with the method, URL
 // digest, attempt, resend-of digest, file identity digest (see
-// [WithUpload]) and the clock's time, fsyncs it and the directory (SPEC
-// R31). Before that it waits for this Journal's request in flight, if any
-// (honouring ctx), re-reads the directory, and refuses, before any network
-// access: a run at its limits ([ErrLimit]: 200 entries, or fewer than three
-// free files of 1003), a restricted run (*RestrictedError), an existing
-// marker ([ErrPending]), a file outside the plan ([ErrPlanMismatch]) or
-// with a recorded outcome ([ErrReplay]). Any other error is a persistence
-// failure (R38): the Journal stays unresolved. After a nil error the
-// caller must call exactly one of Complete or Backoff.
+// [WithUpload], [WithUploadPart]) and the clock's time, fsyncs it and the
+// directory (SPEC R31). It first waits for this Journal's request in
+// flight, if any. Then it claims the marker and only then checks, under
+// it, the status, the plan and the file's records (SPEC R55): no other
+// process or Journal can be authorised between the check and the send. A
+// refusal found under the claim removes the marker again; nothing is sent.
+//
+// The errors, by class (the transport maps each to its own stop, R53):
+//   - the context's error (wrapped: errors.Is(err, context.Canceled) or
+//     DeadlineExceeded): ctx ended while waiting for the request in flight
+//     (R54). Nothing was written.
+//   - a refusal wrapping [readrecovery.ErrReplayRefused]: the file is
+//     acked, unknown (attempted without ACK, not by this Journal's upload
+//     in progress), skipped by a review ([ErrReplay]), or outside the plan
+//     ([ErrPlanMismatch]). Nothing is left on disk.
+//   - a *RestrictedError (errors.Is(err, ErrRestricted)): the run is
+//     waiting or unresolved, or another request's marker exists
+//     ([ErrPending]). Nothing was written.
+//   - anything else is a persistence failure (R38): the marker could not
+//     be written or removed, a limit would be exceeded ([ErrLimit]), or the
+//     request cannot be recorded (an invalid method, digest or resend-of).
+//     After a write failure the Journal stays unresolved.
+//
+// After a nil error the caller must call exactly one of Complete or
+// Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	select {
-	case j.slot <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := j.acquire(ctx); err != nil {
+		return err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -315,35 +381,122 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return err
 }
 
+// acquire takes this Journal's one request slot, or returns ctx's error
+// (wrapped) when ctx ends first (R54).
+func (j *Journal) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("journal: not begun: %w", err)
+	}
+	select {
+	case j.slot <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("journal: not begun while waiting for the request in flight: %w", ctx.Err())
+	}
+	if err := ctx.Err(); err != nil {
+		<-j.slot
+		return fmt.Errorf("journal: not begun: %w", err)
+	}
+	return nil
+}
+
 func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest) error {
+	m := markerFile{
+		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+		Attempt: req.Attempt, ResendOf: req.ResendOf,
+	}
+	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && isMutation(req.Method) {
+		m.FileDigest, m.Part = FileDigest(u.id), u.part
+	}
+	// A first check without the claim refuses early and writes nothing;
+	// the check that authorises the request is the one under the claim.
 	j.refreshLocked()
+	if err := j.checkLimits(); err != nil {
+		return err
+	}
+	now := j.clock.Now()
+	if err := j.checkRequest(m, now); err != nil {
+		return err
+	}
+	m.BegunAtUTC = now.Unix()
+	if err := j.claim(m); err != nil {
+		return err
+	}
+	j.refreshLocked()
+	if err := j.checkRequest(m, j.clock.Now()); err != nil {
+		return j.unclaim(err)
+	}
+	if m.FileDigest != "" {
+		j.started[m.FileDigest] = j.snap.view(m.FileDigest, true).round
+	}
+	return nil
+}
+
+// checkLimits refuses a request that could need more than the run may
+// hold (R34): a request adds at most footprint files, or one entry.
+func (j *Journal) checkLimits() error {
 	s := j.snap
+	files := s.files
+	if j.inflight != nil {
+		files-- // the marker of the claim counts in footprint
+	}
 	if len(s.entries) >= MaxEntries {
 		return fmt.Errorf("%w: %d backoff entries recorded; entry %d could not be written", ErrLimit, len(s.entries), len(s.entries)+1)
 	}
-	if s.files+footprint > MaxFiles {
-		return fmt.Errorf("%w: %d files in the run directory; a request needs room for %d more of at most %d", ErrLimit, s.files, footprint, MaxFiles)
+	if files+footprint > MaxFiles {
+		return fmt.Errorf("%w: %d files in the run directory; a request needs room for %d more of at most %d", ErrLimit, files, footprint, MaxFiles)
 	}
-	now := j.clock.Now()
-	if st := j.statusLocked(now, false); !st.Allows() {
+	return nil
+}
+
+// checkRequest decides whether the request of marker m may be sent at now,
+// from the current snapshot. The marker of this Journal's claim does not
+// count.
+func (j *Journal) checkRequest(m markerFile, now time.Time) error {
+	s := j.snap
+	if st := j.statusLocked(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
-	m := markerFile{
-		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
-		Attempt: req.Attempt, ResendOf: req.ResendOf, BegunAtUTC: now.Unix(),
-	}
-	if id, ok := UploadFrom(ctx); ok && isMutation(req.Method) {
-		m.FileDigest = FileDigest(id)
-		if j.plan != nil && !j.plan[m.FileDigest] {
-			return fmt.Errorf("%w: the upload names a file outside the plan", ErrPlanMismatch)
+	if m.FileDigest != "" {
+		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.inPlan(m.FileDigest) {
+			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
-		if r, ok := s.receipts[m.FileDigest]; ok {
-			return fmt.Errorf("%w: %s (status %d)", ErrReplay, receiptName(m.FileDigest), r.Status)
+		if err := j.checkFile(m); err != nil {
+			return err
 		}
 	}
-	if req.ResendOf != "" && !s.hasEntry(req.ResendOf, m.FileDigest) {
+	if m.ResendOf != "" && !s.hasEntry(m.ResendOf, m.FileDigest) {
 		return errors.New("journal: begin: resend_of names no backoff entry of this run for this file")
 	}
+	return nil
+}
+
+// checkFile refuses a part or commit of a file that this run never sends
+// again (R40a, R52, R56).
+func (j *Journal) checkFile(m markerFile) error {
+	s := j.snap
+	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
+	name := "the file"
+	switch fd.State {
+	case FileAcked:
+		return refuse(ErrReplay, "%s is acked: %s", name, fd.Reason)
+	case FileReviewed:
+		if fd.Decision == DecisionSkip {
+			return refuse(ErrReplay, "%s: %s", name, fd.Reason)
+		}
+	case FileUnknown:
+		v := s.view(m.FileDigest, true)
+		if r, ok := j.started[m.FileDigest]; ok && r == v.round && v.receipt == nil && v.bad == "" {
+			return nil // this Journal's own upload of the round, in progress
+		}
+		return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
+	}
+	return nil
+}
+
+// claim creates the marker m exclusively and makes it durable; this
+// Journal then holds it (inflight). An existing marker is another
+// request's: a *RestrictedError wrapping ErrPending, nothing written.
+func (j *Journal) claim(m markerFile) error {
 	data, err := marshalLine(m)
 	if err != nil {
 		return err
@@ -351,21 +504,21 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	if err := j.writeMarker(data); err != nil {
 		return err
 	}
-	s.pending, s.pendingFile, s.files = true, m.FileDigest, s.files+1
+	j.snap.pending, j.snap.pendingFile, j.snap.files = true, m.FileDigest, j.snap.files+1
 	j.inflight = &m
 	return nil
 }
 
-// hasEntry reports whether an entry has event digest d and, when both name
-// a file, the same file.
-func (s *snapshot) hasEntry(d, file string) bool {
-	for _, e := range s.entries {
-		if e.EventDigest == d {
-			f := e.Provenance.FileDigest
-			return f == "" || file == "" || f == file
-		}
+// unclaim removes the marker of a claim whose check refused the request
+// (nothing was sent) and returns the refusal, or a persistence failure
+// when the marker cannot be removed (the run stays unresolved).
+func (j *Journal) unclaim(refusal error) error {
+	j.inflight = nil
+	if err := j.clearMarker(); err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, bareErr(err))
 	}
-	return false
+	return refusal
 }
 
 // writeMarker creates the marker exclusively and makes it durable. A
@@ -376,8 +529,10 @@ func (j *Journal) writeMarker(data []byte) error {
 	f, err := j.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			j.fail("pending-request.json already exists")
-			return fmt.Errorf("%w: %s", ErrPending, markerName)
+			// Another request's marker: the run is unresolved on disk;
+			// nothing of this Journal failed.
+			return &RestrictedError{Status: Status{State: Unresolved,
+				Reason: markerName + ": " + pendingProblem, cause: ErrPending}}
 		}
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
@@ -508,7 +663,7 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		RequestID:      redact.ID(out.RequestID),
 		Status:         out.StatusCode,
 		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf},
+		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
 	if timing != nil {
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
@@ -551,11 +706,13 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 }
 
 // Complete ends the request in flight for every outcome but a 429 (a 429
-// is refused: it keeps the marker and returns an error). For an
-// upload (a mutation whose context carries [WithUpload]) it first writes
-// the immutable receipt-<digest>.json atomically: the ACK (status 2xx,
-// request ID, ETag, attempt) or, for any other outcome, the record that the
-// upload was attempted without ACK, so that it is never replayed (R40a).
+// is refused: it keeps the marker and returns an error). For an upload's
+// commit (a mutation whose context carries [WithUpload]) it first writes
+// the immutable commit receipt atomically: the ACK (status 2xx, request
+// ID, ETag, attempt) or, for any other outcome, the record that the upload
+// was attempted without ACK, so that it is never replayed (R40a). For a
+// part ([WithUploadPart]) it writes the next part receipt of the file
+// (part-<hex>-NNNN.json): the part's outcome, never the file's ACK (R52).
 // Then it removes pending-request.json and fsyncs the directory. An error
 // means the receipt or the marker removal failed (R39): the marker stays,
 // the Journal is unresolved, and the caller keeps the ACK and stops.
@@ -576,8 +733,41 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
+	var name string
+	var data []byte
+	var add func()
 	s := j.snap
-	if m.FileDigest != "" {
+	ok2xx := out.StatusCode >= 200 && out.StatusCode <= 299
+	switch {
+	case m.FileDigest != "" && m.Part:
+		prior := s.parts[m.FileDigest]
+		p := partBody{
+			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(prior) + 1,
+			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
+			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
+			ETag: sanitizeETag(out.ETag), TransportError: redact.Text(out.TransportError),
+			RecordedAtUTC: j.clock.Now().Unix(),
+		}
+		if len(prior) > 0 {
+			p.PreviousDigest = prior[len(prior)-1].PartDigest
+		}
+		if p.Part > maxParts {
+			j.fail("part limit")
+			return fmt.Errorf("%w: part %d of one file", ErrLimit, p.Part)
+		}
+		var digest string
+		if data, digest, err = encodePart(p); err != nil {
+			j.fail(err.Error())
+			return err
+		}
+		name = partName(m.FileDigest, p.Part)
+		rec := partRec{name: name, partFile: partFile{p, digest}}
+		add = func() {
+			s.parts[m.FileDigest] = append(s.parts[m.FileDigest], rec)
+			s.cache[name] = rec.partFile
+		}
+	case m.FileDigest != "":
+		round := s.view(m.FileDigest, true).round
 		r := receiptBody{
 			PlanDigest:     s.planDigest(),
 			FileDigest:     m.FileDigest,
@@ -586,53 +776,99 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Attempt:        req.Attempt,
 			ResendOf:       req.ResendOf,
 			Status:         out.StatusCode,
-			ACK:            out.StatusCode >= 200 && out.StatusCode <= 299,
+			ACK:            ok2xx,
 			RequestID:      redact.ID(out.RequestID),
 			ETag:           sanitizeETag(out.ETag),
 			TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC:  j.clock.Now().Unix(),
 		}
-		data, digest, err := encodeReceipt(r)
-		if err != nil {
+		if round > 1 {
+			r.Round = round
+		}
+		var digest string
+		if data, digest, err = encodeReceipt(r); err != nil {
 			j.fail(err.Error())
 			return err
 		}
-		name := receiptName(m.FileDigest)
+		name = receiptNameRound(m.FileDigest, round)
+		rf := receiptFile{r, digest}
+		add = func() {
+			if s.receipts[m.FileDigest] == nil {
+				s.receipts[m.FileDigest] = map[int]receiptFile{}
+			}
+			s.receipts[m.FileDigest][round] = rf
+			s.cache[name] = rf
+		}
+	}
+	if name != "" {
 		linked, err := j.writeAtomic(name, data)
 		if linked {
-			rf := receiptFile{r, digest}
-			s.receipts[m.FileDigest] = rf
-			s.cache[name] = rf
-			s.namedPrefixes[name[len(receiptPref):len(receiptPref)+receiptHexLen]] = name
+			add()
 			s.files++
 		}
 		if err != nil {
 			j.fail("write " + name + ": " + redact.Text(err.Error()))
-			return fmt.Errorf("journal: receipt: %w", err)
+			return fmt.Errorf("journal: receipt: %w", bareErr(err))
 		}
 	}
 	if err := j.clearMarker(); err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return fmt.Errorf("journal: complete: %w", err)
+		return fmt.Errorf("journal: complete: %w", bareErr(err))
 	}
 	return nil
 }
 
 type uploadKey struct{}
 
-// WithUpload returns a copy of ctx whose request uploads the planned file
-// with identity id (its [PlannedFile.ID]). The journal binds the file's
-// [FileDigest] as the upload provenance of the request's marker, backoff
-// entries and receipt. An empty id returns ctx unchanged.
+// uploadMark is what WithUpload and WithUploadPart put in a context.
+type uploadMark struct {
+	id   string
+	part bool
+}
+
+// WithUpload returns a copy of ctx whose request commits the upload of the
+// planned file with identity id (its [PlannedFile.ID]): the request whose
+// 2xx is the file's ACK (a single-request upload, or the last request of a
+// multi-request one: Blob Put Block List, the last Files Put Range). The
+// journal binds the file's [FileDigest] as the upload provenance of the
+// request's marker, backoff entries and commit receipt. An empty id
+// returns ctx unchanged.
 func WithUpload(ctx context.Context, id string) context.Context {
 	if id == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, uploadKey{}, id)
+	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id})
 }
 
-// UploadFrom returns the file identity set by [WithUpload].
-func UploadFrom(ctx context.Context) (id string, ok bool) {
-	id, ok = ctx.Value(uploadKey{}).(string)
-	return id, ok
+// WithUploadPart returns a copy of ctx whose request is one part of the
+// upload of the planned file with identity id (Blob Put Block, Files
+// Create or Put Range before the commit). A part is journaled like the
+// commit (marker, backoff entries) and leaves a part receipt, but its 2xx
+// is never the file's ACK: only the request marked [WithUpload] records
+// it. A file with parts and no committed ACK is unknown in the
+// continuation plan (SPEC R52). An empty id returns ctx unchanged.
+func WithUploadPart(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id, part: true})
+}
+
+// UploadFrom returns the file identity set by [WithUpload] or
+// [WithUploadPart]; part reports which.
+func UploadFrom(ctx context.Context) (id string, part bool, ok bool) {
+	u, ok := ctx.Value(uploadKey{}).(uploadMark)
+	return u.id, u.part, ok
+}
+
+// hasEntry reports whether an entry has event digest d and, when both name
+// a file, the same file.
+func (s *snapshot) hasEntry(d, file string) bool {
+	for _, e := range s.entries {
+		if e.EventDigest == d {
+			f := e.Provenance.FileDigest
+			return f == "" || file == "" || f == file
+		}
+	}
+	return false
 }

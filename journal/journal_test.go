@@ -21,7 +21,7 @@ import (
 // only file is a 0600 run.json declaring backoff_version 1.0 and the plan.
 func TestR30_NewRunIsPrivateAndVersioned(t *testing.T) {
 	j, _ := newRun(t)
-	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
 
 	var m map[string]any
@@ -83,14 +83,14 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 
 	require.NoError(t, j.Admit(ctx, t0))
 	require.NoError(t, j.Begin(ctx, req))
-	require.Equal(t, []string{"pending-request.json", "run.json"}, names(t, dir))
+	require.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
 	assert.Equal(t, Unresolved, j.Status(t0).State, "R31: while the marker exists the on-disk state is unresolved")
 	assert.NoError(t, j.Admit(ctx, t0), "the marker of this Journal's own request does not block Admit")
 
 	d1, err := j.Backoff(ctx, req, out429("req-1"), secs(2), timing(t0, 2))
 	require.NoError(t, err)
-	require.Equal(t, []string{"backoff-0001.json", "run.json"}, names(t, dir))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
 	assert.Equal(t, Waiting, j.Status(t0).State)
 
@@ -105,10 +105,10 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 	req2 := req
 	req2.Attempt, req2.ResendOf = 2, d1
 	require.NoError(t, j.Begin(ctx, req2))
-	require.Equal(t, []string{"backoff-0001.json", "pending-request.json", "run.json"}, names(t, dir))
+	require.Equal(t, []string{"backoff-0001.json", "pending-request.json", "plan.json", "run.json"}, names(t, dir))
 	require.NoError(t, j.Complete(ctx, req2, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "req-2", ETag: `"0x8DB"`}))
 	rn := receiptName(FileDigest("a.bin"))
-	require.Equal(t, []string{"backoff-0001.json", rn, "run.json"}, names(t, dir))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", rn, "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
 
 	var r map[string]any
@@ -126,7 +126,7 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 	// A non-upload request leaves nothing behind.
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	require.NoError(t, j.Complete(context.Background(), getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
-	require.Equal(t, []string{"backoff-0001.json", rn, "run.json"}, names(t, dir))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", rn, "run.json"}, names(t, dir))
 
 	// Reopened, the run says the same.
 	j2 := reopen(t, dir, later)
@@ -202,7 +202,7 @@ func TestR33_ResendMustNameAnEntry(t *testing.T) {
 	req := putReq(t)
 	req.Attempt, req.ResendOf = 2, digestOf([]byte("nothing"))
 	require.Error(t, j.Begin(WithUpload(context.Background(), "a.bin"), req))
-	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 }
 
 // step is one row of a status table: the status at a time.
@@ -333,7 +333,7 @@ func TestR38_InvalidBackoffIsAPersistenceFailure(t *testing.T) {
 			require.NoError(t, j.Begin(context.Background(), getReq(t)))
 			_, err := j.Backoff(context.Background(), getReq(t), out429("r"), tc.ra, tc.tm)
 			require.Error(t, err)
-			assert.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+			assert.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, j.Dir()))
 			assert.Equal(t, Unresolved, j.Status(t0).State)
 			assert.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
 			st := reopen(t, j.Dir(), t0).Status(t0)
@@ -355,7 +355,7 @@ func TestR31_PendingMarkerBlocks(t *testing.T) {
 	assert.Equal(t, Unresolved, re.Status.State)
 	assert.ErrorIs(t, err, ErrPending)
 	assert.ErrorIs(t, j.Begin(context.Background(), getReq(t)), ErrPending)
-	assert.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+	assert.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, j.Dir()))
 }
 
 // TestR36_ReadsAnotherProcessesRecords: Admit re-reads the directory, so a
@@ -399,7 +399,7 @@ func TestConcurrentBeginsAreOrdered(t *testing.T) {
 	require.ErrorIs(t, j.Begin(ctx2, getReq(t)), context.DeadlineExceeded)
 	cancel()
 	require.NoError(t, j.Complete(ctx, getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
-	require.Equal(t, []string{"backoff-0001.json", "run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, j.Dir()))
 }
 
 // TestR40_CompleteRefuses429: a 429 passed to Complete instead of Backoff
@@ -408,7 +408,7 @@ func TestR40_CompleteRefuses429(t *testing.T) {
 	j, _ := newRun(t)
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	require.Error(t, j.Complete(context.Background(), getReq(t), out429("x")))
-	require.Equal(t, []string{"pending-request.json", "run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, j.Dir()))
 	require.Equal(t, Unresolved, reopen(t, j.Dir(), t0).Status(t0).State)
 }
 
@@ -418,7 +418,7 @@ func TestCompleteWithoutBegin(t *testing.T) {
 	require.Error(t, j.Complete(context.Background(), getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
 	_, err := j.Backoff(context.Background(), getReq(t), out429("x"), secs(1), timing(t0, 1))
 	require.Error(t, err)
-	require.Equal(t, []string{"run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 }
 
 // TestR40a_ReplayGuard: Begin refuses an upload whose outcome is recorded

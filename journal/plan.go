@@ -2,7 +2,7 @@ package journal
 
 import (
 	"fmt"
-	"strings"
+	"sort"
 	"time"
 )
 
@@ -10,7 +10,7 @@ import (
 // (SPEC R40a).
 type FileState string
 
-// The three classes.
+// The four classes.
 const (
 	// FileAcked: a receipt records the upload's original 2xx ACK. It is
 	// never sent again.
@@ -19,11 +19,18 @@ const (
 	// only under a new approval and while the status is clear or elapsed.
 	FileNeverAttempted FileState = "never-attempted"
 	// FileUnknown: a record names the file (a backoff entry of its upload, a
-	// receipt without ACK, the pending marker, or a receipt that fails
-	// verification) but no ACK is on record. It is never replayed: retain
-	// the source and the receipts and ask for an operator's scoped recovery
-	// review.
+	// part receipt, a receipt without ACK, the pending marker, or a receipt
+	// that fails verification) but no ACK is on record. It is never
+	// replayed: retain the source and the receipts and ask for an
+	// operator's scoped recovery review ([Journal.Review]), the only way out
+	// of unknown.
 	FileUnknown FileState = "unknown"
+	// FileReviewed: an operator reviewed the file while it was unknown and
+	// no record of it came since. With [DecisionReupload] it may be sent
+	// again as a never-attempted file is (a new approval is still needed);
+	// with [DecisionSkip] it is never sent. A review never makes a file
+	// acked.
+	FileReviewed FileState = "reviewed"
 )
 
 // Approval says whether an operator approved this continuation afresh. An
@@ -44,6 +51,8 @@ type FileDecision struct {
 	Digest string
 	// State is its class.
 	State FileState
+	// Decision is the decision of the review of a reviewed file, else "".
+	Decision Decision
 	// Upload reports whether this continuation may send it now.
 	Upload bool
 	// Reason says why, naming the record that decides.
@@ -55,6 +64,10 @@ type FileDecision struct {
 type Continuation struct {
 	// Status is the run's status at the time of planning.
 	Status Status
+	// Partial is set by [Journal.RecordedPlan] for a run without plan.json
+	// (written before it existed): Files then lists only the files that
+	// records name, and never-attempted files are missing.
+	Partial bool
 	// Files are the decisions, in the order of the plan given.
 	Files []FileDecision
 }
@@ -83,11 +96,12 @@ func (c Continuation) Count(st FileState) int {
 
 // PlanContinuation re-reads the run and classifies every file of files
 // (which must be the run's plan: [ErrPlanMismatch] otherwise, or
-// [ErrCorrupt] when the manifest cannot be read) as acked, never-attempted
-// or unknown. A never-attempted file gets Upload only with approval ==
-// NewApproval and a status at now that allows requests (clear or elapsed):
-// fresh approval does not waive a server delay, and an unresolved run
-// sends nothing. Acked and unknown files never get Upload.
+// [ErrCorrupt] when the manifest cannot be read) as acked, never-attempted,
+// unknown or reviewed. A never-attempted file, or a reviewed one with
+// [DecisionReupload], gets Upload only with approval == NewApproval and a
+// status at now that allows requests (clear or elapsed): fresh approval
+// does not waive a server delay, and an unresolved run sends nothing.
+// Acked, unknown and skipped files never get Upload.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	want, err := PlanDigest(files)
 	if err != nil {
@@ -104,43 +118,140 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
 	}
 	c := Continuation{Status: j.statusLocked(now, false)}
-	attempted := map[string]string{} // file digest → the record naming it
-	for _, e := range s.entries {
-		if f := e.Provenance.FileDigest; f != "" && attempted[f] == "" {
-			attempted[f] = fmt.Sprintf("%s: its upload met %d, no ACK on record", e.name, e.Status)
-		}
-	}
-	if s.pending {
-		if s.pendingFile != "" {
-			attempted[s.pendingFile] = markerName + ": its upload's outcome is unknown"
-		}
-	}
 	for _, f := range files {
-		d := FileDigest(f.ID)
-		fd := FileDecision{ID: f.ID, Digest: d}
-		prefix := strings.TrimPrefix(d, digestPrefix)[:receiptHexLen]
-		r, hasReceipt := s.receipts[d]
-		switch {
-		case hasReceipt && r.ACK:
-			fd.State, fd.Reason = FileAcked, fmt.Sprintf("%s: ACK %d on record; never sent again", receiptName(d), r.Status)
-		case hasReceipt:
-			fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: attempted without ACK (status %d); never replayed, needs operator review", receiptName(d), r.Status)
-		case s.namedPrefixes[prefix] != "":
-			fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: receipt fails verification; never replayed, needs operator review", s.namedPrefixes[prefix])
-		case attempted[d] != "":
-			fd.State, fd.Reason = FileUnknown, attempted[d]+"; never replayed, needs operator review"
-		default:
-			fd.State = FileNeverAttempted
-			switch {
-			case approval != NewApproval:
-				fd.Reason = "never attempted; needs a new approval"
-			case !c.Status.Allows():
-				fd.Reason = fmt.Sprintf("never attempted; blocked while the run is %s", c.Status.State)
-			default:
-				fd.Upload, fd.Reason = true, "never attempted; approved and the run is "+string(c.Status.State)
+		fd := s.decide(FileDigest(f.ID), approval, c.Status, false)
+		fd.ID = f.ID
+		c.Files = append(c.Files, fd)
+	}
+	return c, nil
+}
+
+// decide classifies the file with digest d (see [FileState]).
+// ignorePending leaves out the pending marker (the caller's own).
+func (s *snapshot) decide(d string, approval Approval, st Status, ignorePending bool) FileDecision {
+	fd := FileDecision{Digest: d}
+	v := s.view(d, ignorePending)
+	switch {
+	case v.receipt != nil && v.receipt.ACK:
+		fd.State, fd.Reason = FileAcked, fmt.Sprintf("%s: ACK %d on record; never sent again", v.receiptName, v.receipt.Status)
+	case v.receipt != nil:
+		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: attempted without ACK (status %d); never replayed, needs operator review", v.receiptName, v.receipt.Status)
+	case v.bad != "":
+		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", escapeName(v.bad))
+	case v.record != "":
+		fd.State, fd.Reason = FileUnknown, v.record+"; never replayed, needs operator review"
+	case v.review != nil:
+		fd.State, fd.Decision = FileReviewed, v.review.Decision
+		if v.review.Decision == DecisionSkip {
+			fd.Reason = v.review.name + ": reviewed, skip: never sent"
+			break
+		}
+		fd.Upload, fd.Reason = eligible(approval, st, v.review.name+": reviewed, reupload: sent as a never-attempted file")
+	default:
+		fd.State = FileNeverAttempted
+		fd.Upload, fd.Reason = eligible(approval, st, "never attempted")
+	}
+	return fd
+}
+
+// eligible decides a file that may be sent under a new approval.
+func eligible(approval Approval, st Status, what string) (bool, string) {
+	switch {
+	case approval != NewApproval:
+		return false, what + "; needs a new approval"
+	case !st.Allows():
+		return false, fmt.Sprintf("%s; blocked while the run is %s", what, st.State)
+	}
+	return true, what + "; approved and the run is " + string(st.State)
+}
+
+// fileView is what a run records about one file in its current round: the
+// records since its last review (all records when it has none).
+type fileView struct {
+	round       int        // 1 plus the file's reupload reviews
+	review      *reviewRec // the file's last review, or nil
+	receipt     *receiptFile
+	receiptName string
+	bad         string // a receipt or part receipt of the file that fails verification
+	record      string // the first record of the round naming the file, as a reason; "" when none
+}
+
+func (s *snapshot) view(d string, ignorePending bool) fileView {
+	v := fileView{round: 1}
+	var mark reviewEvidence
+	for i := range s.reviews {
+		if r := &s.reviews[i]; r.FileDigest == d {
+			v.review, mark = r, r.Evidence
+			if r.Decision == DecisionReupload {
+				v.round++
 			}
 		}
-		c.Files = append(c.Files, fd)
+	}
+	// A skip review keeps the round: the receipt it saw is covered by it.
+	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.ReceiptDigest != mark.ReceiptDigest) {
+		v.receipt, v.receiptName = &r, receiptNameRound(d, v.round)
+	}
+	v.bad = s.badFiles[fileHex(d)]
+	for _, e := range s.entries {
+		if e.Provenance.FileDigest == d && e.Sequence > mark.Entries {
+			v.record = fmt.Sprintf("%s: its upload met %d, no ACK on record", e.name, e.Status)
+			return v
+		}
+	}
+	if ps := s.parts[d]; len(ps) > mark.Parts {
+		p := ps[mark.Parts]
+		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.name, p.Status)
+		return v
+	}
+	if s.pending && !ignorePending && s.pendingFile == d {
+		v.record = markerName + ": its upload's outcome is unknown"
+	}
+	return v
+}
+
+// RecordedPlan classifies every file of the plan the run recorded in
+// plan.json, as [Journal.PlanContinuation] does without a new approval, for
+// an operator who has only the run directory (`readrecovery journal
+// plan`). The journal stores file digests, never IDs: each FileDecision's
+// ID is empty and Digest names the file. For a run without plan.json the
+// continuation is Partial: it lists the files that records name. Its error
+// is [ErrCorrupt] when the manifest cannot be read.
+func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshLocked()
+	s := j.snap
+	if s.manifest == nil {
+		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", ErrCorrupt)
+	}
+	c := Continuation{Status: j.statusLocked(now, false)}
+	files := s.planFiles
+	if files == nil {
+		c.Partial = true
+		seen := map[string]bool{}
+		add := func(d string) {
+			if d != "" && !seen[d] {
+				seen[d] = true
+				files = append(files, d)
+			}
+		}
+		for _, e := range s.entries {
+			add(e.Provenance.FileDigest)
+		}
+		for d := range s.receipts {
+			add(d)
+		}
+		for d := range s.parts {
+			add(d)
+		}
+		for _, r := range s.reviews {
+			add(r.FileDigest)
+		}
+		add(s.pendingFile)
+		sort.Strings(files)
+	}
+	for _, d := range files {
+		c.Files = append(c.Files, s.decide(d, NoNewApproval, c.Status, false))
 	}
 	return c, nil
 }

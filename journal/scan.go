@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -23,11 +25,32 @@ type Finding struct {
 }
 
 // String returns "file: problem", the line `readrecovery journal verify`
-// prints.
-func (f Finding) String() string { return f.File + ": " + f.Problem }
+// prints. A file name that is not plain printable ASCII (a newline, an
+// escape sequence, a quote, a space, anything else) is printed quoted with
+// Go escapes, so that no name can forge a line or reach a terminal raw.
+func (f Finding) String() string { return escapeName(f.File) + ": " + f.Problem }
+
+// escapeName returns name as it is when it is plain printable ASCII
+// without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
+func escapeName(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
+			return strconv.QuoteToASCII(name)
+		}
+	}
+	if name == "" {
+		return `""`
+	}
+	return name
+}
 
 // errNoRun is the error of a directory that is empty: it holds no run.
 var errNoRun = errors.New("holds no run (no run.json)")
+
+// ErrNotRun means a directory holds files but none of the names a journal
+// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
+// the journal neither reports it as a run nor writes into it.
+var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
 // entryRec is a verified backoff entry.
 type entryRec struct {
@@ -35,21 +58,48 @@ type entryRec struct {
 	entryFile
 }
 
+// partRec is a verified part receipt.
+type partRec struct {
+	name string
+	partFile
+}
+
+// reviewRec is a verified review.
+type reviewRec struct {
+	name string
+	reviewFile
+}
+
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
 	files    int
 	manifest *manifestInfo // nil when run.json is missing or unusable
-	entries  []entryRec    // entries that passed their own checks, in order
-	receipts map[string]receiptFile
-	// namedPrefixes holds the hex prefix of every receipt-*.json name, even
-	// of receipts that fail verification: the file it names was attempted.
-	namedPrefixes map[string]string
-	pending       bool
-	pendingFile   string // file digest named by a readable marker
-	findings      []Finding
-	// cache holds the parsed immutable files (manifest, entries, receipts)
-	// by name, so that a refresh reads only new files.
+	// planFiles are the file digests of plan.json, sorted; nil for a run
+	// written before plan.json existed (or whose plan.json is unusable).
+	planFiles []string
+	entries   []entryRec // entries that passed their own checks, in order
+	// receipts are the commit receipts: file digest → round → receipt.
+	receipts map[string]map[int]receiptFile
+	parts    map[string][]partRec // file digest → its part receipts, in order
+	reviews  []reviewRec          // reviews that passed their own checks, in order
+	// badFiles holds, by file hex prefix, the name of a receipt or part
+	// receipt that fails verification: the file it names was attempted.
+	badFiles    map[string]string
+	pending     bool
+	pendingFile string // file digest named by a readable marker
+	findings    []Finding
+	// cache holds the parsed immutable files (manifest, entries, receipts,
+	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
+}
+
+func newSnapshot() *snapshot {
+	return &snapshot{
+		receipts: map[string]map[int]receiptFile{},
+		parts:    map[string][]partRec{},
+		badFiles: map[string]string{},
+		cache:    map[string]any{},
+	}
 }
 
 func (s *snapshot) addFinding(file, format string, args ...any) {
@@ -66,11 +116,31 @@ func (s *snapshot) lastDigest() string {
 	return ""
 }
 
+func (s *snapshot) lastReviewDigest() string {
+	if n := len(s.reviews); n > 0 {
+		return s.reviews[n-1].ReviewDigest
+	}
+	if s.manifest != nil {
+		return s.manifest.genesis
+	}
+	return ""
+}
+
 func (s *snapshot) planDigest() string {
 	if s.manifest == nil {
 		return ""
 	}
 	return s.manifest.planDigest
+}
+
+// inPlan reports whether the file digest d is in plan.json; true when the
+// run has no plan.json (nothing to check against).
+func (s *snapshot) inPlan(d string) bool {
+	if s.planFiles == nil {
+		return true
+	}
+	i := sort.SearchStrings(s.planFiles, d)
+	return i < len(s.planFiles) && s.planFiles[i] == d
 }
 
 // allFindings are the findings plus the pending marker, as Verify lists them.
@@ -87,15 +157,15 @@ const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
 // scan reads and verifies the run directory dir. prev, when not nil, is an
 // earlier snapshot of the same directory whose immutable files need not be
 // read again. An error means the directory itself cannot be read (missing,
-// not a directory, unlistable, or empty: errNoRun); every problem inside it
-// is a Finding.
+// not a directory, unlistable), is empty (errNoRun) or holds no journal
+// name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	info, err := fsy.Stat(dir)
 	if err != nil {
 		return nil, err
 	}
 	if !info.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
+		return nil, fmt.Errorf("%s is not a directory", escapeName(dir))
 	}
 	des, err := fsy.ReadDir(dir, MaxFiles+1)
 	if err != nil {
@@ -104,12 +174,8 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	if len(des) == 0 {
 		return nil, errNoRun
 	}
-	s := &snapshot{
-		files:         len(des),
-		receipts:      map[string]receiptFile{},
-		namedPrefixes: map[string]string{},
-		cache:         map[string]any{},
-	}
+	s := newSnapshot()
+	s.files = len(des)
 	if p := info.Mode().Perm(); p&0o077 != 0 {
 		s.addFinding(".", "mode %04o, want 0700 (a private run directory)", p)
 	}
@@ -118,6 +184,16 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 		// bound on files.
 		s.addFinding(".", "more than %d files (limit exceeded)", MaxFiles)
 		return s, nil
+	}
+	isRun := false
+	for _, de := range des {
+		if isJournalName(de.Name()) {
+			isRun = true
+			break
+		}
+	}
+	if !isRun {
+		return nil, ErrNotRun
 	}
 	var cache map[string]any
 	if prev != nil {
@@ -129,50 +205,96 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	// reason of the status) is the most basic one: directory, manifest,
 	// entries, receipts.
 	var late []Finding
-	var entryNames []string
-	var receiptNames []string
-	hasManifest := false
+	var entryNames, receiptNames, partNames, reviewNames []string
+	hasManifest, hasPlan := false, false
 	for _, de := range des {
 		name := de.Name()
 		n, isEntry := parseEntryName(name)
-		prefix, isReceipt := parseReceiptName(name)
-		known := name == manifestName || name == markerName || isEntry || isReceipt
-		if isReceipt {
-			s.namedPrefixes[prefix] = name
-		}
+		prefix, _, isReceipt := parseReceiptName(name)
+		pprefix, _, isPart := parsePartName(name)
+		_, isReview := parseReviewName(name)
+		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
 		switch {
 		case name == markerName:
 			s.pending = true // whatever it is, its presence counts
+			if !de.Type().IsRegular() {
+				late = append(late, Finding{name, "not a regular file"})
+			}
 		case !known:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
 		case !de.Type().IsRegular():
 			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
+			if isReceipt {
+				s.badFiles[prefix] = name
+			} else if isPart {
+				s.badFiles[pprefix] = name
+			}
 		case name == manifestName:
 			hasManifest = true
+		case name == planName:
+			hasPlan = true
 		case isEntry && (n < 1 || n > MaxEntries):
 			late = append(late, Finding{name, fmt.Sprintf("entry number outside 0001..%04d (limit exceeded)", MaxEntries)})
 		case isEntry:
 			entryNames = append(entryNames, name)
-		default:
+		case isReceipt:
 			receiptNames = append(receiptNames, name)
+		case isPart:
+			partNames = append(partNames, name)
+		default:
+			reviewNames = append(reviewNames, name)
 		}
+	}
+
+	// load returns the cached parse of an immutable file, or reads and
+	// parses it; a file is cached only when it raised no finding.
+	load := func(name string, limit int64, parse func([]byte) (any, error), legacyNote string) (any, bool) {
+		if c, ok := cache[name]; ok {
+			s.cache[name] = c
+			return c, true
+		}
+		before := len(s.findings)
+		data, ok := readCapped(fsy, s, dir, name, limit)
+		if !ok {
+			return nil, false
+		}
+		v, err := parse(data)
+		if err != nil {
+			if legacyNote != "" {
+				s.addFinding(name, legacyNote, err)
+			} else {
+				s.addFinding(name, "%v", err)
+			}
+			return nil, false
+		}
+		if len(s.findings) == before {
+			s.cache[name] = v
+		}
+		return v, true
 	}
 
 	// The manifest.
 	if !hasManifest {
 		s.addFinding(manifestName, "missing run manifest")
-	} else if c, ok := cache[manifestName].(manifestInfo); ok {
-		s.manifest = &c
-		s.cache[manifestName] = c
-	} else if data, ok := readCapped(fsy, s, dir, manifestName, maxManifestBytes); ok {
-		before := len(s.findings)
-		if mi, err := parseManifest(data); err != nil {
-			s.addFinding(manifestName, "%v", err)
-		} else {
-			s.manifest = &mi
-			if len(s.findings) == before {
-				s.cache[manifestName] = mi
+	} else if v, ok := load(manifestName, maxManifestBytes, func(b []byte) (any, error) { return parseManifest(b) }, ""); ok {
+		mi := v.(manifestInfo)
+		s.manifest = &mi
+	}
+
+	// The plan's file list (runs written since plan.json exists).
+	if hasPlan {
+		if v, ok := load(planName, maxPlanBytes, func(b []byte) (any, error) {
+			files, d, err := parsePlanList(b)
+			return planList{files, d}, err
+		}, ""); ok {
+			pl := v.(planList)
+			switch {
+			case s.manifest == nil:
+			case pl.digest != s.manifest.planDigest:
+				s.addFinding(planName, "does not match plan_digest of run.json (edited)")
+			default:
+				s.planFiles = pl.files
 			}
 		}
 	}
@@ -181,36 +303,21 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	prevDigest := s.lastDigest()
 	prevName := manifestName
 	legacy := s.manifest != nil && s.manifest.legacy
+	legacyNote := ""
+	if legacy {
+		legacyNote = "legacy 429 without verifiable timing (%v)"
+	}
 	for i, name := range entryNames {
 		n, _ := parseEntryName(name)
 		if n != i+1 {
 			s.addFinding(name, "numbering not contiguous: %s is missing", entryName(i+1))
 		}
-		var ef entryFile
-		if c, ok := cache[name].(entryFile); ok {
-			ef = c
-			s.cache[name] = ef
-		} else {
-			before := len(s.findings)
-			data, ok := readCapped(fsy, s, dir, name, maxRecordBytes)
-			if !ok {
-				prevDigest, prevName = "", name
-				continue
-			}
-			var err error
-			if ef, err = parseEntry(data); err != nil {
-				if legacy {
-					s.addFinding(name, "legacy 429 without verifiable timing (%v)", err)
-				} else {
-					s.addFinding(name, "%v", err)
-				}
-				prevDigest, prevName = "", name
-				continue
-			}
-			if len(s.findings) == before {
-				s.cache[name] = ef // only a file without problems is trusted again
-			}
+		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseEntry(b) }, legacyNote)
+		if !ok {
+			prevDigest, prevName = "", name
+			continue
 		}
+		ef := v.(entryFile)
 		if ef.Sequence != n {
 			s.addFinding(name, "holds sequence %d (reordered or renamed)", ef.Sequence)
 		}
@@ -227,43 +334,123 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 		prevDigest, prevName = ef.EventDigest, name
 	}
 
-	// The receipts: self-verified, named after their file, bound to the plan.
+	// The commit receipts: self-verified, named after their file and
+	// round, bound to the plan.
 	for _, name := range receiptNames {
-		var rf receiptFile
-		cached := false
-		before := len(s.findings)
-		if c, ok := cache[name].(receiptFile); ok {
-			rf, cached = c, true
-		} else {
-			data, ok := readCapped(fsy, s, dir, name, maxRecordBytes)
-			if !ok {
-				continue
-			}
-			var err error
-			if rf, err = parseReceipt(data); err != nil {
-				s.addFinding(name, "%v", err)
-				continue
-			}
+		prefix, round, _ := parseReceiptName(name)
+		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReceipt(b) }, "")
+		if !ok {
+			s.badFiles[prefix] = name
+			continue
 		}
-		if receiptName(rf.FileDigest) != name {
-			s.addFinding(name, "file_digest does not match the file name (renamed)")
+		rf := v.(receiptFile)
+		if want := receiptNameRound(rf.FileDigest, max(rf.Round, 1)); want != name || rf.Round == 1 {
+			s.addFinding(name, "file_digest or round does not match the file name (renamed)")
+			s.badFiles[prefix] = name
 			continue
 		}
 		if s.manifest != nil && rf.PlanDigest != s.manifest.planDigest {
 			s.addFinding(name, "plan_digest differs from run.json")
+			s.badFiles[prefix] = name
 			continue
 		}
-		if cached || len(s.findings) == before {
-			s.cache[name] = rf
+		if s.receipts[rf.FileDigest] == nil {
+			s.receipts[rf.FileDigest] = map[int]receiptFile{}
 		}
-		s.receipts[rf.FileDigest] = rf
+		s.receipts[rf.FileDigest][round] = rf
+	}
+
+	// The part receipts: per file, numbered from 0001 without gaps and
+	// chained, self-verified, bound to the plan.
+	for _, name := range partNames {
+		prefix, n, _ := parsePartName(name)
+		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parsePart(b) }, "")
+		if !ok {
+			s.badFiles[prefix] = name
+			continue
+		}
+		pf := v.(partFile)
+		prior := s.parts[pf.FileDigest]
+		switch {
+		case fileHex(pf.FileDigest) != prefix || pf.Part != n:
+			s.addFinding(name, "file_digest or part number does not match the file name (renamed)")
+		case n != len(prior)+1:
+			s.addFinding(name, "numbering not contiguous: %s is missing", partName(pf.FileDigest, len(prior)+1))
+		case n > 1 && pf.PreviousDigest != prior[n-2].PartDigest:
+			s.addFinding(name, "chain broken: previous_digest does not match %s", prior[n-2].name)
+		case s.manifest != nil && pf.PlanDigest != s.manifest.planDigest:
+			s.addFinding(name, "plan_digest differs from run.json")
+		case !s.inPlan(pf.FileDigest):
+			s.addFinding(name, "names a file outside plan.json")
+		default:
+			s.parts[pf.FileDigest] = append(prior, partRec{name: name, partFile: pf})
+			continue
+		}
+		s.badFiles[prefix] = name
+	}
+
+	// The reviews: contiguous, chained, and each about a file that its
+	// evidence shows was unknown.
+	prevName = manifestName
+	for i, name := range reviewNames {
+		n, _ := parseReviewName(name)
+		if n != i+1 {
+			s.addFinding(name, "numbering not contiguous: %s is missing", reviewName(i+1))
+		}
+		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReview(b) }, "")
+		if !ok {
+			prevName = name
+			continue
+		}
+		rv := v.(reviewFile)
+		if rv.Sequence != n {
+			s.addFinding(name, "holds sequence %d (reordered or renamed)", rv.Sequence)
+		}
+		if s.manifest != nil && rv.PlanDigest != s.manifest.planDigest {
+			s.addFinding(name, "plan_digest differs from run.json")
+		}
+		if rv.PreviousDigest != s.lastReviewDigest() || prevName != s.lastReviewName() {
+			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
+		}
+		if why := s.reviewProblem(rv.reviewBody); why != "" {
+			s.addFinding(name, "%s", why)
+			prevName = name
+			continue // a review that does not hold never takes a file out of unknown
+		}
+		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
+		prevName = name
+	}
+
+	// A commit receipt of a round after the first needs the reupload
+	// review that opened the round; every receipt names a planned file.
+	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
+		rounds := s.receipts[d]
+		reuploads := 0
+		for _, r := range s.reviews {
+			if r.FileDigest == d && r.Decision == DecisionReupload {
+				reuploads++
+			}
+		}
+		for _, round := range slices.Sorted(maps.Keys(rounds)) {
+			name := receiptNameRound(d, round)
+			switch {
+			case round > 1+reuploads:
+				s.addFinding(name, "round %d without the reupload review that opens it", round)
+			case !s.inPlan(d):
+				s.addFinding(name, "names a file outside plan.json")
+			default:
+				continue
+			}
+			s.badFiles[fileHex(d)] = name
+		}
 	}
 
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
 	if s.pending {
 		if data, ok := readCapped(fsy, nil, dir, markerName, maxRecordBytes); ok {
-			if m, ok := parseMarker(data); ok {
+			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
+				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
 		}
@@ -272,9 +459,26 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return s, nil
 }
 
+// planList is the parsed plan.json.
+type planList struct {
+	files  []string
+	digest string
+}
+
+// lastReviewName is the name of the last verified review, or run.json.
+func (s *snapshot) lastReviewName() string {
+	if n := len(s.reviews); n > 0 {
+		return s.reviews[n-1].name
+	}
+	return manifestName
+}
+
 // readCapped reads dir/name after checking, on the open file, that it is a
 // regular file of at most limit bytes and private (0600). Problems become
-// findings on s (when s is not nil) and ok is false.
+// findings on s (when s is not nil) and ok is false. The file is opened
+// with [fsys.ReadFlags]: a symbolic link is refused by the open itself and a
+// FIFO or device opens without blocking, so that fstat can refuse it (R57):
+// nothing under a journal name can make a reader hang.
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
 		if s != nil {
@@ -282,8 +486,11 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 		}
 		return nil, false
 	}
-	f, err := fsy.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
+	f, err := fsy.OpenFile(filepath.Join(dir, name), fsys.ReadFlags, 0)
 	if err != nil {
+		if fsys.IsSymlinkRefusal(err) {
+			return bad("not a regular file")
+		}
 		return bad("unreadable: %v", bareErr(err))
 	}
 	defer f.Close()
@@ -344,8 +551,44 @@ func bareErr(err error) error {
 }
 
 func dirError(dir string, err error) error {
-	if errors.Is(err, errNoRun) {
-		return fmt.Errorf("journal: %s %w: %w", dir, errNoRun, fs.ErrNotExist)
+	switch {
+	case errors.Is(err, errNoRun):
+		return fmt.Errorf("journal: %s %w: %w", escapeName(dir), errNoRun, fs.ErrNotExist)
+	case errors.Is(err, ErrNotRun):
+		return fmt.Errorf("%w: %s", ErrNotRun, escapeName(dir))
 	}
 	return fmt.Errorf("journal: %w", err)
+}
+
+// Summary is what [Inspect] found in a run directory.
+type Summary struct {
+	// Entries, Receipts, Parts and Reviews count the records that passed
+	// their own checks: backoff entries, commit receipts, part receipts
+	// and reviews.
+	Entries, Receipts, Parts, Reviews int
+	// PlannedFiles is the number of files in plan.json, or -1 for a run
+	// written before plan.json existed.
+	PlannedFiles int
+	// Findings are Verify's findings; none means the run verifies clean.
+	Findings []Finding
+}
+
+// Inspect is [Verify] with the counts of what the run holds, for a report
+// such as `readrecovery journal verify`'s "ok" line. Its error is Verify's.
+func Inspect(dir string) (Summary, error) {
+	s, err := scan(fsys.OS{}, dir, nil)
+	if err != nil {
+		return Summary{}, dirError(dir, err)
+	}
+	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings()}
+	for _, rounds := range s.receipts {
+		sum.Receipts += len(rounds)
+	}
+	for _, ps := range s.parts {
+		sum.Parts += len(ps)
+	}
+	if s.planFiles != nil {
+		sum.PlannedFiles = len(s.planFiles)
+	}
+	return sum, nil
 }

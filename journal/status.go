@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -157,7 +158,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	nb := time.Unix(latest.Timing.NotBeforeUTC, 0)
 	if now.Before(nb) {
 		st.State = Waiting
-		st.RemainingSeconds = int64((nb.Sub(now) + time.Second - 1) / time.Second)
+		st.RemainingSeconds = remainingSeconds(latest.Timing.NotBeforeUTC, now)
 		st.Reason = fmt.Sprintf("%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
 			latest.name, latest.RetryAfter.Kind, latest.Timing.ServerDelaySeconds)
 		return st
@@ -165,4 +166,22 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	st.State = Elapsed
 	st.Reason = fmt.Sprintf("%s: restriction elapsed; only otherwise eligible uploads may proceed", latest.name)
 	return st
+}
+
+// remainingSeconds is the whole seconds, rounded up, from now until the
+// Unix second notBefore, for a now before it. It is computed in seconds,
+// not as a time.Duration (which saturates at 292 years and overflowed
+// when rounded up): every timing is bounded by year 9999, so the result
+// never overflows, and it saturates at the int64 bounds for any input.
+func remainingSeconds(notBefore int64, now time.Time) int64 {
+	// ceil(notBefore - (sec + frac)) = notBefore - sec for 0 <= frac < 1
+	// when the difference is positive.
+	sec := now.Unix()
+	switch {
+	case sec < 0 && notBefore > math.MaxInt64+sec:
+		return math.MaxInt64
+	case sec > 0 && notBefore < math.MinInt64+sec:
+		return 0
+	}
+	return max(notBefore-sec, 0)
 }

@@ -81,9 +81,9 @@ func TestTransportQueueRouteJournaled(t *testing.T) {
 		srv.AssertNoMutationSentTwice(t, fakeserver.AllowResend(fakeserver.RouteFileUpload, 1))
 
 		files := names(t, dir)
-		require.Len(t, files, 3, "%v", files)
-		assert.Equal(t, []string{"backoff-0001.json", "run.json"}, []string{files[0], files[2]})
-		assert.Regexp(t, `^receipt-[0-9a-f]{32}\.json$`, files[1])
+		require.Len(t, files, 4, "%v", files)
+		assert.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, []string{files[0], files[1], files[3]})
+		assert.Regexp(t, `^receipt-[0-9a-f]{32}\.json$`, files[2])
 		for _, f := range files {
 			fi, err := os.Stat(filepath.Join(dir, f))
 			require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestTransportQueueRouteJournaled(t *testing.T) {
 		assert.Equal(t, 2.0, tm["server_delay_seconds"])
 		assert.Equal(t, tm["received_at_utc"].(float64)+2, tm["not_before_utc"])
 		assert.Equal(t, 1.0, entry["provenance"].(map[string]any)["attempt"])
-		receipt := readJSON(t, filepath.Join(dir, files[1]))
+		receipt := readJSON(t, filepath.Join(dir, files[2]))
 		assert.Equal(t, true, receipt["ack"])
 		assert.Equal(t, 2.0, receipt["attempt"])
 		assert.Equal(t, entry["event_digest"], receipt["resend_of"], "R33: the re-send names the event that allowed it")
@@ -240,7 +240,7 @@ func TestTransportWrite429ThenJournaledReadback(t *testing.T) {
 		r := b.Report()
 		assert.Equal(t, 2, r.Requests)
 		assert.Equal(t, "write-429", r.WaitLog[0].Trigger)
-		assert.Equal(t, []string{"backoff-0001.json", "run.json"}, filter(names(t, dir), "receipt-"))
+		assert.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, filter(names(t, dir), "receipt-"))
 	})
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,7 +100,7 @@ func TestR35_JournalStatusCommand(t *testing.T) {
 			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)"), ""},
 		{"unresolved: clock regression", fixture(t, secs(5), tm(5), false), rcv.Add(-time.Second), 4,
 			statusJSON("unresolved", timingOf(5), "null", fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in backoff-0001.json", r-1, r)), ""},
-		{"missing dir", filepath.Join(t.TempDir(), "nope"), rcv, 2, "", "no run in"},
+		{"missing dir", filepath.Join(t.TempDir(), "nope"), rcv, 2, "", "readrecovery: no journal run: journal: stat "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +140,8 @@ func TestR35_JournalStatusRealClock(t *testing.T) {
 		"backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed"), stdout)
 }
 
-// TestR40_JournalVerifyCommand: a clean run exits 0 with no output; an
+// TestR40_JournalVerifyCommand: a clean run exits 0 and says ok with its
+// counts; an
 // edited entry exits 1 with a line naming the file; a tampered run's status
 // is unresolved (4).
 func TestR40_JournalVerifyCommand(t *testing.T) {
@@ -147,7 +150,7 @@ func TestR40_JournalVerifyCommand(t *testing.T) {
 		&readrecovery.RetryAfterTiming{ReceivedAtUTC: now - 100, NotBeforeUTC: now - 95, ServerDelaySeconds: 5}, false)
 	code, stdout, stderr := runJ("verify", dir)
 	assert.Equal(t, 0, code, stderr)
-	assert.Equal(t, "", stdout)
+	assert.Equal(t, "ok: 1 planned files, 1 backoff entries, 0 receipts, 0 part receipts, 0 reviews\n", stdout)
 
 	p := filepath.Join(dir, "backoff-0001.json")
 	b, err := os.ReadFile(p)
@@ -167,7 +170,7 @@ func TestR40_JournalVerifyCommand(t *testing.T) {
 
 	code, _, stderr = runJ("verify", filepath.Join(t.TempDir(), "nope"))
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "no run in")
+	assert.Contains(t, stderr, "no journal run")
 	code, _, _ = runJ("verify", t.TempDir())
 	assert.Equal(t, 2, code, "an empty directory holds no run")
 }
@@ -186,4 +189,187 @@ func TestJournalCommandUsage(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	assert.Equal(t, 2, run(context.Background(), []string{"journal"}, &out, &errb), "main dispatches to runJournal")
+}
+
+// partsRun is a run of plan {a.bin, b.bin, c.bin}: a.bin got two parts
+// (unknown), b.bin is acked, c.bin was never attempted.
+func partsRun(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}}))
+	require.NoError(t, err)
+	u, _ := url.Parse("https://acct.blob.core.windows.net/c/a.bin?comp=block&sig=SECRET")
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
+	for _, ctx := range []context.Context{
+		journal.WithUploadPart(context.Background(), "a.bin"), journal.WithUploadPart(context.Background(), "a.bin"),
+		journal.WithUpload(context.Background(), "b.bin"),
+	} {
+		require.NoError(t, j.Begin(ctx, req))
+		require.NoError(t, j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "r"}))
+	}
+	return dir
+}
+
+// TestR56_JournalPlanAndReviewCommands: plan prints every planned file's
+// class (table and JSON); review records a decision about an unknown file
+// and refuses any other; plan then shows it reviewed.
+func TestR56_JournalPlanAndReviewCommands(t *testing.T) {
+	dir := partsRun(t)
+	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	at(t, time.Now())
+	code, stdout, stderr := runJ("plan", dir)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 6, stdout)
+	assert.Equal(t, "run: clear: no backoff entries", lines[0])
+	assert.Regexp(t, `^CLASS +DECISION +FILE +REASON$`, lines[1])
+	rows := map[string]string{}
+	for _, l := range lines[2:5] {
+		f := strings.Fields(l)
+		rows[f[2]] = f[0] + " " + f[1]
+	}
+	assert.Equal(t, map[string]string{a: "unknown -", b: "acked -", c: "never-attempted -"}, rows)
+	assert.Equal(t, "3 files: 1 acked, 1 unknown, 1 never-attempted, 0 reviewed", lines[5])
+
+	code, stdout, _ = runJ("plan", "--json", dir)
+	require.Equal(t, 0, code)
+	var pj planJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
+	assert.True(t, pj.FileBatch.Plan.Complete)
+	assert.Equal(t, map[string]int{"acked": 1, "unknown": 1, "never-attempted": 1, "reviewed": 0}, pj.FileBatch.Plan.Counts)
+	require.Len(t, pj.FileBatch.Plan.Files, 3)
+	assert.Equal(t, journal.Clear, pj.FileBatch.Backoff.State)
+
+	for _, args := range [][]string{
+		{"review", dir, "--file", "b.bin", "--decision", "skip"},       // acked
+		{"review", dir, "--file", "c.bin", "--decision", "reupload"},   // never attempted
+		{"review", dir, "--file", "zzz.bin", "--decision", "reupload"}, // outside the plan
+	} {
+		code, stdout, stderr = runJ(args...)
+		assert.Equal(t, 1, code, "%q: %s", args, stderr)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, "readrecovery: journal: review refused: ")
+	}
+	for _, args := range [][]string{
+		{"review", dir, "--file", "a.bin"},
+		{"review", dir, "--decision", "skip"},
+		{"review", dir, "--file", "a.bin", "--decision", "ship"},
+		{"review", "--file", "a.bin", "--decision", "skip"},
+		{"review", dir, "--file", "a.bin", "--decision", "skip", "--bogus"},
+	} {
+		code, _, stderr = runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Contains(t, stderr, "usage:")
+	}
+	code, stdout, stderr = runJ("review", "--decision", "reupload", dir, "--file", "a.bin", "--note", "blocks staged, never committed\n\x1b[0m")
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^reviewed `+a+`: reupload by \S+ at \d+ \(review-0001\.json\)\n$`, stdout)
+	raw, err := os.ReadFile(filepath.Join(dir, "review-0001.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"note":"blocks staged, never committed [0m"`, "control characters, ESC included, become spaces")
+
+	code, stdout, _ = runJ("plan", "--json", dir)
+	require.Equal(t, 0, code)
+	pj = planJSON{}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
+	assert.Equal(t, map[string]int{"acked": 1, "unknown": 0, "never-attempted": 1, "reviewed": 1}, pj.FileBatch.Plan.Counts)
+	code, stdout, _ = runJ("verify", dir)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "ok: 3 planned files, 0 backoff entries, 1 receipts, 2 part receipts, 1 reviews\n", stdout)
+}
+
+// TestR57_HelpEverywhere: --help and -h on every command and subcommand
+// print the usage on stdout and exit 0.
+func TestR57_HelpEverywhere(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"},
+		{"journal", "--help"}, {"journal", "status", "--help"}, {"journal", "verify", "-h"},
+		{"journal", "plan", "--help"}, {"journal", "review", "--help"}, {"journal", "review", "DIR", "--file", "x", "-h"},
+		{"demo", "--help"}, {"demo", "-h"}, {"fakeserver", "--help"}, {"version", "--help"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), args, &out, &errb)
+		assert.Equal(t, 0, code, "%q: %s", args, errb.String())
+		assert.Contains(t, out.String(), "usage", "%q", args)
+		assert.Empty(t, errb.String(), "%q", args)
+	}
+}
+
+// TestR57_Version prints the binary's version and exits 0.
+func TestR57_Version(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, 0, run(t.Context(), []string{"version"}, &out, &errb))
+	assert.Regexp(t, `^readrecovery \S+( [0-9a-f]{12})? \(go[^)]+\)\n$`, out.String())
+	require.Equal(t, 2, run(t.Context(), []string{"version", "x"}, &out, &errb))
+}
+
+// TestR57_NotAJournalRun: every journal command on a directory that is not
+// a run exits 2 with "not a journal run" (and `status /etc` is not
+// "unresolved"), without stuttering.
+func TestR57_NotAJournalRun(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644))
+	for _, args := range [][]string{{"status", dir}, {"verify", dir}, {"plan", dir}, {"review", dir, "--file", "a", "--decision", "skip"}} {
+		code, stdout, stderr := runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Empty(t, stdout)
+		assert.Equal(t, "readrecovery: journal: not a journal run (no run manifest): "+dir+"\n", stderr)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "nothing written")
+}
+
+// TestR57_HostileRunDirectory: a FIFO as the pending marker and a name
+// with a newline and an escape sequence: status answers unresolved at
+// once, verify prints every name escaped, one line per finding.
+func TestR57_HostileRunDirectory(t *testing.T) {
+	dir := partsRun(t)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pending-request.json"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x\nok: forged\x1b[2J"), nil, 0o600))
+	done := make(chan struct{})
+	var code, vcode int
+	var stdout, vout string
+	go func() {
+		defer close(done)
+		code, stdout, _ = runJ("status", dir)
+		vcode, vout, _ = runJ("verify", dir)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the journal command hangs on a FIFO")
+	}
+	assert.Equal(t, 4, code)
+	assert.Contains(t, stdout, `"state":"unresolved"`)
+	assert.Equal(t, 1, vcode)
+	assert.Equal(t, "pending-request.json: not a regular file\n"+
+		`"x\nok: forged\x1b[2J": unexpected file in the run directory`+"\n"+
+		"pending-request.json: unfinished request: its outcome is unknown (unresolved)\n", vout)
+}
+
+// TestR57_SignalsEndPromptly: a signal cancels the command's context; a
+// command that returns is waited for (its exit code), one that does not is
+// abandoned after the grace with 128+signal.
+func TestR57_SignalsEndPromptly(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	sigs <- syscall.SIGTERM
+	var errb bytes.Buffer
+	start := time.Now()
+	code := runWithSignals(sigs, 100*time.Millisecond, &errb, func(ctx context.Context) int {
+		select {} // a command that ignores its context
+	})
+	assert.Equal(t, 143, code)
+	assert.Less(t, time.Since(start), time.Second)
+	assert.Equal(t, "readrecovery: terminated: stopped without waiting for the command\n", errb.String())
+
+	sigs <- os.Interrupt
+	code = runWithSignals(sigs, time.Minute, io.Discard, func(ctx context.Context) int {
+		<-ctx.Done()
+		return 0 // the fake server shuts down and exits 0
+	})
+	assert.Equal(t, 0, code)
+
+	code = runWithSignals(make(chan os.Signal), time.Minute, io.Discard, func(context.Context) int { return 3 })
+	assert.Equal(t, 3, code)
 }

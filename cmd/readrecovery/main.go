@@ -5,6 +5,14 @@
 //	readrecovery demo [--json]
 //	readrecovery journal status DIR
 //	readrecovery journal verify DIR
+//	readrecovery journal plan [--json] DIR
+//	readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]
+//	readrecovery version
+//
+// --help (or -h) on any command prints its usage and exits 0. SIGINT or
+// SIGTERM ends every command promptly: it is asked to stop (the fake server
+// shuts down and exits 0), and a command that has not returned after
+// [signalGrace] is abandoned with exit 130 (SIGINT) or 143 (SIGTERM).
 package main
 
 import (
@@ -13,7 +21,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
+	"time"
 )
 
 const usage = `usage:
@@ -21,13 +32,53 @@ const usage = `usage:
   readrecovery demo [--json]
   readrecovery journal status DIR
   readrecovery journal verify DIR
+  readrecovery journal plan [--json] DIR
+  readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]
+  readrecovery version
+--help on any command prints its usage.
 `
 
+// signalGrace is how long a command may take to return after SIGINT or
+// SIGTERM asked it to stop: a little more than the fake server's own
+// graceful shutdown (shutdownGrace).
+const signalGrace = shutdownGrace + time.Second
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	code := runWithSignals(sigs, signalGrace, os.Stderr, func(ctx context.Context) int {
+		return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	})
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// runWithSignals runs cmd with a context that ends at the first signal on
+// sigs, and returns cmd's exit code — or, when cmd has not returned within
+// grace after the signal, 128 plus the signal's number.
+func runWithSignals(sigs <-chan os.Signal, grace time.Duration, stderr io.Writer, cmd func(context.Context) int) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() { done <- cmd(ctx) }()
+	select {
+	case code := <-done:
+		return code
+	case sig := <-sigs:
+		cancel()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case code := <-done:
+			return code
+		case <-t.C:
+			fmt.Fprintf(stderr, "readrecovery: %v: stopped without waiting for the command\n", sig)
+			if s, ok := sig.(syscall.Signal); ok {
+				return 128 + int(s)
+			}
+			return 130
+		}
+	}
 }
 
 // run dispatches a subcommand and returns the process exit code: 2 for a
@@ -37,18 +88,56 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	help := len(args) == 2 && isHelp(args[1])
 	switch args[0] {
 	case "fakeserver":
+		if help {
+			// The flag package prints the usage to the command's error
+			// output: a requested usage goes to stdout.
+			return runFakeserver(ctx, args[1:], stdout, stdout)
+		}
 		return runFakeserver(ctx, args[1:], stdout, stderr)
 	case "demo":
+		if help {
+			return runDemo(ctx, args[1:], stdout, stdout)
+		}
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "journal":
-		return runJournal(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
+		return runJournalContext(ctx, args[1:], stdout, stderr)
+	case "version":
+		switch {
+		case help:
+			fmt.Fprintln(stdout, "usage: readrecovery version\nprints the module version, VCS revision and Go version of this binary")
+			return 0
+		case len(args) > 1:
+			fmt.Fprintf(stderr, "readrecovery: version takes no argument\n%s", usage)
+			return 2
+		}
+		fmt.Fprintln(stdout, version())
+		return 0
+	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "readrecovery: unknown command %q\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// version is "readrecovery VERSION (GO)": the module version the binary was
+// built from ("(devel)" for a build in the module itself), plus the
+// revision when the build recorded one.
+func version() string {
+	v, rev := "(devel)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " " + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("readrecovery %s%s (%s)", v, rev, runtime.Version())
 }

@@ -1,0 +1,14 @@
+//go:build !unix
+
+package fsys
+
+import "os"
+
+// ReadFlags are the flags with which the journal opens a file to read it.
+// Without O_NOFOLLOW and O_NONBLOCK on this platform, the journal relies on
+// the directory listing's file type, checked before every open, and on
+// fstat after it.
+const ReadFlags = os.O_RDONLY
+
+// IsSymlinkRefusal reports false: this platform has no O_NOFOLLOW.
+func IsSymlinkRefusal(err error) bool { return false }

@@ -1,0 +1,249 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+
+	"github.com/readrecovery/readrecovery/internal/redact"
+)
+
+// reviewMethod is the method a review's pending marker names: not an HTTP
+// request, so the marker names no upload in flight.
+const reviewMethod = "REVIEW"
+
+// Decision is an operator's decision about an unknown file (SPEC R56).
+type Decision string
+
+// The two decisions.
+const (
+	// DecisionReupload makes the file eligible again as a never-attempted
+	// one: it is sent only under a new approval and while the status
+	// allows uploads. Its next upload is a new round with its own records.
+	DecisionReupload Decision = "reupload"
+	// DecisionSkip means the file is never sent by this run.
+	DecisionSkip Decision = "skip"
+)
+
+// ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
+type ReviewRecord struct {
+	// Name is the entry's file name, review-NNNN.json.
+	Name string
+	// Sequence is NNNN.
+	Sequence int
+	// FileDigest is the reviewed file's [FileDigest].
+	FileDigest string
+	// Decision is reupload or skip.
+	Decision Decision
+	// Reviewer is the sanitized name of the OS user who wrote the review.
+	Reviewer string
+	// ReviewedAtUTC is the review's time, in UTC Unix seconds.
+	ReviewedAtUTC int64
+	// Note is the sanitized note.
+	Note string
+	// Digest is the entry's review_digest.
+	Digest string
+}
+
+func (r reviewRec) record() ReviewRecord {
+	return ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
+		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.ReviewDigest}
+}
+
+// Review records an operator's decision about a file classed unknown (see
+// [Journal.PlanContinuation]): the only way out of unknown (SPEC R56). It
+// appends an immutable review-NNNN.json, chained to the review before it
+// (the first to run.json), naming the file's digest, the decision, the OS
+// user, the UTC time, the note (sanitized: printable, no URL query or
+// userinfo, at most 256 bytes) and the evidence it saw — the run's backoff
+// entries and the file's part receipts and commit receipt at that time.
+// With [DecisionReupload] the file becomes eligible as a never-attempted
+// one (a new approval is still needed); with [DecisionSkip] it is never
+// sent. A review never makes a file acked, and never waives a run's
+// status: a waiting run still waits.
+//
+// file is the file's [PlannedFile.ID] or its [FileDigest] ("sha256:" and
+// 64 hex digits, as `readrecovery journal plan` prints it).
+//
+// Like [Journal.Begin], Review first claims the exclusive pending marker,
+// then checks under it. Errors: [ErrReview] (wrapped) for a decision that
+// is neither reupload nor skip, a file outside the plan, or a file that is
+// not unknown (acked, never-attempted, already reviewed); a
+// *RestrictedError for a run with a verification finding or another
+// request's marker ([ErrPending]); the context's error while waiting for
+// this Journal's request in flight; any other error is a persistence
+// failure (the Journal stays unresolved).
+func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	if decision != DecisionReupload && decision != DecisionSkip {
+		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
+	}
+	d := file
+	if !isDigest(file) {
+		if file == "" {
+			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
+		}
+		d = FileDigest(file)
+	}
+	if err := j.acquire(ctx); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+
+	check := func() error {
+		s := j.snap
+		if st := j.statusLocked(j.clock.Now(), true); st.State == Unresolved {
+			return &RestrictedError{Status: st}
+		}
+		if (j.plan != nil && !j.plan[d]) || !s.inPlan(d) {
+			return fmt.Errorf("%w: %s is not a file of the run's plan", ErrReview, d)
+		}
+		if fd := s.decide(d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
+			return fmt.Errorf("%w: %s is %s, not unknown (%s)", ErrReview, d, fd.State, fd.Reason)
+		}
+		if len(s.reviews) >= maxReviews {
+			return fmt.Errorf("%w: %d reviews recorded", ErrLimit, len(s.reviews))
+		}
+		return nil
+	}
+	j.refreshLocked()
+	if err := j.checkLimits(); err != nil {
+		return ReviewRecord{}, err
+	}
+	if err := check(); err != nil {
+		return ReviewRecord{}, err
+	}
+	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
+	if err := j.claim(m); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { j.inflight = nil }() // before the unlock: the claim ends with Review
+	j.refreshLocked()
+	if err := check(); err != nil {
+		return ReviewRecord{}, j.unclaim(err)
+	}
+
+	s := j.snap
+	rb := reviewBody{
+		ReviewVersion:  ReviewVersion,
+		Sequence:       len(s.reviews) + 1,
+		PlanDigest:     s.planDigest(),
+		PreviousDigest: s.lastReviewDigest(),
+		FileDigest:     d,
+		Decision:       decision,
+		Reviewer:       osUser(),
+		ReviewedAtUTC:  j.clock.Now().Unix(),
+		Note:           sanitizeNote(note, maxNoteBytes),
+	}
+	rb.Evidence = s.evidence(d)
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		j.fail(err.Error())
+		return ReviewRecord{}, err
+	}
+	name := reviewName(rb.Sequence)
+	linked, err := j.writeAtomic(name, data)
+	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	if linked {
+		s.reviews = append(s.reviews, rec)
+		s.cache[name] = rec.reviewFile
+		s.files++
+	}
+	if err != nil {
+		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+	}
+	if err := j.clearMarker(); err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return rec.record(), fmt.Errorf("journal: review: %w", err)
+	}
+	return rec.record(), nil
+}
+
+// evidence is what a review of file d sees now.
+func (s *snapshot) evidence(d string) reviewEvidence {
+	var ev reviewEvidence
+	if n := len(s.entries); n > 0 {
+		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].EventDigest
+	}
+	if ps := s.parts[d]; len(ps) > 0 {
+		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].PartDigest
+	}
+	if r, ok := s.receipts[d][s.view(d, true).round]; ok {
+		ev.ReceiptDigest = r.ReceiptDigest
+	}
+	return ev
+}
+
+// reviewProblem checks a review against the records before it (the
+// reviews already verified, the entries, receipts and parts on disk): the
+// evidence it names exists, and it shows the file unknown — never acked,
+// never without a record of its round. It returns "" when the review holds.
+func (s *snapshot) reviewProblem(r reviewBody) string {
+	ev := r.Evidence
+	d := r.FileDigest
+	if !s.inPlan(d) {
+		return "names a file outside plan.json"
+	}
+	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].EventDigest != ev.LastEventDigest {
+		return "evidence names backoff entries that are not on disk (edited)"
+	}
+	ps := s.parts[d]
+	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].PartDigest != ev.LastPartDigest {
+		return "evidence names part receipts that are not on disk (edited)"
+	}
+	round, mark := 1, reviewEvidence{}
+	for _, p := range s.reviews {
+		if ev.Entries < p.Evidence.Entries {
+			return "evidence is older than the review before it (reordered)"
+		}
+		if p.FileDigest == d {
+			mark = p.Evidence
+			if p.Decision == DecisionReupload {
+				round++
+			}
+		}
+	}
+	if ev.Parts < mark.Parts {
+		return "evidence is older than the file's review before it (reordered)"
+	}
+	rc, hasReceipt := s.receipts[d][round]
+	switch {
+	case hasReceipt && rc.ACK:
+		return "reviews an acked file (a review never applies to an ACK)"
+	case hasReceipt && rc.ReceiptDigest != ev.ReceiptDigest:
+		return "evidence does not name the receipt of the reviewed round"
+	case !hasReceipt && ev.ReceiptDigest != "":
+		return "evidence names a receipt that is not on disk"
+	case hasReceipt:
+		return ""
+	}
+	if ev.Parts > mark.Parts {
+		return ""
+	}
+	for _, e := range s.entries[mark.Entries:ev.Entries] {
+		if e.Provenance.FileDigest == d {
+			return ""
+		}
+	}
+	return "reviews a file that was not unknown (no record of its round)"
+}
+
+// osUser names the OS user for a review: the account name, else $USER,
+// else the numeric user ID; sanitized.
+func osUser() string {
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name = sanitizeNote(name, maxReviewerBytes); name == "" {
+		name = "uid-" + strconv.Itoa(os.Getuid())
+	}
+	return name
+}
