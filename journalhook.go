@@ -6,25 +6,43 @@ import (
 )
 
 // Journal is the hook through which the transport keeps a durable record of a
-// File batch run (SPEC R30–R40). *journal.Journal implements it; attach one to
-// the requests of a run with [WithJournal].
+// File batch run. *journal.Journal implements it; attach one to the requests
+// of a run with [WithJournal].
 //
 // The transport calls, for every request whose context carries a Journal:
 //
-//  1. Admit before any network access. A non-nil error blocks the request
-//     and stops its sequence (a run that is waiting or unresolved).
+//  1. Admit before any network access (after any wait in the sequence's
+//     window).
 //  2. Begin just before the request is sent (the exclusive pending marker).
-//     A non-nil error is a persistence failure: nothing is sent.
+//     The context it gets ends with the caller's and at the sequence's
+//     deadline: a wait for the journal's one in-flight slot must end with
+//     it.
 //  3. After the response or transport error, exactly one of:
 //     Backoff for a 429 (the next immutable backoff entry, then the marker
 //     cleared), returning the entry's event digest; or Complete for every
 //     other outcome (a receipt for an acknowledged upload, then the marker
-//     cleared).
+//     cleared). A request that Begin allowed but the sequence then refused
+//     (it stopped while the request waited) is completed with a
+//     TransportError that starts "not sent": its outcome is kept as
+//     unknown, never as never-attempted.
 //
-// An error from Backoff is terminal before recovery (R38): no wait, no
-// re-send, the sequence stops and the original 429 goes back to the caller.
-// An error from Complete after a 2xx mutation keeps the ACK (returned to the
-// caller and in the report) and stops further requests (R39).
+// What an error from Admit or Begin means to the transport:
+//
+//   - wrapping [ErrReplayRefused]: this request is refused (an upload whose
+//     outcome is on record); the sequence goes on ([StopReplayRefused]);
+//   - wrapping the context's error while that context has ended: the
+//     caller's context error is returned, or a total-exhausted stop when
+//     the sequence's total ran out;
+//   - having a JournalRestricted() method (found with errors.As): the
+//     run's status forbids network access; the sequence stops as
+//     journal-restricted;
+//   - anything else: from Admit, journal-restricted; from Begin, a
+//     persistence failure. Nothing is sent.
+//
+// An error from Backoff is terminal before recovery: no wait, no re-send,
+// the sequence stops and the original 429 goes back to the caller. An
+// error from Complete after a 2xx mutation keeps the ACK (returned to the
+// caller and in the report) and stops further requests.
 //
 // Implementations must be safe for concurrent use.
 type Journal interface {

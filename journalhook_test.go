@@ -160,3 +160,76 @@ func TestR39ReceiptFailureKeepsACK(t *testing.T) {
 	assert.Equal(t, StopReceiptFailed, stopReason(err))
 	assert.Len(t, srv.Hits(), 1)
 }
+
+// slotJournal's Begin waits for a slot that never frees, until its context
+// ends, as a journal whose one in-flight slot another request holds.
+type slotJournal struct{ hookLog }
+
+func (j *slotJournal) Begin(ctx context.Context, r JournalRequest) error {
+	j.log("begin")
+	<-ctx.Done()
+	return fmt.Errorf("waiting for the journal's slot: %w", ctx.Err())
+}
+
+type restrictedErr struct{}
+
+func (restrictedErr) Error() string      { return "another worker's request is pending" }
+func (restrictedErr) JournalRestricted() {}
+
+// A journal's refusal says what it is: a replay refuses the one request and
+// the sequence goes on; the caller's own context ending returns its error;
+// the wait for the journal's slot ends at the sequence's deadline as
+// total-exhausted; a restriction found under the claim stops the sequence as
+// journal-restricted, not as a failed write.
+func TestJournalRefusalsSayWhatTheyAre(t *testing.T) {
+	t.Run("replay refused", func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200)))
+		b := NewBudget("batch")
+		j := &hookLog{beginErr: fmt.Errorf("journal: a.csv: %w", ErrReplayRefused)}
+		ctx := WithJournal(WithBudget(context.Background(), b), j)
+		_, err := New(srv).RoundTrip(mutation(t, ctx, http.MethodPost, base+"/files", "a"))
+		require.ErrorIs(t, err, ErrRequestRefused)
+		require.ErrorIs(t, err, ErrReplayRefused)
+		assert.NotErrorIs(t, err, ErrSequenceStopped)
+		assert.Equal(t, StopReplayRefused, stopReason(err))
+		assert.Empty(t, srv.Hits())
+		r := b.Report()
+		assert.Equal(t, StopReason(""), r.Stop, "the batch goes on")
+		assert.Equal(t, 0, r.Requests)
+	})
+	t.Run("caller's context ends during the slot wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(200)))
+			b := NewBudget("batch")
+			ctx, cancel := context.WithCancel(WithJournal(WithBudget(context.Background(), b), &slotJournal{}))
+			time.AfterFunc(2*time.Second, cancel)
+			start := time.Now()
+			_, err := New(srv).RoundTrip(mutation(t, ctx, http.MethodPost, base+"/files", "a"))
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, 2*time.Second, time.Since(start))
+			assert.Equal(t, StopReason(""), b.Report().Stop, "not journal-restricted, not persistence-failed")
+			assert.Empty(t, srv.Hits())
+		})
+	})
+	t.Run("slot wait ends at the sequence's deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(200)))
+			b := NewBudget("batch", MaxTotal(3*time.Second))
+			ctx := WithJournal(WithBudget(context.Background(), b), &slotJournal{})
+			start := time.Now()
+			_, err := New(srv).RoundTrip(mutation(t, ctx, http.MethodPost, base+"/files", "a"))
+			require.ErrorIs(t, err, ErrSequenceStopped)
+			assert.Equal(t, StopTotalExhausted, stopReason(err))
+			assert.Equal(t, 3*time.Second, time.Since(start))
+			assert.Equal(t, 0, b.Report().Requests)
+		})
+	})
+	t.Run("restricted under the claim", func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200)))
+		b := NewBudget("batch")
+		j := &hookLog{beginErr: fmt.Errorf("journal: %w", restrictedErr{})}
+		_, err := New(srv).RoundTrip(mutation(t, WithJournal(WithBudget(context.Background(), b), j), http.MethodPost, base+"/files", "a"))
+		assert.Equal(t, StopJournalRestricted, stopReason(err))
+		assert.Empty(t, srv.Hits())
+	})
+}

@@ -319,11 +319,14 @@ func (c *call) admitJournal() error {
 // journalRefusal maps a journal's refusal: a replay of an upload on
 // record refuses this request only; the caller's own context ending
 // returns its error (and the sequence's total running out stops it as
-// such); anything else stops the sequence with reason.
+// such); a restriction (an error with a JournalRestricted method) stops it
+// as journal-restricted; anything else stops the sequence with reason
+// (persistence-failed for Begin).
 func (c *call) journalRefusal(err error, reason StopReason, detail string) error {
 	if c.b != nil {
 		c.b.release()
 	}
+	var restricted interface{ JournalRestricted() }
 	switch {
 	case errors.Is(err, ErrReplayRefused):
 		return &StopError{Sequence: c.name(), Reason: StopReplayRefused,
@@ -333,6 +336,11 @@ func (c *call) journalRefusal(err error, reason StopReason, detail string) error
 			return c.stop(StopTotalExhausted, "the sequence's total time ran out waiting for the journal", 0, "", err)
 		}
 		return c.ctx.Err()
+	case errors.As(err, &restricted):
+		// A restriction found under the claim (another worker's marker,
+		// a 429 written meanwhile): the journal's status, not a failed
+		// write.
+		return c.stop(StopJournalRestricted, "the journal's status forbids network access", 0, "", err)
 	}
 	return c.stop(reason, detail, 0, "", err)
 }
