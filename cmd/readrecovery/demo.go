@@ -33,8 +33,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the run as JSON")
+	otlp := fs.String("otlp", "", "also export the demo's spans over OTLP/HTTP (JSON) to this endpoint, e.g. http://localhost:4318")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: readrecovery demo [--json]")
+		fmt.Fprintln(fs.Output(), "usage: readrecovery demo [--json] [--otlp URL]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -47,7 +48,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "readrecovery demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	run, err := runScenarios(ctx, false)
+	var exp sdktrace.SpanExporter
+	if *otlp != "" {
+		e, err := newOTLPExporter(*otlp)
+		if err != nil {
+			fmt.Fprintf(stderr, "readrecovery demo: %v\n", err)
+			return 2
+		}
+		exp = e
+	}
+	run, err := runScenarios(ctx, false, exp)
 	if err != nil {
 		fmt.Fprintf(stderr, "readrecovery demo: %v\n", err)
 		return 1
@@ -213,10 +223,15 @@ type demoEnv struct {
 
 // runScenarios starts the fake server and runs every workflow: over a
 // loopback listener, or in-process (no sockets: tests run it inside a
-// testing/synctest bubble, in fake time).
-func runScenarios(ctx context.Context, inProcess bool) (*demoRun, error) {
+// testing/synctest bubble, in fake time). A non-nil exp also receives
+// every span; a failure to export them is the run's error.
+func runScenarios(ctx context.Context, inProcess bool, exp sdktrace.SpanExporter) (*demoRun, error) {
 	rec := &recorder{start: time.Now()}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(rec)}
+	if exp != nil {
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
 	defer tp.Shutdown(context.Background())
 
 	srv := fakeserver.New()
@@ -267,6 +282,11 @@ func runScenarios(ctx context.Context, inProcess bool) (*demoRun, error) {
 	env.run.Spans = spanTree(rec.spans, rec.start)
 	rec.mu.Unlock()
 	env.run.Seconds = time.Since(rec.start).Seconds()
+	if exp != nil {
+		if err := tp.ForceFlush(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return env.run, nil
 }
 
