@@ -208,7 +208,7 @@ func kv(a attribute.KeyValue) otlpKV {
 		f := a.Value.AsFloat64()
 		v.Double = &f
 	default:
-		s := a.Value.Emit()
+		s := a.Value.String()
 		v.String = &s
 	}
 	return otlpKV{Key: string(a.Key), Value: v}
