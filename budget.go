@@ -261,10 +261,13 @@ func (b *Budget) recordRead(status int, h http.Header) {
 		*dropped++
 		return
 	}
-	if *list == nil {
-		// Most sequences are short: start with room for a few reads
-		// rather than growing from one.
-		*list = make([]ReadEvidence, 0, 4)
+	switch cap(*list) {
+	case 0:
+		// Most sequences are short: room for a few reads at first, then
+		// straight to the bound rather than doubling up to it.
+		*list = make([]ReadEvidence, 0, 8)
+	case len(*list):
+		*list = append(make([]ReadEvidence, 0, maxEvidence), *list...)
 	}
 	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
 }
