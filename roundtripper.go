@@ -692,6 +692,9 @@ func (c *call) event(_ *StopError) {
 	if !ok {
 		return
 	}
+	if c.t.metrics != nil {
+		c.t.metrics.stop(c.ctx, se.Reason)
+	}
 	attrs := otelattr.Stop(c.b.name, string(se.Reason), se.Detail, sent)
 	span := trace.SpanFromContext(c.ctx)
 	if span.IsRecording() {

@@ -141,7 +141,6 @@ func (b *Budget) startLocked(t *Transport, now time.Time) {
 	_, total, _ := b.limits()
 	b.seq.started = true
 	b.seq.deadline = now.Add(total)
-	b.ins = t.metrics
 	b.cut.setDeadline(b, &t.deadlines, t.clk(), b.seq.deadline)
 }
 
@@ -337,9 +336,6 @@ func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID s
 		return b.seq.stop
 	}
 	b.seq.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
-	if b.ins != nil {
-		b.ins.stop(r)
-	}
 	for id, wake := range b.seq.waiters {
 		wake(errWokenByStop)
 		delete(b.seq.waiters, id)
