@@ -184,10 +184,10 @@ func BenchmarkThrottleBurst(b *testing.B) {
 const inFlight = 20
 
 // BenchmarkGoroutinesInFlight counts the goroutines a request in flight
-// costs: 20 GETs of one sequence wait on a blocked loopback server, and
-// goroutines/req is the growth of runtime.NumGoroutine over the idle
-// state, per request (the callers', the server's and net/http's
-// connection goroutines included, the same for every contender: the
+// costs: 20 GETs of one sequence wait on a blocked loopback server over
+// 20 kept-alive connections (made by a warm-up round), and goroutines/req
+// is the growth of runtime.NumGoroutine over the idle state, per request
+// (the callers' goroutines included, the same for every contender: the
 // difference to impl=bare is the contender's own); created/req counts the
 // goroutines created per request from start to end (runtime/metrics
 // /sched/goroutines-created). A report, not an assertion.
@@ -199,12 +199,12 @@ func BenchmarkGoroutinesInFlight(b *testing.B) {
 			im := spec.make(srv.base(inFlight))
 			defer im.close()
 			bg := context.Background()
-			var during, created float64
-			for b.Loop() {
-				b.StopTimer()
+			// one round: 20 blocked GETs of one sequence; the goroutines
+			// above idle while they wait, and those created from start
+			// to end, per request.
+			round := func() (during, created float64) {
 				runtime.GC()
 				idle := runtime.NumGoroutine()
-				b.StartTimer()
 				c0 := goroutinesCreated()
 				release := make(chan struct{})
 				srv.release.Store(&release)
@@ -228,8 +228,17 @@ func BenchmarkGoroutinesInFlight(b *testing.B) {
 				for err := range errs {
 					b.Fatal(err)
 				}
-				during += float64(n-idle) / inFlight
-				created += float64(goroutinesCreated()-c0) / inFlight
+				return float64(n-idle) / inFlight, float64(goroutinesCreated()-c0) / inFlight
+			}
+			// Warm-up: the 20 connections (and their goroutines) exist
+			// before the first measured round, so every round measures
+			// the requests, not the dials.
+			round()
+			var during, created float64
+			for b.Loop() {
+				d, c := round()
+				during += d
+				created += c
 			}
 			b.ReportMetric(during/float64(b.N), "goroutines/req")
 			b.ReportMetric(created/float64(b.N), "created/req")

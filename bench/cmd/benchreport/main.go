@@ -258,8 +258,9 @@ var scenarios = []scenario{
 			"(200, one per sequence, is the floor); `goodput-pages/s` is pages answered 200 per second of the op. `bare` re-sends once at once, by hand: a client without a policy.",
 		[]string{"in-window-reqs/op", "failed-pages/op", "goodput-pages/s"}},
 	{"BenchmarkGoroutinesInFlight", "Goroutines per in-flight request (blocked server)",
-		"20 GETs of one sequence wait on a blocked loopback server. `goroutines/req` is the growth of `runtime.NumGoroutine` per request " +
-			"(callers', server's and net/http's connection goroutines included, the same for everyone: the difference to `bare` is the contender's own); " +
+		"20 GETs of one sequence wait on a blocked loopback server over 20 kept-alive connections (a warm-up round makes them). " +
+			"`goroutines/req` is the growth of `runtime.NumGoroutine` per request (the caller's goroutine and the server's handler included, " +
+			"the same for everyone: the difference to `bare` is the contender's own); " +
 			"`created/req` counts goroutines created per request (`/sched/goroutines-created`). ns/op is not meaningful here.",
 		[]string{"goroutines/req", "created/req"}},
 	{"BenchmarkFinishedSequences", "What finished sequences leave behind: 200,000 one-request sequences",
@@ -408,7 +409,11 @@ func writeIssue14(w *strings.Builder, r results) {
 	bareName := name("BenchmarkPassThrough", "bare")
 	if v, ok := r.median(rr("BenchmarkPassThrough"), "ns/op"); ok {
 		if b, ok := r.median(bareName, "ns/op"); ok {
-			line("loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here)", fmt.Sprintf("%.3f×", v/b), yesNo(v/b <= 1.02))
+			verdict := yesNo(v/b <= 1.02)
+			if p, ok := r.pvalue(rr("BenchmarkPassThrough"), bareName, "ns/op"); ok {
+				verdict += fmt.Sprintf(" (difference to bare: p=%.2f)", p)
+			}
+			line("loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here)", fmt.Sprintf("%.3f×", v/b), verdict)
 		}
 	}
 	sb, ok1 := r.median(name("BenchmarkOwnCost", "bare"), "ns/op")
