@@ -482,7 +482,7 @@ func (s *soak) checkConcurrent(rec *seqRecord, es []fakeserver.Request, rules []
 		in := reqs[requestKey(e)]
 		if attempt[i] == 1 {
 			if open >= 0 && i != open && e.Arrived.After(windowStart) && e.Arrived.Before(windowEnd) && !in.at.Before(openedBy) {
-				violate("request inside the window (R42)", "%s: request %d (%s %s) was issued %v after the 429 of request %d opened the window and arrived %v before its end",
+				violate("request inside the window (R42)", "%s: request %d (%s %s) was issued %v after the 429 of request %d (which opened the window) arrived, and reached the server %v before the window's end",
 					name, e.Seq, e.Method, e.Path, in.at.Sub(windowStart).Round(time.Millisecond), es[open].Seq, windowEnd.Sub(e.Arrived).Round(time.Millisecond))
 				debug()
 			}

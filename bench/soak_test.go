@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -180,7 +181,8 @@ type soak struct {
 	mu         sync.Mutex
 	shared     []*seqRecord // sequences on the shared servers, checked at the end
 	violations []string
-	replays    []string // net/http replay findings (nethttpReplay)
+	byCategory map[string][]string // the first messages of each category
+	replays    []string            // net/http replay findings (nethttpReplay)
 	tot        *soakTotals
 }
 
@@ -258,12 +260,16 @@ func runSoak(t *testing.T, cfg soakConfig) *soakTotals {
 	s.noFollow.CloseIdleConnections()
 	s.base.CloseIdleConnections()
 
-	for i, v := range s.violations {
-		if i == 30 {
-			t.Errorf("... and %d more violations", len(s.violations)-i)
-			break
+	// The first five of each category, so that a rare one is not hidden
+	// behind a frequent one; the totals count them all.
+	cats := slices.Sorted(maps.Keys(s.byCategory))
+	for _, c := range cats {
+		for _, v := range s.byCategory[c] {
+			t.Errorf("%s: %s", c, v)
 		}
-		t.Error(v)
+	}
+	if n := len(s.violations); n > 0 {
+		t.Errorf("%d violations in all (the first five of each category above)", n)
 	}
 	for i, v := range s.replays {
 		if i == 5 {
@@ -319,7 +325,14 @@ func (s *soak) replayFinding(format string, args ...any) {
 // violate records a broken invariant under a category for the totals.
 func (s *soak) violate(category, format string, args ...any) {
 	s.mu.Lock()
-	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	s.violations = append(s.violations, msg)
+	if s.byCategory == nil {
+		s.byCategory = map[string][]string{}
+	}
+	if len(s.byCategory[category]) < 5 {
+		s.byCategory[category] = append(s.byCategory[category], msg)
+	}
 	s.mu.Unlock()
 	s.tot.add("violation "+category, 1)
 }
