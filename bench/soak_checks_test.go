@@ -136,10 +136,10 @@ func TestSoakChecksConcurrent(t *testing.T) {
 		ledger: []ledgerReq{
 			{"rq0001", get, blob, 0, 429, 0},
 			{"rq0001", get, blob, 1 * ms, 200, -1},
-			{"rq0002", get, blob, 201 * ms, 429, 1},
-			{"rq0002", get, blob, 202 * ms, 200, -1},
+			{"rq0002", get, blob, 301 * ms, 429, 1},
+			{"rq0002", get, blob, 302 * ms, 200, -1},
 		},
-		caller:     map[string]callerReq{"rq0001": {0, 2 * ms, 200}, "rq0002": {200 * ms, 203 * ms, 200}},
+		caller:     map[string]callerReq{"rq0001": {0, 2 * ms, 200}, "rq0002": {300 * ms, 303 * ms, 200}},
 		violations: map[string]int{"more than one window [t]": 1},
 		findings:   map[string]int{"windows opened (ledger)": 1, "ledger waits": 2},
 	}, {

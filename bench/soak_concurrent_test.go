@@ -55,7 +55,7 @@ import (
 // within it may have been in flight when the window opened (it may join,
 // R43). Past it, or past the time the caller itself saw that 429, a
 // request was issued while the window was open.
-const soakWindowGrace = 100 * time.Millisecond
+const soakWindowGrace = 250 * time.Millisecond
 
 // nethttpReplay names the findings of net/http's own replays. When a
 // keep-alive connection that http.Transport reused is reset before any
