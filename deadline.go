@@ -105,11 +105,11 @@ func (c *budgetContext) String() string { return "readrecovery.WithBudget(" + c.
 // for deadline, read by budgetContext.Deadline without the lock.
 type cutoff struct {
 	deadline atomic.Int64 // unix nanoseconds; 0 before the first request
-	// own are the cancel functions of contexts made from a parent without
-	// cancellation: nothing else refers to them, so they go with the
-	// Budget. The first is kept inline: most sequences make one.
+	// first is the cancel function of the first context made from a parent
+	// without cancellation (most sequences make one; more go to the
+	// Budget's rare part): nothing else refers to them, so they go with the
+	// Budget.
 	first context.CancelCauseFunc
-	own   []context.CancelCauseFunc
 	// parents are those of contexts made from a cancelable parent, which
 	// refers to them until they are canceled: the deadline entry holds
 	// them too, so that they are released at the deadline even when the
@@ -160,7 +160,8 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 		if b.cut.first == nil {
 			b.cut.first = cancel
 		} else {
-			b.cut.own = append(b.cut.own, cancel)
+			x := b.rareLocked()
+			x.cuts = append(x.cuts, cancel)
 		}
 		b.mu.Unlock()
 		return
@@ -192,8 +193,11 @@ func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.T
 func (b *Budget) expire() {
 	b.mu.Lock()
 	b.seq.expired = true
-	first, own, parents := b.cut.first, b.cut.own, b.cut.parents
-	b.cut.first, b.cut.own = nil, nil
+	first, own, parents := b.cut.first, b.rareView().cuts, b.cut.parents
+	b.cut.first = nil
+	if b.x != nil {
+		b.x.cuts = nil
+	}
 	b.mu.Unlock()
 	if first != nil {
 		first(errTotalExhausted)
