@@ -296,13 +296,12 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 		if !notBefore.Before(b.seq.deadline) {
 			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
 		}
-		if now.Before(w.until) {
-			// The window is still open: its end moves out to this
-			// request's own not-before, for every request of the sequence.
-			w.until, w.plan = notBefore, in.plan
-			rec.Extended++
-			rec.Length = notBefore.Sub(w.opened)
-		}
+		// The window's end moves out to this request's own not-before, for
+		// every request of the sequence not yet sent (even when the first
+		// end had passed: the server has asked for longer since).
+		w.until, w.plan = notBefore, in.plan
+		rec.Extended++
+		rec.Length = notBefore.Sub(w.opened)
 	}
 	if !resend {
 		return decision{}
