@@ -403,8 +403,8 @@ var raDiagForms = sync.OnceValue(func() map[string]bool {
 		"retry-after: 2 values",
 		raDiagMissing, raDiagEmpty, raDiagNeither, raDiagNotDigits,
 	}
-	for _, r := range []string{raDateLayout, raDateDayName, raDateMonth, raDateDigits, raDateRange, raDateClock, raDateZone, raDateWeekday} {
-		reasons = append(reasons, "retry-after: "+r)
+	for _, e := range raDateErrors {
+		reasons = append(reasons, "retry-after: "+string(e.err))
 	}
 	for _, r := range reasons {
 		add(r + raDiagFallback)
