@@ -182,8 +182,10 @@ func raDiags(reason string) raFallbackDiag {
 }
 
 // raDateErrors maps each malformed-date error of httpdate to its reason.
+// The errors are held as interface values, so that comparing them does not
+// allocate.
 var raDateErrors = [...]struct {
-	err    httpdate.Error
+	err    error
 	reason raReason
 }{
 	{httpdate.ErrLayout, raReasonDateLayout},
@@ -301,25 +303,7 @@ func (p *raParser) spelledDiag(hasTiming bool) string {
 // isRetryAfterKey reports whether k is "retry-after" in any ASCII case,
 // without allocating.
 func isRetryAfterKey(k string) bool {
-	const name = "retry-after"
-	if len(k) != len(name) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c, n := k[i], name[i]
-		if n == '-' {
-			if c != '-' {
-				return false
-			}
-			continue
-		}
-		// Only letters are folded: bit 0x20 is the ASCII case bit, and n is a
-		// lower-case letter, so c|0x20 == n holds for exactly n and upper(n).
-		if c|0x20 != n {
-			return false
-		}
-	}
-	return true
+	return len(k) == len("retry-after") && raASCIIFoldEqual(k, "retry-after")
 }
 
 // raTrimOWS removes leading and trailing SP and HTAB (RFC 9110 OWS).
@@ -425,9 +409,9 @@ func (p *raParser) date(v string) (RetryAfter, bool, string) {
 
 // raDateReason returns the reason of a malformed-date error of httpdate.
 func raDateReason(err error) raReason {
-	for _, e := range raDateErrors {
-		if errors.Is(err, e.err) {
-			return e.reason
+	for _, d := range raDateErrors {
+		if errors.Is(err, d.err) {
+			return d.reason
 		}
 	}
 	return raReasonDateLayout // not reached: httpdate returns only those errors

@@ -88,3 +88,25 @@ func BenchmarkParseRetryAfterAt(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParseRetryAfterMs reads Azure's millisecond fields from the same
+// kind of header map: absent (the usual case), and one valid field.
+func BenchmarkParseRetryAfterMs(b *testing.B) {
+	cases := []struct {
+		name string
+		h    http.Header
+	}{
+		{"missing", raHdr("5")},
+		{"retry-after-ms", raMsHdr(map[string][]string{"Retry-After-Ms": {"2500"}})},
+	}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, kind, _ := parseRetryAfterMs(bc.h); kind == "" {
+					b.Fatal("no kind")
+				}
+			}
+		})
+	}
+}
