@@ -110,3 +110,35 @@ func BenchmarkParseRetryAfterMs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineHeaderRange is the floor of an exact R17 lookup: ranging
+// over the keys of the same header map, comparing lengths only. Go's map
+// iteration is most of parseRetryAfterAt's cost.
+func BenchmarkBaselineHeaderRange(b *testing.B) {
+	h := raHdr("5")
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for k := range h {
+			if len(k) == len(raKey) {
+				n++
+			}
+		}
+		if n != 1 {
+			b.Fatal(n)
+		}
+	}
+}
+
+// BenchmarkBaselineHeaderLookup is a direct lookup of the canonical key in
+// the same header map: what a lookup that ignored hand-set case variants
+// would cost.
+func BenchmarkBaselineHeaderLookup(b *testing.B) {
+	h := raHdr("5")
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(h[raKey]) != 1 {
+			b.Fatal("no field")
+		}
+	}
+}

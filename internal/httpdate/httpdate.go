@@ -76,8 +76,8 @@ const (
 // On error the form is the one v's layout announced (FormUnknown with
 // [ErrLayout]) and the time is 0.
 func Parse(v string, receivedAtUnix int64) (unix int64, form Form, err error) {
-	f, err := scan(v)
-	if err != nil {
+	var f fields
+	if err := f.scan(v); err != nil {
 		return 0, f.form, err
 	}
 	if !f.clockInRange() {
@@ -98,8 +98,8 @@ func Parse(v string, receivedAtUnix int64) (unix int64, form Form, err error) {
 // century is unknown, so its weekday is not checked and 29 February passes;
 // everything else is.
 func Validate(v string) (Form, error) {
-	f, err := scan(v)
-	if err != nil {
+	var f fields
+	if err := f.scan(v); err != nil {
 		return f.form, err
 	}
 	if !f.clockInRange() {
@@ -111,7 +111,7 @@ func Validate(v string) (Form, error) {
 		}
 		return f.form, nil
 	}
-	_, err = f.resolve()
+	_, err := f.resolve()
 	return f.form, err
 }
 
@@ -165,83 +165,83 @@ var (
 
 // scan reads the fields of v in whichever form its layout announces and
 // checks their syntax, not their ranges.
-func scan(v string) (fields, error) {
+func (f *fields) scan(v string) error {
 	switch {
 	case len(v) == 29 && v[3] == ',':
 		// IMF-fixdate: "Sun" ", 06 Nov 1994 08:49:37 GMT"
-		return scanComma(v[:3], v[3:], FormIMFFixdate, shortDays[:], ' ', 4)
+		return f.scanComma(v[:3], v[3:], FormIMFFixdate, shortDays[:], ' ', 4)
 	case len(v) == 24 && v[3] == ' ':
-		return scanASCTime(v)
+		return f.scanASCTime(v)
 	default:
 		// RFC 850: "Sunday" ", 06-Nov-94 08:49:37 GMT"; the day name is 6
 		// to 9 letters and the rest 24 bytes.
 		comma := len(v) - 24
 		if comma < 6 || comma > 9 || v[comma] != ',' {
-			return fields{}, ErrLayout
+			return ErrLayout
 		}
-		return scanComma(v[:comma], v[comma:], FormRFC850, longDays[:], '-', 2)
+		return f.scanComma(v[:comma], v[comma:], FormRFC850, longDays[:], '-', 2)
 	}
 }
 
 // scanComma reads the two forms that put the day name before a comma:
 // name, then r = ", DD" sep "Mon" sep year " HH:MM:SS GMT", where sep is ' '
 // and the year 4 digits for IMF-fixdate, '-' and 2 digits for RFC 850.
-func scanComma(name, r string, form Form, names []string, sep byte, yearLen int) (fields, error) {
-	f := fields{form: form}
+func (f *fields) scanComma(name, r string, form Form, names []string, sep byte, yearLen int) error {
 	clock := 10 + yearLen // start of HH:MM:SS
 	if r[1] != ' ' || r[4] != sep || r[8] != sep || r[clock-1] != ' ' || r[clock+8] != ' ' {
-		return fields{form: FormUnknown}, ErrLayout
+		return ErrLayout
 	}
+	f.form = form
 	var ok bool
 	if f.wday = index(names, name); f.wday < 0 {
-		return f, ErrDayName
+		return ErrDayName
 	}
 	if f.day, ok = digits(r[2:4]); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
 	if f.mon = int64(index(months[:], r[5:8])) + 1; f.mon == 0 {
-		return f, ErrMonth
+		return ErrMonth
 	}
 	if f.year, ok = digits(r[9 : 9+yearLen]); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
 	if f.hour, f.min, f.sec, ok = hms(r[clock : clock+8]); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
 	if r[clock+9:] != "GMT" {
-		return f, ErrZone
+		return ErrZone
 	}
-	return f, nil
+	return nil
 }
 
 // scanASCTime reads "Sun Nov  6 08:49:37 1994"; the day is SP DIGIT or
 // 2DIGIT.
-func scanASCTime(v string) (fields, error) {
-	f := fields{form: FormASCTime}
+func (f *fields) scanASCTime(v string) error {
 	if v[7] != ' ' || v[10] != ' ' || v[19] != ' ' {
-		return fields{form: FormUnknown}, ErrLayout
+		return ErrLayout
 	}
+	f.form = FormASCTime
 	var ok bool
 	if f.wday = index(shortDays[:], v[0:3]); f.wday < 0 {
-		return f, ErrDayName
+		return ErrDayName
 	}
 	if f.mon = int64(index(months[:], v[4:7])) + 1; f.mon == 0 {
-		return f, ErrMonth
+		return ErrMonth
 	}
 	dd := v[8:10]
 	if dd[0] == ' ' {
 		dd = dd[1:]
 	}
 	if f.day, ok = digits(dd); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
 	if f.hour, f.min, f.sec, ok = hms(v[11:19]); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
 	if f.year, ok = digits(v[20:24]); !ok {
-		return f, ErrDigits
+		return ErrDigits
 	}
-	return f, nil
+	return nil
 }
 
 // clockInRange reports whether f's time of day is at most 23:59:59 or the
