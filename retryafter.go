@@ -119,7 +119,7 @@ const (
 	raDiagNotDigits  = "retry-after: delay-seconds is not 1*DIGIT"
 	raDiagDupKeys    = "retry-after: several keys differing in case"
 	raDiagDupValues  = "retry-after: several values"
-	raDiagDate       = "retry-after: "
+	raDiagPrefix     = "retry-after: "
 	raDiagOversized  = "retry-after: value longer than 128 bytes; fail closed, no wait"
 	raDiagNoTiming   = "retry-after: http-date without receipt time; unresolved"
 	raDiagUnrepr     = "retry-after: delay not representable in unix seconds; unresolved"
@@ -165,14 +165,14 @@ var raFallbackDiags = [raReasonCount]raFallbackDiag{
 	raReasonNotDigits:   raDiags(raDiagNotDigits),
 	raReasonDupKeys:     raDiags(raDiagDupKeys),
 	raReasonDupValues:   raDiags(raDiagDupValues),
-	raReasonDateLayout:  raDiags(raDiagDate + string(httpdate.ErrLayout)),
-	raReasonDateDayName: raDiags(raDiagDate + string(httpdate.ErrDayName)),
-	raReasonDateMonth:   raDiags(raDiagDate + string(httpdate.ErrMonth)),
-	raReasonDateDigits:  raDiags(raDiagDate + string(httpdate.ErrDigits)),
-	raReasonDateRange:   raDiags(raDiagDate + string(httpdate.ErrDayRange)),
-	raReasonDateClock:   raDiags(raDiagDate + string(httpdate.ErrClock)),
-	raReasonDateZone:    raDiags(raDiagDate + string(httpdate.ErrZone)),
-	raReasonDateWeekday: raDiags(raDiagDate + string(httpdate.ErrWeekday)),
+	raReasonDateLayout:  raDiags(raDiagPrefix + string(httpdate.ErrLayout)),
+	raReasonDateDayName: raDiags(raDiagPrefix + string(httpdate.ErrDayName)),
+	raReasonDateMonth:   raDiags(raDiagPrefix + string(httpdate.ErrMonth)),
+	raReasonDateDigits:  raDiags(raDiagPrefix + string(httpdate.ErrDigits)),
+	raReasonDateRange:   raDiags(raDiagPrefix + string(httpdate.ErrDayRange)),
+	raReasonDateClock:   raDiags(raDiagPrefix + string(httpdate.ErrClock)),
+	raReasonDateZone:    raDiags(raDiagPrefix + string(httpdate.ErrZone)),
+	raReasonDateWeekday: raDiags(raDiagPrefix + string(httpdate.ErrWeekday)),
 }
 
 // raDiags builds the three diagnostics of a reason, once, at package
@@ -258,9 +258,11 @@ func (p *raParser) parse(h http.Header, receivedAt time.Time) (RetryAfter, bool,
 // total, whether any value is longer than MaxRetryAfterBytes, and the first
 // value of a key that has one (the value, when there is exactly one).
 func raLookup(h http.Header) (value string, keys, values int, oversize bool) {
+	// A direct lookup of the canonical key would not spare the scan: a case
+	// variant can sit under any key. Go's map iteration, not the comparison,
+	// is most of the cost (see BenchmarkBaselineHeaderRange); only keys of the
+	// right length are compared, the canonical spelling first.
 	for k, vs := range h {
-		// Only keys of the right length are compared, the canonical one
-		// first, as byte-equal strings.
 		if len(k) != len(raKey) || (k != raKey && !isRetryAfterKey(k)) {
 			continue
 		}
@@ -286,9 +288,9 @@ func (p *raParser) spelledDiag(hasTiming bool) string {
 	case raSpellOverlong:
 		return raDiagOverlongPf + strconv.FormatInt(p.n, 10) + raDiagOverlongSf
 	case raSpellKeys:
-		reason = "retry-after: " + strconv.FormatInt(p.n, 10) + " keys differing in case"
+		reason = raDiagPrefix + strconv.FormatInt(p.n, 10) + " keys differing in case"
 	default:
-		reason = "retry-after: " + strconv.FormatInt(p.n, 10) + " values"
+		reason = raDiagPrefix + strconv.FormatInt(p.n, 10) + " values"
 	}
 	switch {
 	case !p.timed:
