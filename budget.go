@@ -151,8 +151,13 @@ type WaitRecord struct {
 	// Canceled is true when the request context or a stop ended the wait.
 	Canceled bool `json:"canceled,omitempty"`
 	// Diagnostic says why a fallback delay was used (a missing, malformed
-	// or duplicated Retry-After); "" for a clean field.
+	// or duplicated Retry-After, or a malformed millisecond field); "" for
+	// clean fields.
 	Diagnostic string `json:"diagnostic,omitempty"`
+	// FloorMs is the Azure millisecond floor (retry-after-ms or
+	// x-ms-retry-after-ms) when it made the wait longer than Retry-After
+	// alone; 0 otherwise.
+	FloorMs int64 `json:"floor_ms,omitempty"`
 }
 
 // MutationOutcome is the outcome of one attempt of one mutation of the
