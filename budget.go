@@ -49,7 +49,6 @@ type Budget struct {
 	ev  evidence // what Report returns
 	x   *rare    // waits, window, mutations, waiters: made when first needed
 	cut cutoff   // the contexts WithBudget made and their cut-off
-	ins *instruments
 }
 
 // A BudgetOption lowers one of a Budget's limits.
