@@ -447,8 +447,19 @@ func (s *soak) checkConcurrent(rec *seqRecord, es []fakeserver.Request, rules []
 	// re-send; none when the first 429 must stop the sequence.
 	open := -1
 	var windowStart, windowEnd, openedBy time.Time
+	// Which 429 opened it is the client's view: 429s of requests in flight
+	// together reach the client in any order, so the first the server
+	// answered need not be the first the transport decided. The report
+	// names the one that did.
+	opener := ""
+	if rec.report.Window != nil {
+		opener = rec.report.Window.RequestID
+	}
 	for i, e := range es {
 		if replay[i] || e.Status != http.StatusTooManyRequests {
+			continue
+		}
+		if opener != "" && e.RequestID != opener {
 			continue
 		}
 		if nb, ok := s.notBefore(name, e, rules); ok {
