@@ -266,7 +266,7 @@ func (c *call) follow(adm admission, final bool, own *waitPlan) error {
 // recorded on the request's span once per sequence, and a re-send's own
 // 429 evidence kept.
 func (c *call) refusal(se *StopError, own *waitPlan) error {
-	c.event(se)
+	c.recordStop()
 	if own != nil && (se.StatusCode != own.status || se.RequestID != own.requestID) {
 		cp := *se
 		cp.StatusCode, cp.RequestID = own.status, own.requestID
@@ -489,7 +489,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	}
 	d := c.b.on429At(receivedAt, in)
 	if d.err != nil {
-		c.event(d.err)
+		c.recordStop()
 		return resp, nil // not recovered: the 429 goes back untouched
 	}
 	if !d.resend {
@@ -724,14 +724,14 @@ func (c *call) stop(r StopReason, detail string, status int, id string, cause er
 		return &StopError{Reason: r, Detail: detail, StatusCode: status, RequestID: id, Err: cause}
 	}
 	se := c.b.stopAt(r, detail, status, id, cause)
-	c.event(se)
+	c.recordStop()
 	return se
 }
 
-// event records the sequence's stop, once per sequence: an event on the
+// recordStop records the sequence's stop, once per sequence: an event on the
 // request's span, or on a short span of its own when the request's
 // context has no recording span; and a log record.
-func (c *call) event(_ *StopError) {
+func (c *call) recordStop() {
 	if c.b == nil {
 		return
 	}
