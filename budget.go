@@ -298,13 +298,13 @@ func (b *Budget) recordRead(status int, h http.Header) {
 		*dropped++
 		return
 	}
-	switch cap(*list) {
-	case 0:
-		// Most sequences are short: room for a few reads at first, then
-		// straight to the bound rather than doubling up to it.
+	switch c := cap(*list); {
+	case c == 0:
+		// Most sequences are short: room for two reads at first (a
+		// checkpoint's), then for a page-sized run, then the bound.
 		*list = make([]ReadEvidence, 0, 2)
-	case len(*list):
-		*list = append(make([]ReadEvidence, 0, maxEvidence), *list...)
+	case c == len(*list):
+		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}
 	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
 }
