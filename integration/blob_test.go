@@ -16,6 +16,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/azure/rrazuretest"
 	"github.com/readrecovery/readrecovery/fakeserver"
 )
 
@@ -384,7 +385,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		var tries atomic.Int32
 		o := policy.ClientOptions{Transport: &http.Client{Transport: readrecovery.New(nil)}}
 		o.Retry = rrazure.RetryOptions(o.Retry)
-		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+		o.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 		c := r.client(o)
 		_, err := download(context.Background(), c, r.container, "checkpoint.json")
 		if !errors.Is(err, readrecovery.ErrRedirectRefused) {
