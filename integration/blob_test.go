@@ -270,7 +270,7 @@ func TestStops(t *testing.T) {
 			ctx := readrecovery.WithBudget(context.Background(), b)
 
 			_, err := download(ctx, c, r.container, "checkpoint.json")
-			re := responseError(t, err) // the last 429, untouched (R13)
+			re := responseError(t, err) // the last 429, untouched (untouched-when-not-recovered)
 			if re.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("status %d, want 429", re.StatusCode)
 			}
@@ -381,7 +381,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		r.script.Add(fakeserver.RouteBlobGet, fakeserver.Redirect(http.StatusFound, trap.URL+"/elsewhere"),
 			fakeserver.MatchPath(r.blobPath("checkpoint.json")))
 		// A user who wired readrecovery.New into a default http.Client by
-		// hand: the client follows, the transport refuses (R11).
+		// hand: the client follows, the transport refuses (same-request-no-redirects).
 		var tries atomic.Int32
 		o := policy.ClientOptions{Transport: &http.Client{Transport: readrecovery.New(nil)}}
 		o.Retry = rrazure.RetryOptions(o.Retry)
