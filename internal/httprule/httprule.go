@@ -3,7 +3,7 @@
 // acknowledge a request and which throttle it. The transport, the journal
 // and the Azure adapter ask here, so that a request is never a mutation in
 // one of them and a read in another (docs/policy.md, "get-only-resend" and
-// "ack-is-2xx").
+// "ownership-needs-ack").
 //
 // How an ETag is made safe to keep is a redaction rule, not an HTTP one: it
 // lives beside the other sanitizers, in internal/redact (redact.ETag).
