@@ -1,6 +1,7 @@
 package readrecovery
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
@@ -46,8 +47,8 @@ type Budget struct {
 	mu  sync.Mutex
 	seq sequence // the policy's state: admission, window, stop
 	ev  evidence // what Report returns
+	x   *rare    // waits, window, mutations, waiters: made when first needed
 	cut cutoff   // the contexts WithBudget made and their cut-off
-	ins *instruments
 }
 
 // A BudgetOption lowers one of a Budget's limits.
@@ -149,8 +150,13 @@ type WaitRecord struct {
 	// Canceled is true when the request context or a stop ended the wait.
 	Canceled bool `json:"canceled,omitempty"`
 	// Diagnostic says why a fallback delay was used (a missing, malformed
-	// or duplicated Retry-After); "" for a clean field.
+	// or duplicated Retry-After, or a malformed millisecond field); "" for
+	// clean fields.
 	Diagnostic string `json:"diagnostic,omitempty"`
+	// FloorMs is the Azure millisecond floor (retry-after-ms or
+	// x-ms-retry-after-ms) when it made the wait longer than Retry-After
+	// alone; 0 otherwise.
+	FloorMs int64 `json:"floor_ms,omitempty"`
 }
 
 // MutationOutcome is the outcome of one attempt of one mutation of the
@@ -195,15 +201,44 @@ type ReadEvidence struct {
 
 // evidence is what a sequence keeps for its report; guarded by Budget.mu.
 type evidence struct {
+	failed        []ReadEvidence
+	succeeded     []ReadEvidence
+	droppedFailed int
+	droppedOK     int
+}
+
+// rare is what only a sequence that meets 429 or sends mutations needs:
+// behind a pointer, so that a plain read sequence stays small (its Budget
+// is most of what a live sequence costs). Guarded by Budget.mu.
+type rare struct {
 	waits            []WaitRecord
 	window           *WindowRecord
 	mutations        []MutationOutcome // at most maxEvidence
 	droppedMutations int
-	requests         []mutationState // one per mutation request, in order
-	failed           []ReadEvidence
-	succeeded        []ReadEvidence
-	droppedFailed    int
-	droppedOK        int
+	requests         []mutationState                    // one per mutation request, in order
+	waiters          map[uint64]context.CancelCauseFunc // waits a stop ends at once
+	nextWaiter       uint64
+	repeats          []repeatKey               // mutations that met 429 (the repeat guard)
+	cuts             []context.CancelCauseFunc // WithBudget's contexts after the first
+}
+
+// noRare is read in place of a Budget's rare part before it has one.
+var noRare rare
+
+// rareLocked returns the Budget's rare part, made on first use.
+func (b *Budget) rareLocked() *rare {
+	if b.x == nil {
+		b.x = &rare{}
+	}
+	return b.x
+}
+
+// rareView returns the rare part for reading, without making it.
+func (b *Budget) rareView() *rare {
+	if b.x == nil {
+		return &noRare
+	}
+	return b.x
 }
 
 // mutationState is what ownership needs of one mutation request.
@@ -223,22 +258,24 @@ func (s mutationState) ownership() Ownership {
 func (b *Budget) newMutation() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ev.requests = append(b.ev.requests, mutationState{})
-	return len(b.ev.requests)
+	x := b.rareLocked()
+	x.requests = append(x.requests, mutationState{})
+	return len(x.requests)
 }
 
 // recordMutation keeps one attempt's outcome of mutation request m.
 func (b *Budget) recordMutation(o MutationOutcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if o.Request >= 1 && o.Request <= len(b.ev.requests) && o.Acked {
-		b.ev.requests[o.Request-1].acked = true
+	x := b.rareLocked()
+	if o.Request >= 1 && o.Request <= len(x.requests) && o.Acked {
+		x.requests[o.Request-1].acked = true
 	}
-	if len(b.ev.mutations) >= maxEvidence {
-		b.ev.droppedMutations++
+	if len(x.mutations) >= maxEvidence {
+		x.droppedMutations++
 		return
 	}
-	b.ev.mutations = append(b.ev.mutations, o)
+	x.mutations = append(x.mutations, o)
 }
 
 // recordRead keeps a read's evidence in the bounded lists. A successful
@@ -249,8 +286,8 @@ func (b *Budget) recordRead(status int, h http.Header) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ok {
-		for i := range b.ev.requests {
-			b.ev.requests[i].observed = true
+		for i := range b.rareView().requests {
+			b.x.requests[i].observed = true
 		}
 	}
 	list, dropped := &b.ev.failed, &b.ev.droppedFailed
@@ -261,17 +298,21 @@ func (b *Budget) recordRead(status int, h http.Header) {
 		*dropped++
 		return
 	}
-	if *list == nil {
-		// Most sequences are short: start with room for a few reads
-		// rather than growing from one.
-		*list = make([]ReadEvidence, 0, 4)
+	switch c := cap(*list); {
+	case c == 0:
+		// Most sequences are short: room for two reads at first (a
+		// checkpoint's), then for a page-sized run, then the bound.
+		*list = make([]ReadEvidence, 0, 2)
+	case c == len(*list):
+		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}
 	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
 }
 
 func (b *Budget) recordWait(w WaitRecord) {
 	b.mu.Lock()
-	b.ev.waits = append(b.ev.waits, w)
+	x := b.rareLocked()
+	x.waits = append(x.waits, w)
 	b.mu.Unlock()
 }
 
@@ -351,41 +392,42 @@ type Report struct {
 func (b *Budget) Report() Report {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	x := b.rareView()
 	r := Report{
 		Sequence:               b.name,
 		Requests:               b.seq.sent,
-		Waits:                  len(b.ev.waits),
-		WaitLog:                append([]WaitRecord(nil), b.ev.waits...),
+		Waits:                  len(x.waits),
+		WaitLog:                append([]WaitRecord(nil), x.waits...),
 		FailedReads:            append([]ReadEvidence(nil), b.ev.failed...),
 		SuccessfulReads:        append([]ReadEvidence(nil), b.ev.succeeded...),
 		DroppedFailedReads:     b.ev.droppedFailed,
 		DroppedSuccessfulReads: b.ev.droppedOK,
-		DroppedMutations:       b.ev.droppedMutations,
+		DroppedMutations:       x.droppedMutations,
 	}
-	for _, w := range b.ev.waits {
+	for _, w := range x.waits {
 		r.WaitTime += w.Actual
 	}
-	if b.ev.window != nil {
-		w := *b.ev.window
+	if x.window != nil {
+		w := *x.window
 		r.Window = &w
 	}
 	if b.seq.stop != nil {
 		r.Stop = b.seq.stop.Reason
 		r.StopDetail = b.seq.stop.Detail
 	}
-	if len(b.ev.mutations) > 0 {
-		r.Mutations = make([]MutationOutcome, len(b.ev.mutations))
-		for i, m := range b.ev.mutations {
-			m.Ownership = b.ev.requests[m.Request-1].ownership()
+	if len(x.mutations) > 0 {
+		r.Mutations = make([]MutationOutcome, len(x.mutations))
+		for i, m := range x.mutations {
+			m.Ownership = x.requests[m.Request-1].ownership()
 			r.Mutations[i] = m
 			if m.Request == 1 {
 				r.Mutation = &r.Mutations[i]
 			}
 		}
 	}
-	if len(b.ev.requests) > 0 {
+	if len(x.requests) > 0 {
 		r.Ownership = Owned
-		for _, s := range b.ev.requests {
+		for _, s := range x.requests {
 			switch s.ownership() {
 			case Unproven:
 				r.Ownership = Unproven

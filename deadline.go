@@ -53,24 +53,27 @@ func WithBudget(ctx context.Context, b *Budget) context.Context {
 	if b == nil {
 		return ctx
 	}
-	s := stateFrom(ctx).clone()
-	s.budget = b
 	inner, cancel := context.WithCancelCause(ctx)
+	c := &budgetContext{Context: inner, b: b}
+	if s := stateFrom(ctx); s != nil {
+		c.s = *s
+	}
+	c.s.budget = b
 	b.addCut(cancel, ctx.Done() != nil)
-	return &budgetContext{Context: inner, s: s, b: b}
+	return c
 }
 
 // budgetContext is the context of a sequence: a standard cancelable context
 // (cut off when the total runs out) with the package's state as a value.
 type budgetContext struct {
 	context.Context // from context.WithCancelCause: standard, so children register with it
-	s               *ctxState
+	s               ctxState
 	b               *Budget
 }
 
 func (c *budgetContext) Value(key any) any {
 	if key == (stateKey{}) {
-		return c.s
+		return &c.s
 	}
 	return c.Context.Value(key)
 }
@@ -102,10 +105,11 @@ func (c *budgetContext) String() string { return "readrecovery.WithBudget(" + c.
 // for deadline, read by budgetContext.Deadline without the lock.
 type cutoff struct {
 	deadline atomic.Int64 // unix nanoseconds; 0 before the first request
-	// own are the cancel functions of contexts made from a parent without
-	// cancellation: nothing else refers to them, so they go with the
+	// first is the cancel function of the first context made from a parent
+	// without cancellation (most sequences make one; more go to the
+	// Budget's rare part): nothing else refers to them, so they go with the
 	// Budget.
-	own []context.CancelCauseFunc
+	first context.CancelCauseFunc
 	// parents are those of contexts made from a cancelable parent, which
 	// refers to them until they are canceled: the deadline entry holds
 	// them too, so that they are released at the deadline even when the
@@ -153,7 +157,12 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 		return
 	}
 	if !cancelableParent {
-		b.cut.own = append(b.cut.own, cancel)
+		if b.cut.first == nil {
+			b.cut.first = cancel
+		} else {
+			x := b.rareLocked()
+			x.cuts = append(x.cuts, cancel)
+		}
 		b.mu.Unlock()
 		return
 	}
@@ -184,9 +193,15 @@ func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.T
 func (b *Budget) expire() {
 	b.mu.Lock()
 	b.seq.expired = true
-	own, parents := b.cut.own, b.cut.parents
-	b.cut.own = nil
+	first, own, parents := b.cut.first, b.rareView().cuts, b.cut.parents
+	b.cut.first = nil
+	if b.x != nil {
+		b.x.cuts = nil
+	}
 	b.mu.Unlock()
+	if first != nil {
+		first(errTotalExhausted)
+	}
 	for _, f := range own {
 		f(errTotalExhausted)
 	}

@@ -43,10 +43,9 @@
 //     in its own wait span: pages, readbacks, mutations.
 //   - A 429 of a request that was already in flight when the window opened
 //     joins it: the request is re-sent once, no earlier than T and its own
-//     not-before. While the window is open, a later not-before moves T out
-//     for everyone, within the wait ceiling and the total; otherwise the
-//     sequence stops. A join after the window ended waits for its own
-//     not-before only.
+//     not-before. A later not-before moves T out for every request not yet
+//     sent, within the wait ceiling and the total; otherwise the sequence
+//     stops.
 //   - A 429 of a request sent while the sequence had a window (waiting in
 //     it, or after T) stops the sequence: its opportunity is used. A 429 of
 //     a re-sent request stops it too (persistent 429).

@@ -31,7 +31,7 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 	duration, _ := m.Float64Histogram(otelattr.WaitDurationMetric,
 		metric.WithUnit("s"),
 		metric.WithDescription("Length of server-directed waits."),
-		metric.WithExplicitBucketBoundaries(0, 0.5, 1, 2, 5, 10, 20, 30))
+		metric.WithExplicitBucketBoundaries(waitBuckets()...))
 	return &instruments{waits: waits, stops: stops, duration: duration}
 }
 
@@ -43,6 +43,20 @@ func (m *instruments) wait(ctx context.Context, trigger string, d time.Duration,
 	m.duration.Record(ctx, d.Seconds(), attrs)
 }
 
-func (m *instruments) stop(r StopReason) {
-	m.stops.Add(context.Background(), 1, metric.WithAttributes(otelattr.StopReason.String(string(r))))
+// stop counts one stopped sequence, with the context of the request that
+// recorded it.
+func (m *instruments) stop(ctx context.Context, r StopReason) {
+	m.stops.Add(ctx, 1, metric.WithAttributes(otelattr.StopReason.String(string(r))))
+}
+
+// waitBuckets are the histogram's boundaries in seconds: fine below 2 s
+// (most Retry-After values are 0 to 2), then up to the wait ceiling, which
+// no wait exceeds.
+func waitBuckets() []float64 {
+	ceiling := MaxServerWait.Seconds()
+	b := []float64{0, 0.5, 1, 2}
+	for _, f := range []float64{1.0 / 6, 1.0 / 3, 2.0 / 3, 1} {
+		b = append(b, ceiling*f)
+	}
+	return b
 }

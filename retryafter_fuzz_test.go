@@ -23,7 +23,8 @@ const (
 )
 
 // FuzzParseRetryAfter checks the invariants of [ParseRetryAfter] on any header
-// value, a second value or key spelling, and any receipt time in Unix seconds.
+// value, a second value or key spelling, and any receipt time in Unix seconds,
+// and that the transport's parseRetryAfterAt agrees with it.
 // Its seed corpus (every table value) runs in every go test.
 func FuzzParseRetryAfter(f *testing.F) {
 	for _, tc := range retryAfterCases() {
@@ -85,6 +86,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 
 		got, timing, diag := ParseRetryAfter(h, recv)
 		checkRetryAfterInvariants(t, h, recv, got, timing, diag)
+		checkRetryAfterAtAgrees(t, h, recv, got, timing, diag)
 
 		oversized := len(value) > MaxRetryAfterBytes
 		switch variant & 7 {

@@ -3,6 +3,7 @@ package readrecovery
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -196,9 +197,7 @@ func retryAfterCases() []retryAfterCase {
 
 func TestParseRetryAfter(t *testing.T) {
 	cases := retryAfterCases()
-	if len(cases) < 45 {
-		t.Fatalf("table has %d rows, want at least 45", len(cases))
-	}
+	checkRetryAfterTableCoverage(t, cases)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, timing, diag := ParseRetryAfter(tc.h, tc.recv)
@@ -217,7 +216,122 @@ func TestParseRetryAfter(t *testing.T) {
 				t.Errorf("diagnostic = %q, want non-empty: %v", diag, tc.wantDiag)
 			}
 			checkRetryAfterInvariants(t, tc.h, tc.recv, got, timing, diag)
+			checkRetryAfterAtAgrees(t, tc.h, tc.recv, got, timing, diag)
+			var scratch RetryAfterTiming
+			if n := testing.AllocsPerRun(10, func() { parseRetryAfterAt(tc.h, tc.recv, &scratch) }); n != 0 {
+				t.Errorf("parseRetryAfterAt: %v allocations, want 0", n)
+			}
 		})
+	}
+}
+
+// checkRetryAfterTableCoverage asserts that the table exercises every kind,
+// with and without timing where the kind can have one, under every rule
+// R17-R23: a row dropped or rewritten by mistake shows up here.
+func checkRetryAfterTableCoverage(t *testing.T, cases []retryAfterCase) {
+	t.Helper()
+	type cell struct {
+		kind   RetryAfterKind
+		timing bool
+	}
+	seen := map[cell]int{}
+	rules := map[string]int{}
+	for _, tc := range cases {
+		seen[cell{tc.want.Kind, tc.wantTiming != nil}]++
+		rules[tc.name[:3]]++
+	}
+	for _, c := range []cell{
+		{RetryAfterSeconds, true}, {RetryAfterSeconds, false},
+		{RetryAfterDate, true},
+		{RetryAfterMissing, true}, {RetryAfterMissing, false},
+		{RetryAfterInvalid, true}, {RetryAfterInvalid, false},
+		{RetryAfterOverlong, true}, {RetryAfterOverlong, false},
+		{RetryAfterOversized, false},
+	} {
+		if seen[c] == 0 {
+			t.Errorf("no row of kind %s with timing %v", c.kind, c.timing)
+		}
+	}
+	for _, r := range []string{"R17", "R18", "R19", "R20", "R21", "R22", "R23"} {
+		if rules[r] < 3 {
+			t.Errorf("%d rows for %s, want at least 3", rules[r], r)
+		}
+	}
+}
+
+// checkRetryAfterAtAgrees asserts that the transport's parseRetryAfterAt
+// gives what ParseRetryAfter gave, with the constant diagnostic where the
+// public one spells out a count or a delay.
+func checkRetryAfterAtAgrees(t *testing.T, h http.Header, recv time.Time, want RetryAfter, wantTiming *RetryAfterTiming, wantDiag string) {
+	t.Helper()
+	timing := RetryAfterTiming{ReceivedAtUTC: -1, NotBeforeUTC: -1, ServerDelaySeconds: -1}
+	got, hasTiming, diag := parseRetryAfterAt(h, recv, &timing)
+	if got != want || hasTiming != (wantTiming != nil) || (hasTiming && timing != *wantTiming) {
+		t.Errorf("parseRetryAfterAt = %+v, %v, %+v; ParseRetryAfter %+v, %+v", got, hasTiming, timing, want, wantTiming)
+	}
+	if diag != raTransportDiag(wantDiag) {
+		t.Errorf("parseRetryAfterAt diagnostic %q, want %q (public %q)", diag, raTransportDiag(wantDiag), wantDiag)
+	}
+}
+
+// raTransportDiag returns the constant diagnostic the transport gets for a
+// public diagnostic: the same but for counts and delays, which it does not
+// spell out.
+func raTransportDiag(public string) string {
+	for _, r := range []struct{ pre, post, constant string }{
+		{"retry-after: delay ", " s above 30 s ceiling; sequence stops", raDiagOverlong},
+		{"retry-after: ", " keys differing in case", raDiagDupKeys},
+		{"retry-after: ", " values", raDiagDupValues},
+	} {
+		rest, ok := strings.CutPrefix(public, r.pre)
+		if !ok {
+			continue
+		}
+		digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+		if digits == 0 || !strings.HasPrefix(rest[digits:], r.post) {
+			continue
+		}
+		if r.constant == raDiagOverlong {
+			return raDiagOverlong
+		}
+		return r.constant + rest[digits+len(r.post):]
+	}
+	return public
+}
+
+// TestParseRetryAfterAtDiagnostics pins the transport's constant diagnostics
+// where they differ from the public ones, and the numbers in the constant
+// texts against the constants they name.
+func TestParseRetryAfterAtDiagnostics(t *testing.T) {
+	cases := []struct {
+		name string
+		h    http.Header
+		recv time.Time
+		want string
+	}{
+		{"R17/three values", raHdr("5", "6", "7"), raT0, "retry-after: several values; 1 s fallback"},
+		{"R17/two keys", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), raT0, "retry-after: several keys differing in case; 1 s fallback"},
+		{"R17/two keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: several keys differing in case; unresolved, no receipt time"},
+		{"R17/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: several values; 1 s fallback; receipt time too late to represent"},
+		{"R22/overlong", raHdr("45"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"R22/overlong date", raHdr("Wed Nov 16 08:49:37 1994"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"R22/overlong without receipt", raHdr("45"), time.Time{}, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"R21/oversized", raHdr(strings.Repeat("9", 129)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
+		{"R19/date reason", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var timing RetryAfterTiming
+			if _, _, diag := parseRetryAfterAt(tc.h, tc.recv, &timing); diag != tc.want {
+				t.Errorf("diagnostic = %q, want %q", diag, tc.want)
+			}
+		})
+	}
+	if want := "above " + strconv.FormatInt(raMaxWaitSeconds, 10) + " s ceiling"; !strings.Contains(raDiagOverlong, want) || !strings.Contains(raDiagOverlongSf, want) {
+		t.Errorf("overlong diagnostics %q, %q do not say %q", raDiagOverlong, raDiagOverlongSf, want)
+	}
+	if want := "longer than " + strconv.Itoa(MaxRetryAfterBytes) + " bytes"; !strings.Contains(raDiagOversized, want) {
+		t.Errorf("oversized diagnostic %q does not say %q", raDiagOversized, want)
 	}
 }
 
@@ -235,6 +349,10 @@ func TestParseRetryAfterDiagnostics(t *testing.T) {
 		{"R20/missing without receipt", raHdr(), time.Time{}, "retry-after: missing; unresolved, no receipt time"},
 		{"R17/two values", raHdr("5", secret), raT0, "retry-after: 2 values; 1 s fallback"},
 		{"R17/two keys", raWith(map[string][]string{"Retry-After": {secret}, "retry-after": {"5"}}), raT0, "retry-after: 2 keys differing in case; 1 s fallback"},
+		{"R17/three keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: 3 keys differing in case; unresolved, no receipt time"},
+		{"R17/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: 2 values; 1 s fallback; receipt time too late to represent"},
+		{"R20/missing, receipt too late", raHdr(), time.Unix(math.MaxInt64, 0), "retry-after: missing; 1 s fallback; receipt time too late to represent"},
+		{"R22/overlong without receipt", raHdr("120"), time.Time{}, "retry-after: delay 120 s above 30 s ceiling; sequence stops"},
 		{"R18/not digits", raHdr("5" + secret), raT0, "retry-after: delay-seconds is not 1*DIGIT; 1 s fallback"},
 		{"R20/neither", raHdr("<" + secret + ">"), raT0, "retry-after: neither delay-seconds nor http-date; 1 s fallback"},
 		{"R19/layout", raHdr(secret), raT0, "retry-after: http-date layout not imf-fixdate, rfc850 or asctime; 1 s fallback"},
@@ -403,8 +521,8 @@ var raDiagForms = sync.OnceValue(func() map[string]bool {
 		"retry-after: 2 values",
 		raDiagMissing, raDiagEmpty, raDiagNeither, raDiagNotDigits,
 	}
-	for _, r := range []string{raDateLayout, raDateDayName, raDateMonth, raDateDigits, raDateRange, raDateClock, raDateZone, raDateWeekday} {
-		reasons = append(reasons, "retry-after: "+r)
+	for _, e := range raDateErrors {
+		reasons = append(reasons, "retry-after: "+e.err.Error())
 	}
 	for _, r := range reasons {
 		add(r + raDiagFallback)

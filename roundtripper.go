@@ -266,7 +266,7 @@ func (c *call) follow(adm admission, final bool, own *waitPlan) error {
 // recorded on the request's span once per sequence, and a re-send's own
 // 429 evidence kept.
 func (c *call) refusal(se *StopError, own *waitPlan) error {
-	c.event(se)
+	c.recordStop()
 	if own != nil && (se.StatusCode != own.status || se.RequestID != own.requestID) {
 		cp := *se
 		cp.StatusCode, cp.RequestID = own.status, own.requestID
@@ -441,14 +441,23 @@ func (c *call) record(resp *http.Response, attempt int) {
 // on429 applies the recovery policy to a 429.
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
 	receivedAt := c.t.clk().Now()
-	ra, timing, diag := ParseRetryAfter(resp.Header, receivedAt)
+	var tm RetryAfterTiming
+	ra, hasTiming, diag := parseRetryAfterAt(resp.Header, receivedAt, &tm)
+	var timing *RetryAfterTiming
+	if hasTiming {
+		timing = &tm
+	}
+	ms, msKind, msDiag := parseRetryAfterMs(resp.Header)
+	if msDiag != "" {
+		diag = joinDiag(diag, msDiag)
+	}
 	id := redact.RequestID(resp.Header)
 	if c.b != nil {
 		c.record(resp, attempt)
 	}
 	var event string
 	if c.s.journal != nil {
-		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, ra, timing)
+		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, ra, withFloor(timing, receivedAt, ms, msKind))
 		if err != nil {
 			// Terminal before recovery: no wait, no re-send; the original
 			// 429 goes back.
@@ -472,7 +481,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 			status: resp.StatusCode, method: c.method, host: host, port: port, url: redact.URL(c.req.URL),
 		},
 	}
-	in.delay, in.refuse, in.detail = c.plan(ra, timing)
+	in.delay, in.plan.floorMs, in.refuse, in.detail = c.plan(ra, timing, ms, msKind)
 	if isMutation(c.method) {
 		if k, ok := repeatKeyOf(c.req); ok {
 			in.repeat = &k
@@ -480,7 +489,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	}
 	d := c.b.on429At(receivedAt, in)
 	if d.err != nil {
-		c.event(d.err)
+		c.recordStop()
 		return resp, nil // not recovered: the 429 goes back untouched
 	}
 	if !d.resend {
@@ -561,24 +570,62 @@ func (c *call) trigger() trigger {
 	return triggerNone
 }
 
-// plan turns a parsed Retry-After into the delay, or says why it must not
-// be waited: oversized, unrepresentable or overlong, above the budget's
-// wait ceiling.
-func (c *call) plan(ra RetryAfter, timing *RetryAfterTiming) (time.Duration, StopReason, string) {
+// plan turns a parsed Retry-After and Azure's millisecond floor into the
+// delay, or says why it must not be waited: oversized, unrepresentable or
+// overlong, above the budget's wait ceiling. The floor (retry-after-ms,
+// x-ms-retry-after-ms) only ever lengthens the wait; floorMs is non-zero
+// when it did.
+func (c *call) plan(ra RetryAfter, timing *RetryAfterTiming, ms int64, msKind RetryAfterKind) (delay time.Duration, floorMs int64, refuse StopReason, detail string) {
 	_, _, maxWait := c.b.limits()
+	ceiling := strconv.Itoa(int(MaxServerWait/time.Second)) + " s ceiling"
 	switch {
 	case ra.Kind == RetryAfterOversized:
-		return 0, StopOversized, "the Retry-After field is longer than the size bound"
+		return 0, 0, StopOversized, "the Retry-After field is longer than the size bound"
+	case msKind == RetryAfterOversized:
+		return 0, 0, StopOversized, "the retry-after-ms field is longer than the size bound"
 	case timing == nil:
-		return 0, StopOverlong, "the Retry-After delay is not representable"
+		return 0, 0, StopOverlong, "the Retry-After delay is not representable"
 	case ra.Kind == RetryAfterOverlong:
-		return 0, StopOverlong, "the Retry-After delay is above the " + strconv.Itoa(int(MaxServerWait/time.Second)) + " s ceiling"
+		return 0, 0, StopOverlong, "the Retry-After delay is above the " + ceiling
+	case msKind == RetryAfterOverlong:
+		return 0, 0, StopOverlong, "the retry-after-ms floor is above the " + ceiling
 	}
-	delay := time.Duration(timing.ServerDelaySeconds) * time.Second
+	delay = time.Duration(timing.ServerDelaySeconds) * time.Second
+	if msKind == RetryAfterSeconds && time.Duration(ms)*time.Millisecond > delay {
+		delay, floorMs = time.Duration(ms)*time.Millisecond, ms
+	}
 	if delay > maxWait {
-		return 0, StopOverlong, "the Retry-After delay is above the sequence's wait ceiling"
+		return 0, 0, StopOverlong, "the server's delay is above the sequence's wait ceiling"
 	}
-	return delay, "", ""
+	return delay, floorMs, "", ""
+}
+
+// withFloor returns the timing a journal keeps for a 429: the Retry-After
+// field's, with its not-before moved out to a longer millisecond floor,
+// rounded up to the whole second (the journal keeps whole seconds).
+func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64, kind RetryAfterKind) *RetryAfterTiming {
+	if t == nil || kind != RetryAfterSeconds {
+		return t
+	}
+	end := receivedAt.Add(time.Duration(ms) * time.Millisecond)
+	nb := end.Unix()
+	if end.After(time.Unix(nb, 0)) {
+		nb++
+	}
+	if nb <= t.NotBeforeUTC {
+		return t
+	}
+	f := *t
+	f.NotBeforeUTC, f.ServerDelaySeconds = nb, nb-t.ReceivedAtUTC
+	return &f
+}
+
+// joinDiag joins two diagnostics.
+func joinDiag(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // waitSpan is one wait in progress: its span and what it records.
@@ -628,7 +675,7 @@ func (c *call) endWait(w *waitSpan, err error) {
 		Trigger: w.plan.trigger.String(), Resend: w.resend, Method: c.method,
 		RetryAfter: w.plan.ra, Timing: w.plan.timing, Planned: w.planned,
 		Actual: actual, RequestID: w.plan.requestID, Canceled: canceled,
-		Diagnostic: w.plan.diagnostic,
+		Diagnostic: w.plan.diagnostic, FloorMs: w.plan.floorMs,
 	})
 	if c.t.metrics != nil {
 		c.t.metrics.wait(c.ctx, w.plan.trigger.String(), actual, canceled)
@@ -677,20 +724,23 @@ func (c *call) stop(r StopReason, detail string, status int, id string, cause er
 		return &StopError{Reason: r, Detail: detail, StatusCode: status, RequestID: id, Err: cause}
 	}
 	se := c.b.stopAt(r, detail, status, id, cause)
-	c.event(se)
+	c.recordStop()
 	return se
 }
 
-// event records the sequence's stop, once per sequence: an event on the
+// recordStop records the sequence's stop, once per sequence: an event on the
 // request's span, or on a short span of its own when the request's
 // context has no recording span; and a log record.
-func (c *call) event(_ *StopError) {
+func (c *call) recordStop() {
 	if c.b == nil {
 		return
 	}
 	se, sent, ok := c.b.takeStopEvent()
 	if !ok {
 		return
+	}
+	if c.t.metrics != nil {
+		c.t.metrics.stop(c.ctx, se.Reason)
 	}
 	attrs := otelattr.Stop(c.b.name, string(se.Reason), se.Detail, sent)
 	span := trace.SpanFromContext(c.ctx)

@@ -34,10 +34,7 @@ type sequence struct {
 	win  *window // the sequence's one wait window, nil before it opens
 	stop *StopError
 
-	stopEvented bool                               // the stop was recorded on a span
-	waiters     map[uint64]context.CancelCauseFunc // waits a stop ends at once
-	nextWaiter  uint64
-	repeats     []repeatKey // mutations that met 429 (the repeat guard)
+	stopEvented bool // the stop was recorded on a span
 }
 
 // window is the sequence's one wait window: no request of the sequence is
@@ -141,7 +138,6 @@ func (b *Budget) startLocked(t *Transport, now time.Time) {
 	_, total, _ := b.limits()
 	b.seq.started = true
 	b.seq.deadline = now.Add(total)
-	b.ins = t.metrics
 	b.cut.setDeadline(b, &t.deadlines, t.clk(), b.seq.deadline)
 }
 
@@ -161,9 +157,9 @@ func (b *Budget) admitAt(t *Transport, now *lazyNow, req *http.Request, mutation
 	if b.seq.expired {
 		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
 	}
-	if mutation && len(b.seq.repeats) > 0 {
+	if mutation && len(b.rareView().repeats) > 0 {
 		if k, ok := repeatKeyOf(req); ok {
-			for _, r := range b.seq.repeats {
+			for _, r := range b.x.repeats {
 				if r == k {
 					return admission{step: stepRefuse, err: &StopError{Sequence: b.name, Reason: StopRepeatRefused,
 						Detail: "this mutation already met 429 in the sequence; it is never sent again"}}
@@ -253,7 +249,8 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if in.repeat != nil {
-		b.seq.repeats = append(b.seq.repeats, *in.repeat)
+		x := b.rareLocked()
+		x.repeats = append(x.repeats, *in.repeat)
 	}
 	st, id := in.plan.status, in.plan.requestID
 	switch {
@@ -278,7 +275,7 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 			return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
 		}
 		b.seq.win = &window{opened: in.received, until: notBefore, plan: in.plan}
-		b.ev.window = &WindowRecord{
+		b.rareLocked().window = &WindowRecord{
 			Trigger: in.plan.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
 			RequestID: id, Length: notBefore.Sub(in.received),
 		}
@@ -289,7 +286,8 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 		return decision{resend: true, until: notBefore}
 	}
 	// A request sent before the window opened: its 429 joins the window.
-	b.ev.window.Joined++
+	rec := b.rareLocked().window
+	rec.Joined++
 	until := w.until
 	if notBefore.After(until) {
 		until = notBefore
@@ -298,13 +296,12 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 		if !notBefore.Before(b.seq.deadline) {
 			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
 		}
-		if now.Before(w.until) {
-			// The window is still open: its end moves out to this
-			// request's own not-before, for every request of the sequence.
-			w.until, w.plan = notBefore, in.plan
-			b.ev.window.Extended++
-			b.ev.window.Length = notBefore.Sub(w.opened)
-		}
+		// The window's end moves out to this request's own not-before, for
+		// every request of the sequence not yet sent (even when the first
+		// end had passed: the server has asked for longer since).
+		w.until, w.plan = notBefore, in.plan
+		rec.Extended++
+		rec.Length = notBefore.Sub(w.opened)
 	}
 	if !resend {
 		return decision{}
@@ -337,12 +334,9 @@ func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID s
 		return b.seq.stop
 	}
 	b.seq.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
-	if b.ins != nil {
-		b.ins.stop(r)
-	}
-	for id, wake := range b.seq.waiters {
+	for id, wake := range b.rareView().waiters {
 		wake(errWokenByStop)
-		delete(b.seq.waiters, id)
+		delete(b.x.waiters, id)
 	}
 	return b.seq.stop
 }
@@ -359,17 +353,18 @@ func (b *Budget) addWaiter(wake context.CancelCauseFunc) (uint64, bool) {
 	if b.seq.stop != nil {
 		return 0, false
 	}
-	if b.seq.waiters == nil {
-		b.seq.waiters = make(map[uint64]context.CancelCauseFunc)
+	x := b.rareLocked()
+	if x.waiters == nil {
+		x.waiters = make(map[uint64]context.CancelCauseFunc)
 	}
-	b.seq.nextWaiter++
-	b.seq.waiters[b.seq.nextWaiter] = wake
-	return b.seq.nextWaiter, true
+	x.nextWaiter++
+	x.waiters[x.nextWaiter] = wake
+	return x.nextWaiter, true
 }
 
 func (b *Budget) removeWaiter(id uint64) {
 	b.mu.Lock()
-	delete(b.seq.waiters, id)
+	delete(b.rareView().waiters, id)
 	b.mu.Unlock()
 }
 

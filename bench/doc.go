@@ -15,12 +15,19 @@
 //     over the stub.
 //   - concurrent_bench_test.go: scenario 3 (1,000 concurrent sequences of 10
 //     pages, 429s injected at random): throughput, p50/p99, peak heap.
+//   - scenarios_bench_test.go: issue 14's scenarios: a recovered 429 over
+//     HTTP/2 with TLS and with Retry-After: 1 (the re-dial's share), a
+//     throttle burst of 200 sequences, goroutines per in-flight request,
+//     the heap left by 200,000 finished sequences.
 //   - budget_heap_test.go: heap per live budget.
 //   - retryafter_bench_test.go: Retry-After parsing next to net/http's
 //     ParseTime and strconv.Atoi.
-//   - soak_test.go: the soak against the fakeserver (TestSoak).
+//   - soak_test.go, soak_concurrent_test.go: the soak against the
+//     fakeserver (TestSoak, only with -soak or SOAK=1), serial and
+//     concurrent sequences; soak_checks_test.go proves its checks on
+//     ledgers made by hand (what a plain go test runs).
 //
 // The script run runs every benchmark with a count high enough for
 // benchstat and writes REPORT.md (cmd/benchreport builds its tables);
-// ci.sh runs the soak and go vet.
+// ci.sh runs go vet, the tests and the soak under the race detector.
 package bench

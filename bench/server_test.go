@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"net"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // okBody is the body of every 200 of the benchmark server: a small JSON
@@ -22,19 +25,32 @@ var throttleBody = []byte(`{"error":{"code":"TooManyRequests","message":"throttl
 const benchRequestID = "0f8c2a1e-601e-0051-3b2f-7f5e8f000000"
 
 // benchServer is the one loopback server of the benchmarks: httptest over
-// HTTP/1.1 with keep-alive (httptest does not enable HTTP/2 unless told).
+// HTTP/1.1 with keep-alive (httptest does not enable HTTP/2 unless told),
+// or over TLS, with or without HTTP/2 (newBenchServerTLS).
 //
 //	/ok             200 and okBody
 //	/recover        alternately 429 (Retry-After: 0) and 200: a client that
 //	                sends one request at a time sees 429 then 200
+//	/recover1       the same with Retry-After: 1
 //	/seq/{s}/{p}    scenario 3: 200, except a 429 (Retry-After: 0) on the
 //	                first request of the page planned for sequence s
+//	/burst/...      the throttle burst: inside the window (until
+//	                windowEnd) every request meets a 429 whose Retry-After
+//	                is the window's remaining whole seconds, rounded up;
+//	                after it, 200
+//	/block          waits until release is closed, then 200
 type benchServer struct {
 	srv    *httptest.Server
 	toggle atomic.Int64
 	hits   atomic.Int64
 	conns  atomic.Int64 // connections accepted
+	h2     atomic.Int64 // requests that arrived over HTTP/2
 	plan   atomic.Pointer[throttlePlan]
+
+	windowEnd atomic.Int64 // unix ns; the burst's window ends then
+	inWindow  atomic.Int64 // requests that arrived inside the window
+	blocked   atomic.Int64 // requests waiting on /block
+	release   atomic.Pointer[chan struct{}]
 }
 
 // throttlePlan says which page of each sequence meets a 429 (-1: none) and
@@ -50,6 +66,37 @@ func newThrottlePlan(pages []int) *throttlePlan {
 
 func newBenchServer(tb testing.TB) *benchServer {
 	tb.Helper()
+	s := newUnstartedBenchServer()
+	s.srv.Start()
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// newBenchServerTLS is the benchmark server over TLS (httptest's own
+// certificate), speaking HTTP/2 when h2 is set and HTTP/1.1 otherwise.
+func newBenchServerTLS(tb testing.TB, h2 bool) *benchServer {
+	tb.Helper()
+	s := newUnstartedBenchServer()
+	s.srv.EnableHTTP2 = h2
+	s.srv.StartTLS()
+	tb.Cleanup(s.srv.Close)
+	return s
+}
+
+// base returns a contender's base transport for this server: newBase,
+// trusting the server's certificate when it speaks TLS (go-cleanhttp
+// sets ForceAttemptHTTP2, so HTTP/2 is used when the server offers it).
+func (s *benchServer) base(conns int) *http.Transport {
+	t := newBase(conns)
+	if c := s.srv.Certificate(); c != nil {
+		pool := x509.NewCertPool()
+		pool.AddCert(c)
+		t.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}
+	return t
+}
+
+func newUnstartedBenchServer() *benchServer {
 	s := &benchServer{}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -58,8 +105,6 @@ func newBenchServer(tb testing.TB) *benchServer {
 			s.conns.Add(1)
 		}
 	}
-	s.srv.Start()
-	tb.Cleanup(s.srv.Close)
 	return s
 }
 
@@ -67,13 +112,27 @@ func (s *benchServer) url(path string) string { return s.srv.URL + path }
 
 func (s *benchServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.hits.Add(1)
-	throttle := false
+	if r.ProtoMajor == 2 {
+		s.h2.Add(1)
+	}
+	throttle, retryAfter := false, "0"
 	switch p := r.URL.Path; {
 	case p == "/ok":
 	case p == "/recover":
 		throttle = s.toggle.Add(1)%2 == 1
+	case p == "/recover1":
+		throttle, retryAfter = s.toggle.Add(1)%2 == 1, "1"
 	case strings.HasPrefix(p, "/seq/"):
 		throttle = s.planned(p[len("/seq/"):])
+	case strings.HasPrefix(p, "/burst/"):
+		if left := time.Duration(s.windowEnd.Load() - time.Now().UnixNano()); left > 0 {
+			s.inWindow.Add(1)
+			throttle, retryAfter = true, strconv.FormatInt(int64((left+time.Second-1)/time.Second), 10)
+		}
+	case p == "/block":
+		s.blocked.Add(1)
+		<-*s.release.Load()
+		s.blocked.Add(-1)
 	default:
 		http.NotFound(w, r)
 		return
@@ -82,7 +141,7 @@ func (s *benchServer) serve(w http.ResponseWriter, r *http.Request) {
 	h["Content-Type"] = []string{"application/json; charset=utf-8"}
 	h["X-Ms-Request-Id"] = []string{benchRequestID}
 	if throttle {
-		h["Retry-After"] = []string{"0"}
+		h["Retry-After"] = []string{retryAfter}
 		h["Content-Length"] = []string{strconv.Itoa(len(throttleBody))}
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write(throttleBody)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,8 +34,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the run as JSON")
+	otlp := fs.String("otlp", "", "also export the demo's spans over OTLP/HTTP (JSON) to this endpoint, e.g. http://localhost:4318")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: readrecovery demo [--json]")
+		fmt.Fprintln(fs.Output(), "usage: readrecovery demo [--json] [--otlp URL]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -47,7 +49,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "readrecovery demo: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	run, err := runScenarios(ctx, false)
+	var exp sdktrace.SpanExporter
+	if *otlp != "" {
+		e, err := newOTLPExporter(*otlp)
+		if err != nil {
+			fmt.Fprintf(stderr, "readrecovery demo: %v\n", err)
+			return 2
+		}
+		exp = e
+	}
+	run, err := runScenarios(ctx, false, exp)
 	if err != nil {
 		fmt.Fprintf(stderr, "readrecovery demo: %v\n", err)
 		return 1
@@ -213,10 +224,15 @@ type demoEnv struct {
 
 // runScenarios starts the fake server and runs every workflow: over a
 // loopback listener, or in-process (no sockets: tests run it inside a
-// testing/synctest bubble, in fake time).
-func runScenarios(ctx context.Context, inProcess bool) (*demoRun, error) {
+// testing/synctest bubble, in fake time). A non-nil exp also receives
+// every span; a failure to export them is the run's error.
+func runScenarios(ctx context.Context, inProcess bool, exp sdktrace.SpanExporter) (*demoRun, error) {
 	rec := &recorder{start: time.Now()}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSpanProcessor(rec)}
+	if exp != nil {
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
 	defer tp.Shutdown(context.Background())
 
 	srv := fakeserver.New()
@@ -267,6 +283,11 @@ func runScenarios(ctx context.Context, inProcess bool) (*demoRun, error) {
 	env.run.Spans = spanTree(rec.spans, rec.start)
 	rec.mu.Unlock()
 	env.run.Seconds = time.Since(rec.start).Seconds()
+	if exp != nil {
+		if err := tp.ForceFlush(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return env.run, nil
 }
 
@@ -558,18 +579,42 @@ func (run *demoRun) print(out io.Writer) {
 			continue
 		}
 		r := w.Report
-		fmt.Fprintf(out, "  %-16s requests=%d waits=%d wait_time=%s stop=%s", r.Sequence, r.Requests, r.Waits, r.WaitTime.Round(time.Millisecond), orDash(string(r.Stop)))
-		if r.Mutation != nil {
-			fmt.Fprintf(out, " mutation=%s/%d/attempt %d ownership=%s", r.Mutation.Method, r.Mutation.StatusCode, r.Mutation.Attempt, r.Ownership)
+		fmt.Fprintf(out, "  %s\n", r)
+		for _, m := range r.Mutations {
+			fmt.Fprintf(out, "      mutation #%d %s attempt %d: %s, %s\n", m.Request, m.Method, m.Attempt, statusOrError(m), m.Ownership)
 		}
-		fmt.Fprintf(out, " reads ok=%d failed=%d\n", len(r.SuccessfulReads), len(r.FailedReads))
 	}
+	fmt.Fprint(out, glossary)
 	verdict := "every workflow ended as designed"
 	if !run.OK {
 		verdict = "SOME WORKFLOW DID NOT END AS DESIGNED"
 	}
 	fmt.Fprintf(out, "\n%s (%.1f s)\n", verdict, run.Seconds)
 }
+
+func statusOrError(m readrecovery.MutationOutcome) string {
+	if m.StatusCode == 0 {
+		return "no response (" + m.Error + ")"
+	}
+	return strconv.Itoa(m.StatusCode)
+}
+
+// glossary explains the words the demo prints.
+const glossary = `
+What the words mean:
+  read-429          a GET met 429: it is re-sent once, after the server's delay.
+  write-429         a mutation (PUT, POST, ...) met 429: it goes back to the caller, never
+                    re-sent; its delay holds the sequence's next requests, so the readback
+                    GET waits first. Its wait span belongs to the GET that waited and names
+                    the PUT in readrecovery.wait.cause_method.
+  queue-429         a File upload marked for the queue route met 429: re-sent once, unchanged.
+  window            the sequence's one wait: from its first 429 to the server's not-before
+                    time; every request of the sequence sent meanwhile waits for its end.
+  opportunity-used  a 429 came after the window: a sequence waits once, so it stops.
+  owned / observed / unproven
+                    a mutation's own 2xx (owned); no 2xx but a later read found something
+                    (observed: never a licence to clean up); neither (unproven).
+`
 
 func (e event) line() string {
 	switch e.Kind {
@@ -610,13 +655,6 @@ func (n *spanNode) print(out io.Writer, indent string) {
 	for _, c := range n.Children {
 		c.print(out, indent+"  ")
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // fileBatch: a File batch of three uploads under a journal in a private

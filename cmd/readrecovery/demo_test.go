@@ -20,7 +20,7 @@ import (
 func TestDemoScenarios(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		run, err := runScenarios(context.Background(), true)
+		run, err := runScenarios(context.Background(), true, nil)
 		require.NoError(t, err)
 		for _, w := range run.Workflows {
 			for _, c := range w.Checks {

@@ -2,7 +2,7 @@
 // read-recovery transport, and the File journal tools.
 //
 //	readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]
-//	readrecovery demo [--json]
+//	readrecovery demo [--json] [--otlp URL]
 //	readrecovery journal status DIR
 //	readrecovery journal verify DIR
 //	readrecovery journal plan [--json] DIR
@@ -29,7 +29,7 @@ import (
 
 const usage = `usage:
   readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]
-  readrecovery demo [--json]
+  readrecovery demo [--json] [--otlp URL]
   readrecovery journal status DIR
   readrecovery journal verify DIR
   readrecovery journal plan [--json] DIR

@@ -184,6 +184,30 @@ func (r results) lower(a, b, unit string) string {
 	}
 }
 
+// higher is lower's mirror: whether a's median is above b's, and whether
+// that is shown (p < 0.05).
+func (r results) higher(a, b, unit string) string {
+	ma, oka := r.median(a, unit)
+	mb, okb := r.median(b, unit)
+	if !oka || !okb {
+		return "not measured"
+	}
+	p, ok := r.pvalue(a, b, unit)
+	switch {
+	case !ok:
+		if ma > mb {
+			return "yes (one run)"
+		}
+		return "no (one run)"
+	case p < 0.05 && ma > mb:
+		return fmt.Sprintf("yes (p=%.3f)", p)
+	case p < 0.05:
+		return fmt.Sprintf("no (p=%.3f)", p)
+	default:
+		return fmt.Sprintf("not shown (p=%.2f)", p)
+	}
+}
+
 func (r results) median(name, unit string) (float64, bool) {
 	s, ok := r.stat(name, unit)
 	return s.median, ok
@@ -216,6 +240,34 @@ var scenarios = []scenario{
 			"Per-host connection limit 64 for everyone. p50/p99 are page latencies (a throttled page includes its re-send), " +
 			"averaged over ops; peak heap is the highest heap (objects, live and unswept) above the start, sampled every millisecond.",
 		[]string{"pages/s", "p50-ns", "p99-ns", "peak-heap-B"}},
+	{"BenchmarkRecovered429H2", "Scenario (a): one 429 (Retry-After: 0), then 200, over TLS and HTTP/2",
+		"Scenario 2 over `httptest` with `EnableHTTP2` and `StartTLS`; every request is checked to arrive over HTTP/2. " +
+			"A 429 body closed unread resets its stream, not the connection, so no contender should dial again. " +
+			"`dial-ns/op` is the time from asking for a connection to getting a new one (dial and handshake, httptrace), per recovered request.",
+		[]string{"conns/op", "dial-ns/op"}},
+	{"BenchmarkRecovered429After1/proto=h1", "Scenario (b): one 429 with Retry-After: 1, then 200 (HTTP/1.1, loopback)",
+		"A recovered request that waits the second the server asks. `bare` waits it by hand. " +
+			"`dial-%` is the time spent getting new connections as a share of the whole recovered request: what readrecovery's re-dial (R12) costs in these conditions.",
+		[]string{"conns/op", "dial-ns/op", "dial-%"}},
+	{"BenchmarkRecovered429After1/proto=h1tls", "Scenario (b) over TLS: one 429 with Retry-After: 1, then 200 (HTTP/1.1 over TLS, loopback)",
+		"The same over TLS without HTTP/2, so that a new connection costs a TLS handshake (still on loopback: no network round trip).",
+		[]string{"conns/op", "dial-ns/op", "dial-%"}},
+	{"BenchmarkThrottleBurst", "Scenario (c): a throttle burst, 200 concurrent sequences × 5 pages meet a 2 s throttle window",
+		"One op opens a 2 s window on the server (every request inside it gets a 429 whose Retry-After is the window's remaining whole seconds) " +
+			"and starts 200 sequences of 5 pages at once. `in-window-reqs/op` counts the requests that reached the server inside the window " +
+			"(200, one per sequence, is the floor); `goodput-pages/s` is pages answered 200 per second of the op. `bare` re-sends once at once, by hand: a client without a policy.",
+		[]string{"in-window-reqs/op", "failed-pages/op", "goodput-pages/s"}},
+	{"BenchmarkGoroutinesInFlight", "Goroutines per in-flight request (blocked server)",
+		"20 GETs of one sequence wait on a blocked loopback server over 20 kept-alive connections (a warm-up round makes them). " +
+			"`goroutines/req` is the growth of `runtime.NumGoroutine` per request (the caller's goroutine and the server's handler included, " +
+			"the same for everyone: the difference to `bare` is the contender's own); " +
+			"`created/req` counts goroutines created per request (`/sched/goroutines-created`). ns/op is not meaningful here.",
+		[]string{"goroutines/req", "created/req"}},
+	{"BenchmarkFinishedSequences", "What finished sequences leave behind: 200,000 one-request sequences",
+		"One op runs 200,000 one-request sequences over the in-process stub (a new Budget each for `rr-budget`), drops them, and measures the live heap growth " +
+			"per sequence right after (HeapAlloc after two full collections), while their totals would still run. " +
+			"runtime/metrics has no count of live timers in this Go version, so a timer left behind shows here as heap.",
+		[]string{"B/seq"}},
 }
 
 func write(w *strings.Builder, o options, r results, stat string) {
@@ -231,6 +283,7 @@ func write(w *strings.Builder, o options, r results, stat string) {
 		"Ratios below 1 mean readrecovery is faster or smaller. benchstat's tables, with confidence intervals and p-values, are at the end.\n\n")
 
 	writeHeadline(w, r)
+	writeIssue14(w, r)
 	writeTargets(w, r)
 	for _, s := range scenarios {
 		writeScenario(w, r, s)
@@ -266,10 +319,120 @@ func writeHeadline(w *strings.Builder, r results) {
 	row("3. throughput (pages/s)", "BenchmarkConcurrentSequences", "pages/s", fmtNum)
 	row("3. p99 page latency", "BenchmarkConcurrentSequences", "p99-ns", fmtNs)
 	row("3. peak heap", "BenchmarkConcurrentSequences", "peak-heap-B", fmtBytes)
+	row("(a) recovered 429, HTTP/2 + TLS", "BenchmarkRecovered429H2", "ns/op", fmtNs)
+	row("(a) new connections per recovered 429", "BenchmarkRecovered429H2", "conns/op", fmtNum)
+	row("(b) recovered 429, Retry-After: 1", "BenchmarkRecovered429After1/proto=h1", "ns/op", fmtNs)
+	row("(b) share spent re-dialling, % (h1)", "BenchmarkRecovered429After1/proto=h1", "dial-%", fmtNum)
+	row("(b) share spent re-dialling, % (h1 + TLS)", "BenchmarkRecovered429After1/proto=h1tls", "dial-%", fmtNum)
+	row("(c) requests inside the 2 s window", "BenchmarkThrottleBurst", "in-window-reqs/op", fmtNum)
+	row("(c) goodput (pages/s)", "BenchmarkThrottleBurst", "goodput-pages/s", fmtNum)
+	row("goroutines per in-flight request", "BenchmarkGoroutinesInFlight", "goroutines/req", fmtNum)
+	row("heap per finished sequence", "BenchmarkFinishedSequences", "B/seq", fmtBytes)
 	if v, ok := r.median("BenchmarkHeapPerLiveBudget", "B/budget"); ok {
 		fmt.Fprintf(w, "\nHeap per live budget: **%.0f B**.\n", v)
 	}
 	fmt.Fprintf(w, "\n`readrecovery` is `rr-budget` (with a Budget per sequence); `rr-nobudget` is in the scenario tables.\n\n")
+}
+
+// writeIssue14 gives the verdict on each target of issue 14 that the bench
+// module measures. A comparison with a peer counts only when the test
+// shows it (p < 0.05).
+func writeIssue14(w *strings.Builder, r results) {
+	fmt.Fprintf(w, "## Targets of issue 14\n\n| target | measured (medians) | met |\n|---|---|---|\n")
+	line := func(target, measured, verdict string) {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
+	}
+	rr := func(bench string) string { return name(bench, "rr-budget") }
+	// 0 extra goroutines per request in a sequence.
+	g, ok1 := r.median(rr("BenchmarkGoroutinesInFlight"), "goroutines/req")
+	gb, ok2 := r.median(name("BenchmarkGoroutinesInFlight", "bare"), "goroutines/req")
+	if ok1 && ok2 {
+		line("0 extra goroutines per in-flight request of a sequence", fmt.Sprintf("%+.2f per request (%s vs bare %s)", g-gb, fmtNum(g), fmtNum(gb)), yesNo(g-gb <= 0))
+	}
+	// Heap per finished sequence.
+	if h, ok := r.median(rr("BenchmarkFinishedSequences"), "B/seq"); ok {
+		line("≤ 128 B held per finished sequence while its total would run", fmt.Sprintf("%.0f B", h), yesNo(h <= 128))
+	}
+	// (a) no new connection over HTTP/2.
+	if c, ok := r.median(rr("BenchmarkRecovered429H2"), "conns/op"); ok {
+		line("(a) HTTP/2 + TLS: a recovered 429 opens no new connection", fmt.Sprintf("%s conns/op", fmtNum(c)), yesNo(c == 0))
+	}
+	for _, p := range peers {
+		if v, ok := r.median(rr("BenchmarkRecovered429H2"), "ns/op"); ok {
+			if pv, ok := r.median(name("BenchmarkRecovered429H2", p), "ns/op"); ok {
+				line("(a) faster than "+p+" over HTTP/2 + TLS", fmt.Sprintf("%.2f×", v/pv), r.lower(rr("BenchmarkRecovered429H2"), name("BenchmarkRecovered429H2", p), "ns/op"))
+			}
+		}
+	}
+	// (b) the re-dial's share.
+	for _, proto := range []string{"h1", "h1tls"} {
+		b := "BenchmarkRecovered429After1/proto=" + proto
+		if d, ok := r.median(rr(b), "dial-%"); ok {
+			dn, _ := r.median(rr(b), "dial-ns/op")
+			line("(b) Retry-After: 1 ("+proto+"): the re-dial's share of the recovered request (for the record)", fmt.Sprintf("%.3f%% (%s)", d, fmtNs(dn)), "–")
+		}
+		for _, p := range peers {
+			if v, ok := r.median(rr(b), "ns/op"); ok {
+				if pv, ok := r.median(name(b, p), "ns/op"); ok {
+					line("(b) faster than "+p+" ("+proto+")", fmt.Sprintf("%.4f×", v/pv), r.lower(rr(b), name(b, p), "ns/op"))
+				}
+			}
+		}
+	}
+	// (c) the throttle burst.
+	if n, ok := r.median(rr("BenchmarkThrottleBurst"), "in-window-reqs/op"); ok {
+		line("(c) no request inside the throttle window beyond one per sequence (200)", fmtNum(n), yesNo(n <= 200))
+	}
+	for _, p := range peers {
+		a, b := rr("BenchmarkThrottleBurst"), name("BenchmarkThrottleBurst", p)
+		if v, ok := r.median(a, "goodput-pages/s"); ok {
+			if pv, ok := r.median(b, "goodput-pages/s"); ok {
+				line("(c) goodput above "+p+"'s", fmt.Sprintf("%.3f×", v/pv), r.higher(a, b, "goodput-pages/s"))
+			}
+		}
+	}
+	// (d) scenario 3 against the best peer.
+	best, bestV := "", 0.0
+	for _, p := range peers {
+		if v, ok := r.median(name("BenchmarkConcurrentSequences", p), "pages/s"); ok && v > bestV {
+			best, bestV = p, v
+		}
+	}
+	if v, ok := r.median(rr("BenchmarkConcurrentSequences"), "pages/s"); ok && best != "" {
+		verdict := yesNo(v/bestV >= 0.97)
+		if pv, ok := r.pvalue(rr("BenchmarkConcurrentSequences"), name("BenchmarkConcurrentSequences", best), "pages/s"); ok {
+			verdict += fmt.Sprintf(" (difference to %s: p=%.3f)", best, pv)
+		}
+		line("(d) scenario 3 throughput ≥ 0.97× the best peer's ("+best+")", fmt.Sprintf("%.3f× (%s vs %s pages/s)", v/bestV, fmtNum(v), fmtNum(bestV)), verdict)
+	}
+	// The loopback ratio and own cost.
+	bareName := name("BenchmarkPassThrough", "bare")
+	if v, ok := r.median(rr("BenchmarkPassThrough"), "ns/op"); ok {
+		if b, ok := r.median(bareName, "ns/op"); ok {
+			verdict := yesNo(v/b <= 1.02)
+			if p, ok := r.pvalue(rr("BenchmarkPassThrough"), bareName, "ns/op"); ok {
+				verdict += fmt.Sprintf(" (difference to bare: p=%.2f)", p)
+			}
+			line("loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here)", fmt.Sprintf("%.3f×", v/b), verdict)
+		}
+	}
+	sb, ok1 := r.median(name("BenchmarkOwnCost", "bare"), "ns/op")
+	sa, ok2 := r.median(name("BenchmarkOwnCost", "bare"), "allocs/op")
+	v, ok3 := r.median(rr("BenchmarkOwnCost"), "ns/op")
+	a, ok4 := r.median(rr("BenchmarkOwnCost"), "allocs/op")
+	pv, ok5 := r.median(name("BenchmarkOwnCost", "retryablehttp"), "ns/op")
+	if ok1 && ok2 && ok3 && ok4 && ok5 {
+		line("own cost ≤ 300 ns and ≤ 1 alloc per request, a Budget per 10 requests", fmt.Sprintf("%+.0f ns, %+.0f allocs", v-sb, a-sa), yesNo(v-sb <= 300 && a-sa <= 1))
+		line("own cost below go-retryablehttp's", fmt.Sprintf("%+.0f ns vs %+.0f ns", v-sb, pv-sb), r.lower(rr("BenchmarkOwnCost"), name("BenchmarkOwnCost", "retryablehttp"), "ns/op"))
+	}
+	fmt.Fprintf(w, "\n")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 // writeTargets gives the verdict on each target of issue 6. A comparison

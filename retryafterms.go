@@ -1,0 +1,198 @@
+package readrecovery
+
+import (
+	"net/http"
+	"time"
+)
+
+// The two names under which Azure services send a delay in milliseconds, in
+// lower case; azcore reads them before Retry-After.
+const (
+	raMsName   = "retry-after-ms"
+	raXMsName  = "x-ms-retry-after-ms"
+	raMaxWait  = int64(MaxServerWait / time.Millisecond)
+	raMsFields = 2
+)
+
+// parseRetryAfterMs reads Azure's millisecond delay fields, retry-after-ms
+// and x-ms-retry-after-ms, as a floor on the wait (R49): the transport waits
+// max(the Retry-After delay, ms) and stops on a kind that stops. It never
+// allocates, and its diagnostic is a constant that names the field and never
+// repeats its value ("" for a clean or absent field).
+//
+// Each of the two names is one field, judged alone by the Retry-After rules:
+// its key matches in any ASCII case (R17); two values, or two keys that
+// differ only in case, are a duplicate, [RetryAfterInvalid] (R17, R20); any
+// value longer than [MaxRetryAfterBytes] is [RetryAfterOversized], and wins
+// over a duplicate (R21); the value, trimmed of SP and HTAB, must be
+// 1*DIGIT, leading zeros allowed, so a sign, a decimal point, an empty or
+// non-ASCII value is [RetryAfterInvalid] (R18); a value above 30000 ms
+// ([MaxServerWait]), including one beyond int64, is [RetryAfterOverlong]
+// (R22: the sequence stops, it is never shortened); a valid value is
+// [RetryAfterSeconds] (the delay form; the unit here is the millisecond).
+//
+// The two names are two fields, not a duplicate: Azure services send either
+// or both. The result is the more severe of the two kinds, in the order
+// oversized, overlong, invalid, valid, missing (on a tie, retry-after-ms
+// speaks), and ms is the larger of the valid values, so a malformed or
+// missing second field never shortens what the other asked for:
+//
+//   - oversized or overlong: ms is 0; the sequence stops;
+//   - valid: ms is the floor, diag is "";
+//   - invalid: ms is the other field's valid value if there is one, else 0,
+//     and diag says which field was malformed;
+//   - missing (neither field present, or only keys with no value): ms 0,
+//     diag "".
+func parseRetryAfterMs(h http.Header) (ms int64, kind RetryAfterKind, diag string) {
+	var f [raMsFields]raMsField
+	for k, vs := range h {
+		var i int
+		switch {
+		case len(k) == len(raMsName) && raASCIIFoldEqual(k, raMsName):
+			i = 0
+		case len(k) == len(raXMsName) && raASCIIFoldEqual(k, raXMsName):
+			i = 1
+		default:
+			continue
+		}
+		f[i].keys++
+		f[i].values += len(vs)
+		for _, v := range vs {
+			if len(v) > MaxRetryAfterBytes {
+				f[i].oversize = true
+			}
+		}
+		if len(vs) > 0 {
+			f[i].value = vs[0]
+		}
+	}
+
+	best := -1 // the field that speaks
+	var bestSev raMsSeverity
+	for i := range f {
+		f[i].judge(i)
+		if f[i].sev > bestSev {
+			best, bestSev = i, f[i].sev
+		}
+		if f[i].sev == raMsValid && f[i].ms > ms {
+			ms = f[i].ms
+		}
+	}
+	switch bestSev {
+	case raMsAbsent:
+		return 0, RetryAfterMissing, ""
+	case raMsValid:
+		return ms, RetryAfterSeconds, ""
+	case raMsInvalid:
+		return ms, RetryAfterInvalid, f[best].diag
+	case raMsOverlong:
+		return 0, RetryAfterOverlong, f[best].diag
+	default:
+		return 0, RetryAfterOversized, f[best].diag
+	}
+}
+
+// raMsSeverity orders the outcomes of one millisecond field.
+type raMsSeverity uint8
+
+const (
+	raMsAbsent raMsSeverity = iota
+	raMsValid
+	raMsInvalid
+	raMsOverlong
+	raMsOversized
+)
+
+// raMsField is what one of the two names held.
+type raMsField struct {
+	keys, values int
+	oversize     bool
+	value        string
+
+	sev  raMsSeverity
+	ms   int64
+	diag string
+}
+
+// raMsDiags are the diagnostics of the two fields, by field index.
+var raMsDiags = [raMsFields]struct {
+	oversized, dupKeys, dupValues, empty, notDigits, overlong string
+}{
+	{
+		oversized: raMsName + ": value longer than 128 bytes; fail closed, no wait",
+		dupKeys:   raMsName + ": several keys differing in case; ignored",
+		dupValues: raMsName + ": several values; ignored",
+		empty:     raMsName + ": empty value; ignored",
+		notDigits: raMsName + ": not 1*DIGIT; ignored",
+		overlong:  raMsName + ": delay above 30 s ceiling; sequence stops",
+	},
+	{
+		oversized: raXMsName + ": value longer than 128 bytes; fail closed, no wait",
+		dupKeys:   raXMsName + ": several keys differing in case; ignored",
+		dupValues: raXMsName + ": several values; ignored",
+		empty:     raXMsName + ": empty value; ignored",
+		notDigits: raXMsName + ": not 1*DIGIT; ignored",
+		overlong:  raXMsName + ": delay above 30 s ceiling; sequence stops",
+	},
+}
+
+// judge sets the severity, value and diagnostic of field i, in the order of
+// precedence of ParseRetryAfter.
+func (f *raMsField) judge(i int) {
+	d := &raMsDiags[i]
+	switch {
+	case f.oversize:
+		f.sev, f.diag = raMsOversized, d.oversized
+		return
+	case f.keys > 1:
+		f.sev, f.diag = raMsInvalid, d.dupKeys
+		return
+	case f.values > 1:
+		f.sev, f.diag = raMsInvalid, d.dupValues
+		return
+	case f.values == 0:
+		f.sev = raMsAbsent
+		return
+	}
+	v := raTrimOWS(f.value)
+	if v == "" {
+		f.sev, f.diag = raMsInvalid, d.empty
+		return
+	}
+	var n int64
+	for j := 0; j < len(v); j++ {
+		c := v[j]
+		if c < '0' || c > '9' {
+			f.sev, f.diag = raMsInvalid, d.notDigits
+			return
+		}
+		if n <= raMaxWait { // past the ceiling the exact value no longer matters
+			n = n*10 + int64(c-'0')
+		}
+	}
+	if n > raMaxWait {
+		f.sev, f.diag = raMsOverlong, d.overlong
+		return
+	}
+	f.sev, f.ms = raMsValid, n
+}
+
+// raASCIIFoldEqual reports whether k equals the lower-case name in any ASCII
+// case; name holds only lower-case letters and '-'. The lengths are equal.
+func raASCIIFoldEqual(k, name string) bool {
+	for i := 0; i < len(name); i++ {
+		c, n := k[i], name[i]
+		if n == '-' {
+			if c != '-' {
+				return false
+			}
+			continue
+		}
+		// Only letters are folded: bit 0x20 is the ASCII case bit, and n is a
+		// lower-case letter, so c|0x20 == n holds for exactly n and upper(n).
+		if c|0x20 != n {
+			return false
+		}
+	}
+	return true
+}
