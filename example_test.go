@@ -2,6 +2,7 @@ package readrecovery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,8 +79,12 @@ func ExampleWithBudget_inventory() {
 	for page := 1; page <= 4; page++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/files?page=%d", srv.URL, page), nil)
 		resp, err := client.Do(req)
-		if err != nil {
-			fmt.Printf("page %d: stopped: %v\n", page, strings.Contains(err.Error(), "opportunity-used"))
+		var stop *readrecovery.StopError
+		if errors.As(err, &stop) {
+			fmt.Printf("page %d: stopped: %s\n", page, stop.Reason)
+			continue
+		} else if err != nil {
+			fmt.Printf("page %d: %v\n", page, err)
 			continue
 		}
 		resp.Body.Close()
@@ -91,7 +96,7 @@ func ExampleWithBudget_inventory() {
 	// page 1: 200
 	// page 2: 200
 	// page 3: 429
-	// page 4: stopped: true
+	// page 4: stopped: opportunity-used
 	// requests: 4 waits: 1 stop: opportunity-used
 }
 

@@ -595,13 +595,77 @@ func TestR15OtherStatusesPassThrough(t *testing.T) {
 	}
 }
 
-// R16: the transport's own errors are NonRetriable for azcore.
-func TestR16NonRetriable(t *testing.T) {
-	var se error = &StopError{Reason: StopPersistent429}
-	var nr interface{ NonRetriable() }
-	assert.True(t, errors.As(se, &nr))
-	assert.True(t, errors.As(&refusedError{}, &nr))
+// Every error RoundTrip returns for a decision of its own carries the
+// NonRetriable marker azcore's retry policy looks for with errors.As
+// (stops-are-nonretriable); an error of the base transport is returned as
+// it is, without the marker.
+func TestOwnDecisionErrorsAreNonRetriable(t *testing.T) {
+	type nonRetriable interface{ NonRetriable() }
+	for _, tc := range []struct {
+		name  string
+		run   func(t *testing.T) error // the error of the request under test
+		is    error                    // the sentinel it must match
+		marks bool                     // NonRetriable expected
+	}{
+		{"stopped sequence", func(t *testing.T) error {
+			tr := New(newScript(sequenceOf(reply(429, "Retry-After", "1"))))
+			ctx := WithBudget(context.Background(), NewBudget("s"))
+			resp, err := tr.RoundTrip(get(t, ctx, base+"/a")) // 429, re-sent, 429: persistent
+			require.NoError(t, err)
+			drain(resp)
+			_, err = tr.RoundTrip(get(t, ctx, base+"/b"))
+			return err
+		}, ErrSequenceStopped, true},
+		{"cleanup failed", func(t *testing.T) error {
+			tr := New(newScript(func(_ int, req *http.Request) (*http.Response, error) {
+				r := reply(429, "Retry-After", "1")(req)
+				r.Body.(*trackedBody).closeErr = errors.New("broken pipe")
+				return r, nil
+			}))
+			_, err := tr.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("s")), base+"/a"))
+			return err
+		}, ErrSequenceStopped, true},
+		{"repeat refused", func(t *testing.T) error {
+			tr := New(newScript(sequenceOf(reply(429, "Retry-After", "1"))))
+			ctx := WithBudget(context.Background(), NewBudget("s"))
+			put := func() *http.Request {
+				req := mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}")
+				req.Header.Set("x-ms-client-request-id", "one-id")
+				return req
+			}
+			resp, err := tr.RoundTrip(put())
+			require.NoError(t, err)
+			drain(resp)
+			_, err = tr.RoundTrip(put())
+			return err
+		}, ErrRequestRefused, true},
+		{"redirect refused", func(t *testing.T) error {
+			req := get(t, context.Background(), base+"/moved")
+			req.Response = &http.Response{StatusCode: http.StatusFound}
+			_, err := New(newScript(sequenceOf(reply(200)))).RoundTrip(req)
+			return err
+		}, ErrRedirectRefused, true},
+		{"base transport error passes through", func(t *testing.T) error {
+			tr := New(newScript(func(int, *http.Request) (*http.Response, error) {
+				return nil, errConnReset
+			}))
+			_, err := tr.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("s")), base+"/a"))
+			return err
+		}, errConnReset, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				err := tc.run(t)
+				require.ErrorIs(t, err, tc.is)
+				var nr nonRetriable
+				assert.Equal(t, tc.marks, errors.As(err, &nr), "NonRetriable marker")
+			})
+		})
+	}
 }
+
+// errConnReset is a base transport's own error.
+var errConnReset = errors.New("read tcp: connection reset by peer")
 
 // R43 (per sequence): 20 concurrent pages all meet 429: each joins the one
 // window the first opened, and each is re-sent once, when it ends.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/azure/rrazuretest"
 )
 
 // outcome is what one call through a real azcore pipeline came to: the
@@ -24,7 +25,8 @@ import (
 // the requests that reached the base transport beneath readrecovery.
 type outcome struct{ tries, sends int }
 
-// TestOwnershipMatrix pins R47 against azcore's real retry policy
+// TestOwnershipMatrix pins the one-owner-per-429 rule (docs/policy.md)
+// against azcore's real retry policy
 // (runtime.NewPipeline, default MaxRetries 3: at most 4 tries): for each
 // method, with and without a Budget, a base that answers every request
 // with the same status. A 429 that readrecovery owns (GET with a Budget,
@@ -52,6 +54,12 @@ func TestOwnershipMatrix(t *testing.T) {
 		{http.MethodPatch, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodDelete, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodDelete, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		// Every method but GET, HEAD, OPTIONS and TRACE is a mutation
+		// (internal/httprule): MERGE's 429 is never azcore's to retry.
+		{"MERGE", true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{"MERGE", false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodTrace, true, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
+		{http.MethodTrace, false, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
 	} {
 		for i, status := range statuses {
 			name := fmt.Sprintf("%s budget=%t %d", row.method, row.budget, status)
@@ -291,7 +299,7 @@ func call(ctx context.Context, o policy.ClientOptions, base *scripted, method st
 	if o.Retry.RetryDelay == 0 {
 		o.Retry.RetryDelay = time.Millisecond
 	}
-	o.PerRetryPolicies = append(o.PerRetryPolicies, countTries(&tries))
+	o.PerRetryPolicies = append(o.PerRetryPolicies, rrazuretest.CountTries(&tries))
 	var body []byte
 	switch method {
 	case http.MethodPut, http.MethodPost, http.MethodPatch:

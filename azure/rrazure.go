@@ -15,11 +15,14 @@
 //     delay per sequence, GET only), and redirects are returned to the
 //     caller, never followed. Its errors name the request URL without its
 //     query, so a SAS signature never ends up in an error message.
-//   - Who retries a 429 depends on the request (R47): readrecovery decides
-//     the 429 of a GET whose context carries a Budget (re-sent once, inside
-//     one azcore try) and of every PUT, POST, PATCH and DELETE (never
-//     re-sent by azcore, with or without a Budget); azcore's retry policy
-//     keeps every other 429: a GET without a Budget, HEAD, OPTIONS. By
+//   - Who retries a 429 depends on the request (docs/policy.md,
+//     "one-owner-per-429"): readrecovery decides the 429 of a GET whose
+//     context carries a Budget (re-sent once, inside one azcore try) and of
+//     every mutation (never re-sent by azcore, with or without a Budget); a
+//     mutation is every method but GET, HEAD, OPTIONS and TRACE: PUT, POST,
+//     PATCH, DELETE, and also MERGE or any method the module does not know.
+//     azcore's retry policy keeps every other 429: a GET without a Budget,
+//     HEAD, OPTIONS, TRACE. By
 //     default azcore retries 408, 429, 500, 502, 503 and 504 for every
 //     method, a PUT or POST included: a throttled index creation or file
 //     upload would be sent again up to three times, whatever its outcome
@@ -58,6 +61,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
@@ -163,19 +167,16 @@ func RetryOptions(o policy.RetryOptions) policy.RetryOptions {
 }
 
 // owned reports whether readrecovery decides the 429 of req: a GET with a
-// Budget and every mutation (R47). A nil req, whose method is unknown,
-// counts as owned: a mutation must never be re-sent by azcore.
+// Budget and every mutation (httprule.IsMutation). A nil req, whose method
+// is unknown, counts as owned: a mutation must never be re-sent by azcore.
 func owned(req *http.Request) bool {
-	if req == nil {
+	switch {
+	case req == nil:
 		return true
-	}
-	switch req.Method {
-	case "", http.MethodGet:
+	case req.Method == "" || req.Method == http.MethodGet:
 		return readrecovery.BudgetFrom(req.Context()) != nil
-	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
-		return true
 	}
-	return false
+	return httprule.IsMutation(req.Method)
 }
 
 // RetryStatusCodes returns codes without 429. A nil codes stands for
@@ -183,7 +184,8 @@ func owned(req *http.Request) bool {
 // non-nil codes stays empty and non-nil. codes is not modified.
 //
 // Deprecated: taking 429 out of the status codes takes it away from HEAD,
-// OPTIONS and GETs without a Budget too, which keep azcore's retry (R47).
+// OPTIONS and GETs without a Budget too, which keep azcore's retry
+// (docs/policy.md, "one-owner-per-429").
 // Use [RetryOptions], which [Apply] and [ClientOptions] already apply.
 func RetryStatusCodes(codes []int) []int {
 	if codes == nil {

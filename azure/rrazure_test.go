@@ -20,6 +20,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/azure/rrazuretest"
 )
 
 func TestRetryStatusCodes(t *testing.T) {
@@ -81,7 +82,7 @@ func TestErrorsCarryNoQuery(t *testing.T) {
 		base := &scripted{status: http.StatusOK}
 		var o policy.ClientOptions
 		rrazure.Apply(&o, readrecovery.New(base))
-		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+		o.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 		pl := newPipeline(o)
 		ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("sas", readrecovery.MaxRequests(1)))
 		resp, err := send(ctx, pl, http.MethodGet, target+"?"+sas, nil)
@@ -205,7 +206,7 @@ func TestPut429SentOnce(t *testing.T) {
 			}
 			var tries atomic.Int32
 			opts := tc.opts
-			opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+			opts.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 			resp, err := send(ctx, newPipeline(opts), http.MethodPut, srv.URL+"/indexes/hotels", []byte(`{"name":"hotels"}`))
 			if err != nil {
 				t.Fatalf("Do: %v", err)
@@ -233,7 +234,7 @@ func TestPut429SentOnce(t *testing.T) {
 
 // TestGet429ResentByReadrecovery: a GET 429 with a Budget is re-sent once
 // by readrecovery, inside one azcore try; without a Budget it is azcore's,
-// which retries it (R47).
+// which retries it (docs/policy.md, "one-owner-per-429").
 func TestGet429ResentByReadrecovery(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -263,7 +264,7 @@ func TestGet429ResentByReadrecovery(t *testing.T) {
 			var tries atomic.Int32
 			opts := rrazure.ClientOptions()
 			opts.Retry.RetryDelay = time.Millisecond
-			opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+			opts.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 			resp, err := send(ctx, newPipeline(opts), http.MethodGet, srv.URL+"/c/source.json", nil)
 			if err != nil {
 				t.Fatalf("Do: %v", err)
@@ -287,7 +288,8 @@ func TestGet429ResentByReadrecovery(t *testing.T) {
 	}
 }
 
-// TestServerErrorsStayAzcores: 503 is still azcore's to retry (R15).
+// TestServerErrorsStayAzcores: 503 is still azcore's to retry
+// (docs/policy.md, "other-statuses-pass-through").
 func TestServerErrorsStayAzcores(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -299,7 +301,7 @@ func TestServerErrorsStayAzcores(t *testing.T) {
 	var tries atomic.Int32
 	opts := rrazure.ClientOptions()
 	opts.Retry.RetryDelay = time.Millisecond
-	opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+	opts.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 	b := readrecovery.NewBudget("read")
 	resp, err := send(readrecovery.WithBudget(context.Background(), b), newPipeline(opts), http.MethodGet, srv.URL+"/c/b", nil)
 	if err != nil {
@@ -321,7 +323,7 @@ func TestStoppedSequenceNotRetried(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) { w.Write([]byte("ok")) })
 	var tries atomic.Int32
 	opts := rrazure.ClientOptions()
-	opts.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+	opts.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 	pl := newPipeline(opts)
 	ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("one", readrecovery.MaxRequests(1)))
 	resp, err := send(ctx, pl, http.MethodGet, srv.URL+"/c/b", nil)
@@ -422,18 +424,6 @@ func TestApplyKeepsTheCallersOptions(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-type policyFunc func(*policy.Request) (*http.Response, error)
-
-func (f policyFunc) Do(req *policy.Request) (*http.Response, error) { return f(req) }
-
-// countTries counts azcore's tries: a per-retry policy runs once per try.
-func countTries(n *atomic.Int32) policy.Policy {
-	return policyFunc(func(req *policy.Request) (*http.Response, error) {
-		n.Add(1)
-		return req.Next()
-	})
-}
 
 func newPipeline(o policy.ClientOptions) runtime.Pipeline {
 	return runtime.NewPipeline("rrazure.test", "v0.0.0", runtime.PipelineOptions{}, &o)

@@ -258,7 +258,7 @@ func TestStalledBodyLoopback(t *testing.T) {
 	case err := <-done:
 		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end the stalled body")
+		require.FailNow(t, "Close did not end the stalled body")
 	}
 }
 

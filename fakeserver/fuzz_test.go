@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzServeHTTP: whatever the method, path, query, headers and body, the
@@ -40,24 +42,18 @@ func FuzzServeHTTP(f *testing.F) {
 				Body:   io.NopCloser(bytes.NewReader(body)),
 			}
 			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatalf("round trip: %v", err)
-			}
+			require.NoError(t, err, "round trip")
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode < 200 || resp.StatusCode > 599 {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			if !admin && resp.Header.Get("x-ms-request-id") == "" {
-				t.Fatal("no request ID")
+			require.True(t, resp.StatusCode >= 200 && resp.StatusCode <= 599, "status %d", resp.StatusCode)
+			if !admin {
+				require.NotEmpty(t, resp.Header.Get("x-ms-request-id"), "no request ID")
 			}
 		}
 		want := 2
 		if admin {
 			want = 0
 		}
-		if got := len(s.Requests()); got != want {
-			t.Fatalf("ledger has %d requests, want %d", got, want)
-		}
+		require.Len(t, s.Requests(), want, "ledger")
 	})
 }

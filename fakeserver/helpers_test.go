@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -33,9 +34,7 @@ var modes = []mode{
 	{"loopback", func(t *testing.T, s *Server) (*http.Client, string) {
 		t.Helper()
 		base, err := s.Start()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return newClient(t, nil), base
 	}},
 	{"in-process", func(t *testing.T, s *Server) (*http.Client, string) {
@@ -74,21 +73,15 @@ func do(t *testing.T, c *http.Client, method, url string, body []byte, headers .
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
+	require.NoError(t, err, "%s %s", method, url)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading body: %v", method, url, err)
-	}
+	require.NoError(t, err, "%s %s: reading body", method, url)
 	return resp, b
 }
 
@@ -98,21 +91,16 @@ func do(t *testing.T, c *http.Client, method, url string, body []byte, headers .
 func rawExchange(t *testing.T, base, request string) (head string, body []byte) {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, request); err != nil {
-		t.Fatal(err)
-	}
+	_, err = io.WriteString(conn, request)
+	require.NoError(t, err)
 	br := bufio.NewReader(conn)
 	var hb strings.Builder
 	for {
 		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading header: %v (so far %q)", err, hb.String())
-		}
+		require.NoError(t, err, "reading header (so far %q)", hb.String())
 		hb.WriteString(line)
 		if line == "\r\n" {
 			break

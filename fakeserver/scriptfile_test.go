@@ -226,12 +226,8 @@ func FuzzLoadScript(f *testing.F) {
 		s, err := LoadScript(strings.NewReader(input))
 		if err != nil {
 			var se *ScriptError
-			if !errors.As(err, &se) {
-				t.Fatalf("error %v is not a *ScriptError", err)
-			}
-			if s != nil {
-				t.Fatal("a script and an error")
-			}
+			require.ErrorAs(t, err, &se)
+			require.Nil(t, s, "a script and an error")
 			return
 		}
 		for _, r := range s.Rules() {

@@ -1,7 +1,6 @@
 package fakeserver
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -235,27 +234,19 @@ func FuzzLoadSeed(f *testing.F) {
 		seed, err := LoadSeed(strings.NewReader(input))
 		if err != nil {
 			var se *SeedError
-			if !errors.As(err, &se) {
-				t.Fatalf("error %v is not a *SeedError", err)
-			}
-			if seed != nil {
-				t.Fatal("a seed and an error")
-			}
+			require.ErrorAs(t, err, &se)
+			require.Nil(t, seed, "a seed and an error")
 			_ = err.Error()
 			return
 		}
 		s := New()
 		defer s.Close()
-		if err := s.Seed(seed); err != nil {
-			t.Fatalf("a loaded seed is refused: %v", err)
-		}
+		require.NoError(t, s.Seed(seed), "a loaded seed is refused")
 		rt := s.Transport()
 		get := func(path string) (int, []byte) {
 			req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "fake.test", Path: path}, Header: http.Header{}}
 			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatalf("GET %q: %v", path, err)
-			}
+			require.NoError(t, err, "GET %q", path)
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, b
@@ -266,17 +257,13 @@ func FuzzLoadSeed(f *testing.F) {
 		}
 		for key, want := range last {
 			status, body := get("/devstoreaccount1/" + key)
-			if status != 200 || !bytes.Equal(body, want) {
-				t.Fatalf("blob %q: %d %q, want 200 %q", key, status, body, want)
-			}
+			require.Equal(t, 200, status, "blob %q", key)
+			require.Equal(t, string(want), string(body), "blob %q", key)
 		}
 		for _, ix := range seed.Indexes {
-			if status, _ := get("/indexes/" + ix.Name); status != 200 {
-				t.Fatalf("index %q: %d", ix.Name, status)
-			}
+			status, _ := get("/indexes/" + ix.Name)
+			require.Equal(t, 200, status, "index %q", ix.Name)
 		}
-		if got := len(s.Files()); got != len(seed.Files) {
-			t.Fatalf("%d files, want %d", got, len(seed.Files))
-		}
+		require.Len(t, s.Files(), len(seed.Files))
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/azure/rrazuretest"
 	"github.com/readrecovery/readrecovery/fakeserver"
 )
 
@@ -269,7 +270,7 @@ func TestStops(t *testing.T) {
 			ctx := readrecovery.WithBudget(context.Background(), b)
 
 			_, err := download(ctx, c, r.container, "checkpoint.json")
-			re := responseError(t, err) // the last 429, untouched (R13)
+			re := responseError(t, err) // the last 429, untouched (untouched-when-not-recovered)
 			if re.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("status %d, want 429", re.StatusCode)
 			}
@@ -380,11 +381,11 @@ func TestRedirectNotFollowed(t *testing.T) {
 		r.script.Add(fakeserver.RouteBlobGet, fakeserver.Redirect(http.StatusFound, trap.URL+"/elsewhere"),
 			fakeserver.MatchPath(r.blobPath("checkpoint.json")))
 		// A user who wired readrecovery.New into a default http.Client by
-		// hand: the client follows, the transport refuses (R11).
+		// hand: the client follows, the transport refuses (same-request-no-redirects).
 		var tries atomic.Int32
 		o := policy.ClientOptions{Transport: &http.Client{Transport: readrecovery.New(nil)}}
 		o.Retry = rrazure.RetryOptions(o.Retry)
-		o.PerRetryPolicies = []policy.Policy{countTries(&tries)}
+		o.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
 		c := r.client(o)
 		_, err := download(context.Background(), c, r.container, "checkpoint.json")
 		if !errors.Is(err, readrecovery.ErrRedirectRefused) {

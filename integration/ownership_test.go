@@ -16,7 +16,7 @@ import (
 	"github.com/readrecovery/readrecovery/fakeserver"
 )
 
-// R47 end to end: who retries a 429, with azblob against Azurite through
+// one-owner-per-429 (docs/policy.md) end to end: who retries a 429, with azblob against Azurite through
 // the fakeserver proxy. readrecovery owns the 429 of a GET with a Budget
 // and of every mutation; azcore keeps every other 429 (HEAD, a GET
 // without a Budget) and retries it after the Retry-After.
@@ -131,9 +131,9 @@ func TestOwnership(t *testing.T) {
 // TestOwnershipPerCallRetryOptions is issue 10's scenario: a per-call
 // policy.WithRetryOptions that puts 429 back into azcore replaces the
 // client's retry options, rrazure's ShouldRetry included. The adapter
-// alone cannot stop azcore from re-sending the throttled PUT (before R48
-// the proxy sees PUT 429, then PUT 201: the upload is sent twice). R48's
-// transport guard refuses the repeat (same method, URL and
+// alone cannot stop azcore from re-sending the throttled PUT (without the
+// repeat guard the proxy sees PUT 429, then PUT 201: the upload is sent
+// twice). The transport's repeat guard refuses the repeat (same method, URL and
 // x-ms-client-request-id after a 429 in the same sequence) before network
 // access with a NonRetriable error (ErrRequestRefused, reason
 // repeat-refused; the sequence goes on): exactly one PUT reaches the
@@ -156,7 +156,7 @@ func TestOwnershipPerCallRetryOptions(t *testing.T) {
 	t.Logf("upload error: %v; azcore tries: %d; report: %+v", err, tries.Load(), b.Report())
 
 	if n := r.proxy.Count(fakeserver.RouteBlobPut, http.MethodPut); n != 1 {
-		t.Errorf("the proxy saw %d PUTs, want exactly 1 (R48)", n)
+		t.Errorf("the proxy saw %d PUTs, want exactly 1 (repeat-guard)", n)
 	}
 	var se *readrecovery.StopError
 	if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.Reason != readrecovery.StopRepeatRefused {

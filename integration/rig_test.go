@@ -23,6 +23,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/azure/rrazuretest"
 	"github.com/readrecovery/readrecovery/fakeserver"
 )
 
@@ -159,20 +160,9 @@ func rrOptions(base http.RoundTripper, tries *atomic.Int32, opts ...readrecovery
 	var o policy.ClientOptions
 	rrazure.Apply(&o, readrecovery.New(base, opts...))
 	if tries != nil {
-		o.PerRetryPolicies = append(o.PerRetryPolicies, countTries(tries))
+		o.PerRetryPolicies = append(o.PerRetryPolicies, rrazuretest.CountTries(tries))
 	}
 	return o
-}
-
-type policyFunc func(*policy.Request) (*http.Response, error)
-
-func (f policyFunc) Do(req *policy.Request) (*http.Response, error) { return f(req) }
-
-func countTries(n *atomic.Int32) policy.Policy {
-	return policyFunc(func(req *policy.Request) (*http.Response, error) {
-		n.Add(1)
-		return req.Next()
-	})
 }
 
 // download reads a whole blob.

@@ -42,7 +42,8 @@ func blobSAS(cred *azblob.SharedKeyCredential, container, name string) (string, 
 // TestTracesOverOTLP exports the transport's spans with the real OTLP/HTTP
 // exporter and checks what a collector receives: one readrecovery.wait span
 // per wait, child of the span in the request context, with the attributes
-// of R28; a stop event on the request's span (R29); and no secret (SAS
+// of every-wait-is-a-span; a stop event on the request's span
+// (stop-is-recorded); and no secret (SAS
 // signature, shared-key Authorization, account key) in any exported byte.
 func TestTracesOverOTLP(t *testing.T) {
 	r := newRig(t, startAzurite(t))
@@ -179,7 +180,7 @@ func TestTracesOverOTLP(t *testing.T) {
 		})
 	}
 
-	// R29: the stop is an event on the request's span (parent D), and no
+	// stop-is-recorded: the stop is an event on the request's span (parent D), and no
 	// wait span was made for it.
 	tidD, sidD := spanIDs(parentD)
 	var stopEvents []spanEvent
@@ -200,7 +201,7 @@ func TestTracesOverOTLP(t *testing.T) {
 		t.Fatalf("%d child spans under the stopped read, want none", n)
 	}
 
-	// R27: nothing secret in any exported byte. The recorder saw every
+	// nothing-secret-leaves: nothing secret in any exported byte. The recorder saw every
 	// Authorization header and the SAS signature as they left for the
 	// network.
 	secrets := rec.Secrets()

@@ -12,14 +12,16 @@ import (
 
 // Span and event names.
 const (
-	// WaitSpanName names the span of one server-directed wait (SPEC R28).
+	// WaitSpanName names the span of one server-directed wait
+	// (docs/policy.md, "every-wait-is-a-span").
 	WaitSpanName = "readrecovery.wait"
 	// StopEventName names the span event recorded when a sequence stops
-	// (SPEC R29). With no recording span in the request's context, the
+	// (docs/policy.md, "stop-is-recorded"). With no recording span in the request's context, the
 	// event goes on a short span of its own, named StopSpanName.
 	StopEventName = "readrecovery.stop"
 	// StopSpanName names the span that carries a stop event when the
-	// request's context has no recording span (SPEC R51).
+	// request's context has no recording span (docs/policy.md,
+	// "stop-is-recorded").
 	StopSpanName = "readrecovery.stop"
 	// WaitsMetric counts waits (attributes: readrecovery.wait.trigger,
 	// readrecovery.wait.canceled).

@@ -6,9 +6,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// R28: the wait builder sets exactly the listed keys, with the
+// The wait builder sets exactly the listed keys, with the
 // semantic-convention names where they exist.
-func TestWait(t *testing.T) {
+func TestWaitSetsExactlyTheListedKeys(t *testing.T) {
 	got := map[attribute.Key]attribute.Value{}
 	for _, kv := range Wait(WaitInfo{
 		Sequence: "s", Trigger: TriggerRead429, RetryAfterKind: "seconds", RetryAfterValue: 2,
@@ -43,8 +43,8 @@ func TestWait(t *testing.T) {
 	}
 }
 
-// R29: the stop builder.
-func TestStop(t *testing.T) {
+// The stop builder sets the sequence, reason, detail and request count.
+func TestStopSetsSequenceReasonDetailAndRequests(t *testing.T) {
 	kv := Stop("s", "persistent-429", "detail", 3)
 	want := []attribute.KeyValue{
 		SequenceName.String("s"), StopReason.String("persistent-429"),

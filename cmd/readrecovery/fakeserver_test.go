@@ -88,7 +88,7 @@ func testServeAndTerm(t *testing.T, bin string) {
 			require.True(t, ok, "stdout closed; stderr: %s", stderr.String())
 			return l
 		case <-time.After(10 * time.Second):
-			t.Fatalf("no line from the command; stderr: %s", stderr.String())
+			require.FailNow(t, "no line from the command", "stderr: %s", stderr.String())
 			return ""
 		}
 	}
@@ -129,7 +129,7 @@ func testServeAndTerm(t *testing.T, bin string) {
 		assert.NoError(t, err, "exit 0; stderr: %s", stderr.String())
 		assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 	case <-time.After(5 * time.Second):
-		t.Fatal("no exit within 5 s of SIGTERM")
+		require.FailNow(t, "no exit within 5 s of SIGTERM")
 	}
 	assert.Contains(t, stderr.String(), "readrecovery: fakeserver: stopped")
 }
@@ -186,7 +186,7 @@ func startFakeserver(t *testing.T, args ...string) (string, *syncBuffer, func() 
 				case c := <-code:
 					return c
 				case <-time.After(5 * time.Second):
-					t.Fatal("runFakeserver did not return")
+					require.FailNow(t, "runFakeserver did not return")
 					return -1
 				}
 			}
@@ -194,12 +194,12 @@ func startFakeserver(t *testing.T, args ...string) (string, *syncBuffer, func() 
 		select {
 		case c := <-code:
 			cancel()
-			t.Fatalf("runFakeserver returned %d; stderr: %s", c, stderr.String())
+			require.FailNow(t, "runFakeserver returned early", "exit %d; stderr: %s", c, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			cancel()
-			t.Fatalf("no listening line; stdout %q stderr %q", stdout.String(), stderr.String())
+			require.FailNow(t, "no listening line", "stdout %q stderr %q", stdout.String(), stderr.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

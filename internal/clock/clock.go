@@ -1,6 +1,7 @@
 // Package clock is the module's internal seam for time: the transport, the
 // budget and the journal read "now" and sleep through a Clock, so tests can
-// drive them with a fake. It is not a public option (SPEC R41).
+// drive them with a fake. It is not a public option, nor a flag of the
+// command (docs/policy.md, "clock-is-internal").
 package clock
 
 import (

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// R14, R41: the real sleeper waits exactly d, and a cancelled context ends
+// The real sleeper waits exactly d, and a cancelled context ends
 // the wait at once with the context's error.
-func TestRealSleep(t *testing.T) {
+func TestRealSleepWaitsExactlyAndEndsOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var c Clock = Real{}
 		start := c.Now()

@@ -1,6 +1,7 @@
-// Package redact makes request identifiers and URLs safe to keep: nothing
-// secret (credentials, query strings, userinfo, bodies) may leave the module
-// (SPEC R26, R27).
+// Package redact makes request identifiers, ETags and URLs safe to keep:
+// nothing secret (credentials, query strings, userinfo, bodies) may leave
+// the module (docs/policy.md, "sanitized-request-ids" and
+// "nothing-secret-leaves").
 package redact
 
 import (
@@ -42,18 +43,35 @@ func ID(s string) string {
 	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
-// ETag sanitizes an entity tag as ID does, also allowing the quotes and the
-// "W/" prefix of RFC 9110 entity tags ("0x8DCAFE", W/"1").
+// ETag sanitizes an entity tag. It is the module's one ETag rule: the
+// transport's report, the journal's receipts and the Blob checkpoint proof
+// all keep what it returns.
+//
+// An ETag of at most MaxIDLen bytes whose opaque part holds only
+// [A-Za-z0-9._:-] is kept exactly as it is, in any of the forms of RFC 9110
+// section 8.8.3: bare (0x8DCAFE), quoted ("0x8DCAFE", as Azure Storage and
+// AI Search send it), or weak (W/"1"). Anything else (a space, a slash, an
+// unbalanced quote, markup, non-ASCII, a longer value) becomes the digest
+// marker of [ID], so that it cannot leak but two equal ETags stay equal:
+// the proof that compares a stored ETag with a fresh one holds either way.
 func ETag(s string) string {
 	if s == "" {
 		return ""
 	}
-	inner := strings.TrimPrefix(s, "W/")
-	inner = strings.TrimSuffix(strings.TrimPrefix(inner, `"`), `"`)
-	if len(s) <= MaxIDLen && (inner == "" || idSafe(inner)) {
+	if len(s) <= MaxIDLen && etagSafe(s) {
 		return s
 	}
 	return ID(s)
+}
+
+// etagSafe reports whether s is [W/]opaque or [W/]"opaque" with opaque of
+// safe characters (possibly empty when quoted).
+func etagSafe(s string) bool {
+	s = strings.TrimPrefix(s, "W/")
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return idSafe(s[1 : len(s)-1])
+	}
+	return s != "" && idSafe(s)
 }
 
 func idSafe(s string) bool {

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// R26: request IDs: the first present header wins; safe IDs are kept as
-// they are; anything else becomes a digest marker.
-func TestRequestIDAndID(t *testing.T) {
+// Request IDs: the first present header wins; safe IDs are kept as they
+// are; anything else becomes a digest marker.
+func TestRequestIDFirstHeaderWinsAndUnsafeIDsBecomeDigests(t *testing.T) {
 	h := http.Header{}
 	h.Set("Apim-Request-Id", "d")
 	h.Set("X-Request-Id", "c")
@@ -41,28 +41,49 @@ func TestRequestIDAndID(t *testing.T) {
 	}
 }
 
-func TestETag(t *testing.T) {
-	for in, want := range map[string]string{
-		`"0x8DCAFE"`:  `"0x8DCAFE"`,
-		`W/"1"`:       `W/"1"`,
-		`0x8D`:        `0x8D`,
-		`""`:          `""`,
-		`"a b"`:       "sha256:",
-		`"a"<script>`: "sha256:",
+// The one ETag rule: safe ETags, in each RFC 9110 form, are kept exactly
+// (the Blob checkpoint proof compares them); anything else becomes the same
+// digest marker ID gives, stable, with nothing of the original in it.
+func TestETagKeepsSafeFormsAndDigestsTheRest(t *testing.T) {
+	const digest = "digest"
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"empty", "", ""},
+		{"azure storage quoted", `"0x8DCAFE0123456"`, `"0x8DCAFE0123456"`},
+		{"fakeserver style", `"0x8D000000000002A"`, `"0x8D000000000002A"`},
+		{"weak", `W/"1"`, `W/"1"`},
+		{"bare", `0x8D`, `0x8D`},
+		{"empty quoted", `""`, `""`},
+		{"safe punctuation", `"a.b_c:d-e"`, `"a.b_c:d-e"`},
+		{"128 bytes", `"` + strings.Repeat("a", 126) + `"`, `"` + strings.Repeat("a", 126) + `"`},
+		{"129 bytes", `"` + strings.Repeat("a", 127) + `"`, digest},
+		{"space", `"a b"`, digest},
+		{"slash", `"a/b=="`, digest},
+		{"markup after the quote", `"a"<script>`, digest},
+		{"unbalanced quote", `"abc`, digest},
+		{"lone quote", `"`, digest},
+		{"weak prefix alone", `W/`, digest},
+		{"query-like", `"x?sig=SECRET"`, digest},
+		{"non-ASCII", `"é"`, digest},
 	} {
-		got := ETag(in)
-		if want == "sha256:" {
-			if !strings.HasPrefix(got, want) {
-				t.Errorf("ETag(%q) = %q, want a digest marker", in, got)
+		t.Run(tc.name, func(t *testing.T) {
+			got := ETag(tc.in)
+			if tc.want != digest {
+				if got != tc.want {
+					t.Fatalf("ETag(%q) = %q, want %q", tc.in, got, tc.want)
+				}
+				return
 			}
-		} else if got != want {
-			t.Errorf("ETag(%q) = %q, want %q", in, got, want)
-		}
+			if got != ID(tc.in) || !strings.HasPrefix(got, "sha256:") || len(got) != 7+16 {
+				t.Fatalf("ETag(%q) = %q, want the digest marker %q", tc.in, got, ID(tc.in))
+			}
+		})
 	}
 }
 
-// R27: URLs lose their userinfo, query and fragment.
-func TestURL(t *testing.T) {
+// URLs lose their userinfo, query and fragment.
+func TestURLDropsUserinfoQueryAndFragment(t *testing.T) {
 	u, _ := url.Parse("https://user:pw@acct.blob.core.windows.net:443/c/b%20x?sv=1&sig=SECRET#frag")
 	if got, want := URL(u), "https://acct.blob.core.windows.net:443/c/b%20x"; got != want {
 		t.Fatalf("URL = %q, want %q", got, want)
@@ -80,8 +101,8 @@ func TestURL(t *testing.T) {
 	}
 }
 
-// R27: free-form diagnostics lose URL queries and userinfo.
-func TestText(t *testing.T) {
+// Free-form diagnostics lose URL queries and userinfo.
+func TestTextDropsQueriesAndUserinfo(t *testing.T) {
 	in := `Get "https://user:pw@acct.blob.core.windows.net/c/b?sv=1&sig=SECRET": read tcp: connection reset`
 	got := Text(in)
 	for _, bad := range []string{"SECRET", "sig=", "pw@", "user:"} {
