@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"io/fs"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -181,7 +181,7 @@ type Journal struct {
 	// markerVersion is the store's version of the marker this Journal
 	// created: its conditional delete names it.
 	markerVersion string
-	failed   string      // a persistence failure; the Journal stays unresolved
+	failed        string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload round this Journal began:
 	// its later parts, its commit and its queue-429 re-send continue that
 	// upload, while a file with records of its round that this Journal did

@@ -91,7 +91,7 @@ type snapshot struct {
 	// that a wait for another worker's marker can tell one that stays from
 	// a new one.
 	pendingID string
-	findings    []Finding
+	findings  []Finding
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
