@@ -88,9 +88,9 @@ func (s *Store) String() string {
 // (relative to the prefix), and what the service answered (StatusCode,
 // ErrorCode, RequestID) or, without a response, a sanitized transport
 // error. It never holds a URL query, a key or a body. errors.Is finds
-// fs.ErrExist for a create that met an existing blob (409
-// BlobAlreadyExists or 412 ConditionNotMet) and fs.ErrNotExist for a
-// missing blob (404).
+// fs.ErrExist for a create that met an existing blob (412, or 409
+// BlobAlreadyExists; any other 409 is a plain failure) and fs.ErrNotExist
+// for a missing blob (404).
 type Error struct {
 	Op         string // "create", "read", "list" or "remove"
 	Name       string
@@ -130,7 +130,9 @@ func (s *Store) fail(op, name string, err error) error {
 			e.RequestID = redact.RequestID(re.RawResponse.Header)
 		}
 		switch {
-		case op == "create" && (bloberror.HasCode(err, bloberror.BlobAlreadyExists) || bloberror.HasCode(err, bloberror.ConditionNotMet)):
+		case op == "create" && (re.StatusCode == http.StatusPreconditionFailed || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
+			// If-None-Match: * failed (412), or the service's 409
+			// BlobAlreadyExists: the name exists.
 			e.kind = fs.ErrExist
 		case re.StatusCode == http.StatusNotFound && op == "read":
 			e.kind = fs.ErrNotExist
