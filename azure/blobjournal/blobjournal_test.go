@@ -194,7 +194,6 @@ func TestListAndString(t *testing.T) {
 	}
 }
 
-
 // rawHeader returns a header the SDK set under its own spelling (not
 // canonicalized), matched without regard to case.
 func rawHeader(h http.Header, name string) string {
