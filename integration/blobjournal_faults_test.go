@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,5 +166,95 @@ func TestBlobJournalStore429StopsUpload(t *testing.T) {
 	}
 	if rep := b.Report(); rep.Requests != 0 || rep.Waits != 0 {
 		t.Errorf("report %+v: the store's requests counted in the sequence", rep)
+	}
+}
+
+// lostResponse forwards a request to Azurite and then loses the answer
+// (the proxy answers 502), once, for the request whose method and path
+// are armed.
+type lostResponse struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	method string
+	path   string
+}
+
+func (l *lostResponse) arm(method, path string) {
+	l.mu.Lock()
+	l.method, l.path = method, path
+	l.mu.Unlock()
+}
+
+func (l *lostResponse) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	l.mu.Lock()
+	hit := l.path != "" && req.Method == l.method && strings.HasPrefix(req.URL.Path, l.path)
+	if hit {
+		l.path = ""
+	}
+	l.mu.Unlock()
+	if hit && err == nil {
+		resp.Body.Close()
+		return nil, errors.New("injected: the response was lost after the service acted")
+	}
+	return resp, err
+}
+
+// The ambiguous failure: the service performed the conditional request
+// but its answer was lost. Nothing is lost either: a marker created so
+// stays (unresolved, nothing sent); an entry or receipt created so keeps
+// its marker (unresolved); a marker deleted so leaves the entry, whose
+// restriction holds (waiting). Never clear.
+func TestBlobJournalStoreLostResponse(t *testing.T) {
+	az := startAzurite(t)
+	lost := &lostResponse{}
+	r := newRig(t, az, withUpstream(func(base http.RoundTripper) http.RoundTripper {
+		lost.base = base
+		return lost
+	}))
+	put := readrecovery.JournalRequest{Method: "PUT", URLDigest: "sha256:" + strings.Repeat("ab", 32), Attempt: 1}
+	for i, tc := range []struct {
+		name, method, object string
+		want                 journal.State
+	}{
+		{"marker create", "PUT", "pending-request.json", journal.Unresolved},
+		{"entry create", "PUT", "backoff-0001.json", journal.Unresolved},
+		{"receipt create", "PUT", "receipt-", journal.Unresolved},
+		{"marker delete", "DELETE", "pending-request.json", journal.Waiting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("lost-%d/", i)
+			st := blobjournal.New(storeClient(t, r.proxyURL, r.container), prefix)
+			j, err := journal.OpenStore(context.Background(), st, journal.WithPlan(workerPlan(3)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost.arm(tc.method, r.blobPath(prefix+tc.object))
+			ctx := journal.WithUpload(context.Background(), "f-000")
+			now := time.Now()
+			stepErr := j.Begin(ctx, put)
+			sent := stepErr == nil
+			if sent && tc.name == "receipt create" {
+				stepErr = j.Complete(ctx, put, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "up-1"})
+			} else if sent {
+				_, stepErr = j.Backoff(ctx, put, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "up-1"},
+					readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: 60},
+					&readrecovery.RetryAfterTiming{ReceivedAtUTC: now.Unix(), NotBeforeUTC: now.Unix() + 60, ServerDelaySeconds: 60})
+			}
+			var re *journal.RestrictedError
+			if stepErr == nil || errors.As(stepErr, &re) {
+				t.Fatalf("step = %v, want a persistence failure", stepErr)
+			}
+			if sent != (tc.name != "marker create") {
+				t.Fatalf("Begin allowed the request: %v", sent)
+			}
+			fresh, err := journal.OpenExistingStore(context.Background(), blobjournal.New(storeClient(t, az.URL, r.container), prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fresh.Status(time.Now()); got.State != tc.want {
+				t.Fatalf("fresh status %+v, want %s", got, tc.want)
+			}
+		})
 	}
 }
