@@ -234,5 +234,5 @@ func TestBlobJournalFourWorkers(t *testing.T) {
 		}
 		seen[q.Path]++
 	}
-	t.Logf("ledger: %d uploads, each path once; short 429 at #%d, 60 s 429 at #%d; 4 workers exit 3; continuation sent %d", len(after), short429.Ordinal, long429.Ordinal, len(after)-len(puts))
+	t.Logf("ledger: %d uploads, each path once; short 429 at #%d, 60 s 429 at #%d; continuation sent %d", len(after), short429.Ordinal, long429.Ordinal, len(after)-len(puts))
 }
