@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,4 +242,36 @@ func TestOpenStoreDirStore(t *testing.T) {
 	require.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, dir))
 	b := reopen(t, dir, t0.Add(time.Second))
 	require.Equal(t, Waiting, b.Status(t0.Add(time.Second)).State)
+}
+
+// FuzzStoreRun loads a store-backed run (the path of the Blob store: names
+// from a listing, content from Read) in which one object, of any name, has
+// any content: never a panic, and the waiting run is never clear or
+// elapsed (R40).
+func FuzzStoreRun(f *testing.F) {
+	base, now := fuzzBase(f)
+	f.Add("backoff-0001.json", base["run/backoff-0001.json"].Data)
+	f.Add("backoff-0002.json", validSecond(f, base))
+	f.Add("run.json", []byte("{}"))
+	f.Add("pending-request.json", []byte(""))
+	f.Add("receipt-"+strings.Repeat("0", 32)+".json", []byte("{}\n"))
+	f.Add("dir/backoff-0002.json", []byte("x"))
+	f.Add("", []byte("x"))
+	f.Add("plan.json", []byte(strings.Repeat("a", maxPlanBytes+10)))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		st := newMemStore()
+		for k, v := range base {
+			if n, ok := strings.CutPrefix(k, "run/"); ok {
+				st.objs[n], st.vers[n] = v.Data, `"base"`
+			}
+		}
+		st.objs[name], st.vers[name] = data, `"fuzz"`
+		j, err := OpenExistingStore(context.Background(), st, withClock(newFakeClock(now)))
+		if err != nil {
+			t.Fatalf("OpenExistingStore: %v", err)
+		}
+		if s := j.Status(now); s.State == Clear || s.State == Elapsed {
+			t.Fatalf("%q = %q: %+v", name, data, s)
+		}
+	})
 }
