@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -274,4 +275,42 @@ func FuzzStoreRun(f *testing.F) {
 			t.Fatalf("%q = %q: %+v", name, data, s)
 		}
 	})
+}
+
+// DirStore's Store methods are the directory's: an exclusive create (an
+// existing name is fs.ErrExist, nothing rewritten), a private file, a read
+// that refuses a link, and only the marker ever removed.
+func TestDirStoreMethods(t *testing.T) {
+	dir := t.TempDir()
+	st := DirStore(dir)
+	ctx := context.Background()
+	_, err := st.Create(ctx, "backoff-0001.json", []byte("one\n"))
+	require.NoError(t, err)
+	_, err = st.Create(ctx, "backoff-0001.json", []byte("two\n"))
+	require.ErrorIs(t, err, fs.ErrExist)
+	data, _, err := st.Read(ctx, "backoff-0001.json", 100)
+	require.NoError(t, err)
+	require.Equal(t, "one\n", string(data))
+	info, err := os.Stat(filepath.Join(dir, "backoff-0001.json"))
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), info.Mode().Perm())
+	_, _, err = st.Read(ctx, "missing.json", 100)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NoError(t, os.Symlink(filepath.Join(dir, "backoff-0001.json"), filepath.Join(dir, "link.json")))
+	_, _, err = st.Read(ctx, "link.json", 100)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fs.ErrNotExist)
+
+	_, err = st.Create(ctx, markerName, []byte("m\n"))
+	require.NoError(t, err)
+	_, err = st.Create(ctx, markerName, []byte("m\n"))
+	require.ErrorIs(t, err, fs.ErrExist)
+	got, err := st.List(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"backoff-0001.json", "link.json", markerName}, got)
+	require.Error(t, st.Remove(ctx, "backoff-0001.json", ""))
+	require.NoError(t, st.Remove(ctx, markerName, ""))
+	got, err = st.List(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"backoff-0001.json", "link.json"}, got)
 }
