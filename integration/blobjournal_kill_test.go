@@ -25,6 +25,9 @@ const killTrials = 50
 // an entry in the container or the marker remains (the run is
 // unresolved): a fresh worker never finds the run clear after a 429.
 func TestBlobJournalKill(t *testing.T) {
+	// Parallel: most of this test is a wait, which the other parallel
+	// tests of the package use.
+	t.Parallel()
 	az := startAzurite(t)
 	r := newRig(t, az)
 	bin := buildWorker(t)

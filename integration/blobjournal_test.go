@@ -99,6 +99,9 @@ func dataPuts(r *rig, dataPrefix string) []fakeserver.Request {
 // not_before_utc sends only never-attempted files, and only with a new
 // approval.
 func TestBlobJournalFourWorkers(t *testing.T) {
+	// Parallel: most of this test is a wait, which the other parallel
+	// tests of the package use.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a 60 s restriction")
 	}
