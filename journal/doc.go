@@ -136,6 +136,32 @@
 // error (R54: the transport passes the sequence's deadline); anything else
 // is a persistence failure.
 //
+// # Storage, and a batch across many workers
+//
+// The records live in a [Store] (SPEC R58): exclusive create, read, list,
+// and the conditional removal of the marker. [Open](dir) keeps a run in a
+// local directory ([DirStore], the layout above). [OpenStore] opens a run
+// in any other Store; the nested module's azure/blobjournal keeps it in a
+// Blob Storage container under a prefix, every record created with
+// If-None-Match: * and the marker deleted with If-Match on its ETag, in
+// the same formats, each record checked by its own digest when read:
+//
+//	c, _ := container.NewClientFromConnectionString(cs, "runs", blobjournal.ClientOptions())
+//	j, err := journal.OpenStore(ctx, blobjournal.New(c, "batch-42/"),
+//		journal.WithPlan(files), journal.WithPendingWait(30*time.Second))
+//
+// Any number of worker processes may open the same run (R59). Each Admit,
+// Begin and PlanContinuation lists the store again, so a restriction one
+// worker records blocks every worker before its next network access. The
+// marker serializes their journaled requests: with [WithPendingWait] a
+// worker waits (within its context) for another's marker to go; the same
+// marker present for that long is a worker that died in flight, and the
+// run is unresolved for all, as it is for a directory. Receipts are
+// checked under the claim, so no file is uploaded by two workers. The
+// store's own requests never pass through the run's read-recovery
+// transport (R60): a failed create or delete, a 429 of the store included,
+// is a persistence failure (R38).
+//
 // # Example
 //
 //	j, err := journal.Open(dir, journal.WithPlan(files))

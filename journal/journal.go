@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -113,9 +112,10 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	plan  []PlannedFile
-	clock clock.Clock
-	fs    fsys.FS
+	plan        []PlannedFile
+	clock       clock.Clock
+	fs          fsys.FS
+	pendingWait time.Duration
 }
 
 func newConfig(opts []Option) config {
@@ -167,17 +167,21 @@ func withFS(f fsys.FS) Option {
 // requests of one run are sent one at a time: Begin waits (honouring its
 // context) while another request of this Journal is in flight.
 type Journal struct {
-	dir   string
-	fs    fsys.FS
-	clock clock.Clock
-	plan  map[string]bool // file digests of the plan given to Open; nil when none
+	dir         string  // where the run is, for messages
+	b           backend // the run's storage
+	clock       clock.Clock
+	plan        map[string]bool // file digests of the plan given to Open; nil when none
+	pendingWait time.Duration   // see WithPendingWait
 
 	slot chan struct{} // held from Begin to Complete/Backoff
 
 	mu       sync.Mutex
 	snap     *snapshot
 	inflight *markerFile // the marker this Journal holds, or nil
-	failed   string      // a persistence failure; the Journal stays unresolved
+	// markerVersion is the store's version of the marker this Journal
+	// created: its conditional delete names it.
+	markerVersion string
+	failed        string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload round this Journal began:
 	// its later parts, its commit and its queue-429 re-send continue that
 	// upload, while a file with records of its round that this Journal did
@@ -204,7 +208,13 @@ func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(di
 
 func open(dir string, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	j := &Journal{dir: dir, fs: cfg.fs, clock: cfg.clock, slot: make(chan struct{}, 1), started: map[string]int{}}
+	return openBackend(&dirStore{fs: cfg.fs, dir: dir}, create, opts)
+}
+
+func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
+	cfg := newConfig(opts)
+	dir := b.where()
+	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]int{}}
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
@@ -220,11 +230,18 @@ func open(dir string, create bool, opts []Option) (*Journal, error) {
 			j.plan[d] = true
 		}
 	}
-	s, err := scan(j.fs, dir, nil)
+	s, err := scanRun(b, nil)
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		if s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun)); err != nil {
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun))
+		if err != nil && errors.Is(err, fs.ErrExist) {
+			if _, shared := b.(*storeBackend); shared {
+				// Another worker created the run first: open it.
+				s, err = scanRun(b, nil)
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
 		}
 	default:
@@ -250,17 +267,8 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 	if len(planData) > maxPlanBytes {
 		return nil, fmt.Errorf("%w: the plan of %d files needs %d bytes, over the %d-byte cap", ErrLimit, len(plan), len(planData), maxPlanBytes)
 	}
-	if exists {
-		if err := j.fs.Chmod(j.dir, 0o700); err != nil {
-			return nil, err
-		}
-	} else {
-		if err := j.fs.Mkdir(j.dir, 0o700); err != nil {
-			return nil, err
-		}
-		if err := j.fs.SyncDir(filepath.Dir(j.dir)); err != nil {
-			return nil, err
-		}
+	if err := j.b.initRun(exists); err != nil {
+		return nil, err
 	}
 	if _, err := j.writeAtomic(planName, planData); err != nil {
 		return nil, err
@@ -281,7 +289,8 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 	return s, nil
 }
 
-// Dir returns the run directory.
+// Dir returns the run directory, or for a run opened with [OpenStore] the
+// store's name (its String method, or "store").
 func (j *Journal) Dir() string { return j.dir }
 
 // Status returns the run's state at now (SPEC R35–R37), from what Open or
@@ -309,7 +318,7 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scan(j.fs, j.dir, j.snap)
+	s, err := scanRun(j.b, j.snap)
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
@@ -328,13 +337,72 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.refreshLocked()
-	if s := j.statusLocked(now, true); !s.Allows() {
-		return &RestrictedError{Status: s}
+	w := j.newPendingWaiter()
+	for {
+		j.mu.Lock()
+		j.refreshLocked()
+		at := now.Add(w.waited())
+		s := j.statusLocked(at, true)
+		id := j.snap.pendingID
+		j.mu.Unlock()
+		if s.Allows() {
+			return nil
+		}
+		err := error(&RestrictedError{Status: s})
+		if !w.again(ctx, err, id) {
+			return w.result(err)
+		}
 	}
-	return nil
+}
+
+// pendingWaiter is one wait of Admit or Begin for another worker's
+// pending marker to go (see [WithPendingWait]).
+type pendingWaiter struct {
+	j      *Journal
+	start  time.Time
+	id     string    // the marker last seen
+	since  time.Time // when it was first seen
+	ctxErr error
+}
+
+func (j *Journal) newPendingWaiter() *pendingWaiter {
+	now := j.clock.Now()
+	return &pendingWaiter{j: j, start: now, since: now}
+}
+
+// waited is the time spent waiting so far.
+func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(w.start), 0) }
+
+// again reports whether err, a refusal because of the marker id, is worth
+// waiting out: another worker's marker, present for less than the wait
+// allowed. It sleeps one poll interval first; false when the context
+// ended (recorded for result) or the wait is over.
+func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
+	var re *RestrictedError
+	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) {
+		return false
+	}
+	now := w.j.clock.Now()
+	if id != w.id {
+		w.id, w.since = id, now
+	}
+	left := w.j.pendingWait - now.Sub(w.since)
+	if left <= 0 {
+		return false
+	}
+	if serr := w.j.clock.Sleep(ctx, min(left, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll))))); serr != nil {
+		w.ctxErr = serr
+		return false
+	}
+	return true
+}
+
+// result is the error to return when the wait ends without admission.
+func (w *pendingWaiter) result(err error) error {
+	if w.ctxErr != nil {
+		return fmt.Errorf("journal: not admitted while another worker's request was in flight: %w", w.ctxErr)
+	}
+	return err
 }
 
 // Begin records that a request is about to be sent: it creates
@@ -372,13 +440,23 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	if err := j.acquire(ctx); err != nil {
 		return err
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	err := j.beginLocked(ctx, req)
-	if err != nil {
-		<-j.slot
+	w := j.newPendingWaiter()
+	for {
+		j.mu.Lock()
+		err := j.beginLocked(ctx, req)
+		id := ""
+		if err != nil && j.snap != nil {
+			id = j.snap.pendingID
+		}
+		j.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		if !w.again(ctx, err, id) {
+			<-j.slot
+			return w.result(err)
+		}
 	}
-	return err
 }
 
 // acquire takes this Journal's one request slot, or returns ctx's error
@@ -525,8 +603,7 @@ func (j *Journal) unclaim(refusal error) error {
 // failure after the creation removes it again (nothing was sent) when it
 // can; the Journal stays unresolved either way.
 func (j *Journal) writeMarker(data []byte) error {
-	path := filepath.Join(j.dir, markerName)
-	f, err := j.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	version, err := j.b.createMarker(data)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another request's marker: the run is unresolved on disk;
@@ -537,18 +614,8 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	err = writeSyncClose(f, data)
-	if err == nil {
-		err = j.fs.SyncDir(j.dir)
-		if err == nil {
-			return nil
-		}
-	}
-	j.fail("write pending-request.json: " + redact.Text(err.Error()))
-	if j.fs.Remove(path) == nil {
-		_ = j.fs.SyncDir(j.dir)
-	}
-	return fmt.Errorf("journal: begin: %w", err)
+	j.markerVersion = version
+	return nil
 }
 
 func writeSyncClose(f fsys.File, data []byte) error {
@@ -570,43 +637,23 @@ func (j *Journal) fail(why string) {
 	}
 }
 
-// writeAtomic writes name through a temporary file in the same directory:
-// create name.tmp (O_EXCL, 0600) → write → fsync → close → link to name
-// (which fails if name exists) → fsync the directory → remove name.tmp →
-// fsync the directory. linked reports whether name exists durably. On a
-// failure before the link the temporary file is removed when possible.
+// writeAtomic stores the immutable record name exclusively (see
+// [dirStore.put] for the directory's durable-write sequence). linked
+// reports whether name exists durably.
 func (j *Journal) writeAtomic(name string, data []byte) (linked bool, err error) {
-	final := filepath.Join(j.dir, name)
-	tmp := final + tempSuffix
-	f, err := j.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return false, err
-	}
-	if err := writeSyncClose(f, data); err != nil {
-		_ = j.fs.Remove(tmp)
-		return false, err
-	}
-	if err := j.fs.Link(tmp, final); err != nil {
-		_ = j.fs.Remove(tmp)
-		return false, err
-	}
-	if err := j.fs.SyncDir(j.dir); err != nil {
-		return false, err
-	}
-	if err := j.fs.Remove(tmp); err != nil {
-		return true, err
-	}
-	return true, j.fs.SyncDir(j.dir)
+	return j.b.put(name, data)
 }
 
-// clearMarker removes the marker and fsyncs the directory.
+// clearMarker removes the marker this Journal created (conditionally on
+// its version, in a store that has versions).
 func (j *Journal) clearMarker() error {
-	if err := j.fs.Remove(filepath.Join(j.dir, markerName)); err != nil {
+	if err := j.b.removeMarker(j.markerVersion); err != nil {
 		return err
 	}
-	j.snap.pending, j.snap.pendingFile = false, ""
+	j.markerVersion = ""
+	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
 	j.snap.files--
-	return j.fs.SyncDir(j.dir)
+	return nil
 }
 
 // finish ends the request in flight: the marker is this Journal's no more

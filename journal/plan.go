@@ -101,7 +101,10 @@ func (c Continuation) Count(st FileState) int {
 // [DecisionReupload], gets Upload only with approval == NewApproval and a
 // status at now that allows requests (clear or elapsed): fresh approval
 // does not waive a server delay, and an unresolved run sends nothing.
-// Acked, unknown and skipped files never get Upload.
+// Acked, unknown and skipped files never get Upload. For a Journal opened
+// [WithPendingWait] (a run shared by workers), another worker's pending
+// marker is its request in flight: it does not make the plan unresolved,
+// and Begin checks each file again under its own claim.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	want, err := PlanDigest(files)
 	if err != nil {
@@ -117,9 +120,16 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	case s.manifest.planDigest != want:
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
 	}
+	// With WithPendingWait the run is shared: a marker is another
+	// worker's request in flight, not a reason to plan nothing (each Begin
+	// checks the file again under its own claim, SPEC R55).
+	shared := j.pendingWait > 0 && j.failed == ""
 	c := Continuation{Status: j.statusLocked(now, false)}
+	if shared {
+		c.Status = s.status(now, true)
+	}
 	for _, f := range files {
-		fd := s.decide(FileDigest(f.ID), approval, c.Status, false)
+		fd := s.decide(FileDigest(f.ID), approval, c.Status, shared)
 		fd.ID = f.ID
 		c.Files = append(c.Files, fd)
 	}

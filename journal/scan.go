@@ -87,7 +87,11 @@ type snapshot struct {
 	badFiles    map[string]string
 	pending     bool
 	pendingFile string // file digest named by a readable marker
-	findings    []Finding
+	// pendingID identifies the marker seen (its version and content), so
+	// that a wait for another worker's marker can tell one that stays from
+	// a new one.
+	pendingID string
+	findings  []Finding
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -160,14 +164,12 @@ const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
 // not a directory, unlistable), is empty (errNoRun) or holds no journal
 // name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	info, err := fsy.Stat(dir)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", escapeName(dir))
-	}
-	des, err := fsy.ReadDir(dir, MaxFiles+1)
+	return scanRun(&dirStore{fs: fsy, dir: dir}, prev)
+}
+
+// scanRun is scan of the run kept in b.
+func scanRun(b backend, prev *snapshot) (*snapshot, error) {
+	des, where, err := b.list()
 	if err != nil {
 		return nil, err
 	}
@@ -176,9 +178,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	}
 	s := newSnapshot()
 	s.files = len(des)
-	if p := info.Mode().Perm(); p&0o077 != 0 {
-		s.addFinding(".", "mode %04o, want 0700 (a private run directory)", p)
-	}
+	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the
 		// bound on files.
@@ -187,7 +187,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	}
 	isRun := false
 	for _, de := range des {
-		if isJournalName(de.Name()) {
+		if isJournalName(de.name) {
 			isRun = true
 			break
 		}
@@ -199,7 +199,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	if prev != nil {
 		cache = prev.cache
 	}
-	sort.Slice(des, func(i, k int) bool { return des[i].Name() < des[k].Name() })
+	sort.Slice(des, func(i, k int) bool { return des[i].name < des[k].name })
 
 	// Findings about names come last, so that the first finding (the
 	// reason of the status) is the most basic one: directory, manifest,
@@ -208,7 +208,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	var entryNames, receiptNames, partNames, reviewNames []string
 	hasManifest, hasPlan := false, false
 	for _, de := range des {
-		name := de.Name()
+		name := de.name
 		n, isEntry := parseEntryName(name)
 		prefix, _, isReceipt := parseReceiptName(name)
 		pprefix, _, isPart := parsePartName(name)
@@ -217,12 +217,12 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 		switch {
 		case name == markerName:
 			s.pending = true // whatever it is, its presence counts
-			if !de.Type().IsRegular() {
+			if !de.regular {
 				late = append(late, Finding{name, "not a regular file"})
 			}
 		case !known:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
-		case !de.Type().IsRegular():
+		case !de.regular:
 			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
 			if isReceipt {
@@ -255,7 +255,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 			return c, true
 		}
 		before := len(s.findings)
-		data, ok := readCapped(fsy, s, dir, name, limit)
+		data, _, ok := b.read(s, name, limit)
 		if !ok {
 			return nil, false
 		}
@@ -448,7 +448,8 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
 	if s.pending {
-		if data, ok := readCapped(fsy, nil, dir, markerName, maxRecordBytes); ok {
+		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
+			s.pendingID = version + "\x00" + string(data)
 			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
@@ -575,10 +576,12 @@ type Summary struct {
 
 // Inspect is [Verify] with the counts of what the run holds, for a report
 // such as `readrecovery journal verify`'s "ok" line. Its error is Verify's.
-func Inspect(dir string) (Summary, error) {
-	s, err := scan(fsys.OS{}, dir, nil)
+func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
+
+func inspect(b backend) (Summary, error) {
+	s, err := scanRun(b, nil)
 	if err != nil {
-		return Summary{}, dirError(dir, err)
+		return Summary{}, dirError(b.where(), err)
 	}
 	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings()}
 	for _, rounds := range s.receipts {

@@ -1,0 +1,227 @@
+// Package blobjournal keeps a readrecovery journal run in Azure Blob Storage
+// (SPEC R58–R60), so that the workers of one File batch on many machines
+// share it and it outlives every one of them:
+//
+//	c, _ := container.NewClientWithSharedKeyCredential(url, cred, blobjournal.ClientOptions())
+//	j, err := journal.OpenStore(ctx, blobjournal.New(c, "runs/batch-42/"),
+//		journal.WithPlan(files), journal.WithPendingWait(30*time.Second))
+//
+// A run is the blobs under one prefix of one container, named as the files
+// of a journal directory (run.json, plan.json, backoff-0001.json, …,
+// pending-request.json). Every blob is created with If-None-Match: * (it
+// never replaces one that exists) and carries the MD5 of its content for
+// the service to check; the journal checks each record's own digest when it
+// reads it, as on disk. The pending marker, the only blob ever deleted, is
+// deleted with If-Match on the ETag its creation returned, so that a worker
+// never deletes another's marker.
+//
+// The store's requests must not pass through the run's read-recovery
+// transport (R60): build the container client with [ClientOptions] (a
+// plain pipeline: no readrecovery, no retry), never with
+// rrazure.ClientOptions. A failed request, a 429 of the service included,
+// is an [*Error] with the service's request ID; the journal treats a failed
+// write as a persistence failure (R38): no wait, no re-send.
+package blobjournal
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/hashicorp/go-cleanhttp"
+
+	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// Store is a journal run in one container under one prefix. It implements
+// [journal.Store]; it is safe for concurrent use.
+type Store struct {
+	c      *container.Client
+	prefix string
+}
+
+var _ journal.Store = (*Store)(nil)
+
+// New returns the run under prefix in the container of c ("" for the
+// container's root; a prefix usually ends with "/"). Build c with
+// [ClientOptions]. New sends nothing; [journal.OpenStore] creates or opens
+// the run.
+func New(c *container.Client, prefix string) *Store { return &Store{c: c, prefix: prefix} }
+
+// ClientOptions returns the options for the store's container client: a
+// pooled go-cleanhttp transport of its own and no retry, so that neither
+// readrecovery nor azcore re-sends a conditional request whose first
+// attempt may have succeeded (a retried create would find its own blob and
+// fail). The caller adds its own telemetry or logging options.
+func ClientOptions() *container.ClientOptions {
+	return &container.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: &http.Client{Transport: cleanhttp.DefaultPooledTransport()},
+		Retry:     policy.RetryOptions{MaxRetries: -1},
+	}}
+}
+
+// String names the run in messages: the container's URL without its query
+// (no SAS) and the prefix.
+func (s *Store) String() string {
+	u := s.c.URL()
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		u = u[:i]
+	}
+	return strings.TrimSuffix(u, "/") + "/" + s.prefix
+}
+
+// Error is a failed request of the store: the operation, the blob name
+// (relative to the prefix), and what the service answered (StatusCode,
+// ErrorCode, RequestID) or, without a response, a sanitized transport
+// error. It never holds a URL query, a key or a body. errors.Is finds
+// fs.ErrExist for a create that met an existing blob (412, or 409
+// BlobAlreadyExists; any other 409 is a plain failure) and fs.ErrNotExist
+// for a missing blob (404).
+type Error struct {
+	Op         string // "create", "read", "list" or "remove"
+	Name       string
+	StatusCode int    // 0 without a response
+	ErrorCode  string // the service's x-ms-error-code, if any
+	RequestID  string // the service's x-ms-request-id, sanitized
+	Transport  string // a sanitized transport error, without a response
+	kind       error  // fs.ErrExist, fs.ErrNotExist or nil
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "blobjournal: %s %s: ", e.Op, e.Name)
+	if e.StatusCode == 0 {
+		b.WriteString("no response: " + e.Transport)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "status %d", e.StatusCode)
+	if e.ErrorCode != "" {
+		b.WriteString(" " + e.ErrorCode)
+	}
+	if e.RequestID != "" {
+		b.WriteString(" (request ID " + e.RequestID + ")")
+	}
+	return b.String()
+}
+
+// Unwrap returns fs.ErrExist or fs.ErrNotExist when one applies.
+func (e *Error) Unwrap() error { return e.kind }
+
+func (s *Store) fail(op, name string, err error) error {
+	e := &Error{Op: op, Name: name}
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		e.StatusCode, e.ErrorCode = re.StatusCode, re.ErrorCode
+		if re.RawResponse != nil {
+			e.RequestID = redact.RequestID(re.RawResponse.Header)
+		}
+		switch {
+		case op == "create" && (re.StatusCode == http.StatusPreconditionFailed || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
+			// If-None-Match: * failed (412), or the service's 409
+			// BlobAlreadyExists: the name exists.
+			e.kind = fs.ErrExist
+		case re.StatusCode == http.StatusNotFound && op == "read":
+			e.kind = fs.ErrNotExist
+		}
+		return e
+	}
+	msg := err.Error()
+	// azcore's transport errors name the method and URL; keep the cause.
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	e.Transport = redact.Text(msg)
+	return e
+}
+
+// Create uploads data as the block blob prefix+name with If-None-Match: *
+// and its Content-MD5, and returns its ETag.
+func (s *Store) Create(ctx context.Context, name string, data []byte) (string, error) {
+	sum := md5.Sum(data)
+	anyTag := azcore.ETagAny
+	resp, err := s.c.NewBlockBlobClient(s.prefix+name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
+		TransactionalValidation: blob.TransferValidationTypeMD5(sum[:]),
+		AccessConditions:        &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyTag}},
+	})
+	if err != nil {
+		return "", s.fail("create", name, err)
+	}
+	if resp.ETag == nil {
+		return "", &Error{Op: "create", Name: name, StatusCode: http.StatusCreated, Transport: "no ETag"}
+	}
+	return string(*resp.ETag), nil
+}
+
+// Read downloads at most limit+1 bytes of prefix+name and returns them
+// with the blob's ETag.
+func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
+	resp, err := s.c.NewBlobClient(s.prefix+name).DownloadStream(ctx, &blob.DownloadStreamOptions{
+		Range: blob.HTTPRange{Offset: 0, Count: limit + 1},
+	})
+	if err != nil {
+		if bloberror.HasCode(err, bloberror.InvalidRange) {
+			// A range of an empty blob: the journal reports it as empty.
+			return nil, "", nil
+		}
+		return nil, "", s.fail("read", name, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, "", s.fail("read", name, err)
+	}
+	version := ""
+	if resp.ETag != nil {
+		version = string(*resp.ETag)
+	}
+	return data, version, nil
+}
+
+// List lists at most limit blob names under the prefix, without it.
+func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
+	var out []string
+	max := int32(min(limit, 5000))
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &s.prefix, MaxResults: &max})
+	for pager.More() && len(out) < limit {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, s.fail("list", "", err)
+		}
+		for _, it := range page.Segment.BlobItems {
+			if it.Name != nil && len(out) < limit {
+				out = append(out, strings.TrimPrefix(*it.Name, s.prefix))
+			}
+		}
+	}
+	return out, nil
+}
+
+// Remove deletes prefix+name with If-Match: version. A blob changed or
+// gone since is not deleted: the error says so (412 or 404).
+func (s *Store) Remove(ctx context.Context, name, version string) error {
+	if version == "" {
+		return &Error{Op: "remove", Name: name, Transport: "no version to match (refused: an unconditional delete)"}
+	}
+	etag := azcore.ETag(version)
+	_, err := s.c.NewBlobClient(s.prefix+name).Delete(ctx, &blob.DeleteOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
+	})
+	if err != nil {
+		return s.fail("remove", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/azure/blobjournal"
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// An operator sees a Blob-backed run from the shell: rrjournal status,
+// verify, plan and review with the exit codes of `readrecovery journal`,
+// credentials from AZURE_STORAGE_CONNECTION_STRING, never printed.
+func TestRRJournalCommand(t *testing.T) {
+	az := startAzurite(t)
+	r := newRig(t, az)
+	bin := filepath.Join(t.TempDir(), "rrjournal")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/readrecovery/readrecovery/azure/cmd/rrjournal").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cs := "DefaultEndpointsProtocol=http;AccountName=" + azuriteAccount + ";AccountKey=" + azuriteKey + ";BlobEndpoint=" + az.URL + "/" + azuriteAccount + ";"
+	rrj := func(args ...string) (int, string, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+cs)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String()+errb.String(), azuriteKey) {
+			t.Fatal("the account key was printed")
+		}
+		return code, out.String(), errb.String()
+	}
+
+	// A run holding one 60 s restriction and an upload without ACK.
+	st := blobjournal.New(storeClient(t, az.URL, r.container), "run/")
+	j, err := journal.OpenStore(context.Background(), st, journal.WithPlan(workerPlan(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := journal.WithUpload(context.Background(), "f-001")
+	put := readrecovery.JournalRequest{Method: "PUT", URLDigest: "sha256:" + strings.Repeat("ab", 32), Attempt: 1}
+	if err := j.Begin(ctx, put); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := j.Backoff(ctx, put, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "rid"},
+		readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: 60},
+		&readrecovery.RetryAfterTiming{ReceivedAtUTC: now.Unix(), NotBeforeUTC: now.Unix() + 60, ServerDelaySeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	runArg := r.container + "/run"
+
+	code, out, _ := rrj("status", runArg)
+	if code != 3 || !strings.Contains(out, `{"file_batch":{"backoff":{"state":"waiting"`) || !strings.Contains(out, `"server_delay_seconds":60`) {
+		t.Fatalf("status: exit %d, %s", code, out)
+	}
+	code, out, _ = rrj("verify", runArg)
+	if code != 0 || out != "ok: 3 planned files, 1 backoff entries, 0 receipts, 0 part receipts, 0 reviews\n" {
+		t.Fatalf("verify: exit %d, %q", code, out)
+	}
+	code, out, _ = rrj("plan", "--json", runArg)
+	if code != 0 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":2,"reviewed":0,"unknown":1}`) {
+		t.Fatalf("plan: exit %d, %s", code, out)
+	}
+	code, out, errs := rrj("review", runArg, "--file", "f-001", "--decision", "skip", "--note", "checked by hand")
+	if code != 0 || !strings.HasPrefix(out, "reviewed sha256:") {
+		t.Fatalf("review: exit %d, %q %q", code, out, errs)
+	}
+	code, _, _ = rrj("review", runArg, "--file", "f-002", "--decision", "skip")
+	if code != 1 {
+		t.Fatalf("review of a never-attempted file: exit %d, want 1", code)
+	}
+	code, out, _ = rrj("verify", runArg)
+	if code != 0 || !strings.HasSuffix(out, "1 reviews\n") {
+		t.Fatalf("verify after review: exit %d, %q", code, out)
+	}
+	code, _, errs = rrj("status", r.container+"/nothing-here")
+	if code != 2 || !strings.Contains(errs, "no journal run") {
+		t.Fatalf("status of an empty prefix: exit %d, %q", code, errs)
+	}
+	code, out, _ = rrj("--help")
+	if code != 0 || !strings.HasPrefix(out, "usage") {
+		t.Fatalf("--help: exit %d", code)
+	}
+}

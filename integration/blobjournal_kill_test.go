@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/readrecovery/readrecovery/azure/blobjournal"
+	"github.com/readrecovery/readrecovery/fakeserver"
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// killTrials is how many times TestBlobJournalKill kills a worker.
+const killTrials = 50
+
+// R59, R40: a worker is SIGKILLed at a random moment while it uploads
+// files that all meet 429 (Retry-After: 0, so each one writes an entry and
+// the worker goes on): it is killed while it holds the marker, writes an
+// entry, or reads the run. Afterwards every 429 the proxy sent is either
+// an entry in the container or the marker remains (the run is
+// unresolved): a fresh worker never finds the run clear after a 429.
+func TestBlobJournalKill(t *testing.T) {
+	// Parallel: most of this test is a wait, which the other parallel
+	// tests of the package use.
+	t.Parallel()
+	az := startAzurite(t)
+	r := newRig(t, az)
+	bin := buildWorker(t)
+	r.script.Add(fakeserver.RouteBlobPut, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)), fakeserver.Always(),
+		fakeserver.MatchPath(r.blobPath("kill/")))
+	rng := rand.New(rand.NewPCG(42, 12))
+	var withMarker, without429 int
+	for trial := range killTrials {
+		prefix := fmt.Sprintf("kill/%02d/", trial)
+		st := blobjournal.New(storeClient(t, az.URL, r.container), prefix+"journal/")
+		if _, err := journal.OpenStore(context.Background(), st, journal.WithPlan(workerPlan(50))); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
+			"-files", "50", "-worker", "1", "-prefix", prefix+"journal/", "-data", prefix+"data/")
+		cmd.Stdout, cmd.Stderr = nil, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(60+rng.IntN(340)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+
+		n429 := 0
+		for _, q := range dataPuts(r, prefix+"data/") {
+			if q.Status == 429 {
+				n429++
+			}
+		}
+		sum, err := journal.InspectStore(context.Background(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := false
+		for _, f := range sum.Findings {
+			if f.File == "pending-request.json" {
+				pending = true
+			} else {
+				t.Errorf("trial %d: finding %s", trial, f)
+			}
+		}
+		fresh, err := journal.OpenExistingStore(context.Background(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := fresh.Status(time.Now()).State
+		if pending {
+			withMarker++
+		}
+		if n429 == 0 {
+			without429++
+		}
+		switch {
+		case n429 > 0 && state == journal.Clear:
+			t.Errorf("trial %d: %d 429s sent, the run is clear", trial, n429)
+		case sum.Entries == n429:
+		case sum.Entries == n429-1 && pending:
+		default:
+			t.Errorf("trial %d: %d 429s sent, %d entries, marker %v", trial, n429, sum.Entries, pending)
+		}
+		if pending != (state == journal.Unresolved) {
+			t.Errorf("trial %d: marker %v, state %s", trial, pending, state)
+		}
+	}
+	if withMarker == 0 || withMarker == killTrials {
+		t.Errorf("%d of %d kills left the marker: the moments do not cover both sides", withMarker, killTrials)
+	}
+	t.Logf("%d trials: %d killed while the marker was held, %d before the first 429", killTrials, withMarker, without429)
+}

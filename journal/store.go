@@ -1,0 +1,384 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/journal/internal/fsys"
+)
+
+// Store is where a run's records live (SPEC R58): a flat set of named,
+// immutable objects plus the one pending marker. The journal needs only
+// four operations of it; everything else (formats, digests, the chain, the
+// limits) is the journal's. Two implementations exist: [DirStore], the
+// local directory of the package documentation, and the Azure Blob store of
+// the nested module github.com/readrecovery/readrecovery/azure/blobjournal.
+//
+// A Store must not retry a failed write in a way that could store an
+// object twice, and its requests must not pass through the read-recovery
+// transport of the run it records (R60): a failure is the journal's
+// persistence failure, never a reason to wait.
+type Store interface {
+	// Create stores data under name if and only if no object of that name
+	// exists (O_EXCL; Blob: If-None-Match: *), durably before it returns,
+	// and returns the stored object's version (an ETag; "" when the store
+	// has none). When name exists it returns an error for which
+	// errors.Is(err, fs.ErrExist) holds and changes nothing.
+	Create(ctx context.Context, name string, data []byte) (version string, err error)
+	// Read returns the content of name and its version. It reads at most
+	// limit+1 bytes, so that a larger object is seen as such without
+	// reading all of it. A missing name: errors.Is(err, fs.ErrNotExist).
+	Read(ctx context.Context, name string, limit int64) (data []byte, version string, err error)
+	// List returns the names of at most limit objects of the run, in any
+	// order; an empty run gives none and no error.
+	List(ctx context.Context, limit int) ([]string, error)
+	// Remove deletes name only while its version is still version (Blob:
+	// If-Match); the journal removes only the pending marker, with the
+	// version Create returned. A store without versions ignores it.
+	Remove(ctx context.Context, name, version string) error
+}
+
+// storeTimeout bounds each request of a Store: the journal's writes are
+// never cancelled by the caller's context (a half-done record is worse than
+// a late one), but a store that does not answer is a persistence failure.
+const storeTimeout = 30 * time.Second
+
+// pendingPoll is how often a Journal opened [WithPendingWait] looks again
+// for another worker's marker to go.
+const pendingPoll = 25 * time.Millisecond
+
+// backend is the journal's view of its storage: the Store operations plus
+// what the local directory can say beyond them (the file type and mode of
+// each name). dirStore implements it directly; storeBackend adapts any
+// other Store.
+type backend interface {
+	// list returns the names of the run with whether each is a regular
+	// file, and findings about the location itself. Its error means the
+	// location cannot be read, or holds nothing (an empty list is no error).
+	list() ([]listedName, []Finding, error)
+	// read reads name (at most limit bytes) for scan: a problem becomes a
+	// finding on s (when s is not nil) and ok is false.
+	read(s *snapshot, name string, limit int64) (data []byte, version string, ok bool)
+	// initRun prepares an empty location for a new run; exists says that
+	// the location exists (an empty directory).
+	initRun(exists bool) error
+	// put stores an immutable record exclusively; stored reports whether
+	// name exists durably (it may, even with an error).
+	put(name string, data []byte) (stored bool, err error)
+	// createMarker creates the pending marker exclusively; an existing
+	// marker is an error wrapping fs.ErrExist.
+	createMarker(data []byte) (version string, err error)
+	// removeMarker removes the marker created with version.
+	removeMarker(version string) error
+	// where names the location in messages.
+	where() string
+}
+
+type listedName struct {
+	name    string
+	regular bool
+}
+
+// DirStore returns the local directory dir as a [Store]: the on-disk layout
+// of the package documentation, written with the durable-write sequence
+// (temporary file, fsync, link to a name that did not exist, directory
+// fsync). [Open](dir) is [OpenStore] of DirStore(dir), with the checks only
+// a directory has (file types and modes, R30 and R57).
+func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir} }
+
+// dirStore is the local directory: a Store and the journal's backend.
+type dirStore struct {
+	fs  fsys.FS
+	dir string
+}
+
+var (
+	_ Store   = (*dirStore)(nil)
+	_ backend = (*dirStore)(nil)
+)
+
+func (d *dirStore) where() string { return d.dir }
+
+func (d *dirStore) list() ([]listedName, []Finding, error) {
+	info, err := d.fs.Stat(d.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !info.IsDir() {
+		return nil, nil, fmt.Errorf("%s is not a directory", escapeName(d.dir))
+	}
+	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	var findings []Finding
+	if p := info.Mode().Perm(); p&0o077 != 0 {
+		findings = append(findings, Finding{".", fmt.Sprintf("mode %04o, want 0700 (a private run directory)", p)})
+	}
+	out := make([]listedName, len(des))
+	for i, de := range des {
+		out[i] = listedName{name: de.Name(), regular: de.Type().IsRegular()}
+	}
+	return out, findings, nil
+}
+
+func (d *dirStore) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	data, ok := readCapped(d.fs, s, d.dir, name, limit)
+	return data, "", ok
+}
+
+func (d *dirStore) initRun(exists bool) error {
+	if exists {
+		return d.fs.Chmod(d.dir, 0o700)
+	}
+	if err := d.fs.Mkdir(d.dir, 0o700); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(filepath.Dir(d.dir))
+}
+
+// put writes name through a temporary file in the same directory: create
+// name.tmp (O_EXCL, 0600) → write → fsync → close → link to name (which
+// fails if name exists) → fsync the directory → remove name.tmp → fsync the
+// directory. On a failure before the link the temporary file is removed
+// when possible.
+func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
+	final := filepath.Join(d.dir, name)
+	tmp := final + tempSuffix
+	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, err
+	}
+	if err := writeSyncClose(f, data); err != nil {
+		_ = d.fs.Remove(tmp)
+		return false, err
+	}
+	if err := d.fs.Link(tmp, final); err != nil {
+		_ = d.fs.Remove(tmp)
+		return false, err
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return false, err
+	}
+	if err := d.fs.Remove(tmp); err != nil {
+		return true, err
+	}
+	return true, d.fs.SyncDir(d.dir)
+}
+
+// createMarker creates the marker with O_EXCL and makes it durable. A
+// failure after the creation removes it again (nothing was sent) when it
+// can.
+func (d *dirStore) createMarker(data []byte) (string, error) {
+	path := filepath.Join(d.dir, markerName)
+	f, err := d.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	err = writeSyncClose(f, data)
+	if err == nil {
+		if err = d.fs.SyncDir(d.dir); err == nil {
+			return "", nil
+		}
+	}
+	if d.fs.Remove(path) == nil {
+		_ = d.fs.SyncDir(d.dir)
+	}
+	return "", err
+}
+
+// removeMarker removes the marker and fsyncs the directory.
+func (d *dirStore) removeMarker(string) error {
+	if err := d.fs.Remove(filepath.Join(d.dir, markerName)); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(d.dir)
+}
+
+// Create implements [Store]: the marker is created in place with O_EXCL,
+// any other name atomically through its temporary file.
+func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
+	if name == markerName {
+		return d.createMarker(data)
+	}
+	_, err := d.put(name, data)
+	return "", err
+}
+
+// Read implements [Store] with the checks of the directory: a regular,
+// private file, opened without following a link.
+func (d *dirStore) Read(_ context.Context, name string, limit int64) ([]byte, string, error) {
+	s := newSnapshot()
+	data, _, ok := d.read(s, name, limit+1)
+	if !ok {
+		if _, err := d.fs.Stat(filepath.Join(d.dir, name)); errors.Is(err, fs.ErrNotExist) {
+			return nil, "", err
+		}
+		return nil, "", fmt.Errorf("journal: %s", s.findings[0])
+	}
+	return data, "", nil
+}
+
+// List implements [Store].
+func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
+	des, err := d.fs.ReadDir(d.dir, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(des))
+	for i, de := range des {
+		out[i] = de.Name()
+	}
+	return out, nil
+}
+
+// Remove implements [Store]; a directory has no versions.
+func (d *dirStore) Remove(_ context.Context, name, _ string) error {
+	if name == markerName {
+		return d.removeMarker("")
+	}
+	return errors.New("journal: only the pending marker is ever removed")
+}
+
+// storeBackend adapts a [Store] other than the directory.
+type storeBackend struct {
+	st   Store
+	name string
+}
+
+func (b *storeBackend) where() string { return b.name }
+
+func (b *storeBackend) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+func (b *storeBackend) list() ([]listedName, []Finding, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	names, err := b.st.List(ctx, MaxFiles+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]listedName, len(names))
+	for i, n := range names {
+		out[i] = listedName{name: n, regular: true}
+	}
+	return out, nil, nil
+}
+
+func (b *storeBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	bad := func(format string, args ...any) ([]byte, string, bool) {
+		if s != nil {
+			s.addFinding(name, format, args...)
+		}
+		return nil, "", false
+	}
+	ctx, cancel := b.ctx()
+	defer cancel()
+	data, version, err := b.st.Read(ctx, name, limit)
+	switch {
+	case err != nil:
+		return bad("unreadable: %s", redact.Text(err.Error()))
+	case int64(len(data)) > limit:
+		return bad("over the %d-byte cap", limit)
+	case len(data) == 0:
+		return bad("empty (truncated)")
+	}
+	return data, version, true
+}
+
+func (b *storeBackend) initRun(bool) error { return nil }
+
+func (b *storeBackend) put(name string, data []byte) (bool, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, err := b.st.Create(ctx, name, data)
+	return err == nil, err
+}
+
+func (b *storeBackend) createMarker(data []byte) (string, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	return b.st.Create(ctx, markerName, data)
+}
+
+func (b *storeBackend) removeMarker(version string) error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	return b.st.Remove(ctx, markerName, version)
+}
+
+// OpenStore opens the run kept in st, as [Open] does for a directory:
+// it creates a new run when st holds nothing, or opens and verifies the
+// existing one. Any number of processes may open the same run (SPEC R59):
+// each one's Admit and Begin read the store again, the pending marker
+// serializes their journaled requests, and a restriction one of them
+// records blocks all of them. Create the run once (one OpenStore with the
+// plan) before starting workers that share it. ctx bounds the opening
+// only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
+	return openStore(ctx, st, true, opts)
+}
+
+// OpenExistingStore is [OpenStore] without creation: a store that holds no
+// run gives an error for which errors.Is(err, fs.ErrNotExist) holds, and
+// nothing is written.
+func OpenExistingStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
+	return openStore(ctx, st, false, opts)
+}
+
+func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Journal, error) {
+	if st == nil {
+		return nil, errors.New("journal: nil Store")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("journal: open: %w", err)
+	}
+	if d, ok := st.(*dirStore); ok {
+		return open(d.dir, create, opts)
+	}
+	return openBackend(newStoreBackend(st), create, opts)
+}
+
+// WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
+// for the pending marker of another worker's request to go, instead of
+// refusing at once with an unresolved status ([ErrPending]): the marker
+// serializes the journaled requests of workers sharing one run (SPEC R59).
+// The wait honours the caller's context. The same marker present for d
+// (a worker that died while its request was in flight) leaves the run
+// unresolved for every worker, as without the option. Default: 0, no wait.
+// A negative d is ignored.
+func WithPendingWait(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.pendingWait = d
+		}
+	})
+}
+
+// InspectStore is [Inspect] of the run kept in st: what it holds and every
+// finding, without changing it. Its error means st cannot be listed or
+// holds no run (errors.Is(err, fs.ErrNotExist)).
+func InspectStore(ctx context.Context, st Store) (Summary, error) {
+	if err := ctx.Err(); err != nil {
+		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
+	}
+	if d, ok := st.(*dirStore); ok {
+		return Inspect(d.dir)
+	}
+	return inspect(newStoreBackend(st))
+}
+
+func newStoreBackend(st Store) *storeBackend {
+	name := "store"
+	if s, ok := st.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	return &storeBackend{st: st, name: name}
+}
