@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
@@ -282,7 +283,7 @@ func (b *Budget) recordMutation(o MutationOutcome) {
 // read observes every mutation before it that has no ACK. The request ID
 // and ETag are sanitized only when there is room to keep them.
 func (b *Budget) recordRead(status int, h http.Header) {
-	ok := status >= 200 && status < 300
+	ok := httprule.IsSuccess(status)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if ok {

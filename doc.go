@@ -58,9 +58,11 @@
 //
 // # Choices where the policy needs one
 //
-//   - HEAD, OPTIONS and other methods that are neither GET nor a mutation
-//     (PUT, POST, PATCH, DELETE) pass through: their 429 is returned
-//     untouched and opens no window.
+//   - HEAD, OPTIONS and TRACE pass through: their 429 is returned untouched
+//     and opens no window. Every method other than these and GET is a
+//     mutation (PUT, POST, PATCH, DELETE, and also MERGE, CONNECT or an
+//     extension method the package does not know): never re-sent, its 429
+//     delay held for the sequence.
 //   - A queue-marked upload without GetBody is treated as any other
 //     mutation: untouched, its delay held for the sequence.
 //   - A request waiting in the window whose own context ends returns the

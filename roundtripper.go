@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
@@ -211,7 +212,7 @@ func (c *call) roundTrip() (*http.Response, error) {
 	}
 	if c.b != nil {
 		final := c.s.journal == nil
-		adm := c.b.admitAt(c.t, &lazyNow{clk: c.t.clk()}, c.req, isMutation(c.method), final)
+		adm := c.b.admitAt(c.t, &lazyNow{clk: c.t.clk()}, c.req, httprule.IsMutation(c.method), final)
 		if err := c.follow(adm, final, nil); err != nil {
 			closeRequestBody(c.req)
 			return nil, err
@@ -368,14 +369,14 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 			}
 		}
 	}
-	if c.b != nil && attempt == 1 && isMutation(c.method) {
+	if c.b != nil && attempt == 1 && httprule.IsMutation(c.method) {
 		c.mutation = c.b.newMutation()
 	}
 	resp, err := c.t.baseRT().RoundTrip(req)
 	if err != nil {
 		return nil, c.onTransportError(jr, attempt, err)
 	}
-	if resp.StatusCode != http.StatusTooManyRequests {
+	if !httprule.IsThrottled(resp.StatusCode) {
 		return c.onResponse(resp, jr, attempt)
 	}
 	return c.on429(resp, jr, attempt)
@@ -403,7 +404,7 @@ func (c *call) onTransportError(jr JournalRequest, attempt int, err error) error
 // onResponse keeps the evidence of a response other than 429 and hands it
 // back untouched.
 func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	ok := httprule.IsSuccess(resp.StatusCode)
 	if c.b != nil {
 		c.record(resp, attempt)
 	}
@@ -411,7 +412,7 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (
 		id := redact.RequestID(resp.Header)
 		out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: id, ETag: etagOf(resp.Header, ok)}
 		if err := c.s.journal.Complete(c.ctx, jr, out); err != nil {
-			if ok && isMutation(c.method) {
+			if ok && httprule.IsMutation(c.method) {
 				// The ACK goes back to the caller and stays in the report;
 				// further requests stop.
 				c.stop(StopReceiptFailed, "the upload was acknowledged but its receipt could not be written", resp.StatusCode, id, err)
@@ -431,7 +432,7 @@ func (c *call) record(resp *http.Response, attempt int) {
 		}
 		return
 	}
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	ok := httprule.IsSuccess(resp.StatusCode)
 	c.b.recordMutation(MutationOutcome{
 		Request: c.mutation, Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
 		ETag: etagOf(resp.Header, ok), Acked: ok, Attempt: attempt,
@@ -482,7 +483,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 		},
 	}
 	in.delay, in.plan.floorMs, in.refuse, in.detail = c.plan(ra, timing, ms, msKind)
-	if isMutation(c.method) {
+	if httprule.IsMutation(c.method) {
 		if k, ok := repeatKeyOf(c.req); ok {
 			in.repeat = &k
 		}
@@ -561,7 +562,7 @@ func (c *call) trigger() trigger {
 			return triggerNone // a GET whose body cannot be sent again
 		}
 		return triggerRead429
-	case isMutation(c.method):
+	case httprule.IsMutation(c.method):
 		if c.s.queueRetry && c.req.GetBody != nil {
 			return triggerQueue429
 		}
@@ -790,14 +791,6 @@ func methodOf(req *http.Request) string {
 		return http.MethodGet
 	}
 	return req.Method
-}
-
-func isMutation(method string) bool {
-	switch method {
-	case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
-		return true
-	}
-	return false
 }
 
 func closeRequestBody(req *http.Request) {

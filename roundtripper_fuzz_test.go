@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"context"
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -46,7 +47,7 @@ func FuzzRecovery429(f *testing.F) {
 			case len(hits) > 2:
 				t.Fatalf("%d requests for one 429", len(hits))
 			case len(hits) == 2:
-				if method != http.MethodGet && !(queue && isMutation(method)) {
+				if method != http.MethodGet && !(queue && httprule.IsMutation(method)) {
 					t.Fatalf("%s re-sent (queue=%v)", method, queue)
 				}
 				if timing == nil || ra.Kind == RetryAfterOverlong || ra.Kind == RetryAfterOversized {

@@ -613,3 +613,37 @@ func checkSchedule(t *testing.T, seed uint64) {
 		assert.Zero(t, r.Waits)
 	}
 }
+
+// A method the transport does not know (Azure Table storage's MERGE) is a
+// mutation: its 429 goes back untouched, it is never re-sent, and its
+// delay holds the sequence's readback; HEAD passes through and holds
+// nothing.
+func TestUnknownMethodIsAMutation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(429, "Retry-After", "2"), reply(429, "Retry-After", "5"), reply(200)))
+		b := NewBudget("entity")
+		ctx := WithBudget(context.Background(), b)
+		tr := New(srv)
+		t0 := time.Now()
+		resp, err := tr.RoundTrip(mutation(t, ctx, "MERGE", base+"/table(PartitionKey='a',RowKey='b')", "{}"))
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode)
+		head, _ := http.NewRequestWithContext(ctx, http.MethodHead, base+"/x", nil)
+		resp, err = tr.RoundTrip(head)
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode, "HEAD's 429 passes through")
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/table"))
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		hits := srv.Hits()
+		require.Len(t, hits, 3)
+		assert.Equal(t, []string{"MERGE", "HEAD", "GET"}, []string{hits[0].Method, hits[1].Method, hits[2].Method})
+		assert.Equal(t, 2*time.Second, hits[1].At.Sub(t0), "the HEAD waited for the window too: it is a request of the sequence")
+		assert.Equal(t, 2*time.Second, hits[2].At.Sub(t0))
+		r := b.Report()
+		require.Len(t, r.Mutations, 1)
+		assert.Equal(t, "MERGE", r.Mutations[0].Method)
+		assert.Equal(t, "write-429", r.Window.Trigger)
+		assert.Equal(t, StopReason(""), r.Stop)
+	})
+}
