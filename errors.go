@@ -11,14 +11,14 @@ import (
 // bare: test for them with errors.Is.
 var (
 	// ErrSequenceStopped is the error of every request of a sequence that has
-	// stopped (R4), and of the request whose outcome stopped it when the
+	// stopped (docs/policy.md: stopped-stays-stopped), and of the request whose outcome stopped it when the
 	// transport returns an error rather than the original response. The
 	// concrete error is a *StopError that says why.
 	ErrSequenceStopped = errors.New("readrecovery: sequence stopped")
 
 	// ErrRedirectRefused is returned for a request that an http.Client
 	// produced by following a redirect (req.Response != nil): the transport
-	// never sends it (R11).
+	// never sends it (same-request-no-redirects).
 	ErrRedirectRefused = errors.New("readrecovery: request produced by a redirect refused")
 
 	// ErrRequestRefused is the error of one request refused before any
@@ -39,7 +39,8 @@ var (
 // StopReason says why a sequence stopped. The zero value means it has not.
 type StopReason string
 
-// The reasons a sequence stops (R4, R12, R14, R36, R38, R39).
+// The reasons a sequence stops (docs/policy.md: stopped-stays-stopped and the
+// rules each reason names).
 const (
 	StopTotalExhausted    StopReason = "total-exhausted"        // the total time ran out
 	StopRequestsExhausted StopReason = "requests-exhausted"     // the request limit was reached
@@ -131,7 +132,7 @@ func (e *StopError) Unwrap() error { return e.Err }
 
 // NonRetriable marks the error for azcore's retry policy, which leaves an
 // error with this method alone, so that a policy above the transport does
-// not undo a stop (R16).
+// not undo a stop (stops-are-nonretriable).
 func (e *StopError) NonRetriable() {}
 
 // refusedError is the error of a refused redirect-produced request.

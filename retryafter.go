@@ -78,7 +78,7 @@ type RetryAfterTiming struct {
 // receivedAt gives no timing, and leaves an HTTP-date unresolved
 // ([RetryAfterInvalid]).
 //
-// docs/retryafter.md states each rule exactly. ParseRetryAfter never panics
+// docs/policy.md ("Retry-After in detail") states each rule exactly. ParseRetryAfter never panics
 // and allocates at most the returned timing, except for the diagnostics of
 // duplicate and overlong fields, which spell out a count or a delay.
 func ParseRetryAfter(h http.Header, receivedAt time.Time) (RetryAfter, *RetryAfterTiming, string) {
@@ -227,7 +227,7 @@ func (p *raParser) parse(h http.Header, receivedAt time.Time) (RetryAfter, bool,
 	value, keys, values, oversize := raLookup(h)
 	switch {
 	case oversize:
-		// R21: fail closed, whatever else the field holds.
+		// fail-closed-oversized: whatever else the field holds.
 		return RetryAfter{Kind: RetryAfterOversized}, false, raDiagOversized
 	case keys > 1:
 		p.spell, p.n = raSpellKeys, int64(keys)
@@ -254,7 +254,7 @@ func (p *raParser) parse(h http.Header, receivedAt time.Time) (RetryAfter, bool,
 }
 
 // raLookup finds the field among every key of h that is "retry-after" in
-// some ASCII case (R17): the number of such keys and of their values in
+// some ASCII case (strict-retry-after): the number of such keys and of their values in
 // total, whether any value is longer than MaxRetryAfterBytes, and the first
 // value of a key that has one (the value, when there is exactly one).
 func raLookup(h http.Header) (value string, keys, values int, oversize bool) {
@@ -330,7 +330,7 @@ func (p *raParser) setTiming(d int64) bool {
 }
 
 // fallback returns the diagnosed 1-second fallback of a missing or invalid
-// field (R20).
+// field (diagnosed-fallback).
 func (p *raParser) fallback(kind RetryAfterKind, r raReason) (RetryAfter, bool, string) {
 	d := &raFallbackDiags[r]
 	switch {
@@ -344,7 +344,7 @@ func (p *raParser) fallback(kind RetryAfterKind, r raReason) (RetryAfter, bool, 
 }
 
 // resolved returns the result of a valid delay d ≥ 0 of the given kind: a
-// wait up to the ceiling, overlong above it (R22).
+// wait up to the ceiling, overlong above it (stop-not-shorten).
 func (p *raParser) resolved(kind RetryAfterKind, d int64) (RetryAfter, bool, string) {
 	if d > raMaxWaitSeconds {
 		kind = RetryAfterOverlong
@@ -359,7 +359,7 @@ func (p *raParser) resolved(kind RetryAfterKind, d int64) (RetryAfter, bool, str
 	return RetryAfter{Kind: kind, Value: d}, p.timed, ""
 }
 
-// delaySeconds handles a trimmed value that starts with an ASCII digit (R18).
+// delaySeconds handles a trimmed value that starts with an ASCII digit (strict-retry-after).
 func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	var n int64
 	overflow := false
@@ -384,7 +384,7 @@ func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	return p.resolved(RetryAfterSeconds, n)
 }
 
-// date handles a trimmed value that starts with an ASCII letter (R19).
+// date handles a trimmed value that starts with an ASCII letter (strict-retry-after).
 func (p *raParser) date(v string) (RetryAfter, bool, string) {
 	if !p.timed {
 		// Without a receipt time the date cannot be resolved; a malformed
@@ -406,7 +406,7 @@ func (p *raParser) date(v string) (RetryAfter, bool, string) {
 	if p.recv < 0 && date > math.MaxInt64+p.recv {
 		return RetryAfter{Kind: RetryAfterOverlong}, false, raDiagUnrepr
 	}
-	return p.resolved(RetryAfterDate, max(date-p.recv, 0)) // R19: a past date means no wait
+	return p.resolved(RetryAfterDate, max(date-p.recv, 0)) // a past date means no wait
 }
 
 // raDateReason returns the reason of a malformed-date error of httpdate.
