@@ -16,10 +16,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-// R6: 500 sequences at once over one transport, each meeting 429s, each
+// budget-in-context: 500 sequences at once over one transport, each meeting 429s, each
 // taking at most one wait; the server's ledger shows no sequence re-sent
 // more than once and nothing sent after a stop; no goroutine is left.
-func TestR6FiveHundredConcurrentSequences(t *testing.T) {
+func TestFiveHundredConcurrentSequences(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const sequences, pages = 500, 4
 	var mu sync.Mutex

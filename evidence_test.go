@@ -18,9 +18,9 @@ import (
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
-// R24: the report keeps requests, waits and their length, the stop reason,
+// evidence-in-report: the report keeps requests, waits and their length, the stop reason,
 // the mutation outcome, and bounded lists of read IDs (ETag of successes).
-func TestR24ReportBoundedEvidence(t *testing.T) {
+func TestReportBoundedEvidence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			id := fmt.Sprintf("rid-%03d", n)
@@ -50,8 +50,8 @@ func TestR24ReportBoundedEvidence(t *testing.T) {
 	})
 }
 
-// R24: an ETag of safe characters is kept as it is (Blob checkpoint proof).
-func TestR24ETagKept(t *testing.T) {
+// evidence-in-report: an ETag of safe characters is kept as it is (Blob checkpoint proof).
+func TestETagKept(t *testing.T) {
 	srv := newScript(sequenceOf(reply(200, "ETag", `"0x8DCAFE"`, "x-ms-request-id", "r1")))
 	b := NewBudget("checkpoint")
 	_, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/c/source"))
@@ -59,8 +59,8 @@ func TestR24ETagKept(t *testing.T) {
 	assert.Equal(t, []ReadEvidence{{StatusCode: 200, RequestID: "r1", ETag: `"0x8DCAFE"`}}, b.Report().SuccessfulReads)
 }
 
-// R25: owned only when the mutation itself got a 2xx.
-func TestR25OwnershipNeedsACK(t *testing.T) {
+// ownership-needs-ack: owned only when the mutation itself got a 2xx.
+func TestOwnershipNeedsACK(t *testing.T) {
 	cases := []struct {
 		name  string
 		put   int
@@ -92,9 +92,9 @@ func TestR25OwnershipNeedsACK(t *testing.T) {
 	}
 }
 
-// R26: request IDs come from the first present of four headers and are
+// sanitized-request-ids: request IDs come from the first present of four headers and are
 // sanitized.
-func TestR26RequestIDs(t *testing.T) {
+func TestRequestIDs(t *testing.T) {
 	long := strings.Repeat("a", 129)
 	cases := []struct {
 		name string
@@ -128,9 +128,9 @@ func TestR26RequestIDs(t *testing.T) {
 	}
 }
 
-// R27: nothing secret leaves the transport: no Authorization, no query
+// nothing-secret-leaves: nothing secret leaves the transport: no Authorization, no query
 // string, no body in errors, spans, events or the report.
-func TestR27NoSecretsAnywhere(t *testing.T) {
+func TestNoSecretsAnywhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(
 			reply(429, "Retry-After", "1", "x-ms-request-id", "r1"),
@@ -169,9 +169,9 @@ func TestR27NoSecretsAnywhere(t *testing.T) {
 	})
 }
 
-// R28: every wait is one span, a child of the request's span, with the
+// every-wait-is-a-span: every wait is one span, a child of the request's span, with the
 // listed attributes.
-func TestR28WaitSpan(t *testing.T) {
+func TestWaitSpan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "2", "x-ms-request-id", "rid-9"), reply(200)))
 		tr, rec, tp := newTraced(srv)
@@ -217,9 +217,9 @@ func TestR28WaitSpan(t *testing.T) {
 	})
 }
 
-// R29: a stop is a span event on the request's span, once, and a field of
+// stop-is-recorded: a stop is a span event on the request's span, once, and a field of
 // the report.
-func TestR29StopEvent(t *testing.T) {
+func TestStopEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "45")))
 		tr, rec, tp := newTraced(srv)
@@ -242,9 +242,9 @@ func TestR29StopEvent(t *testing.T) {
 	})
 }
 
-// R25: a read before the mutation proves nothing about what the mutation
+// ownership-needs-ack: a read before the mutation proves nothing about what the mutation
 // created.
-func TestR25ReadBeforeMutationIsNotObservation(t *testing.T) {
+func TestReadBeforeMutationIsNotObservation(t *testing.T) {
 	srv := newScript(sequenceOf(reply(200), reply(500)))
 	b := NewBudget("s")
 	ctx := WithBudget(context.Background(), b)

@@ -15,8 +15,8 @@ import (
 
 // The policy against every Retry-After form the bundled fake can send, in
 // fake time over its in-process transport: the exact wait before the
-// re-sent checkpoint read, or the exact stop without any wait (R14,
-// R18–R22). The fake writes the header bytes; the transport parses them;
+// re-sent checkpoint read, or the exact stop without any wait (stop-not-shorten,
+// strict-retry-after–stop-not-shorten). The fake writes the header bytes; the transport parses them;
 // the fake's ledger says when the re-send arrived.
 func TestPolicyAgainstEveryFakeRetryAfterForm(t *testing.T) {
 	cases := []struct {

@@ -50,7 +50,7 @@ func (h *hookLog) Backoff(ctx context.Context, r JournalRequest, o JournalOutcom
 	return "sha256:event1", h.backoffErr
 }
 
-// R10, R33, R31: the queue-429 route under a journal: admission, the
+// queue-429-route, journal-claim-then-check: the queue-429 route under a journal: admission, the
 // pending marker before each send, the backoff entry for the 429, the
 // re-send naming the event digest that allowed it, its receipt.
 func TestJournalHookQueueRoute(t *testing.T) {
@@ -74,7 +74,7 @@ func TestJournalHookQueueRoute(t *testing.T) {
 	})
 }
 
-// R5: a journal without a budget records the 429 but recovers nothing.
+// no-budget-no-recovery: a journal without a budget records the 429 but recovers nothing.
 func TestJournalWithoutBudgetRecordsButDoesNotRecover(t *testing.T) {
 	srv := newScript(sequenceOf(reply(429, "Retry-After", "1"), reply(200)))
 	j := &hookLog{}
@@ -85,7 +85,7 @@ func TestJournalWithoutBudgetRecordsButDoesNotRecover(t *testing.T) {
 	assert.Equal(t, []string{"admit", `begin GET #1 resend-of=""`, "backoff GET #1 seconds/1 delay=1"}, j.calls)
 }
 
-// R36: a restricted journal blocks before any network access, with or
+// status-before-network: a restricted journal blocks before any network access, with or
 // without a budget.
 func TestJournalAdmissionBlocksBeforeNetwork(t *testing.T) {
 	restricted := errors.New("journal: waiting until 1700000060")
@@ -111,10 +111,10 @@ func TestJournalAdmissionBlocksBeforeNetwork(t *testing.T) {
 	}
 }
 
-// R38: a persistence failure is terminal before recovery: the pending
+// persistence-failure-is-terminal: a persistence failure is terminal before recovery: the pending
 // marker cannot be written → nothing is sent; the backoff entry cannot be
 // written → no wait, no re-send, the original 429 goes back.
-func TestR38PersistenceFailureIsTerminal(t *testing.T) {
+func TestPersistenceFailureIsTerminal(t *testing.T) {
 	t.Run("begin", func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(200)))
 		b := NewBudget("s")
@@ -142,9 +142,9 @@ func TestR38PersistenceFailureIsTerminal(t *testing.T) {
 	})
 }
 
-// R39: a receipt failure keeps the ACK (returned and reported) and stops
+// receipt-failure-keeps-ack: a receipt failure keeps the ACK (returned and reported) and stops
 // further requests.
-func TestR39ReceiptFailureKeepsACK(t *testing.T) {
+func TestReceiptFailureKeepsACK(t *testing.T) {
 	srv := newScript(sequenceOf(reply(201, "x-ms-request-id", "ack-1"), reply(200)))
 	b := NewBudget("upload")
 	j := &hookLog{completeErr: errors.New("fsync: input/output error")}

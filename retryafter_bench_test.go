@@ -111,7 +111,7 @@ func BenchmarkParseRetryAfterMs(b *testing.B) {
 	}
 }
 
-// BenchmarkBaselineHeaderRange is the floor of an exact R17 lookup: ranging
+// BenchmarkBaselineHeaderRange is the floor of an exact strict-retry-after lookup: ranging
 // over the keys of the same header map, comparing lengths only. Go's map
 // iteration is most of parseRetryAfterAt's cost.
 func BenchmarkBaselineHeaderRange(b *testing.B) {

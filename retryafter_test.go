@@ -78,120 +78,120 @@ func retryAfterCases() []retryAfterCase {
 	d129 := strings.Repeat("0", 128) + "5"
 	fallback := func(recv time.Time) *RetryAfterTiming { return raTiming(recv, 1) }
 	return []retryAfterCase{
-		// R17: lookup across every key, case-insensitively; duplicates.
-		{"R17/canonical key seconds", raHdr("5"), t0, raSeconds(5), raTiming(t0, 5), false},
-		{"R17/lower-case key only is valid", raWith(map[string][]string{"retry-after": {"5"}}), t0, raSeconds(5), raTiming(t0, 5), false},
-		{"R17/upper-case key only is valid", raWith(map[string][]string{"RETRY-AFTER": {"7"}}), t0, raSeconds(7), raTiming(t0, 7), false},
-		{"R17/mixed-case key only is valid", http.Header{"rEtRy-AfTeR": {"3"}}, t0, raSeconds(3), raTiming(t0, 3), false},
-		{"R17/two values in one key are a duplicate", raHdr("5", "5"), t0, raInvalid, fallback(t0), true},
-		{"R17/two keys differing in case are a duplicate", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), t0, raInvalid, fallback(t0), true},
-		{"R17/second key with no value is still a duplicate key", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {}}), t0, raInvalid, fallback(t0), true},
-		{"R17/key with an empty value list is missing", raWith(map[string][]string{"Retry-After": {}}), t0, raMissing, fallback(t0), true},
-		{"R17/near-miss keys do not match", raWith(map[string][]string{"Retry-Afterx": {"5"}, "Retry_After": {"5"}, "Retry-Aftr": {"5"}, "Retry\rAfter": {"5"}}), t0, raMissing, fallback(t0), true},
+		// strict-retry-after: lookup across every key, case-insensitively; duplicates.
+		{"field-lookup/canonical key seconds", raHdr("5"), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"field-lookup/lower-case key only is valid", raWith(map[string][]string{"retry-after": {"5"}}), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"field-lookup/upper-case key only is valid", raWith(map[string][]string{"RETRY-AFTER": {"7"}}), t0, raSeconds(7), raTiming(t0, 7), false},
+		{"field-lookup/mixed-case key only is valid", http.Header{"rEtRy-AfTeR": {"3"}}, t0, raSeconds(3), raTiming(t0, 3), false},
+		{"field-lookup/two values in one key are a duplicate", raHdr("5", "5"), t0, raInvalid, fallback(t0), true},
+		{"field-lookup/two keys differing in case are a duplicate", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), t0, raInvalid, fallback(t0), true},
+		{"field-lookup/second key with no value is still a duplicate key", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {}}), t0, raInvalid, fallback(t0), true},
+		{"field-lookup/key with an empty value list is missing", raWith(map[string][]string{"Retry-After": {}}), t0, raMissing, fallback(t0), true},
+		{"field-lookup/near-miss keys do not match", raWith(map[string][]string{"Retry-Afterx": {"5"}, "Retry_After": {"5"}, "Retry-Aftr": {"5"}, "Retry\rAfter": {"5"}}), t0, raMissing, fallback(t0), true},
 
-		// R20: missing and malformed fields: diagnosed 1 s fallback in the timing only.
-		{"R20/missing among Azure headers", raHdr(), t0, raMissing, fallback(t0), true},
-		{"R20/nil header is missing", nil, t0, raMissing, fallback(t0), true},
-		{"R20/empty value is invalid", raHdr(""), t0, raInvalid, fallback(t0), true},
-		{"R20/whitespace-only value is invalid", raHdr(" \t "), t0, raInvalid, fallback(t0), true},
-		{"R20/letters are invalid", raHdr("soon"), t0, raInvalid, fallback(t0), true},
+		// diagnosed-fallback: missing and malformed fields: diagnosed 1 s fallback in the timing only.
+		{"fallback/missing among Azure headers", raHdr(), t0, raMissing, fallback(t0), true},
+		{"fallback/nil header is missing", nil, t0, raMissing, fallback(t0), true},
+		{"fallback/empty value is invalid", raHdr(""), t0, raInvalid, fallback(t0), true},
+		{"fallback/whitespace-only value is invalid", raHdr(" \t "), t0, raInvalid, fallback(t0), true},
+		{"fallback/letters are invalid", raHdr("soon"), t0, raInvalid, fallback(t0), true},
 
-		// R18: delay-seconds is 1*DIGIT in ASCII.
-		{"R18/zero", raHdr("0"), t0, raSeconds(0), raTiming(t0, 0), false},
-		{"R18/leading zeros 007", raHdr("007"), t0, raSeconds(7), raTiming(t0, 7), false},
-		{"R18/OWS trimmed around 5", raHdr(" 5 "), t0, raSeconds(5), raTiming(t0, 5), false},
-		{"R18/HTAB trimmed around 5", raHdr("\t5\t"), t0, raSeconds(5), raTiming(t0, 5), false},
-		{"R18/plus sign invalid", raHdr("+5"), t0, raInvalid, fallback(t0), true},
-		{"R18/minus sign invalid", raHdr("-5"), t0, raInvalid, fallback(t0), true},
-		{"R18/decimal point invalid", raHdr("5.0"), t0, raInvalid, fallback(t0), true},
-		{"R18/exponent invalid", raHdr("1e3"), t0, raInvalid, fallback(t0), true},
-		{"R18/hex invalid", raHdr("0x10"), t0, raInvalid, fallback(t0), true},
-		{"R18/inner space invalid", raHdr("5 0"), t0, raInvalid, fallback(t0), true},
-		{"R18/trailing LF is not OWS", raHdr("5\n"), t0, raInvalid, fallback(t0), true},
-		{"R18/leading VT is not OWS", raHdr("\v5"), t0, raInvalid, fallback(t0), true},
-		{"R18/fullwidth digit invalid", raHdr("\uff15"), t0, raInvalid, fallback(t0), true},
-		{"R18/Arabic-Indic digit invalid", raHdr("\u0665"), t0, raInvalid, fallback(t0), true},
-		{"R18/ASCII digit then fullwidth digit invalid", raHdr("1\uff15"), t0, raInvalid, fallback(t0), true},
+		// strict-retry-after: delay-seconds is 1*DIGIT in ASCII.
+		{"delay-seconds/zero", raHdr("0"), t0, raSeconds(0), raTiming(t0, 0), false},
+		{"delay-seconds/leading zeros 007", raHdr("007"), t0, raSeconds(7), raTiming(t0, 7), false},
+		{"delay-seconds/OWS trimmed around 5", raHdr(" 5 "), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"delay-seconds/HTAB trimmed around 5", raHdr("\t5\t"), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"delay-seconds/plus sign invalid", raHdr("+5"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/minus sign invalid", raHdr("-5"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/decimal point invalid", raHdr("5.0"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/exponent invalid", raHdr("1e3"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/hex invalid", raHdr("0x10"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/inner space invalid", raHdr("5 0"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/trailing LF is not OWS", raHdr("5\n"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/leading VT is not OWS", raHdr("\v5"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/fullwidth digit invalid", raHdr("\uff15"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/Arabic-Indic digit invalid", raHdr("\u0665"), t0, raInvalid, fallback(t0), true},
+		{"delay-seconds/ASCII digit then fullwidth digit invalid", raHdr("1\uff15"), t0, raInvalid, fallback(t0), true},
 
-		// R22: the 30 s ceiling and unrepresentable delays (seconds).
-		{"R22/seconds 30 is the last valid wait", raHdr("30"), t0, raSeconds(30), raTiming(t0, 30), false},
-		{"R22/seconds 31 is overlong with real timing", raHdr("31"), t0, raOverlongK, raTiming(t0, 31), true},
-		{"R22/seconds 3600 is overlong with real timing", raHdr("3600"), t0, raOverlongK, raTiming(t0, 3600), true},
-		{"R22/max int64 seconds: not-before overflows, no timing", raHdr("9223372036854775807"), t0, raOverlongK, nil, true},
-		{"R22/digits overflowing int64: no timing", raHdr("9223372036854775808"), t0, raOverlongK, nil, true},
-		{"R22/forty nines: no timing", raHdr(strings.Repeat("9", 40)), t0, raOverlongK, nil, true},
-		{"R22/receipt near max int64: received+5 overflows", raHdr("5"), time.Unix(math.MaxInt64-3, 0), raOverlongK, nil, true},
-		{"R22/receipt at max int64-5: not-before is max int64", raHdr("5"), time.Unix(math.MaxInt64-5, 0), raSeconds(5), &RetryAfterTiming{math.MaxInt64 - 5, math.MaxInt64, 5}, false},
+		// stop-not-shorten: the 30 s ceiling and unrepresentable delays (seconds).
+		{"overlong/seconds 30 is the last valid wait", raHdr("30"), t0, raSeconds(30), raTiming(t0, 30), false},
+		{"overlong/seconds 31 is overlong with real timing", raHdr("31"), t0, raOverlongK, raTiming(t0, 31), true},
+		{"overlong/seconds 3600 is overlong with real timing", raHdr("3600"), t0, raOverlongK, raTiming(t0, 3600), true},
+		{"overlong/max int64 seconds: not-before overflows, no timing", raHdr("9223372036854775807"), t0, raOverlongK, nil, true},
+		{"overlong/digits overflowing int64: no timing", raHdr("9223372036854775808"), t0, raOverlongK, nil, true},
+		{"overlong/forty nines: no timing", raHdr(strings.Repeat("9", 40)), t0, raOverlongK, nil, true},
+		{"overlong/receipt near max int64: received+5 overflows", raHdr("5"), time.Unix(math.MaxInt64-3, 0), raOverlongK, nil, true},
+		{"overlong/receipt at max int64-5: not-before is max int64", raHdr("5"), time.Unix(math.MaxInt64-5, 0), raSeconds(5), &RetryAfterTiming{math.MaxInt64 - 5, math.MaxInt64, 5}, false},
 
-		// R21: oversized fields fail closed.
-		{"R21/128-byte value with leading zeros is valid", raHdr(d128), t0, raSeconds(5), raTiming(t0, 5), false},
-		{"R21/129-byte value is oversized", raHdr(d129), t0, raOversized, nil, true},
-		{"R21/raw length counts OWS", raHdr(strings.Repeat(" ", 128) + "5"), t0, raOversized, nil, true},
-		{"R21/oversized wins over duplicate values", raHdr("5", d129), t0, raOversized, nil, true},
-		{"R21/oversized in a non-canonical duplicate key wins", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {d129}}), t0, raOversized, nil, true},
-		{"R21/oversized without receipt time", raHdr(d129), time.Time{}, raOversized, nil, true},
+		// fail-closed-oversized: oversized fields fail closed.
+		{"oversized/128-byte value with leading zeros is valid", raHdr(d128), t0, raSeconds(5), raTiming(t0, 5), false},
+		{"oversized/129-byte value is oversized", raHdr(d129), t0, raOversized, nil, true},
+		{"oversized/raw length counts OWS", raHdr(strings.Repeat(" ", 128) + "5"), t0, raOversized, nil, true},
+		{"oversized/oversized wins over duplicate values", raHdr("5", d129), t0, raOversized, nil, true},
+		{"oversized/oversized in a non-canonical duplicate key wins", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {d129}}), t0, raOversized, nil, true},
+		{"oversized/oversized without receipt time", raHdr(d129), time.Time{}, raOversized, nil, true},
 
-		// R19: HTTP-date, three forms, strict, resolved against receipt in UTC.
-		{"R19/IMF-fixdate equal to receipt is zero", raHdr("Sun, 06 Nov 1994 08:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
-		{"R19/IMF-fixdate 10 s ahead", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
-		{"R19/R22 IMF-fixdate 30 s ahead is the last valid wait", raHdr("Sun, 06 Nov 1994 08:50:07 GMT"), t0, raDate(30), raTiming(t0, 30), false},
-		{"R19/R22 IMF-fixdate 31 s ahead is overlong with real timing", raHdr("Sun, 06 Nov 1994 08:50:08 GMT"), t0, raOverlongK, raTiming(t0, 31), true},
-		{"R19/IMF-fixdate one hour past is zero", raHdr("Sun, 06 Nov 1994 07:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
-		{"R19/IMF-fixdate 1970 epoch is past", raHdr("Thu, 01 Jan 1970 00:00:00 GMT"), t0, raDate(0), raTiming(t0, 0), false},
-		{"R19/IMF-fixdate with OWS", raHdr("\t Sun, 06 Nov 1994 08:49:47 GMT "), t0, raDate(10), raTiming(t0, 10), false},
-		{"R19/receipt in another zone resolves in UTC", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.In(time.FixedZone("UTC+5", 5*3600)), raDate(10), raTiming(t0, 10), false},
-		{"R19/receipt fraction of a second is floored", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.Add(900 * time.Millisecond), raDate(10), raTiming(t0, 10), false},
-		{"R19/RFC 850 10 s ahead", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
-		{"R19/asctime space-padded day 10 s ahead", raHdr("Sun Nov  6 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
-		{"R19/asctime zero-padded day (2DIGIT) 10 s ahead", raHdr("Sun Nov 06 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
-		{"R19/R22 asctime two-digit day 10 days ahead is overlong", raHdr("Wed Nov 16 08:49:37 1994"), t0, raOverlongK, raTiming(t0, 864000), true},
-		{"R19/asctime past", raHdr("Fri Dec 31 23:59:59 1993"), t0, raDate(0), raTiming(t0, 0), false},
-		{"R19/zone UTC invalid", raHdr("Sun, 06 Nov 1994 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
-		{"R19/zone EST invalid", raHdr("Sun, 06 Nov 1994 08:49:47 EST"), t0, raInvalid, fallback(t0), true},
-		{"R19/zone +0000 invalid", raHdr("Sun, 06 Nov 1994 08:49:47 +0000"), t0, raInvalid, fallback(t0), true},
-		{"R19/zone lower-case gmt invalid", raHdr("Sun, 06 Nov 1994 08:49:47 gmt"), t0, raInvalid, fallback(t0), true},
-		{"R19/RFC 850 zone UTC invalid", raHdr("Sunday, 06-Nov-94 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
-		{"R19/asctime with a zone invalid", raHdr("Sun Nov  6 08:49:47 1994 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/weekday mismatch invalid", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/asctime weekday mismatch invalid", raHdr("Mon Nov  6 08:49:47 1994"), t0, raInvalid, fallback(t0), true},
-		{"R19/RFC 850 weekday mismatch invalid", raHdr("Monday, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/day 31 November invalid", raHdr("Thu, 31 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/day 00 invalid", raHdr("Sun, 00 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/29 February 1900 invalid", raHdr("Thu, 29 Feb 1900 00:00:00 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/29 February 2000 valid and past", raHdr("Tue, 29 Feb 2000 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
-		{"R19/unknown month invalid", raHdr("Sun, 06 Foo 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/lower-case month invalid", raHdr("Sun, 06 nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/upper-case day name invalid", raHdr("SUN, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/long day name in IMF-fixdate invalid", raHdr("Sunday, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/short day name in RFC 850 invalid", raHdr("Sun, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/space-padded day in IMF-fixdate invalid", raHdr("Sun,  6 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/double inner space invalid", raHdr("Sun, 06 Nov  1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/hour 24 invalid", raHdr("Sun, 06 Nov 1994 24:00:00 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/minute 60 invalid", raHdr("Sun, 06 Nov 1994 08:60:00 GMT"), t0, raInvalid, fallback(t0), true},
-		{"R19/leap second 23:59:60 is the next 00:00:00", raHdr("Sat, 31 Dec 2016 23:59:60 GMT"), raTLeap, raDate(10), raTiming(raTLeap, 10), false},
-		{"R19/second 60 outside 23:59 invalid", raHdr("Sat, 31 Dec 2016 23:58:60 GMT"), raTLeap, raInvalid, fallback(raTLeap), true},
-		{"R19/RFC 850 pivot: 70 seen from 2026 is 2070", raHdr("Wednesday, 01-Jan-70 00:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3155760000-raT2026.Unix()), true},
-		{"R19/RFC 850 pivot: 1970 weekday for 70 seen from 2026 mismatches", raHdr("Thursday, 01-Jan-70 00:00:00 GMT"), raT2026, raInvalid, fallback(raT2026), true},
-		{"R19/RFC 850 pivot: 77 seen from 2026 is 1977, past", raHdr("Saturday, 01-Jan-77 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
-		{"R19/RFC 850 pivot: exactly 50 years ahead stays in the future", raHdr("Saturday, 14-Mar-76 12:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3351369600+43200-raT2026.Unix()), true},
-		{"R19/RFC 850 pivot: 50 years and 1 s ahead is the past century", raHdr("Sunday, 14-Mar-76 12:00:01 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
-		{"R19/RFC 850 same year 10 s ahead", raHdr("Saturday, 14-Mar-26 12:00:10 GMT"), raT2026, raDate(10), raTiming(raT2026, 10), false},
-		{"R19/R22 receipt at min int64: date delay overflows, no timing", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), min, raOverlongK, nil, true},
-		{"R19/receipt at max int64: date is past", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), max, raDate(0), &RetryAfterTiming{math.MaxInt64, math.MaxInt64, 0}, false},
-		{"R19/R22 RFC 850 year unresolvable for a receipt beyond 9999", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), max, raOverlongK, nil, true},
+		// strict-retry-after: HTTP-date, three forms, strict, resolved against receipt in UTC.
+		{"http-date/IMF-fixdate equal to receipt is zero", raHdr("Sun, 06 Nov 1994 08:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"http-date/IMF-fixdate 10 s ahead", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
+		{"http-date/stop-not-shorten IMF-fixdate 30 s ahead is the last valid wait", raHdr("Sun, 06 Nov 1994 08:50:07 GMT"), t0, raDate(30), raTiming(t0, 30), false},
+		{"http-date/stop-not-shorten IMF-fixdate 31 s ahead is overlong with real timing", raHdr("Sun, 06 Nov 1994 08:50:08 GMT"), t0, raOverlongK, raTiming(t0, 31), true},
+		{"http-date/IMF-fixdate one hour past is zero", raHdr("Sun, 06 Nov 1994 07:49:37 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"http-date/IMF-fixdate 1970 epoch is past", raHdr("Thu, 01 Jan 1970 00:00:00 GMT"), t0, raDate(0), raTiming(t0, 0), false},
+		{"http-date/IMF-fixdate with OWS", raHdr("\t Sun, 06 Nov 1994 08:49:47 GMT "), t0, raDate(10), raTiming(t0, 10), false},
+		{"http-date/receipt in another zone resolves in UTC", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.In(time.FixedZone("UTC+5", 5*3600)), raDate(10), raTiming(t0, 10), false},
+		{"http-date/receipt fraction of a second is floored", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), t0.Add(900 * time.Millisecond), raDate(10), raTiming(t0, 10), false},
+		{"http-date/RFC 850 10 s ahead", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), t0, raDate(10), raTiming(t0, 10), false},
+		{"http-date/asctime space-padded day 10 s ahead", raHdr("Sun Nov  6 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
+		{"http-date/asctime zero-padded day (2DIGIT) 10 s ahead", raHdr("Sun Nov 06 08:49:47 1994"), t0, raDate(10), raTiming(t0, 10), false},
+		{"http-date/stop-not-shorten asctime two-digit day 10 days ahead is overlong", raHdr("Wed Nov 16 08:49:37 1994"), t0, raOverlongK, raTiming(t0, 864000), true},
+		{"http-date/asctime past", raHdr("Fri Dec 31 23:59:59 1993"), t0, raDate(0), raTiming(t0, 0), false},
+		{"http-date/zone UTC invalid", raHdr("Sun, 06 Nov 1994 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
+		{"http-date/zone EST invalid", raHdr("Sun, 06 Nov 1994 08:49:47 EST"), t0, raInvalid, fallback(t0), true},
+		{"http-date/zone +0000 invalid", raHdr("Sun, 06 Nov 1994 08:49:47 +0000"), t0, raInvalid, fallback(t0), true},
+		{"http-date/zone lower-case gmt invalid", raHdr("Sun, 06 Nov 1994 08:49:47 gmt"), t0, raInvalid, fallback(t0), true},
+		{"http-date/RFC 850 zone UTC invalid", raHdr("Sunday, 06-Nov-94 08:49:47 UTC"), t0, raInvalid, fallback(t0), true},
+		{"http-date/asctime with a zone invalid", raHdr("Sun Nov  6 08:49:47 1994 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/weekday mismatch invalid", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/asctime weekday mismatch invalid", raHdr("Mon Nov  6 08:49:47 1994"), t0, raInvalid, fallback(t0), true},
+		{"http-date/RFC 850 weekday mismatch invalid", raHdr("Monday, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/day 31 November invalid", raHdr("Thu, 31 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/day 00 invalid", raHdr("Sun, 00 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/29 February 1900 invalid", raHdr("Thu, 29 Feb 1900 00:00:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/29 February 2000 valid and past", raHdr("Tue, 29 Feb 2000 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"http-date/unknown month invalid", raHdr("Sun, 06 Foo 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/lower-case month invalid", raHdr("Sun, 06 nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/upper-case day name invalid", raHdr("SUN, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/long day name in IMF-fixdate invalid", raHdr("Sunday, 06 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/short day name in RFC 850 invalid", raHdr("Sun, 06-Nov-94 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/space-padded day in IMF-fixdate invalid", raHdr("Sun,  6 Nov 1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/double inner space invalid", raHdr("Sun, 06 Nov  1994 08:49:47 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/hour 24 invalid", raHdr("Sun, 06 Nov 1994 24:00:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/minute 60 invalid", raHdr("Sun, 06 Nov 1994 08:60:00 GMT"), t0, raInvalid, fallback(t0), true},
+		{"http-date/leap second 23:59:60 is the next 00:00:00", raHdr("Sat, 31 Dec 2016 23:59:60 GMT"), raTLeap, raDate(10), raTiming(raTLeap, 10), false},
+		{"http-date/second 60 outside 23:59 invalid", raHdr("Sat, 31 Dec 2016 23:58:60 GMT"), raTLeap, raInvalid, fallback(raTLeap), true},
+		{"http-date/RFC 850 pivot: 70 seen from 2026 is 2070", raHdr("Wednesday, 01-Jan-70 00:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3155760000-raT2026.Unix()), true},
+		{"http-date/RFC 850 pivot: 1970 weekday for 70 seen from 2026 mismatches", raHdr("Thursday, 01-Jan-70 00:00:00 GMT"), raT2026, raInvalid, fallback(raT2026), true},
+		{"http-date/RFC 850 pivot: 77 seen from 2026 is 1977, past", raHdr("Saturday, 01-Jan-77 00:00:00 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"http-date/RFC 850 pivot: exactly 50 years ahead stays in the future", raHdr("Saturday, 14-Mar-76 12:00:00 GMT"), raT2026, raOverlongK, raTiming(raT2026, 3351369600+43200-raT2026.Unix()), true},
+		{"http-date/RFC 850 pivot: 50 years and 1 s ahead is the past century", raHdr("Sunday, 14-Mar-76 12:00:01 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
+		{"http-date/RFC 850 same year 10 s ahead", raHdr("Saturday, 14-Mar-26 12:00:10 GMT"), raT2026, raDate(10), raTiming(raT2026, 10), false},
+		{"http-date/stop-not-shorten receipt at min int64: date delay overflows, no timing", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), min, raOverlongK, nil, true},
+		{"http-date/receipt at max int64: date is past", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), max, raDate(0), &RetryAfterTiming{math.MaxInt64, math.MaxInt64, 0}, false},
+		{"http-date/stop-not-shorten RFC 850 year unresolvable for a receipt beyond 9999", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), max, raOverlongK, nil, true},
 
-		// R23: timing only with a known receipt time.
-		{"R23/zero receipt: seconds keep kind and value, no timing", raHdr("5"), time.Time{}, raSeconds(5), nil, false},
-		{"R23/zero receipt: overlong seconds, no timing", raHdr("45"), time.Time{}, raOverlongK, nil, true},
-		{"R23/zero receipt: missing, no timing", raHdr(), time.Time{}, raMissing, nil, true},
-		{"R23/zero receipt: invalid, no timing", raHdr("soon"), time.Time{}, raInvalid, nil, true},
-		{"R23/zero receipt: duplicate, no timing", raHdr("5", "6"), time.Time{}, raInvalid, nil, true},
-		{"R23/zero receipt: IMF-fixdate is unresolved invalid", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
-		{"R23/zero receipt: RFC 850 is unresolved invalid", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
-		{"R23/zero receipt: asctime is unresolved invalid", raHdr("Sun Nov  6 08:49:47 1994"), time.Time{}, raInvalid, nil, true},
-		{"R23/Unix epoch is a known receipt time", raHdr("5"), time.Unix(0, 0), raSeconds(5), &RetryAfterTiming{0, 5, 5}, false},
-		{"R23/receipt at max int64: missing has no representable fallback", raHdr(), max, raMissing, nil, true},
-		{"R23/receipt at max int64-1: fallback not-before is max int64", raHdr("x"), time.Unix(math.MaxInt64-1, 0), raInvalid, &RetryAfterTiming{math.MaxInt64 - 1, math.MaxInt64, 1}, true},
+		// typed-retry-after: timing only with a known receipt time.
+		{"typed/zero receipt: seconds keep kind and value, no timing", raHdr("5"), time.Time{}, raSeconds(5), nil, false},
+		{"typed/zero receipt: overlong seconds, no timing", raHdr("45"), time.Time{}, raOverlongK, nil, true},
+		{"typed/zero receipt: missing, no timing", raHdr(), time.Time{}, raMissing, nil, true},
+		{"typed/zero receipt: invalid, no timing", raHdr("soon"), time.Time{}, raInvalid, nil, true},
+		{"typed/zero receipt: duplicate, no timing", raHdr("5", "6"), time.Time{}, raInvalid, nil, true},
+		{"typed/zero receipt: IMF-fixdate is unresolved invalid", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
+		{"typed/zero receipt: RFC 850 is unresolved invalid", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), time.Time{}, raInvalid, nil, true},
+		{"typed/zero receipt: asctime is unresolved invalid", raHdr("Sun Nov  6 08:49:47 1994"), time.Time{}, raInvalid, nil, true},
+		{"typed/Unix epoch is a known receipt time", raHdr("5"), time.Unix(0, 0), raSeconds(5), &RetryAfterTiming{0, 5, 5}, false},
+		{"typed/receipt at max int64: missing has no representable fallback", raHdr(), max, raMissing, nil, true},
+		{"typed/receipt at max int64-1: fallback not-before is max int64", raHdr("x"), time.Unix(math.MaxInt64-1, 0), raInvalid, &RetryAfterTiming{math.MaxInt64 - 1, math.MaxInt64, 1}, true},
 	}
 }
 
@@ -227,7 +227,7 @@ func TestParseRetryAfter(t *testing.T) {
 
 // checkRetryAfterTableCoverage asserts that the table exercises every kind,
 // with and without timing where the kind can have one, under every rule
-// R17-R23: a row dropped or rewritten by mistake shows up here.
+// strict-retry-after-typed-retry-after: a row dropped or rewritten by mistake shows up here.
 func checkRetryAfterTableCoverage(t *testing.T, cases []retryAfterCase) {
 	t.Helper()
 	type cell struct {
@@ -238,7 +238,8 @@ func checkRetryAfterTableCoverage(t *testing.T, cases []retryAfterCase) {
 	rules := map[string]int{}
 	for _, tc := range cases {
 		seen[cell{tc.want.Kind, tc.wantTiming != nil}]++
-		rules[tc.name[:3]]++
+		rule, _, _ := strings.Cut(tc.name, "/")
+		rules[rule]++
 	}
 	for _, c := range []cell{
 		{RetryAfterSeconds, true}, {RetryAfterSeconds, false},
@@ -252,7 +253,7 @@ func checkRetryAfterTableCoverage(t *testing.T, cases []retryAfterCase) {
 			t.Errorf("no row of kind %s with timing %v", c.kind, c.timing)
 		}
 	}
-	for _, r := range []string{"R17", "R18", "R19", "R20", "R21", "R22", "R23"} {
+	for _, r := range []string{"field-lookup", "delay-seconds", "http-date", "fallback", "oversized", "overlong", "typed"} {
 		if rules[r] < 3 {
 			t.Errorf("%d rows for %s, want at least 3", rules[r], r)
 		}
@@ -309,15 +310,15 @@ func TestParseRetryAfterAtDiagnostics(t *testing.T) {
 		recv time.Time
 		want string
 	}{
-		{"R17/three values", raHdr("5", "6", "7"), raT0, "retry-after: several values; 1 s fallback"},
-		{"R17/two keys", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), raT0, "retry-after: several keys differing in case; 1 s fallback"},
-		{"R17/two keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: several keys differing in case; unresolved, no receipt time"},
-		{"R17/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: several values; 1 s fallback; receipt time too late to represent"},
-		{"R22/overlong", raHdr("45"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
-		{"R22/overlong date", raHdr("Wed Nov 16 08:49:37 1994"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
-		{"R22/overlong without receipt", raHdr("45"), time.Time{}, "retry-after: delay above 30 s ceiling; sequence stops"},
-		{"R21/oversized", raHdr(strings.Repeat("9", 129)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
-		{"R19/date reason", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
+		{"field-lookup/three values", raHdr("5", "6", "7"), raT0, "retry-after: several values; 1 s fallback"},
+		{"field-lookup/two keys", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}}), raT0, "retry-after: several keys differing in case; 1 s fallback"},
+		{"field-lookup/two keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: several keys differing in case; unresolved, no receipt time"},
+		{"field-lookup/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: several values; 1 s fallback; receipt time too late to represent"},
+		{"overlong/overlong", raHdr("45"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"overlong/overlong date", raHdr("Wed Nov 16 08:49:37 1994"), raT0, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"overlong/overlong without receipt", raHdr("45"), time.Time{}, "retry-after: delay above 30 s ceiling; sequence stops"},
+		{"oversized/oversized", raHdr(strings.Repeat("9", 129)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
+		{"http-date/date reason", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,23 +346,23 @@ func TestParseRetryAfterDiagnostics(t *testing.T) {
 		recv time.Time
 		want string
 	}{
-		{"R20/missing", raHdr(), raT0, "retry-after: missing; 1 s fallback"},
-		{"R20/missing without receipt", raHdr(), time.Time{}, "retry-after: missing; unresolved, no receipt time"},
-		{"R17/two values", raHdr("5", secret), raT0, "retry-after: 2 values; 1 s fallback"},
-		{"R17/two keys", raWith(map[string][]string{"Retry-After": {secret}, "retry-after": {"5"}}), raT0, "retry-after: 2 keys differing in case; 1 s fallback"},
-		{"R17/three keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: 3 keys differing in case; unresolved, no receipt time"},
-		{"R17/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: 2 values; 1 s fallback; receipt time too late to represent"},
-		{"R20/missing, receipt too late", raHdr(), time.Unix(math.MaxInt64, 0), "retry-after: missing; 1 s fallback; receipt time too late to represent"},
-		{"R22/overlong without receipt", raHdr("120"), time.Time{}, "retry-after: delay 120 s above 30 s ceiling; sequence stops"},
-		{"R18/not digits", raHdr("5" + secret), raT0, "retry-after: delay-seconds is not 1*DIGIT; 1 s fallback"},
-		{"R20/neither", raHdr("<" + secret + ">"), raT0, "retry-after: neither delay-seconds nor http-date; 1 s fallback"},
-		{"R19/layout", raHdr(secret), raT0, "retry-after: http-date layout not imf-fixdate, rfc850 or asctime; 1 s fallback"},
-		{"R19/zone", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
-		{"R19/weekday", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), raT0, "retry-after: http-date weekday does not match the date; 1 s fallback"},
-		{"R21/oversized", raHdr(strings.Repeat(secret, 20)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
-		{"R22/overlong", raHdr("0045"), raT0, "retry-after: delay 45 s above 30 s ceiling; sequence stops"},
-		{"R22/unrepresentable", raHdr(strings.Repeat("9", 30)), raT0, "retry-after: delay not representable in unix seconds; unresolved"},
-		{"R23/date without receipt", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, "retry-after: http-date without receipt time; unresolved"},
+		{"fallback/missing", raHdr(), raT0, "retry-after: missing; 1 s fallback"},
+		{"fallback/missing without receipt", raHdr(), time.Time{}, "retry-after: missing; unresolved, no receipt time"},
+		{"field-lookup/two values", raHdr("5", secret), raT0, "retry-after: 2 values; 1 s fallback"},
+		{"field-lookup/two keys", raWith(map[string][]string{"Retry-After": {secret}, "retry-after": {"5"}}), raT0, "retry-after: 2 keys differing in case; 1 s fallback"},
+		{"field-lookup/three keys without receipt", raWith(map[string][]string{"Retry-After": {"5"}, "retry-after": {"5"}, "RETRY-AFTER": {"5"}}), time.Time{}, "retry-after: 3 keys differing in case; unresolved, no receipt time"},
+		{"field-lookup/two values, receipt too late", raHdr("5", "5"), time.Unix(math.MaxInt64, 0), "retry-after: 2 values; 1 s fallback; receipt time too late to represent"},
+		{"fallback/missing, receipt too late", raHdr(), time.Unix(math.MaxInt64, 0), "retry-after: missing; 1 s fallback; receipt time too late to represent"},
+		{"overlong/overlong without receipt", raHdr("120"), time.Time{}, "retry-after: delay 120 s above 30 s ceiling; sequence stops"},
+		{"delay-seconds/not digits", raHdr("5" + secret), raT0, "retry-after: delay-seconds is not 1*DIGIT; 1 s fallback"},
+		{"fallback/neither", raHdr("<" + secret + ">"), raT0, "retry-after: neither delay-seconds nor http-date; 1 s fallback"},
+		{"http-date/layout", raHdr(secret), raT0, "retry-after: http-date layout not imf-fixdate, rfc850 or asctime; 1 s fallback"},
+		{"http-date/zone", raHdr("Sun, 06 Nov 1994 08:49:47 XYZ"), raT0, "retry-after: http-date zone not GMT; 1 s fallback"},
+		{"http-date/weekday", raHdr("Mon, 06 Nov 1994 08:49:47 GMT"), raT0, "retry-after: http-date weekday does not match the date; 1 s fallback"},
+		{"oversized/oversized", raHdr(strings.Repeat(secret, 20)), raT0, "retry-after: value longer than 128 bytes; fail closed, no wait"},
+		{"overlong/overlong", raHdr("0045"), raT0, "retry-after: delay 45 s above 30 s ceiling; sequence stops"},
+		{"overlong/unrepresentable", raHdr(strings.Repeat("9", 30)), raT0, "retry-after: delay not representable in unix seconds; unresolved"},
+		{"typed/date without receipt", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Time{}, "retry-after: http-date without receipt time; unresolved"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,7 +379,7 @@ func TestParseRetryAfterDiagnostics(t *testing.T) {
 
 // TestParseRetryAfterDateRoundTrip formats instants across years 1601-9999
 // in the three HTTP-date forms with the standard library and checks that each
-// resolves to the exact delay (R19, R22).
+// resolves to the exact delay (strict-retry-after, stop-not-shorten).
 func TestParseRetryAfterDateRoundTrip(t *testing.T) {
 	start := time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
 	end := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()

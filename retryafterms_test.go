@@ -47,58 +47,58 @@ func retryAfterMsCases() []retryAfterMsCase {
 	one := func(k, v string) http.Header { return raMsHdr(map[string][]string{k: {v}}) }
 	return []retryAfterMsCase{
 		// Missing: the usual case, no diagnostic.
-		{"R49/missing among Azure headers", raHdr("5"), 0, RetryAfterMissing, ""},
-		{"R49/nil header is missing", nil, 0, RetryAfterMissing, ""},
-		{"R17/key with no value is missing", raMsHdr(map[string][]string{canonical: {}}), 0, RetryAfterMissing, ""},
-		{"R17/near-miss keys do not match", raMsHdr(map[string][]string{"Retry-After-Msx": {"2500"}, "Retry_After_Ms": {"2500"}, "X-Ms-Retry-After": {"2500"}, "Ms-Retry-After-Ms": {"2500"}}), 0, RetryAfterMissing, ""},
+		{"millisecond-floor/missing among Azure headers", raHdr("5"), 0, RetryAfterMissing, ""},
+		{"millisecond-floor/nil header is missing", nil, 0, RetryAfterMissing, ""},
+		{"field-lookup/key with no value is missing", raMsHdr(map[string][]string{canonical: {}}), 0, RetryAfterMissing, ""},
+		{"field-lookup/near-miss keys do not match", raMsHdr(map[string][]string{"Retry-After-Msx": {"2500"}, "Retry_After_Ms": {"2500"}, "X-Ms-Retry-After": {"2500"}, "Ms-Retry-After-Ms": {"2500"}}), 0, RetryAfterMissing, ""},
 
-		// R18: 1*DIGIT in milliseconds, each name, any key case.
-		{"R49/retry-after-ms 2500", one(canonical, "2500"), 2500, RetryAfterSeconds, ""},
-		{"R49/x-ms-retry-after-ms 2500", one(xCanonical, "2500"), 2500, RetryAfterSeconds, ""},
-		{"R17/lower-case key", one("retry-after-ms", "2500"), 2500, RetryAfterSeconds, ""},
-		{"R17/upper-case x-ms key", one("X-MS-RETRY-AFTER-MS", "40"), 40, RetryAfterSeconds, ""},
-		{"R18/zero", one(canonical, "0"), 0, RetryAfterSeconds, ""},
-		{"R18/leading zeros", one(canonical, "0007"), 7, RetryAfterSeconds, ""},
-		{"R18/OWS trimmed", one(canonical, " \t2500\t "), 2500, RetryAfterSeconds, ""},
-		{"R18/negative is invalid", one(canonical, "-2500"), 0, RetryAfterInvalid, notDigits},
-		{"R18/plus sign is invalid", one(canonical, "+2500"), 0, RetryAfterInvalid, notDigits},
-		{"R18/decimal point is invalid", one(canonical, "2500.5"), 0, RetryAfterInvalid, notDigits},
-		{"R18/seconds with a unit are invalid", one(canonical, "2.5s"), 0, RetryAfterInvalid, notDigits},
-		{"R18/inner space is invalid", one(canonical, "25 00"), 0, RetryAfterInvalid, notDigits},
-		{"R18/fullwidth digit is invalid", one(canonical, "\uff12500"), 0, RetryAfterInvalid, notDigits},
-		{"R18/HTTP-date is invalid", one(canonical, "Sun, 06 Nov 1994 08:49:47 GMT"), 0, RetryAfterInvalid, notDigits},
-		{"R20/empty value is invalid", one(canonical, ""), 0, RetryAfterInvalid, empty},
-		{"R20/whitespace-only value is invalid", one(canonical, " \t"), 0, RetryAfterInvalid, empty},
-		{"R18/x-ms non-numeric is invalid", one(xCanonical, "soon"), 0, RetryAfterInvalid, xNotDigits},
+		// strict-retry-after: 1*DIGIT in milliseconds, each name, any key case.
+		{"millisecond-floor/retry-after-ms 2500", one(canonical, "2500"), 2500, RetryAfterSeconds, ""},
+		{"millisecond-floor/x-ms-retry-after-ms 2500", one(xCanonical, "2500"), 2500, RetryAfterSeconds, ""},
+		{"field-lookup/lower-case key", one("retry-after-ms", "2500"), 2500, RetryAfterSeconds, ""},
+		{"field-lookup/upper-case x-ms key", one("X-MS-RETRY-AFTER-MS", "40"), 40, RetryAfterSeconds, ""},
+		{"delay-seconds/zero", one(canonical, "0"), 0, RetryAfterSeconds, ""},
+		{"delay-seconds/leading zeros", one(canonical, "0007"), 7, RetryAfterSeconds, ""},
+		{"delay-seconds/OWS trimmed", one(canonical, " \t2500\t "), 2500, RetryAfterSeconds, ""},
+		{"delay-seconds/negative is invalid", one(canonical, "-2500"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/plus sign is invalid", one(canonical, "+2500"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/decimal point is invalid", one(canonical, "2500.5"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/seconds with a unit are invalid", one(canonical, "2.5s"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/inner space is invalid", one(canonical, "25 00"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/fullwidth digit is invalid", one(canonical, "\uff12500"), 0, RetryAfterInvalid, notDigits},
+		{"delay-seconds/HTTP-date is invalid", one(canonical, "Sun, 06 Nov 1994 08:49:47 GMT"), 0, RetryAfterInvalid, notDigits},
+		{"fallback/empty value is invalid", one(canonical, ""), 0, RetryAfterInvalid, empty},
+		{"fallback/whitespace-only value is invalid", one(canonical, " \t"), 0, RetryAfterInvalid, empty},
+		{"delay-seconds/x-ms non-numeric is invalid", one(xCanonical, "soon"), 0, RetryAfterInvalid, xNotDigits},
 
-		// R22: the 30 s ceiling in milliseconds; never shortened.
-		{"R22/30000 ms is the last valid floor", one(canonical, "30000"), 30000, RetryAfterSeconds, ""},
-		{"R22/30001 ms is overlong", one(canonical, "30001"), 0, RetryAfterOverlong, overlong},
-		{"R22/max int64 is overlong", one(canonical, maxInt64), 0, RetryAfterOverlong, overlong},
-		{"R22/digits beyond int64 are overlong", one(canonical, beyondInt64), 0, RetryAfterOverlong, overlong},
-		{"R22/x-ms overlong", one(xCanonical, "60000"), 0, RetryAfterOverlong, xOverlong},
+		// stop-not-shorten: the 30 s ceiling in milliseconds; never shortened.
+		{"overlong/30000 ms is the last valid floor", one(canonical, "30000"), 30000, RetryAfterSeconds, ""},
+		{"overlong/30001 ms is overlong", one(canonical, "30001"), 0, RetryAfterOverlong, overlong},
+		{"overlong/max int64 is overlong", one(canonical, maxInt64), 0, RetryAfterOverlong, overlong},
+		{"overlong/digits beyond int64 are overlong", one(canonical, beyondInt64), 0, RetryAfterOverlong, overlong},
+		{"overlong/x-ms overlong", one(xCanonical, "60000"), 0, RetryAfterOverlong, xOverlong},
 
-		// R21: oversized fails closed.
-		{"R21/128-byte value is valid", one(canonical, d128), 2500, RetryAfterSeconds, ""},
-		{"R21/129-byte value is oversized", one(canonical, d129), 0, RetryAfterOversized, oversized},
-		{"R21/oversized wins over duplicate values", raMsHdr(map[string][]string{canonical: {"5", d129}}), 0, RetryAfterOversized, oversized},
-		{"R21/oversized x-ms wins over a valid retry-after-ms", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {d129}}), 0, RetryAfterOversized, xOversized},
+		// fail-closed-oversized: oversized fails closed.
+		{"oversized/128-byte value is valid", one(canonical, d128), 2500, RetryAfterSeconds, ""},
+		{"oversized/129-byte value is oversized", one(canonical, d129), 0, RetryAfterOversized, oversized},
+		{"oversized/oversized wins over duplicate values", raMsHdr(map[string][]string{canonical: {"5", d129}}), 0, RetryAfterOversized, oversized},
+		{"oversized/oversized x-ms wins over a valid retry-after-ms", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {d129}}), 0, RetryAfterOversized, xOversized},
 
-		// R17, R20: duplicates of one name are invalid, whatever the values.
-		{"R17/two values", raMsHdr(map[string][]string{canonical: {"2500", "2500"}}), 0, RetryAfterInvalid, dupValues},
-		{"R17/two keys differing in case", raMsHdr(map[string][]string{canonical: {"2500"}, "retry-after-ms": {"2500"}}), 0, RetryAfterInvalid, dupKeys},
-		{"R17/second key with no value is a duplicate key", raMsHdr(map[string][]string{canonical: {"2500"}, "RETRY-AFTER-MS": {}}), 0, RetryAfterInvalid, dupKeys},
-		{"R17/two x-ms keys", raMsHdr(map[string][]string{xCanonical: {"2500"}, "x-ms-retry-after-ms": {"3000"}}), 0, RetryAfterInvalid, xDupKeys},
+		// strict-retry-after, diagnosed-fallback: duplicates of one name are invalid, whatever the values.
+		{"field-lookup/two values", raMsHdr(map[string][]string{canonical: {"2500", "2500"}}), 0, RetryAfterInvalid, dupValues},
+		{"field-lookup/two keys differing in case", raMsHdr(map[string][]string{canonical: {"2500"}, "retry-after-ms": {"2500"}}), 0, RetryAfterInvalid, dupKeys},
+		{"field-lookup/second key with no value is a duplicate key", raMsHdr(map[string][]string{canonical: {"2500"}, "RETRY-AFTER-MS": {}}), 0, RetryAfterInvalid, dupKeys},
+		{"field-lookup/two x-ms keys", raMsHdr(map[string][]string{xCanonical: {"2500"}, "x-ms-retry-after-ms": {"3000"}}), 0, RetryAfterInvalid, xDupKeys},
 
 		// Both names: two fields; the longer valid one is the floor.
-		{"R49/both names equal", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"2500"}}), 2500, RetryAfterSeconds, ""},
-		{"R49/both names differ: the longer applies", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"4000"}}), 4000, RetryAfterSeconds, ""},
-		{"R49/both names differ the other way", raMsHdr(map[string][]string{canonical: {"4000"}, xCanonical: {"2500"}}), 4000, RetryAfterSeconds, ""},
-		{"R49/malformed second name keeps the first's floor", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"-1"}}), 2500, RetryAfterInvalid, xNotDigits},
-		{"R49/duplicated first name keeps the second's floor", raMsHdr(map[string][]string{canonical: {"1", "2"}, xCanonical: {"2500"}}), 2500, RetryAfterInvalid, dupValues},
-		{"R49/both malformed: the first speaks", raMsHdr(map[string][]string{canonical: {"x"}, xCanonical: {"y"}}), 0, RetryAfterInvalid, notDigits},
-		{"R49/overlong second name stops despite a valid first", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"30001"}}), 0, RetryAfterOverlong, xOverlong},
-		{"R49/overlong wins over invalid", raMsHdr(map[string][]string{canonical: {"x"}, xCanonical: {"99999"}}), 0, RetryAfterOverlong, xOverlong},
+		{"millisecond-floor/both names equal", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"2500"}}), 2500, RetryAfterSeconds, ""},
+		{"millisecond-floor/both names differ: the longer applies", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"4000"}}), 4000, RetryAfterSeconds, ""},
+		{"millisecond-floor/both names differ the other way", raMsHdr(map[string][]string{canonical: {"4000"}, xCanonical: {"2500"}}), 4000, RetryAfterSeconds, ""},
+		{"millisecond-floor/malformed second name keeps the first's floor", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"-1"}}), 2500, RetryAfterInvalid, xNotDigits},
+		{"millisecond-floor/duplicated first name keeps the second's floor", raMsHdr(map[string][]string{canonical: {"1", "2"}, xCanonical: {"2500"}}), 2500, RetryAfterInvalid, dupValues},
+		{"millisecond-floor/both malformed: the first speaks", raMsHdr(map[string][]string{canonical: {"x"}, xCanonical: {"y"}}), 0, RetryAfterInvalid, notDigits},
+		{"millisecond-floor/overlong second name stops despite a valid first", raMsHdr(map[string][]string{canonical: {"2500"}, xCanonical: {"30001"}}), 0, RetryAfterOverlong, xOverlong},
+		{"millisecond-floor/overlong wins over invalid", raMsHdr(map[string][]string{canonical: {"x"}, xCanonical: {"99999"}}), 0, RetryAfterOverlong, xOverlong},
 	}
 }
 

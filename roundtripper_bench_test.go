@@ -22,7 +22,7 @@ func newOK() *okTransport {
 func (o *okTransport) RoundTrip(*http.Request) (*http.Response, error) { return o.resp, nil }
 
 // BenchmarkRoundTripPassThrough measures a 200 with no 429: the base alone,
-// the decorator without a budget (R5 path) and with one. The decorator's
+// the decorator without a budget (no-budget-no-recovery path) and with one. The decorator's
 // own cost is the difference to "base".
 func BenchmarkRoundTripPassThrough(b *testing.B) {
 	req, _ := http.NewRequest(http.MethodGet, "https://acct.blob.core.windows.net/c/blob", nil)

@@ -11,10 +11,10 @@ import (
 
 // FuzzRecovery429 drives one 429 with an arbitrary Retry-After through the
 // transport, for each method, and checks the policy's invariants from what
-// the server saw: a mutation is never re-sent (R7), at most one re-send
-// (R9), never sooner than the parsed delay and never after more than 30 s
-// (R14), and an oversized, overlong or unrepresentable field is never
-// waited (R21, R22).
+// the server saw: a mutation is never re-sent (get-only-resend), at most one re-send
+// (get-only-resend), never sooner than the parsed delay and never after more than 30 s
+// (stop-not-shorten), and an oversized, overlong or unrepresentable field is never
+// waited (fail-closed-oversized, stop-not-shorten).
 func FuzzRecovery429(f *testing.F) {
 	for _, v := range []string{"0", "1", "30", "31", "", "abc", "-1", "1.5", "Sat, 01 Jan 2000 00:00:10 GMT",
 		"Saturday, 01-Jan-00 00:00:05 GMT", "Sat Jan  1 00:00:07 2000", "99999999999999999999999", " 2 "} {

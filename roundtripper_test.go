@@ -18,9 +18,9 @@ import (
 
 const base = "https://acct.search.windows.net"
 
-// R1: one delay opportunity per sequence, shared by every page; never per
+// budget-in-context: one delay opportunity per sequence, shared by every page; never per
 // page. A 429 on page 2 is waited and re-sent; a 429 on page 4 stops.
-func TestR1OneDelayPerSequenceNotPerPage(t *testing.T) {
+func TestOneDelayPerSequenceNotPerPage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			switch n {
@@ -54,8 +54,8 @@ func TestR1OneDelayPerSequenceNotPerPage(t *testing.T) {
 	})
 }
 
-// R2: the ceilings clamp, never raise.
-func TestR2CeilingsClamp(t *testing.T) {
+// limits-only-tighten: the ceilings clamp, never raise.
+func TestCeilingsClamp(t *testing.T) {
 	b := NewBudget("s", MaxRequests(500), MaxTotal(2*time.Minute), MaxWait(45*time.Second))
 	assert.Equal(t, 200, b.maxRequests)
 	assert.Equal(t, 60*time.Second, b.maxTotal)
@@ -66,9 +66,9 @@ func TestR2CeilingsClamp(t *testing.T) {
 	assert.Equal(t, 5*time.Second, b.maxWait)
 }
 
-// R2, R4: the request limit counts the re-sent request; the request after
+// limits-only-tighten, stopped-stays-stopped: the request limit counts the re-sent request; the request after
 // the limit fails before network access.
-func TestR2RequestLimitCountsResend(t *testing.T) {
+func TestRequestLimitCountsResend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(200), reply(429, "Retry-After", "1"), reply(200)))
 		tr := New(srv)
@@ -87,8 +87,8 @@ func TestR2RequestLimitCountsResend(t *testing.T) {
 	})
 }
 
-// R2, R14: a re-send with no request left is not attempted; the 429 goes back.
-func TestR2NoRequestLeftForResend(t *testing.T) {
+// limits-only-tighten, stop-not-shorten: a re-send with no request left is not attempted; the 429 goes back.
+func TestNoRequestLeftForResend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
 		b := NewBudget("s", MaxRequests(1))
@@ -101,9 +101,9 @@ func TestR2NoRequestLeftForResend(t *testing.T) {
 	})
 }
 
-// R2, R3: the total runs from the first request; when it runs out, a body
+// limits-only-tighten, total-cuts-off: the total runs from the first request; when it runs out, a body
 // being read is cut off and the next request fails before network access.
-func TestR3TotalCutsOffBodyInFlight(t *testing.T) {
+func TestTotalCutsOffBodyInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			r := reply(200)(req)
@@ -125,8 +125,8 @@ func TestR3TotalCutsOffBodyInFlight(t *testing.T) {
 	})
 }
 
-// R3: a caller context with its own cancellation still gets the total.
-func TestR3TotalWithCancelableParent(t *testing.T) {
+// total-cuts-off: a caller context with its own cancellation still gets the total.
+func TestTotalWithCancelableParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			<-req.Context().Done() // a request that never answers
@@ -144,9 +144,9 @@ func TestR3TotalWithCancelableParent(t *testing.T) {
 	})
 }
 
-// R4: after a stop, every further request fails before any network access
+// stopped-stays-stopped: after a stop, every further request fails before any network access
 // with ErrSequenceStopped, saying why.
-func TestR4StoppedSequenceFailsBeforeNetwork(t *testing.T) {
+func TestStoppedSequenceFailsBeforeNetwork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1"), reply(429, "Retry-After", "1"), reply(200)))
 		tr := New(srv)
@@ -165,8 +165,8 @@ func TestR4StoppedSequenceFailsBeforeNetwork(t *testing.T) {
 	})
 }
 
-// R5: no Budget, no delayed recovery: the 429 passes through untouched.
-func TestR5NoBudgetPassesThrough(t *testing.T) {
+// no-budget-no-recovery: no Budget, no delayed recovery: the 429 passes through untouched.
+func TestNoBudgetPassesThrough(t *testing.T) {
 	srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
 	resp, err := New(srv).RoundTrip(get(t, context.Background(), base+"/x"))
 	require.NoError(t, err)
@@ -175,9 +175,9 @@ func TestR5NoBudgetPassesThrough(t *testing.T) {
 	assert.Len(t, srv.Hits(), 1)
 }
 
-// R7, R8: a mutation's 429 is never re-sent; it goes back untouched, body
+// get-only-resend, wait-before-readback: a mutation's 429 is never re-sent; it goes back untouched, body
 // unread and open.
-func TestR7MutationsNeverResent(t *testing.T) {
+func TestMutationsNeverResent(t *testing.T) {
 	for _, m := range []string{http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		t.Run(m, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -187,7 +187,7 @@ func TestR7MutationsNeverResent(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, 429, resp.StatusCode)
 				tb := resp.Body.(*trackedBody)
-				assert.False(t, tb.read || tb.closed, "R13: body unread and open")
+				assert.False(t, tb.read || tb.closed, "untouched-when-not-recovered: body unread and open")
 				time.Sleep(time.Minute)
 				assert.Len(t, srv.Hits(), 1)
 				assert.Equal(t, 0, b.Report().Waits)
@@ -196,10 +196,10 @@ func TestR7MutationsNeverResent(t *testing.T) {
 	}
 }
 
-// R8: write 429 → the next GET of the sequence waits the Retry-After
+// wait-before-readback: write 429 → the next GET of the sequence waits the Retry-After
 // (measured from the 429's receipt) before it is sent; this uses the
 // opportunity.
-func TestR8WaitBeforeReadback(t *testing.T) {
+func TestWaitBeforeReadback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(
 			reply(429, "Retry-After", "3", "x-ms-request-id", "put-1"),
@@ -227,7 +227,7 @@ func TestR8WaitBeforeReadback(t *testing.T) {
 		assert.Equal(t, 2*time.Second, r.WaitLog[0].Planned)
 		assert.Equal(t, "put-1", r.WaitLog[0].RequestID)
 		assert.Equal(t, &MutationOutcome{Request: 1, Method: "PUT", StatusCode: 429, RequestID: "put-1", Attempt: 1, Ownership: Observed}, r.Mutation)
-		assert.Equal(t, Observed, r.Ownership, "R25: a GET that finds the object after a write 429 observes it")
+		assert.Equal(t, Observed, r.Ownership, "ownership-needs-ack: a GET that finds the object after a write 429 observes it")
 		// The opportunity is used: a later GET 429 stops.
 		resp, err = tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
 		require.NoError(t, err)
@@ -236,13 +236,13 @@ func TestR8WaitBeforeReadback(t *testing.T) {
 		spans := rec.Ended()
 		require.Len(t, spans, 2)
 		assert.Equal(t, "readrecovery.wait", spans[0].Name())
-		assert.Equal(t, "readrecovery.stop", spans[1].Name(), "R51: with no span in the context, the stop gets a span of its own")
+		assert.Equal(t, "readrecovery.stop", spans[1].Name(), "stop-is-recorded: with no span in the context, the stop gets a span of its own")
 	})
 }
 
-// R9: a GET 429 after an ACK is re-sent once after the wait; the re-sent
+// get-only-resend: a GET 429 after an ACK is re-sent once after the wait; the re-sent
 // answer goes back whatever it is (here 404).
-func TestR9OneDelayedGETAnswerReturned(t *testing.T) {
+func TestOneDelayedGETAnswerReturned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(
 			reply(201, "x-ms-request-id", "put-ok"),
@@ -269,9 +269,9 @@ func TestR9OneDelayedGETAnswerReturned(t *testing.T) {
 	})
 }
 
-// R9, R25: after a write with unknown outcome (no response), a read may
+// get-only-resend, ownership-needs-ack: after a write with unknown outcome (no response), a read may
 // recover but what it finds stays observed, never owned.
-func TestR9UnknownWriteOutcomeStaysObserved(t *testing.T) {
+func TestUnknownWriteOutcomeStaysObserved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reset := errors.New("connection reset by peer")
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
@@ -287,7 +287,7 @@ func TestR9UnknownWriteOutcomeStaysObserved(t *testing.T) {
 		ctx := WithBudget(context.Background(), b)
 		tr := New(srv)
 		_, err := tr.RoundTrip(mutation(t, ctx, http.MethodPut, base+"/indexes/a", "{}"))
-		require.ErrorIs(t, err, reset, "R15: transport errors pass through")
+		require.ErrorIs(t, err, reset, "other-statuses-pass-through: transport errors pass through")
 		resp, err := tr.RoundTrip(get(t, ctx, base+"/indexes/a"))
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
@@ -300,9 +300,9 @@ func TestR9UnknownWriteOutcomeStaysObserved(t *testing.T) {
 	})
 }
 
-// R10: a marked upload with GetBody is re-sent once, unchanged, after its
+// queue-429-route: a marked upload with GetBody is re-sent once, unchanged, after its
 // wait; without the mark or without GetBody it is not.
-func TestR10QueueRetryRoute(t *testing.T) {
+func TestQueueRetryRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "2", "x-ms-request-id", "q1"), reply(201, "x-ms-request-id", "up")))
 		b := NewBudget("upload")
@@ -328,7 +328,7 @@ func TestR10QueueRetryRoute(t *testing.T) {
 		assert.Equal(t, []MutationOutcome{
 			{Request: 1, Method: "POST", StatusCode: 429, RequestID: "q1", Attempt: 1, Ownership: Owned},
 			{Request: 1, Method: "POST", StatusCode: 201, RequestID: "up", Acked: true, Attempt: 2, Ownership: Owned},
-		}, r.Mutations, "R46: the re-send's outcome belongs to its own original request")
+		}, r.Mutations, "count-what-was-sent: the re-send's outcome belongs to its own original request")
 		assert.Equal(t, &r.Mutations[1], r.Mutation)
 		assert.Equal(t, Owned, r.Ownership)
 	})
@@ -357,9 +357,9 @@ func TestR10QueueRetryRoute(t *testing.T) {
 	})
 }
 
-// R11: the re-sent GET is the same request (URL, Authorization, endpoint);
+// same-request-no-redirects: the re-sent GET is the same request (URL, Authorization, endpoint);
 // NewClient returns redirects; a redirect-produced request is refused.
-func TestR11SameRequestNoRedirects(t *testing.T) {
+func TestSameRequestNoRedirects(t *testing.T) {
 	var seen []string
 	var auth []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -404,8 +404,8 @@ func TestR11SameRequestNoRedirects(t *testing.T) {
 	assert.Len(t, seen, 4)
 }
 
-// R12: the 429 body is closed, unread, before the wait.
-func TestR12BodyClosedUnreadBeforeWait(t *testing.T) {
+// close-unread-before-wait: the 429 body is closed, unread, before the wait.
+func TestBodyClosedUnreadBeforeWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		first := reply(429, "Retry-After", "5")(nil)
 		tb := first.Body.(*trackedBody)
@@ -426,9 +426,9 @@ func TestR12BodyClosedUnreadBeforeWait(t *testing.T) {
 	})
 }
 
-// R12: a failed Close means no wait and no re-send; the error carries the
+// close-unread-before-wait: a failed Close means no wait and no re-send; the error carries the
 // original status, request ID and a sanitized diagnostic; the sequence stops.
-func TestR12CloseFailureStops(t *testing.T) {
+func TestCloseFailureStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			r := reply(429, "Retry-After", "5", "x-ms-request-id", "rid-429")(req)
@@ -453,9 +453,9 @@ func TestR12CloseFailureStops(t *testing.T) {
 	})
 }
 
-// R13: an unrecovered 429 (opportunity used) goes back with its body
+// untouched-when-not-recovered: an unrecovered 429 (opportunity used) goes back with its body
 // unread and open.
-func TestR13UnrecoveredBodyUntouched(t *testing.T) {
+func TestUnrecoveredBodyUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
 		b := NewBudget("s")
@@ -469,8 +469,8 @@ func TestR13UnrecoveredBodyUntouched(t *testing.T) {
 	})
 }
 
-// R14: cancellation ends the wait at once with the context's error.
-func TestR14CancelEndsWait(t *testing.T) {
+// stop-not-shorten: cancellation ends the wait at once with the context's error.
+func TestCancelEndsWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "10"), reply(200)))
 		tr, rec, _ := newTraced(srv)
@@ -491,13 +491,13 @@ func TestR14CancelEndsWait(t *testing.T) {
 		require.Len(t, spans, 2)
 		assert.Equal(t, "readrecovery.stop", spans[0].Name())
 		assert.Equal(t, "readrecovery.wait", spans[1].Name())
-		assert.Equal(t, "Error", spans[1].Status().Code.String(), "R28: a cancelled wait ends with status Error")
+		assert.Equal(t, "Error", spans[1].Status().Code.String(), "every-wait-is-a-span: a cancelled wait ends with status Error")
 	})
 }
 
-// R14, R22: a valid delay above the ceiling, or above what remains of the
+// stop-not-shorten: a valid delay above the ceiling, or above what remains of the
 // total, stops the sequence instead of being shortened.
-func TestR14StopInsteadOfShorten(t *testing.T) {
+func TestStopInsteadOfShorten(t *testing.T) {
 	cases := []struct {
 		name   string
 		header string
@@ -539,9 +539,9 @@ func TestR14StopInsteadOfShorten(t *testing.T) {
 	}
 }
 
-// R14, R19, R20: the wait is never shorter than asked, for every kind: a
+// stop-not-shorten, strict-retry-after, diagnosed-fallback: the wait is never shorter than asked, for every kind: a
 // missing or invalid field waits the 1 s fallback; a date waits until it.
-func TestR14WaitNeverShorter(t *testing.T) {
+func TestWaitNeverShorter(t *testing.T) {
 	cases := []struct {
 		name  string
 		kv    []string
@@ -580,8 +580,8 @@ func TestR14WaitNeverShorter(t *testing.T) {
 	}
 }
 
-// R15: other statuses and transport errors pass through untouched.
-func TestR15OtherStatusesPassThrough(t *testing.T) {
+// other-statuses-pass-through: other statuses and transport errors pass through untouched.
+func TestOtherStatusesPassThrough(t *testing.T) {
 	for _, status := range []int{200, 201, 304, 400, 404, 408, 500, 503} {
 		srv := newScript(sequenceOf(reply(status, "Retry-After", "1")))
 		b := NewBudget("s")
@@ -667,9 +667,9 @@ func TestOwnDecisionErrorsAreNonRetriable(t *testing.T) {
 // errConnReset is a base transport's own error.
 var errConnReset = errors.New("read tcp: connection reset by peer")
 
-// R43 (per sequence): 20 concurrent pages all meet 429: each joins the one
+// in-flight-joins (per sequence): 20 concurrent pages all meet 429: each joins the one
 // window the first opened, and each is re-sent once, when it ends.
-func TestR43ConcurrentPagesJoinOneWindow(t *testing.T) {
+func TestConcurrentPagesJoinOneWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		allInFlight := make(chan struct{})
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
@@ -721,9 +721,9 @@ func TestR43ConcurrentPagesJoinOneWindow(t *testing.T) {
 	})
 }
 
-// R41: the clock and sleeper are an internal seam: a fake clock sees the
+// clock-is-internal: the clock and sleeper are an internal seam: a fake clock sees the
 // exact sleeps the transport asks for.
-func TestR41ClockSeam(t *testing.T) {
+func TestClockSeam(t *testing.T) {
 	clk := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	srv := newScript(sequenceOf(reply(429, "Retry-After", "Mon, 30 Nov 2026 12:00:06 GMT"), reply(200)))
 	b := NewBudget("s")
@@ -735,9 +735,9 @@ func TestR41ClockSeam(t *testing.T) {
 	assert.Equal(t, &RetryAfterTiming{ReceivedAtUTC: clk.start().Unix(), NotBeforeUTC: clk.start().Unix() + 6, ServerDelaySeconds: 6}, w.Timing)
 }
 
-// R10, R12: when GetBody fails after the wait, nothing is re-sent and the
+// queue-429-route, close-unread-before-wait: when GetBody fails after the wait, nothing is re-sent and the
 // sequence stops.
-func TestR10GetBodyFailureStops(t *testing.T) {
+func TestGetBodyFailureStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1", "x-ms-request-id", "q"), reply(201)))
 		b := NewBudget("upload")
@@ -750,10 +750,10 @@ func TestR10GetBodyFailureStops(t *testing.T) {
 	})
 }
 
-// R2, R24: a sequence that finished before its total ran out keeps a report
+// limits-only-tighten, evidence-in-report: a sequence that finished before its total ran out keeps a report
 // without a stop; only a request after the total is refused, and then the
 // report says so.
-func TestR2TotalStopsOnlyWhatItRefuses(t *testing.T) {
+func TestTotalStopsOnlyWhatItRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(200)))
 		b := NewBudget("readback")

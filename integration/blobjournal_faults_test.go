@@ -16,7 +16,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal"
 )
 
-// The Blob store under the fault table (R58, R60, R38): each conditional
+// The Blob store under the fault table (shared-runs, persistence-failure-is-terminal): each conditional
 // request of a journaled request — the marker's create, the backoff
 // entry's and the receipt's create, the marker's conditional delete — fails
 // once with 412, 409, 429, 500 or a connection reset, answered by the proxy
@@ -128,7 +128,7 @@ func TestBlobJournalStoreFaults(t *testing.T) {
 	}
 }
 
-// R60 through the transport: the store's 429 on the marker is a
+// shared-runs through the transport: the store's 429 on the marker is a
 // persistence failure of the upload's sequence, before the upload is sent,
 // and the store's requests are not the sequence's (its report counts none).
 func TestBlobJournalStore429StopsUpload(t *testing.T) {

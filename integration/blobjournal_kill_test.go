@@ -18,7 +18,7 @@ import (
 // killTrials is how many times TestBlobJournalKill kills a worker.
 const killTrials = 50
 
-// R59, R40: a worker is SIGKILLed at a random moment while it uploads
+// shared-runs, crash-never-loses-restriction: a worker is SIGKILLed at a random moment while it uploads
 // files that all meet 429 (Retry-After: 0, so each one writes an entry and
 // the worker goes on): it is killed while it holds the marker, writes an
 // entry, or reads the run. Afterwards every 429 the proxy sent is either

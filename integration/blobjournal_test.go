@@ -58,7 +58,7 @@ type workerLine struct {
 }
 
 // storeClient is a container client for the journal store: straight to
-// url with the store's own plain options (never readrecovery, R60).
+// url with the store's own plain options (never readrecovery, shared-runs).
 func storeClient(t testing.TB, url, cont string) *container.Client {
 	t.Helper()
 	cred, err := azblobSharedKey(azuriteKey)
@@ -91,7 +91,7 @@ func dataPuts(r *rig, dataPrefix string) []fakeserver.Request {
 	return out
 }
 
-// R59: four worker processes share one Blob-backed run of 200 files
+// shared-runs: four worker processes share one Blob-backed run of 200 files
 // through the proxy; the proxy answers a short 429 (2 s) on the 20th upload
 // and a 60 s one on the 70th. No file is sent twice, nothing after the
 // short one before its not-before, nothing after the 60 s one at all, and

@@ -21,7 +21,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal"
 )
 
-// The staged upload of SPEC R52, end to end: azblob's StageBlock × 3 and
+// The staged upload of SPEC parts-are-not-acks, end to end: azblob's StageBlock × 3 and
 // CommitBlockList through the fakeserver proxy to Azurite, with a journal
 // attached. Each block is a part (journal.WithUploadPart); only the
 // commit (journal.WithUpload) can be the file's ACK.
@@ -129,13 +129,13 @@ const (
 	list429  = "PUT big.bin comp 429"
 )
 
-// requireUnknown asserts R52's verdict on a staged upload without its
+// requireUnknown asserts parts-are-not-acks's verdict on a staged upload without its
 // committed ACK: unknown, never acked, never sent again without a review.
 func requireUnknown(t *testing.T, dir string) journal.Status {
 	t.Helper()
 	st, f := planOf(t, dir)
 	if f.State != journal.FileUnknown || f.Upload {
-		t.Fatalf("plan of %s: %+v, want unknown and not uploaded (R52: parts are never the ACK)", stagedName, f)
+		t.Fatalf("plan of %s: %+v, want unknown and not uploaded (parts-are-not-acks: parts are never the ACK)", stagedName, f)
 	}
 	t.Logf("plan: %s %s: %s", f.State, f.Digest, f.Reason)
 	return st
@@ -166,7 +166,7 @@ func TestStagedUploadJournaled(t *testing.T) {
 			t.Fatalf("block 1: status %d, want the 429 handed back", re.StatusCode)
 		}
 		if n := v.tries.Load(); n != 2 {
-			t.Fatalf("azcore made %d tries for two blocks, want 2 (R47: no SDK retry of a throttled PUT)", n)
+			t.Fatalf("azcore made %d tries for two blocks, want 2 (one-owner-per-429: no SDK retry of a throttled PUT)", n)
 		}
 		// The uploader gives up here: the file has a part and a 429, no ACK.
 		requireLedger(t, r, []string{blockOK, block429})
@@ -180,13 +180,13 @@ func TestStagedUploadJournaled(t *testing.T) {
 		}
 
 		// The next invocation, after the restriction: a replay of the
-		// unknown file is refused before the network (R53: replay-refused).
+		// unknown file is refused before the network (refusal-says-what-it-is: replay-refused).
 		waitElapsed(t, dir)
 		next := newInvocation(t, r, dir)
 		err = next.stage(0)
 		var se *readrecovery.StopError
 		if !errors.As(err, &se) || !errors.Is(err, readrecovery.ErrReplayRefused) || se.Reason != readrecovery.StopReplayRefused {
-			t.Fatalf("replay of an unknown file: %v, want a replay-refused stop (R53)", err)
+			t.Fatalf("replay of an unknown file: %v, want a replay-refused stop (refusal-says-what-it-is)", err)
 		}
 		requireLedger(t, r, []string{blockOK, block429})
 
@@ -236,7 +236,7 @@ func TestStagedUploadJournaled(t *testing.T) {
 			}
 		}
 		if _, f := planOf(t, dir); f.State != journal.FileUnknown {
-			t.Fatalf("three staged blocks: %+v, want unknown (R52: a block's 201 is not the ACK)", f)
+			t.Fatalf("three staged blocks: %+v, want unknown (parts-are-not-acks: a block's 201 is not the ACK)", f)
 		}
 		err := v.commit()
 		if re := responseError(t, err); re.StatusCode != http.StatusTooManyRequests {
@@ -248,7 +248,7 @@ func TestStagedUploadJournaled(t *testing.T) {
 		requireLedger(t, r, []string{blockOK, blockOK, blockOK, list429})
 		st := requireUnknown(t, dir)
 		if st.State != journal.Waiting || st.ServerDelaySeconds != 60 || st.RemainingSeconds < 55 {
-			t.Fatalf("status %+v, want waiting on the commit's 60 s (R37)", st)
+			t.Fatalf("status %+v, want waiting on the commit's 60 s (not-before-survives)", st)
 		}
 		requireBlobAbsent(t, r)
 		saw := r.azuriteSaw()

@@ -1,6 +1,6 @@
 // Package journal keeps the durable record of one File batch run, so that a
 // server's 429 restriction outlives the process that received it (SPEC
-// R30–R40a, R52–R57). A *Journal implements [readrecovery.Journal]: attach
+// private-run-directory–upload-only-continuation, parts-are-not-acks–hostile-directories). A *Journal implements [readrecovery.Journal]: attach
 // it to the run's requests with [readrecovery.WithJournal], mark each part
 // of a multi-request upload with [WithUploadPart] (Blob Put Block, Files
 // Create and Put Range) and the request that commits it with [WithUpload]
@@ -53,7 +53,7 @@
 // digest, every later one the event_digest of the one before, so a swapped,
 // renamed or deleted middle entry breaks the chain. timing is null when no
 // timing is known. url_digest is the digest of scheme://host/path: no query,
-// no userinfo, no credential reaches a file (R27). A receipt records an
+// no userinfo, no credential reaches a file (nothing-secret-leaves). A receipt records an
 // upload's outcome: status, ack (true for a 2xx), sanitized request ID,
 // ETag, attempt, resend_of and receipt_digest. Plans are stored only as
 // [PlanDigest], files only as [FileDigest].
@@ -81,7 +81,7 @@
 // The marker is created with O_EXCL (an existing one is [ErrPending]),
 // written, fsynced and closed, then the directory is fsynced — before the
 // request is sent. Begin claims the marker first and only then checks,
-// under it, the status, the plan and the file's records (SPEC R55), so that
+// under it, the status, the plan and the file's records (SPEC journal-claim-then-check), so that
 // no other process can be authorised between a check and a send; a
 // refusal found under the claim removes the marker again. An entry or receipt is written to name.tmp (O_EXCL),
 // fsynced and closed, hard-linked to its final name (the link fails if the
@@ -89,13 +89,13 @@
 // temporary file removed and the directory fsynced again; only then is the
 // marker removed and the directory fsynced. A crash at any step leaves
 // either the entry or the marker, so a received restriction is never lost
-// (R40). Any failure of these steps is returned (a persistence failure,
-// R38) and leaves the Journal unresolved until the run is opened again.
+// (crash-never-loses-restriction). Any failure of these steps is returned (a persistence failure,
+// persistence-failure-is-terminal) and leaves the Journal unresolved until the run is opened again.
 //
 // Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
 // before it is read: a symbolic link, FIFO, device or directory under a
 // journal name is a finding (the run is unresolved), and nothing can make a
-// reader hang (R57). A directory that holds files but no journal name is
+// reader hang (hostile-directories). A directory that holds files but no journal name is
 // not a run ([ErrNotRun]): Open never writes into it.
 //
 // # States
@@ -128,17 +128,17 @@
 //
 // # Refusals
 //
-// [Journal.Begin]'s errors say what they are (SPEC R53): a refusal of the
+// [Journal.Begin]'s errors say what they are (SPEC refusal-says-what-it-is): a refusal of the
 // file wraps [readrecovery.ErrReplayRefused] ([ErrReplay],
 // [ErrPlanMismatch]); a run that is waiting or unresolved, or another
 // request's marker, is a *RestrictedError; a context that ended while
 // waiting for this Journal's one in-flight slot returns the context's
-// error (R54: the transport passes the sequence's deadline); anything else
+// error (journal-slot-honours-deadline: the transport passes the sequence's deadline); anything else
 // is a persistence failure.
 //
 // # Storage, and a batch across many workers
 //
-// The records live in a [Store] (SPEC R58): exclusive create, read, list,
+// The records live in a [Store] (SPEC shared-runs): exclusive create, read, list,
 // and the conditional removal of the marker. [Open](dir) keeps a run in a
 // local directory ([DirStore], the layout above). [OpenStore] opens a run
 // in any other Store; the nested module's azure/blobjournal keeps it in a
@@ -150,7 +150,7 @@
 //	j, err := journal.OpenStore(ctx, blobjournal.New(c, "batch-42/"),
 //		journal.WithPlan(files), journal.WithPendingWait(30*time.Second))
 //
-// Any number of worker processes may open the same run (R59). Each Admit,
+// Any number of worker processes may open the same run (shared-runs). Each Admit,
 // Begin and PlanContinuation lists the store again, so a restriction one
 // worker records blocks every worker before its next network access. The
 // marker serializes their journaled requests: with [WithPendingWait] a
@@ -159,8 +159,8 @@
 // run is unresolved for all, as it is for a directory. Receipts are
 // checked under the claim, so no file is uploaded by two workers. The
 // store's own requests never pass through the run's read-recovery
-// transport (R60): a failed create or delete, a 429 of the store included,
-// is a persistence failure (R38).
+// transport (shared-runs): a failed create or delete, a 429 of the store included,
+// is a persistence failure (persistence-failure-is-terminal).
 //
 // # Example
 //

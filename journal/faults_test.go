@@ -224,7 +224,7 @@ var scenarios = []scenario{
 				require.Equal(t, Waiting, st.State, st.Reason)
 				require.Equal(t, t0.Unix()+5, st.NotBeforeUTC)
 			default:
-				require.Equal(t, Unresolved, st.State, "R40: the restriction is on disk or the marker remains")
+				require.Equal(t, Unresolved, st.State, "crash-never-loses-restriction: the restriction is on disk or the marker remains")
 			}
 		},
 	},
@@ -247,7 +247,7 @@ var scenarios = []scenario{
 			if markerExists(dir) {
 				require.Equal(t, Unresolved, st.State)
 			} else {
-				require.Equal(t, Elapsed, st.State, "R40: the earlier restriction is never lost: %s", st.Reason)
+				require.Equal(t, Elapsed, st.State, "crash-never-loses-restriction: the earlier restriction is never lost: %s", st.Reason)
 			}
 			switch {
 			case !sent:
@@ -255,7 +255,7 @@ var scenarios = []scenario{
 			case done("link " + receiptName(FileDigest("a.bin"))):
 				require.Equal(t, FileAcked, file, "the ACK is on record")
 			default:
-				require.Equal(t, FileUnknown, file, "R40a: a sent upload without a receipt is never replayable")
+				require.Equal(t, FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
 				require.False(t, c.Files[0].Upload)
 			}
 		},
@@ -300,7 +300,7 @@ var scenarios = []scenario{
 	},
 }
 
-// The scenarios of parts and reviews (R52, R56).
+// The scenarios of parts and reviews (parts-are-not-acks, operator-review).
 func init() {
 	part := WithUploadPart(context.Background(), "a.bin")
 	// fileState reopens dir and returns a.bin's class.
@@ -325,10 +325,10 @@ func init() {
 				if markerExists(dir) {
 					require.Equal(t, Unresolved, st.State)
 				} else {
-					require.Equal(t, Elapsed, st.State, "R40: the earlier restriction is never lost: %s", st.Reason)
+					require.Equal(t, Elapsed, st.State, "crash-never-loses-restriction: the earlier restriction is never lost: %s", st.Reason)
 				}
 				f := fileState(t, dir)
-				require.NotEqual(t, FileAcked, f.State, "R52: a part's 2xx is never the file's ACK")
+				require.NotEqual(t, FileAcked, f.State, "parts-are-not-acks: a part's 2xx is never the file's ACK")
 				if sent {
 					require.Equal(t, FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
 					require.False(t, f.Upload)
@@ -355,7 +355,7 @@ func init() {
 			},
 		},
 		scenario{
-			// R55: another process acks a.bin between this Journal's
+			// journal-claim-then-check: another process acks a.bin between this Journal's
 			// check and its claim; the check under the claim refuses and
 			// removes the marker again.
 			name:    "Begin refused under the claim",
@@ -379,7 +379,7 @@ func init() {
 				return true, nil
 			},
 			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
-				require.False(t, sent, "R55: never authorised to re-send an acked file")
+				require.False(t, sent, "journal-claim-then-check: never authorised to re-send an acked file")
 				st := reopen(t, dir, t0).Status(t0)
 				if markerExists(dir) {
 					require.Equal(t, Unresolved, st.State)
@@ -457,12 +457,12 @@ func runScenario(t *testing.T, sc scenario, ff *faultFS) (dir string, sent bool,
 	return dir, sent, err
 }
 
-// TestR40_CrashAtEveryStep crashes each scenario before each of its steps
+// TestCrashAtEveryStep crashes each scenario before each of its steps
 // (and tears each write in half), then reopens the run with the real file
 // system: the restriction is on disk (waiting) or the marker remains
 // (unresolved) — never clear, never a lost restriction, never a replayable
 // sent upload.
-func TestR40_CrashAtEveryStep(t *testing.T) {
+func TestCrashAtEveryStep(t *testing.T) {
 	total := 0
 	for _, sc := range scenarios {
 		ref := newFaultFS()
@@ -493,7 +493,7 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 					ff.crashAt, ff.torn = i, torn
 					dir, sent, err := runScenario(t, sc, ff)
 					if i < len(steps) {
-						require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (R38)")
+						require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (persistence-failure-is-terminal)")
 					}
 					done := func(step string) bool {
 						for k := 0; k < i && k < len(steps); k++ {
@@ -511,11 +511,11 @@ func TestR40_CrashAtEveryStep(t *testing.T) {
 	t.Logf("crash points: %d", total)
 }
 
-// TestR38_FailAtEveryStep fails each step once (the file system keeps
+// TestFailAtEveryStep fails each step once (the file system keeps
 // working): Begin, Backoff or Complete returns the error — a persistence
 // failure the transport treats as terminal — and the reopened run never
 // lost a restriction.
-func TestR38_FailAtEveryStep(t *testing.T) {
+func TestFailAtEveryStep(t *testing.T) {
 	for _, sc := range scenarios {
 		if sc.setup == nil {
 			continue // Open(create) has no request to fail

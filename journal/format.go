@@ -18,10 +18,10 @@ import (
 )
 
 // BackoffVersion is the format version a new run declares in its manifest
-// and every backoff entry carries (SPEC R30).
+// and every backoff entry carries (SPEC private-run-directory).
 const BackoffVersion = "1.0"
 
-// Limits of one run directory (SPEC R34).
+// Limits of one run directory (SPEC bounded-journal).
 const (
 	// MaxEntries is the number of backoff entries a run may hold:
 	// backoff-0001.json to backoff-0200.json.
@@ -515,7 +515,7 @@ var knownKinds = map[string]bool{
 
 // validRequest checks the request fields shared by markers, entries and
 // receipts: nothing but a method token and digests, so that no URL, query
-// or credential can be stored (R27).
+// or credential can be stored (nothing-secret-leaves).
 func validRequest(method, urlDigest string, attempt int, resendOf string) error {
 	if method == "" || len(method) > 16 {
 		return fmt.Errorf("method %q is not an HTTP method", method)
@@ -680,7 +680,7 @@ type reviewEvidence struct {
 }
 
 // reviewBody is the canonical content of review-NNNN.json: an operator's
-// decision about one unknown file (SPEC R56). previous_digest chains the
+// decision about one unknown file (SPEC operator-review). previous_digest chains the
 // reviews: review 0001 names the manifest's digest, every later one the
 // review_digest of the one before.
 type reviewBody struct {

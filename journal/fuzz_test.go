@@ -99,7 +99,7 @@ func seeds(f *testing.F, valid []byte) {
 
 // FuzzLoadEntry puts arbitrary bytes in place of backoff-0001.json (the
 // 429) and as backoff-0002.json of a run that is waiting: loading never
-// panics and the run is never clear or elapsed (R40).
+// panics and the run is never clear or elapsed (crash-never-loses-restriction).
 func FuzzLoadEntry(f *testing.F) {
 	base, now := fuzzBase(f)
 	seeds(f, base["run/backoff-0001.json"].Data)

@@ -48,7 +48,7 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 }
 
 // secretURL is an upload URL with a SAS signature that must never reach a
-// journal file (R27).
+// journal file (nothing-secret-leaves).
 const secretURL = "https://acct.file.core.windows.net/share/dir/file-1.bin?sv=2024&sig=SECRETSIG"
 
 func urlDigest(_ testing.TB, raw string) string {
@@ -131,13 +131,13 @@ func requirePrivate(t testing.TB, dir string) {
 	t.Helper()
 	info, err := os.Stat(dir)
 	require.NoError(t, err)
-	require.Equal(t, fs.FileMode(0o700), info.Mode().Perm(), "R30: run directory mode")
+	require.Equal(t, fs.FileMode(0o700), info.Mode().Perm(), "private-run-directory: run directory mode")
 	des, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, de := range des {
 		info, err := de.Info()
 		require.NoError(t, err)
-		require.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "R30: mode of %s", de.Name())
+		require.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "private-run-directory: mode of %s", de.Name())
 	}
 }
 

@@ -29,11 +29,11 @@ func within(t *testing.T, what string, f func()) {
 	}
 }
 
-// TestR57_OnlyRegularFilesAreOpened: a FIFO, a symbolic link (to a FIFO,
+// TestOnlyRegularFilesAreOpened: a FIFO, a symbolic link (to a FIFO,
 // to /dev/zero, to a valid copy) or a directory under each journal name
 // is a finding — the run is unresolved — and Open, Verify, Status, Admit,
 // Begin and PlanContinuation all return at once.
-func TestR57_OnlyRegularFilesAreOpened(t *testing.T) {
+func TestOnlyRegularFilesAreOpened(t *testing.T) {
 	base := unknownRun(t)
 	_, err := base.Review(context.Background(), "a.bin", DecisionSkip, "")
 	require.NoError(t, err)
@@ -86,10 +86,10 @@ func TestR57_OnlyRegularFilesAreOpened(t *testing.T) {
 	}
 }
 
-// TestR57_NotAJournalRun: a directory holding files but no journal name is
+// TestNotAJournalRun: a directory holding files but no journal name is
 // not a run: Open, OpenExisting and Verify refuse it with ErrNotRun and
 // write nothing; a run that lost its manifest is still a (broken) run.
-func TestR57_NotAJournalRun(t *testing.T) {
+func TestNotAJournalRun(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0"), 0o644))
 	_, err := OpenExisting(dir)
@@ -109,9 +109,9 @@ func TestR57_NotAJournalRun(t *testing.T) {
 	require.Contains(t, findings, Finding{File: manifestName, Problem: "missing run manifest"})
 }
 
-// TestR57_NamesAreEscaped: a file name with a newline or an escape
+// TestNamesAreEscaped: a file name with a newline or an escape
 // sequence cannot forge a line of `journal verify` or reach the terminal.
-func TestR57_NamesAreEscaped(t *testing.T) {
+func TestNamesAreEscaped(t *testing.T) {
 	j, _ := newRun(t)
 	for _, n := range []string{"x\nrun.json: ok", "\x1b[2J\x1b[31mred", "sp ace", `q"uote`} {
 		require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), n), nil, 0o600))
@@ -135,9 +135,9 @@ func TestR57_NamesAreEscaped(t *testing.T) {
 	assert.Equal(t, lines[0], st.Reason)
 }
 
-// TestR57_RemainingSecondsSaturate: a 200000000000 s Retry-After keeps a
+// TestRemainingSecondsSaturate: a 200000000000 s Retry-After keeps a
 // positive, exact remaining_seconds (it overflowed to -9223372035).
-func TestR57_RemainingSecondsSaturate(t *testing.T) {
+func TestRemainingSecondsSaturate(t *testing.T) {
 	j, _ := newRun(t)
 	const huge = 200_000_000_000
 	record429(t, j, context.Background(), getReq(t), secs(huge), timing(t0, huge))
@@ -163,9 +163,9 @@ func TestR57_RemainingSecondsSaturate(t *testing.T) {
 	}
 }
 
-// TestR57_MessagesDoNotStutter: no error of the journal says "journal:"
+// TestMessagesDoNotStutter: no error of the journal says "journal:"
 // twice.
-func TestR57_MessagesDoNotStutter(t *testing.T) {
+func TestMessagesDoNotStutter(t *testing.T) {
 	j := unknownRun(t)
 	missing := filepath.Join(t.TempDir(), "none")
 	_, errMissing := OpenExisting(missing)

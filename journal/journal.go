@@ -50,7 +50,7 @@ var (
 	// invocation or another Journal without ACK (unknown: only a review
 	// opens it again), or a review decided to skip it. Every error that
 	// wraps ErrReplay also wraps [readrecovery.ErrReplayRefused], so the
-	// transport stops the sequence as replay-refused (SPEC R53).
+	// transport stops the sequence as replay-refused (SPEC refusal-says-what-it-is).
 	ErrReplay = errors.New("journal: upload not sent again")
 
 	// ErrReview means [Journal.Review] refused a review: a decision that
@@ -142,7 +142,7 @@ func WithPlan(files []PlannedFile) Option {
 	})
 }
 
-// withClock and withFS are the internal seams of the tests (SPEC R41): not
+// withClock and withFS are the internal seams of the tests (SPEC clock-is-internal): not
 // options users can name.
 func withClock(k clock.Clock) Option {
 	return optionFunc(func(c *config) {
@@ -293,7 +293,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 // store's name (its String method, or "store").
 func (j *Journal) Dir() string { return j.dir }
 
-// Status returns the run's state at now (SPEC R35–R37), from what Open or
+// Status returns the run's state at now (SPEC status-before-network–not-before-survives), from what Open or
 // the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
 // never touches the disk and never sleeps. A pending marker, including the
 // one of a request of this Journal still in flight, makes it unresolved.
@@ -328,9 +328,9 @@ func (j *Journal) refreshLocked() {
 
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (SPEC R36), or, when ctx has already
+// *RestrictedError with the status (SPEC status-before-network), or, when ctx has already
 // ended, ctx's error (wrapped): the caller's own cancellation, not a
-// restriction (R53). It re-reads the directory first. It never sleeps.
+// restriction (refusal-says-what-it-is). It re-reads the directory first. It never sleeps.
 // The marker of this Journal's own request in flight does not count here
 // (Begin orders requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
@@ -409,16 +409,16 @@ func (w *pendingWaiter) result(err error) error {
 // pending-request.json exclusively (O_EXCL, 0600) with the method, URL
 // digest, attempt, resend-of digest, file identity digest (see
 // [WithUpload], [WithUploadPart]) and the clock's time, fsyncs it and the
-// directory (SPEC R31). It first waits for this Journal's request in
+// directory (SPEC journal-claim-then-check). It first waits for this Journal's request in
 // flight, if any. Then it claims the marker and only then checks, under
-// it, the status, the plan and the file's records (SPEC R55): no other
+// it, the status, the plan and the file's records (SPEC journal-claim-then-check): no other
 // process or Journal can be authorised between the check and the send. A
 // refusal found under the claim removes the marker again; nothing is sent.
 //
-// The errors, by class (the transport maps each to its own stop, R53):
+// The errors, by class (the transport maps each to its own stop, refusal-says-what-it-is):
 //   - the context's error (wrapped: errors.Is(err, context.Canceled) or
 //     DeadlineExceeded): ctx ended while waiting for the request in flight
-//     (R54). Nothing was written.
+//     (journal-slot-honours-deadline). Nothing was written.
 //   - a refusal wrapping [readrecovery.ErrReplayRefused]: the file is
 //     acked, unknown (attempted without ACK, not by this Journal's upload
 //     in progress), skipped by a review ([ErrReplay]), or outside the plan
@@ -426,7 +426,7 @@ func (w *pendingWaiter) result(err error) error {
 //   - a *RestrictedError (errors.Is(err, ErrRestricted)): the run is
 //     waiting or unresolved, or another request's marker exists
 //     ([ErrPending]). Nothing was written.
-//   - anything else is a persistence failure (R38): the marker could not
+//   - anything else is a persistence failure (persistence-failure-is-terminal): the marker could not
 //     be written or removed, a limit would be exceeded ([ErrLimit]), or the
 //     request cannot be recorded (an invalid method, digest or resend-of).
 //     After a write failure the Journal stays unresolved.
@@ -460,7 +460,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 }
 
 // acquire takes this Journal's one request slot, or returns ctx's error
-// (wrapped) when ctx ends first (R54).
+// (wrapped) when ctx ends first (journal-slot-honours-deadline).
 func (j *Journal) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not begun: %w", err)
@@ -510,7 +510,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 }
 
 // checkLimits refuses a request that could need more than the run may
-// hold (R34): a request adds at most footprint files, or one entry.
+// hold (bounded-journal): a request adds at most footprint files, or one entry.
 func (j *Journal) checkLimits() error {
 	s := j.snap
 	files := s.files
@@ -549,7 +549,7 @@ func (j *Journal) checkRequest(m markerFile, now time.Time) error {
 }
 
 // checkFile refuses a part or commit of a file that this run never sends
-// again (R40a, R52, R56).
+// again (upload-only-continuation, parts-are-not-acks, operator-review).
 func (j *Journal) checkFile(m markerFile) error {
 	s := j.snap
 	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
@@ -678,13 +678,13 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 
 // Backoff records a 429 of the request in flight as the next immutable
 // backoff-NNNN.json, written atomically (see the package documentation),
-// then removes pending-request.json and fsyncs the directory (SPEC R32,
-// R33). The entry binds the plan digest, the previous entry's digest, the
+// then removes pending-request.json and fsyncs the directory (SPEC immutable-chained-entries,
+// queue-429-route). The entry binds the plan digest, the previous entry's digest, the
 // method, URL digest, sanitized request ID and status of out, ra, timing
 // (nil: none known; the run becomes unresolved) and the upload provenance;
 // it returns the entry's event digest. ctx does not cancel the write.
 //
-// Any error is a persistence failure (R38): the marker stays, the Journal
+// Any error is a persistence failure (persistence-failure-is-terminal): the marker stays, the Journal
 // is unresolved, and the caller must neither wait nor re-send. When the
 // entry itself was written before the failure, its digest is returned with
 // the error.
@@ -757,11 +757,11 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 // commit (a mutation whose context carries [WithUpload]) it first writes
 // the immutable commit receipt atomically: the ACK (status 2xx, request
 // ID, ETag, attempt) or, for any other outcome, the record that the upload
-// was attempted without ACK, so that it is never replayed (R40a). For a
+// was attempted without ACK, so that it is never replayed (upload-only-continuation). For a
 // part ([WithUploadPart]) it writes the next part receipt of the file
-// (part-<hex>-NNNN.json): the part's outcome, never the file's ACK (R52).
+// (part-<hex>-NNNN.json): the part's outcome, never the file's ACK (parts-are-not-acks).
 // Then it removes pending-request.json and fsyncs the directory. An error
-// means the receipt or the marker removal failed (R39): the marker stays,
+// means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
 // the Journal is unresolved, and the caller keeps the ACK and stops.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	j.mu.Lock()
@@ -893,7 +893,7 @@ func WithUpload(ctx context.Context, id string) context.Context {
 // commit (marker, backoff entries) and leaves a part receipt, but its 2xx
 // is never the file's ACK: only the request marked [WithUpload] records
 // it. A file with parts and no committed ACK is unknown in the
-// continuation plan (SPEC R52). An empty id returns ctx unchanged.
+// continuation plan (SPEC parts-are-not-acks). An empty id returns ctx unchanged.
 func WithUploadPart(ctx context.Context, id string) context.Context {
 	if id == "" {
 		return ctx

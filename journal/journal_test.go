@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestR30_NewRunIsPrivateAndVersioned: Open creates a 0700 directory whose
+// TestNewRunIsPrivateAndVersioned: Open creates a 0700 directory whose
 // only file is a 0600 run.json declaring backoff_version 1.0 and the plan.
-func TestR30_NewRunIsPrivateAndVersioned(t *testing.T) {
+func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 	j, _ := newRun(t)
 	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
@@ -37,9 +37,9 @@ func TestR30_NewRunIsPrivateAndVersioned(t *testing.T) {
 	assert.Equal(t, Clear, j.Status(t0).State)
 }
 
-// TestR30_OpenAloneWorks: Open(dir) with no option creates a run with the
+// TestOpenAloneWorks: Open(dir) with no option creates a run with the
 // empty plan and the real clock; OpenExisting never creates one.
-func TestR30_OpenAloneWorks(t *testing.T) {
+func TestOpenAloneWorks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	_, err := OpenExisting(dir)
 	require.ErrorIs(t, err, fs.ErrNotExist)
@@ -59,8 +59,8 @@ func TestR30_OpenAloneWorks(t *testing.T) {
 	require.Empty(t, names(t, empty))
 }
 
-// TestR30_PlanMismatch: reopening with another plan fails.
-func TestR30_PlanMismatch(t *testing.T) {
+// TestPlanMismatch: reopening with another plan fails.
+func TestPlanMismatch(t *testing.T) {
 	j, _ := newRun(t)
 	_, err := Open(j.Dir(), WithPlan([]PlannedFile{{ID: "other"}}))
 	require.ErrorIs(t, err, ErrPlanMismatch)
@@ -72,10 +72,10 @@ func TestR30_PlanMismatch(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestR31_R32_FilesAfterEachStep asserts the exact file names and modes on
+// TestR32_FilesAfterEachStep asserts the exact file names and modes on
 // disk after every step of a queue-429 upload: attempt 1 meets 429, attempt
 // 2 names its event digest and gets the ACK.
-func TestR31_R32_FilesAfterEachStep(t *testing.T) {
+func TestR32_FilesAfterEachStep(t *testing.T) {
 	j, clk := newRun(t)
 	dir := j.Dir()
 	ctx := WithUpload(context.Background(), "a.bin")
@@ -85,7 +85,7 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 	require.NoError(t, j.Begin(ctx, req))
 	require.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
-	assert.Equal(t, Unresolved, j.Status(t0).State, "R31: while the marker exists the on-disk state is unresolved")
+	assert.Equal(t, Unresolved, j.Status(t0).State, "journal-claim-then-check: while the marker exists the on-disk state is unresolved")
 	assert.NoError(t, j.Admit(ctx, t0), "the marker of this Journal's own request does not block Admit")
 
 	d1, err := j.Backoff(ctx, req, out429("req-1"), secs(2), timing(t0, 2))
@@ -95,7 +95,7 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 	assert.Equal(t, Waiting, j.Status(t0).State)
 
 	var re *RestrictedError
-	require.ErrorAs(t, j.Admit(ctx, t0.Add(time.Second)), &re, "R36: waiting blocks")
+	require.ErrorAs(t, j.Admit(ctx, t0.Add(time.Second)), &re, "status-before-network: waiting blocks")
 	assert.ErrorIs(t, re, ErrRestricted)
 	assert.Equal(t, int64(1), re.Status.RemainingSeconds)
 
@@ -136,9 +136,9 @@ func TestR31_R32_FilesAfterEachStep(t *testing.T) {
 	assert.Empty(t, findings)
 }
 
-// TestR32_R33_EntryFields asserts every JSON field of an entry, its digest
-// and the chain, and that nothing secret reaches the file (R27).
-func TestR32_R33_EntryFields(t *testing.T) {
+// TestR33_EntryFields asserts every JSON field of an entry, its digest
+// and the chain, and that nothing secret reaches the file (nothing-secret-leaves).
+func TestR33_EntryFields(t *testing.T) {
 	j, clk := newRun(t)
 	ctx := WithUpload(context.Background(), "b.bin")
 	req := putReq(t)
@@ -155,7 +155,7 @@ func TestR32_R33_EntryFields(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(string(b), "}\n"))
 	for _, secret := range []string{"SECRETSIG", "sig=", "acct.file.core.windows.net", "file-1.bin", "b.bin", "spaces"} {
-		assert.NotContains(t, string(b), secret, "R27")
+		assert.NotContains(t, string(b), secret, "nothing-secret-leaves")
 	}
 	var e map[string]any
 	require.NoError(t, json.Unmarshal(b, &e))
@@ -176,7 +176,7 @@ func TestR32_R33_EntryFields(t *testing.T) {
 		"event_digest": d2,
 	}
 	assert.Equal(t, want, e)
-	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "R26: sanitized request ID")
+	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "sanitized-request-ids: sanitized request ID")
 
 	// The event digest is the SHA-256 of the canonical content without it.
 	ef, err := parseEntry(b)
@@ -195,9 +195,9 @@ func TestR32_R33_EntryFields(t *testing.T) {
 	assert.Equal(t, d1, e1.EventDigest)
 }
 
-// TestR33_ResendMustNameAnEntry: a re-send whose resend_of names no entry
+// TestResendMustNameAnEntry: a re-send whose resend_of names no entry
 // of this run is refused before the network.
-func TestR33_ResendMustNameAnEntry(t *testing.T) {
+func TestResendMustNameAnEntry(t *testing.T) {
 	j, _ := newRun(t)
 	req := putReq(t)
 	req.Attempt, req.ResendOf = 2, digestOf([]byte("nothing"))
@@ -224,10 +224,10 @@ func runSteps(t *testing.T, j *Journal, steps []step) {
 	}
 }
 
-// TestR35_R37_StatusTable: clear → waiting (exact remaining) → elapsed;
+// TestR37_StatusTable: clear → waiting (exact remaining) → elapsed;
 // a 60 s overlong delay keeps the run waiting for 60 s, not 30; a clock
 // before the receipt time is unresolved.
-func TestR35_R37_StatusTable(t *testing.T) {
+func TestR37_StatusTable(t *testing.T) {
 	j, clk := newRun(t)
 	runSteps(t, j, []step{{t0, Status{State: Clear, Reason: "no backoff entries"}}})
 
@@ -249,7 +249,7 @@ func TestR35_R37_StatusTable(t *testing.T) {
 			Reason: "clock regression: now (1699999999) is before received_at_utc 1700000000 recorded in backoff-0001.json"}},
 	})
 
-	// R37: an overlong 60 s delay at t0+10 keeps the run waiting until
+	// not-before-survives: an overlong 60 s delay at t0+10 keeps the run waiting until
 	// t0+70 — not until t0+40 (a new 30 s budget).
 	t10 := t0.Add(10 * time.Second)
 	clk.Set(t10)
@@ -282,10 +282,10 @@ func TestR35_R37_StatusTable(t *testing.T) {
 	runSteps(t, reopen(t, dir, t0), []step{{t0.Add(3 * time.Second), Status{State: Waiting, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: 57}}})
 }
 
-// TestR23_R36_UntimedIsUnresolved: typed-only metadata (missing, invalid,
+// TestR36_UntimedIsUnresolved: typed-only metadata (missing, invalid,
 // overlong without timing) and oversized entries are unresolved, never a
 // zero wait; a missing field with its diagnosed 1 s timing waits 1 s.
-func TestR23_R36_UntimedIsUnresolved(t *testing.T) {
+func TestR36_UntimedIsUnresolved(t *testing.T) {
 	for _, kind := range []readrecovery.RetryAfterKind{readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid,
 		readrecovery.RetryAfterOverlong, readrecovery.RetryAfterOversized} {
 		t.Run(string(kind), func(t *testing.T) {
@@ -315,10 +315,10 @@ func TestR23_R36_UntimedIsUnresolved(t *testing.T) {
 	})
 }
 
-// TestR38_InvalidBackoffIsAPersistenceFailure: an impossible timing or an
+// TestInvalidBackoffIsAPersistenceFailure: an impossible timing or an
 // unknown kind is not recorded; Backoff fails, the marker stays, and the
 // run is unresolved (in this process and the next).
-func TestR38_InvalidBackoffIsAPersistenceFailure(t *testing.T) {
+func TestInvalidBackoffIsAPersistenceFailure(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ra readrecovery.RetryAfter
 		tm *readrecovery.RetryAfterTiming
@@ -343,10 +343,10 @@ func TestR38_InvalidBackoffIsAPersistenceFailure(t *testing.T) {
 	}
 }
 
-// TestR31_PendingMarkerBlocks: a marker left by an earlier process makes
+// TestPendingMarkerBlocks: a marker left by an earlier process makes
 // the run unresolved, Admit and Begin refuse with ErrPending, and nothing
 // is written.
-func TestR31_PendingMarkerBlocks(t *testing.T) {
+func TestPendingMarkerBlocks(t *testing.T) {
 	j, _ := newRun(t)
 	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), markerName), []byte("{}"), 0o600))
 	err := j.Admit(context.Background(), t0)
@@ -358,9 +358,9 @@ func TestR31_PendingMarkerBlocks(t *testing.T) {
 	assert.Equal(t, []string{"pending-request.json", "plan.json", "run.json"}, names(t, j.Dir()))
 }
 
-// TestR36_ReadsAnotherProcessesRecords: Admit re-reads the directory, so a
+// TestReadsAnotherProcessesRecords: Admit re-reads the directory, so a
 // restriction written by another process blocks this one.
-func TestR36_ReadsAnotherProcessesRecords(t *testing.T) {
+func TestReadsAnotherProcessesRecords(t *testing.T) {
 	a, _ := newRun(t)
 	b := reopen(t, a.Dir(), t0)
 	require.NoError(t, b.Admit(context.Background(), t0))
@@ -373,7 +373,7 @@ func TestR36_ReadsAnotherProcessesRecords(t *testing.T) {
 }
 
 // TestConcurrentBeginsAreOrdered: a second Begin of the same Journal waits
-// for the request in flight, then sees its restriction (R6-style safety,
+// for the request in flight, then sees its restriction (budget-in-context-style safety,
 // run with -race).
 func TestConcurrentBeginsAreOrdered(t *testing.T) {
 	j, clk := newRun(t)
@@ -402,9 +402,9 @@ func TestConcurrentBeginsAreOrdered(t *testing.T) {
 	require.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, j.Dir()))
 }
 
-// TestR40_CompleteRefuses429: a 429 passed to Complete instead of Backoff
+// TestCompleteRefuses429: a 429 passed to Complete instead of Backoff
 // keeps the marker, so the restriction is not silently lost.
-func TestR40_CompleteRefuses429(t *testing.T) {
+func TestCompleteRefuses429(t *testing.T) {
 	j, _ := newRun(t)
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	require.Error(t, j.Complete(context.Background(), getReq(t), out429("x")))
@@ -421,9 +421,9 @@ func TestCompleteWithoutBegin(t *testing.T) {
 	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 }
 
-// TestR40a_ReplayGuard: Begin refuses an upload whose outcome is recorded
+// TestReplayGuard: Begin refuses an upload whose outcome is recorded
 // and a file outside the plan.
-func TestR40a_ReplayGuard(t *testing.T) {
+func TestReplayGuard(t *testing.T) {
 	j, _ := newRun(t)
 	ctx := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(ctx, putReq(t)))
@@ -435,11 +435,11 @@ func TestR40a_ReplayGuard(t *testing.T) {
 	require.NoError(t, j.Complete(ctx, getReq(t), readrecovery.JournalOutcome{StatusCode: 200}))
 }
 
-// TestR40_TamperIsUnresolved: an edited byte (at every position), a
+// TestTamperIsUnresolved: an edited byte (at every position), a
 // truncation, two swapped entries, a deleted middle entry, an extra file,
 // a loosened mode or a deleted manifest make the run unresolved with a
 // reason naming the file; never clear, never elapsed.
-func TestR40_TamperIsUnresolved(t *testing.T) {
+func TestTamperIsUnresolved(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "base")
 	writeRun(t, base, plan3, t0, []int64{1, 2, 3}, []string{"a.bin"})
 	now := t0.Add(time.Hour) // every restriction has elapsed: tampering must not be mistaken for that
@@ -545,10 +545,10 @@ func copyFile(t *testing.T, dir, from, to string) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, to), b, 0o600))
 }
 
-// TestR40_LegacyRun: a manifest without backoff_version is a legacy run.
+// TestLegacyRun: a manifest without backoff_version is a legacy run.
 // Its receipts stay usable (acked files are never re-sent); a 429 record
 // without timing makes it unresolved.
-func TestR40_LegacyRun(t *testing.T) {
+func TestLegacyRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "legacy")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	pd, _ := PlanDigest(plan3)
@@ -578,13 +578,13 @@ func TestR40_LegacyRun(t *testing.T) {
 	assert.True(t, strings.HasPrefix(st.Reason, "backoff-0001.json: legacy 429 without verifiable timing"), st.Reason)
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	assert.Empty(t, c.Uploads(), "R36: an unresolved run sends nothing")
-	assert.Equal(t, FileAcked, c.Files[0].State, "R40: legacy non-429 evidence stays usable")
+	assert.Empty(t, c.Uploads(), "status-before-network: an unresolved run sends nothing")
+	assert.Equal(t, FileAcked, c.Files[0].State, "crash-never-loses-restriction: legacy non-429 evidence stays usable")
 }
 
-// TestR40_LegacyRunAppends: a legacy run without 429 records can record a
+// TestLegacyRunAppends: a legacy run without 429 records can record a
 // new, verifiable 1.0 entry chained to the legacy manifest's bytes.
-func TestR40_LegacyRunAppends(t *testing.T) {
+func TestLegacyRunAppends(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "legacy")
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"), []byte(`{"note":"old"}`), 0o600))
@@ -604,9 +604,9 @@ func states(c Continuation) []FileState {
 	return out
 }
 
-// TestR34_EntryLimit: with 200 entries, Begin fails closed with ErrLimit
+// TestEntryLimit: with 200 entries, Begin fails closed with ErrLimit
 // before any network access and writes nothing (entry 201).
-func TestR34_EntryLimit(t *testing.T) {
+func TestEntryLimit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	delays := make([]int64, MaxEntries)
 	writeRun(t, dir, plan3, t0.Add(-time.Hour), delays, nil)
@@ -635,12 +635,12 @@ func TestR34_EntryLimit(t *testing.T) {
 	require.ErrorIs(t, j2.Begin(context.Background(), getReq(t)), ErrLimit)
 }
 
-// TestR34_FileLimit: a journaled request needs room for its marker, its
+// TestFileLimit: a journaled request needs room for its marker, its
 // temporary file and its entry or receipt. With 1000 files it proceeds and
 // the directory never holds more than 1003; with 1001 files (and with 1003)
 // Begin fails closed with ErrLimit before any network access: file 1004 is
 // never created. A directory that already holds 1004 files is unresolved.
-func TestR34_FileLimit(t *testing.T) {
+func TestFileLimit(t *testing.T) {
 	plan := manyFiles(1000)
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:999]))

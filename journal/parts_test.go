@@ -42,10 +42,10 @@ func stateOf(t *testing.T, j *Journal, id string) FileDecision {
 	return FileDecision{}
 }
 
-// TestR52_PartsAreNeverTheACK: three parts of one file, each a 201, leave
+// TestPartsAreNeverTheACK: three parts of one file, each a 201, leave
 // three chained part receipts and the file unknown (not acked); the commit's
 // 201 is the ACK; nothing of the file is sent after it.
-func TestR52_PartsAreNeverTheACK(t *testing.T) {
+func TestPartsAreNeverTheACK(t *testing.T) {
 	j, _ := newRun(t)
 	for i := range 3 {
 		sendPart(t, j, "a.bin", ok201("blk"+string(rune('1'+i))))
@@ -55,7 +55,7 @@ func TestR52_PartsAreNeverTheACK(t *testing.T) {
 	require.Equal(t, want, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
 	fd := stateOf(t, j, "a.bin")
-	assert.Equal(t, FileUnknown, fd.State, "R52: parts without a committed ACK are unknown")
+	assert.Equal(t, FileUnknown, fd.State, "parts-are-not-acks: parts without a committed ACK are unknown")
 	assert.False(t, fd.Upload)
 	assert.Contains(t, fd.Reason, "part-"+hex+"-0001.json")
 
@@ -78,7 +78,7 @@ func TestR52_PartsAreNeverTheACK(t *testing.T) {
 	for _, ctx := range []context.Context{commit, WithUploadPart(context.Background(), "a.bin")} {
 		err := j.Begin(ctx, putReq(t))
 		require.ErrorIs(t, err, ErrReplay)
-		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "R53: the transport stops it as replay-refused")
+		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "refusal-says-what-it-is: the transport stops it as replay-refused")
 	}
 	findings, err := Verify(j.Dir())
 	require.NoError(t, err)
@@ -86,10 +86,10 @@ func TestR52_PartsAreNeverTheACK(t *testing.T) {
 	require.NotContains(t, names(t, j.Dir()), markerName)
 }
 
-// TestR52_PartWith429: a part that meets 429 gets a backoff entry marked
+// TestPartWith429: a part that meets 429 gets a backoff entry marked
 // part; its queue-429 re-send is allowed (this Journal's upload), and the
 // part receipt names the entry.
-func TestR52_PartWith429(t *testing.T) {
+func TestPartWith429(t *testing.T) {
 	j, clk := newRun(t)
 	ctx := WithUploadPart(context.Background(), "b.bin")
 	d := record429(t, j, ctx, putReq(t), secs(2), timing(t0, 2))
@@ -109,10 +109,10 @@ func TestR52_PartWith429(t *testing.T) {
 	assert.Equal(t, FileUnknown, stateOf(t, j, "b.bin").State)
 }
 
-// TestR52_AnotherInvocationsPartsAreUnknown: a later Journal (a new
+// TestAnotherInvocationsPartsAreUnknown: a later Journal (a new
 // invocation) must not continue or restart an upload whose parts an
 // earlier one sent: the file is unknown until a review.
-func TestR52_AnotherInvocationsPartsAreUnknown(t *testing.T) {
+func TestAnotherInvocationsPartsAreUnknown(t *testing.T) {
 	j, _ := newRun(t)
 	sendPart(t, j, "a.bin", ok201("p1"))
 	sendPart(t, j, "a.bin", ok201("p2"))
@@ -131,8 +131,8 @@ func TestR52_AnotherInvocationsPartsAreUnknown(t *testing.T) {
 	sendPart(t, j, "a.bin", ok201("p3"))
 }
 
-// TestR53_RefusalsSayWhatTheyAre: every refusal of Begin has its own class.
-func TestR53_RefusalsSayWhatTheyAre(t *testing.T) {
+// TestRefusalsSayWhatTheyAre: every refusal of Begin has its own class.
+func TestRefusalsSayWhatTheyAre(t *testing.T) {
 	j, _ := newRun(t)
 	commit := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(commit, putReq(t)))
@@ -165,11 +165,11 @@ func TestR53_RefusalsSayWhatTheyAre(t *testing.T) {
 	require.Equal(t, []string{"backoff-0001.json", "plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, j.Dir()))
 }
 
-// TestR54_SlotWaitEndsWithTheContext: a Begin waiting for this Journal's
+// TestSlotWaitEndsWithTheContext: a Begin waiting for this Journal's
 // request in flight returns the context's error at exactly its deadline
 // (the transport passes the sequence's deadline), and at once on a cancel,
 // writing nothing.
-func TestR54_SlotWaitEndsWithTheContext(t *testing.T) {
+func TestSlotWaitEndsWithTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		j, _ := newRun(t)
 		require.NoError(t, j.Begin(context.Background(), getReq(t)))
@@ -178,7 +178,7 @@ func TestR54_SlotWaitEndsWithTheContext(t *testing.T) {
 		defer cancel()
 		err := j.Begin(WithUpload(ctx, "a.bin"), putReq(t))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, 2*time.Second, time.Since(start), "R54: the wait ends at the deadline, not later")
+		require.Equal(t, 2*time.Second, time.Since(start), "journal-slot-honours-deadline: the wait ends at the deadline, not later")
 
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		var err2 error
@@ -237,13 +237,13 @@ func (h *hookFS) SyncDir(name string) error {
 	return err
 }
 
-// TestR55_ClaimThenCheck: two Journals on one run directory (two
+// TestClaimThenCheck: two Journals on one run directory (two
 // processes). B is paused between its first check and its claim while A
 // uploads the same file (ACK) or records a 60 s restriction; under its
 // claim B sees A's records and is refused: there is no second
 // authorisation. Paused after its claim, B holds the marker and A is
 // refused.
-func TestR55_ClaimThenCheck(t *testing.T) {
+func TestClaimThenCheck(t *testing.T) {
 	sent := func(t *testing.T, a *Journal, ctx context.Context) {
 		require.NoError(t, a.Begin(ctx, putReq(t)), "A is authorised")
 		require.NoError(t, a.Complete(ctx, putReq(t), ok201("a")))
@@ -256,7 +256,7 @@ func TestR55_ClaimThenCheck(t *testing.T) {
 		commit := WithUpload(context.Background(), "a.bin")
 		h.beforeClaim = func() { sent(t, a, commit) }
 		err = b.Begin(commit, putReq(t))
-		require.ErrorIs(t, err, ErrReplay, "R55: B must not be authorised to re-upload an acked file")
+		require.ErrorIs(t, err, ErrReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 		require.Equal(t, []string{"plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
 		require.Equal(t, Clear, b.Status(t0).State)
@@ -269,7 +269,7 @@ func TestR55_ClaimThenCheck(t *testing.T) {
 		h.beforeClaim = func() { record429(t, a, context.Background(), getReq(t), overlong, timing(t0, 60)) }
 		err = b.Begin(WithUpload(context.Background(), "b.bin"), putReq(t))
 		var re *RestrictedError
-		require.ErrorAs(t, err, &re, "R55: B must not send during A's restriction")
+		require.ErrorAs(t, err, &re, "journal-claim-then-check: B must not send during A's restriction")
 		require.Equal(t, Waiting, re.Status.State)
 		require.Equal(t, int64(59), re.Status.RemainingSeconds)
 		require.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, a.Dir()))
@@ -290,11 +290,11 @@ func TestR55_ClaimThenCheck(t *testing.T) {
 	})
 }
 
-// TestR52_OldFormatRunOpensAndVerifies: a run written by the code before
+// TestOldFormatRunOpensAndVerifies: a run written by the code before
 // parts and reviews (commit 93c5847: no plan.json, receipts without round,
 // entries without part) opens, verifies clean, keeps its states, and
 // appends in the new format.
-func TestR52_OldFormatRunOpensAndVerifies(t *testing.T) {
+func TestOldFormatRunOpensAndVerifies(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	copyDir(t, filepath.Join("testdata", "run-93c5847"), dir) // git keeps no 0600/0700
 	findings, err := Verify(dir)

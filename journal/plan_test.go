@@ -25,10 +25,10 @@ func decisions(c Continuation) map[string]string {
 	return out
 }
 
-// TestR40a_PlanContinuation: acked files are never re-sent, unknown ones
+// TestPlanContinuation: acked files are never re-sent, unknown ones
 // never replayed, never-attempted ones only under a new approval and while
 // the status allows uploads; fresh approval does not waive a server delay.
-func TestR40a_PlanContinuation(t *testing.T) {
+func TestPlanContinuation(t *testing.T) {
 	j, clk := newRun(t)
 	plan := func(a Approval, now time.Time) map[string]string {
 		t.Helper()
@@ -83,10 +83,10 @@ func TestR40a_PlanContinuation(t *testing.T) {
 	require.ErrorIs(t, err, ErrPlanMismatch)
 }
 
-// TestR40a_PendingAndCorruptRecordsAreUnknown: a marker naming a file (a
+// TestPendingAndCorruptRecordsAreUnknown: a marker naming a file (a
 // crash mid-upload) and a receipt that fails verification make the file
 // unknown, and the run unresolved: nothing is sent.
-func TestR40a_PendingAndCorruptRecordsAreUnknown(t *testing.T) {
+func TestPendingAndCorruptRecordsAreUnknown(t *testing.T) {
 	j, _ := newRun(t)
 	b := WithUpload(context.Background(), "b.bin")
 	require.NoError(t, j.Begin(b, putReq(t)))

@@ -14,7 +14,7 @@ import (
 // request, so the marker names no upload in flight.
 const reviewMethod = "REVIEW"
 
-// Decision is an operator's decision about an unknown file (SPEC R56).
+// Decision is an operator's decision about an unknown file (SPEC operator-review).
 type Decision string
 
 // The two decisions.
@@ -53,7 +53,7 @@ func (r reviewRec) record() ReviewRecord {
 }
 
 // Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]): the only way out of unknown (SPEC R56). It
+// [Journal.PlanContinuation]): the only way out of unknown (SPEC operator-review). It
 // appends an immutable review-NNNN.json, chained to the review before it
 // (the first to run.json), naming the file's digest, the decision, the OS
 // user, the UTC time, the note (sanitized: printable, no URL query or

@@ -33,11 +33,11 @@ func unknownRun(t *testing.T) *Journal {
 	return reopen(t, j.Dir(), t0)
 }
 
-// TestR56_ReviewIsTheOnlyWayOutOfUnknown: only an unknown file can be
+// TestReviewIsTheOnlyWayOutOfUnknown: only an unknown file can be
 // reviewed; reupload makes it eligible under a new approval, and its next
 // upload is a new round with its own receipt; skip means never sent. A
 // review never makes a file acked.
-func TestR56_ReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
+func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	j := unknownRun(t)
 	ctx := context.Background()
 	for _, id := range []string{"c.bin", "zzz"} {
@@ -102,10 +102,10 @@ func TestR56_ReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	require.Empty(t, findings)
 }
 
-// TestR56_ReviewNeedsAClaim: a review claims the marker like a request: a
+// TestReviewNeedsAClaim: a review claims the marker like a request: a
 // pending marker of another request refuses it, and a waiting run can be
 // reviewed (a review sends nothing) but stays waiting.
-func TestR56_ReviewNeedsAClaim(t *testing.T) {
+func TestReviewNeedsAClaim(t *testing.T) {
 	j := unknownRun(t)
 	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), markerName), []byte("{}"), 0o600))
 	_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
@@ -120,10 +120,10 @@ func TestR56_ReviewNeedsAClaim(t *testing.T) {
 	require.Equal(t, Waiting, st.State, "a review never waives a restriction")
 }
 
-// TestR56_VerifyChecksReviews: an edited, removed or reordered review, and
+// TestVerifyChecksReviews: an edited, removed or reordered review, and
 // a forged one — of an acked file, of a never-attempted file — is a
 // finding, and a forged review never takes a file out of acked or unknown.
-func TestR56_VerifyChecksReviews(t *testing.T) {
+func TestVerifyChecksReviews(t *testing.T) {
 	base := unknownRun(t)
 	_, err := base.Review(context.Background(), "a.bin", DecisionReupload, "one")
 	require.NoError(t, err)

@@ -478,7 +478,7 @@ func (s *snapshot) lastReviewName() string {
 // regular file of at most limit bytes and private (0600). Problems become
 // findings on s (when s is not nil) and ok is false. The file is opened
 // with [fsys.ReadFlags]: a symbolic link is refused by the open itself and a
-// FIFO or device opens without blocking, so that fstat can refuse it (R57):
+// FIFO or device opens without blocking, so that fstat can refuse it (hostile-directories):
 // nothing under a journal name can make a reader hang.
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// State is the backoff state of a run (SPEC R35).
+// State is the backoff state of a run (SPEC status-before-network).
 type State string
 
 // The four states.
@@ -68,7 +68,7 @@ type statusJSON struct {
 	Reason             string `json:"reason"`
 }
 
-// MarshalJSON encodes s with the field names of SPEC R35, in that order.
+// MarshalJSON encodes s with the field names of SPEC status-before-network, in that order.
 func (s Status) MarshalJSON() ([]byte, error) {
 	j := statusJSON{State: s.State, Reason: s.Reason}
 	if s.ReceivedAtUTC != 0 {
@@ -108,7 +108,7 @@ func MarshalStatus(s Status) ([]byte, error) {
 	}{fileBatch{s}})
 }
 
-// status computes the state of snapshot s at now (SPEC R35–R37). Rules, in
+// status computes the state of snapshot s at now (SPEC status-before-network–not-before-survives). Rules, in
 // order: any finding → unresolved; a pending marker (unless ignorePending)
 // → unresolved; now before a recorded received_at_utc (clock regression) →
 // unresolved; no entries → clear; now before the greatest not_before_utc →

@@ -13,7 +13,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Store is where a run's records live (SPEC R58): a flat set of named,
+// Store is where a run's records live (SPEC shared-runs): a flat set of named,
 // immutable objects plus the one pending marker. The journal needs only
 // four operations of it; everything else (formats, digests, the chain, the
 // limits) is the journal's. Two implementations exist: [DirStore], the
@@ -22,7 +22,7 @@ import (
 //
 // A Store must not retry a failed write in a way that could store an
 // object twice, and its requests must not pass through the read-recovery
-// transport of the run it records (R60): a failure is the journal's
+// transport of the run it records (shared-runs): a failure is the journal's
 // persistence failure, never a reason to wait.
 type Store interface {
 	// Create stores data under name if and only if no object of that name
@@ -89,7 +89,7 @@ type listedName struct {
 // of the package documentation, written with the durable-write sequence
 // (temporary file, fsync, link to a name that did not exist, directory
 // fsync). [Open](dir) is [OpenStore] of DirStore(dir), with the checks only
-// a directory has (file types and modes, R30 and R57).
+// a directory has (file types and modes, private-run-directory and hostile-directories).
 func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir} }
 
 // dirStore is the local directory: a Store and the journal's backend.
@@ -316,7 +316,7 @@ func (b *storeBackend) removeMarker(version string) error {
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
 // it creates a new run when st holds nothing, or opens and verifies the
-// existing one. Any number of processes may open the same run (SPEC R59):
+// existing one. Any number of processes may open the same run (SPEC shared-runs):
 // each one's Admit and Begin read the store again, the pending marker
 // serializes their journaled requests, and a restriction one of them
 // records blocks all of them. Create the run once (one OpenStore with the
@@ -349,7 +349,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
 // for the pending marker of another worker's request to go, instead of
 // refusing at once with an unresolved status ([ErrPending]): the marker
-// serializes the journaled requests of workers sharing one run (SPEC R59).
+// serializes the journaled requests of workers sharing one run (SPEC shared-runs).
 // The wait honours the caller's context. The same marker present for d
 // (a worker that died while its request was in flight) leaves the run
 // unresolved for every worker, as without the option. Default: 0, no wait.

@@ -182,7 +182,7 @@ func TestOpenStorePendingWait(t *testing.T) {
 	require.NotErrorIs(t, err, ErrRestricted)
 }
 
-// Every failed write of the store is a persistence failure (R38, R60): the
+// Every failed write of the store is a persistence failure (persistence-failure-is-terminal, shared-runs): the
 // marker's create refuses the request with an error that is no
 // restriction; an entry that cannot be created leaves the marker, and the
 // run is unresolved for every worker, never clear.
@@ -248,7 +248,7 @@ func TestOpenStoreDirStore(t *testing.T) {
 // FuzzStoreRun loads a store-backed run (the path of the Blob store: names
 // from a listing, content from Read) in which one object, of any name, has
 // any content: never a panic, and the waiting run is never clear or
-// elapsed (R40).
+// elapsed (crash-never-loses-restriction).
 func FuzzStoreRun(f *testing.F) {
 	base, now := fuzzBase(f)
 	f.Add("backoff-0001.json", base["run/backoff-0001.json"].Data)

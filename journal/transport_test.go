@@ -56,7 +56,7 @@ func readJSON(t *testing.T, path string) map[string]any {
 	return m
 }
 
-// R10, R31-R33: the queue-429 route end to end under a real journal:
+// queue-429-route, journal-claim-then-check-queue-429-route: the queue-429 route end to end under a real journal:
 // attempt 1 meets 429, its entry is on disk before the wait, attempt 2 is
 // sent after exactly the server's delay and its receipt names the event
 // digest that allowed it.
@@ -98,7 +98,7 @@ func TestTransportQueueRouteJournaled(t *testing.T) {
 		receipt := readJSON(t, filepath.Join(dir, files[2]))
 		assert.Equal(t, true, receipt["ack"])
 		assert.Equal(t, 2.0, receipt["attempt"])
-		assert.Equal(t, entry["event_digest"], receipt["resend_of"], "R33: the re-send names the event that allowed it")
+		assert.Equal(t, entry["event_digest"], receipt["resend_of"], "queue-429-route: the re-send names the event that allowed it")
 		raw, _ := os.ReadFile(filepath.Join(dir, "backoff-0001.json"))
 		assert.NotContains(t, string(raw), "SECRET")
 
@@ -109,12 +109,12 @@ func TestTransportQueueRouteJournaled(t *testing.T) {
 
 		c, err := j.PlanContinuation(plan, journal.NewApproval, time.Now())
 		require.NoError(t, err)
-		assert.Equal(t, journal.FileAcked, c.Files[0].State, "R40a: an acked upload is never sent again")
+		assert.Equal(t, journal.FileAcked, c.Files[0].State, "upload-only-continuation: an acked upload is never sent again")
 		assert.Empty(t, c.Uploads())
 	})
 }
 
-// R22, R36, R37: an overlong 60 s Retry-After stops the operation at once
+// stop-not-shorten, status-before-network, not-before-survives: an overlong 60 s Retry-After stops the operation at once
 // (no wait, no re-send) and keeps later invocations blocked — before any
 // network access — until its not_before_utc, not for a new 30 s budget;
 // then elapsed allows only never-attempted uploads under a new approval.
@@ -192,7 +192,7 @@ func TestTransportOverlongBlocksLaterInvocations(t *testing.T) {
 	})
 }
 
-// R36, R40: a run whose directory vanished under it fails closed: the
+// status-before-network, crash-never-loses-restriction: a run whose directory vanished under it fails closed: the
 // request is refused before any network access, never sent unjournaled.
 func TestTransportVanishedRunSendsNothing(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
@@ -212,7 +212,7 @@ func TestTransportVanishedRunSendsNothing(t *testing.T) {
 	assert.Empty(t, srv.Requests())
 }
 
-// R8, R36: under a journal, a write 429's wait comes before the readback's
+// wait-before-readback, status-before-network: under a journal, a write 429's wait comes before the readback's
 // admission: the verification GET waits the server's delay, then the run's
 // status has elapsed and the GET is sent, exactly once.
 func TestTransportWrite429ThenJournaledReadback(t *testing.T) {

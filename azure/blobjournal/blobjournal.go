@@ -1,5 +1,5 @@
 // Package blobjournal keeps a readrecovery journal run in Azure Blob Storage
-// (SPEC R58–R60), so that the workers of one File batch on many machines
+// (SPEC shared-runs–shared-runs), so that the workers of one File batch on many machines
 // share it and it outlives every one of them:
 //
 //	c, _ := container.NewClientWithSharedKeyCredential(url, cred, blobjournal.ClientOptions())
@@ -16,11 +16,11 @@
 // never deletes another's marker.
 //
 // The store's requests must not pass through the run's read-recovery
-// transport (R60): build the container client with [ClientOptions] (a
+// transport (shared-runs): build the container client with [ClientOptions] (a
 // plain pipeline: no readrecovery, no retry), never with
 // rrazure.ClientOptions. A failed request, a 429 of the service included,
 // is an [*Error] with the service's request ID; the journal treats a failed
-// write as a persistence failure (R38): no wait, no re-send.
+// write as a persistence failure (persistence-failure-is-terminal): no wait, no re-send.
 package blobjournal
 
 import (

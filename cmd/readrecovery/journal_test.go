@@ -64,9 +64,9 @@ func statusJSON(state, timing, remaining, reason string) string {
 	return fmt.Sprintf(`{"file_batch":{"backoff":{"state":%q,%s,"remaining_seconds":%s,"reason":%q}}}`+"\n", state, timing, remaining, reason)
 }
 
-// TestR35_JournalStatusCommand asserts the exact output and exit code of
+// TestJournalStatusCommand asserts the exact output and exit code of
 // `readrecovery journal status DIR` for every state.
-func TestR35_JournalStatusCommand(t *testing.T) {
+func TestJournalStatusCommand(t *testing.T) {
 	rcv := time.Now().Add(-10 * time.Second).Truncate(time.Second)
 	r := rcv.Unix()
 	tm := func(d int64) *readrecovery.RetryAfterTiming {
@@ -115,9 +115,9 @@ func TestR35_JournalStatusCommand(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the status command never creates a run")
 }
 
-// TestR35_JournalStatusRealClock runs the command on the real clock with
+// TestJournalStatusRealClock runs the command on the real clock with
 // fixtures whose restriction lies in the future and in the past.
-func TestR35_JournalStatusRealClock(t *testing.T) {
+func TestJournalStatusRealClock(t *testing.T) {
 	now := time.Now().Unix()
 	future := fixture(t, readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong},
 		&readrecovery.RetryAfterTiming{ReceivedAtUTC: now - 10, NotBeforeUTC: now + 3590, ServerDelaySeconds: 3600}, false)
@@ -140,11 +140,11 @@ func TestR35_JournalStatusRealClock(t *testing.T) {
 		"backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed"), stdout)
 }
 
-// TestR40_JournalVerifyCommand: a clean run exits 0 and says ok with its
+// TestJournalVerifyCommand: a clean run exits 0 and says ok with its
 // counts; an
 // edited entry exits 1 with a line naming the file; a tampered run's status
 // is unresolved (4).
-func TestR40_JournalVerifyCommand(t *testing.T) {
+func TestJournalVerifyCommand(t *testing.T) {
 	now := time.Now().Unix()
 	dir := fixture(t, readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: 5},
 		&readrecovery.RetryAfterTiming{ReceivedAtUTC: now - 100, NotBeforeUTC: now - 95, ServerDelaySeconds: 5}, false)
@@ -210,10 +210,10 @@ func partsRun(t *testing.T) string {
 	return dir
 }
 
-// TestR56_JournalPlanAndReviewCommands: plan prints every planned file's
+// TestJournalPlanAndReviewCommands: plan prints every planned file's
 // class (table and JSON); review records a decision about an unknown file
 // and refuses any other; plan then shows it reviewed.
-func TestR56_JournalPlanAndReviewCommands(t *testing.T) {
+func TestJournalPlanAndReviewCommands(t *testing.T) {
 	dir := partsRun(t)
 	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
 	at(t, time.Now())
@@ -278,9 +278,9 @@ func TestR56_JournalPlanAndReviewCommands(t *testing.T) {
 	assert.Equal(t, "ok: 3 planned files, 0 backoff entries, 1 receipts, 2 part receipts, 1 reviews\n", stdout)
 }
 
-// TestR57_HelpEverywhere: --help and -h on every command and subcommand
+// TestHelpEverywhere: --help and -h on every command and subcommand
 // print the usage on stdout and exit 0.
-func TestR57_HelpEverywhere(t *testing.T) {
+func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"},
 		{"journal", "--help"}, {"journal", "status", "--help"}, {"journal", "verify", "-h"},
@@ -295,18 +295,18 @@ func TestR57_HelpEverywhere(t *testing.T) {
 	}
 }
 
-// TestR57_Version prints the binary's version and exits 0.
-func TestR57_Version(t *testing.T) {
+// TestVersion prints the binary's version and exits 0.
+func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, 0, run(t.Context(), []string{"version"}, &out, &errb))
 	assert.Regexp(t, `^readrecovery \S+( [0-9a-f]{12})? \(go[^)]+\)\n$`, out.String())
 	require.Equal(t, 2, run(t.Context(), []string{"version", "x"}, &out, &errb))
 }
 
-// TestR57_NotAJournalRun: every journal command on a directory that is not
+// TestNotAJournalRun: every journal command on a directory that is not
 // a run exits 2 with "not a journal run" (and `status /etc` is not
 // "unresolved"), without stuttering.
-func TestR57_NotAJournalRun(t *testing.T) {
+func TestNotAJournalRun(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "hosts"), []byte("127.0.0.1 localhost\n"), 0o644))
 	for _, args := range [][]string{{"status", dir}, {"verify", dir}, {"plan", dir}, {"review", dir, "--file", "a", "--decision", "skip"}} {
@@ -320,10 +320,10 @@ func TestR57_NotAJournalRun(t *testing.T) {
 	assert.Len(t, entries, 1, "nothing written")
 }
 
-// TestR57_HostileRunDirectory: a FIFO as the pending marker and a name
+// TestHostileRunDirectory: a FIFO as the pending marker and a name
 // with a newline and an escape sequence: status answers unresolved at
 // once, verify prints every name escaped, one line per finding.
-func TestR57_HostileRunDirectory(t *testing.T) {
+func TestHostileRunDirectory(t *testing.T) {
 	dir := partsRun(t)
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pending-request.json"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "x\nok: forged\x1b[2J"), nil, 0o600))
@@ -348,10 +348,10 @@ func TestR57_HostileRunDirectory(t *testing.T) {
 		"pending-request.json: unfinished request: its outcome is unknown (unresolved)\n", vout)
 }
 
-// TestR57_SignalsEndPromptly: a signal cancels the command's context; a
+// TestSignalsEndPromptly: a signal cancels the command's context; a
 // command that returns is waited for (its exit code), one that does not is
 // abandoned after the grace with 128+signal.
-func TestR57_SignalsEndPromptly(t *testing.T) {
+func TestSignalsEndPromptly(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGTERM
 	var errb bytes.Buffer
