@@ -4,59 +4,71 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/fakeserver"
 	"github.com/readrecovery/readrecovery/journal"
 )
 
-// Example records an upload's overlong 429 (a valid 60 s delay) and shows
-// what a later invocation sees: waiting until the retained not_before_utc,
-// then elapsed, and only the never-attempted file eligible.
+// Example attaches a journal to a File batch's uploads. The second upload
+// meets a 429 with a valid 60 s delay: the batch stops (a wait above 30 s is
+// never shortened), and a later invocation sees the run waiting until the
+// retained not_before_utc, then elapsed, with only the never-attempted file
+// eligible. The File service here is the bundled fake, in process.
 func Example() {
 	tmp, _ := os.MkdirTemp("", "journal-example")
 	defer os.RemoveAll(tmp)
-	files := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}
-
-	j, err := journal.Open(filepath.Join(tmp, "run"), journal.WithPlan(files))
-	if err != nil {
-		panic(err)
-	}
-	// What the transport does for the upload of a.bin that meets 429.
-	u, _ := url.Parse("https://acct.file.core.windows.net/share/a.bin?sig=secret")
-	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
-	ctx := journal.WithUpload(context.Background(), "a.bin")
-	received := time.Now().Add(-10 * time.Second).Unix()
-	if err := j.Begin(ctx, req); err != nil {
-		panic(err)
-	}
-	_, err = j.Backoff(ctx, req, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "r1"},
-		readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong},
-		&readrecovery.RetryAfterTiming{ReceivedAtUTC: received, NotBeforeUTC: received + 60, ServerDelaySeconds: 60})
+	dir := filepath.Join(tmp, "run")
+	files := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}}
+	j, err := journal.Open(dir, journal.WithPlan(files))
 	if err != nil {
 		panic(err)
 	}
 
-	// A later invocation.
-	later, err := journal.OpenExisting(filepath.Join(tmp, "run"))
+	srv := fakeserver.New()
+	defer srv.Close()
+	srv.Script().Add(fakeserver.RouteFileUpload, fakeserver.Throttle(fakeserver.RetryAfterOverlong(60*time.Second)), fakeserver.Nth(2))
+	client := &http.Client{Transport: readrecovery.New(srv.Transport())}
+	b := readrecovery.NewBudget("file batch")
+	ctx := readrecovery.WithJournal(readrecovery.WithBudget(context.Background(), b), j)
+	for _, f := range files {
+		req, _ := http.NewRequestWithContext(journal.WithUpload(ctx, f.ID), http.MethodPost,
+			"http://files.example/files?sig=secret", strings.NewReader("content of "+f.ID))
+		resp, err := client.Do(req)
+		switch {
+		case errors.Is(err, readrecovery.ErrSequenceStopped):
+			fmt.Println(f.ID, "refused before the network")
+		case err != nil:
+			panic(err)
+		default:
+			resp.Body.Close()
+			fmt.Println(f.ID, resp.StatusCode)
+		}
+	}
+	fmt.Println("stop:", b.Report().Stop)
+
+	// A later invocation, 45 s after the 429, then after the 60 s.
+	later, err := journal.OpenExisting(dir)
 	if err != nil {
 		panic(err)
 	}
-	at := time.Unix(received+45, 0)
-	st := later.Status(at)
-	b, _ := journal.MarshalStatus(st)
-	fmt.Println(st.State, st.RemainingSeconds, len(b) > 0)
-	fmt.Println(later.Admit(context.Background(), at) != nil)
-	c, _ := later.PlanContinuation(files, journal.NewApproval, time.Unix(received+60, 0))
-	fmt.Println(c.Status.State, c.Files[0].State, c.Files[1].State, c.Uploads())
+	st := later.Status(time.Now())
+	received := time.Unix(st.ReceivedAtUTC, 0)
+	fmt.Println(later.Status(received.Add(45*time.Second)).State, later.Status(received.Add(45*time.Second)).RemainingSeconds)
+	c, _ := later.PlanContinuation(files, journal.NewApproval, received.Add(60*time.Second))
+	fmt.Println(c.Status.State, c.Files[0].State, c.Files[1].State, c.Files[2].State, c.Uploads())
 	// Output:
-	// waiting 15 true
-	// true
-	// elapsed unknown never-attempted [b.bin]
+	// a.bin 201
+	// b.bin 429
+	// c.bin refused before the network
+	// stop: overlong-retry-after
+	// waiting 15
+	// elapsed acked unknown never-attempted [c.bin]
 }
 
 // ExampleMarshalStatus shows the JSON the status command prints.
@@ -84,8 +96,9 @@ func ExampleJournal_Review() {
 	if err != nil {
 		panic(err)
 	}
-	u, _ := url.Parse("https://acct.blob.core.windows.net/c/big.bin?comp=block&sig=secret")
-	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
+	// What the transport hands the journal for each Put Block request of
+	// big.bin (the URL only as a digest of scheme, host and path).
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: "sha256:5f6c0b2a9d3e4f71a8b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4", Attempt: 1}
 	part := journal.WithUploadPart(context.Background(), "big.bin")
 	for range 2 { // two Put Block requests, each a 201; the process then dies
 		if err := j.Begin(part, req); err != nil {

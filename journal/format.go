@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
@@ -484,7 +485,7 @@ func parseReceipt(data []byte) (receiptFile, error) {
 		return receiptFile{}, errors.New("file_digest is not a sha256 digest")
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return receiptFile{}, errors.New("plan_digest is not a sha256 digest")
-	case r.ACK != (r.Status >= 200 && r.Status <= 299):
+	case r.ACK != httprule.IsSuccess(r.Status):
 		return receiptFile{}, errors.New("ack does not agree with status")
 	case r.Round < 0 || r.Round == 1 || r.Round > maxRounds:
 		return receiptFile{}, fmt.Errorf("round %d outside 2..%d (round 1 is written without the field)", r.Round, maxRounds)
@@ -604,34 +605,6 @@ func untimed(e entryBody) string {
 	return ""
 }
 
-// sanitizeETag keeps an ETag of at most 128 visible ASCII characters and
-// replaces anything else with a digest marker.
-func sanitizeETag(s string) string {
-	if s == "" {
-		return ""
-	}
-	ok := len(s) <= 128
-	for i := 0; ok && i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			ok = false
-		}
-	}
-	if ok {
-		return s
-	}
-	return digestOf([]byte(s))[:len(digestPrefix)+16]
-}
-
-// isMutation reports whether method changes server state (anything but
-// GET, HEAD, OPTIONS and TRACE).
-func isMutation(method string) bool {
-	switch method {
-	case "GET", "HEAD", "OPTIONS", "TRACE":
-		return false
-	}
-	return true
-}
-
 func marshalLine(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -741,9 +714,9 @@ func parsePart(data []byte) (partFile, error) {
 		return partFile{}, errors.New("previous_digest must be empty exactly for part 1")
 	case p.PreviousDigest != "" && !isDigest(p.PreviousDigest):
 		return partFile{}, errors.New("previous_digest is not a sha256 digest")
-	case p.Accepted != (p.Status >= 200 && p.Status <= 299):
+	case p.Accepted != httprule.IsSuccess(p.Status):
 		return partFile{}, errors.New("accepted does not agree with status")
-	case p.Status == 429:
+	case httprule.IsThrottled(p.Status):
 		return partFile{}, errors.New("status 429 belongs in a backoff entry, not a part receipt")
 	case p.RequestID != redact.ID(p.RequestID):
 		return partFile{}, errors.New("request_id is not sanitized")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
+	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -482,7 +483,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
 	}
-	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && isMutation(req.Method) {
+	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
 		m.FileDigest, m.Part = FileDigest(u.id), u.part
 	}
 	// A first check without the claim refuses early and writes nothing;
@@ -774,7 +775,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 	if err != nil {
 		return err
 	}
-	if out.StatusCode == 429 {
+	if httprule.IsThrottled(out.StatusCode) {
 		// A 429 completed as if it were anything else would lose its
 		// restriction: refuse, keep the marker (unresolved).
 		j.fail("a 429 was completed without its backoff entry")
@@ -784,7 +785,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 	var data []byte
 	var add func()
 	s := j.snap
-	ok2xx := out.StatusCode >= 200 && out.StatusCode <= 299
+	ok2xx := httprule.IsSuccess(out.StatusCode)
 	switch {
 	case m.FileDigest != "" && m.Part:
 		prior := s.parts[m.FileDigest]
@@ -792,7 +793,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(prior) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
-			ETag: sanitizeETag(out.ETag), TransportError: redact.Text(out.TransportError),
+			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC: j.clock.Now().Unix(),
 		}
 		if len(prior) > 0 {
@@ -825,7 +826,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Status:         out.StatusCode,
 			ACK:            ok2xx,
 			RequestID:      redact.ID(out.RequestID),
-			ETag:           sanitizeETag(out.ETag),
+			ETag:           redact.ETag(out.ETag),
 			TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC:  j.clock.Now().Unix(),
 		}

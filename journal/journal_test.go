@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/readrecovery/readrecovery"
@@ -373,9 +374,14 @@ func TestReadsAnotherProcessesRecords(t *testing.T) {
 }
 
 // TestConcurrentBeginsAreOrdered: a second Begin of the same Journal waits
-// for the request in flight, then sees its restriction (budget-in-context-style safety,
-// run with -race).
+// for the request in flight, then sees its restriction (safe for concurrent
+// use; run with -race). In a synctest bubble, synctest.Wait is the moment
+// the second Begin is blocked on the slot.
 func TestConcurrentBeginsAreOrdered(t *testing.T) {
+	synctest.Test(t, testConcurrentBeginsAreOrdered)
+}
+
+func testConcurrentBeginsAreOrdered(t *testing.T) {
 	j, clk := newRun(t)
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	var wg sync.WaitGroup
@@ -385,7 +391,7 @@ func TestConcurrentBeginsAreOrdered(t *testing.T) {
 		defer wg.Done()
 		err2 = j.Begin(context.Background(), getReq(t))
 	}()
-	time.Sleep(20 * time.Millisecond) // let the goroutine block on the slot
+	synctest.Wait() // the goroutine is blocked on the slot
 	_, err := j.Backoff(context.Background(), getReq(t), out429("x"), secs(3), timing(t0, 3))
 	require.NoError(t, err)
 	wg.Wait()
