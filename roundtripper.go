@@ -10,8 +10,6 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -37,82 +35,6 @@ type Transport struct {
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
-
-// config holds the options of [New].
-type config struct {
-	tracerProvider trace.TracerProvider
-	meterProvider  metric.MeterProvider
-	logger         *slog.Logger
-	clock          clock.Clock
-}
-
-// An Option configures a [Transport].
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
-
-func newConfig(opts []Option) config {
-	c := config{clock: clock.Real{}}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
-	}
-	if c.tracerProvider == nil {
-		c.tracerProvider = otel.GetTracerProvider()
-	}
-	if c.meterProvider == nil {
-		c.meterProvider = otel.GetMeterProvider()
-	}
-	return c
-}
-
-// WithTracerProvider sets the provider of the tracer that records wait spans
-// and stop events. The default (and what a nil tp means) is the global
-// provider, otel.GetTracerProvider(), looked up when the Transport is made;
-// the global provider delegates to one installed later.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if tp != nil {
-			c.tracerProvider = tp
-		}
-	})
-}
-
-// WithMeterProvider sets the provider of the meter that counts waits (by
-// trigger) and stops (by reason) and records a histogram of wait seconds.
-// The default (and what a nil mp means) is the global provider,
-// otel.GetMeterProvider(), looked up when the Transport is made.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) {
-		if mp != nil {
-			c.meterProvider = mp
-		}
-	})
-}
-
-// WithLogger makes the transport write one structured record per wait
-// (level Info) and per stop (level Warn) to l, sanitized as spans are: no
-// credential, query string or body. Requests that pass through are not
-// logged. The default (and what a nil l means) is no logging.
-func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) {
-		if l != nil {
-			c.logger = l
-		}
-	})
-}
-
-// withClock replaces the clock and sleeper; tests only.
-func withClock(clk clock.Clock) Option {
-	return optionFunc(func(c *config) {
-		if clk != nil {
-			c.clock = clk
-		}
-	})
-}
 
 // New returns a Transport that sends requests with base. A nil base means a
 // pooled transport from go-cleanhttp (cleanhttp.DefaultPooledTransport).
@@ -274,38 +196,6 @@ func (c *call) refusal(se *StopError, own *waitPlan) error {
 		return &cp
 	}
 	return se
-}
-
-// sleepUntil waits until the given time. It ends at once when the
-// sequence stops (with the stop), when its total runs out (total
-// exhausted) or when the request's context ends (with its error). The
-// request's claim is given back in each case.
-func (c *call) sleepUntil(until time.Time) error {
-	clk := c.t.clk()
-	d := until.Sub(clk.Now())
-	if d <= 0 {
-		return nil
-	}
-	wctx, wake := context.WithCancelCause(c.ctx)
-	defer wake(nil)
-	id, ok := c.b.addWaiter(wake)
-	if !ok {
-		c.b.release()
-		return c.b.stopError() // never nil once addWaiter refused
-	}
-	err := clk.Sleep(wctx, d)
-	c.b.removeWaiter(id)
-	if err == nil {
-		return nil
-	}
-	c.b.release()
-	switch { // what ended the wait
-	case context.Cause(wctx) == error(errWokenByStop):
-		return c.b.stopError() // set before the stop woke the wait
-	case c.b.isExpired():
-		return c.b.stopAt(StopTotalExhausted, "the sequence's total time ran out during a wait", 0, "", context.DeadlineExceeded)
-	}
-	return c.ctx.Err()
 }
 
 // admitJournal checks, before any network access, that the journal's
@@ -629,94 +519,6 @@ func joinDiag(a, b string) string {
 	return a + "; " + b
 }
 
-// waitSpan is one wait in progress: its span and what it records.
-type waitSpan struct {
-	span    trace.Span
-	ctx     context.Context
-	start   time.Time
-	planned time.Duration
-	plan    waitPlan
-	resend  bool
-}
-
-// startWait opens the span of a wait until until.
-func (c *call) startWait(p waitPlan, until time.Time, resend bool) *waitSpan {
-	start := c.t.clk().Now()
-	planned := max(until.Sub(start), 0)
-	var delay int64
-	if p.timing != nil {
-		delay = p.timing.ServerDelaySeconds
-	}
-	port, _ := strconv.Atoi(p.port)
-	ctx, span := c.t.tr().Start(c.ctx, otelattr.WaitSpanName,
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithTimestamp(start),
-		trace.WithAttributes(otelattr.Wait(otelattr.WaitInfo{
-			Sequence: c.name(), Trigger: p.trigger.String(),
-			RetryAfterKind: string(p.ra.Kind), RetryAfterValue: p.ra.Value,
-			ServerDelaySeconds: delay, PlannedSeconds: planned.Seconds(),
-			RequestID: p.requestID, StatusCode: p.status, CauseMethod: p.method,
-			Method: c.method, Resend: resend,
-			ServerAddress: p.host, ServerPort: port, URL: p.url,
-			FloorMs: p.floorMs, EventDigest: p.eventDigest,
-		})...))
-	return &waitSpan{span: span, ctx: ctx, start: start, planned: planned, plan: p, resend: resend}
-}
-
-// endWait closes a wait's span and records it: in the report, the metrics
-// and the log. err is what ended it early, or nil.
-func (c *call) endWait(w *waitSpan, err error) {
-	if w == nil {
-		return
-	}
-	end := c.t.clk().Now()
-	actual := end.Sub(w.start)
-	canceled := err != nil
-	c.b.recordWait(WaitRecord{
-		Trigger: w.plan.trigger.String(), Resend: w.resend, Method: c.method,
-		RetryAfter: w.plan.ra, Timing: w.plan.timing, Planned: w.planned,
-		Actual: actual, RequestID: w.plan.requestID, Canceled: canceled,
-		Diagnostic: w.plan.diagnostic, FloorMs: w.plan.floorMs,
-	})
-	if c.t.metrics != nil {
-		c.t.metrics.wait(c.ctx, w.plan.trigger.String(), actual, canceled)
-	}
-	if canceled {
-		w.span.SetStatus(codes.Error, "wait ended early")
-		w.span.SetAttributes(otelattr.ErrorType.String(errorType(err)))
-	}
-	w.span.End(trace.WithTimestamp(end))
-	if l := c.t.logger; l != nil {
-		l.LogAttrs(c.ctx, slog.LevelInfo, "readrecovery: wait",
-			slog.String("sequence", c.name()),
-			slog.String("trigger", w.plan.trigger.String()),
-			slog.String("method", c.method),
-			slog.Bool("resend", w.resend),
-			slog.String("retry_after_kind", string(w.plan.ra.Kind)),
-			slog.Int64("retry_after_value", w.plan.ra.Value),
-			slog.Float64("planned_seconds", w.planned.Seconds()),
-			slog.Float64("actual_seconds", actual.Seconds()),
-			slog.Int64("floor_ms", w.plan.floorMs),
-			slog.String("request_id", w.plan.requestID),
-			slog.String("server_address", w.plan.host),
-			slog.String("url", w.plan.url),
-			slog.Bool("canceled", canceled))
-	}
-}
-
-func errorType(err error) string {
-	var se *StopError
-	switch {
-	case errors.As(err, &se):
-		return string(se.Reason)
-	case errors.Is(err, context.Canceled):
-		return "context.Canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "context.DeadlineExceeded"
-	}
-	return "error"
-}
-
 // stop stops the sequence (or, without a budget, describes the journal's
 // refusal), records the stop on the request's span, and returns the error
 // to hand back.
@@ -727,41 +529,6 @@ func (c *call) stop(r StopReason, detail string, status int, id string, cause er
 	se := c.b.stopAt(r, detail, status, id, cause)
 	c.recordStop()
 	return se
-}
-
-// recordStop records the sequence's stop, once per sequence: an event on the
-// request's span, or on a short span of its own when the request's
-// context has no recording span; and a log record.
-func (c *call) recordStop() {
-	if c.b == nil {
-		return
-	}
-	se, sent, ok := c.b.takeStopEvent()
-	if !ok {
-		return
-	}
-	if c.t.metrics != nil {
-		c.t.metrics.stop(c.ctx, se.Reason)
-	}
-	attrs := otelattr.Stop(c.b.name, string(se.Reason), se.Detail, sent)
-	span := trace.SpanFromContext(c.ctx)
-	if span.IsRecording() {
-		span.AddEvent(otelattr.StopEventName, trace.WithAttributes(attrs...))
-	} else {
-		_, own := c.t.tr().Start(c.ctx, otelattr.StopSpanName, trace.WithSpanKind(trace.SpanKindInternal))
-		own.AddEvent(otelattr.StopEventName, trace.WithAttributes(attrs...))
-		own.SetStatus(codes.Error, string(se.Reason))
-		own.End()
-	}
-	if l := c.t.logger; l != nil {
-		l.LogAttrs(c.ctx, slog.LevelWarn, "readrecovery: sequence stopped",
-			slog.String("sequence", c.b.name),
-			slog.String("reason", string(se.Reason)),
-			slog.String("detail", se.Detail),
-			slog.Int("status", se.StatusCode),
-			slog.String("request_id", se.RequestID),
-			slog.Int("requests", sent))
-	}
 }
 
 func (c *call) name() string {
