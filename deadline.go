@@ -1,7 +1,6 @@
 package readrecovery
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -115,8 +114,7 @@ type cutoff struct {
 	// them too, so that they are released at the deadline even when the
 	// Budget is gone.
 	parents *cutList
-	entry   *deadlineEntry
-	d       *deadlines
+	d       *deadlines // the transport's heap the deadline went to
 }
 
 // cutList is a set of cancel functions that the deadline entry may outlive
@@ -168,8 +166,10 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 	}
 	if b.cut.parents == nil {
 		b.cut.parents = &cutList{}
-		if e := b.cut.entry; e != nil {
-			b.cut.d.setCuts(e, b.cut.parents)
+		if b.cut.d != nil {
+			// The sequence's deadline is in the heap already: a second
+			// entry at the same time carries these.
+			b.cut.d.add(deadlineEntry{b: weak.Pointer[Budget]{}, cuts: b.cut.parents}, b.seq.deadline)
 		}
 	}
 	l := b.cut.parents
@@ -182,8 +182,8 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.Time) {
 	c.deadline.Store(at.UnixNano())
 	c.d = d
-	c.entry = &deadlineEntry{at: at, b: weak.Make(b), cuts: c.parents}
-	d.add(clk, c.entry)
+	d.init(clk)
+	d.add(deadlineEntry{b: weak.Make(b), cuts: c.parents}, at)
 }
 
 // expire runs when the sequence's total runs out: it cuts off every request
@@ -211,63 +211,74 @@ func (b *Budget) expire() {
 }
 
 // deadlines is a transport's deadline heap: the totals of its sequences
-// behind one runtime timer. The zero value is ready to use.
+// behind one runtime timer. The zero value is ready to use. Entries are
+// values in one slice, with their time as nanoseconds from the heap's base
+// time: no object and no pointer per entry but the Budget's weak handle,
+// so that the garbage collector has little to mark for the many entries a
+// busy transport holds (one per sequence for its total).
 type deadlines struct {
 	mu      sync.Mutex
+	clk     clock.Clock
+	base    time.Time // the origin of entries' times (monotonic)
 	h       deadlineHeap
-	armedAt time.Time // the time the timer is set for; zero when unset
+	armedAt int64 // the entry time the timer is set for; -1 when unset
 	stop    func() bool
 }
 
-// deadlineEntry is one sequence's deadline. It holds the Budget weakly.
+// deadlineEntry is one sequence's deadline. It holds the Budget weakly;
+// cuts are cancel functions it must release even when the Budget is gone.
 type deadlineEntry struct {
-	at   time.Time
+	at   int64 // nanoseconds from deadlines.base
 	b    weak.Pointer[Budget]
 	cuts *cutList
-	i    int
 }
 
-func (d *deadlines) add(clk clock.Clock, e *deadlineEntry) {
+// init sets the heap's clock and base at its first use.
+func (d *deadlines) init(clk clock.Clock) {
+	d.mu.Lock()
+	if d.clk == nil {
+		d.clk, d.base, d.armedAt = clk, clk.Now(), -1
+	}
+	d.mu.Unlock()
+}
+
+func (d *deadlines) add(e deadlineEntry, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	heap.Push(&d.h, e)
-	d.armLocked(clk)
-}
-
-func (d *deadlines) setCuts(e *deadlineEntry, l *cutList) {
-	d.mu.Lock()
-	e.cuts = l
-	d.mu.Unlock()
+	e.at = int64(at.Sub(d.base))
+	d.h.push(e)
+	d.armLocked()
 }
 
 // armLocked sets the timer for the earliest deadline, unless it is set
 // for it already.
-func (d *deadlines) armLocked(clk clock.Clock) {
+func (d *deadlines) armLocked() {
 	if len(d.h) == 0 {
 		return
 	}
 	next := d.h[0].at
-	if !d.armedAt.IsZero() && !next.Before(d.armedAt) {
+	if d.armedAt >= 0 && next >= d.armedAt {
 		return
 	}
 	if d.stop != nil {
 		d.stop()
 	}
 	d.armedAt = next
-	d.stop = clk.AfterFunc(next.Sub(clk.Now()), func() { d.fire(clk) })
+	wait := d.base.Add(time.Duration(next)).Sub(d.clk.Now())
+	d.stop = d.clk.AfterFunc(wait, d.fire)
 }
 
 // fire ends every sequence whose deadline has come, and sets the timer for
 // the next one.
-func (d *deadlines) fire(clk clock.Clock) {
-	now := clk.Now()
-	var due []*deadlineEntry
+func (d *deadlines) fire() {
+	var due []deadlineEntry
 	d.mu.Lock()
-	for len(d.h) > 0 && !d.h[0].at.After(now) {
-		due = append(due, heap.Pop(&d.h).(*deadlineEntry))
+	now := int64(d.clk.Now().Sub(d.base))
+	for len(d.h) > 0 && d.h[0].at <= now {
+		due = append(due, d.h.pop())
 	}
-	d.armedAt, d.stop = time.Time{}, nil
-	d.armLocked(clk)
+	d.armedAt, d.stop = -1, nil
+	d.armLocked()
 	d.mu.Unlock()
 	for _, e := range due {
 		if b := e.b.Value(); b != nil {
@@ -278,25 +289,44 @@ func (d *deadlines) fire(clk clock.Clock) {
 	}
 }
 
-// deadlineHeap orders entries by deadline (container/heap).
-type deadlineHeap []*deadlineEntry
+// deadlineHeap is a binary min-heap of entries by time, on values (the
+// container/heap interface would box each entry).
+type deadlineHeap []deadlineEntry
 
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h deadlineHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].i, h[j].i = i, j
-}
-func (h *deadlineHeap) Push(x any) {
-	e := x.(*deadlineEntry)
-	e.i = len(*h)
+func (h *deadlineHeap) push(e deadlineEntry) {
 	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].at <= s[i].at {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
 }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	n := len(old)
-	e := old[n-1]
-	old[n-1] = nil
-	*h = old[:n-1]
-	return e
+
+func (h *deadlineHeap) pop() deadlineEntry {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = deadlineEntry{}
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s[l].at < s[m].at {
+			m = l
+		}
+		if r := l + 1; r < n && s[r].at < s[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }
