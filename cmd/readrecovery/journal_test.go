@@ -17,6 +17,7 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal"
+	"github.com/readrecovery/readrecovery/journal/journalcmd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -233,7 +234,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	var pj planJSON
+	var pj journalcmd.PlanJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.True(t, pj.FileBatch.Plan.Complete)
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 1, "never-attempted": 1, "reviewed": 0}, pj.FileBatch.Plan.Counts)
@@ -270,7 +271,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	pj = planJSON{}
+	pj = journalcmd.PlanJSON{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 0, "never-attempted": 1, "reviewed": 1}, pj.FileBatch.Plan.Counts)
 	code, stdout, _ = runJ("verify", dir)

@@ -141,3 +141,5 @@ func version() string {
 	}
 	return fmt.Sprintf("readrecovery %s%s (%s)", v, rev, runtime.Version())
 }
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }

@@ -1,0 +1,300 @@
+// Package journalcmd is the operator's command for a journal run: status,
+// verify, plan and review, with their output and exit codes. The
+// readrecovery command runs it on a run directory (`readrecovery journal`);
+// rrjournal, in the azure module, on a run kept in Blob Storage. Only the
+// opening of the run differs.
+package journalcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// Command is one command's way to reach its runs, and its words.
+type Command struct {
+	// Prog starts every message ("readrecovery", "rrjournal").
+	Prog string
+	// Sub comes before a subcommand's name in messages ("journal " for
+	// `readrecovery journal plan`, "" for `rrjournal plan`).
+	Sub string
+	// Arg names the run argument in messages ("DIR", "RUN").
+	Arg string
+	// Usage is printed for --help (to stdout) and after a usage error.
+	Usage string
+	// Open opens an existing run; Inspect verifies one without opening it
+	// (journal.OpenExisting and journal.Inspect for a directory).
+	Open    func(ctx context.Context, run string) (*journal.Journal, error)
+	Inspect func(ctx context.Context, run string) (journal.Summary, error)
+	// Now is the time the commands ask about; nil means time.Now. Tests set
+	// it; it is never a flag.
+	Now func() time.Time
+}
+
+func (c *Command) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+// Run runs `status|verify|plan|review` with args. Only review writes, and
+// only a review entry: a missing run is an error (exit 2), never a new one.
+// ctx ends a review's wait. Exit codes: 0 clear or elapsed (status), clean
+// (verify), done (plan, review); 1 findings (verify) or a refused review; 2
+// a usage error or a run that is missing, unreadable or not a journal run; 3
+// waiting; 4 unresolved.
+func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, c.Usage)
+		return 2
+	}
+	for _, a := range args {
+		if isHelp(a) {
+			fmt.Fprint(stdout, c.Usage)
+			return 0
+		}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "status", "verify":
+		if len(rest) != 1 || rest[0] == "" {
+			return c.usageError(stderr, c.Sub+cmd+" takes one "+c.Arg)
+		}
+		if cmd == "status" {
+			return c.status(ctx, rest[0], stdout, stderr)
+		}
+		return c.verify(ctx, rest[0], stdout, stderr)
+	case "plan":
+		return c.plan(ctx, rest, stdout, stderr)
+	case "review":
+		return c.review(ctx, rest, stdout, stderr)
+	default:
+		return c.usageError(stderr, fmt.Sprintf("unknown %scommand %q", c.Sub, cmd))
+	}
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
+
+func (c *Command) usageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "%s: %s\n%s", c.Prog, msg, c.Usage)
+	return 2
+}
+
+// parseInterleaved parses flags that may come before or after the
+// positional arguments (`review DIR --file ID`), which flag.Parse alone
+// does not.
+func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fset.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fset.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlags(name string) *flag.FlagSet {
+	fset := flag.NewFlagSet(name, flag.ContinueOnError)
+	fset.SetOutput(io.Discard) // the usage is Command.Usage
+	return fset
+}
+
+func (c *Command) status(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	st := j.Status(c.now())
+	b, err := journal.MarshalStatus(st)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %sstatus: %v\n", c.Prog, c.Sub, err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return stateCode(st.State)
+}
+
+func stateCode(s journal.State) int {
+	switch s {
+	case journal.Clear, journal.Elapsed:
+		return 0
+	case journal.Waiting:
+		return 3
+	default:
+		return 4
+	}
+}
+
+func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+	sum, err := c.Inspect(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	for _, f := range sum.Findings {
+		fmt.Fprintln(stdout, f.String())
+	}
+	if len(sum.Findings) > 0 {
+		return 1
+	}
+	planned := "no plan.json (a run written before it existed)"
+	if sum.PlannedFiles >= 0 {
+		planned = fmt.Sprintf("%d planned files", sum.PlannedFiles)
+	}
+	fmt.Fprintf(stdout, "ok: %s, %d backoff entries, %d receipts, %d part receipts, %d reviews\n",
+		planned, sum.Entries, sum.Receipts, sum.Parts, sum.Reviews)
+	return 0
+}
+
+// PlanJSON is the JSON that `plan --json` prints.
+type PlanJSON struct {
+	FileBatch struct {
+		Backoff journal.Status `json:"backoff"`
+		Plan    struct {
+			// Complete is false for a run without plan.json: only the
+			// files that records name are listed.
+			Complete bool           `json:"complete"`
+			Counts   map[string]int `json:"counts"`
+			Files    []PlanFile     `json:"files"`
+		} `json:"plan"`
+	} `json:"file_batch"`
+}
+
+// PlanFile is one planned file in [PlanJSON].
+type PlanFile struct {
+	FileDigest string `json:"file_digest"`
+	Class      string `json:"class"`
+	Decision   string `json:"decision,omitempty"`
+	Reason     string `json:"reason"`
+}
+
+var classes = []journal.FileState{journal.FileAcked, journal.FileUnknown, journal.FileNeverAttempted, journal.FileReviewed}
+
+func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fset := newFlags(c.Sub + "plan")
+	asJSON := fset.Bool("json", false, "")
+	pos, err := parseInterleaved(fset, args)
+	if err != nil {
+		return c.usageError(stderr, c.Sub+"plan: "+err.Error())
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return c.usageError(stderr, c.Sub+"plan takes one "+c.Arg)
+	}
+	dir := pos[0]
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	cont, err := j.RecordedPlan(c.now())
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		return 4
+	}
+	if *asJSON {
+		var out PlanJSON
+		out.FileBatch.Backoff = cont.Status
+		p := &out.FileBatch.Plan
+		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []PlanFile{}
+		for _, k := range classes {
+			p.Counts[string(k)] = cont.Count(k)
+		}
+		for _, f := range cont.Files {
+			p.Files = append(p.Files, PlanFile{f.Digest, string(f.State), string(f.Decision), f.Reason})
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %splan: %v\n", c.Prog, c.Sub, err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	st := cont.Status
+	fmt.Fprintf(stdout, "run: %s", st.State)
+	if st.State == journal.Waiting {
+		fmt.Fprintf(stdout, " (%d s remaining, until not_before_utc %d)", st.RemainingSeconds, st.NotBeforeUTC)
+	}
+	fmt.Fprintf(stdout, ": %s\n", st.Reason)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tDECISION\tFILE\tREASON")
+	for _, f := range cont.Files {
+		d := string(f.Decision)
+		if d == "" {
+			d = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.State, d, f.Digest, f.Reason)
+	}
+	tw.Flush()
+	counts := make([]string, 0, len(classes))
+	for _, k := range classes {
+		counts = append(counts, fmt.Sprintf("%d %s", cont.Count(k), k))
+	}
+	fmt.Fprintf(stdout, "%d files: %s\n", len(cont.Files), strings.Join(counts, ", "))
+	if cont.Partial {
+		fmt.Fprintln(stdout, "no plan.json (a run written before it existed): never-attempted files are not listed")
+	}
+	return 0
+}
+
+func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fset := newFlags(c.Sub + "review")
+	file := fset.String("file", "", "")
+	decision := fset.String("decision", "", "")
+	note := fset.String("note", "", "")
+	pos, err := parseInterleaved(fset, args)
+	if err != nil {
+		return c.usageError(stderr, c.Sub+"review: "+err.Error())
+	}
+	switch {
+	case len(pos) != 1 || pos[0] == "":
+		return c.usageError(stderr, c.Sub+"review takes one "+c.Arg)
+	case *file == "":
+		return c.usageError(stderr, c.Sub+"review needs --file ID")
+	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
+		return c.usageError(stderr, c.Sub+"review needs --decision reupload or --decision skip")
+	}
+	dir := pos[0]
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	rec, err := j.Review(ctx, *file, journal.Decision(*decision), *note)
+	var re *journal.RestrictedError
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
+		return 0
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		return 4
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		return 1
+	}
+}
+
+func (c *Command) unreadable(err error, stderr io.Writer) int {
+	switch {
+	case errors.Is(err, journal.ErrNotRun):
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+	case errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintf(stderr, "%s: no journal run: %v\n", c.Prog, err)
+	default:
+		fmt.Fprintf(stderr, "%s: cannot read the run: %v\n", c.Prog, err)
+	}
+	return 2
+}
