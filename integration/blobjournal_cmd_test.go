@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,16 +28,7 @@ func TestRRJournalCommand(t *testing.T) {
 	rrj := func(args ...string) (int, string, string) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+cs)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code, out, errb := runProcess(t, cmd)
 		if strings.Contains(out.String()+errb.String(), azuriteKey) {
 			t.Fatal("the account key was printed")
 		}

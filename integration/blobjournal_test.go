@@ -2,10 +2,8 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -122,19 +120,9 @@ func TestBlobJournalFourWorkers(t *testing.T) {
 	run := func(id int, extra ...string) (int, []workerLine) {
 		args := append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
 			"-files", fmt.Sprint(files), "-worker", fmt.Sprint(id), "-seed", "7"}, extra...)
-		cmd := exec.Command(bin, args...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("worker %d: %v", id, err)
-		}
+		code, out, errb := runProcess(t, exec.Command(bin, args...))
 		var lines []workerLine
-		sc := bufio.NewScanner(&out)
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			var l workerLine
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {

@@ -133,9 +133,10 @@ func TestOwnership(t *testing.T) {
 // client's retry options, rrazure's ShouldRetry included. The adapter
 // alone cannot stop azcore from re-sending the throttled PUT (without the
 // repeat guard the proxy sees PUT 429, then PUT 201: the upload is sent
-// twice). The transport's repeat guard refuses the repeat (same method, URL and
-// x-ms-client-request-id after a 429 in the same sequence) before network
-// access with a NonRetriable error (ErrRequestRefused, reason
+// twice). The transport's repeat guard refuses the repeat (same method and
+// URL after a 429 in the same sequence, and the same body object: azblob
+// sends no x-ms-client-request-id, and azcore sends the body it was given
+// again) before network access with a NonRetriable error (ErrRequestRefused, reason
 // repeat-refused; the sequence goes on): exactly one PUT reaches the
 // server.
 func TestOwnershipPerCallRetryOptions(t *testing.T) {

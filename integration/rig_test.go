@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,4 +314,21 @@ func (a *ackLost) RoundTrip(req *http.Request) (*http.Response, error) {
 		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
 		Request: req,
 	}, nil
+}
+
+// runProcess runs cmd to its end and returns its exit code and what it
+// printed; a process that could not run fails the test.
+func runProcess(t testing.TB, cmd *exec.Cmd) (code int, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), stdout, stderr
+	case err != nil:
+		t.Fatalf("%s: %v", cmd.Path, err)
+	}
+	return 0, stdout, stderr
 }
