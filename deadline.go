@@ -210,18 +210,25 @@ func (b *Budget) expire() {
 	}
 }
 
-// deadlines is a transport's deadline heap: the totals of its sequences
-// behind one runtime timer. The zero value is ready to use. Entries are
-// values in one slice, with their time as nanoseconds from the heap's base
-// time: no object and no pointer per entry but the Budget's weak handle,
-// so that the garbage collector has little to mark for the many entries a
-// busy transport holds (one per sequence for its total).
+// deadlines is a transport's deadline queue: the totals of its sequences
+// behind one runtime timer. The zero value is ready to use.
+//
+// Most sequences of a transport have the same total, so their deadlines
+// come in time order: those go to the back of a FIFO of fixed-size chunks
+// (append and pop in constant time, no slice to copy as it grows, emptied
+// chunks reused). A deadline earlier than the back of the FIFO (a shorter
+// MaxTotal, or two first requests racing for the lock) goes to a binary
+// heap instead. Entries are values with their time as nanoseconds from the
+// queue's base time: no object and no pointer per entry but the Budget's
+// weak handle, so that the garbage collector has little to mark for the
+// many entries a busy transport holds (one per sequence for its total).
 type deadlines struct {
 	mu      sync.Mutex
 	clk     clock.Clock
 	base    time.Time // the origin of entries' times (monotonic)
-	h       deadlineHeap
-	armedAt int64 // the entry time the timer is set for; -1 when unset
+	q       deadlineFIFO
+	h       deadlineHeap // the entries that came out of order
+	armedAt int64        // the entry time the timer is set for; -1 when unset
 	stop    func() bool
 }
 
@@ -246,17 +253,17 @@ func (d *deadlines) add(e deadlineEntry, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e.at = int64(at.Sub(d.base))
-	d.h.push(e)
+	d.pushLocked(e)
 	d.armLocked()
 }
 
 // armLocked sets the timer for the earliest deadline, unless it is set
 // for it already.
 func (d *deadlines) armLocked() {
-	if len(d.h) == 0 {
+	next, ok := d.nextLocked()
+	if !ok {
 		return
 	}
-	next := d.h[0].at
 	if d.armedAt >= 0 && next >= d.armedAt {
 		return
 	}
@@ -268,14 +275,48 @@ func (d *deadlines) armLocked() {
 	d.stop = d.clk.AfterFunc(wait, d.fire)
 }
 
+// nextLocked returns the earliest entry time, if there is an entry.
+func (d *deadlines) nextLocked() (int64, bool) {
+	q, qok := d.q.front()
+	if len(d.h) > 0 && (!qok || d.h[0].at < q) {
+		return d.h[0].at, true
+	}
+	return q, qok
+}
+
+// pushLocked adds e: to the back of the FIFO when it is not earlier than
+// the back, else to the heap.
+func (d *deadlines) pushLocked(e deadlineEntry) {
+	if back, ok := d.q.back(); !ok || back <= e.at {
+		d.q.push(e)
+	} else {
+		d.h.push(e)
+	}
+}
+
+// popLocked removes and returns the earliest entry; there must be one.
+func (d *deadlines) popLocked() deadlineEntry {
+	if q, ok := d.q.front(); ok && (len(d.h) == 0 || q <= d.h[0].at) {
+		return d.q.pop()
+	}
+	return d.h.pop()
+}
+
+// len returns the number of entries.
+func (d *deadlines) len() int { return d.q.n + len(d.h) }
+
 // fire ends every sequence whose deadline has come, and sets the timer for
 // the next one.
 func (d *deadlines) fire() {
 	var due []deadlineEntry
 	d.mu.Lock()
 	now := int64(d.clk.Now().Sub(d.base))
-	for len(d.h) > 0 && d.h[0].at <= now {
-		due = append(due, d.h.pop())
+	for {
+		next, ok := d.nextLocked()
+		if !ok || next > now {
+			break
+		}
+		due = append(due, d.popLocked())
 	}
 	d.armedAt, d.stop = -1, nil
 	d.armLocked()
@@ -329,4 +370,69 @@ func (h *deadlineHeap) pop() deadlineEntry {
 	}
 	*h = s
 	return top
+}
+
+// deadlineChunk is the size of a FIFO chunk: 256 entries, 6 KiB.
+const deadlineChunk = 256
+
+// deadlineFIFO is a queue of entries in time order, in fixed-size chunks:
+// pushing never copies the entries already queued, and a chunk emptied at
+// the front is kept for reuse at the back.
+type deadlineFIFO struct {
+	chunks     []*[deadlineChunk]deadlineEntry // in order; the first holds the front
+	head, tail int                             // the front's index in chunks[0]; the end's in the last chunk
+	n          int
+	spare      *[deadlineChunk]deadlineEntry
+}
+
+func (q *deadlineFIFO) front() (int64, bool) {
+	if q.n == 0 {
+		return 0, false
+	}
+	return q.chunks[0][q.head].at, true
+}
+
+func (q *deadlineFIFO) back() (int64, bool) {
+	if q.n == 0 {
+		return 0, false
+	}
+	return q.chunks[len(q.chunks)-1][q.tail-1].at, true
+}
+
+func (q *deadlineFIFO) push(e deadlineEntry) {
+	if len(q.chunks) == 0 || q.tail == deadlineChunk {
+		c := q.spare
+		if c == nil {
+			c = new([deadlineChunk]deadlineEntry)
+		}
+		q.spare = nil
+		q.chunks = append(q.chunks, c)
+		q.tail = 0
+	}
+	q.chunks[len(q.chunks)-1][q.tail] = e
+	q.tail++
+	q.n++
+}
+
+func (q *deadlineFIFO) pop() deadlineEntry {
+	c := q.chunks[0]
+	e := c[q.head]
+	c[q.head] = deadlineEntry{}
+	q.head++
+	q.n--
+	if q.head == deadlineChunk || q.n == 0 {
+		// The chunk is done with (the last one is, when the queue is
+		// empty): keep one for reuse, drop the rest.
+		if q.spare == nil {
+			q.spare = c
+		}
+		copy(q.chunks, q.chunks[1:])
+		q.chunks[len(q.chunks)-1] = nil
+		q.chunks = q.chunks[:len(q.chunks)-1]
+		q.head = 0
+		if q.n == 0 {
+			q.tail = 0
+		}
+	}
+	return e
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,6 +25,39 @@ func TestDeadlineHeapOrder(t *testing.T) {
 		e := h.pop()
 		require.GreaterOrEqual(t, e.at, last)
 		last = e.at
+	}
+}
+
+// The deadline queue pops entries in time order when most come in order
+// (the FIFO) and some do not (the heap), across many chunks, and reuses an
+// emptied chunk.
+func TestDeadlineQueueOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var d deadlines
+	var pushed []int64
+	at := int64(0)
+	for round := range 3 {
+		for range 5 * deadlineChunk {
+			e := deadlineEntry{at: at}
+			if rng.IntN(10) == 0 {
+				e.at = rng.Int64N(at + 1) // out of order
+			} else {
+				at += rng.Int64N(3)
+			}
+			d.pushLocked(e)
+			pushed = append(pushed, e.at)
+		}
+		require.Equal(t, len(pushed), d.len())
+		require.NotZero(t, len(d.h), "some entries went to the heap")
+		slices.Sort(pushed)
+		var popped []int64
+		for d.len() > 0 {
+			popped = append(popped, d.popLocked().at)
+		}
+		require.Equal(t, pushed, popped, "round %d", round)
+		require.Empty(t, d.q.chunks)
+		require.NotNil(t, d.q.spare, "an emptied chunk is kept for reuse")
+		pushed = pushed[:0]
 	}
 }
 
@@ -50,7 +84,7 @@ func TestOneTimerCutsEachSequenceAtItsDeadline(t *testing.T) {
 		got := []time.Duration{<-ended, <-ended, <-ended}
 		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}, got)
 		tr.deadlines.mu.Lock()
-		assert.Empty(t, tr.deadlines.h, "every entry popped")
+		assert.Zero(t, tr.deadlines.len(), "every entry popped")
 		tr.deadlines.mu.Unlock()
 	})
 }

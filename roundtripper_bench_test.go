@@ -109,7 +109,7 @@ func BenchmarkFinishedSequences(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/sequences, "live-B/seq")
 		rt.deadlines.mu.Lock()
-		b.ReportMetric(float64(len(rt.deadlines.h)), "entries")
+		b.ReportMetric(float64(rt.deadlines.len()), "entries")
 		b.ReportMetric(float64(boolInt(rt.deadlines.stop != nil)), "timers")
 		rt.deadlines.mu.Unlock()
 		runtime.KeepAlive(rt)
