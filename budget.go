@@ -200,7 +200,8 @@ type ReadEvidence struct {
 	ETag       string `json:"etag,omitempty"`
 }
 
-// evidence is what a sequence keeps for its report; guarded by Budget.mu.
+// evidence is what a sequence keeps for its report, its request IDs and
+// ETags not yet sanitized (see keptID); guarded by Budget.mu.
 type evidence struct {
 	failed        []ReadEvidence
 	succeeded     []ReadEvidence
@@ -307,7 +308,38 @@ func (b *Budget) recordRead(status int, h http.Header) {
 	case c == len(*list):
 		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}
-	*list = append(*list, ReadEvidence{StatusCode: status, RequestID: redact.RequestID(h), ETag: etagOf(h, ok)})
+	e := ReadEvidence{StatusCode: status, RequestID: keptID(redact.RequestIDValue(h))}
+	if ok {
+		if v := h["Etag"]; len(v) > 0 {
+			e.ETag = keptID(v[0])
+		}
+	}
+	*list = append(*list, e)
+}
+
+// keptID is a request ID or ETag as the evidence keeps it: as the server
+// sent it, unless it is longer than redact.MaxIDLen, which is digested at
+// once (so the evidence never holds more of a response than that).
+// [Budget.Report] sanitizes what it hands out: reads whose evidence nobody
+// asks for never pay for it.
+func keptID(v string) string {
+	if len(v) > redact.MaxIDLen {
+		return redact.ID(v)
+	}
+	return v
+}
+
+// reported returns evidence as Report hands it out: its request IDs and
+// ETags sanitized.
+func reported(ev []ReadEvidence) []ReadEvidence {
+	if len(ev) == 0 {
+		return nil
+	}
+	out := make([]ReadEvidence, len(ev))
+	for i, e := range ev {
+		out[i] = ReadEvidence{StatusCode: e.StatusCode, RequestID: redact.ID(e.RequestID), ETag: redact.ETag(e.ETag)}
+	}
+	return out
 }
 
 func (b *Budget) recordWait(w WaitRecord) {
@@ -399,8 +431,8 @@ func (b *Budget) Report() Report {
 		Requests:               b.seq.sent,
 		Waits:                  len(x.waits),
 		WaitLog:                append([]WaitRecord(nil), x.waits...),
-		FailedReads:            append([]ReadEvidence(nil), b.ev.failed...),
-		SuccessfulReads:        append([]ReadEvidence(nil), b.ev.succeeded...),
+		FailedReads:            reported(b.ev.failed),
+		SuccessfulReads:        reported(b.ev.succeeded),
 		DroppedFailedReads:     b.ev.droppedFailed,
 		DroppedSuccessfulReads: b.ev.droppedOK,
 		DroppedMutations:       x.droppedMutations,

@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
@@ -48,6 +49,46 @@ func TestReportBoundedEvidence(t *testing.T) {
 		assert.Nil(t, r.Mutation)
 		assert.Equal(t, Ownership(""), r.Ownership)
 	})
+}
+
+// evidence-in-report: the evidence keeps a read's request ID and ETag as the
+// server sent them and sanitizes them when Report hands them out: an unsafe
+// one, short or long (the long one digested at once), is a digest marker in
+// the report and nowhere in its JSON.
+func TestReportSanitizesReadEvidence(t *testing.T) {
+	long := "rid-" + strings.Repeat("SECRET", 40)
+	srv := newScript(sequenceOf(
+		reply(200, "x-ms-request-id", "rid?sig=SECRET", "ETag", `"e?sig=SECRET"`),
+		reply(404, "x-ms-request-id", long),
+		reply(200, "x-ms-request-id", "r3", "ETag", strings.Repeat("E", 200)),
+	))
+	b := NewBudget("inventory")
+	ctx := WithBudget(context.Background(), b)
+	tr := New(srv)
+	for range 3 {
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/files"))
+		require.NoError(t, err)
+		drain(resp)
+	}
+	r := b.Report()
+	assert.Equal(t, []ReadEvidence{
+		{StatusCode: 200, RequestID: redact.ID("rid?sig=SECRET"), ETag: redact.ID(`"e?sig=SECRET"`)},
+		{StatusCode: 200, RequestID: "r3", ETag: redact.ID(strings.Repeat("E", 200))},
+	}, r.SuccessfulReads)
+	assert.Equal(t, []ReadEvidence{{StatusCode: 404, RequestID: redact.ID(long)}}, r.FailedReads)
+	for _, e := range append(r.SuccessfulReads, r.FailedReads...) {
+		if e.RequestID != "r3" {
+			assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e.RequestID)
+		}
+	}
+	js, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.NotContains(t, string(js), "SECRET")
+	assert.NotContains(t, r.String(), "SECRET")
+	b.mu.Lock()
+	assert.Equal(t, redact.ID(long), b.ev.failed[0].RequestID, "a value over redact.MaxIDLen is digested as it is recorded")
+	assert.Equal(t, "rid?sig=SECRET", b.ev.succeeded[0].RequestID, "a short one is kept for Report to sanitize")
+	b.mu.Unlock()
 }
 
 // evidence-in-report: an ETag of safe characters is kept as it is (Blob checkpoint proof).

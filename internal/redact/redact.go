@@ -19,10 +19,15 @@ const MaxIDLen = 128
 var requestIDHeaders = [...]string{"X-Ms-Request-Id", "Request-Id", "X-Request-Id", "Apim-Request-Id"}
 
 // RequestID returns the sanitized request ID of a response header, or "".
-func RequestID(h http.Header) string {
+func RequestID(h http.Header) string { return ID(RequestIDValue(h)) }
+
+// RequestIDValue returns the request ID of a response header as the server
+// sent it, or "": for a caller that keeps it and sanitizes it with [ID]
+// before it leaves the library.
+func RequestIDValue(h http.Header) string {
 	for _, k := range requestIDHeaders {
 		if v := h[k]; len(v) > 0 {
-			return ID(v[0])
+			return v[0]
 		}
 	}
 	return ""
@@ -76,16 +81,26 @@ func etagSafe(s string) bool {
 
 func idSafe(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == ':', c == '-':
-		default:
+		if !idByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// idByte marks the bytes an identifier may hold as it is: ASCII letters and
+// digits, '.', '_', ':' and '-'. A table, not a switch: one load per byte.
+var idByte = func() (t [256]bool) {
+	for c := range 256 {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			t[c] = true
+		case c == '.', c == '_', c == ':', c == '-':
+			t[c] = true
+		}
+	}
+	return t
+}()
 
 // URL returns u as scheme://host/path: no userinfo, no query, no fragment.
 // A nil u gives "".

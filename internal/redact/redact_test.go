@@ -121,3 +121,23 @@ func TestTextDropsQueriesAndUserinfo(t *testing.T) {
 		t.Fatalf("Text must cut to 256 bytes, got %d", len(got))
 	}
 }
+
+// Every one of the 256 byte values: an identifier keeps exactly the ASCII
+// letters and digits and . _ : - (the one byte in the middle of a safe ID).
+func TestIDKeepsExactlyTheSafeBytes(t *testing.T) {
+	const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-"
+	kept := 0
+	for c := range 256 {
+		in := "a" + string([]byte{byte(c)}) + "b"
+		want := strings.IndexByte(safe, byte(c)) >= 0
+		if got := ID(in) == in; got != want {
+			t.Errorf("byte %#x: kept %v, want %v", c, got, want)
+		}
+		if want {
+			kept++
+		}
+	}
+	if kept != len(safe) {
+		t.Fatalf("%d safe bytes, want %d", kept, len(safe))
+	}
+}
