@@ -105,6 +105,30 @@ func parseRetryAfterAt(h http.Header, receivedAt time.Time, timing *RetryAfterTi
 	return p.parse(h, receivedAt)
 }
 
+// waitFields is what the transport reads from a 429's header: Retry-After
+// as parseRetryAfterAt reads it and Azure's millisecond floor as
+// parseRetryAfterMs reads it.
+type waitFields struct {
+	ra        RetryAfter
+	hasTiming bool // *timing was filled
+	diag      string
+	ms        int64
+	msKind    RetryAfterKind
+	msDiag    string
+}
+
+// parseWaitFieldsAt reads the three fields of a 429 with one pass over the
+// header's keys; it allocates nothing and fills *timing as
+// parseRetryAfterAt does.
+func parseWaitFieldsAt(h http.Header, receivedAt time.Time, timing *RetryAfterTiming) (w waitFields) {
+	var f raFields
+	f.lookup(h)
+	p := raParser{timing: timing}
+	w.ra, w.hasTiming, w.diag = p.parseField(&f.ra, receivedAt)
+	w.ms, w.msKind, w.msDiag = judgeRetryAfterMs(&f.ms)
+	return w
+}
+
 // The canonical key of the field and the diagnostics. They are constants,
 // so that no outcome needs an allocation; none carries the field's value.
 const (
@@ -221,12 +245,19 @@ type raParser struct {
 
 // parse is the whole of ParseRetryAfter with constant diagnostics.
 func (p *raParser) parse(h http.Header, receivedAt time.Time) (RetryAfter, bool, string) {
+	var f raFields
+	f.lookup(h)
+	return p.parseField(&f.ra, receivedAt)
+}
+
+// parseField is parse on a field already looked up.
+func (p *raParser) parseField(f *raField, receivedAt time.Time) (RetryAfter, bool, string) {
 	if p.timed = !receivedAt.IsZero(); p.timed {
 		p.recv = receivedAt.Unix()
 	}
-	value, keys, values, oversize := raLookup(h)
+	value, keys, values := f.value, f.keys, f.values
 	switch {
-	case oversize:
+	case f.oversize:
 		// fail-closed-oversized: whatever else the field holds.
 		return RetryAfter{Kind: RetryAfterOversized}, false, raDiagOversized
 	case keys > 1:
@@ -253,31 +284,59 @@ func (p *raParser) parse(h http.Header, receivedAt time.Time) (RetryAfter, bool,
 	}
 }
 
-// raLookup finds the field among every key of h that is "retry-after" in
-// some ASCII case (strict-retry-after): the number of such keys and of their values in
-// total, whether any value is longer than MaxRetryAfterBytes, and the first
-// value of a key that has one (the value, when there is exactly one).
-func raLookup(h http.Header) (value string, keys, values int, oversize bool) {
-	// A direct lookup of the canonical key would not spare the scan: a case
-	// variant can sit under any key. Go's map iteration, not the comparison,
-	// is most of the cost (see BenchmarkBaselineHeaderRange); only keys of the
-	// right length are compared, the canonical spelling first.
-	for k, vs := range h {
-		if len(k) != len(raKey) || (k != raKey && !isRetryAfterKey(k)) {
-			continue
-		}
-		keys++
-		values += len(vs)
-		for _, v := range vs {
-			if len(v) > MaxRetryAfterBytes {
-				oversize = true
-			}
-		}
-		if len(vs) > 0 {
-			value = vs[0]
+// raField is what the keys of one field name held: how many keys match
+// the name in some ASCII case and how many values they hold in total,
+// whether any value is longer than MaxRetryAfterBytes, and the first value
+// of a key that has one (the value, when there is exactly one).
+type raField struct {
+	keys, values int
+	oversize     bool
+	value        string
+}
+
+func (f *raField) add(vs []string) {
+	f.keys++
+	f.values += len(vs)
+	for _, v := range vs {
+		if len(v) > MaxRetryAfterBytes {
+			f.oversize = true
 		}
 	}
-	return value, keys, values, oversize
+	if len(vs) > 0 {
+		f.value = vs[0]
+	}
+}
+
+// raFields are the three fields a 429's wait is read from: Retry-After and
+// Azure's two millisecond fields (retryafterms.go).
+type raFields struct {
+	ra raField
+	ms [raMsFields]raField
+}
+
+// lookup finds the three fields among every key of h, in one pass
+// (strict-retry-after: a case variant can sit under any key, so a direct
+// lookup of the canonical key would not spare the pass). Go's map
+// iteration, not the comparison, is most of the cost (see
+// BenchmarkBaselineHeaderRange): a key is compared only when its length is
+// one of the three names', the canonical spelling first.
+func (f *raFields) lookup(h http.Header) {
+	for k, vs := range h {
+		switch len(k) {
+		case len(raKey):
+			if k == raKey || raASCIIFoldEqual(k, "retry-after") {
+				f.ra.add(vs)
+			}
+		case len(raMsName):
+			if k == raMsKey || raASCIIFoldEqual(k, raMsName) {
+				f.ms[0].add(vs)
+			}
+		case len(raXMsName):
+			if k == raXMsKey || raASCIIFoldEqual(k, raXMsName) {
+				f.ms[1].add(vs)
+			}
+		}
+	}
 }
 
 // spelledDiag returns the diagnostic ParseRetryAfter gives where the parse
@@ -300,12 +359,6 @@ func (p *raParser) spelledDiag(hasTiming bool) string {
 	default:
 		return reason + raDiagFallback + raDiagTooLate
 	}
-}
-
-// isRetryAfterKey reports whether k is "retry-after" in any ASCII case,
-// without allocating.
-func isRetryAfterKey(k string) bool {
-	return len(k) == len("retry-after") && raASCIIFoldEqual(k, "retry-after")
 }
 
 // raTrimOWS removes leading and trailing SP and HTAB (RFC 9110 OWS).

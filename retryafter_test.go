@@ -273,6 +273,24 @@ func checkRetryAfterAtAgrees(t *testing.T, h http.Header, recv time.Time, want R
 	if diag != raTransportDiag(wantDiag) {
 		t.Errorf("parseRetryAfterAt diagnostic %q, want %q (public %q)", diag, raTransportDiag(wantDiag), wantDiag)
 	}
+	checkWaitFieldsAgree(t, h, recv)
+}
+
+// checkWaitFieldsAgree checks that the transport's one-pass read of a 429's
+// three fields gives what parseRetryAfterAt and parseRetryAfterMs give
+// apart, without allocating.
+func checkWaitFieldsAgree(t *testing.T, h http.Header, recv time.Time) {
+	t.Helper()
+	var wantTiming, gotTiming RetryAfterTiming
+	ra, hasTiming, diag := parseRetryAfterAt(h, recv, &wantTiming)
+	ms, msKind, msDiag := parseRetryAfterMs(h)
+	want := waitFields{ra: ra, hasTiming: hasTiming, diag: diag, ms: ms, msKind: msKind, msDiag: msDiag}
+	if got := parseWaitFieldsAt(h, recv, &gotTiming); got != want || gotTiming != wantTiming {
+		t.Errorf("parseWaitFieldsAt = %+v, %+v; apart %+v, %+v", got, gotTiming, want, wantTiming)
+	}
+	if n := testing.AllocsPerRun(5, func() { parseWaitFieldsAt(h, recv, &gotTiming) }); n != 0 {
+		t.Errorf("parseWaitFieldsAt allocates %v times", n)
+	}
 }
 
 // raTransportDiag returns the constant diagnostic the transport gets for a

@@ -10,6 +10,8 @@ import (
 const (
 	raMsName   = "retry-after-ms"
 	raXMsName  = "x-ms-retry-after-ms"
+	raMsKey    = "Retry-After-Ms" // canonical spellings, compared first
+	raXMsKey   = "X-Ms-Retry-After-Ms"
 	raMaxWait  = int64(MaxServerWait / time.Millisecond)
 	raMsFields = 2
 )
@@ -44,27 +46,17 @@ const (
 //   - missing (neither field present, or only keys with no value): ms 0,
 //     diag "".
 func parseRetryAfterMs(h http.Header) (ms int64, kind RetryAfterKind, diag string) {
+	var f raFields
+	f.lookup(h)
+	return judgeRetryAfterMs(&f.ms)
+}
+
+// judgeRetryAfterMs is parseRetryAfterMs on the two fields already looked
+// up (raFields.lookup).
+func judgeRetryAfterMs(found *[raMsFields]raField) (ms int64, kind RetryAfterKind, diag string) {
 	var f [raMsFields]raMsField
-	for k, vs := range h {
-		var i int
-		switch {
-		case len(k) == len(raMsName) && raASCIIFoldEqual(k, raMsName):
-			i = 0
-		case len(k) == len(raXMsName) && raASCIIFoldEqual(k, raXMsName):
-			i = 1
-		default:
-			continue
-		}
-		f[i].keys++
-		f[i].values += len(vs)
-		for _, v := range vs {
-			if len(v) > MaxRetryAfterBytes {
-				f[i].oversize = true
-			}
-		}
-		if len(vs) > 0 {
-			f[i].value = vs[0]
-		}
+	for i := range f {
+		f[i].raField = found[i]
 	}
 
 	best := -1 // the field that speaks
@@ -103,11 +95,9 @@ const (
 	raMsOversized
 )
 
-// raMsField is what one of the two names held.
+// raMsField is what one of the two names held, and its judgment.
 type raMsField struct {
-	keys, values int
-	oversize     bool
-	value        string
+	raField
 
 	sev  raMsSeverity
 	ms   int64

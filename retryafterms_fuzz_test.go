@@ -67,6 +67,8 @@ func FuzzParseRetryAfterMs(f *testing.F) {
 		}
 		ms, kind, diag := parseRetryAfterMs(h)
 		checkRetryAfterMsInvariants(t, ms, kind, diag)
+		h.Set("Retry-After", a) // the transport reads all three in one pass
+		checkWaitFieldsAgree(t, h, raT0)
 		wantMs, wantKind, wantDiag := raMsRefCombine(want)
 		if ms != wantMs || kind != wantKind || diag != wantDiag {
 			t.Fatalf("retry-after-ms %q, x-ms-retry-after-ms %q, shape %#x: got %d %s %q, want %d %s %q",

@@ -333,14 +333,14 @@ func (c *call) record(resp *http.Response, attempt int) {
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
 	receivedAt := c.t.clk().Now()
 	var tm RetryAfterTiming
-	ra, hasTiming, diag := parseRetryAfterAt(resp.Header, receivedAt, &tm)
+	w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
+	ra, diag, ms, msKind := w.ra, w.diag, w.ms, w.msKind
 	var timing *RetryAfterTiming
-	if hasTiming {
+	if w.hasTiming {
 		timing = &tm
 	}
-	ms, msKind, msDiag := parseRetryAfterMs(resp.Header)
-	if msDiag != "" {
-		diag = joinDiag(diag, msDiag)
+	if w.msDiag != "" {
+		diag = joinDiag(diag, w.msDiag)
 	}
 	id := redact.RequestID(resp.Header)
 	if c.b != nil {
