@@ -26,9 +26,9 @@ import (
 //     net/http and azcore derive per request register with it directly:
 //     no goroutine per request (a context of a foreign type would cost
 //     one).
-//   - At its first request a sequence enters the transport's deadline heap:
+//   - At its first request a sequence enters the transport's deadline queue:
 //     one runtime timer for all sequences of the transport, not one per
-//     sequence. The heap holds the budget weakly, so a finished sequence
+//     sequence. The queue holds the budget weakly, so a finished sequence
 //     that its caller dropped is freed at once; what stays until its
 //     deadline is one small entry.
 
@@ -169,7 +169,7 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 		if b.cut.d != nil {
 			// The sequence's deadline is in the heap already: a second
 			// entry at the same time carries these.
-			b.cut.d.add(deadlineEntry{b: weak.Pointer[Budget]{}, cuts: b.cut.parents}, b.seq.deadline)
+			b.cut.d.add(nil, deadlineEntry{b: weak.Pointer[Budget]{}, cuts: b.cut.parents}, b.seq.deadline)
 		}
 	}
 	l := b.cut.parents
@@ -182,8 +182,7 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, cancelableParent bool) {
 func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.Time) {
 	c.deadline.Store(at.UnixNano())
 	c.d = d
-	d.init(clk)
-	d.add(deadlineEntry{b: weak.Make(b), cuts: c.parents}, at)
+	d.add(clk, deadlineEntry{b: weak.Make(b), cuts: c.parents}, at)
 }
 
 // expire runs when the sequence's total runs out: it cuts off every request
@@ -240,18 +239,14 @@ type deadlineEntry struct {
 	cuts *cutList
 }
 
-// init sets the heap's clock and base at its first use.
-func (d *deadlines) init(clk clock.Clock) {
+// add queues e for time at. clk is the transport's clock, which sets the
+// queue's clock and base at its first use (nil once it has them).
+func (d *deadlines) add(clk clock.Clock, e deadlineEntry, at time.Time) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.clk == nil {
 		d.clk, d.base, d.armedAt = clk, clk.Now(), -1
 	}
-	d.mu.Unlock()
-}
-
-func (d *deadlines) add(e deadlineEntry, at time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	e.at = int64(at.Sub(d.base))
 	d.pushLocked(e)
 	d.armLocked()
