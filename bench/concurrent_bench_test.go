@@ -32,11 +32,13 @@ const (
 // meet one 429 ("Retry-After: 0") on a random page, which every contender
 // recovers (impl=bare re-sends it by hand). It reports the throughput in
 // pages per second, the mean over ops of each op's p50 and p99 page latency
-// (a page's latency includes its 429 and re-send), and the peak heap above
-// the heap at the start, sampled every millisecond.
+// (a page's latency includes its 429 and re-send), the peak heap above
+// the heap at the start, sampled every millisecond, and the new
+// connections the server accepted per op. impl=rr-drained is a control
+// (see implSpecs): rr-budget without R12's re-dial.
 func BenchmarkConcurrentSequences(b *testing.B) {
 	srv := newBenchServer(b)
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		if spec.name == "rr-nobudget" {
 			continue
 		}
@@ -101,6 +103,7 @@ func runConcurrent(b *testing.B, srv *benchServer, spec implSpec, im *impl) {
 
 	runtime.GC()
 	base := heapObjects()
+	conns := srv.conns.Load()
 	peak := newPeakSampler(time.Millisecond)
 	var p50, p99 time.Duration
 	ops := 0
@@ -126,6 +129,10 @@ func runConcurrent(b *testing.B, srv *benchServer, spec implSpec, im *impl) {
 	b.ReportMetric(float64(p50.Nanoseconds())/float64(ops), "p50-ns")
 	b.ReportMetric(float64(p99.Nanoseconds())/float64(ops), "p99-ns")
 	b.ReportMetric(float64(max(top-base, 0)), "peak-heap-B")
+	// New connections per op (after the warm-up filled the pools): a 429
+	// body closed unread (R12) costs its keep-alive connection, so
+	// rr-budget dials about once per 429, about 250 times an op.
+	b.ReportMetric(float64(srv.conns.Load()-conns)/float64(max(ops, 1)), "conns/op")
 }
 
 // heapObjects is the heap's object bytes now, live and not yet swept

@@ -50,7 +50,7 @@ func (d *dialTracer) context(ctx context.Context) context.Context {
 // (the floor: the same two round trips and the same wait, no policy).
 func benchRecovered(b *testing.B, srv *benchServer, path string, wait time.Duration, wantH2 bool) {
 	url := srv.url(path)
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		if spec.name == "rr-nobudget" {
 			continue // no budget, no recovery (R5)
 		}
@@ -130,7 +130,7 @@ const (
 // per second of the op. impl=bare re-sends a 429 once by hand, at once.
 func BenchmarkThrottleBurst(b *testing.B) {
 	srv := newBenchServer(b)
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		if spec.name == "rr-nobudget" {
 			continue
 		}
@@ -194,7 +194,7 @@ const inFlight = 20
 func BenchmarkGoroutinesInFlight(b *testing.B) {
 	srv := newBenchServer(b)
 	url := srv.url("/block")
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		b.Run("impl="+spec.name, func(b *testing.B) {
 			im := spec.make(srv.base(inFlight))
 			defer im.close()
@@ -264,7 +264,7 @@ const finishedSequences = 200_000
 // runtime/metrics offers no count of live timers (Go 1.26), so a timer
 // left behind shows as heap: a runtime timer and what its function holds.
 func BenchmarkFinishedSequences(b *testing.B) {
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		b.Run("impl="+spec.name, func(b *testing.B) {
 			im := spec.make(newStub())
 			defer im.close()

@@ -8,7 +8,8 @@ import (
 
 // pagesPerSequence is the length of a sequence in scenarios 1 and 3: a
 // 10-page inventory. readrecovery with a budget makes one Budget per
-// sequence, and that cost is part of what it measures.
+// sequence, and that cost is part of what it measures (rr-budget-each
+// makes one per request).
 const pagesPerSequence = 10
 
 // BenchmarkPassThrough is scenario 1: a 200 with no throttling, one GET at
@@ -18,7 +19,7 @@ const pagesPerSequence = 10
 func BenchmarkPassThrough(b *testing.B) {
 	srv := newBenchServer(b)
 	url := srv.url("/ok")
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		b.Run("impl="+spec.name, func(b *testing.B) {
 			im := spec.make(newBase(0))
 			defer im.close()
@@ -31,7 +32,7 @@ func BenchmarkPassThrough(b *testing.B) {
 // of the network: what each contender adds to a request, without the noise
 // of a socket. The difference to impl=bare is the decorator's own cost.
 func BenchmarkOwnCost(b *testing.B) {
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		b.Run("impl="+spec.name, func(b *testing.B) {
 			im := spec.make(newStub())
 			defer im.close()
@@ -63,11 +64,12 @@ func runPassThrough(b *testing.B, im *impl, url string) {
 // BenchmarkRecovered429 is scenario 2: the first request meets a 429 with
 // "Retry-After: 0", its re-send a 200; one op is one recovered request (two
 // round trips), a new sequence each time. impl=bare is the floor: the same
-// two round trips re-sent by hand, without any policy.
+// two round trips re-sent by hand, without any policy. impl=rr-drained is a
+// control (see implSpecs): rr-budget without R12's re-dial.
 func BenchmarkRecovered429(b *testing.B) {
 	srv := newBenchServer(b)
 	url := srv.url("/recover")
-	for _, spec := range specsInRunOrder() {
+	for _, spec := range specsInRunOrder(b) {
 		if spec.name == "rr-nobudget" {
 			continue // no budget, no recovery (R5): nothing to measure
 		}

@@ -3,7 +3,13 @@
 // the machine, a headline, one table per scenario with the median of every
 // metric and its ratios to the bare transport and to each peer, the
 // Retry-After microbenchmarks, the heap per live budget, the verdict on
-// each target of issue 6, and benchstat's own tables.
+// each target of issues 14 and 6, and benchstat's own tables.
+//
+// Two contenders exist for the bench only: rr-budget-each (a new Budget
+// per request, scenario 1 and own cost) and rr-drained (scenarios 2 and 3),
+// a control that drains a 429's body before readrecovery closes it unread,
+// so that its connection is kept: not something the library does, only a
+// way to show what R12's re-dial costs.
 //
 //	go run ./cmd/benchreport -raw raw.txt -benchstat stat.txt -out REPORT.md \
 //		-go "$(go version)" -nproc 2 -cpu "AMD EPYC" -date "$(date -u)" -count 10
@@ -213,12 +219,21 @@ func (r results) median(name, unit string) (float64, bool) {
 	return s.median, ok
 }
 
-// The contenders, in report order.
+// The contenders, in report order. ours are readrecovery as users run it
+// (issue 6's targets); variants adds the bench-only contenders:
+// rr-budget-each (a new Budget per request) and rr-drained, a control
+// without R12's re-dial. Each scenario table shows the ones it has data for.
 var (
-	impls = []string{"bare", "rr-nobudget", "rr-budget", "retryablehttp", "azcore", "failsafe"}
-	ours  = []string{"rr-nobudget", "rr-budget"}
-	peers = []string{"retryablehttp", "azcore", "failsafe"}
+	impls    = []string{"bare", "rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "retryablehttp", "azcore", "failsafe"}
+	ours     = []string{"rr-nobudget", "rr-budget"}
+	variants = []string{"rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained"}
+	peers    = []string{"retryablehttp", "azcore", "failsafe"}
 )
+
+// drainedNote says what rr-drained is wherever it appears.
+const drainedNote = "`rr-drained` is a control, not something readrecovery does: `rr-budget` over a base transport that reads a 429's body " +
+	"into memory (at most 64 KiB) and closes it before readrecovery sees the 429, so that when readrecovery closes the body unread (R12) " +
+	"the connection is already back in the pool. The difference to `rr-budget` is the re-dial R12 costs on HTTP/1.1."
 
 type scenario struct {
 	bench, title, text string
@@ -228,18 +243,20 @@ type scenario struct {
 var scenarios = []scenario{
 	{"BenchmarkPassThrough", "Scenario 1: pass-through 200 (loopback)",
 		"One GET at a time over the loopback server (httptest, HTTP/1.1 keep-alive), body read and closed. " +
-			"readrecovery with a budget makes one Budget per 10 requests (a 10-page sequence). " +
+			"readrecovery with a budget makes one Budget per 10 requests (a 10-page sequence); `rr-budget-each` makes a new one for every request. " +
 			"B/op and allocs/op include the in-process server's share, the same for every contender.", nil},
 	{"BenchmarkOwnCost", "Scenario 1 without the network: own cost over an in-process stub",
-		"The same loop over a stub transport that returns a shared 200: the difference to `bare` is what the contender itself adds.", nil},
+		"The same loop over a stub transport that returns a shared 200: the difference to `bare` is what the contender itself adds. " +
+			"`rr-budget-each` makes a new Budget for every request.", nil},
 	{"BenchmarkRecovered429", "Scenario 2: one 429 (Retry-After: 0), then 200",
 		"One op is one recovered request: a 429 with `Retry-After: 0`, the re-send, its 200, in a new sequence each time. " +
-			"`bare` re-sends by hand at once (the floor). `conns/op` counts new TCP connections per recovered request.", []string{"conns/op"}},
+			"`bare` re-sends by hand at once (the floor). `conns/op` counts new TCP connections per recovered request. " + drainedNote, []string{"conns/op"}},
 	{"BenchmarkConcurrentSequences", "Scenario 3: 1,000 concurrent sequences × 10 pages, 429s at random",
 		"One op runs 1,000 concurrent sequences of 10 pages; one sequence in 4 meets a 429 (`Retry-After: 0`) on a random page, which every contender recovers. " +
 			"Per-host connection limit 64 for everyone. p50/p99 are page latencies (a throttled page includes its re-send), " +
-			"averaged over ops; peak heap is the highest heap (objects, live and unswept) above the start, sampled every millisecond.",
-		[]string{"pages/s", "p50-ns", "p99-ns", "peak-heap-B"}},
+			"averaged over ops; peak heap is the highest heap (objects, live and unswept) above the start, sampled every millisecond; " +
+			"`conns/op` counts the new TCP connections per op after a warm-up op filled the pools (about 250 pages per op meet a 429). " + drainedNote,
+		[]string{"pages/s", "p50-ns", "p99-ns", "peak-heap-B", "conns/op"}},
 	{"BenchmarkRecovered429H2", "Scenario (a): one 429 (Retry-After: 0), then 200, over TLS and HTTP/2",
 		"Scenario 2 over `httptest` with `EnableHTTP2` and `StartTLS`; every request is checked to arrive over HTTP/2. " +
 			"A 429 body closed unread resets its stream, not the connection, so no contender should dial again. " +
@@ -319,6 +336,7 @@ func writeHeadline(w *strings.Builder, r results) {
 	row("3. throughput (pages/s)", "BenchmarkConcurrentSequences", "pages/s", fmtNum)
 	row("3. p99 page latency", "BenchmarkConcurrentSequences", "p99-ns", fmtNs)
 	row("3. peak heap", "BenchmarkConcurrentSequences", "peak-heap-B", fmtBytes)
+	row("3. new connections per op", "BenchmarkConcurrentSequences", "conns/op", fmtNum)
 	row("(a) recovered 429, HTTP/2 + TLS", "BenchmarkRecovered429H2", "ns/op", fmtNs)
 	row("(a) new connections per recovered 429", "BenchmarkRecovered429H2", "conns/op", fmtNum)
 	row("(b) recovered 429, Retry-After: 1", "BenchmarkRecovered429After1/proto=h1", "ns/op", fmtNs)
@@ -331,7 +349,8 @@ func writeHeadline(w *strings.Builder, r results) {
 	if v, ok := r.median("BenchmarkHeapPerLiveBudget", "B/budget"); ok {
 		fmt.Fprintf(w, "\nHeap per live budget: **%.0f B**.\n", v)
 	}
-	fmt.Fprintf(w, "\n`readrecovery` is `rr-budget` (with a Budget per sequence); `rr-nobudget` is in the scenario tables.\n\n")
+	fmt.Fprintf(w, "\n`readrecovery` is `rr-budget` (with a Budget per sequence); `rr-nobudget`, `rr-budget-each` (a Budget per request) "+
+		"and `rr-drained` (a control without R12's re-dial, not the library) are in the scenario tables and in the targets of issue 14.\n\n")
 }
 
 // writeIssue14 gives the verdict on each target of issue 14 that the bench
@@ -391,21 +410,9 @@ func writeIssue14(w *strings.Builder, r results) {
 			}
 		}
 	}
-	// (d) scenario 3 against the best peer.
-	best, bestV := "", 0.0
-	for _, p := range peers {
-		if v, ok := r.median(name("BenchmarkConcurrentSequences", p), "pages/s"); ok && v > bestV {
-			best, bestV = p, v
-		}
-	}
-	if v, ok := r.median(rr("BenchmarkConcurrentSequences"), "pages/s"); ok && best != "" {
-		verdict := yesNo(v/bestV >= 0.97)
-		if pv, ok := r.pvalue(rr("BenchmarkConcurrentSequences"), name("BenchmarkConcurrentSequences", best), "pages/s"); ok {
-			verdict += fmt.Sprintf(" (difference to %s: p=%.3f)", best, pv)
-		}
-		line("(d) scenario 3 throughput ≥ 0.97× the best peer's ("+best+")", fmt.Sprintf("%.3f× (%s vs %s pages/s)", v/bestV, fmtNum(v), fmtNum(bestV)), verdict)
-	}
-	// The loopback ratio and own cost.
+	writeScenario3(line, r)
+	// The loopback ratio and own cost, with a Budget per 10 requests
+	// (rr-budget) and per request (rr-budget-each).
 	bareName := name("BenchmarkPassThrough", "bare")
 	if v, ok := r.median(rr("BenchmarkPassThrough"), "ns/op"); ok {
 		if b, ok := r.median(bareName, "ns/op"); ok {
@@ -416,6 +423,18 @@ func writeIssue14(w *strings.Builder, r results) {
 			line("loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here)", fmt.Sprintf("%.3f×", v/b), verdict)
 		}
 	}
+	each := name("BenchmarkPassThrough", "rr-budget-each")
+	v, ok1 := r.median(each, "ns/op")
+	b, ok2 := r.median(bareName, "ns/op")
+	if ok1 && ok2 {
+		verdict := yesNo(v/b <= 1.02)
+		if p, ok := r.pvalue(each, bareName, "ns/op"); ok {
+			verdict += fmt.Sprintf(" (difference to bare: p=%.2f)", p)
+		}
+		line("loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each)", fmt.Sprintf("%.3f×", v/b), verdict)
+	} else {
+		line("loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each)", "no data", "not measured")
+	}
 	sb, ok1 := r.median(name("BenchmarkOwnCost", "bare"), "ns/op")
 	sa, ok2 := r.median(name("BenchmarkOwnCost", "bare"), "allocs/op")
 	v, ok3 := r.median(rr("BenchmarkOwnCost"), "ns/op")
@@ -425,7 +444,66 @@ func writeIssue14(w *strings.Builder, r results) {
 		line("own cost ≤ 300 ns and ≤ 1 alloc per request, a Budget per 10 requests", fmt.Sprintf("%+.0f ns, %+.0f allocs", v-sb, a-sa), yesNo(v-sb <= 300 && a-sa <= 1))
 		line("own cost below go-retryablehttp's", fmt.Sprintf("%+.0f ns vs %+.0f ns", v-sb, pv-sb), r.lower(rr("BenchmarkOwnCost"), name("BenchmarkOwnCost", "retryablehttp"), "ns/op"))
 	}
+	ev, ok3 := r.median(name("BenchmarkOwnCost", "rr-budget-each"), "ns/op")
+	ea, ok4 := r.median(name("BenchmarkOwnCost", "rr-budget-each"), "allocs/op")
+	if ok1 && ok2 && ok3 && ok4 {
+		line("own cost with a new Budget per request (rr-budget-each; for the record)", fmt.Sprintf("%+.0f ns, %+.0f allocs", ev-sb, ea-sa), "–")
+	} else {
+		line("own cost with a new Budget per request (rr-budget-each; for the record)", "no data", "–")
+	}
 	fmt.Fprintf(w, "\n")
+}
+
+// writeScenario3 writes issue 14's target (d), scenario 3's throughput
+// against the best peer's (the peer with the highest median pages/s):
+// (i) readrecovery as it is (rr-budget, re-dial included); (ii) rr-drained,
+// the control without R12's re-dial, which is the target as the issue
+// words it ("what remains after that is the re-dial the seed requires");
+// (iii) the re-dial's share of rr-drained's throughput and the new
+// connections per op of every contender.
+func writeScenario3(line func(target, measured, verdict string), r results) {
+	const s3 = "BenchmarkConcurrentSequences"
+	best, bestV := "", 0.0
+	for _, p := range peers {
+		if v, ok := r.median(name(s3, p), "pages/s"); ok && v > bestV {
+			best, bestV = p, v
+		}
+	}
+	vsBest := func(im, target string) {
+		v, ok := r.median(name(s3, im), "pages/s")
+		if !ok || best == "" {
+			line(target+" the best peer's", "no data", "not measured")
+			return
+		}
+		verdict := yesNo(v/bestV >= 0.97)
+		if pv, ok := r.pvalue(name(s3, im), name(s3, best), "pages/s"); ok {
+			verdict += fmt.Sprintf(" (difference to %s: p=%.3f)", best, pv)
+		}
+		line(target+" the best peer's ("+best+")", fmt.Sprintf("%.3f× (%s vs %s pages/s)", v/bestV, fmtNum(v), fmtNum(bestV)), verdict)
+	}
+	vsBest("rr-budget", "(d) scenario 3 throughput, readrecovery as it is (rr-budget, re-dials included), ≥ 0.97×")
+	vsBest("rr-drained", "(d) scenario 3 throughput without the re-dial the seed requires (rr-drained, a control, not the library: the target as issue 14 words it) ≥ 0.97×")
+
+	const share = "(d) the re-dial's share of scenario 3's throughput: (rr-drained − rr-budget) ÷ rr-drained (for the record)"
+	d, ok1 := r.median(name(s3, "rr-drained"), "pages/s")
+	v, ok2 := r.median(name(s3, "rr-budget"), "pages/s")
+	if ok1 && ok2 && d != 0 {
+		line(share, fmt.Sprintf("%.1f%% (%s vs %s pages/s)", 100*(d-v)/d, fmtNum(v), fmtNum(d)),
+			"– (rr-budget below rr-drained: "+r.lower(name(s3, "rr-budget"), name(s3, "rr-drained"), "pages/s")+")")
+	} else {
+		line(share, "no data", "–")
+	}
+	var conns []string
+	for _, im := range append([]string{"rr-budget", "rr-drained"}, peers...) {
+		if c, ok := r.median(name(s3, im), "conns/op"); ok {
+			conns = append(conns, fmt.Sprintf("%s %s", im, fmtNum(c)))
+		}
+	}
+	measured := "no data"
+	if len(conns) > 0 {
+		measured = strings.Join(conns, "; ")
+	}
+	line("(d) new connections per op in scenario 3, about 250 pages of 10,000 meet a 429 (for the record)", measured, "–")
 }
 
 func yesNo(b bool) string {
@@ -561,7 +639,7 @@ func writeScenario(w *strings.Builder, r results, s scenario) {
 		fmt.Fprintf(w, "---|")
 	}
 	fmt.Fprintf(w, "\n")
-	for _, im := range ours {
+	for _, im := range variants {
 		v, ok := r.median(name(s.bench, im), "ns/op")
 		if !ok {
 			continue
@@ -625,7 +703,11 @@ func writeConfig(w *strings.Builder) {
 	fmt.Fprintf(w, "## How each contender is configured\n\n"+
 		"Every contender has its own `cleanhttp.DefaultPooledTransport()` (scenario 3: `MaxConnsPerHost` and `MaxIdleConnsPerHost` 64 for everyone) "+
 		"and is reached through an `http.Client` that returns redirects; every peer waits exactly what the server asks, so 0 for `Retry-After: 0`.\n\n"+
-		"- **readrecovery**: `readrecovery.New(base)` in such a client; `rr-budget` puts a new `NewBudget` in each sequence's context (every 10 requests in scenario 1, every request in scenario 2, every sequence in scenario 3).\n"+
+		"- **readrecovery**: `readrecovery.New(base)` in such a client; `rr-budget` puts a new `NewBudget` in each sequence's context (every 10 requests in scenario 1, every request in scenario 2, every sequence in scenario 3); "+
+		"`rr-budget-each` (scenario 1 and own cost only) puts a new one in every request's context.\n"+
+		"- **rr-drained** (scenarios 2 and 3 only): a control, not something the library does: `rr-budget` over a base that, for a 429 only, "+
+		"reads the body into memory (`io.ReadAll`, at most 64 KiB), closes the original and hands back a copy, so the connection is back in the pool "+
+		"before readrecovery closes the 429's body unread (R12). It shows what R12's re-dial costs; readrecovery itself always re-dials after a 429 on HTTP/1.1.\n"+
 		"- **go-retryablehttp** v0.7.8: `&retryablehttp.RoundTripper{Client: c}` with `c.HTTPClient` over the base, `RetryWaitMin` 0 "+
 		"(its `DefaultBackoff` returns a 429's Retry-After as it is, otherwise min·2ⁿ = 0), `Logger` nil (the default logs every attempt), `RetryMax` 4 (default).\n"+
 		"- **azcore** v1.24.0: `runtime.NewPipeline` with `ClientOptions.Transport` an `http.Client` over the base, default policies, "+
