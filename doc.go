@@ -86,6 +86,10 @@
 //     got a 2xx; observed when a later successful read of the sequence
 //     found something; unproven otherwise. The report's Ownership sums them
 //     up: owned only when every mutation was acknowledged.
+//   - A read's request ID and ETag are kept in the Budget as the server
+//     sent them, at most 128 bytes each (a longer one is digested at once),
+//     and sanitized when [Budget.Report] hands them out: reads whose report
+//     nobody asks for do not pay for the sanitizing.
 //   - The zero [Transport] and the zero [Budget] are usable; see their
 //     documentation.
 //
