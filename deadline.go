@@ -29,8 +29,8 @@ import (
 //   - At its first request a sequence enters the transport's deadline queue:
 //     one runtime timer for all sequences of the transport, not one per
 //     sequence. The queue holds the budget weakly, so a finished sequence
-//     that its caller dropped is freed at once; what stays until its
-//     deadline is one small entry.
+//     that its caller dropped is freed at once, and its entry goes at the
+//     queue's next compaction after that.
 
 // errTotalExhausted is the cause with which the total cuts off the
 // sequence's contexts; their Err is then context.DeadlineExceeded, as for
@@ -219,17 +219,29 @@ func (b *Budget) expire() {
 // MaxTotal, or two first requests racing for the lock) goes to a binary
 // heap instead. Entries are values with their time as nanoseconds from the
 // queue's base time: no object and no pointer per entry but the Budget's
-// weak handle, so that the garbage collector has little to mark for the
-// many entries a busy transport holds (one per sequence for its total).
+// weak handle.
+//
+// A sequence that has finished needs no entry: once the garbage collector
+// has freed its Budget, nothing is left to cut off (see compactLocked).
+// Whenever the queue has doubled since it was last compacted, the entries of
+// freed Budgets go, so a transport holds entries for about the sequences
+// that are alive or finished since the last collection, not for every
+// sequence of the last 60 s: in a small heap, those would leave the garbage
+// collector less room and make it run more often for the whole program.
 type deadlines struct {
-	mu      sync.Mutex
-	clk     clock.Clock
-	base    time.Time // the origin of entries' times (monotonic)
-	q       deadlineFIFO
-	h       deadlineHeap // the entries that came out of order
-	armedAt int64        // the entry time the timer is set for; -1 when unset
-	stop    func() bool
+	mu        sync.Mutex
+	clk       clock.Clock
+	base      time.Time // the origin of entries' times (monotonic)
+	q         deadlineFIFO
+	h         deadlineHeap // the entries that came out of order
+	armedAt   int64        // the entry time the timer is set for; -1 when unset
+	stop      func() bool
+	compactAt int // the queue's length at which it is compacted next
 }
+
+// deadlineCompactMin is the smallest length at which the queue is
+// compacted.
+const deadlineCompactMin = 1024
 
 // deadlineEntry is one sequence's deadline. It holds the Budget weakly;
 // cuts are cancel functions it must release even when the Budget is gone.
@@ -249,7 +261,24 @@ func (d *deadlines) add(clk clock.Clock, e deadlineEntry, at time.Time) {
 	}
 	e.at = int64(at.Sub(d.base))
 	d.pushLocked(e)
+	if d.len() >= d.compactAt {
+		d.compactLocked()
+	}
 	d.armLocked()
+}
+
+// compactLocked drops the entries that have nothing left to cut off: a
+// Budget the garbage collector has freed (its weak pointer is nil), with no
+// cancel functions of contexts made from a cancelable parent, which must be
+// released at the deadline whatever becomes of the Budget. The next
+// compaction comes when the queue has doubled, so every entry costs a
+// constant amount of compaction work on average. A timer set for a dropped
+// entry finds nothing due and is set again for the earliest one left.
+func (d *deadlines) compactLocked() {
+	live := func(e *deadlineEntry) bool { return e.cuts != nil || e.b.Value() != nil }
+	d.q.filter(live)
+	d.h.filter(live)
+	d.compactAt = max(2*d.len(), deadlineCompactMin)
 }
 
 // armLocked sets the timer for the earliest deadline, unless it is set
@@ -349,22 +378,46 @@ func (h *deadlineHeap) pop() deadlineEntry {
 	s[0] = s[n]
 	s[n] = deadlineEntry{}
 	s = s[:n]
-	for i := 0; ; {
+	s.down(0)
+	*h = s
+	return top
+}
+
+// down moves the entry at i down to its place.
+func (h deadlineHeap) down(i int) {
+	n := len(h)
+	for {
 		l, m := 2*i+1, i
-		if l < n && s[l].at < s[m].at {
+		if l < n && h[l].at < h[m].at {
 			m = l
 		}
-		if r := l + 1; r < n && s[r].at < s[m].at {
+		if r := l + 1; r < n && h[r].at < h[m].at {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		s[i], s[m] = s[m], s[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
+}
+
+// filter keeps the entries keep reports true for, in heap order.
+func (h *deadlineHeap) filter(keep func(*deadlineEntry) bool) {
+	s := *h
+	w := 0
+	for i := range s {
+		if keep(&s[i]) {
+			s[w] = s[i]
+			w++
+		}
+	}
+	clear(s[w:])
+	s = s[:w]
+	for i := len(s)/2 - 1; i >= 0; i-- {
+		s.down(i)
+	}
 	*h = s
-	return top
 }
 
 // deadlineChunk is the size of a FIFO chunk: 256 entries, 6 KiB.
@@ -430,4 +483,57 @@ func (q *deadlineFIFO) pop() deadlineEntry {
 		}
 	}
 	return e
+}
+
+// filter keeps the entries keep reports true for, in order, moving them to
+// the front chunks; the chunks left empty go (one is kept for reuse).
+func (q *deadlineFIFO) filter(keep func(*deadlineEntry) bool) {
+	if q.n == 0 {
+		return
+	}
+	// Entries move only towards the front, so the write position never
+	// passes the read position.
+	wc, wi, n := 0, 0, 0
+	last := len(q.chunks) - 1
+	for ci, c := range q.chunks {
+		lo, hi := 0, deadlineChunk
+		if ci == 0 {
+			lo = q.head
+		}
+		if ci == last {
+			hi = q.tail
+		}
+		for i := lo; i < hi; i++ {
+			e := c[i]
+			c[i] = deadlineEntry{}
+			if !keep(&e) {
+				continue
+			}
+			q.chunks[wc][wi] = e
+			n++
+			if wi++; wi == deadlineChunk {
+				wc, wi = wc+1, 0
+			}
+		}
+	}
+	used := wc
+	if wi > 0 {
+		used++
+	}
+	for i := used; i < len(q.chunks); i++ {
+		if q.spare == nil {
+			q.spare = q.chunks[i]
+		}
+		q.chunks[i] = nil
+	}
+	q.chunks = q.chunks[:used]
+	q.head, q.n = 0, n
+	switch {
+	case n == 0:
+		q.tail = 0
+	case wi == 0:
+		q.tail = deadlineChunk
+	default:
+		q.tail = wi
+	}
 }

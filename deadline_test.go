@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -58,6 +59,101 @@ func TestDeadlineQueueOrder(t *testing.T) {
 		require.Empty(t, d.q.chunks)
 		require.NotNil(t, d.q.spare, "an emptied chunk is kept for reuse")
 		pushed = pushed[:0]
+	}
+}
+
+// Filtering the queue keeps exactly the entries kept, in time order, in
+// both the FIFO and the heap, and the queue goes on working after it.
+func TestDeadlineQueueFilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, keepEvery := range []int64{1, 2, 3, 7, 1000} {
+		var d deadlines
+		var all []int64
+		at := int64(0)
+		for range 3*deadlineChunk + 17 {
+			e := deadlineEntry{at: at}
+			if rng.IntN(8) == 0 {
+				e.at = rng.Int64N(at + 1)
+			} else {
+				at++
+			}
+			d.pushLocked(e)
+			all = append(all, e.at)
+		}
+		slices.Sort(all)
+		for range 5 { // a head inside the first chunk
+			require.Equal(t, all[0], d.popLocked().at)
+			all = all[1:]
+		}
+		var want []int64
+		for _, v := range all {
+			if v%keepEvery == 0 {
+				want = append(want, v)
+			}
+		}
+		d.q.filter(func(e *deadlineEntry) bool { return e.at%keepEvery == 0 })
+		d.h.filter(func(e *deadlineEntry) bool { return e.at%keepEvery == 0 })
+		require.Equal(t, len(want), d.len(), "keep every %d", keepEvery)
+		d.pushLocked(deadlineEntry{at: at + 1})
+		want = append(want, at+1)
+		slices.Sort(want)
+		var got []int64
+		for d.len() > 0 {
+			got = append(got, d.popLocked().at)
+		}
+		require.Equal(t, want, got, "keep every %d", keepEvery)
+	}
+}
+
+// A finished sequence's entry goes once the garbage collector has freed its
+// Budget: after 3,000 one-request sequences whose Budgets are dropped, a
+// compaction leaves only the entry of the sequence still held, which is
+// still cut off at its own deadline.
+func TestFinishedSequencesLeaveTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(newOK())
+		kept := NewBudget("kept", MaxTotal(10*time.Second))
+		keptCtx := WithBudget(context.Background(), kept)
+		_, err := tr.RoundTrip(get(t, keptCtx, base+"/kept"))
+		require.NoError(t, err)
+		finishSequences(t, tr, 3000)
+		runtime.GC()
+		tr.deadlines.mu.Lock()
+		tr.deadlines.compactLocked()
+		n := tr.deadlines.len()
+		tr.deadlines.mu.Unlock()
+		assert.Equal(t, 1, n, "only the held sequence's entry stays")
+
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.ErrorIs(t, keptCtx.Err(), context.DeadlineExceeded)
+		_, err = tr.RoundTrip(get(t, keptCtx, base+"/kept"))
+		assert.Equal(t, StopTotalExhausted, stopReason(err))
+	})
+}
+
+// Compaction keeps an entry whose Budget is gone when it carries the cancel
+// functions of contexts made from a cancelable parent: the parent holds
+// them until they are released at the deadline.
+func TestCompactionKeepsCuts(t *testing.T) {
+	var d deadlines
+	cuts := &cutList{}
+	d.pushLocked(deadlineEntry{at: 1})
+	d.pushLocked(deadlineEntry{at: 2, cuts: cuts})
+	d.pushLocked(deadlineEntry{at: 3})
+	d.compactLocked()
+	require.Equal(t, 1, d.len())
+	assert.Same(t, cuts, d.popLocked().cuts)
+	assert.Equal(t, deadlineCompactMin, d.compactAt)
+}
+
+// finishSequences runs n one-request sequences on tr and drops them.
+//
+//go:noinline
+func finishSequences(t *testing.T, tr *Transport, n int) {
+	for range n {
+		_, err := tr.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("done")), base+"/x"))
+		require.NoError(t, err)
 	}
 }
 
