@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httprule"
@@ -45,6 +46,7 @@ type Budget struct {
 	maxWait     time.Duration
 	waitSet     bool // maxWait was set (0 is a valid ceiling: no wait at all)
 
+	n   atomic.Uint64 // the admission word: see "The admission word" in sequence.go
 	mu  sync.Mutex
 	seq sequence // the policy's state: admission, window, stop
 	ev  evidence // what Report returns
@@ -428,7 +430,7 @@ func (b *Budget) Report() Report {
 	x := b.rareView()
 	r := Report{
 		Sequence:               b.name,
-		Requests:               b.seq.sent,
+		Requests:               sentOf(b.n.Load()),
 		Waits:                  len(x.waits),
 		WaitLog:                append([]WaitRecord(nil), x.waits...),
 		FailedReads:            reported(b.ev.failed),

@@ -192,6 +192,7 @@ func (c *cutoff) setDeadline(b *Budget, d *deadlines, clk clock.Clock, at time.T
 func (b *Budget) expire() {
 	b.mu.Lock()
 	b.seq.expired = true
+	b.n.And(^uint64(nFast))
 	first, own, parents := b.cut.first, b.rareView().cuts, b.cut.parents
 	b.cut.first = nil
 	if b.x != nil {

@@ -23,13 +23,9 @@ type sequence struct {
 	expired  bool // the total ran out (the deadline timer fired)
 	deadline time.Time
 
-	// claimed counts the requests admitted and not given back: sent,
-	// waiting to be sent, or re-sends reserved by a 429 decision. It is
-	// what the request limit holds against, so the limit stays exact
-	// however many requests run at once. sent counts the requests handed
-	// to the network (Report.Requests).
-	claimed int
-	sent    int
+	// The counts of claimed and sent requests are in Budget.n (see
+	// admitWord), where the admission fast path reads them without the
+	// lock.
 
 	win  *window // the sequence's one wait window, nil before it opens
 	stop *StopError
@@ -139,6 +135,9 @@ func (b *Budget) startLocked(t *Transport, now time.Time) {
 	b.seq.started = true
 	b.seq.deadline = now.Add(total)
 	b.cut.setDeadline(b, &t.deadlines, t.clk(), b.seq.deadline)
+	if b.seq.stop == nil && !b.seq.expired && b.seq.win == nil {
+		b.n.Or(nFast)
+	}
 }
 
 // admitAt claims one request of the sequence at now. With final, a request
@@ -146,6 +145,9 @@ func (b *Budget) startLocked(t *Transport, now time.Time) {
 // asks its journal first), the transport calls proceedAt again just before
 // sending.
 func (b *Budget) admitAt(t *Transport, now *lazyNow, req *http.Request, mutation, final bool) admission {
+	if !mutation && final && b.admitFast() {
+		return admission{step: stepSend}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seq.stop != nil {
@@ -167,11 +169,9 @@ func (b *Budget) admitAt(t *Transport, now *lazyNow, req *http.Request, mutation
 			}
 		}
 	}
-	maxRequests, _, _ := b.limits()
-	if b.seq.claimed >= maxRequests {
+	if !b.claim() {
 		return admission{step: stepRefuse, err: b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)}
 	}
-	b.seq.claimed++
 	return b.windowCheckLocked(now, final)
 }
 
@@ -182,14 +182,62 @@ func (b *Budget) proceedAt(now *lazyNow, final bool) admission {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seq.stop != nil {
-		b.seq.claimed--
+		b.n.Add(^uint64(nClaimed - 1))
 		return admission{step: stepRefuse, err: b.seq.stop}
 	}
 	if b.seq.expired {
-		b.seq.claimed--
+		b.n.Add(^uint64(nClaimed - 1))
 		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
 	}
 	return b.windowCheckLocked(now, final)
+}
+
+// The admission word, Budget.n: the requests claimed (admitted and not
+// given back: sent, waiting to be sent, or re-sends reserved by a 429
+// decision) in bits 0-31, what the request limit holds against; the
+// requests handed to the network (Report.Requests) in bits 32-62; and
+// nFast, set while a request may be admitted without the lock: the
+// sequence has started, and has no window, no stop and no expiry. Every
+// change of the counts is atomic, so the limit stays exact however many
+// requests run at once, on either path.
+const (
+	nClaimed   = 1
+	nSent      = 1 << 32
+	nFast      = 1 << 63
+	nCountMask = 1<<32 - 1
+)
+
+func claimedOf(w uint64) int { return int(w & nCountMask) }
+func sentOf(w uint64) int    { return int(w >> 32 & (1<<31 - 1)) }
+
+// admitFast admits a read without the lock when nFast is set and the limit
+// allows: the common case of a sequence without a window. It claims and
+// counts the request as sent in one step.
+func (b *Budget) admitFast() bool {
+	maxRequests, _, _ := b.limits()
+	for {
+		w := b.n.Load()
+		if w&nFast == 0 || claimedOf(w) >= maxRequests {
+			return false
+		}
+		if b.n.CompareAndSwap(w, w+nClaimed+nSent) {
+			return true
+		}
+	}
+}
+
+// claim claims one request if the limit allows.
+func (b *Budget) claim() bool {
+	maxRequests, _, _ := b.limits()
+	for {
+		w := b.n.Load()
+		if claimedOf(w) >= maxRequests {
+			return false
+		}
+		if b.n.CompareAndSwap(w, w+nClaimed) {
+			return true
+		}
+	}
 }
 
 // windowCheckLocked holds a request back until the window's end, or lets
@@ -199,7 +247,7 @@ func (b *Budget) windowCheckLocked(now *lazyNow, final bool) admission {
 		return admission{step: stepWait, until: w.until, plan: w.plan}
 	}
 	if final {
-		b.seq.sent++
+		b.n.Add(nSent)
 	}
 	return admission{step: stepSend, late: b.seq.win != nil}
 }
@@ -207,18 +255,13 @@ func (b *Budget) windowCheckLocked(now *lazyNow, final bool) admission {
 // unsend takes back a request counted as sent that was not sent after all
 // (its body could not be read again).
 func (b *Budget) unsend() {
-	b.mu.Lock()
-	b.seq.claimed--
-	b.seq.sent--
-	b.mu.Unlock()
+	b.n.Add(^uint64(nClaimed + nSent - 1))
 }
 
 // release gives back the claim of a request that was admitted but not
 // sent (its journal refused it, its context ended).
 func (b *Budget) release() {
-	b.mu.Lock()
-	b.seq.claimed--
-	b.mu.Unlock()
+	b.n.Add(^uint64(nClaimed - 1))
 }
 
 // in429 is what the policy needs to know of a 429.
@@ -265,16 +308,16 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 	}
 	notBefore := in.received.Add(in.delay)
 	resend := in.trigger != triggerWrite429
-	maxRequests, _, _ := b.limits()
 	w := b.seq.win
 	if w == nil {
 		if !notBefore.Before(b.seq.deadline) {
 			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
 		}
-		if resend && b.seq.claimed >= maxRequests {
+		if resend && !b.claim() {
 			return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
 		}
 		b.seq.win = &window{opened: in.received, until: notBefore, plan: in.plan}
+		b.n.And(^uint64(nFast)) // every admission now asks the window
 		b.rareLocked().window = &WindowRecord{
 			Trigger: in.plan.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
 			RequestID: id, Length: notBefore.Sub(in.received),
@@ -282,7 +325,6 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 		if !resend {
 			return decision{}
 		}
-		b.seq.claimed++
 		return decision{resend: true, until: notBefore}
 	}
 	// A request sent before the window opened: its 429 joins the window.
@@ -306,10 +348,9 @@ func (b *Budget) on429At(now time.Time, in in429) decision {
 	if !resend {
 		return decision{}
 	}
-	if b.seq.claimed >= maxRequests {
+	if !b.claim() {
 		return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
 	}
-	b.seq.claimed++
 	return decision{resend: true, until: until}
 }
 
@@ -334,6 +375,7 @@ func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID s
 		return b.seq.stop
 	}
 	b.seq.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+	b.n.And(^uint64(nFast))
 	for id, wake := range b.rareView().waiters {
 		wake(errWokenByStop)
 		delete(b.x.waiters, id)
@@ -392,7 +434,7 @@ func (b *Budget) takeStopEvent() (*StopError, int, bool) {
 		return nil, 0, false
 	}
 	b.seq.stopEvented = true
-	return b.seq.stop, b.seq.sent, true
+	return b.seq.stop, sentOf(b.n.Load()), true
 }
 
 // repeatKeyOf returns a mutation's repeat-guard key. False when a retry

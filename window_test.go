@@ -647,3 +647,40 @@ func TestUnknownMethodIsAMutation(t *testing.T) {
 		assert.Equal(t, StopReason(""), r.Stop)
 	})
 }
+
+// Reads are admitted without the lock only while the sequence has started
+// and has no window, no stop and no expiry; the counts stay exact on both
+// paths.
+func TestFastAdmissionOnlyWithoutWindowOrStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(reply(200), reply(429, "Retry-After", "1"), reply(200), reply(200)))
+		tr := New(srv)
+		b := NewBudget("inventory", MaxRequests(4))
+		ctx := WithBudget(context.Background(), b)
+		assert.Zero(t, b.n.Load()&nFast, "not before the first request")
+
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/p1"))
+		require.NoError(t, err)
+		drain(resp)
+		w := b.n.Load()
+		assert.NotZero(t, w&nFast, "started, no window")
+		assert.Equal(t, [2]int{1, 1}, [2]int{claimedOf(w), sentOf(w)})
+
+		t0 := time.Now()
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/p2")) // 429, re-sent at 1 s
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, time.Second, time.Since(t0))
+		w = b.n.Load()
+		assert.Zero(t, w&nFast, "a window opened")
+		assert.Equal(t, [2]int{3, 3}, [2]int{claimedOf(w), sentOf(w)})
+
+		resp, err = tr.RoundTrip(get(t, ctx, base+"/p3"))
+		require.NoError(t, err)
+		drain(resp)
+		_, err = tr.RoundTrip(get(t, ctx, base+"/p4"))
+		assert.Equal(t, StopRequestsExhausted, stopReason(err))
+		assert.Len(t, srv.Hits(), 4)
+		assert.Equal(t, 4, b.Report().Requests)
+	})
+}
