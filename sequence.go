@@ -23,9 +23,9 @@ type sequence struct {
 	expired  bool // the total ran out (the deadline timer fired)
 	deadline time.Time
 
-	// The counts of claimed and sent requests are in Budget.n (see
-	// admitWord), where the admission fast path reads them without the
-	// lock.
+	// The counts of claimed and sent requests are in Budget.n (see "The
+	// admission word" below), where the admission fast path reads them
+	// without the lock.
 
 	win  *window // the sequence's one wait window, nil before it opens
 	stop *StopError
