@@ -38,16 +38,7 @@ func TestDeadlineQueueOrder(t *testing.T) {
 	var pushed []int64
 	at := int64(0)
 	for round := range 3 {
-		for range 5 * deadlineChunk {
-			e := deadlineEntry{at: at}
-			if rng.IntN(10) == 0 {
-				e.at = rng.Int64N(at + 1) // out of order
-			} else {
-				at += rng.Int64N(3)
-			}
-			d.pushLocked(e)
-			pushed = append(pushed, e.at)
-		}
+		pushed, at = pushMostlyInOrder(&d, rng, 5*deadlineChunk, at, 10, 3, pushed)
 		require.Equal(t, len(pushed), d.len())
 		require.NotZero(t, len(d.h), "some entries went to the heap")
 		slices.Sort(pushed)
@@ -62,24 +53,31 @@ func TestDeadlineQueueOrder(t *testing.T) {
 	}
 }
 
+// pushMostlyInOrder pushes n entries from time at on: one in outOfOrder at
+// a random earlier time (to the heap), the others at at, which moves on by
+// a random step below step (0 included: equal times). It returns pushed
+// with the times appended, and the time reached.
+func pushMostlyInOrder(d *deadlines, rng *rand.Rand, n int, at int64, outOfOrder int, step int64, pushed []int64) ([]int64, int64) {
+	for range n {
+		e := deadlineEntry{at: at}
+		if rng.IntN(outOfOrder) == 0 {
+			e.at = rng.Int64N(at + 1)
+		} else {
+			at += rng.Int64N(step)
+		}
+		d.pushLocked(e)
+		pushed = append(pushed, e.at)
+	}
+	return pushed, at
+}
+
 // Filtering the queue keeps exactly the entries kept, in time order, in
 // both the FIFO and the heap, and the queue goes on working after it.
 func TestDeadlineQueueFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, keepEvery := range []int64{1, 2, 3, 7, 1000} {
 		var d deadlines
-		var all []int64
-		at := int64(0)
-		for range 3*deadlineChunk + 17 {
-			e := deadlineEntry{at: at}
-			if rng.IntN(8) == 0 {
-				e.at = rng.Int64N(at + 1)
-			} else {
-				at++
-			}
-			d.pushLocked(e)
-			all = append(all, e.at)
-		}
+		all, at := pushMostlyInOrder(&d, rng, 3*deadlineChunk+17, 0, 8, 2, nil)
 		slices.Sort(all)
 		for range 5 { // a head inside the first chunk
 			require.Equal(t, all[0], d.popLocked().at)

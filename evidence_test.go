@@ -31,13 +31,7 @@ func TestReportBoundedEvidence(t *testing.T) {
 			return reply(200, "x-ms-request-id", id, "ETag", fmt.Sprintf(`"etag-%d"`, n))(req), nil
 		})
 		b := NewBudget("inventory")
-		ctx := WithBudget(context.Background(), b)
-		tr := New(srv)
-		for range 100 {
-			resp, err := tr.RoundTrip(get(t, ctx, base+"/files"))
-			require.NoError(t, err)
-			drain(resp)
-		}
+		readPages(t, New(srv), b, 100)
 		r := b.Report()
 		assert.Equal(t, 100, r.Requests)
 		assert.Len(t, r.SuccessfulReads, 32)
@@ -63,13 +57,7 @@ func TestReportSanitizesReadEvidence(t *testing.T) {
 		reply(200, "x-ms-request-id", "r3", "ETag", strings.Repeat("E", 200)),
 	))
 	b := NewBudget("inventory")
-	ctx := WithBudget(context.Background(), b)
-	tr := New(srv)
-	for range 3 {
-		resp, err := tr.RoundTrip(get(t, ctx, base+"/files"))
-		require.NoError(t, err)
-		drain(resp)
-	}
+	readPages(t, New(srv), b, 3)
 	r := b.Report()
 	assert.Equal(t, []ReadEvidence{
 		{StatusCode: 200, RequestID: redact.ID("rid?sig=SECRET"), ETag: redact.ID(`"e?sig=SECRET"`)},
@@ -89,6 +77,17 @@ func TestReportSanitizesReadEvidence(t *testing.T) {
 	assert.Equal(t, redact.ID(long), b.ev.failed[0].RequestID, "a value over redact.MaxIDLen is digested as it is recorded")
 	assert.Equal(t, "rid?sig=SECRET", b.ev.succeeded[0].RequestID, "a short one is kept for Report to sanitize")
 	b.mu.Unlock()
+}
+
+// readPages sends n GETs of sequence b through tr, each read to its end.
+func readPages(t *testing.T, tr *Transport, b *Budget, n int) {
+	t.Helper()
+	ctx := WithBudget(context.Background(), b)
+	for range n {
+		resp, err := tr.RoundTrip(get(t, ctx, base+"/files"))
+		require.NoError(t, err)
+		drain(resp)
+	}
 }
 
 // evidence-in-report: an ETag of safe characters is kept as it is (Blob checkpoint proof).

@@ -213,28 +213,21 @@ func sentOf(w uint64) int    { return int(w >> 32 & (1<<31 - 1)) }
 // admitFast admits a read without the lock when nFast is set and the limit
 // allows: the common case of a sequence without a window. It claims and
 // counts the request as sent in one step.
-func (b *Budget) admitFast() bool {
-	maxRequests, _, _ := b.limits()
-	for {
-		w := b.n.Load()
-		if w&nFast == 0 || claimedOf(w) >= maxRequests {
-			return false
-		}
-		if b.n.CompareAndSwap(w, w+nClaimed+nSent) {
-			return true
-		}
-	}
-}
+func (b *Budget) admitFast() bool { return b.claimIf(nFast, nClaimed+nSent) }
 
 // claim claims one request if the limit allows.
-func (b *Budget) claim() bool {
+func (b *Budget) claim() bool { return b.claimIf(0, nClaimed) }
+
+// claimIf adds inc to the admission word if it has the bits of need and
+// the limit allows one more claim.
+func (b *Budget) claimIf(need, inc uint64) bool {
 	maxRequests, _, _ := b.limits()
 	for {
 		w := b.n.Load()
-		if claimedOf(w) >= maxRequests {
+		if w&need != need || claimedOf(w) >= maxRequests {
 			return false
 		}
-		if b.n.CompareAndSwap(w, w+nClaimed) {
+		if b.n.CompareAndSwap(w, w+inc) {
 			return true
 		}
 	}
