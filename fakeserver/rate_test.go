@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -452,4 +453,37 @@ func TestDecisionJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"rule":1,"kind":"token_bucket","key":"account=a","fired":true,"tokens_left":0,"wait_ns":5000000},
 		{"rule":0,"kind":"window","fired":false,"window_end":"1994-11-06T08:49:40Z"}]`, string(b))
+}
+
+// TestProxyAppliesTimedRules: a proxy's bucket answers in front of the
+// upstream, which never sees a throttled request; fake time in a bubble.
+func TestProxyAppliesTimedRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := New()
+		defer up.Close()
+		up.PutBlob("c", "b", []byte("data"))
+		u, _ := url.Parse("http://upstream.test")
+		script := NewScript()
+		script.Add(RouteBlobGet, Throttle(RetryAfterRemainingMs()), TokenBucket(1, 1))
+		px := NewProxy(u, script, WithUpstreamTransport(up.Transport()))
+		defer px.Close()
+		c := &http.Client{Transport: px.Transport()}
+		get := func() (int, string) {
+			resp, err := c.Get("http://proxy.test/devstoreaccount1/c/b")
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, resp.Header.Get("retry-after-ms") + string(body[:min(4, len(body))])
+		}
+		s1, b1 := get()
+		s2, b2 := get()
+		time.Sleep(999 * time.Millisecond)
+		s3, b3 := get()
+		time.Sleep(time.Millisecond)
+		s4, b4 := get()
+		assert.Equal(t, []int{200, 429, 429, 200}, []int{s1, s2, s3, s4})
+		assert.Equal(t, []string{"data", "1000<?xm", "1<?xm", "data"}, []string{b1, b2, b3, b4})
+		assert.Equal(t, 2, up.Count(RouteBlobGet, "GET"), "the upstream saw only the requests that passed")
+		assert.Len(t, px.Requests(), 4)
+	})
 }
