@@ -167,12 +167,25 @@ func newBare(base http.RoundTripper) *impl {
 // newReadRecovery is readrecovery.NewClient over base; with budget, every
 // sequence gets its own Budget.
 func newReadRecovery(budget bool) func(http.RoundTripper) *impl {
+	if budget {
+		return newReadRecoveryNamed("rr-budget")
+	}
 	return func(base http.RoundTripper) *impl {
 		c := &http.Client{Transport: readrecovery.New(base), CheckRedirect: noRedirect}
-		if !budget {
-			return clientImpl("rr-nobudget", c, identity)
-		}
-		return clientImpl("rr-budget", c, func(ctx context.Context) context.Context {
+		return clientImpl("rr-nobudget", c, identity)
+	}
+}
+
+// newReadRecoveryNamed is rr-budget (a Budget per sequence) named name,
+// over a Transport made with opts. A contender that differs from rr-budget
+// only by a Transport option is one line in implSpecs, such as the shared
+// restrictions once they exist:
+//
+//	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy"}},
+func newReadRecoveryNamed(name string, opts ...readrecovery.Option) func(http.RoundTripper) *impl {
+	return func(base http.RoundTripper) *impl {
+		c := &http.Client{Transport: readrecovery.New(base, opts...), CheckRedirect: noRedirect}
+		return clientImpl(name, c, func(ctx context.Context) context.Context {
 			return readrecovery.WithBudget(ctx, readrecovery.NewBudget("bench"))
 		})
 	}
