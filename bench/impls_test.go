@@ -66,9 +66,12 @@ type implSpec struct {
 //   - failsafe-go: failsafehttp.NewRetryPolicyBuilder (it honours
 //     delay-seconds Retry-After, default delay 0, MaxRetries 2) plus a
 //     listener that drains and closes the response of an attempt about to
-//     be retried. failsafehttp drops that response with its body open,
-//     which holds the keep-alive connection (scenario 3 would stall at its
-//     connection limit); closing it is what a careful user must add.
+//     be retried, and one for the last response when the retries are
+//     exceeded (failsafe then returns an ExceededError and no response).
+//     failsafehttp drops those responses with their bodies open, which
+//     holds the keep-alive connection (scenario 3 would stall at its
+//     connection limit, and scenario (e) does, once 64 pages have run out
+//     of retries); closing them is what a careful user must add.
 //
 // Two variants of rr-budget exist for the bench only, each in the
 // benchmarks where it answers a question:
@@ -255,6 +258,12 @@ func newAzcore(base http.RoundTripper) *impl {
 func newFailsafe(base http.RoundTripper) *impl {
 	rp := failsafehttp.NewRetryPolicyBuilder().
 		OnRetryScheduled(func(e failsafe.ExecutionScheduledEvent[*http.Response]) {
+			if r := e.LastResult(); r != nil && r.Body != nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+		}).
+		OnRetriesExceeded(func(e failsafe.ExecutionEvent[*http.Response]) {
 			if r := e.LastResult(); r != nil && r.Body != nil {
 				_, _ = io.Copy(io.Discard, r.Body)
 				r.Body.Close()

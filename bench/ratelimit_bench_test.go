@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"io"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,4 +247,70 @@ func TestP99(t *testing.T) {
 	if got := p99(ds[:1]); got != 100*time.Millisecond {
 		t.Errorf("p99 of one = %v", got)
 	}
+}
+
+// TestFailsafeExceededReleasesConnection: when failsafe's retries run out
+// it returns an ExceededError and no response; the contender closes that
+// last response (OnRetriesExceeded). Without it, scenario (e) stalls once
+// 64 pages (the connection limit) have run out of retries: every body the
+// base returned must be closed when do returns.
+func TestFailsafeExceededReleasesConnection(t *testing.T) {
+	srv := fakeserver.New()
+	defer srv.Close()
+	srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)))
+	base, err := srv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec implSpec
+	for _, s := range implSpecs {
+		if s.name == "failsafe" {
+			spec = s
+		}
+	}
+	tr := &bodyCounter{base: newBase(1)}
+	im := spec.make(tr)
+	defer im.close()
+	for i := range 3 {
+		_, err := im.do(context.Background(), base+"/c/b")
+		if err == nil || !strings.Contains(err.Error(), "retries exceeded") {
+			t.Fatalf("request %d: %v, want failsafe's ExceededError", i, err)
+		}
+		if open := tr.open.Load(); open != 0 {
+			t.Fatalf("request %d: %d response bodies left open", i, open)
+		}
+	}
+	if got := srv.Count(fakeserver.RouteBlobGet, "GET"); got != 9 {
+		t.Errorf("the server saw %d GETs, want 9 (3 attempts each)", got)
+	}
+}
+
+// bodyCounter counts the response bodies its base returned and not yet
+// closed.
+type bodyCounter struct {
+	base http.RoundTripper
+	open atomic.Int64
+}
+
+func (c *bodyCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		c.open.Add(1)
+		resp.Body = &countedBody{ReadCloser: resp.Body, open: &c.open}
+	}
+	return resp, err
+}
+
+type countedBody struct {
+	io.ReadCloser
+	open   *atomic.Int64
+	closed bool
+}
+
+func (b *countedBody) Close() error {
+	if !b.closed {
+		b.closed = true
+		b.open.Add(-1)
+	}
+	return b.ReadCloser.Close()
 }
