@@ -3,8 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
