@@ -132,8 +132,10 @@ func p99(ds []time.Duration) time.Duration {
 // benchRate runs a rate scenario once per op for every contender but
 // rr-nobudget (which never recovers) and reports, per op: completed
 // sequences, the throttled answers the server sent (unit names it: 429s
-// or 503s), the requests it saw, pages answered 200 per second of the op,
-// and the p99 time of a completed sequence (0 when none completed).
+// or 503s), the requests it saw, the pages answered 200 and their rate per
+// second of the op (a contender that gives up early has a short op: read
+// pages/s next to pages/op), and the p99 time of a completed sequence (0
+// when none completed).
 func benchRate(b *testing.B, fault fakeserver.Fault, unit string) {
 	shape := rateShape{sequences: rateSequences, pages: ratePages, rate: bucketRate, burst: bucketBurst}
 	if testing.Short() {
@@ -163,6 +165,7 @@ func benchRate(b *testing.B, fault fakeserver.Fault, unit string) {
 			b.ReportMetric(completed/n, "completed-seqs/op")
 			b.ReportMetric(throttled/n, unit+"/op")
 			b.ReportMetric(requests/n, "server-reqs/op")
+			b.ReportMetric(pages/n, "pages/op")
 			b.ReportMetric(pages/elapsed.Seconds(), "pages/s")
 			b.ReportMetric(float64(p99sum.Milliseconds())/n, "p99-seq-ms")
 		})
