@@ -183,8 +183,9 @@ func isToken(s string) bool {
 // and the test that writes it: rules may be added while the server runs.
 // Each rule counts the requests it matches from the moment it is added,
 // whether or not it or another rule fires on them; for each request, the
-// first rule (in order of addition) whose window covers the request fires.
-// So two Times(1) rules on one route fire on two successive requests, like
+// first rule (in order of addition) whose conditions hold fires (its count,
+// and its [Window] or [TokenBucket] if it has one). So two Times(1) rules
+// on one route fire on two successive requests, like
 // azcore's mock server's AppendResponse queue, and Nth(3) is the third
 // request of its route whatever other rules did.
 //
