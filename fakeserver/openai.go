@@ -18,6 +18,8 @@ import (
 	"time"
 )
 
+// Route names of the OpenAI-compatible surface.
+//
 // The OpenAI-compatible surface: the Files API and vector-store file
 // batches, as github.com/openai/openai-go parses them, under three path
 // prefixes:
@@ -60,8 +62,6 @@ import (
 // throttles), and x-ratelimit-remaining-tokens. [Server.ThrottleOpenAI]
 // scripts Azure OpenAI's 429: retry-after-ms beside Retry-After, and the
 // exhausted limit at 0.
-
-// Route names of the OpenAI-compatible surface.
 const (
 	RouteOpenAIFileUpload  = "openai.file.upload"       // POST {p}/files
 	RouteOpenAIFileList    = "openai.file.list"         // GET {p}/files
