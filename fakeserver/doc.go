@@ -26,6 +26,11 @@
 //	                                   404 with an XML <Error> (BlobNotFound)
 //	anything else         other        404 or 405 with an error body
 //
+// The OpenAI-compatible surface (the Files API and vector-store file
+// batches as openai-go parses them, under /v1, /openai and /openai/v1, with
+// Azure OpenAI's throttling headers: [Server.ThrottleOpenAI]) is described
+// with its route names, [RouteOpenAIFileUpload] and the others.
+//
 // /indexes('{name}') works as /indexes/{name}. A blob name may hold
 // slashes. A request with a "restype" query parameter (container and
 // service operations) is "other". The api-version parameter is accepted,

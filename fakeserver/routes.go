@@ -65,6 +65,9 @@ func servicePath(account, p string) string {
 //	                                     with a "restype" query parameter)
 //	anything else                        other
 func classify(method, p, rawQuery string) string {
+	if route, ok := classifyOpenAI(method, p); ok { // openai.go
+		return route
+	}
 	switch {
 	case p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes("):
 		if _, ok := indexName(p); ok {
@@ -139,6 +142,7 @@ type state struct {
 	fileBodies map[string][]byte // by digest
 	blobs      map[string]*blobEntry
 	version    uint64 // ETag source
+	openai     openaiState
 }
 
 type index struct {
@@ -158,6 +162,7 @@ func (st *state) init() {
 	st.fileByID = map[string]int{}
 	st.fileBodies = map[string][]byte{}
 	st.blobs = map[string]*blobEntry{}
+	st.openai.init()
 }
 
 // nextETag returns a fresh quoted ETag in the style of Azure Storage.
@@ -183,6 +188,9 @@ type File struct {
 // serveRoute answers a request the script left alone; p is its service
 // path.
 func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte, now time.Time) *response {
+	if resp, ok := s.serveOpenAI(route, r, p, body, now); ok { // openai.go
+		return resp
+	}
 	switch route {
 	case RouteSearchPut:
 		return s.searchPut(r, p, body)

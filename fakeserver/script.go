@@ -137,7 +137,7 @@ func MatchPath(prefix string) RuleOption {
 
 // validate checks r; on failure it names the field at fault.
 func (r *Rule) validate() (field string, err error) {
-	if !slices.Contains(routeNames, r.Route) {
+	if !slices.Contains(routeNames, r.Route) && !slices.Contains(openaiRouteNames, r.Route) { // openai.go
 		return "route", fmt.Errorf("unknown route %q (want one of %s)", r.Route, strings.Join(routeNames, ", "))
 	}
 	if r.Method != "" {

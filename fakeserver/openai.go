@@ -1,0 +1,620 @@
+package fakeserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Route names of the OpenAI-compatible surface.
+//
+// The OpenAI-compatible surface: the Files API and vector-store file
+// batches, as github.com/openai/openai-go parses them, under three path
+// prefixes:
+//
+//	/v1/...          OpenAI's own layout (base URL https://HOST/v1/)
+//	/openai/...      Azure OpenAI as openai-go's azure.WithEndpoint addresses
+//	                 it (https://HOST/openai/files?api-version=...)
+//	/openai/v1/...   Azure OpenAI's v1 API
+//
+// Every prefix reaches the same state. The routes:
+//
+//	POST   {p}/files                                  openai.file.upload
+//	GET    {p}/files                                  openai.file.list
+//	GET    {p}/files/{id}  (HEAD too)                 openai.file.get
+//	DELETE {p}/files/{id}                             openai.file.delete
+//	POST   {p}/vector_stores/{vs}/file_batches        openai.file_batch.create
+//	GET    {p}/vector_stores/{vs}/file_batches/{id}   openai.file_batch.get
+//
+// An upload is multipart/form-data with a "purpose" field (assistants,
+// batch, fine-tune, vision, user_data or evals) and a "file" part with a
+// file name; the answer is 200 and the file object
+// {"id","object":"file","bytes","created_at","filename","purpose","status":"processed"}.
+// A list is {"object":"list","data":[...],"first_id","last_id","has_more"},
+// newest first unless order=asc, with limit (1 to 10000, default 10000),
+// after (a file ID: the page starts after it in that order) and purpose.
+// A batch create takes {"file_ids":[...]} (or "files":[{"file_id":...}]),
+// every ID an uploaded file, and answers the batch object with status
+// "in_progress"; each GET of the batch answers "in_progress" (with
+// openai-poll-after-ms: 1000) until [Server.SetOpenAIBatchPolls] GETs
+// have, then "completed". A vector store exists as soon as it is named.
+// Errors are OpenAI's {"error":{"message","type","param","code"}}; the
+// api-version query parameter is accepted, not required. Other methods on
+// these paths are 405, other paths under a prefix keep their old meaning
+// (a blob of container "v1" or "openai").
+//
+// Every answer on these routes carries x-request-id (the same ID as
+// x-ms-request-id), x-ratelimit-limit-requests and
+// x-ratelimit-remaining-requests (a budget of [OpenAIRequestsPerMinute]
+// per server-clock minute, counted but never enforced: only the script
+// throttles), and x-ratelimit-remaining-tokens. [Server.ThrottleOpenAI]
+// scripts Azure OpenAI's 429: retry-after-ms beside Retry-After, and the
+// exhausted limit at 0.
+const (
+	RouteOpenAIFileUpload  = "openai.file.upload"       // POST {p}/files
+	RouteOpenAIFileList    = "openai.file.list"         // GET {p}/files
+	RouteOpenAIFileGet     = "openai.file.get"          // GET or HEAD {p}/files/{id}
+	RouteOpenAIFileDelete  = "openai.file.delete"       // DELETE {p}/files/{id}
+	RouteOpenAIBatchCreate = "openai.file_batch.create" // POST {p}/vector_stores/{vs}/file_batches
+	RouteOpenAIBatchGet    = "openai.file_batch.get"    // GET {p}/vector_stores/{vs}/file_batches/{id}
+)
+
+// OpenAIRequestsPerMinute is the request limit the OpenAI surface reports
+// in x-ratelimit-limit-requests.
+const OpenAIRequestsPerMinute = 1000
+
+// openaiTokensRemaining is what x-ratelimit-remaining-tokens says when no
+// token-limit throttle fired.
+const openaiTokensRemaining = 240000
+
+// Limits of the OpenAI surface.
+const (
+	openaiMaxListLimit = 10000
+	openaiMaxFileIDs   = 2000
+)
+
+// openaiPrefixes are the path prefixes of the surface, longest first.
+var openaiPrefixes = []string{"/openai/v1", "/openai", "/v1"}
+
+// openaiRouteNames are the surface's routes a rule may name (script.go's
+// validate accepts them besides routeNames, whose list its error message
+// spells out).
+var openaiRouteNames = []string{RouteOpenAIFileUpload, RouteOpenAIFileList, RouteOpenAIFileGet,
+	RouteOpenAIFileDelete, RouteOpenAIBatchCreate, RouteOpenAIBatchGet}
+
+func init() {
+	// The one method of each route (openai.file.get answers GET and HEAD).
+	routeMethod[RouteOpenAIFileUpload] = http.MethodPost
+	routeMethod[RouteOpenAIFileList] = http.MethodGet
+	routeMethod[RouteOpenAIFileDelete] = http.MethodDelete
+	routeMethod[RouteOpenAIBatchCreate] = http.MethodPost
+	routeMethod[RouteOpenAIBatchGet] = http.MethodGet
+}
+
+// OpenAIFile is one file of the OpenAI-compatible Files API.
+type OpenAIFile struct {
+	// ID is "file-" and a number in upload order ("file-000001").
+	ID string `json:"id"`
+	// Filename is the file name of the upload's "file" part.
+	Filename string `json:"filename"`
+	// Purpose is the upload's "purpose" field.
+	Purpose string `json:"purpose"`
+	// Bytes is the content length.
+	Bytes int64 `json:"bytes"`
+	// CreatedAt is the upload time (server clock), in Unix seconds.
+	CreatedAt int64 `json:"created_at"`
+	// Digest is "sha256:" and the hex SHA-256 of the content (not of the
+	// multipart body).
+	Digest string `json:"-"`
+}
+
+// OpenAIBatch is one vector-store file batch.
+type OpenAIBatch struct {
+	ID            string
+	VectorStoreID string
+	FileIDs       []string
+	CreatedAt     int64
+	// Polls is how many GETs of the batch the server answered.
+	Polls int
+	// Completed is true once a GET answered "completed".
+	Completed bool
+}
+
+// OpenAIThrottle is a 429 as Azure OpenAI sends it, for
+// [Server.ThrottleOpenAI].
+type OpenAIThrottle struct {
+	// RetryAfterMs is the retry-after-ms value; 0 sends none.
+	RetryAfterMs int64
+	// RetryAfter is the Retry-After field, as for [Throttle]; the zero
+	// value sends none.
+	RetryAfter RetryAfter
+	// Tokens makes it a token-limit 429 (x-ratelimit-remaining-tokens: 0);
+	// otherwise it is a request-limit 429 (x-ratelimit-remaining-requests:
+	// 0).
+	Tokens bool
+}
+
+// openaiState is the OpenAI surface's state; the Server's mu guards it.
+type openaiState struct {
+	files     []OpenAIFile
+	batches   map[string]*OpenAIBatch
+	batchSeq  int
+	fileSeq   int
+	polls     int                    // GETs answered in_progress before completed
+	throttles map[int]OpenAIThrottle // by script rule index
+	minute    int64                  // the server-clock minute counted
+	inMinute  int                    // OpenAI requests in it
+}
+
+func (st *openaiState) init() {
+	st.batches = map[string]*OpenAIBatch{}
+	st.throttles = map[int]OpenAIThrottle{}
+	st.polls = 1
+}
+
+// ThrottleOpenAI adds a rule to the server's script that answers route's
+// matching requests (narrowed by opts, as for [Script.Add]) with a 429 as
+// Azure OpenAI sends it: t's Retry-After and retry-after-ms, and the
+// limit it names at 0. Any route may be named (RouteOther with
+// [MatchPath]("/v1/chat/completions") throttles an inference call). The
+// ledger's Fault shows the Retry-After part; Rule is the rule's index. Do
+// not add rules to the script from another goroutine at the same time: the
+// rule is found by its index. It panics on an invalid rule, as
+// [Script.Add] does, or on a negative RetryAfterMs.
+func (s *Server) ThrottleOpenAI(route string, t OpenAIThrottle, opts ...RuleOption) {
+	if t.RetryAfterMs < 0 {
+		panic("fakeserver: ThrottleOpenAI: negative retry-after-ms")
+	}
+	idx := s.script.Len()
+	s.script.Add(route, Throttle(t.RetryAfter), opts...)
+	if s.script.Len() != idx+1 {
+		panic("fakeserver: ThrottleOpenAI: rules added concurrently")
+	}
+	s.mu.Lock()
+	s.openai.throttles[idx] = t
+	s.mu.Unlock()
+}
+
+// SetOpenAIBatchPolls sets how many GETs of a vector-store file batch
+// answer "in_progress" before one answers "completed"; default 1. n < 0 is
+// taken as 0 (the first GET completes).
+func (s *Server) SetOpenAIBatchPolls(n int) {
+	s.mu.Lock()
+	s.openai.polls = max(n, 0)
+	s.mu.Unlock()
+}
+
+// AddOpenAIFile stores content as an uploaded OpenAI file, without a
+// request, and returns it. Use it to seed an inventory of several pages.
+func (s *Server) AddOpenAIFile(filename, purpose string, content []byte) OpenAIFile {
+	return s.addOpenAIFile(filename, purpose, content, s.now())
+}
+
+// OpenAIFiles returns the OpenAI files in upload order.
+func (s *Server) OpenAIFiles() []OpenAIFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.openai.files)
+}
+
+// OpenAIBatches returns the vector-store file batches in creation order.
+func (s *Server) OpenAIBatches() []OpenAIBatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]OpenAIBatch, 0, len(s.openai.batches))
+	for _, b := range s.openai.batches {
+		c := *b
+		c.FileIDs = slices.Clone(b.FileIDs)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b OpenAIBatch) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (s *Server) addOpenAIFile(filename, purpose string, content []byte, now time.Time) OpenAIFile {
+	sum := sha256.Sum256(content)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.openai.fileSeq++
+	f := OpenAIFile{
+		ID:        fmt.Sprintf("file-%06d", s.openai.fileSeq),
+		Filename:  filename,
+		Purpose:   purpose,
+		Bytes:     int64(len(content)),
+		CreatedAt: now.Unix(),
+		Digest:    "sha256:" + hex.EncodeToString(sum[:]),
+	}
+	s.openai.files = append(s.openai.files, f)
+	return f
+}
+
+// openaiPath splits a service path into the surface's resource: the part
+// after the prefix and whether it is one of the surface's paths.
+func openaiPath(p string) (rest string, ok bool) {
+	for _, pre := range openaiPrefixes {
+		r, found := strings.CutPrefix(p, pre)
+		if !found || (r != "" && r[0] != '/') {
+			continue
+		}
+		segs := strings.Split(strings.TrimPrefix(r, "/"), "/")
+		switch {
+		case len(segs) == 1 && segs[0] == "files",
+			len(segs) == 2 && segs[0] == "files" && segs[1] != "",
+			len(segs) == 3 && segs[0] == "vector_stores" && segs[1] != "" && segs[2] == "file_batches",
+			len(segs) == 4 && segs[0] == "vector_stores" && segs[1] != "" && segs[2] == "file_batches" && segs[3] != "":
+			return r, true
+		}
+		return "", false
+	}
+	return "", false
+}
+
+// classifyOpenAI names the route of a request on the surface; ok is false
+// for a path that is not one of its resources. An unknown method on one
+// is RouteOther (answered 405 by serveOpenAI).
+func classifyOpenAI(method, p string) (route string, ok bool) {
+	rest, ok := openaiPath(p)
+	if !ok {
+		return "", false
+	}
+	segs := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	switch {
+	case len(segs) == 1 && method == http.MethodPost:
+		return RouteOpenAIFileUpload, true
+	case len(segs) == 1 && method == http.MethodGet:
+		return RouteOpenAIFileList, true
+	case len(segs) == 2 && (method == http.MethodGet || method == http.MethodHead):
+		return RouteOpenAIFileGet, true
+	case len(segs) == 2 && method == http.MethodDelete:
+		return RouteOpenAIFileDelete, true
+	case len(segs) == 3 && method == http.MethodPost:
+		return RouteOpenAIBatchCreate, true
+	case len(segs) == 4 && method == http.MethodGet:
+		return RouteOpenAIBatchGet, true
+	}
+	return RouteOther, true
+}
+
+// serveOpenAI answers a request on the surface; ok is false when p is not
+// one of its paths.
+func (s *Server) serveOpenAI(route string, r *http.Request, p string, body []byte, now time.Time) (*response, bool) {
+	rest, ok := openaiPath(p)
+	if !ok {
+		return nil, false
+	}
+	segs := strings.Split(strings.TrimPrefix(rest, "/"), "/")
+	switch route {
+	case RouteOpenAIFileUpload:
+		return s.openaiUpload(r, body, now), true
+	case RouteOpenAIFileList:
+		return s.openaiList(r), true
+	case RouteOpenAIFileGet:
+		return s.openaiGet(segs[1]), true
+	case RouteOpenAIFileDelete:
+		return s.openaiDelete(segs[1]), true
+	case RouteOpenAIBatchCreate:
+		return s.openaiBatchCreate(segs[1], body, now), true
+	case RouteOpenAIBatchGet:
+		return s.openaiBatchGet(segs[1], segs[3]), true
+	}
+	return openaiError(http.StatusMethodNotAllowed, "invalid_request_error", "",
+		fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))), true
+}
+
+// openaiFileJSON is a file object as the Files API answers it.
+type openaiFileJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Bytes     int64  `json:"bytes"`
+	CreatedAt int64  `json:"created_at"`
+	Filename  string `json:"filename"`
+	Purpose   string `json:"purpose"`
+	Status    string `json:"status"`
+}
+
+func fileJSON(f OpenAIFile) openaiFileJSON {
+	return openaiFileJSON{ID: f.ID, Object: "file", Bytes: f.Bytes, CreatedAt: f.CreatedAt,
+		Filename: f.Filename, Purpose: f.Purpose, Status: "processed"}
+}
+
+var openaiPurposes = []string{"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
+
+// maxMultipartParts bounds the parts an upload may have.
+const maxMultipartParts = 16
+
+func (s *Server) openaiUpload(r *http.Request, body []byte, now time.Time) *response {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "",
+			"The request must be multipart/form-data with a boundary.")
+	}
+	var (
+		purpose, filename string
+		content           []byte
+		haveFile          bool
+	)
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for n := 0; ; n++ {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || n >= maxMultipartParts {
+			return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The multipart body is malformed.")
+		}
+		data, err := io.ReadAll(part)
+		if err != nil {
+			return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The multipart body is malformed.")
+		}
+		switch part.FormName() {
+		case "purpose":
+			purpose = string(data)
+		case "file":
+			filename, content, haveFile = part.FileName(), data, true
+		}
+	}
+	switch {
+	case purpose == "":
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "purpose", "Missing required parameter: 'purpose'.")
+	case !slices.Contains(openaiPurposes, purpose):
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "purpose",
+			fmt.Sprintf("Invalid value for 'purpose': %q is not one of %s.", clip(purpose, 32), strings.Join(openaiPurposes, ", ")))
+	case !haveFile:
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "file", "Missing required parameter: 'file'.")
+	case filename == "" || len(filename) > maxFileNameLen || strings.ContainsAny(filename, "\x00\r\n"):
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "file", "The file part needs a file name without control characters.")
+	}
+	f := s.addOpenAIFile(filename, purpose, content, now)
+	return jsonResponse(http.StatusOK, fileJSON(f))
+}
+
+// openaiListPage is the JSON of GET {p}/files.
+type openaiListPage struct {
+	Object  string           `json:"object"`
+	Data    []openaiFileJSON `json:"data"`
+	FirstID *string          `json:"first_id"`
+	LastID  *string          `json:"last_id"`
+	HasMore bool             `json:"has_more"`
+}
+
+func (s *Server) openaiList(r *http.Request) *response {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The query string is malformed.")
+	}
+	limit := openaiMaxListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > openaiMaxListLimit {
+			return openaiError(http.StatusBadRequest, "invalid_request_error", "limit", "limit must be an integer from 1 to 10000.")
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	switch order {
+	case "":
+		order = "desc"
+	case "asc", "desc":
+	default:
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "order", "order must be asc or desc.")
+	}
+	purpose := q.Get("purpose")
+
+	s.mu.Lock()
+	files := make([]OpenAIFile, 0, len(s.openai.files))
+	for _, f := range s.openai.files {
+		if purpose == "" || f.Purpose == purpose {
+			files = append(files, f)
+		}
+	}
+	s.mu.Unlock()
+	if order == "desc" {
+		slices.Reverse(files)
+	}
+	start := 0
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(files, func(f OpenAIFile) bool { return f.ID == after })
+		if i < 0 {
+			return openaiError(http.StatusBadRequest, "invalid_request_error", "after", "The after cursor names no file.")
+		}
+		start = i + 1
+	}
+	end := min(start+limit, len(files))
+	page := openaiListPage{Object: "list", Data: make([]openaiFileJSON, 0, end-start), HasMore: end < len(files)}
+	for _, f := range files[start:end] {
+		page.Data = append(page.Data, fileJSON(f))
+	}
+	if len(page.Data) > 0 {
+		first, last := page.Data[0].ID, page.Data[len(page.Data)-1].ID
+		page.FirstID, page.LastID = &first, &last
+	}
+	return jsonResponse(http.StatusOK, page)
+}
+
+func (s *Server) openaiFile(id string) (OpenAIFile, int, bool) {
+	i := slices.IndexFunc(s.openai.files, func(f OpenAIFile) bool { return f.ID == id })
+	if i < 0 {
+		return OpenAIFile{}, -1, false
+	}
+	return s.openai.files[i], i, true
+}
+
+func (s *Server) openaiGet(id string) *response {
+	s.mu.Lock()
+	f, _, ok := s.openaiFile(id)
+	s.mu.Unlock()
+	if !ok {
+		return openaiNoFile(id)
+	}
+	return jsonResponse(http.StatusOK, fileJSON(f))
+}
+
+func (s *Server) openaiDelete(id string) *response {
+	s.mu.Lock()
+	_, i, ok := s.openaiFile(id)
+	if ok {
+		s.openai.files = slices.Delete(s.openai.files, i, i+1)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return openaiNoFile(id)
+	}
+	return jsonResponse(http.StatusOK, struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{id, "file", true})
+}
+
+func openaiNoFile(id string) *response {
+	return openaiError(http.StatusNotFound, "invalid_request_error", "file_id",
+		fmt.Sprintf("No such File object: %s", clip(id, 128)))
+}
+
+// openaiBatchJSON is a vector-store file batch as the API answers it.
+type openaiBatchJSON struct {
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	CreatedAt     int64  `json:"created_at"`
+	VectorStoreID string `json:"vector_store_id"`
+	Status        string `json:"status"`
+	FileCounts    struct {
+		InProgress int `json:"in_progress"`
+		Completed  int `json:"completed"`
+		Failed     int `json:"failed"`
+		Cancelled  int `json:"cancelled"`
+		Total      int `json:"total"`
+	} `json:"file_counts"`
+}
+
+func batchJSON(b *OpenAIBatch) openaiBatchJSON {
+	j := openaiBatchJSON{ID: b.ID, Object: "vector_store.files_batch", CreatedAt: b.CreatedAt,
+		VectorStoreID: b.VectorStoreID, Status: "in_progress"}
+	n := len(b.FileIDs)
+	j.FileCounts.Total = n
+	if b.Completed {
+		j.Status = "completed"
+		j.FileCounts.Completed = n
+	} else {
+		j.FileCounts.InProgress = n
+	}
+	return j
+}
+
+func (s *Server) openaiBatchCreate(vs string, body []byte, now time.Time) *response {
+	var in struct {
+		FileIDs []string `json:"file_ids"`
+		Files   []struct {
+			FileID string `json:"file_id"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The body must be one JSON object.")
+	}
+	ids := slices.Clone(in.FileIDs)
+	for _, f := range in.Files {
+		ids = append(ids, f.FileID)
+	}
+	if len(ids) == 0 || len(ids) > openaiMaxFileIDs {
+		return openaiError(http.StatusBadRequest, "invalid_request_error", "file_ids", "file_ids must hold 1 to 2000 file IDs.")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if _, _, ok := s.openaiFile(id); !ok {
+			return openaiNoFile(id)
+		}
+	}
+	s.openai.batchSeq++
+	b := &OpenAIBatch{ID: fmt.Sprintf("vsfb_%06d", s.openai.batchSeq), VectorStoreID: vs,
+		FileIDs: ids, CreatedAt: now.Unix()}
+	s.openai.batches[b.ID] = b
+	return jsonResponse(http.StatusOK, batchJSON(b))
+}
+
+func (s *Server) openaiBatchGet(vs, id string) *response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.openai.batches[id]
+	if !ok || b.VectorStoreID != vs {
+		return openaiError(http.StatusNotFound, "invalid_request_error", "batch_id",
+			fmt.Sprintf("No such vector store file batch: %s", clip(id, 128)))
+	}
+	b.Polls++
+	if b.Polls > s.openai.polls {
+		b.Completed = true
+	}
+	resp := jsonResponse(http.StatusOK, batchJSON(b))
+	if !b.Completed {
+		resp.header.Set("openai-poll-after-ms", "1000")
+	}
+	return resp
+}
+
+// openaiError is OpenAI's error body: {"error":{"message","type","param","code"}}.
+func openaiError(status int, typ, param, msg string) *response {
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	e.Error.Message, e.Error.Type = msg, typ
+	if param != "" {
+		e.Error.Param = &param
+	}
+	return jsonResponse(status, e)
+}
+
+// openaiHeaders adds the surface's headers to an answer: on the OpenAI
+// routes, x-request-id and the rate-limit headers; on the 429 of a
+// ThrottleOpenAI rule (whatever its route), retry-after-ms and the
+// exhausted limit.
+func (s *Server) openaiHeaders(h http.Header, p string, ruleIdx, status int, id string, now time.Time) {
+	_, surface := openaiPath(p)
+	s.mu.Lock()
+	t, throttled := s.openai.throttles[ruleIdx]
+	throttled = throttled && ruleIdx >= 0 && status == http.StatusTooManyRequests
+	if !surface && !throttled {
+		s.mu.Unlock()
+		return
+	}
+	if m := now.Unix() / 60; m != s.openai.minute {
+		s.openai.minute, s.openai.inMinute = m, 0
+	}
+	s.openai.inMinute++
+	remaining := max(OpenAIRequestsPerMinute-s.openai.inMinute, 0)
+	s.mu.Unlock()
+
+	tokens := openaiTokensRemaining
+	if throttled {
+		if t.RetryAfterMs > 0 {
+			h.Set("retry-after-ms", strconv.FormatInt(t.RetryAfterMs, 10))
+		}
+		if t.Tokens {
+			tokens = 0
+		} else {
+			remaining = 0
+		}
+	}
+	if id != "" {
+		h.Set("x-request-id", id)
+	}
+	h.Set("x-ratelimit-limit-requests", strconv.Itoa(OpenAIRequestsPerMinute))
+	h.Set("x-ratelimit-remaining-requests", strconv.Itoa(remaining))
+	h.Set("x-ratelimit-remaining-tokens", strconv.Itoa(tokens))
+}

@@ -1,0 +1,55 @@
+package rropenai_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/azure"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/fakeserver"
+	rropenai "github.com/readrecovery/readrecovery/openai"
+)
+
+// Example wires readrecovery into an Azure OpenAI client in one call. The
+// Azure OpenAI resource here is the bundled fake, in process: a throttled
+// upload comes back once, never re-sent by openai-go, and an inventory
+// page's 429 is the sequence's one wait.
+func Example() {
+	srv := fakeserver.New()
+	defer srv.Close()
+	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 0, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Nth(1))
+	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileList, fakeserver.OpenAIThrottle{RetryAfterMs: 0, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Nth(1))
+
+	rt := readrecovery.New(srv.Transport()) // readrecovery.New(nil) against a real endpoint
+	client := rropenai.NewClient(rt,
+		azure.WithEndpoint("https://my-resource.openai.azure.com", "2024-10-21"),
+		azure.WithAPIKey("key"),
+	)
+
+	ctx := context.Background()
+	_, err := client.Files.New(ctx, openai.FileNewParams{
+		File:    openai.File(strings.NewReader("a,b\n"), "rows.csv", "text/csv"),
+		Purpose: openai.FilePurposeAssistants,
+	})
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		fmt.Println("upload:", apiErr.StatusCode, "sent", srv.Count(fakeserver.RouteOpenAIFileUpload, ""), "time")
+	}
+
+	srv.AddOpenAIFile("a.txt", "assistants", []byte("a"))
+	b := readrecovery.NewBudget("inventory")
+	pager := client.Files.ListAutoPaging(readrecovery.WithBudget(ctx, b), openai.FileListParams{})
+	for pager.Next() {
+		fmt.Println("listed", pager.Current().Filename)
+	}
+	r := b.Report()
+	fmt.Println("inventory:", pager.Err(), "requests", r.Requests, "waits", r.Waits, r.Window.Trigger)
+	// Output:
+	// upload: 429 sent 1 time
+	// listed a.txt
+	// inventory: <nil> requests 2 waits 1 read-429
+}

@@ -1,0 +1,218 @@
+// Package rropenai wires the readrecovery transport into the OpenAI Go
+// client, github.com/openai/openai-go/v3, and its Azure OpenAI options, in
+// one call:
+//
+//	rt := readrecovery.New(nil) // or readrecovery.New(base, readrecovery.WithLogger(l), ...)
+//	client := rropenai.NewClient(rt,
+//		azure.WithEndpoint("https://my-resource.openai.azure.com", "2024-10-21"),
+//		azure.WithAPIKey(key), // or azure.WithTokenCredential(cred)
+//	)
+//
+// or, with options of your own, append [Options] to them:
+//
+//	client := openai.NewClient(append(myOptions, rropenai.Options(rt)...)...)
+//
+// # Who retries a 429
+//
+// openai-go retries 408, 409, 429 and every 5xx for every method, twice by
+// default (internal/requestconfig: shouldRetry, checked at v3.98.0), file
+// uploads (POST /files) and vector-store file batches included: a
+// throttled upload would be sent again, up to three times. With rropenai,
+// the 429s the readrecovery policy owns (docs/policy.md,
+// "one-owner-per-429") are never retried by openai-go:
+//
+//	request                          429                            other statuses
+//	GET with a Budget                readrecovery (one wait, re-sent  openai-go
+//	                                 once, never by openai-go)
+//	GET without a Budget, HEAD,      openai-go                        openai-go
+//	OPTIONS, TRACE
+//	POST, PUT, PATCH, DELETE, any    readrecovery: returned to you,   openai-go
+//	other method (with or without    sent once; with a Budget its
+//	a Budget)                        delay holds the sequence
+//
+// The tests of this package pin that table against openai-go's real retry
+// loop and the bundled fake (TestOwnershipMatrix).
+//
+// # How
+//
+// [Middleware], installed with option.WithMiddleware, sets the response
+// header x-should-retry: false on exactly the 429s readrecovery owns.
+// openai-go honours that header before it looks at the status, on every
+// attempt, whatever the caller's option.WithMaxRetries or
+// option.WithMaxRetryDelay say; every other response reaches openai-go's
+// retry unchanged. It was chosen over the alternatives because it composes
+// with a caller's own options: option.WithMaxRetries(0) would take retries
+// away from 503 and from the 429s openai-go keeps; openai-go has no status
+// list to edit; a custom HTTPDoer is refused by the azure options; and
+// rewriting the status would change the error the caller sees (an
+// *openai.Error with StatusCode 429 and the server's retry-after-ms and
+// Retry-After headers is what comes back).
+//
+// openai-go also retries every transport error, and readrecovery's own
+// decisions are errors: a stopped sequence (readrecovery.ErrSequenceStopped),
+// a refused request (readrecovery.ErrRequestRefused, for example a
+// journaled upload whose outcome is on record), a refused redirect. Such a
+// retry would fail again before the network, but only after openai-go's
+// backoff (0.5 s, 1 s, ... up to 8 s). The middleware therefore returns
+// those errors together with a placeholder response carrying x-should-retry:
+// false, which openai-go's loop reads before it retries an error; the error
+// is what the call returns. A middleware of yours placed around it that drops
+// the response when there is an error brings the (harmless) retries back.
+//
+// # Waits
+//
+// Azure OpenAI answers 429 with retry-after-ms beside Retry-After. The
+// readrecovery transport takes a valid retry-after-ms as a floor: a
+// Retry-After of 8 with a retry-after-ms of 20000 is a 20 s wait, and a floor
+// above 30 s (or above what remains of the sequence's total) stops the
+// sequence; it is never shortened. The 429s left to openai-go are waited as
+// openai-go does (v3.98.0: retry-after-ms, else Retry-After, up to 2
+// minutes, else its backoff capped at 8 s; with option.WithMaxRetryDelay a
+// longer server delay ends its retries instead).
+//
+// # Token-limit 429s
+//
+// Azure OpenAI's per-deployment token limit answers 429 too
+// (x-ratelimit-remaining-tokens: 0). Inference calls (chat completions,
+// embeddings, responses) are POSTs, so with rropenai their 429 comes back to
+// the caller at once, sent once, never retried by openai-go: readrecovery
+// does not re-send mutations. Give inference a client of its own without
+// rropenai when openai-go's retry suits it, and keep rropenai for the
+// file workflows (uploads, inventories, ingestion polling) whose
+// duplicates cost.
+//
+// # Journaled uploads
+//
+// Files.New and VectorStores.FileBatches.New can carry a readrecovery
+// journal, so that a batch of uploads survives a restriction longer than a
+// process (such as a 60 s retry-after-ms) exactly as a File batch does:
+//
+//	ctx := readrecovery.WithJournal(readrecovery.WithBudget(ctx, b), j)
+//	f, err := client.Files.New(journal.WithUpload(ctx, id), params)
+//
+// Mark each upload with journal.WithUpload and the file's plan ID, never
+// the same ID for two files. openai-go writes a random multipart boundary on
+// every call, so a second Files.New of the same file is a new request to
+// readrecovery's repeat guard; the journal is what refuses it
+// (replay-refused) once the file's upload is on record.
+//
+// # Traps
+//
+//   - Options sets the client's HTTP client: an option.WithHTTPClient after
+//     it replaces readrecovery. To put another transport (otelhttp, a proxy)
+//     beneath readrecovery, make it readrecovery.New's base.
+//   - azure.WithUnsafeAllowHTTP with a plain-http loopback endpoint makes
+//     openai-go's azure options send through a transport of their own, not
+//     the client's: readrecovery is bypassed there (TestUnsafeHTTPBypasses).
+//     Over https, the client's transport is used.
+package rropenai
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/readrecovery/readrecovery"
+)
+
+// HeaderShouldRetry is the response header openai-go's retry loop reads
+// before the status: "false" ends its retries.
+const HeaderShouldRetry = "x-should-retry"
+
+// Options returns the openai-go request options that put t beneath the
+// client with the ownership of the package documentation:
+// option.WithHTTPClient([HTTPClient](t)) and option.WithMiddleware([Middleware]).
+// Pass them to openai.NewClient (or to a service constructor) after any
+// option.WithHTTPClient of yours. A nil t means readrecovery.New(nil).
+func Options(t *readrecovery.Transport) []option.RequestOption {
+	return []option.RequestOption{
+		option.WithHTTPClient(HTTPClient(t)),
+		option.WithMiddleware(Middleware),
+	}
+}
+
+// NewClient returns openai.NewClient(opts..., Options(t)...): an openai-go
+// client whose requests go through t. opts are not modified.
+func NewClient(t *readrecovery.Transport, opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append(slices.Clone(opts), Options(t)...)...)
+}
+
+// HTTPClient returns an http.Client over t that returns redirects instead
+// of following them (readrecovery refuses a request produced by following
+// one). A nil t means readrecovery.New(nil).
+func HTTPClient(t *readrecovery.Transport) *http.Client {
+	if t == nil {
+		t = readrecovery.New(nil)
+	}
+	return &http.Client{
+		Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// Middleware is the openai-go middleware of [Options]. On a 429 whose
+// request readrecovery owns ([Owns]) it sets [HeaderShouldRetry] to "false",
+// replacing what the server sent, so that openai-go does not retry it; on an
+// error of readrecovery's own decisions (readrecovery.ErrSequenceStopped,
+// ErrRequestRefused, ErrRedirectRefused) it returns the error with a
+// placeholder response carrying the same header, so that openai-go does not
+// retry that either (the call returns the error). Every other response and
+// error passes unchanged.
+func Middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	switch {
+	case err != nil:
+		if resp == nil && decided(err) {
+			return notRetried(req), err
+		}
+	case resp != nil && resp.StatusCode == http.StatusTooManyRequests && Owns(req):
+		if resp.Header == nil {
+			resp.Header = http.Header{}
+		}
+		resp.Header.Set(HeaderShouldRetry, "false")
+	}
+	return resp, err
+}
+
+// Owns reports whether readrecovery decides the 429 of req: a GET whose
+// context carries a readrecovery.Budget, and every mutation (every method
+// but GET, HEAD, OPTIONS and TRACE, with or without a Budget). A nil req
+// counts as owned: a mutation must never be retried by openai-go.
+func Owns(req *http.Request) bool {
+	if req == nil {
+		return true
+	}
+	switch req.Method {
+	case "", http.MethodGet:
+		return readrecovery.BudgetFrom(req.Context()) != nil
+	case http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return true
+}
+
+// decided reports whether err is one of readrecovery's own decisions.
+func decided(err error) bool {
+	return errors.Is(err, readrecovery.ErrSequenceStopped) ||
+		errors.Is(err, readrecovery.ErrRequestRefused) ||
+		errors.Is(err, readrecovery.ErrRedirectRefused)
+}
+
+// notRetried is the placeholder response returned beside a decided error.
+func notRetried(req *http.Request) *http.Response {
+	return &http.Response{
+		Status:     "000 not sent (readrecovery decided)",
+		StatusCode: 0,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{http.CanonicalHeaderKey(HeaderShouldRetry): {"false"}},
+		Body:       http.NoBody,
+		Request:    req,
+	}
+}
