@@ -83,14 +83,23 @@
 // request is sent. Begin claims the marker first and only then checks,
 // under it, the status, the plan and the file's records (SPEC journal-claim-then-check), so that
 // no other process can be authorised between a check and a send; a
-// refusal found under the claim removes the marker again. An entry or receipt is written to name.tmp (O_EXCL),
-// fsynced and closed, hard-linked to its final name (the link fails if the
+// refusal found under the claim removes the marker again. An entry or receipt is written to a
+// temporary file name.tmp-<16 random hex> (O_EXCL; a pattern only this
+// write uses), fsynced and closed, hard-linked to its final name (the link fails if the
 // name exists, so nothing is ever rewritten), the directory is fsynced, the
 // temporary file removed and the directory fsynced again; only then is the
 // marker removed and the directory fsynced. A crash at any step leaves
 // either the entry or the marker, so a received restriction is never lost
 // (crash-never-loses-restriction). Any failure of these steps is returned (a persistence failure,
 // persistence-failure-is-terminal) and leaves the Journal unresolved until the run is opened again.
+//
+// A temporary file is never a record and never a finding: it is another
+// worker's write in progress, which must not make a healthy run look
+// unresolved to the processes that share it. Every write that makes one
+// runs under the pending marker (or before the manifest exists), so a
+// writer that died is seen by its marker; a temporary file older than a
+// minute is listed apart by [Inspect] and `journal verify` as a leftover
+// of an interrupted write.
 //
 // Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
 // before it is read: a symbolic link, FIFO, device or directory under a

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,7 +38,11 @@ const (
 	manifestName = "run.json"
 	planName     = "plan.json"
 	markerName   = "pending-request.json"
-	tempSuffix   = ".tmp"
+	// tempInfix and tempHexLen make the name of a durable write's
+	// temporary file: the final name, ".tmp-" and 16 random hex digits
+	// (see tempName). Only dirStore.put writes such names.
+	tempInfix    = ".tmp-"
+	tempHexLen   = 16
 	entryPrefix  = "backoff-"
 	receiptPref  = "receipt-"
 	partPref     = "part-"
@@ -161,10 +166,38 @@ func parseReviewName(name string) (int, bool) {
 	return n, true
 }
 
+// tempName returns a fresh name for the temporary file of a durable write
+// of final: final + ".tmp-" + 16 random hex digits. The random part keeps
+// two writers (two processes, two Journals) from ever meeting on one
+// temporary name.
+func tempName(final string) string {
+	var b [tempHexLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return final + tempInfix + hex.EncodeToString(b[:])
+}
+
+// parseTempName returns the record name of a temporary file of the durable
+// write path (see tempName); ok is false for any other name, "x.tmp" and
+// the temporary name of a non-record (the marker is created in place)
+// included.
+func parseTempName(name string) (final string, ok bool) {
+	i := len(name) - tempHexLen - len(tempInfix)
+	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) {
+		return "", false
+	}
+	final = name[:i]
+	if final == markerName || !isJournalName(final) {
+		return "", false
+	}
+	return final, true
+}
+
 // isJournalName reports whether name is a name the journal writes, or the
 // temporary file of one: a directory holding any of them is a run.
 func isJournalName(name string) bool {
-	name = strings.TrimSuffix(name, tempSuffix)
+	if final, ok := parseTempName(name); ok {
+		name = final
+	}
 	_, isEntry := parseEntryName(name)
 	_, _, isReceipt := parseReceiptName(name)
 	_, _, isPart := parsePartName(name)

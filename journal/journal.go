@@ -231,7 +231,7 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 			j.plan[d] = true
 		}
 	}
-	s, err := scanRun(b, nil)
+	s, err := scanRun(b, nil, cfg.clock.Now())
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
@@ -239,7 +239,7 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		if err != nil && errors.Is(err, fs.ErrExist) {
 			if _, shared := b.(*storeBackend); shared {
 				// Another worker created the run first: open it.
-				s, err = scanRun(b, nil)
+				s, err = scanRun(b, nil, cfg.clock.Now())
 			}
 		}
 		if err != nil {
@@ -319,7 +319,7 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scanRun(j.b, j.snap)
+	s, err := scanRun(j.b, j.snap, j.clock.Now())
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))

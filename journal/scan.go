@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -92,6 +93,10 @@ type snapshot struct {
 	// a new one.
 	pendingID string
 	findings  []Finding
+	// leftovers are the temporary files of durable writes older than
+	// staleTemp: an interrupted write's remains, reported by Verify apart
+	// from the findings (see staleTemp).
+	leftovers []Finding
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -164,11 +169,23 @@ const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
 // not a directory, unlistable), is empty (errNoRun) or holds no journal
 // name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(&dirStore{fs: fsy, dir: dir}, prev)
+	return scanRun(&dirStore{fs: fsy, dir: dir}, prev, time.Now())
 }
 
-// scanRun is scan of the run kept in b.
-func scanRun(b backend, prev *snapshot) (*snapshot, error) {
+// staleTemp is the age from which the temporary file of a durable write
+// is an interrupted write's leftover rather than a write in progress. A
+// temporary file is never a record and never a finding: another worker's
+// write in progress (write, fsync, link, remove take milliseconds) must
+// not make a healthy run unresolved for every other process. Nothing is
+// lost by that: every durable write runs under the pending marker, or
+// before the manifest exists, so a writer that died leaves the marker (or
+// no manifest) and the run is unresolved by it. A temporary file older than
+// staleTemp is listed by [Verify] and [Inspect] as a leftover, apart from
+// the findings, so that a crash's remains are still seen.
+const staleTemp = 60 * time.Second
+
+// scanRun is scan of the run kept in b at now (the age of temporary files).
+func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	des, where, err := b.list()
 	if err != nil {
 		return nil, err
@@ -214,7 +231,18 @@ func scanRun(b backend, prev *snapshot) (*snapshot, error) {
 		pprefix, _, isPart := parsePartName(name)
 		_, isReview := parseReviewName(name)
 		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
+		_, isTemp := parseTempName(name)
 		switch {
+		case isTemp && !de.regular:
+			late = append(late, Finding{name, "not a regular file"})
+		case isTemp:
+			// A write in progress, or an interrupted one's leftover: never a
+			// record, never a finding (see staleTemp).
+			if age := now.Sub(de.modTime); !de.modTime.IsZero() && age >= staleTemp {
+				s.leftovers = append(s.leftovers, Finding{name, fmt.Sprintf(
+					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
+					int64(age/time.Second))})
+			}
 		case name == markerName:
 			s.pending = true // whatever it is, its presence counts
 			if !de.regular {
@@ -572,6 +600,11 @@ type Summary struct {
 	PlannedFiles int
 	// Findings are Verify's findings; none means the run verifies clean.
 	Findings []Finding
+	// Leftovers are the temporary files of interrupted writes (older than
+	// a minute): not records and not findings — the interruption shows
+	// as a finding of its own, the pending marker or a missing manifest —
+	// but the remains of a crash that an operator should see.
+	Leftovers []Finding
 }
 
 // Inspect is [Verify] with the counts of what the run holds, for a report
@@ -579,11 +612,11 @@ type Summary struct {
 func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
 
 func inspect(b backend) (Summary, error) {
-	s, err := scanRun(b, nil)
+	s, err := scanRun(b, nil, time.Now())
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
-	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings()}
+	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
 	for _, rounds := range s.receipts {
 		sum.Receipts += len(rounds)
 	}

@@ -83,6 +83,10 @@ type backend interface {
 type listedName struct {
 	name    string
 	regular bool
+	// modTime is the name's modification time, known only for the
+	// temporary file of a durable write (its age tells an interrupted
+	// write from one in progress); zero otherwise.
+	modTime time.Time
 }
 
 // DirStore returns the local directory dir as a [Store]: the on-disk layout
@@ -124,6 +128,11 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	out := make([]listedName, len(des))
 	for i, de := range des {
 		out[i] = listedName{name: de.Name(), regular: de.Type().IsRegular()}
+		if _, ok := parseTempName(de.Name()); ok {
+			if info, err := de.Info(); err == nil {
+				out[i].modTime = info.ModTime()
+			}
+		}
 	}
 	return out, findings, nil
 }
@@ -143,14 +152,15 @@ func (d *dirStore) initRun(exists bool) error {
 	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put writes name through a temporary file in the same directory: create
-// name.tmp (O_EXCL, 0600) → write → fsync → close → link to name (which
-// fails if name exists) → fsync the directory → remove name.tmp → fsync the
+// put writes name through a temporary file in the same directory (its
+// name from tempName, a pattern only this path writes): create it (O_EXCL,
+// 0600) → write → fsync → close → link to name (which fails if name
+// exists) → fsync the directory → remove the temporary file → fsync the
 // directory. On a failure before the link the temporary file is removed
 // when possible.
 func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	final := filepath.Join(d.dir, name)
-	tmp := final + tempSuffix
+	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return false, err

@@ -148,6 +148,11 @@ func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writ
 	for _, f := range sum.Findings {
 		fmt.Fprintln(stdout, f.String())
 	}
+	// A leftover is not a finding (the interruption it comes from is
+	// one of its own), but an operator sees it.
+	for _, f := range sum.Leftovers {
+		fmt.Fprintln(stdout, "leftover "+f.String())
+	}
 	if len(sum.Findings) > 0 {
 		return 1
 	}
