@@ -17,6 +17,7 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // BackoffVersion is the format version a new run declares in its manifest
@@ -614,7 +615,7 @@ func validRetryAfter(ra retryAfterJSON, t *timingJSON) error {
 		return fmt.Errorf("timing received_at_utc %d is not a positive Unix time", t.ReceivedAtUTC)
 	case t.ServerDelaySeconds < 0:
 		return fmt.Errorf("timing server_delay_seconds %d is negative", t.ServerDelaySeconds)
-	case t.ReceivedAtUTC > maxUnix-t.ServerDelaySeconds:
+	case t.ReceivedAtUTC > unixtime.Max-t.ServerDelaySeconds:
 		return errors.New("timing overflows Unix seconds")
 	case t.NotBeforeUTC != t.ReceivedAtUTC+t.ServerDelaySeconds:
 		return fmt.Errorf("timing not_before_utc %d is not received_at_utc + server_delay_seconds", t.NotBeforeUTC)
@@ -622,9 +623,17 @@ func validRetryAfter(ra retryAfterJSON, t *timingJSON) error {
 	return nil
 }
 
-// maxUnix bounds the Unix seconds the journal accepts, so that every timing
-// converts to a time.Time without overflow (year 9999).
-const maxUnix = 253402300799
+// representable reports whether a timing lies within the one bound on
+// representable times the parser, the journal and the command share
+// ([unixtime.Max], the end of year 9999): a timing beyond it is no timing
+// (the entry is kept without one and the run is unresolved), never a
+// failure to record the restriction.
+// An invalid timing (a negative delay, a not-before that is not received
+// plus delay) is not this: it is refused by validEntry.
+func representable(t *readrecovery.RetryAfterTiming) bool {
+	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
+		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
+}
 
 // untimed returns why an entry cannot bound its restriction in time (so the
 // run is unresolved), or "".
@@ -796,7 +805,7 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("reviewer is empty or not sanitized")
 	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
 		return reviewFile{}, errors.New("note is not sanitized")
-	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > maxUnix:
+	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
 		return reviewFile{}, fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
 	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
 		return reviewFile{}, errors.New("evidence entries and last_event_digest disagree")

@@ -33,7 +33,8 @@ var (
 
 	// ErrLimit means a request could need a backoff entry or a file beyond
 	// the limits ([MaxEntries] entries, [MaxFiles] files): Begin refuses it
-	// before any network access.
+	// before any network access, with a *FullError (journal-full), never
+	// as a persistence failure.
 	ErrLimit = errors.New("journal: run limit reached")
 
 	// ErrPending means pending-request.json already exists: an earlier
@@ -74,6 +75,35 @@ func (e *refusal) Unwrap() []error { return []error{e.sentinel, readrecovery.Err
 func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }
+
+// FullError is the error of a request, a review or a record refused
+// because the run is full: [MaxEntries] backoff entries, [MaxFiles] files,
+// or a per-file or per-run numbering limit (SPEC bounded-journal). Nothing
+// failed to be written: the refusal happens before any network access
+// (for a request) and its reason is journal-full, never
+// persistence-failed. errors.Is(err, ErrLimit) holds.
+type FullError struct {
+	// Detail says which limit, with the counts.
+	Detail string
+}
+
+func (e *FullError) Error() string { return "journal-full: " + e.Detail }
+
+// Unwrap returns ErrLimit.
+func (e *FullError) Unwrap() error { return ErrLimit }
+
+// JournalFull marks the error as the run's limits (not a failed write),
+// for a transport that looks for the method with errors.As and stops the
+// sequence as journal-full.
+func (e *FullError) JournalFull() {}
+
+// JournalRestricted marks the error as a refusal by the run's state, so
+// that a transport that knows no journal-full reason still stops as
+// journal-restricted, never as persistence-failed: a full run forbids
+// network access.
+func (e *FullError) JournalRestricted() {}
+
+func full(format string, args ...any) error { return &FullError{Detail: fmt.Sprintf(format, args...)} }
 
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
@@ -183,11 +213,25 @@ type Journal struct {
 	// created: its conditional delete names it.
 	markerVersion string
 	failed        string // a persistence failure; the Journal stays unresolved
-	// started holds, by file digest, the upload round this Journal began:
-	// its later parts, its commit and its queue-429 re-send continue that
-	// upload, while a file with records of its round that this Journal did
-	// not begin is unknown and refused.
-	started map[string]int
+	// started holds, by file digest, the upload this Journal began: its
+	// later parts and its commit continue that upload while every part so
+	// far was accepted; after a 429 only the transport's queue-429 re-send
+	// of that request may follow, and after any other outcome nothing. A
+	// file with records of its round that this Journal did not begin is
+	// unknown and refused.
+	started map[string]*ownUpload
+}
+
+// ownUpload is the state of an upload this Journal began (see started).
+type ownUpload struct {
+	round int
+	// throttledBy is the event digest of the backoff entry of the upload's
+	// latest request when it met 429: only the re-send naming it may go.
+	throttledBy, throttledName string
+	// closed: a request of the upload ended without a 2xx part (a commit
+	// of any outcome, a failed part, a request never sent): nothing of
+	// the file is sent again without a review.
+	closed bool
 }
 
 var _ readrecovery.Journal = (*Journal)(nil)
@@ -215,7 +259,7 @@ func open(dir string, create bool, opts []Option) (*Journal, error) {
 func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
 	dir := b.where()
-	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]int{}}
+	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
@@ -266,7 +310,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 		return nil, err
 	}
 	if len(planData) > maxPlanBytes {
-		return nil, fmt.Errorf("%w: the plan of %d files needs %d bytes, over the %d-byte cap", ErrLimit, len(plan), len(planData), maxPlanBytes)
+		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
 	}
 	if err := j.b.initRun(exists); err != nil {
 		return nil, err
@@ -505,7 +549,10 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		return j.unclaim(err)
 	}
 	if m.FileDigest != "" {
-		j.started[m.FileDigest] = j.snap.view(m.FileDigest, true).round
+		round := j.snap.view(m.FileDigest, true).round
+		if u := j.started[m.FileDigest]; u == nil || u.round != round {
+			j.started[m.FileDigest] = &ownUpload{round: round}
+		}
 	}
 	return nil
 }
@@ -519,10 +566,10 @@ func (j *Journal) checkLimits() error {
 		files-- // the marker of the claim counts in footprint
 	}
 	if len(s.entries) >= MaxEntries {
-		return fmt.Errorf("%w: %d backoff entries recorded; entry %d could not be written", ErrLimit, len(s.entries), len(s.entries)+1)
+		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", len(s.entries), len(s.entries)+1)
 	}
 	if files+footprint > MaxFiles {
-		return fmt.Errorf("%w: %d files in the run directory; a request needs room for %d more of at most %d", ErrLimit, files, footprint, MaxFiles)
+		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, MaxFiles)
 	}
 	return nil
 }
@@ -564,10 +611,16 @@ func (j *Journal) checkFile(m markerFile) error {
 		}
 	case FileUnknown:
 		v := s.view(m.FileDigest, true)
-		if r, ok := j.started[m.FileDigest]; ok && r == v.round && v.receipt == nil && v.bad == "" {
-			return nil // this Journal's own upload of the round, in progress
+		u := j.started[m.FileDigest]
+		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+			return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
 		}
-		return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
+		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
+			// After a 429 the one request that may follow is the
+			// transport's own queue-429 re-send of the throttled request.
+			return refuse(ErrReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
+		}
+		return nil // this Journal's own upload of the round, in progress
 	}
 	return nil
 }
@@ -713,12 +766,14 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
 		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
-	if timing != nil {
+	if timing != nil && representable(timing) {
+		// A timing beyond the shared bound is no timing: the entry is
+		// recorded without it (the run is unresolved), never refused.
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
 	}
 	if e.Sequence > MaxEntries {
 		j.fail("entry limit")
-		return "", fmt.Errorf("%w: entry %d", ErrLimit, e.Sequence)
+		return "", full("entry %d is beyond the %d a run holds", e.Sequence, MaxEntries)
 	}
 	if err := validEntry(e); err != nil {
 		j.fail("invalid backoff entry: " + err.Error())
@@ -731,6 +786,13 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 	}
 	name := entryName(e.Sequence)
 	linked, err := j.writeAtomic(name, data)
+	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+		if linked {
+			u.throttledBy, u.throttledName = digest, name
+		} else {
+			u.closed = true
+		}
+	}
 	if linked {
 		s.entries = append(s.entries, entryRec{name: name, entryFile: entryFile{e, digest}})
 		s.cache[name] = entryFile{e, digest}
@@ -786,6 +848,12 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 	var add func()
 	s := j.snap
 	ok2xx := httprule.IsSuccess(out.StatusCode)
+	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+		// A part's 2xx continues the upload; any other outcome (a commit
+		// included) ends what this Journal may send of the file.
+		u.throttledBy, u.throttledName = "", ""
+		u.closed = u.closed || !m.Part || !ok2xx
+	}
 	switch {
 	case m.FileDigest != "" && m.Part:
 		prior := s.parts[m.FileDigest]
@@ -801,7 +869,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		}
 		if p.Part > maxParts {
 			j.fail("part limit")
-			return fmt.Errorf("%w: part %d of one file", ErrLimit, p.Part)
+			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
 		var digest string
 		if data, digest, err = encodePart(p); err != nil {

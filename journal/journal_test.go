@@ -254,7 +254,8 @@ func TestR37_StatusTable(t *testing.T) {
 	// t0+70 — not until t0+40 (a new 30 s budget).
 	t10 := t0.Add(10 * time.Second)
 	clk.Set(t10)
-	record429(t, j, ctx, putReq(t), overlong, timing(t10, 60))
+	// (Another file: a.bin is unknown since its 429 and never sent again.)
+	record429(t, j, WithUpload(context.Background(), "b.bin"), putReq(t), overlong, timing(t10, 60))
 	o := func(rem int64) Status {
 		return Status{State: Waiting, ReceivedAtUTC: t10.Unix(), NotBeforeUTC: t10.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: rem}
 	}

@@ -105,7 +105,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", ErrReview, d, fd.State, fd.Reason)
 		}
 		if len(s.reviews) >= maxReviews {
-			return fmt.Errorf("%w: %d reviews recorded", ErrLimit, len(s.reviews))
+			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
 		return nil
 	}
