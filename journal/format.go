@@ -85,7 +85,8 @@ func receiptName(fileDigest string) string { return receiptNameRound(fileDigest,
 
 // fileHex is the hex prefix of a file identity digest that names its files.
 func fileHex(fileDigest string) string {
-	return strings.TrimPrefix(fileDigest, digestPrefix)[:receiptHexLen]
+	h := strings.TrimPrefix(fileDigest, digestPrefix)
+	return h[:min(len(h), receiptHexLen)]
 }
 
 // receiptNameRound names the commit receipt of a file's upload round:
@@ -709,12 +710,38 @@ type reviewBody struct {
 	ReviewedAtUTC  int64          `json:"reviewed_at_utc"`
 	Note           string         `json:"note"`
 	Evidence       reviewEvidence `json:"evidence"`
+	// Marker is set for a pending review (decision "pending") only, and
+	// omitted otherwise, so that reviews written before keep their
+	// canonical form. A pending review's file_digest is "": the file is
+	// the marker's.
+	Marker *markerEvidence `json:"marker,omitempty"`
 }
 
 type reviewFile struct {
 	reviewBody
 	ReviewDigest string `json:"review_digest"`
 }
+
+// markerEvidence is what a pending review (SPEC R69) saw of the abandoned
+// marker it resolves: the digest of the marker's bytes (the review applies
+// to that marker only), what the marker names (empty when its content is
+// unreadable), and the not-before the run waits for: the review time plus
+// the 30 s wait ceiling, or the later time the operator gave, since the
+// lost response's restriction is unknown.
+type markerEvidence struct {
+	Digest       string `json:"digest"`
+	Method       string `json:"method"`
+	URLDigest    string `json:"url_digest"`
+	FileDigest   string `json:"file_digest"`
+	Part         bool   `json:"part"`
+	BegunAtUTC   int64  `json:"begun_at_utc"`
+	NotBeforeUTC int64  `json:"not_before_utc"`
+}
+
+// pendingWaitSeconds is the least a pending review makes the run wait:
+// the 30 s wait ceiling of the policy, the longest restriction a lost
+// response could have carried that the run would have waited for.
+const pendingWaitSeconds = 30
 
 // ReviewVersion is the format version of a review entry.
 const ReviewVersion = "1.0"
@@ -797,10 +824,16 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("previous_digest is not a sha256 digest")
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
+	case r.Decision == DecisionPending:
+		if err := validMarkerEvidence(r); err != nil {
+			return reviewFile{}, err
+		}
+	case r.Marker != nil:
+		return reviewFile{}, errors.New("marker is set on a review that is not pending")
 	case !isDigest(r.FileDigest):
 		return reviewFile{}, errors.New("file_digest is not a sha256 digest")
 	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:
-		return reviewFile{}, fmt.Errorf("decision %q is not reupload or skip", r.Decision)
+		return reviewFile{}, fmt.Errorf("decision %q is not reupload, skip or pending", r.Decision)
 	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
 		return reviewFile{}, errors.New("reviewer is empty or not sanitized")
 	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
@@ -817,6 +850,30 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("evidence holds a digest that is not sha256")
 	}
 	return rf, nil
+}
+
+// validMarkerEvidence checks the fields of a pending review.
+func validMarkerEvidence(r reviewBody) error {
+	m := r.Marker
+	switch {
+	case m == nil:
+		return errors.New("a pending review without its marker")
+	case r.FileDigest != "":
+		return errors.New("a pending review names its file in marker.file_digest only")
+	case !isDigest(m.Digest):
+		return errors.New("marker.digest is not a sha256 digest")
+	case m.FileDigest != "" && !isDigest(m.FileDigest):
+		return errors.New("marker.file_digest is not a sha256 digest")
+	case m.URLDigest != "" && !isDigest(m.URLDigest):
+		return errors.New("marker.url_digest is not a sha256 digest")
+	case m.Method != "" && m.Method != sanitizeNote(m.Method, 16):
+		return errors.New("marker.method is not sanitized")
+	case m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max:
+		return fmt.Errorf("marker.begun_at_utc %d is not a Unix time", m.BegunAtUTC)
+	case m.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || m.NotBeforeUTC > unixtime.Max:
+		return fmt.Errorf("marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, pendingWaitSeconds)
+	}
+	return nil
 }
 
 // parsePlanList parses plan.json: exactly the canonical

@@ -105,6 +105,11 @@ func (e *FullError) JournalRestricted() {}
 
 func full(format string, args ...any) error { return &FullError{Detail: fmt.Sprintf(format, args...)} }
 
+// errZero is the error of every method of a zero or nil *Journal: only
+// [Open], [OpenExisting], [OpenStore] and [OpenExistingStore] make a
+// usable one.
+var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
+
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
 // for an unresolved run errors.Is also finds ErrCorrupt (failed
@@ -662,8 +667,11 @@ func (j *Journal) writeMarker(data []byte) error {
 		if errors.Is(err, fs.ErrExist) {
 			// Another request's marker: the run is unresolved on disk;
 			// nothing of this Journal failed.
-			return &RestrictedError{Status: Status{State: Unresolved,
-				Reason: markerName + ": " + pendingProblem, cause: ErrPending}}
+			reason := markerName + ": " + pendingProblem
+			if r := j.snap.pendingResolved; r != "" {
+				reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+			}
+			return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
 		}
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)

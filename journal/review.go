@@ -2,12 +2,14 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strconv"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // reviewMethod is the method a review's pending marker names: not an HTTP
@@ -25,6 +27,10 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
+	// DecisionPending is the decision of a pending review
+	// ([Journal.ReviewPending]): the abandoned marker it names no longer
+	// blocks, its file is unknown, and the run waits.
+	DecisionPending Decision = "pending"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -152,6 +158,12 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		s.cache[name] = rec.reviewFile
 		s.files++
 	}
+	if err != nil && !linked {
+		// Nothing was written (the write removed its temporary file): a
+		// review that fails to write leaves nothing behind that blocks,
+		// its own marker included.
+		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
@@ -169,6 +181,9 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 	if n := len(s.entries); n > 0 {
 		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].EventDigest
 	}
+	if d == "" {
+		return ev // a pending review: the run's entries only
+	}
 	if ps := s.parts[d]; len(ps) > 0 {
 		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].PartDigest
 	}
@@ -185,11 +200,27 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 func (s *snapshot) reviewProblem(r reviewBody) string {
 	ev := r.Evidence
 	d := r.FileDigest
-	if !s.inPlan(d) {
+	if r.Marker != nil {
+		d = r.Marker.FileDigest
+	}
+	if d != "" && !s.inPlan(d) {
 		return "names a file outside plan.json"
 	}
 	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].EventDigest != ev.LastEventDigest {
 		return "evidence names backoff entries that are not on disk (edited)"
+	}
+	for _, p := range s.reviews {
+		if ev.Entries < p.Evidence.Entries {
+			return "evidence is older than the review before it (reordered)"
+		}
+	}
+	if r.Marker != nil {
+		// A pending review resolves a marker: it needs no record of the
+		// file (the marker was the only one).
+		return ""
+	}
+	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
+		return "" // a pending review made the file unknown
 	}
 	ps := s.parts[d]
 	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].PartDigest != ev.LastPartDigest {
@@ -246,4 +277,144 @@ func osUser() string {
 		name = "uid-" + strconv.Itoa(os.Getuid())
 	}
 	return name
+}
+
+// PendingRecord is what [Journal.ReviewPending] recorded.
+type PendingRecord struct {
+	ReviewRecord
+	// MarkerDigest is the digest of the resolved marker's bytes.
+	MarkerDigest string
+	// MarkerFileDigest is the file the marker named ("" for a request of
+	// no planned file, or an unreadable marker): it is unknown now.
+	MarkerFileDigest string
+	// NotBeforeUTC is when the run's wait for the lost response ends.
+	NotBeforeUTC int64
+	// Removed reports whether the marker is gone; when false (its removal
+	// failed, or it had changed), the review still resolves it and a
+	// second ReviewPending removes it.
+	Removed bool
+}
+
+// ReviewPending resolves an abandoned pending marker (SPEC R69): a worker
+// killed while its request was in flight, an interrupted read, a review
+// that died while writing. Call it only once no worker is still sending
+// that request. It appends an immutable review-NNNN.json (decision
+// "pending", chained like every review) bound to the digest of the
+// marker's bytes and naming what the marker named; it deletes and edits no
+// record. From then on that marker blocks nothing, the file it names is
+// unknown (a `--file … --decision` review decides it as usual), and the
+// run is waiting until the review time plus the 30 s wait ceiling — the
+// lost response's restriction is unknown — or until notBefore (Unix
+// seconds, 0 for none) when that is later. Then the marker is removed (in
+// a Store with versions, only while it is still the one reviewed).
+//
+// Errors: [ErrReview] (wrapped) when no marker exists, when notBefore is
+// not representable; a *RestrictedError when the run has a finding other
+// than the marker (verification must be clean: another finding is not the
+// marker's to resolve); a persistence failure when the review cannot be
+// written, which leaves nothing new behind: the run is as it was. A marker
+// the run already resolved is only removed again.
+func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+	if j == nil || j.b == nil {
+		return PendingRecord{}, errZero
+	}
+	if notBefore < 0 || notBefore > unixtime.Max {
+		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
+	}
+	if err := j.acquire(ctx); err != nil {
+		return PendingRecord{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshLocked()
+	s := j.snap
+	switch {
+	case !s.pending:
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", ErrReview)
+	case len(s.findings) > 0:
+		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+	case s.pendingDigest == "":
+		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
+	}
+	if s.pendingResolved != "" {
+		for _, r := range s.reviews {
+			if r.name == s.pendingResolved {
+				rec := PendingRecord{ReviewRecord: r.record(), MarkerDigest: r.Marker.Digest,
+					MarkerFileDigest: r.Marker.FileDigest, NotBeforeUTC: r.Marker.NotBeforeUTC}
+				rec.Removed = j.removeResolved(s) == nil
+				return rec, nil
+			}
+		}
+	}
+	if len(s.reviews) >= maxReviews {
+		return PendingRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
+	}
+	now := j.clock.Now().Unix()
+	var m markerFile
+	if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
+		m, _ = parseMarker(data)
+	}
+	me := &markerEvidence{Digest: s.pendingDigest, Method: sanitizeNote(m.Method, 16), FileDigest: m.FileDigest,
+		Part: m.Part, BegunAtUTC: max(m.BegunAtUTC, 0), NotBeforeUTC: max(now+pendingWaitSeconds, notBefore)}
+	if isDigest(m.URLDigest) {
+		me.URLDigest = m.URLDigest
+	}
+	if me.FileDigest != "" && !s.inPlan(me.FileDigest) {
+		me.FileDigest = ""
+	}
+	if me.BegunAtUTC > unixtime.Max {
+		me.BegunAtUTC = 0
+	}
+	rb := reviewBody{
+		ReviewVersion:  ReviewVersion,
+		Sequence:       len(s.reviews) + 1,
+		PlanDigest:     s.planDigest(),
+		PreviousDigest: s.lastReviewDigest(),
+		Decision:       DecisionPending,
+		Reviewer:       osUser(),
+		ReviewedAtUTC:  now,
+		Note:           sanitizeNote(note, maxNoteBytes),
+		Evidence:       s.evidence(""),
+		Marker:         me,
+	}
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		return PendingRecord{}, err
+	}
+	name := reviewName(rb.Sequence)
+	linked, err := j.writeAtomic(name, data)
+	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	if !linked {
+		// Nothing was written: the run is as it was.
+		return PendingRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
+	}
+	s.reviews = append(s.reviews, rec)
+	s.cache[name] = rec.reviewFile
+	s.files++
+	s.pendingResolved, s.pendingFile = name, ""
+	out := PendingRecord{ReviewRecord: rec.record(), MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
+	if err != nil {
+		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		return out, fmt.Errorf("journal: pending review: %w", err)
+	}
+	out.Removed = j.removeResolved(s) == nil
+	return out, nil
+}
+
+// removeResolved removes the marker a pending review resolved, when it is
+// still the marker reviewed: re-read and compared by digest (a directory
+// has no versions), removed conditionally on its version in a store that
+// has them.
+func (j *Journal) removeResolved(s *snapshot) error {
+	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
+	if !ok || digestOf(data) != s.pendingDigest {
+		return errors.New("journal: the marker changed since it was reviewed: not removed")
+	}
+	if err := j.b.removeMarker(version); err != nil {
+		return err
+	}
+	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingVersion, s.pendingResolved = false, "", "", "", "", ""
+	s.files--
+	return nil
 }

@@ -92,7 +92,12 @@ type snapshot struct {
 	// that a wait for another worker's marker can tell one that stays from
 	// a new one.
 	pendingID string
-	findings  []Finding
+	// pendingDigest and pendingVersion are the digest of the marker's
+	// bytes and its store version, when it could be read; pendingResolved
+	// names the pending review that resolves that very marker (SPEC R69):
+	// a resolved marker blocks no status and names no file in flight.
+	pendingDigest, pendingVersion, pendingResolved string
+	findings                                       []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -155,13 +160,17 @@ func (s *snapshot) inPlan(d string) bool {
 // allFindings are the findings plus the pending marker, as Verify lists them.
 func (s *snapshot) allFindings() []Finding {
 	out := append([]Finding(nil), s.findings...)
-	if s.pending {
+	if s.blocking() {
 		out = append(out, Finding{File: markerName, Problem: pendingProblem})
 	}
 	return out
 }
 
-const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
+const pendingProblem = "unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"
+
+// blocking reports whether a pending marker exists that no pending review
+// resolves.
+func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
 
 // scan reads and verifies the run directory dir. prev, when not nil, is an
 // earlier snapshot of the same directory whose immutable files need not be
@@ -478,9 +487,15 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	if s.pending {
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
 			s.pendingID = version + "\x00" + string(data)
+			s.pendingDigest, s.pendingVersion = digestOf(data), version
 			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
+			}
+			for _, r := range s.reviews {
+				if r.Marker != nil && r.Marker.Digest == s.pendingDigest {
+					s.pendingResolved, s.pendingFile = r.name, ""
+				}
 			}
 		}
 	}
