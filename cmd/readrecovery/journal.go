@@ -15,7 +15,7 @@ const journalUsage = `usage:
   readrecovery journal verify DIR
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   readrecovery journal plan [--json] [--ids FILE] DIR
-      print every planned file's class: acked, unknown, in-flight, never-attempted or reviewed; a table,
+      print every planned file's class: acked, unknown, never-attempted or reviewed; a table,
       or JSON; --ids FILE (one planned ID per line) prints each file's ID beside its digest;
       exit 0 clear or elapsed, 3 waiting, 4 unresolved
   readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]

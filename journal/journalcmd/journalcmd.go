@@ -192,7 +192,7 @@ type PlanFile struct {
 	Reason     string `json:"reason"`
 }
 
-var classes = []journal.FileState{journal.FileAcked, journal.FileUnknown, journal.FileNeverAttempted, journal.FileReviewed, journal.FileInFlight}
+var classes = []journal.FileState{journal.FileAcked, journal.FileUnknown, journal.FileNeverAttempted, journal.FileReviewed}
 
 func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "plan")

@@ -32,7 +32,7 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
   rrjournal verify RUN
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   rrjournal plan [--json] [--ids FILE] RUN
-      print every planned file's class: acked, unknown, in-flight, never-attempted or reviewed; a table,
+      print every planned file's class: acked, unknown, never-attempted or reviewed; a table,
       or JSON; --ids FILE (one planned ID per line) prints each file's ID beside its digest;
       exit 0 clear or elapsed, 3 waiting, 4 unresolved
   rrjournal review RUN --file ID --decision reupload|skip [--note TEXT]
