@@ -280,6 +280,9 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 			j.plan[d] = true
 		}
 	}
+	if err := b.nested(); err != nil {
+		return nil, err
+	}
 	s, err := scanRun(b, nil, cfg.clock.Now())
 	switch {
 	case err == nil:

@@ -578,6 +578,9 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 // exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
 // listed, or is empty (no run).
 func Verify(dir string) ([]Finding, error) {
+	if err := (&dirStore{fs: fsys.OS{}, dir: dir}).nested(); err != nil {
+		return nil, err
+	}
 	s, err := scan(fsys.OS{}, dir, nil)
 	if err != nil {
 		return nil, dirError(dir, err)
@@ -627,6 +630,9 @@ type Summary struct {
 func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
 
 func inspect(b backend) (Summary, error) {
+	if err := b.nested(); err != nil {
+		return Summary{}, err
+	}
 	s, err := scanRun(b, nil, time.Now())
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -78,7 +79,23 @@ type backend interface {
 	removeMarker(version string) error
 	// where names the location in messages.
 	where() string
+	// nested returns an error wrapping ErrNested when the location lies
+	// inside another run or holds one (SPEC R75).
+	nested() error
 }
+
+// Enclosing is implemented by a [Store] that can tell whether its run
+// lies inside another run: a Blob prefix under a prefix that holds a
+// run.json. [OpenStore] refuses such a run ([ErrNested]). EnclosingRun
+// returns the enclosing run's name, or "" when there is none.
+type Enclosing interface {
+	EnclosingRun(ctx context.Context) (string, error)
+}
+
+// ErrNested means a run would lie inside another run, or hold one (SPEC
+// R75): a run's records are only its own, so Open and OpenStore refuse it
+// and write nothing.
+var ErrNested = errors.New("journal: runs never nest")
 
 type listedName struct {
 	name    string
@@ -108,6 +125,37 @@ var (
 )
 
 func (d *dirStore) where() string { return d.dir }
+
+// nested refuses a directory inside a run (an ancestor holds run.json) or
+// holding one (a subdirectory holds run.json).
+func (d *dirStore) nested() error {
+	abs, err := filepath.Abs(d.dir)
+	if err != nil {
+		return nil // the scan reports what is wrong with the path
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
+			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
+		}
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	if err != nil {
+		return nil
+	}
+	for _, de := range des {
+		if !de.IsDir() {
+			continue
+		}
+		sub := filepath.Join(d.dir, de.Name())
+		if _, err := d.fs.Stat(filepath.Join(sub, manifestName)); err == nil {
+			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(d.dir), escapeName(sub))
+		}
+	}
+	return nil
+}
 
 func (d *dirStore) list() ([]listedName, []Finding, error) {
 	info, err := d.fs.Stat(d.dir)
@@ -263,6 +311,33 @@ type storeBackend struct {
 }
 
 func (b *storeBackend) where() string { return b.name }
+
+// nested refuses a run whose store lies inside another run (when the
+// store can tell, [Enclosing]) or lists another run's manifest under it
+// (a flat listing of prefix x/ includes x/y/run.json).
+func (b *storeBackend) nested() error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	if e, ok := b.st.(Enclosing); ok {
+		outer, err := e.EnclosingRun(ctx)
+		if err != nil {
+			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(b.name), err)
+		}
+		if outer != "" {
+			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(b.name), escapeName(outer))
+		}
+	}
+	names, err := b.st.List(ctx, MaxFiles+1)
+	if err != nil {
+		return nil // the scan reports it
+	}
+	for _, n := range names {
+		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
+			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(b.name), escapeName(n[:i+1]))
+		}
+	}
+	return nil
+}
 
 func (b *storeBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)

@@ -32,6 +32,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -43,7 +44,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/hashicorp/go-cleanhttp"
 
-	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal"
 )
 
@@ -127,7 +127,7 @@ func (s *Store) fail(op, name string, err error) error {
 	if errors.As(err, &re) {
 		e.StatusCode, e.ErrorCode = re.StatusCode, re.ErrorCode
 		if re.RawResponse != nil {
-			e.RequestID = redact.RequestID(re.RawResponse.Header)
+			e.RequestID = requestID(re.RawResponse.Header)
 		}
 		switch {
 		case op == "create" && (re.StatusCode == http.StatusPreconditionFailed || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
@@ -139,12 +139,14 @@ func (s *Store) fail(op, name string, err error) error {
 		}
 		return e
 	}
+	// A transport error names the method and the URL (a SAS query, say):
+	// keep only the cause of the *url.Error, never its URL.
+	var ue *url.Error
 	msg := err.Error()
-	// azcore's transport errors name the method and URL; keep the cause.
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
+	if errors.As(err, &ue) && ue.Err != nil {
+		msg = ue.Err.Error()
 	}
-	e.Transport = redact.Text(msg)
+	e.Transport = safeText(msg)
 	return e
 }
 
@@ -209,6 +211,39 @@ func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
 	}
 	return out, nil
 }
+
+// EnclosingRun implements [journal.Enclosing]: it returns the prefix of
+// the first run (a run.json) found at a prefix that encloses this one —
+// for "a/b/" the container's "a/run.json", then "run.json" — or "" when
+// none does, so that journal.OpenStore refuses a run inside another.
+func (s *Store) EnclosingRun(ctx context.Context) (string, error) {
+	p := strings.TrimSuffix(s.prefix, "/")
+	for p != "" {
+		i := strings.LastIndexByte(p, '/')
+		outer := ""
+		if i >= 0 {
+			outer = p[:i+1]
+		}
+		_, err := s.c.NewBlobClient(outer+"run.json").GetProperties(ctx, nil)
+		switch {
+		case err == nil:
+			return outer, nil
+		case bloberror.HasCode(err, bloberror.BlobNotFound):
+		default:
+			var re *azcore.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+				return "", s.fail("read", outer+"run.json", err)
+			}
+		}
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return "", nil
+}
+
+var _ journal.Enclosing = (*Store)(nil)
 
 // Remove deletes prefix+name with If-Match: version. A blob changed or
 // gone since is not deleted: the error says so (412 or 404).
