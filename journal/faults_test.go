@@ -548,7 +548,16 @@ func TestFailAtEveryStep(t *testing.T) {
 				ff := newFaultFS()
 				ff.failAt = i
 				dir, sent, err := runScenario(t, sc, ff)
-				require.ErrorIs(t, err, errInjected, "the failure is returned")
+				oldHead := func(step string) bool {
+					return strings.HasPrefix(step, "remove head-") && !strings.HasSuffix(step, ".tmp")
+				}
+				if oldHead(steps[i]) || (i > 0 && oldHead(steps[i-1])) {
+					// The removal of a head a newer one replaced: harmless
+					// (the newer head counts; a later write removes it).
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, errInjected, "the failure is returned")
+				}
 				done := func(step string) bool {
 					for k := 0; k <= i; k++ {
 						if steps[k] == step && k != i {

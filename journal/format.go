@@ -48,6 +48,7 @@ const (
 	receiptPref  = "receipt-"
 	partPref     = "part-"
 	reviewPrefix = "review-"
+	headPrefix   = "head-"
 	jsonSuffix   = ".json"
 	// receiptHexLen is the number of hex digits of the file identity digest
 	// in a receipt's name (128 bits).
@@ -76,8 +77,10 @@ const (
 )
 
 // footprint is the most directory entries one journaled request adds at its
-// peak: the pending marker, the temporary file and the entry or receipt.
-const footprint = 3
+// peak: the pending marker, the entry or receipt, and the run's new head
+// and its temporary file (the record's temporary file is removed before
+// the head's is created; the head it replaces is removed last).
+const footprint = 4
 
 func entryName(n int) string { return fmt.Sprintf("%s%04d%s", entryPrefix, n, jsonSuffix) }
 
@@ -105,6 +108,21 @@ func partName(fileDigest string, n int) string {
 }
 
 func reviewName(n int) string { return fmt.Sprintf("%s%04d%s", reviewPrefix, n, jsonSuffix) }
+
+func headName(n int) string { return fmt.Sprintf("%s%04d%s", headPrefix, n, jsonSuffix) }
+
+// parseHeadName returns n for "head-NNNN.json".
+func parseHeadName(name string) (int, bool) {
+	if !strings.HasPrefix(name, headPrefix) || !strings.HasSuffix(name, jsonSuffix) {
+		return 0, false
+	}
+	d := strings.TrimSuffix(strings.TrimPrefix(name, headPrefix), jsonSuffix)
+	if len(d) != 4 || !allDigits(d) {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(d)
+	return n, n >= 1
+}
 
 // parseEntryName returns n for "backoff-NNNN.json" (exactly four digits).
 func parseEntryName(name string) (int, bool) {
@@ -204,7 +222,8 @@ func isJournalName(name string) bool {
 	_, _, isReceipt := parseReceiptName(name)
 	_, _, isPart := parsePartName(name)
 	_, isReview := parseReviewName(name)
-	return name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
+	_, isHead := parseHeadName(name)
+	return name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview || isHead
 }
 
 func allDigits(s string) bool {
@@ -333,6 +352,9 @@ type entryBody struct {
 	RetryAfter     retryAfterJSON `json:"retry_after"`
 	Timing         *timingJSON    `json:"timing"`
 	Provenance     provenance     `json:"provenance"`
+	// Run links the record into the run's one sequence of records
+	// (SPEC R70); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type entryFile struct {
@@ -358,6 +380,9 @@ type receiptBody struct {
 	// Round is the file's upload round when above 1 (after a reupload
 	// review); omitted for round 1, the only round before reviews existed.
 	Round int `json:"round,omitempty"`
+	// Run links the record into the run's one sequence of records
+	// (SPEC R70); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type receiptFile struct {
@@ -528,6 +553,9 @@ func parseReceipt(data []byte) (receiptFile, error) {
 	if err := validRequest(r.Method, r.URLDigest, r.Attempt, r.ResendOf); err != nil {
 		return receiptFile{}, err
 	}
+	if err := validLink(r.Run); err != nil {
+		return receiptFile{}, err
+	}
 	return rf, nil
 }
 
@@ -591,6 +619,9 @@ func validEntry(e entryBody) error {
 		return fmt.Errorf("status %d is not an HTTP status", e.Status)
 	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
 		return errors.New("provenance.file_digest is not a sha256 digest")
+	}
+	if err := validLink(e.Run); err != nil {
+		return err
 	}
 	return validRetryAfter(e.RetryAfter, e.Timing)
 }
@@ -675,6 +706,9 @@ type partBody struct {
 	ETag           string `json:"etag"`
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
+	// Run links the record into the run's one sequence of records
+	// (SPEC R70); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type partFile struct {
@@ -715,6 +749,9 @@ type reviewBody struct {
 	// canonical form. A pending review's file_digest is "": the file is
 	// the marker's.
 	Marker *markerEvidence `json:"marker,omitempty"`
+	// Run links the record into the run's one sequence of records
+	// (SPEC R70); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type reviewFile struct {
@@ -793,6 +830,9 @@ func parsePart(data []byte) (partFile, error) {
 	if err := validRequest(p.Method, p.URLDigest, p.Attempt, p.ResendOf); err != nil {
 		return partFile{}, err
 	}
+	if err := validLink(p.Run); err != nil {
+		return partFile{}, err
+	}
 	return pf, nil
 }
 
@@ -848,6 +888,9 @@ func parseReview(data []byte) (reviewFile, error) {
 		ev.LastPartDigest != "" && !isDigest(ev.LastPartDigest),
 		ev.ReceiptDigest != "" && !isDigest(ev.ReceiptDigest):
 		return reviewFile{}, errors.New("evidence holds a digest that is not sha256")
+	}
+	if err := validLink(r.Run); err != nil {
+		return reviewFile{}, err
 	}
 	return rf, nil
 }
@@ -952,4 +995,96 @@ func sanitizeOnce(s string, limit int) string {
 		s = strings.TrimRight(s[:len(s)-size], " ")
 	}
 	return s
+}
+
+// runLink is a record's place in the run's one sequence of records (SPEC
+// R70: deletion is detected): every backoff entry, commit receipt, part
+// receipt and review written since carries its number (1, 2, …, without
+// gaps across the kinds) and the name and digest of the record before it
+// (run.json and the manifest's digest for record 1), and the last record
+// is named by the run's head (head-NNNN.json). So removing any one record
+// leaves a gap that the record after it names, or a head that names a
+// missing record, and removing the head leaves the last record without
+// one.
+type runLink struct {
+	Seq            int    `json:"seq"`
+	Previous       string `json:"previous"`
+	PreviousDigest string `json:"previous_digest"`
+}
+
+// maxRunSeq bounds the sequence numbers (the file limit bounds them first).
+const maxRunSeq = 9999
+
+func validLink(l *runLink) error {
+	switch {
+	case l == nil:
+		return nil
+	case l.Seq < 1 || l.Seq > maxRunSeq:
+		return fmt.Errorf("run.seq %d outside 1..%d", l.Seq, maxRunSeq)
+	case (l.Seq == 1) != (l.Previous == manifestName):
+		return errors.New("run.previous must be run.json exactly for record 1")
+	case l.Seq > 1 && !isRecordName(l.Previous):
+		return errors.New("run.previous is not a record's name")
+	case !isDigest(l.PreviousDigest):
+		return errors.New("run.previous_digest is not a sha256 digest")
+	}
+	return nil
+}
+
+// isRecordName reports whether name is a backoff entry, a commit
+// receipt, a part receipt or a review.
+func isRecordName(name string) bool {
+	_, isEntry := parseEntryName(name)
+	_, _, isReceipt := parseReceiptName(name)
+	_, _, isPart := parsePartName(name)
+	_, isReview := parseReviewName(name)
+	return isEntry || isReceipt || isPart || isReview
+}
+
+// headBody is the canonical content of head-NNNN.json: the run's last
+// record, by sequence number, name and digest.
+type headBody struct {
+	HeadVersion  string `json:"head_version"`
+	Seq          int    `json:"seq"`
+	Record       string `json:"record"`
+	RecordDigest string `json:"record_digest"`
+}
+
+type headFile struct {
+	headBody
+	HeadDigest string `json:"head_digest"`
+}
+
+// HeadVersion is the format version of a run's head.
+const HeadVersion = "1.0"
+
+func encodeHead(h headBody) ([]byte, string, error) {
+	return seal(h, func(d string) any { return headFile{h, d} })
+}
+
+// parseHead parses and self-verifies a head.
+func parseHead(data []byte) (headFile, error) {
+	var hf headFile
+	if err := decodeStrict(data, &hf); err != nil {
+		return headFile{}, err
+	}
+	want, d, err := encodeHead(hf.headBody)
+	if err != nil {
+		return headFile{}, err
+	}
+	switch {
+	case d != hf.HeadDigest:
+		return headFile{}, errors.New("head_digest does not match the content (edited)")
+	case !bytes.Equal(want, data):
+		return headFile{}, errors.New("not in canonical form (edited)")
+	case hf.HeadVersion != HeadVersion:
+		return headFile{}, fmt.Errorf("unsupported head_version %q", hf.HeadVersion)
+	case hf.Seq < 1 || hf.Seq > maxRunSeq:
+		return headFile{}, fmt.Errorf("seq %d outside 1..%d", hf.Seq, maxRunSeq)
+	case !isRecordName(hf.Record):
+		return headFile{}, errors.New("record is not a record's name")
+	case !isDigest(hf.RecordDigest):
+		return headFile{}, errors.New("record_digest is not a sha256 digest")
+	}
+	return hf, nil
 }

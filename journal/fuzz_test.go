@@ -62,7 +62,7 @@ func fuzzBase(t testing.TB) (fstest.MapFS, time.Time) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, []int64{60}, []string{"a.bin"})
 	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
-	for _, n := range names(t, dir) {
+	for _, n := range allNames(t, dir) {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		require.NoError(t, err)
 		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}
@@ -179,7 +179,7 @@ func fuzzBaseNew(t testing.TB) (fstest.MapFS, time.Time) {
 	require.NoError(t, err)
 	record429(t, j, ctx, getReq(t), overlong, timing(t0, 60))
 	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
-	for _, n := range names(t, dir) {
+	for _, n := range allNames(t, dir) {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		require.NoError(t, err)
 		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}

@@ -702,6 +702,46 @@ func (j *Journal) fail(why string) {
 	}
 }
 
+// putRecord stores the record name (data, with the digest digest and the
+// run link link) exclusively, then the run's head naming it, then removes
+// the heads it replaces (SPEC R70). linked reports whether the record
+// exists durably; an error after that is the head's (a persistence
+// failure: the marker stays, so the run is unresolved until a review).
+func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
+	linked, err = j.writeAtomic(name, data)
+	if !linked || err != nil || link == nil {
+		return linked, err
+	}
+	s := j.snap
+	s.seq[link.Seq] = seqRec{name, digest, *link}
+	s.lastSeq = max(s.lastSeq, link.Seq)
+	hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: link.Seq, Record: name, RecordDigest: digest})
+	if err != nil {
+		return true, err
+	}
+	hn := headName(link.Seq)
+	hl, err := j.writeAtomic(hn, hd)
+	if hl {
+		s.files++
+		older := s.heads
+		s.heads = []string{hn}
+		for _, o := range older {
+			if o == hn {
+				continue
+			}
+			if err := j.b.removeHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
+				s.files--
+			} else {
+				s.heads = append(s.heads, o) // removed by a later write
+			}
+		}
+	}
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", hn, err)
+	}
+	return true, nil
+}
+
 // writeAtomic stores the immutable record name exclusively (see
 // [dirStore.put] for the directory's durable-write sequence). linked
 // reports whether name exists durably.
@@ -777,6 +817,7 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
 		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
+	e.Run = s.nextLink()
 	if timing != nil && representable(timing) {
 		// A timing beyond the shared bound is no timing: the entry is
 		// recorded without it (the run is unresolved), never refused.
@@ -796,7 +837,7 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		return "", err
 	}
 	name := entryName(e.Sequence)
-	linked, err := j.writeAtomic(name, data)
+	linked, err := j.putRecord(name, data, digest, e.Run)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
 			u.throttledBy, u.throttledName = digest, name
@@ -854,10 +895,11 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
-	var name string
+	var name, recDigest string
 	var data []byte
 	var add func()
 	s := j.snap
+	link := s.nextLink()
 	ok2xx := httprule.IsSuccess(out.StatusCode)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		// A part's 2xx continues the upload; any other outcome (a commit
@@ -873,7 +915,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
-			RecordedAtUTC: j.clock.Now().Unix(),
+			RecordedAtUTC: j.clock.Now().Unix(), Run: link,
 		}
 		if len(prior) > 0 {
 			p.PreviousDigest = prior[len(prior)-1].PartDigest
@@ -887,6 +929,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			j.fail(err.Error())
 			return err
 		}
+		recDigest = digest
 		name = partName(m.FileDigest, p.Part)
 		rec := partRec{name: name, partFile: partFile{p, digest}}
 		add = func() {
@@ -908,6 +951,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			ETag:           redact.ETag(out.ETag),
 			TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC:  j.clock.Now().Unix(),
+			Run:            link,
 		}
 		if round > 1 {
 			r.Round = round
@@ -917,6 +961,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			j.fail(err.Error())
 			return err
 		}
+		recDigest = digest
 		name = receiptNameRound(m.FileDigest, round)
 		rf := receiptFile{r, digest}
 		add = func() {
@@ -928,7 +973,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		}
 	}
 	if name != "" {
-		linked, err := j.writeAtomic(name, data)
+		linked, err := j.putRecord(name, data, recDigest, link)
 		if linked {
 			add()
 			s.files++

@@ -41,7 +41,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 	j, err := OpenExisting(dir2, withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),
-		"1001 files in the run; a request needs room for 3 more of at most 1003, so nothing is sent")
+		"1001 files in the run; a request needs room for 4 more of at most 1003, so nothing is sent")
 	assert.NotContains(t, names(t, dir2), markerName)
 }
 

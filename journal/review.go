@@ -145,13 +145,14 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		Note:           sanitizeNote(note, maxNoteBytes),
 	}
 	rb.Evidence = s.evidence(d)
+	rb.Run = s.nextLink()
 	data, digest, err := encodeReview(rb)
 	if err != nil {
 		j.fail(err.Error())
 		return ReviewRecord{}, err
 	}
 	name := reviewName(rb.Sequence)
-	linked, err := j.writeAtomic(name, data)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
 	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
 	if linked {
 		s.reviews = append(s.reviews, rec)
@@ -377,13 +378,14 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		Note:           sanitizeNote(note, maxNoteBytes),
 		Evidence:       s.evidence(""),
 		Marker:         me,
+		Run:            s.nextLink(),
 	}
 	data, digest, err := encodeReview(rb)
 	if err != nil {
 		return PendingRecord{}, err
 	}
 	name := reviewName(rb.Sequence)
-	linked, err := j.writeAtomic(name, data)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
 	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
 	if !linked {
 		// Nothing was written: the run is as it was.

@@ -102,6 +102,16 @@ type snapshot struct {
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
 	leftovers []Finding
+	// seq holds the records that carry a run link, by sequence number
+	// (SPEC R70); lastSeq is the highest; heads are the names of the
+	// heads listed (the highest is the one that counts).
+	seq     map[int]seqRec
+	lastSeq int
+	heads   []string
+	// seqBroken: the sequence check found something (scanRun lists again
+	// to tell a write in progress from a deletion); listed is the listing.
+	seqBroken bool
+	listed    []listedName
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -113,6 +123,112 @@ func newSnapshot() *snapshot {
 		parts:    map[string][]partRec{},
 		badFiles: map[string]string{},
 		cache:    map[string]any{},
+		seq:      map[int]seqRec{},
+	}
+}
+
+// seqRec is a record in the run's sequence.
+type seqRec struct {
+	name, digest string
+	link         runLink
+}
+
+// linkOf returns the run link and digest of a parsed record, if it has one.
+func linkOf(v any) (*runLink, string) {
+	switch r := v.(type) {
+	case entryFile:
+		return r.Run, r.EventDigest
+	case receiptFile:
+		return r.Run, r.ReceiptDigest
+	case partFile:
+		return r.Run, r.PartDigest
+	case reviewFile:
+		return r.Run, r.ReviewDigest
+	}
+	return nil, ""
+}
+
+// register adds a self-verified record to the run's sequence.
+func (s *snapshot) register(name string, v any) {
+	l, d := linkOf(v)
+	if l == nil {
+		return
+	}
+	if prior, ok := s.seq[l.Seq]; ok && prior.name != name {
+		s.addFinding(name, "run.seq %d is also held by %s (copied or replayed)", l.Seq, prior.name)
+		return
+	}
+	s.seq[l.Seq] = seqRec{name, d, *l}
+	s.lastSeq = max(s.lastSeq, l.Seq)
+}
+
+// nextLink is the run link of the next record this Journal writes; nil
+// when the manifest is unusable (nothing is written then anyway).
+func (s *snapshot) nextLink() *runLink {
+	switch {
+	case s.manifest == nil:
+		return nil
+	case s.lastSeq == 0:
+		return &runLink{Seq: 1, Previous: manifestName, PreviousDigest: s.manifest.genesis}
+	}
+	last := s.seq[s.lastSeq]
+	return &runLink{Seq: s.lastSeq + 1, Previous: last.name, PreviousDigest: last.digest}
+}
+
+// checkSequence finds what the run's sequence says is missing (SPEC
+// R70): a record the next one names, the record the head names, or the
+// head of the last record. listed holds every name of the listing.
+func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (headFile, bool)) {
+	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
+		r := s.seq[k]
+		if k == 1 {
+			if s.manifest != nil && r.link.PreviousDigest != s.manifest.genesis {
+				s.addFinding(r.name, "run.previous_digest does not match run.json (from another run)")
+			}
+			continue
+		}
+		prev, ok := s.seq[k-1]
+		switch {
+		case !ok && !listed[r.link.Previous]:
+			s.addFinding(r.link.Previous, "missing: record %d of the run, named by %s (deleted)", k-1, r.name)
+		case !ok:
+			// Present but failing its own checks: that is its finding.
+		case prev.name != r.link.Previous || prev.digest != r.link.PreviousDigest:
+			s.addFinding(r.name, "run.previous does not match %s, record %d (replaced or reordered)", prev.name, k-1)
+		}
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	n := s.lastSeq
+	switch {
+	case h == 0 && n == 0:
+		return
+	case s.pending && (h == n-1 || h == n+1):
+		// The last record's writer is between its link and its head
+		// (another worker's write in progress, or a crash there: its
+		// marker says so and keeps the run unresolved), or a listing taken
+		// during that write saw one of the two without the other.
+		return
+	case h < n:
+		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
+		return
+	}
+	hf, ok := loadHead(headName(h))
+	if !ok {
+		return // its own finding
+	}
+	switch {
+	case hf.Seq != h:
+		s.addFinding(headName(h), "holds seq %d (renamed)", hf.Seq)
+	case h > n && !listed[hf.Record]:
+		s.addFinding(hf.Record, "missing: record %d of the run, the last one, named by %s (deleted)", h, headName(h))
+	case h > n:
+		// The last record is present but fails its own checks.
+	case hf.Record != s.seq[n].name || hf.RecordDigest != s.seq[n].digest:
+		s.addFinding(headName(h), "names %s, not the last record %s (edited)", hf.Record, s.seq[n].name)
 	}
 }
 
@@ -195,6 +311,43 @@ const staleTemp = 60 * time.Second
 
 // scanRun is scan of the run kept in b at now (the age of temporary files).
 func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+	// A listing is not atomic: one taken while another worker writes may
+	// hold a record without the head that follows it, or a head without
+	// the old one it replaced. When the sequence looks broken, list again:
+	// a listing that changed meanwhile was taken during a write, and the
+	// scan is done again (a few times at most); one that did not change is
+	// the run's state.
+	for try := 0; ; try++ {
+		s, err := scanOnce(b, prev, now)
+		if err != nil || !s.seqBroken || try == 3 {
+			return s, err
+		}
+		again, _, err := b.list()
+		if err != nil || sameNames(s.listed, again) {
+			return s, nil
+		}
+	}
+}
+
+// sameNames reports whether the listing b holds exactly the names of a.
+func sameNames(a []listedName, b []listedName) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]bool, len(a))
+	for _, n := range a {
+		seen[n.name] = true
+	}
+	for _, n := range b {
+		if !seen[n.name] {
+			return false
+		}
+	}
+	return true
+}
+
+// scanOnce is one scan of the run kept in b.
+func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	des, where, err := b.list()
 	if err != nil {
 		return nil, err
@@ -203,7 +356,7 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		return nil, errNoRun
 	}
 	s := newSnapshot()
-	s.files = len(des)
+	s.files, s.listed = len(des), des
 	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the
@@ -239,7 +392,8 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		prefix, _, isReceipt := parseReceiptName(name)
 		pprefix, _, isPart := parsePartName(name)
 		_, isReview := parseReviewName(name)
-		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
+		_, isHead := parseHeadName(name)
+		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview || isHead
 		_, isTemp := parseTempName(name)
 		switch {
 		case isTemp && !de.regular:
@@ -279,6 +433,8 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 			receiptNames = append(receiptNames, name)
 		case isPart:
 			partNames = append(partNames, name)
+		case isHead:
+			s.heads = append(s.heads, name)
 		default:
 			reviewNames = append(reviewNames, name)
 		}
@@ -289,6 +445,7 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	load := func(name string, limit int64, parse func([]byte) (any, error), legacyNote string) (any, bool) {
 		if c, ok := cache[name]; ok {
 			s.cache[name] = c
+			s.register(name, c)
 			return c, true
 		}
 		before := len(s.findings)
@@ -308,6 +465,7 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		if len(s.findings) == before {
 			s.cache[name] = v
 		}
+		s.register(name, v)
 		return v, true
 	}
 
@@ -481,6 +639,28 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 			s.badFiles[fileHex(d)] = name
 		}
 	}
+
+	// The run's sequence: what a deleted record leaves missing.
+	listed := make(map[string]bool, len(des))
+	for _, de := range des {
+		listed[de.name] = true
+	}
+	before := len(s.findings)
+	s.checkSequence(listed, func(name string) (headFile, bool) {
+		if _, cached := cache[name]; !cached && s.pending {
+			// A write in progress (the marker) replaces the head: one
+			// listed a moment ago may be gone. That is no finding.
+			if _, _, ok := b.read(nil, name, maxRecordBytes); !ok {
+				return headFile{}, false
+			}
+		}
+		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseHead(b) }, "")
+		if !ok {
+			return headFile{}, false
+		}
+		return v.(headFile), true
+	})
+	s.seqBroken = len(s.findings) > before
 
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.

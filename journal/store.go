@@ -41,7 +41,9 @@ type Store interface {
 	List(ctx context.Context, limit int) ([]string, error)
 	// Remove deletes name only while its version is still version (Blob:
 	// If-Match); the journal removes only the pending marker, with the
-	// version Create returned. A store without versions ignores it.
+	// version Create returned, and a run head (head-NNNN.json) that a newer
+	// head replaced, with the version Read returned. A store without
+	// versions ignores it.
 	Remove(ctx context.Context, name, version string) error
 }
 
@@ -77,6 +79,8 @@ type backend interface {
 	createMarker(data []byte) (version string, err error)
 	// removeMarker removes the marker created with version.
 	removeMarker(version string) error
+	// removeHead removes a run head that a newer one replaced.
+	removeHead(name string) error
 	// where names the location in messages.
 	where() string
 	// nested returns an error wrapping ErrNested when the location lies
@@ -222,7 +226,9 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 		return false, err
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		return false, err
+		// Linked, perhaps not durably: the record exists, and the
+		// failure is returned (the caller keeps the marker).
+		return true, err
 	}
 	if err := d.fs.Remove(tmp); err != nil {
 		return true, err
@@ -254,6 +260,17 @@ func (d *dirStore) createMarker(data []byte) (string, error) {
 // removeMarker removes the marker and fsyncs the directory.
 func (d *dirStore) removeMarker(string) error {
 	if err := d.fs.Remove(filepath.Join(d.dir, markerName)); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(d.dir)
+}
+
+// removeHead removes an older head and fsyncs the directory.
+func (d *dirStore) removeHead(name string) error {
+	if _, ok := parseHeadName(name); !ok {
+		return errors.New("journal: only the pending marker and older heads are ever removed")
+	}
+	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
 		return err
 	}
 	return d.fs.SyncDir(d.dir)
@@ -301,7 +318,7 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 	if name == markerName {
 		return d.removeMarker("")
 	}
-	return errors.New("journal: only the pending marker is ever removed")
+	return d.removeHead(name)
 }
 
 // storeBackend adapts a [Store] other than the directory.
@@ -391,6 +408,18 @@ func (b *storeBackend) createMarker(data []byte) (string, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
 	return b.st.Create(ctx, markerName, data)
+}
+
+// removeHead removes an older head, conditionally on the version it has
+// now (read first: a head may be another worker's).
+func (b *storeBackend) removeHead(name string) error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, version, err := b.st.Read(ctx, name, maxRecordBytes)
+	if err != nil {
+		return err
+	}
+	return b.st.Remove(ctx, name, version)
 }
 
 func (b *storeBackend) removeMarker(version string) error {
