@@ -63,7 +63,8 @@ func TestRRJournalCommand(t *testing.T) {
 		t.Fatalf("verify: exit %d, %q", code, out)
 	}
 	code, out, _ = rrj("plan", "--json", runArg)
-	if code != 0 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":2,"reviewed":0,"unknown":1}`) {
+	if code != 3 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":2,"reviewed":0,"unknown":1}`) {
+		// plan exits with the run's state, as status does: 3 waiting.
 		t.Fatalf("plan: exit %d, %s", code, out)
 	}
 	code, out, errs := rrj("review", runArg, "--file", "f-001", "--decision", "skip", "--note", "checked by hand")

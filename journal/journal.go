@@ -110,6 +110,16 @@ func full(format string, args ...any) error { return &FullError{Detail: fmt.Spri
 // usable one.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
 
+// zero reports whether j is nil or a zero Journal (not made by an Open
+// function): every method then refuses, never panics.
+func (j *Journal) zero() bool { return j == nil || j.b == nil || j.slot == nil }
+
+// zeroStatus is the status of a zero Journal: unresolved, so that nothing
+// is ever sent under it.
+func zeroStatus() Status {
+	return Status{State: Unresolved, Reason: errZero.Error(), cause: errZero}
+}
+
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
 // for an unresolved run errors.Is also finds ErrCorrupt (failed
@@ -344,7 +354,12 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 
 // Dir returns the run directory, or for a run opened with [OpenStore] the
 // store's name (its String method, or "store").
-func (j *Journal) Dir() string { return j.dir }
+func (j *Journal) Dir() string {
+	if j == nil {
+		return ""
+	}
+	return j.dir
+}
 
 // Status returns the run's state at now (SPEC status-before-network–not-before-survives), from what Open or
 // the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
@@ -353,6 +368,9 @@ func (j *Journal) Dir() string { return j.dir }
 // After a persistence failure the Journal stays unresolved; open the run
 // again to re-read it.
 func (j *Journal) Status(now time.Time) Status {
+	if j.zero() {
+		return zeroStatus()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.statusLocked(now, false)
@@ -387,6 +405,12 @@ func (j *Journal) refreshLocked() {
 // The marker of this Journal's own request in flight does not count here
 // (Begin orders requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
+	if j.zero() {
+		return &RestrictedError{Status: zeroStatus()}
+	}
+	if ctx == nil {
+		return errors.New("journal: admit: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
@@ -487,6 +511,12 @@ func (w *pendingWaiter) result(err error) error {
 // After a nil error the caller must call exactly one of Complete or
 // Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
+	if j.zero() {
+		return &RestrictedError{Status: zeroStatus()}
+	}
+	if ctx == nil {
+		return errors.New("journal: begin: nil context")
+	}
 	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
@@ -794,6 +824,9 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 // entry itself was written before the failure, its digest is returned with
 // the error.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
+	if j.zero() {
+		return "", errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
@@ -879,6 +912,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 // means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
 // the Journal is unresolved, and the caller keeps the ACK and stops.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
+	if j.zero() {
+		return errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)

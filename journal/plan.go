@@ -112,6 +112,9 @@ func (c Continuation) Count(st FileState) int {
 // marker is its request in flight: it does not make the plan unresolved,
 // and Begin checks each file again under its own claim.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	if j.zero() {
+		return Continuation{}, errZero
+	}
 	want, err := PlanDigest(files)
 	if err != nil {
 		return Continuation{}, err
@@ -253,6 +256,9 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 // continuation is Partial: it lists the files that records name. Its error
 // is [ErrCorrupt] when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+	if j.zero() {
+		return Continuation{}, errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.refreshLocked()

@@ -82,6 +82,9 @@ func (r reviewRec) record() ReviewRecord {
 // this Journal's request in flight; any other error is a persistence
 // failure (the Journal stays unresolved).
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	if j.zero() {
+		return ReviewRecord{}, errZero
+	}
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
 	}
@@ -316,7 +319,7 @@ type PendingRecord struct {
 // written, which leaves nothing new behind: the run is as it was. A marker
 // the run already resolved is only removed again.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
-	if j == nil || j.b == nil {
+	if j.zero() {
 		return PendingRecord{}, errZero
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
