@@ -434,6 +434,34 @@ func init() {
 				}
 			},
 		},
+		scenario{
+			// pending-review: the way out of a killed worker's marker,
+			// crashed or failed at each of its steps.
+			name:   "ReviewPending",
+			review: true,
+			setup: func(t *testing.T, dir string) {
+				priorElapsed(t, dir)
+				j := reopen(t, dir, t0)
+				require.NoError(t, j.Begin(WithUpload(context.Background(), "a.bin"), putReq(t))) // then killed
+			},
+			run: func(j *Journal) (bool, error) {
+				_, err := j.ReviewPending(context.Background(), "killed", 0)
+				return false, err
+			},
+			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
+				st := reopen(t, dir, t0).Status(t0)
+				if done("link review-0001.json") {
+					// The review is on disk: it resolves the marker, which
+					// blocks nothing even if its removal never happened.
+					require.Equal(t, Waiting, st.State, st.Reason)
+					require.Equal(t, t0.Unix()+30, st.NotBeforeUTC)
+				} else {
+					require.Equal(t, Unresolved, st.State, "no review on disk: the marker still blocks")
+					require.True(t, markerExists(dir))
+				}
+				require.Equal(t, FileUnknown, fileState(t, dir).State, "the dead worker's file is unknown either way")
+			},
+		},
 	)
 }
 
@@ -507,7 +535,15 @@ func TestCrashAtEveryStep(t *testing.T) {
 					ff := newFaultFS()
 					ff.crashAt, ff.torn = i, torn
 					dir, sent, err := runScenario(t, sc, ff)
-					if i < len(steps) {
+					lastRemoval := sc.name == "ReviewPending" && i < len(steps) &&
+						(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+					switch {
+					case lastRemoval:
+						// The review is durable; the marker it resolves
+						// blocks nothing, and a second review removes it
+						// (reported as Removed, not as an error).
+						require.NoError(t, err)
+					case i < len(steps):
 						require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (persistence-failure-is-terminal)")
 					}
 					done := func(step string) bool {
@@ -551,7 +587,11 @@ func TestFailAtEveryStep(t *testing.T) {
 				oldHead := func(step string) bool {
 					return strings.HasPrefix(step, "remove head-") && !strings.HasSuffix(step, ".tmp")
 				}
-				if oldHead(steps[i]) || (i > 0 && oldHead(steps[i-1])) {
+				// A pending review's removal of the marker it resolved:
+				// harmless too (the review resolves it; a second review
+				// removes it), reported as Removed, not as an error.
+				resolved := func(step string) bool { return sc.name == "ReviewPending" && step == "remove "+markerName }
+				if oldHead(steps[i]) || (i > 0 && oldHead(steps[i-1])) || resolved(steps[i]) || (i > 0 && resolved(steps[i-1])) {
 					// The removal of a head a newer one replaced: harmless
 					// (the newer head counts; a later write removes it).
 					require.NoError(t, err)
