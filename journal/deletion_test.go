@@ -70,7 +70,7 @@ func deletionRun(t testing.TB) (string, []string, time.Time) {
 	return dir, records, t0.Add(time.Minute)
 }
 
-// deletion-detected (SPEC R70): deleting any one record — a backoff
+// deletion-detected: deleting any one record — a backoff
 // entry, a commit receipt, a part receipt or a review; the first, a middle
 // one or the last of its kind, the run's last record included — or the
 // run's head makes the run unresolved, and verify names what is missing.

@@ -46,7 +46,7 @@
 // middle one or the last of its kind, the run's last record included — or
 // the head leaves a record that names a missing one, a head that names a
 // missing record, or a last record without a head: [Verify] names what is
-// missing and the run is unresolved (SPEC R70). A record written before
+// missing and the run is unresolved (deletion-detected). A record written before
 // the head existed carries no "run" and keeps only the older checks
 // (numbering and chains of entries, parts and reviews).
 //
@@ -150,7 +150,7 @@
 //
 // # Nesting
 //
-// Runs never nest (SPEC R75): [Open] and [OpenStore] refuse ([ErrNested])
+// Runs never nest (no-nesting): [Open] and [OpenStore] refuse ([ErrNested])
 // a directory inside a run or holding one, and a store prefix inside a run
 // (a store that implements [Enclosing]) or listing another run's run.json.
 //

@@ -353,7 +353,7 @@ type entryBody struct {
 	Timing         *timingJSON    `json:"timing"`
 	Provenance     provenance     `json:"provenance"`
 	// Run links the record into the run's one sequence of records
-	// (SPEC R70); omitted in records written before it existed.
+	// (deletion-detected); omitted in records written before it existed.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -381,7 +381,7 @@ type receiptBody struct {
 	// review); omitted for round 1, the only round before reviews existed.
 	Round int `json:"round,omitempty"`
 	// Run links the record into the run's one sequence of records
-	// (SPEC R70); omitted in records written before it existed.
+	// (deletion-detected); omitted in records written before it existed.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -707,7 +707,7 @@ type partBody struct {
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
 	// Run links the record into the run's one sequence of records
-	// (SPEC R70); omitted in records written before it existed.
+	// (deletion-detected); omitted in records written before it existed.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -750,7 +750,7 @@ type reviewBody struct {
 	// the marker's.
 	Marker *markerEvidence `json:"marker,omitempty"`
 	// Run links the record into the run's one sequence of records
-	// (SPEC R70); omitted in records written before it existed.
+	// (deletion-detected); omitted in records written before it existed.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -759,7 +759,7 @@ type reviewFile struct {
 	ReviewDigest string `json:"review_digest"`
 }
 
-// markerEvidence is what a pending review (SPEC R69) saw of the abandoned
+// markerEvidence is what a pending review (pending-review) saw of the abandoned
 // marker it resolves: the digest of the marker's bytes (the review applies
 // to that marker only), what the marker names (empty when its content is
 // unreadable), and the not-before the run waits for: the review time plus
@@ -997,8 +997,8 @@ func sanitizeOnce(s string, limit int) string {
 	return s
 }
 
-// runLink is a record's place in the run's one sequence of records (SPEC
-// R70: deletion is detected): every backoff entry, commit receipt, part
+// runLink is a record's place in the run's one sequence of records
+// (deletion-detected): every backoff entry, commit receipt, part
 // receipt and review written since carries its number (1, 2, …, without
 // gaps across the kinds) and the name and digest of the record before it
 // (run.json and the manifest's digest for record 1), and the last record

@@ -734,7 +734,7 @@ func (j *Journal) fail(why string) {
 
 // putRecord stores the record name (data, with the digest digest and the
 // run link link) exclusively, then the run's head naming it, then removes
-// the heads it replaces (SPEC R70). linked reports whether the record
+// the heads it replaces (deletion-detected). linked reports whether the record
 // exists durably; an error after that is the head's (a persistence
 // failure: the marker stays, so the run is unresolved until a review).
 func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {

@@ -27,7 +27,7 @@ func requireFull(t *testing.T, err error, detail string) {
 	assert.True(t, errors.As(err, &full), "the transport finds JournalFull")
 }
 
-// bounded-journal, R67: the entry limit and the file limit are journal-full
+// bounded-journal, representable-times: the entry limit and the file limit are journal-full
 // refusals, before any network access, that name the limit.
 func TestLimitsAreJournalFull(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
@@ -45,7 +45,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 	assert.NotContains(t, names(t, dir2), markerName)
 }
 
-// R67: a valid restriction beyond the representable bound (Retry-After:
+// representable-times: a valid restriction beyond the representable bound (Retry-After:
 // 300000000000 seconds, a not-before after year 9999) is recorded, never a
 // persistence failure: the entry is written without timing, the marker is
 // removed, and the run is unresolved (its end is unknown).

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// no-nesting (SPEC R75): a directory inside a run, or holding one, is
+// no-nesting: a directory inside a run, or holding one, is
 // refused at open with ErrNested, and nothing is written; Verify and
 // Inspect refuse it too.
 func TestRunsNeverNest(t *testing.T) {

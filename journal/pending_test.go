@@ -58,7 +58,7 @@ func (f *failFS) Remove(name string) error {
 	return f.OS.Remove(name)
 }
 
-// pending-review (SPEC R69): the way out of a killed worker's marker. The
+// pending-review: the way out of a killed worker's marker. The
 // review is an immutable, chained record bound to the marker's digest;
 // every other file is kept byte for byte; the marker's file is unknown;
 // the run waits the review time plus 30 s, then a decision review and a
@@ -218,7 +218,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	assert.Equal(t, []Finding{{"review-0001.json", "review_digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
 }
 
-// in-flight (SPEC R71): while another worker's marker names a file, a
+// in-flight: while another worker's marker names a file, a
 // Journal opened WithPendingWait plans it in-flight, never never-attempted
 // and never eligible; the others stay eligible. Once the request
 // completed the file is acked.

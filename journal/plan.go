@@ -32,7 +32,7 @@ const (
 	// acked.
 	FileReviewed FileState = "reviewed"
 	// FileInFlight: another worker's pending marker names the file: its
-	// request is in flight (SPEC R71). It is never eligible while the
+	// request is in flight (in-flight). It is never eligible while the
 	// marker stays; [Journal.PlanContinuation] of a Journal opened
 	// [WithPendingWait] reports it (without the option the marker makes
 	// the run unresolved and the file unknown).

@@ -42,7 +42,7 @@ func requireReplayRefused(t *testing.T, err error) {
 	assert.ErrorIs(t, err, journal.ErrReplay)
 }
 
-// no-replay-of-unknown (SPEC R62): after its upload's 429 a file is
+// no-replay-of-unknown: after its upload's 429 a file is
 // unknown, and the Journal that received the 429 never sends it again —
 // with or without a Budget, whatever the context marks, once the
 // restriction has elapsed — until a reupload review; the server sees the
@@ -136,7 +136,7 @@ func (m *markerSeer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return m.base.RoundTrip(req)
 }
 
-// every-mutation-journaled (SPEC R73): a mutation of a journaled sequence
+// every-mutation-journaled: a mutation of a journaled sequence
 // without WithUpload or WithUploadPart (a source creation, a batch create)
 // is sent under the marker, its 429 becomes a backoff entry without file
 // provenance, and its 2xx leaves no receipt; nothing is sent unrecorded.

@@ -299,7 +299,7 @@ type PendingRecord struct {
 	Removed bool
 }
 
-// ReviewPending resolves an abandoned pending marker (SPEC R69): a worker
+// ReviewPending resolves an abandoned pending marker (pending-review): a worker
 // killed while its request was in flight, an interrupted read, a review
 // that died while writing. Call it only once no worker is still sending
 // that request. It appends an immutable review-NNNN.json (decision

@@ -94,7 +94,7 @@ type snapshot struct {
 	pendingID string
 	// pendingDigest and pendingVersion are the digest of the marker's
 	// bytes and its store version, when it could be read; pendingResolved
-	// names the pending review that resolves that very marker (SPEC R69):
+	// names the pending review that resolves that very marker (pending-review):
 	// a resolved marker blocks no status and names no file in flight.
 	pendingDigest, pendingVersion, pendingResolved string
 	findings                                       []Finding
@@ -103,7 +103,7 @@ type snapshot struct {
 	// from the findings (see staleTemp).
 	leftovers []Finding
 	// seq holds the records that carry a run link, by sequence number
-	// (SPEC R70); lastSeq is the highest; heads are the names of the
+	// (deletion-detected); lastSeq is the highest; heads are the names of the
 	// heads listed (the highest is the one that counts).
 	seq     map[int]seqRec
 	lastSeq int
@@ -175,8 +175,8 @@ func (s *snapshot) nextLink() *runLink {
 	return &runLink{Seq: s.lastSeq + 1, Previous: last.name, PreviousDigest: last.digest}
 }
 
-// checkSequence finds what the run's sequence says is missing (SPEC
-// R70): a record the next one names, the record the head names, or the
+// checkSequence finds what the run's sequence says is missing
+// (deletion-detected): a record the next one names, the record the head names, or the
 // head of the last record. listed holds every name of the listing.
 func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (headFile, bool)) {
 	for _, k := range slices.Sorted(maps.Keys(s.seq)) {

@@ -165,7 +165,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 
 // restriction is one recorded bound on network access: a timed backoff
 // entry's, or a pending review's (the unknown restriction of a lost
-// response, SPEC R69).
+// response, pending-review).
 type restriction struct {
 	name string
 	timingJSON

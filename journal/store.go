@@ -84,7 +84,7 @@ type backend interface {
 	// where names the location in messages.
 	where() string
 	// nested returns an error wrapping ErrNested when the location lies
-	// inside another run or holds one (SPEC R75).
+	// inside another run or holds one (no-nesting).
 	nested() error
 }
 
@@ -96,8 +96,8 @@ type Enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// ErrNested means a run would lie inside another run, or hold one (SPEC
-// R75): a run's records are only its own, so Open and OpenStore refuse it
+// ErrNested means a run would lie inside another run, or hold one
+// (no-nesting): a run's records are only its own, so Open and OpenStore refuse it
 // and write nothing.
 var ErrNested = errors.New("journal: runs never nest")
 

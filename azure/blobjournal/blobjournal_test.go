@@ -231,7 +231,7 @@ func TestTransportErrorText(t *testing.T) {
 	}
 }
 
-// no-nesting (SPEC R75): EnclosingRun asks, from the nearest prefix up,
+// no-nesting: EnclosingRun asks, from the nearest prefix up,
 // whether an enclosing prefix holds run.json.
 func TestEnclosingRun(t *testing.T) {
 	notFound := reply(404, map[string]string{"x-ms-error-code": "BlobNotFound"}, "")

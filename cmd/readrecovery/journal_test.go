@@ -378,7 +378,7 @@ func TestSignalsEndPromptly(t *testing.T) {
 	assert.Equal(t, 3, code)
 }
 
-// plan-ids (SPEC R72): `journal plan DIR --ids FILE` prints each planned
+// plan-ids: `journal plan DIR --ids FILE` prints each planned
 // file's ID (escaped) beside its digest and class; a digest no line names
 // shows "?"; the JSON carries the ID. The exit code is the run's state.
 func TestJournalPlanIDs(t *testing.T) {
@@ -425,7 +425,7 @@ func TestJournalPlanIDs(t *testing.T) {
 	assert.Contains(t, stderr, "plan --ids")
 }
 
-// pending-review (SPEC R69): `journal review DIR --pending --note TEXT
+// pending-review: `journal review DIR --pending --note TEXT
 // [--not-before UNIX]` resolves a killed worker's marker: before it,
 // status and a --file review are refused (exit 4); after it, the run is
 // waiting (exit 3) for 30 s or until --not-before, the file is unknown and
