@@ -218,12 +218,8 @@ func isJournalName(name string) bool {
 	if final, ok := parseTempName(name); ok {
 		name = final
 	}
-	_, isEntry := parseEntryName(name)
-	_, _, isReceipt := parseReceiptName(name)
-	_, _, isPart := parsePartName(name)
-	_, isReview := parseReviewName(name)
-	_, isHead := parseHeadName(name)
-	return name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview || isHead
+	k, _ := kindOf(name)
+	return k != nil || name == markerName
 }
 
 func allDigits(s string) bool {
@@ -1029,16 +1025,6 @@ func validLink(l *runLink) error {
 		return errors.New("run.previous_digest is not a sha256 digest")
 	}
 	return nil
-}
-
-// isRecordName reports whether name is a backoff entry, a commit
-// receipt, a part receipt or a review.
-func isRecordName(name string) bool {
-	_, isEntry := parseEntryName(name)
-	_, _, isReceipt := parseReceiptName(name)
-	_, _, isPart := parsePartName(name)
-	_, isReview := parseReviewName(name)
-	return isEntry || isReceipt || isPart || isReview
 }
 
 // headBody is the canonical content of head-NNNN.json: the run's last

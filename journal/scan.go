@@ -384,16 +384,10 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	// reason of the status) is the most basic one: directory, manifest,
 	// entries, receipts.
 	var late []Finding
-	var entryNames, receiptNames, partNames, reviewNames []string
-	hasManifest, hasPlan := false, false
+	byKind := map[*fileKind][]string{}
 	for _, de := range des {
 		name := de.name
-		n, isEntry := parseEntryName(name)
-		prefix, _, isReceipt := parseReceiptName(name)
-		pprefix, _, isPart := parsePartName(name)
-		_, isReview := parseReviewName(name)
-		_, isHead := parseHeadName(name)
-		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview || isHead
+		k, n := kindOf(name)
 		_, isTemp := parseTempName(name)
 		switch {
 		case isTemp && !de.regular:
@@ -411,256 +405,26 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 			if !de.regular {
 				late = append(late, Finding{name, "not a regular file"})
 			}
-		case !known:
+		case k == nil:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
 		case !de.regular:
 			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
-			if isReceipt {
-				s.badFiles[prefix] = name
-			} else if isPart {
-				s.badFiles[pprefix] = name
+			if k.attempted != nil {
+				s.badFiles[k.attempted(name)] = name
 			}
-		case name == manifestName:
-			hasManifest = true
-		case name == planName:
-			hasPlan = true
-		case isEntry && (n < 1 || n > MaxEntries):
-			late = append(late, Finding{name, fmt.Sprintf("entry number outside 0001..%04d (limit exceeded)", MaxEntries)})
-		case isEntry:
-			entryNames = append(entryNames, name)
-		case isReceipt:
-			receiptNames = append(receiptNames, name)
-		case isPart:
-			partNames = append(partNames, name)
-		case isHead:
-			s.heads = append(s.heads, name)
+		case k.numbered() && (n < 1 || n > k.maxN):
+			late = append(late, Finding{name, numberProblem(k)})
 		default:
-			reviewNames = append(reviewNames, name)
+			byKind[k] = append(byKind[k], name)
 		}
 	}
 
-	// load returns the cached parse of an immutable file, or reads and
-	// parses it; a file is cached only when it raised no finding.
-	load := func(name string, limit int64, parse func([]byte) (any, error), legacyNote string) (any, bool) {
-		if c, ok := cache[name]; ok {
-			s.cache[name] = c
-			s.register(name, c)
-			return c, true
-		}
-		before := len(s.findings)
-		data, _, ok := b.read(s, name, limit)
-		if !ok {
-			return nil, false
-		}
-		v, err := parse(data)
-		if err != nil {
-			if legacyNote != "" {
-				s.addFinding(name, legacyNote, err)
-			} else {
-				s.addFinding(name, "%v", err)
-			}
-			return nil, false
-		}
-		if len(s.findings) == before {
-			s.cache[name] = v
-		}
-		s.register(name, v)
-		return v, true
+	// Each kind, in the table's order, checked against the kinds before it.
+	ld := &loader{s: s, b: b, cache: cache}
+	for _, k := range fileKinds {
+		k.check(s, byKind[k], ld)
 	}
-
-	// The manifest.
-	if !hasManifest {
-		s.addFinding(manifestName, "missing run manifest")
-	} else if v, ok := load(manifestName, maxManifestBytes, func(b []byte) (any, error) { return parseManifest(b) }, ""); ok {
-		mi := v.(manifestInfo)
-		s.manifest = &mi
-	}
-
-	// The plan's file list (runs written since plan.json exists).
-	if hasPlan {
-		if v, ok := load(planName, maxPlanBytes, func(b []byte) (any, error) {
-			files, d, err := parsePlanList(b)
-			return planList{files, d}, err
-		}, ""); ok {
-			pl := v.(planList)
-			switch {
-			case s.manifest == nil:
-			case pl.digest != s.manifest.planDigest:
-				s.addFinding(planName, "does not match plan_digest of run.json (edited)")
-			default:
-				s.planFiles = pl.files
-			}
-		}
-	}
-
-	// The entries: contiguous numbering, each self-verified, then the chain.
-	prevDigest := s.lastDigest()
-	prevName := manifestName
-	legacy := s.manifest != nil && s.manifest.legacy
-	legacyNote := ""
-	if legacy {
-		legacyNote = "legacy 429 without verifiable timing (%v)"
-	}
-	for i, name := range entryNames {
-		n, _ := parseEntryName(name)
-		if n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", entryName(i+1))
-		}
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseEntry(b) }, legacyNote)
-		if !ok {
-			prevDigest, prevName = "", name
-			continue
-		}
-		ef := v.(entryFile)
-		if ef.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", ef.Sequence)
-		}
-		if s.manifest != nil && ef.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
-		if prevDigest == "" || ef.PreviousDigest != prevDigest {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
-		if why := untimed(ef.entryBody); why != "" {
-			s.addFinding(name, "%s", why)
-		}
-		s.entries = append(s.entries, entryRec{name: name, entryFile: ef})
-		prevDigest, prevName = ef.EventDigest, name
-	}
-
-	// The commit receipts: self-verified, named after their file and
-	// round, bound to the plan.
-	for _, name := range receiptNames {
-		prefix, round, _ := parseReceiptName(name)
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReceipt(b) }, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		rf := v.(receiptFile)
-		if want := receiptNameRound(rf.FileDigest, max(rf.Round, 1)); want != name || rf.Round == 1 {
-			s.addFinding(name, "file_digest or round does not match the file name (renamed)")
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.manifest != nil && rf.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.receipts[rf.FileDigest] == nil {
-			s.receipts[rf.FileDigest] = map[int]receiptFile{}
-		}
-		s.receipts[rf.FileDigest][round] = rf
-	}
-
-	// The part receipts: per file, numbered from 0001 without gaps and
-	// chained, self-verified, bound to the plan.
-	for _, name := range partNames {
-		prefix, n, _ := parsePartName(name)
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parsePart(b) }, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		pf := v.(partFile)
-		prior := s.parts[pf.FileDigest]
-		switch {
-		case fileHex(pf.FileDigest) != prefix || pf.Part != n:
-			s.addFinding(name, "file_digest or part number does not match the file name (renamed)")
-		case n != len(prior)+1:
-			s.addFinding(name, "numbering not contiguous: %s is missing", partName(pf.FileDigest, len(prior)+1))
-		case n > 1 && pf.PreviousDigest != prior[n-2].PartDigest:
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prior[n-2].name)
-		case s.manifest != nil && pf.PlanDigest != s.manifest.planDigest:
-			s.addFinding(name, "plan_digest differs from run.json")
-		case !s.inPlan(pf.FileDigest):
-			s.addFinding(name, "names a file outside plan.json")
-		default:
-			s.parts[pf.FileDigest] = append(prior, partRec{name: name, partFile: pf})
-			continue
-		}
-		s.badFiles[prefix] = name
-	}
-
-	// The reviews: contiguous, chained, and each about a file that its
-	// evidence shows was unknown.
-	prevName = manifestName
-	for i, name := range reviewNames {
-		n, _ := parseReviewName(name)
-		if n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", reviewName(i+1))
-		}
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReview(b) }, "")
-		if !ok {
-			prevName = name
-			continue
-		}
-		rv := v.(reviewFile)
-		if rv.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", rv.Sequence)
-		}
-		if s.manifest != nil && rv.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
-		if rv.PreviousDigest != s.lastReviewDigest() || prevName != s.lastReviewName() {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
-		if why := s.reviewProblem(rv.reviewBody); why != "" {
-			s.addFinding(name, "%s", why)
-			prevName = name
-			continue // a review that does not hold never takes a file out of unknown
-		}
-		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
-		prevName = name
-	}
-
-	// A commit receipt of a round after the first needs the reupload
-	// review that opened the round; every receipt names a planned file.
-	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
-		rounds := s.receipts[d]
-		reuploads := 0
-		for _, r := range s.reviews {
-			if r.FileDigest == d && r.Decision == DecisionReupload {
-				reuploads++
-			}
-		}
-		for _, round := range slices.Sorted(maps.Keys(rounds)) {
-			name := receiptNameRound(d, round)
-			switch {
-			case round > 1+reuploads:
-				s.addFinding(name, "round %d without the reupload review that opens it", round)
-			case !s.inPlan(d):
-				s.addFinding(name, "names a file outside plan.json")
-			default:
-				continue
-			}
-			s.badFiles[fileHex(d)] = name
-		}
-	}
-
-	// The run's sequence: what a deleted record leaves missing.
-	listed := make(map[string]bool, len(des))
-	for _, de := range des {
-		listed[de.name] = true
-	}
-	before := len(s.findings)
-	s.checkSequence(listed, func(name string) (headFile, bool) {
-		if _, cached := cache[name]; !cached && s.pending {
-			// A write in progress (the marker) replaces the head: one
-			// listed a moment ago may be gone. That is no finding.
-			if _, _, ok := b.read(nil, name, maxRecordBytes); !ok {
-				return headFile{}, false
-			}
-		}
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseHead(b) }, "")
-		if !ok {
-			return headFile{}, false
-		}
-		return v.(headFile), true
-	})
-	s.seqBroken = len(s.findings) > before
 
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
@@ -744,7 +508,8 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 }
 
 // Verify checks the run directory dir without changing it and returns every
-// finding, one per problem: the directory's mode and file count (at most
+// finding, one per problem (each kind of file as its entry of the table
+// fileKinds says): the directory's mode and file count (at most
 // [MaxFiles]); unexpected, non-regular, oversized or non-private files; the
 // manifest (version, canonical form, digest); the entries (numbering
 // backoff-0001.json onwards without gaps, at most [MaxEntries], canonical
