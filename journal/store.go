@@ -451,13 +451,13 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
 	}
+	if ctx == nil {
+		return nil, errors.New("journal: open: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	if d, ok := st.(*dirStore); ok {
-		return open(d.dir, create, opts)
-	}
-	return openBackend(newStoreBackend(st), create, opts)
+	return openBackend(backendOf(st), create, opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
@@ -480,13 +480,26 @@ func WithPendingWait(d time.Duration) Option {
 // finding, without changing it. Its error means st cannot be listed or
 // holds no run (errors.Is(err, fs.ErrNotExist)).
 func InspectStore(ctx context.Context, st Store) (Summary, error) {
+	if st == nil {
+		return Summary{}, errors.New("journal: nil Store")
+	}
+	if ctx == nil {
+		return Summary{}, errors.New("journal: inspect: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
 	}
-	if d, ok := st.(*dirStore); ok {
-		return Inspect(d.dir)
+	return inspect(backendOf(st))
+}
+
+// backendOf is the journal's view of st: st itself when it has the
+// journal's richer view (the local directory: file types and modes), else
+// the adapter of the four Store operations.
+func backendOf(st Store) backend {
+	if b, ok := st.(backend); ok {
+		return b
 	}
-	return inspect(newStoreBackend(st))
+	return newStoreBackend(st)
 }
 
 func newStoreBackend(st Store) *storeBackend {

@@ -42,4 +42,13 @@ func TestZeroJournalIsRefused(t *testing.T) {
 	var nilCtx context.Context
 	require.Error(t, j.Admit(nilCtx, time.Now()))
 	require.Error(t, j.Begin(nilCtx, getReq(t)))
+	_, err := OpenStore(nilCtx, newMemStore())
+	require.Error(t, err)
+	_, err = OpenStore(context.Background(), nil)
+	require.Error(t, err)
+	var typedNil *memStore
+	_, err = InspectStore(context.Background(), nil)
+	require.Error(t, err)
+	_, err = InspectStore(nilCtx, typedNil)
+	require.Error(t, err)
 }

@@ -77,6 +77,9 @@ func ClientOptions() *container.ClientOptions {
 // String names the run in messages: the container's URL without its query
 // (no SAS) and the prefix.
 func (s *Store) String() string {
+	if s.zero() {
+		return "blobjournal: no container"
+	}
 	u := s.c.URL()
 	if i := strings.IndexByte(u, '?'); i >= 0 {
 		u = u[:i]
@@ -121,6 +124,15 @@ func (e *Error) Error() string {
 // Unwrap returns fs.ErrExist or fs.ErrNotExist when one applies.
 func (e *Error) Unwrap() error { return e.kind }
 
+// zero reports whether s is nil or has no container client (New(nil, …)
+// or the zero Store): every method then fails with an *Error, never a
+// panic.
+func (s *Store) zero() bool { return s == nil || s.c == nil }
+
+func errZero(op, name string) error {
+	return &Error{Op: op, Name: name, Transport: "no container client (use blobjournal.New with a container.Client)"}
+}
+
 func (s *Store) fail(op, name string, err error) error {
 	e := &Error{Op: op, Name: name}
 	var re *azcore.ResponseError
@@ -153,6 +165,9 @@ func (s *Store) fail(op, name string, err error) error {
 // Create uploads data as the block blob prefix+name with If-None-Match: *
 // and its Content-MD5, and returns its ETag.
 func (s *Store) Create(ctx context.Context, name string, data []byte) (string, error) {
+	if s.zero() {
+		return "", errZero("create", name)
+	}
 	sum := md5.Sum(data)
 	anyTag := azcore.ETagAny
 	resp, err := s.c.NewBlockBlobClient(s.prefix+name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
@@ -171,6 +186,9 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) (string, e
 // Read downloads at most limit+1 bytes of prefix+name and returns them
 // with the blob's ETag.
 func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
+	if s.zero() {
+		return nil, "", errZero("read", name)
+	}
 	resp, err := s.c.NewBlobClient(s.prefix+name).DownloadStream(ctx, &blob.DownloadStreamOptions{
 		Range: blob.HTTPRange{Offset: 0, Count: limit + 1},
 	})
@@ -195,6 +213,9 @@ func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, str
 
 // List lists at most limit blob names under the prefix, without it.
 func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
+	if s.zero() {
+		return nil, errZero("list", "")
+	}
 	var out []string
 	max := int32(min(limit, 5000))
 	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &s.prefix, MaxResults: &max})
@@ -217,6 +238,9 @@ func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
 // for "a/b/" the container's "a/run.json", then "run.json" — or "" when
 // none does, so that journal.OpenStore refuses a run inside another.
 func (s *Store) EnclosingRun(ctx context.Context) (string, error) {
+	if s.zero() {
+		return "", errZero("read", "run.json")
+	}
 	p := strings.TrimSuffix(s.prefix, "/")
 	for p != "" {
 		i := strings.LastIndexByte(p, '/')
@@ -248,6 +272,9 @@ var _ journal.Enclosing = (*Store)(nil)
 // Remove deletes prefix+name with If-Match: version. A blob changed or
 // gone since is not deleted: the error says so (412 or 404).
 func (s *Store) Remove(ctx context.Context, name, version string) error {
+	if s.zero() {
+		return errZero("remove", name)
+	}
 	if version == "" {
 		return &Error{Op: "remove", Name: name, Transport: "no version to match (refused: an unconditional delete)"}
 	}

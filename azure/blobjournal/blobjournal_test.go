@@ -256,3 +256,30 @@ func TestEnclosingRun(t *testing.T) {
 		t.Fatalf("EnclosingRun = %q, %v after %v", outer, err, s.seen)
 	}
 }
+
+// A nil *Store, the zero Store and New(nil, …) fail every method with an
+// *Error, never a panic.
+func TestZeroStore(t *testing.T) {
+	for name, st := range map[string]*Store{"nil": nil, "zero": {}, "New(nil)": New(nil, "p/")} {
+		ctx := context.Background()
+		var be *Error
+		if _, err := st.Create(ctx, "run.json", []byte("x")); !errors.As(err, &be) {
+			t.Errorf("%s: Create = %v", name, err)
+		}
+		if _, _, err := st.Read(ctx, "run.json", 10); !errors.As(err, &be) {
+			t.Errorf("%s: Read = %v", name, err)
+		}
+		if _, err := st.List(ctx, 10); !errors.As(err, &be) {
+			t.Errorf("%s: List = %v", name, err)
+		}
+		if err := st.Remove(ctx, "pending-request.json", `"1"`); !errors.As(err, &be) {
+			t.Errorf("%s: Remove = %v", name, err)
+		}
+		if _, err := st.EnclosingRun(ctx); !errors.As(err, &be) {
+			t.Errorf("%s: EnclosingRun = %v", name, err)
+		}
+		if st.String() == "" {
+			t.Errorf("%s: String empty", name)
+		}
+	}
+}
