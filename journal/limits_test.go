@@ -71,3 +71,31 @@ func TestUnrepresentableRestrictionIsRecorded(t *testing.T) {
 		})
 	}
 }
+
+// no-replay-of-unknown: after a part's 429 the Journal that sent it lets
+// only the queue-429 re-send of that part follow (attempt 2 naming its
+// entry); once the re-send is accepted, the upload goes on to its commit.
+// Any other send of the file in between is refused.
+func TestOnlyTheQueueResendFollowsA429(t *testing.T) {
+	j, clk := newRun(t)
+	part := WithUploadPart(context.Background(), "a.bin")
+	commit := WithUpload(context.Background(), "a.bin")
+	d := record429(t, j, part, putReq(t), secs(1), timing(t0, 1))
+	clk.Set(t0.Add(time.Second))
+	again := putReq(t)
+	require.ErrorIs(t, j.Begin(part, again), ErrReplay, "a new attempt 1 of the part")
+	require.ErrorIs(t, j.Begin(commit, again), ErrReplay, "the commit before the part was accepted")
+	wrong := putReq(t)
+	wrong.Attempt, wrong.ResendOf = 2, digestOf([]byte("another entry"))
+	require.Error(t, j.Begin(part, wrong), "a re-send naming another entry")
+	resend := putReq(t)
+	resend.Attempt, resend.ResendOf = 2, d
+	require.NoError(t, j.Begin(part, resend))
+	require.NoError(t, j.Complete(part, resend, ok201("p")))
+	require.NoError(t, j.Begin(commit, putReq(t)), "the accepted part continues the upload")
+	require.NoError(t, j.Complete(commit, putReq(t), ok201("c")))
+	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, FileAcked, c.Files[0].State)
+	require.ErrorIs(t, j.Begin(commit, putReq(t)), ErrReplay, "acked: never again")
+}
