@@ -11,9 +11,12 @@
 // pending-request.json). Every blob is created with If-None-Match: * (it
 // never replaces one that exists) and carries the MD5 of its content for
 // the service to check; the journal checks each record's own digest when it
-// reads it, as on disk. The pending marker, the only blob ever deleted, is
-// deleted with If-Match on the ETag its creation returned, so that a worker
-// never deletes another's marker.
+// reads it, as on disk. The pending marker is deleted with If-Match on the
+// ETag its creation returned, so that a worker never deletes another's
+// marker; the run's head (head-NNNN.json), the only other blob ever
+// deleted, with If-Match on the ETag read just before, once a newer head
+// replaced it. A prefix that lies inside another run's prefix is refused
+// by journal.OpenStore ([Store.EnclosingRun]).
 //
 // The store's requests must not pass through the run's read-recovery
 // transport (shared-runs): build the container client with [ClientOptions] (a
