@@ -30,7 +30,7 @@
 // four (marker, entry or receipt, the new head and its temporary file), so
 // Begin refuses with a *[FullError] (journal-full, [ErrLimit]) — before any
 // network access — a run holding 200 entries or more than 999 files. A new
-// run (manifest, plan.json and the head) can thus hold 200 entries and 798
+// run (manifest, plan.json and the head) can thus hold 200 entries and 797
 // receipts, part receipts and reviews.
 //
 // # Deletion
