@@ -148,6 +148,15 @@
 // later --not-before. Then `review --file ID --decision …` decides the
 // file as usual. A review that fails to write leaves nothing that blocks.
 //
+// A backoff entry without timing (a Retry-After beyond the end of year
+// 9999, an oversized field) leaves the run unresolved, since nobody knows
+// how long the server asked to wait. An operator who knows records
+// `readrecovery journal review DIR --restriction backoff-NNNN.json
+// --not-before UNIX --note TEXT` ([Journal.ReviewRestriction]): an
+// immutable review bound to the entry's event digest; the run then waits
+// until that time (at least 30 s away). A run that fails verification has
+// no review: its evidence cannot be trusted.
+//
 // # Nesting
 //
 // Runs never nest (no-nesting): [Open] and [OpenStore] refuse ([ErrNested])

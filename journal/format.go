@@ -745,6 +745,10 @@ type reviewBody struct {
 	// canonical form. A pending review's file_digest is "": the file is
 	// the marker's.
 	Marker *markerEvidence `json:"marker,omitempty"`
+	// Restriction is set for a restriction review (decision
+	// "restriction") only: the operator's bound on an entry whose
+	// restriction has no timing.
+	Restriction *restrictionEvidence `json:"restriction,omitempty"`
 	// Run links the record into the run's one sequence of records
 	// (deletion-detected); omitted in records written before it existed.
 	Run *runLink `json:"run,omitempty"`
@@ -768,6 +772,15 @@ type markerEvidence struct {
 	FileDigest   string `json:"file_digest"`
 	Part         bool   `json:"part"`
 	BegunAtUTC   int64  `json:"begun_at_utc"`
+	NotBeforeUTC int64  `json:"not_before_utc"`
+}
+
+// restrictionEvidence is what a restriction review binds: the backoff
+// entry without timing (by name and event digest) and the not-before the
+// operator gives it, at least the review time plus the 30 s wait ceiling.
+type restrictionEvidence struct {
+	Entry        string `json:"entry"`
+	EventDigest  string `json:"event_digest"`
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
@@ -864,8 +877,25 @@ func parseReview(data []byte) (reviewFile, error) {
 		if err := validMarkerEvidence(r); err != nil {
 			return reviewFile{}, err
 		}
+		if r.Restriction != nil {
+			return reviewFile{}, errors.New("restriction is set on a pending review")
+		}
 	case r.Marker != nil:
 		return reviewFile{}, errors.New("marker is set on a review that is not pending")
+	case r.Decision == DecisionRestriction:
+		rs := r.Restriction
+		switch {
+		case rs == nil:
+			return reviewFile{}, errors.New("a restriction review without its restriction")
+		case r.FileDigest != "":
+			return reviewFile{}, errors.New("a restriction review names no file")
+		case !isRecordName(rs.Entry) || !isDigest(rs.EventDigest):
+			return reviewFile{}, errors.New("restriction does not name an entry and its event digest")
+		case rs.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max:
+			return reviewFile{}, fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, pendingWaitSeconds)
+		}
+	case r.Restriction != nil:
+		return reviewFile{}, errors.New("restriction is set on a review of a file")
 	case !isDigest(r.FileDigest):
 		return reviewFile{}, errors.New("file_digest is not a sha256 digest")
 	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:

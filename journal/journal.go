@@ -883,6 +883,7 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		s.cache[name] = entryFile{e, digest}
 		s.files++
 		if why := untimed(e); why != "" {
+			s.untimed = append(s.untimed, name)
 			s.addFinding(name, "%s", why)
 		}
 	}

@@ -237,8 +237,10 @@ func checkEntries(s *snapshot, names []string, ld *loader) {
 		if prevDigest == "" || ef.PreviousDigest != prevDigest {
 			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
 		}
-		if why := untimed(ef.entryBody); why != "" {
-			s.addFinding(name, "%s", why)
+		if untimed(ef.entryBody) != "" {
+			// A finding unless a restriction review bounds it (checked
+			// with the reviews).
+			s.untimed = append(s.untimed, name)
 		}
 		s.entries = append(s.entries, entryRec{name: name, entryFile: ef})
 		prevDigest, prevName = ef.EventDigest, name
@@ -337,6 +339,17 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 		}
 		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
 		prevName = name
+	}
+	// An entry without timing is unresolved until a restriction review
+	// bounds it.
+	for _, name := range s.untimed {
+		if !s.bounded(name) {
+			for _, e := range s.entries {
+				if e.name == name {
+					s.addFinding(name, "%s", untimed(e.entryBody))
+				}
+			}
+		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
 		rounds := s.receipts[d]

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
@@ -243,4 +244,65 @@ func TestInFlightFilesAreNeverEligible(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FileAcked, c.Files[0].State)
 	assert.Equal(t, 0, c.Count(FileInFlight))
+}
+
+// restriction-review: the way out of an entry without timing (a
+// Retry-After beyond the representable bound, here): unresolved until an
+// operator bounds it; then waiting until the given not-before, elapsed
+// after it, verify clean, the entry's file still unknown. An entry with
+// its own timing, one bounded already, or a not-before sooner than the
+// review time + 30 s are refused.
+func TestRestrictionReview(t *testing.T) {
+	j, clk := newRun(t)
+	ctx := WithUpload(context.Background(), "a.bin")
+	require.NoError(t, j.Begin(ctx, putReq(t)))
+	_, err := j.Backoff(ctx, putReq(t), out429("r"), secs(300000000000), &readrecovery.RetryAfterTiming{ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 300000000000, ServerDelaySeconds: 300000000000})
+	require.NoError(t, err)
+	require.Equal(t, Unresolved, reopen(t, j.Dir(), t0.Add(time.Hour)).Status(t0.Add(time.Hour)).State)
+
+	clk.Set(t0.Add(time.Hour))
+	at := t0.Add(time.Hour).Unix()
+	for _, tc := range []struct {
+		entry string
+		nb    int64
+	}{{"backoff-0002.json", at + 600}, {"receipt-x.json", at + 600}, {"backoff-0001.json", at + 29}} {
+		_, err := j.ReviewRestriction(context.Background(), tc.entry, "", tc.nb)
+		require.ErrorIs(t, err, ErrReview, "%+v", tc)
+	}
+	rec, err := j.ReviewRestriction(context.Background(), "backoff-0001.json", "the service's support: 10 minutes", at+600)
+	require.NoError(t, err)
+	assert.Equal(t, DecisionRestriction, rec.Decision)
+	assert.Equal(t, "review-0001.json", rec.Name)
+	_, err = j.ReviewRestriction(context.Background(), "backoff-0001.json", "", at+900)
+	require.ErrorIs(t, err, ErrReview, "bounded already")
+
+	st := reopen(t, j.Dir(), time.Unix(at, 0)).Status(time.Unix(at, 0))
+	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at, NotBeforeUTC: at + 600, ServerDelaySeconds: 600, RemainingSeconds: 600,
+		Reason: "review-0001.json: restriction review of backoff-0001.json, whose server restriction has no timing: waits 600 s until not_before_utc"}, st)
+	later := reopen(t, j.Dir(), time.Unix(at+600, 0))
+	assert.Equal(t, Elapsed, later.Status(time.Unix(at+600, 0)).State)
+	c, err := later.PlanContinuation(plan3, NewApproval, time.Unix(at+600, 0))
+	require.NoError(t, err)
+	assert.Equal(t, FileUnknown, c.Files[0].State, "the file met 429: unknown")
+	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
+	fs, err := Verify(j.Dir())
+	require.NoError(t, err)
+	assert.Empty(t, fs)
+
+	// Edited, the review bounds nothing: both are findings.
+	p := filepath.Join(j.Dir(), "review-0001.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), "10 minutes", "10 seconds", 1)), 0o600))
+	fs, err = Verify(j.Dir())
+	require.NoError(t, err)
+	require.Len(t, fs, 2)
+	assert.Equal(t, "review-0001.json", fs[0].File)
+	assert.Equal(t, "backoff-0001.json", fs[1].File)
+
+	// An entry with its own timing needs no bound.
+	dir := filepath.Join(t.TempDir(), "run")
+	writeRun(t, dir, plan3, t0, []int64{5}, nil)
+	_, err = reopen(t, dir, t0).ReviewRestriction(context.Background(), "backoff-0001.json", "", t0.Unix()+600)
+	require.ErrorIs(t, err, ErrReview)
 }

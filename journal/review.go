@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -31,6 +32,10 @@ const (
 	// ([Journal.ReviewPending]): the abandoned marker it names no longer
 	// blocks, its file is unknown, and the run waits.
 	DecisionPending Decision = "pending"
+	// DecisionRestriction is the decision of a restriction review
+	// ([Journal.ReviewRestriction]): a backoff entry without timing is
+	// bounded by the operator's not-before, and the run waits until then.
+	DecisionRestriction Decision = "restriction"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -222,6 +227,22 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		// A pending review resolves a marker: it needs no record of the
 		// file (the marker was the only one).
 		return ""
+	}
+	if rs := r.Restriction; rs != nil {
+		for _, e := range s.entries {
+			if e.name == rs.Entry && e.EventDigest == rs.EventDigest {
+				if untimed(e.entryBody) == "" {
+					return "bounds " + rs.Entry + ", which has its own timing"
+				}
+				for _, p := range s.reviews {
+					if p.Restriction != nil && p.Restriction.EventDigest == rs.EventDigest {
+						return "bounds " + rs.Entry + " again (" + p.name + " did)"
+					}
+				}
+				return ""
+			}
+		}
+		return "names an entry that is not on disk (" + rs.Entry + ")"
 	}
 	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
 		return "" // a pending review made the file unknown
@@ -422,4 +443,125 @@ func (j *Journal) removeResolved(s *snapshot) error {
 	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingVersion, s.pendingResolved = false, "", "", "", "", ""
 	s.files--
 	return nil
+}
+
+// ReviewRestriction bounds a backoff entry whose restriction has no timing
+// (a Retry-After beyond the representable bound, an oversized or overlong
+// field the parser could not time, a legacy 429): such an entry leaves the
+// run unresolved for good, since nobody knows how long the server asked
+// to wait. An operator who knows (the service's documentation, its
+// support) appends an immutable review-NNNN.json (decision
+// "restriction", chained like every review) that names the entry by name
+// and event digest and gives its not-before, notBefore in Unix seconds, at
+// least the review time plus the 30 s wait ceiling. It deletes and edits
+// no record; the run is then waiting until notBefore, and the entry's file
+// stays unknown (its upload met 429).
+//
+// Errors: [ErrReview] (wrapped) for an entry that is not on record or has
+// its own timing, an entry already bounded, or a notBefore too early or
+// not representable; a *RestrictedError when the run has any finding but
+// entries without timing, or another request's marker; the context's
+// error while waiting for this Journal's request in flight; any other
+// error is a persistence failure (a review not written leaves nothing
+// behind that blocks).
+func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+	if j.zero() {
+		return ReviewRecord{}, errZero
+	}
+	if err := j.acquire(ctx); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+
+	var target entryRec
+	check := func() error {
+		s := j.snap
+		found := false
+		for _, e := range s.entries {
+			if e.name == entry {
+				target, found = e, true
+			}
+		}
+		now := j.clock.Now().Unix()
+		switch {
+		case !found:
+			return fmt.Errorf("%w: %s is not a backoff entry of the run", ErrReview, escapeName(entry))
+		case untimed(target.entryBody) == "":
+			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", ErrReview, entry, target.Timing.NotBeforeUTC)
+		case s.bounded(entry):
+			return fmt.Errorf("%w: %s is bounded by a review already", ErrReview, entry)
+		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
+			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", ErrReview, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
+		case len(s.reviews) >= maxReviews:
+			return full("%d reviews recorded, the most a run holds", len(s.reviews))
+		}
+		for _, f := range s.findings {
+			if !slices.Contains(s.untimed, f.File) {
+				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+			}
+		}
+		return nil
+	}
+	j.refreshLocked()
+	if err := j.checkLimits(); err != nil {
+		return ReviewRecord{}, err
+	}
+	if err := check(); err != nil {
+		return ReviewRecord{}, err
+	}
+	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
+	if err := j.claim(m); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { j.inflight = nil }()
+	j.refreshLocked()
+	if err := check(); err != nil {
+		return ReviewRecord{}, j.unclaim(err)
+	}
+	s := j.snap
+	rb := reviewBody{
+		ReviewVersion:  ReviewVersion,
+		Sequence:       len(s.reviews) + 1,
+		PlanDigest:     s.planDigest(),
+		PreviousDigest: s.lastReviewDigest(),
+		Decision:       DecisionRestriction,
+		Reviewer:       osUser(),
+		ReviewedAtUTC:  j.clock.Now().Unix(),
+		Note:           sanitizeNote(note, maxNoteBytes),
+		Evidence:       s.evidence(""),
+		Restriction:    &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
+		Run:            s.nextLink(),
+	}
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		return ReviewRecord{}, j.unclaim(err)
+	}
+	name := reviewName(rb.Sequence)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
+	if err != nil && !linked {
+		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	}
+	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	s.reviews = append(s.reviews, rec)
+	s.cache[name] = rec.reviewFile
+	s.files++
+	if err != nil {
+		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+	}
+	// The entry's finding goes with the review.
+	kept := s.findings[:0]
+	for _, f := range s.findings {
+		if f.File != target.name {
+			kept = append(kept, f)
+		}
+	}
+	s.findings = kept
+	if err := j.clearMarker(); err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return rec.record(), fmt.Errorf("journal: review: %w", err)
+	}
+	return rec.record(), nil
 }

@@ -102,6 +102,8 @@ type snapshot struct {
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
 	leftovers []Finding
+	// untimed are the entries without usable timing, by name.
+	untimed []string
 	// seq holds the records that carry a run link, by sequence number
 	// (deletion-detected); lastSeq is the highest; heads are the names of the
 	// heads listed (the highest is the one that counts).
@@ -283,6 +285,16 @@ func (s *snapshot) allFindings() []Finding {
 }
 
 const pendingProblem = "unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"
+
+// bounded reports whether a restriction review bounds the entry name.
+func (s *snapshot) bounded(name string) bool {
+	for _, r := range s.reviews {
+		if r.Restriction != nil && r.Restriction.Entry == name {
+			return true
+		}
+	}
+	return false
+}
 
 // blocking reports whether a pending marker exists that no pending review
 // resolves.

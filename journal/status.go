@@ -21,8 +21,15 @@ const (
 	// eligible uploads may proceed (see [Journal.PlanContinuation]).
 	Elapsed State = "elapsed"
 	// Unresolved: the journal cannot bound the restriction in time, or
-	// cannot be trusted. Network access is blocked until an operator's
-	// review; no file timestamp, approval or edit repairs it.
+	// cannot be trusted. Network access is blocked; no file timestamp,
+	// approval or edit repairs it. The ways out, each keeping every
+	// record: an abandoned pending marker, [Journal.ReviewPending]
+	// (`journal review --pending`); an entry without timing,
+	// [Journal.ReviewRestriction] (`journal review --restriction`); a
+	// clock before a recorded receipt time, the clock's correction. A run
+	// that fails verification (an edited, deleted or foreign file) has no
+	// review: its evidence cannot be trusted, and the batch goes on in a
+	// new run after an operator's check.
 	Unresolved State = "unresolved"
 )
 
@@ -184,6 +191,12 @@ func (s *snapshot) restrictions() []restriction {
 			e.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds)})
 	}
 	for _, r := range s.reviews {
+		if rs := r.Restriction; rs != nil {
+			d := rs.NotBeforeUTC - r.ReviewedAtUTC
+			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, rs.NotBeforeUTC, d}, fmt.Sprintf(
+				"%s: restriction review of %s, whose server restriction has no timing: waits %d s until not_before_utc",
+				r.name, rs.Entry, d)})
+		}
 		if m := r.Marker; m != nil {
 			d := m.NotBeforeUTC - r.ReviewedAtUTC
 			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, m.NotBeforeUTC, d}, fmt.Sprintf(

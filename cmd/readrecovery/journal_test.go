@@ -480,3 +480,31 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 	code, _, _ = runJ("review", dir, "--pending", "--note", "again")
 	assert.Equal(t, 1, code, "no marker: nothing to resolve")
 }
+
+// restriction-review: `journal review DIR --restriction ENTRY --not-before
+// UNIX --note TEXT` bounds an entry without timing: exit 3, then status
+// waits until the given time; flags that do not fit are usage errors.
+func TestJournalReviewRestrictionCommand(t *testing.T) {
+	dir := fixture(t, readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong}, nil, false)
+	at(t, time.Now())
+	code, _, _ := runJ("status", dir)
+	require.Equal(t, 4, code)
+	for _, args := range [][]string{
+		{"review", dir, "--restriction", "backoff-0001.json", "--note", "x"},
+		{"review", dir, "--restriction", "backoff-0001.json", "--not-before", "99", "--note", "x", "--file", "a"},
+		{"review", dir, "--restriction", "backoff-0001.json", "--not-before", "99"},
+	} {
+		code, _, stderr := runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Contains(t, stderr, "usage:")
+	}
+	nb := time.Now().Unix() + 300
+	code, stdout, stderr := runJ("review", dir, "--restriction", "backoff-0001.json", "--not-before", strconv.FormatInt(nb, 10), "--note", "support: 5 min")
+	require.Equal(t, 3, code, stderr)
+	assert.Regexp(t, `^reviewed backoff-0001\.json: restriction by \S+ at \d+ \(review-0001\.json\); the run waits until not_before_utc `+strconv.FormatInt(nb, 10)+"\n$", stdout)
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 3, code, stdout)
+	assert.Contains(t, stdout, `"not_before_utc":`+strconv.FormatInt(nb, 10))
+	code, _, stderr = runJ("review", dir, "--restriction", "backoff-0001.json", "--not-before", strconv.FormatInt(nb, 10), "--note", "again")
+	assert.Equal(t, 1, code, stderr)
+}

@@ -343,6 +343,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	decision := fset.String("decision", "", "")
 	note := fset.String("note", "", "")
 	pending := fset.Bool("pending", false, "")
+	restriction := fset.String("restriction", "", "")
 	notBefore := fset.Int64("not-before", 0, "")
 	pos, err := parseInterleaved(fset, args)
 	if err != nil {
@@ -359,8 +360,14 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
 		return c.reviewPending(ctx, pos[0], *note, *notBefore, stdout, stderr)
+	case *restriction != "" && (*file != "" || *decision != ""):
+		return c.usageError(stderr, c.Sub+"review --restriction takes no --file or --decision")
+	case *restriction != "" && (*note == "" || *notBefore <= 0 || *notBefore > unixtime.Max):
+		return c.usageError(stderr, c.Sub+"review --restriction ENTRY needs --not-before UNIX and --note TEXT (where the bound comes from)")
+	case *restriction != "":
+		return c.reviewRestriction(ctx, pos[0], *restriction, *note, *notBefore, stdout, stderr)
 	case *notBefore != 0:
-		return c.usageError(stderr, c.Sub+"review --not-before goes with --pending")
+		return c.usageError(stderr, c.Sub+"review --not-before goes with --pending or --restriction")
 	case *file == "":
 		return c.usageError(stderr, c.Sub+"review needs --file ID")
 	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
@@ -377,6 +384,29 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case err == nil:
 		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 		return 0
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		return 4
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		return 1
+	}
+}
+
+// reviewRestriction runs `review RUN --restriction ENTRY --not-before UNIX
+// --note TEXT`.
+func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string, notBefore int64, stdout, stderr io.Writer) int {
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	rec, err := j.ReviewRestriction(ctx, entry, note, notBefore)
+	var re *journal.RestrictedError
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
+			escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
+		return 3 // waiting
 	case errors.As(err, &re):
 		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
 		return 4

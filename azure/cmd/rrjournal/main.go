@@ -42,6 +42,10 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
       resolve an abandoned pending-request.json (a killed worker: make sure none still sends it); keeps
       every record, makes the marker's file unknown, and the run waits 30 s or until --not-before;
       exit 3 recorded (the run waits), 1 refused (no marker), 4 the run has other findings
+  rrjournal review RUN --restriction ENTRY --not-before UNIX --note TEXT
+      bound a backoff entry whose restriction has no timing (a Retry-After beyond year 9999, an
+      oversized field): the run waits until --not-before (at least 30 s from now); keeps every record;
+      exit 3 recorded, 1 refused, 4 the run has other findings
 exit 2: usage error, no connection string, or RUN missing, unreadable or not a journal run
 `
 
