@@ -141,6 +141,11 @@ func (m *markerSeer) RoundTrip(req *http.Request) (*http.Response, error) {
 // is sent under the marker, its 429 becomes a backoff entry without file
 // provenance, and its 2xx leaves no receipt; nothing is sent unrecorded.
 func TestEveryMutationIsJournaled(t *testing.T) {
+	t.Run("without a Budget", func(t *testing.T) { testEveryMutationIsJournaled(t, false) })
+	t.Run("with a Budget", func(t *testing.T) { testEveryMutationIsJournaled(t, true) })
+}
+
+func testEveryMutationIsJournaled(t *testing.T, budget bool) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "run")
 		j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.csv"}}))
@@ -151,6 +156,9 @@ func TestEveryMutationIsJournaled(t *testing.T) {
 		seer := &markerSeer{base: srv.Transport(), dir: dir}
 		rt := readrecovery.New(seer)
 		ctx := readrecovery.WithJournal(context.Background(), j)
+		if budget {
+			ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("create"))
+		}
 
 		resp, err := send(t, rt, ctx, nil, "batch")
 		require.NoError(t, err)
@@ -165,6 +173,11 @@ func TestEveryMutationIsJournaled(t *testing.T) {
 		assert.Equal(t, int64(4), st.RemainingSeconds)
 
 		time.Sleep(4 * time.Second)
+		if budget {
+			// A new sequence: the first one's mutation met 429 (its repeat
+			// guard is the transport's, not the journal's).
+			ctx = readrecovery.WithBudget(readrecovery.WithJournal(context.Background(), j), readrecovery.NewBudget("create again"))
+		}
 		resp, err = send(t, rt, ctx, nil, "batch")
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.StatusCode)
