@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,8 @@ func TestRRJournalCommand(t *testing.T) {
 		t.Fatalf("verify: exit %d, %q", code, out)
 	}
 	code, out, _ = rrj("plan", "--json", runArg)
-	if code != 0 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":2,"reviewed":0,"unknown":1}`) {
+	if code != 3 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":2,"reviewed":0,"unknown":1}`) {
+		// plan exits with the run's state, as status does: 3 waiting.
 		t.Fatalf("plan: exit %d, %s", code, out)
 	}
 	code, out, errs := rrj("review", runArg, "--file", "f-001", "--decision", "skip", "--note", "checked by hand")
@@ -78,6 +80,36 @@ func TestRRJournalCommand(t *testing.T) {
 	if code != 0 || !strings.HasSuffix(out, "1 reviews\n") {
 		t.Fatalf("verify after review: exit %d, %q", code, out)
 	}
+
+	// pending-review on Blob Storage: a worker killed while f-002's
+	// upload was in flight leaves its marker; `rrjournal review --pending`
+	// is the way out: the run waits (exit 3), f-002 is unknown, and
+	// verify is clean.
+	// (The marker is written as a worker writes it: the run is waiting,
+	// so no Begin of this process would be allowed to make one.)
+	marker := `{"backoff_version":"1.0","method":"PUT","url_digest":"sha256:` + strings.Repeat("ab", 32) +
+		`","attempt":1,"resend_of":"","file_digest":"` + journal.FileDigest("f-002") + `","begun_at_utc":` +
+		strconv.FormatInt(now.Unix(), 10) + "}\n"
+	if _, err := st.Create(context.Background(), "pending-request.json", []byte(marker)); err != nil {
+		t.Fatal(err)
+	}
+	code, _, _ = rrj("status", runArg)
+	if code != 4 {
+		t.Fatalf("status with the dead worker's marker: exit %d, want 4", code)
+	}
+	code, out, errs = rrj("review", runArg, "--pending", "--note", "worker 3 killed")
+	if code != 3 || !strings.Contains(out, "(review-0002.json); file "+journal.FileDigest("f-002")+" (now unknown") {
+		t.Fatalf("review --pending: exit %d, %q %q", code, out, errs)
+	}
+	code, out, _ = rrj("plan", "--json", runArg)
+	if code != 3 || !strings.Contains(out, `"counts":{"acked":0,"never-attempted":1,"reviewed":1,"unknown":1}`) {
+		t.Fatalf("plan after review --pending: exit %d, %s", code, out)
+	}
+	code, out, _ = rrj("verify", runArg)
+	if code != 0 || !strings.HasSuffix(out, "2 reviews\n") {
+		t.Fatalf("verify after review --pending: exit %d, %q", code, out)
+	}
+
 	code, _, errs = rrj("status", r.container+"/nothing-here")
 	if code != 2 || !strings.Contains(errs, "no journal run") {
 		t.Fatalf("status of an empty prefix: exit %d, %q", code, errs)

@@ -34,7 +34,7 @@ func TestBlobJournalKill(t *testing.T) {
 	r.script.Add(fakeserver.RouteBlobPut, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)), fakeserver.Always(),
 		fakeserver.MatchPath(r.blobPath("kill/")))
 	rng := rand.New(rand.NewPCG(42, 12))
-	var withMarker, without429 int
+	var withMarker, without429, reviewed int
 	for trial := range killTrials {
 		prefix := fmt.Sprintf("kill/%02d/", trial)
 		st := blobjournal.New(storeClient(t, az.URL, r.container), prefix+"journal/")
@@ -91,9 +91,61 @@ func TestBlobJournalKill(t *testing.T) {
 		if pending != (state == journal.Unresolved) {
 			t.Errorf("trial %d: marker %v, state %s", trial, pending, state)
 		}
+		sent := map[string]int{}
+		for _, q := range dataPuts(r, prefix+"data/") {
+			if sent[q.Path]++; sent[q.Path] > 1 {
+				t.Errorf("trial %d: %s sent twice", trial, q.Path)
+			}
+		}
+		if pending {
+			reviewed += checkPendingReview(t, trial, fresh, st)
+		}
 	}
+	t.Logf("%d trials: %d pending reviews brought the run back to waiting, then elapsed, with the dead worker's file unknown", killTrials, reviewed)
 	if withMarker == 0 || withMarker == killTrials {
 		t.Errorf("%d of %d kills left the marker: the moments do not cover both sides", withMarker, killTrials)
 	}
 	t.Logf("%d trials: %d killed while the marker was held, %d before the first 429", killTrials, withMarker, without429)
+}
+
+// checkPendingReview is the way out of a killed worker's marker on a
+// Blob-backed run (pending-review): the review is written, the marker
+// removed, the run waiting until the review time + 30 s and elapsed then,
+// the marker's file unknown, and the run verifies clean. It returns 1 when
+// all of that held.
+func checkPendingReview(t *testing.T, trial int, j *journal.Journal, st *blobjournal.Store) int {
+	t.Helper()
+	rec, err := j.ReviewPending(context.Background(), fmt.Sprintf("trial %d: worker killed", trial), 0)
+	if err != nil || !rec.Removed {
+		t.Errorf("trial %d: ReviewPending = %+v, %v", trial, rec, err)
+		return 0
+	}
+	nb := time.Unix(rec.NotBeforeUTC, 0)
+	if s := j.Status(time.Now()); s.State != journal.Waiting || s.NotBeforeUTC != rec.NotBeforeUTC || rec.NotBeforeUTC < rec.ReviewedAtUTC+30 {
+		t.Errorf("trial %d: after the review: %+v (review %+v)", trial, s, rec)
+		return 0
+	}
+	if s := j.Status(nb); s.State != journal.Elapsed {
+		t.Errorf("trial %d: at not_before_utc: %+v", trial, s)
+		return 0
+	}
+	if rec.MarkerFileDigest != "" {
+		c, err := j.PlanContinuation(workerPlan(50), journal.NewApproval, nb)
+		if err != nil {
+			t.Errorf("trial %d: %v", trial, err)
+			return 0
+		}
+		for _, f := range c.Files {
+			if f.Digest == rec.MarkerFileDigest && f.State != journal.FileUnknown {
+				t.Errorf("trial %d: the dead worker's file is %s, want unknown", trial, f.State)
+				return 0
+			}
+		}
+	}
+	sum, err := journal.InspectStore(context.Background(), st)
+	if err != nil || len(sum.Findings) != 0 {
+		t.Errorf("trial %d: after the review: %+v, %v", trial, sum, err)
+		return 0
+	}
+	return 1
 }

@@ -96,3 +96,77 @@ func BenchmarkStagePart(b *testing.B) {
 		n++
 	}
 }
+
+// BenchmarkJournaledRequest measures one journaled upload (Begin, then
+// Complete with its commit receipt: marker, receipt, head, marker removed)
+// per store (the local directory with real fsyncs, and the in-memory
+// Store) and per number of workers: each worker is a Journal of its own
+// on the same run (WithPendingWait, as the workers of a shared run), so
+// the one pending marker serializes them. files/s is the run's rate. A
+// new run is made every 900 files (outside the timer).
+func BenchmarkJournaledRequest(b *testing.B) {
+	const perRun = 900
+	plan := manyFiles(perRun)
+	for _, store := range []string{"dir", "mem"} {
+		for _, workers := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("store=%s/workers=%d", store, workers), func(b *testing.B) {
+				open := func() []*Journal {
+					var st Store
+					if store == "dir" {
+						st = DirStore(filepath.Join(b.TempDir(), "run"))
+					} else {
+						st = newMemStore()
+					}
+					js := make([]*Journal, workers)
+					for w := range js {
+						j, err := OpenStore(context.Background(), st, WithPlan(plan), WithPendingWait(time.Minute))
+						if err != nil {
+							b.Fatal(err)
+						}
+						js[w] = j
+					}
+					return js
+				}
+				start := time.Now()
+				var paused time.Duration
+				for done := 0; done < b.N; {
+					n := min(perRun, b.N-done)
+					b.StopTimer()
+					t := time.Now()
+					js := open()
+					paused += time.Since(t)
+					b.StartTimer()
+					next := make(chan int, n)
+					for i := range n {
+						next <- i
+					}
+					close(next)
+					errs := make(chan error, workers)
+					for _, j := range js {
+						go func() {
+							for i := range next {
+								ctx := WithUpload(context.Background(), plan[i].ID)
+								if err := j.Begin(ctx, putReq(b)); err != nil {
+									errs <- err
+									return
+								}
+								if err := j.Complete(ctx, putReq(b), ok201("r")); err != nil {
+									errs <- err
+									return
+								}
+							}
+							errs <- nil
+						}()
+					}
+					for range js {
+						if err := <-errs; err != nil {
+							b.Fatal(err)
+						}
+					}
+					done += n
+				}
+				b.ReportMetric(float64(b.N)/(time.Since(start)-paused).Seconds(), "files/s")
+			})
+		}
+	}
+}

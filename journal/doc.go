@@ -18,6 +18,7 @@
 //	receipt-<32 hex>-r02.json … the commit receipt of a later upload round (after a reupload review)
 //	part-<32 hex>-0001.json …   one immutable part receipt per part of a file's upload, numbered per file
 //	review-0001.json …          one immutable review per operator decision, numbered without gaps
+//	head-NNNN.json              the run's head: names the last record of the run's sequence
 //
 // plan.json, part and review files, and rounds after the first exist since
 // the journal learnt multi-request uploads and reviews; a run written
@@ -26,10 +27,37 @@
 //
 // At most [MaxEntries] (200) entries and [MaxFiles] (1003) directory
 // entries, whatever they are, at every instant: a request needs room for
-// three (marker, temporary file, entry or receipt), so Begin refuses with
-// [ErrLimit] — before any network access — a run holding 200 entries or more
-// than 1000 files. A new run (manifest and plan.json) can thus hold 200
-// entries and 799 receipts, part receipts and reviews.
+// four (marker, entry or receipt, the new head and its temporary file), so
+// Begin refuses with a *[FullError] (journal-full, [ErrLimit]) — before any
+// network access — a run holding 200 entries or more than 999 files. A new
+// run (manifest, plan.json and the head) can thus hold 200 entries and 797
+// receipts, part receipts and reviews.
+//
+// # Deletion
+//
+// Every record written since runs have a head (backoff entries, commit
+// receipts, part receipts, reviews) carries "run":{"seq":N,"previous":
+// name,"previous_digest":…}: its place in the run's one sequence of
+// records, across kinds, and the name and digest of the record before it
+// (run.json and the manifest's digest for record 1). head-NNNN.json names
+// the last record by number, name and digest; it is written after the
+// record and replaces the one before (the only file besides the marker
+// that the journal removes). So removing any one record — the first, a
+// middle one or the last of its kind, the run's last record included — or
+// the head leaves a record that names a missing one, a head that names a
+// missing record, or a last record without a head: [Verify] names what is
+// missing and the run is unresolved (deletion-detected). A record written before
+// the head existed carries no "run" and keeps only the older checks
+// (numbering and chains of entries, parts and reviews).
+//
+// What the digests do not protect against: they detect a crash, a
+// truncated or edited file, a copied, reordered or single deleted file,
+// not a forger. Nothing in a run is secret, so an editor with write access
+// can recompute any digest: rewrite a record and every record after it,
+// delete the last record together with its head and write the head of the
+// one before, or remove a whole run. Keep the run where only its workers
+// and operators can write (a private directory; a container with scoped
+// credentials and, for Blob Storage, soft delete or versioning).
 //
 // # Formats
 //
@@ -83,8 +111,9 @@
 // request is sent. Begin claims the marker first and only then checks,
 // under it, the status, the plan and the file's records (SPEC journal-claim-then-check), so that
 // no other process can be authorised between a check and a send; a
-// refusal found under the claim removes the marker again. An entry or receipt is written to name.tmp (O_EXCL),
-// fsynced and closed, hard-linked to its final name (the link fails if the
+// refusal found under the claim removes the marker again. An entry or receipt is written to a
+// temporary file name.tmp-<16 random hex> (O_EXCL; a pattern only this
+// write uses), fsynced and closed, hard-linked to its final name (the link fails if the
 // name exists, so nothing is ever rewritten), the directory is fsynced, the
 // temporary file removed and the directory fsynced again; only then is the
 // marker removed and the directory fsynced. A crash at any step leaves
@@ -92,11 +121,47 @@
 // (crash-never-loses-restriction). Any failure of these steps is returned (a persistence failure,
 // persistence-failure-is-terminal) and leaves the Journal unresolved until the run is opened again.
 //
+// A temporary file is never a record and never a finding: it is another
+// worker's write in progress, which must not make a healthy run look
+// unresolved to the processes that share it. Every write that makes one
+// runs under the pending marker (or before the manifest exists), so a
+// writer that died is seen by its marker; a temporary file older than a
+// minute is listed apart by [Inspect] and `journal verify` as a leftover
+// of an interrupted write.
+//
 // Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
 // before it is read: a symbolic link, FIFO, device or directory under a
 // journal name is a finding (the run is unresolved), and nothing can make a
 // reader hang (hostile-directories). A directory that holds files but no journal name is
 // not a run ([ErrNotRun]): Open never writes into it.
+//
+// # The way out of an unresolved run
+//
+// A killed worker leaves its pending marker: the run is unresolved for
+// every worker. Once no worker is still sending that request, an operator
+// records `readrecovery journal review DIR --pending --note TEXT
+// [--not-before UNIX]` ([Journal.ReviewPending]): an immutable review bound
+// to the digest of the marker's bytes, which deletes or edits no record.
+// That marker then blocks nothing (it is removed, conditionally), the file
+// it names is unknown, and the run waits until the review time plus the
+// 30 s wait ceiling — the lost response's restriction is unknown — or the
+// later --not-before. Then `review --file ID --decision …` decides the
+// file as usual. A review that fails to write leaves nothing that blocks.
+//
+// A backoff entry without timing (a Retry-After beyond the end of year
+// 9999, an oversized field) leaves the run unresolved, since nobody knows
+// how long the server asked to wait. An operator who knows records
+// `readrecovery journal review DIR --restriction backoff-NNNN.json
+// --not-before UNIX --note TEXT` ([Journal.ReviewRestriction]): an
+// immutable review bound to the entry's event digest; the run then waits
+// until that time (at least 30 s away). A run that fails verification has
+// no review: its evidence cannot be trusted.
+//
+// # Nesting
+//
+// Runs never nest (no-nesting): [Open] and [OpenStore] refuse ([ErrNested])
+// a directory inside a run or holding one, and a store prefix inside a run
+// (a store that implements [Enclosing]) or listing another run's run.json.
 //
 // # States
 //
@@ -181,7 +246,9 @@
 // The command `readrecovery journal status DIR` prints the status as
 // {"file_batch":{"backoff":{…}}}; `readrecovery journal verify DIR` lists the
 // findings (names escaped) or says ok with the counts; `readrecovery
-// journal plan DIR` prints every planned file's class (--json for JSON);
+// journal plan DIR [--ids FILE]` prints every planned file's class (--json
+// for JSON), with each ID beside its digest when FILE lists the planned IDs;
 // `readrecovery journal review DIR --file ID --decision reupload|skip
-// --note TEXT` records a review.
+// --note TEXT` records a review, and `review DIR --pending --note TEXT`
+// resolves an abandoned marker.
 package journal

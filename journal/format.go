@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // BackoffVersion is the format version a new run declares in its manifest
@@ -37,11 +39,16 @@ const (
 	manifestName = "run.json"
 	planName     = "plan.json"
 	markerName   = "pending-request.json"
-	tempSuffix   = ".tmp"
+	// tempInfix and tempHexLen make the name of a durable write's
+	// temporary file: the final name, ".tmp-" and 16 random hex digits
+	// (see tempName). Only dirStore.put writes such names.
+	tempInfix    = ".tmp-"
+	tempHexLen   = 16
 	entryPrefix  = "backoff-"
 	receiptPref  = "receipt-"
 	partPref     = "part-"
 	reviewPrefix = "review-"
+	headPrefix   = "head-"
 	jsonSuffix   = ".json"
 	// receiptHexLen is the number of hex digits of the file identity digest
 	// in a receipt's name (128 bits).
@@ -70,8 +77,10 @@ const (
 )
 
 // footprint is the most directory entries one journaled request adds at its
-// peak: the pending marker, the temporary file and the entry or receipt.
-const footprint = 3
+// peak: the pending marker, the entry or receipt, and the run's new head
+// and its temporary file (the record's temporary file is removed before
+// the head's is created; the head it replaces is removed last).
+const footprint = 4
 
 func entryName(n int) string { return fmt.Sprintf("%s%04d%s", entryPrefix, n, jsonSuffix) }
 
@@ -79,7 +88,8 @@ func receiptName(fileDigest string) string { return receiptNameRound(fileDigest,
 
 // fileHex is the hex prefix of a file identity digest that names its files.
 func fileHex(fileDigest string) string {
-	return strings.TrimPrefix(fileDigest, digestPrefix)[:receiptHexLen]
+	h := strings.TrimPrefix(fileDigest, digestPrefix)
+	return h[:min(len(h), receiptHexLen)]
 }
 
 // receiptNameRound names the commit receipt of a file's upload round:
@@ -98,6 +108,21 @@ func partName(fileDigest string, n int) string {
 }
 
 func reviewName(n int) string { return fmt.Sprintf("%s%04d%s", reviewPrefix, n, jsonSuffix) }
+
+func headName(n int) string { return fmt.Sprintf("%s%04d%s", headPrefix, n, jsonSuffix) }
+
+// parseHeadName returns n for "head-NNNN.json".
+func parseHeadName(name string) (int, bool) {
+	if !strings.HasPrefix(name, headPrefix) || !strings.HasSuffix(name, jsonSuffix) {
+		return 0, false
+	}
+	d := strings.TrimSuffix(strings.TrimPrefix(name, headPrefix), jsonSuffix)
+	if len(d) != 4 || !allDigits(d) {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(d)
+	return n, n >= 1
+}
 
 // parseEntryName returns n for "backoff-NNNN.json" (exactly four digits).
 func parseEntryName(name string) (int, bool) {
@@ -161,15 +186,40 @@ func parseReviewName(name string) (int, bool) {
 	return n, true
 }
 
+// tempName returns a fresh name for the temporary file of a durable write
+// of final: final + ".tmp-" + 16 random hex digits. The random part keeps
+// two writers (two processes, two Journals) from ever meeting on one
+// temporary name.
+func tempName(final string) string {
+	var b [tempHexLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return final + tempInfix + hex.EncodeToString(b[:])
+}
+
+// parseTempName returns the record name of a temporary file of the durable
+// write path (see tempName); ok is false for any other name, "x.tmp" and
+// the temporary name of a non-record (the marker is created in place)
+// included.
+func parseTempName(name string) (final string, ok bool) {
+	i := len(name) - tempHexLen - len(tempInfix)
+	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) {
+		return "", false
+	}
+	final = name[:i]
+	if final == markerName || !isJournalName(final) {
+		return "", false
+	}
+	return final, true
+}
+
 // isJournalName reports whether name is a name the journal writes, or the
 // temporary file of one: a directory holding any of them is a run.
 func isJournalName(name string) bool {
-	name = strings.TrimSuffix(name, tempSuffix)
-	_, isEntry := parseEntryName(name)
-	_, _, isReceipt := parseReceiptName(name)
-	_, _, isPart := parsePartName(name)
-	_, isReview := parseReviewName(name)
-	return name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
+	if final, ok := parseTempName(name); ok {
+		name = final
+	}
+	k, _ := kindOf(name)
+	return k != nil || name == markerName
 }
 
 func allDigits(s string) bool {
@@ -298,6 +348,9 @@ type entryBody struct {
 	RetryAfter     retryAfterJSON `json:"retry_after"`
 	Timing         *timingJSON    `json:"timing"`
 	Provenance     provenance     `json:"provenance"`
+	// Run links the record into the run's one sequence of records
+	// (deletion-detected); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type entryFile struct {
@@ -323,6 +376,9 @@ type receiptBody struct {
 	// Round is the file's upload round when above 1 (after a reupload
 	// review); omitted for round 1, the only round before reviews existed.
 	Round int `json:"round,omitempty"`
+	// Run links the record into the run's one sequence of records
+	// (deletion-detected); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type receiptFile struct {
@@ -493,6 +549,9 @@ func parseReceipt(data []byte) (receiptFile, error) {
 	if err := validRequest(r.Method, r.URLDigest, r.Attempt, r.ResendOf); err != nil {
 		return receiptFile{}, err
 	}
+	if err := validLink(r.Run); err != nil {
+		return receiptFile{}, err
+	}
 	return rf, nil
 }
 
@@ -557,6 +616,9 @@ func validEntry(e entryBody) error {
 	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
 		return errors.New("provenance.file_digest is not a sha256 digest")
 	}
+	if err := validLink(e.Run); err != nil {
+		return err
+	}
 	return validRetryAfter(e.RetryAfter, e.Timing)
 }
 
@@ -581,7 +643,7 @@ func validRetryAfter(ra retryAfterJSON, t *timingJSON) error {
 		return fmt.Errorf("timing received_at_utc %d is not a positive Unix time", t.ReceivedAtUTC)
 	case t.ServerDelaySeconds < 0:
 		return fmt.Errorf("timing server_delay_seconds %d is negative", t.ServerDelaySeconds)
-	case t.ReceivedAtUTC > maxUnix-t.ServerDelaySeconds:
+	case t.ReceivedAtUTC > unixtime.Max-t.ServerDelaySeconds:
 		return errors.New("timing overflows Unix seconds")
 	case t.NotBeforeUTC != t.ReceivedAtUTC+t.ServerDelaySeconds:
 		return fmt.Errorf("timing not_before_utc %d is not received_at_utc + server_delay_seconds", t.NotBeforeUTC)
@@ -589,9 +651,17 @@ func validRetryAfter(ra retryAfterJSON, t *timingJSON) error {
 	return nil
 }
 
-// maxUnix bounds the Unix seconds the journal accepts, so that every timing
-// converts to a time.Time without overflow (year 9999).
-const maxUnix = 253402300799
+// representable reports whether a timing lies within the one bound on
+// representable times the parser, the journal and the command share
+// ([unixtime.Max], the end of year 9999): a timing beyond it is no timing
+// (the entry is kept without one and the run is unresolved), never a
+// failure to record the restriction.
+// An invalid timing (a negative delay, a not-before that is not received
+// plus delay) is not this: it is refused by validEntry.
+func representable(t *readrecovery.RetryAfterTiming) bool {
+	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
+		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
+}
 
 // untimed returns why an entry cannot bound its restriction in time (so the
 // run is unresolved), or "".
@@ -632,6 +702,9 @@ type partBody struct {
 	ETag           string `json:"etag"`
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
+	// Run links the record into the run's one sequence of records
+	// (deletion-detected); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type partFile struct {
@@ -667,12 +740,54 @@ type reviewBody struct {
 	ReviewedAtUTC  int64          `json:"reviewed_at_utc"`
 	Note           string         `json:"note"`
 	Evidence       reviewEvidence `json:"evidence"`
+	// Marker is set for a pending review (decision "pending") only, and
+	// omitted otherwise, so that reviews written before keep their
+	// canonical form. A pending review's file_digest is "": the file is
+	// the marker's.
+	Marker *markerEvidence `json:"marker,omitempty"`
+	// Restriction is set for a restriction review (decision
+	// "restriction") only: the operator's bound on an entry whose
+	// restriction has no timing.
+	Restriction *restrictionEvidence `json:"restriction,omitempty"`
+	// Run links the record into the run's one sequence of records
+	// (deletion-detected); omitted in records written before it existed.
+	Run *runLink `json:"run,omitempty"`
 }
 
 type reviewFile struct {
 	reviewBody
 	ReviewDigest string `json:"review_digest"`
 }
+
+// markerEvidence is what a pending review (pending-review) saw of the abandoned
+// marker it resolves: the digest of the marker's bytes (the review applies
+// to that marker only), what the marker names (empty when its content is
+// unreadable), and the not-before the run waits for: the review time plus
+// the 30 s wait ceiling, or the later time the operator gave, since the
+// lost response's restriction is unknown.
+type markerEvidence struct {
+	Digest       string `json:"digest"`
+	Method       string `json:"method"`
+	URLDigest    string `json:"url_digest"`
+	FileDigest   string `json:"file_digest"`
+	Part         bool   `json:"part"`
+	BegunAtUTC   int64  `json:"begun_at_utc"`
+	NotBeforeUTC int64  `json:"not_before_utc"`
+}
+
+// restrictionEvidence is what a restriction review binds: the backoff
+// entry without timing (by name and event digest) and the not-before the
+// operator gives it, at least the review time plus the 30 s wait ceiling.
+type restrictionEvidence struct {
+	Entry        string `json:"entry"`
+	EventDigest  string `json:"event_digest"`
+	NotBeforeUTC int64  `json:"not_before_utc"`
+}
+
+// pendingWaitSeconds is the least a pending review makes the run wait:
+// the 30 s wait ceiling of the policy, the longest restriction a lost
+// response could have carried that the run would have waited for.
+const pendingWaitSeconds = 30
 
 // ReviewVersion is the format version of a review entry.
 const ReviewVersion = "1.0"
@@ -724,6 +839,9 @@ func parsePart(data []byte) (partFile, error) {
 	if err := validRequest(p.Method, p.URLDigest, p.Attempt, p.ResendOf); err != nil {
 		return partFile{}, err
 	}
+	if err := validLink(p.Run); err != nil {
+		return partFile{}, err
+	}
 	return pf, nil
 }
 
@@ -755,15 +873,38 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("previous_digest is not a sha256 digest")
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
+	case r.Decision == DecisionPending:
+		if err := validMarkerEvidence(r); err != nil {
+			return reviewFile{}, err
+		}
+		if r.Restriction != nil {
+			return reviewFile{}, errors.New("restriction is set on a pending review")
+		}
+	case r.Marker != nil:
+		return reviewFile{}, errors.New("marker is set on a review that is not pending")
+	case r.Decision == DecisionRestriction:
+		rs := r.Restriction
+		switch {
+		case rs == nil:
+			return reviewFile{}, errors.New("a restriction review without its restriction")
+		case r.FileDigest != "":
+			return reviewFile{}, errors.New("a restriction review names no file")
+		case !isRecordName(rs.Entry) || !isDigest(rs.EventDigest):
+			return reviewFile{}, errors.New("restriction does not name an entry and its event digest")
+		case rs.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max:
+			return reviewFile{}, fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, pendingWaitSeconds)
+		}
+	case r.Restriction != nil:
+		return reviewFile{}, errors.New("restriction is set on a review of a file")
 	case !isDigest(r.FileDigest):
 		return reviewFile{}, errors.New("file_digest is not a sha256 digest")
 	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:
-		return reviewFile{}, fmt.Errorf("decision %q is not reupload or skip", r.Decision)
+		return reviewFile{}, fmt.Errorf("decision %q is not reupload, skip or pending", r.Decision)
 	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
 		return reviewFile{}, errors.New("reviewer is empty or not sanitized")
 	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
 		return reviewFile{}, errors.New("note is not sanitized")
-	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > maxUnix:
+	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
 		return reviewFile{}, fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
 	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
 		return reviewFile{}, errors.New("evidence entries and last_event_digest disagree")
@@ -774,7 +915,34 @@ func parseReview(data []byte) (reviewFile, error) {
 		ev.ReceiptDigest != "" && !isDigest(ev.ReceiptDigest):
 		return reviewFile{}, errors.New("evidence holds a digest that is not sha256")
 	}
+	if err := validLink(r.Run); err != nil {
+		return reviewFile{}, err
+	}
 	return rf, nil
+}
+
+// validMarkerEvidence checks the fields of a pending review.
+func validMarkerEvidence(r reviewBody) error {
+	m := r.Marker
+	switch {
+	case m == nil:
+		return errors.New("a pending review without its marker")
+	case r.FileDigest != "":
+		return errors.New("a pending review names its file in marker.file_digest only")
+	case !isDigest(m.Digest):
+		return errors.New("marker.digest is not a sha256 digest")
+	case m.FileDigest != "" && !isDigest(m.FileDigest):
+		return errors.New("marker.file_digest is not a sha256 digest")
+	case m.URLDigest != "" && !isDigest(m.URLDigest):
+		return errors.New("marker.url_digest is not a sha256 digest")
+	case m.Method != "" && m.Method != sanitizeNote(m.Method, 16):
+		return errors.New("marker.method is not sanitized")
+	case m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max:
+		return fmt.Errorf("marker.begun_at_utc %d is not a Unix time", m.BegunAtUTC)
+	case m.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || m.NotBeforeUTC > unixtime.Max:
+		return fmt.Errorf("marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, pendingWaitSeconds)
+	}
+	return nil
 }
 
 // parsePlanList parses plan.json: exactly the canonical
@@ -853,4 +1021,86 @@ func sanitizeOnce(s string, limit int) string {
 		s = strings.TrimRight(s[:len(s)-size], " ")
 	}
 	return s
+}
+
+// runLink is a record's place in the run's one sequence of records
+// (deletion-detected): every backoff entry, commit receipt, part
+// receipt and review written since carries its number (1, 2, …, without
+// gaps across the kinds) and the name and digest of the record before it
+// (run.json and the manifest's digest for record 1), and the last record
+// is named by the run's head (head-NNNN.json). So removing any one record
+// leaves a gap that the record after it names, or a head that names a
+// missing record, and removing the head leaves the last record without
+// one.
+type runLink struct {
+	Seq            int    `json:"seq"`
+	Previous       string `json:"previous"`
+	PreviousDigest string `json:"previous_digest"`
+}
+
+// maxRunSeq bounds the sequence numbers (the file limit bounds them first).
+const maxRunSeq = 9999
+
+func validLink(l *runLink) error {
+	switch {
+	case l == nil:
+		return nil
+	case l.Seq < 1 || l.Seq > maxRunSeq:
+		return fmt.Errorf("run.seq %d outside 1..%d", l.Seq, maxRunSeq)
+	case (l.Seq == 1) != (l.Previous == manifestName):
+		return errors.New("run.previous must be run.json exactly for record 1")
+	case l.Seq > 1 && !isRecordName(l.Previous):
+		return errors.New("run.previous is not a record's name")
+	case !isDigest(l.PreviousDigest):
+		return errors.New("run.previous_digest is not a sha256 digest")
+	}
+	return nil
+}
+
+// headBody is the canonical content of head-NNNN.json: the run's last
+// record, by sequence number, name and digest.
+type headBody struct {
+	HeadVersion  string `json:"head_version"`
+	Seq          int    `json:"seq"`
+	Record       string `json:"record"`
+	RecordDigest string `json:"record_digest"`
+}
+
+type headFile struct {
+	headBody
+	HeadDigest string `json:"head_digest"`
+}
+
+// HeadVersion is the format version of a run's head.
+const HeadVersion = "1.0"
+
+func encodeHead(h headBody) ([]byte, string, error) {
+	return seal(h, func(d string) any { return headFile{h, d} })
+}
+
+// parseHead parses and self-verifies a head.
+func parseHead(data []byte) (headFile, error) {
+	var hf headFile
+	if err := decodeStrict(data, &hf); err != nil {
+		return headFile{}, err
+	}
+	want, d, err := encodeHead(hf.headBody)
+	if err != nil {
+		return headFile{}, err
+	}
+	switch {
+	case d != hf.HeadDigest:
+		return headFile{}, errors.New("head_digest does not match the content (edited)")
+	case !bytes.Equal(want, data):
+		return headFile{}, errors.New("not in canonical form (edited)")
+	case hf.HeadVersion != HeadVersion:
+		return headFile{}, fmt.Errorf("unsupported head_version %q", hf.HeadVersion)
+	case hf.Seq < 1 || hf.Seq > maxRunSeq:
+		return headFile{}, fmt.Errorf("seq %d outside 1..%d", hf.Seq, maxRunSeq)
+	case !isRecordName(hf.Record):
+		return headFile{}, errors.New("record is not a record's name")
+	case !isDigest(hf.RecordDigest):
+		return headFile{}, errors.New("record_digest is not a sha256 digest")
+	}
+	return hf, nil
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -62,7 +63,7 @@ func fuzzBase(t testing.TB) (fstest.MapFS, time.Time) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, []int64{60}, []string{"a.bin"})
 	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
-	for _, n := range names(t, dir) {
+	for _, n := range allNames(t, dir) {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		require.NoError(t, err)
 		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}
@@ -179,7 +180,7 @@ func fuzzBaseNew(t testing.TB) (fstest.MapFS, time.Time) {
 	require.NoError(t, err)
 	record429(t, j, ctx, getReq(t), overlong, timing(t0, 60))
 	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
-	for _, n := range names(t, dir) {
+	for _, n := range allNames(t, dir) {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		require.NoError(t, err)
 		m[path.Join("run", n)] = &fstest.MapFile{Data: b, Mode: 0o600}
@@ -308,4 +309,43 @@ func TestFuzzBaseNewIsWaiting(t *testing.T) {
 	require.Equal(t, FileReviewed, files["a.bin"].State)
 	require.Equal(t, FileUnknown, files["b.bin"].State)
 	require.Equal(t, FileNeverAttempted, files["c.bin"].State)
+}
+
+// FuzzLoadHead puts arbitrary bytes in place of the run's head: never a
+// panic, never clear or elapsed (the base waits), and b.bin stays unknown.
+// Only the valid head itself keeps the run verifiable.
+func FuzzLoadHead(f *testing.F) {
+	base, now := fuzzBaseNew(f)
+	name, valid := baseFile(f, base, "head-")
+	seeds(f, valid)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, files := planWith(t, base, name, data, now)
+		if st.State == Clear || st.State == Elapsed {
+			t.Fatalf("head replaced: %+v", st)
+		}
+		if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
+			t.Fatalf("head replaced: b.bin %+v", b)
+		}
+		if !bytes.Equal(data, valid) && st.State != Unresolved {
+			t.Fatalf("a head that is not the valid one verified: %+v", st)
+		}
+	})
+}
+
+// FuzzTempName: parseTempName never panics, accepts exactly the names
+// tempName makes of a record name, and its final name is a journal name.
+func FuzzTempName(f *testing.F) {
+	for _, s := range []string{tempName("backoff-0001.json"), tempName(receiptName(FileDigest("a"))), "x.tmp-0123456789abcdef",
+		"backoff-0001.json.tmp", "pending-request.json.tmp-0123456789abcdef", ".tmp-", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		final, ok := parseTempName(name)
+		if !ok {
+			return
+		}
+		if !isJournalName(final) || final == markerName || !strings.HasPrefix(name, final+tempInfix) || len(name) != len(final)+len(tempInfix)+tempHexLen {
+			t.Fatalf("parseTempName(%q) = %q", name, final)
+		}
+	})
 }

@@ -113,8 +113,22 @@ func record429(t testing.TB, j *Journal, ctx context.Context, req readrecovery.J
 	return d
 }
 
-// names lists the directory.
+// names lists the directory, without the run's head (head-NNNN.json):
+// the tests of the sequence and of durability assert the heads
+// (allNames).
 func names(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range allNames(t, dir) {
+		if _, ok := parseHeadName(n); !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// allNames lists the directory.
+func allNames(t testing.TB, dir string) []string {
 	t.Helper()
 	des, err := os.ReadDir(dir)
 	require.NoError(t, err)

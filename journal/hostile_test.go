@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"errors"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -155,7 +156,7 @@ func TestRemainingSecondsSaturate(t *testing.T) {
 	}{
 		{10, time.Unix(9, 500_000_000), 1},
 		{10, time.Unix(9, 0), 1},
-		{maxUnix, time.Unix(-maxUnix, 0), 2 * maxUnix},
+		{unixtime.Max, time.Unix(-unixtime.Max, 0), 2 * unixtime.Max},
 		{1 << 62, time.Unix(-(1 << 62), 0), 1<<63 - 1},
 		{10, time.Unix(20, 0), 0},
 	} {

@@ -33,7 +33,8 @@ var (
 
 	// ErrLimit means a request could need a backoff entry or a file beyond
 	// the limits ([MaxEntries] entries, [MaxFiles] files): Begin refuses it
-	// before any network access.
+	// before any network access, with a *FullError (journal-full), never
+	// as a persistence failure.
 	ErrLimit = errors.New("journal: run limit reached")
 
 	// ErrPending means pending-request.json already exists: an earlier
@@ -73,6 +74,50 @@ func (e *refusal) Unwrap() []error { return []error{e.sentinel, readrecovery.Err
 
 func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
+}
+
+// FullError is the error of a request, a review or a record refused
+// because the run is full: [MaxEntries] backoff entries, [MaxFiles] files,
+// or a per-file or per-run numbering limit (SPEC bounded-journal). Nothing
+// failed to be written: the refusal happens before any network access
+// (for a request) and its reason is journal-full, never
+// persistence-failed. errors.Is(err, ErrLimit) holds.
+type FullError struct {
+	// Detail says which limit, with the counts.
+	Detail string
+}
+
+func (e *FullError) Error() string { return "journal-full: " + e.Detail }
+
+// Unwrap returns ErrLimit.
+func (e *FullError) Unwrap() error { return ErrLimit }
+
+// JournalFull marks the error as the run's limits (not a failed write),
+// for a transport that looks for the method with errors.As and stops the
+// sequence as journal-full.
+func (e *FullError) JournalFull() {}
+
+// JournalRestricted marks the error as a refusal by the run's state, so
+// that a transport that knows no journal-full reason still stops as
+// journal-restricted, never as persistence-failed: a full run forbids
+// network access.
+func (e *FullError) JournalRestricted() {}
+
+func full(format string, args ...any) error { return &FullError{Detail: fmt.Sprintf(format, args...)} }
+
+// errZero is the error of every method of a zero or nil *Journal: only
+// [Open], [OpenExisting], [OpenStore] and [OpenExistingStore] make a
+// usable one.
+var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
+
+// zero reports whether j is nil or a zero Journal (not made by an Open
+// function): every method then refuses, never panics.
+func (j *Journal) zero() bool { return j == nil || j.b == nil || j.slot == nil }
+
+// zeroStatus is the status of a zero Journal: unresolved, so that nothing
+// is ever sent under it.
+func zeroStatus() Status {
+	return Status{State: Unresolved, Reason: errZero.Error(), cause: errZero}
 }
 
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
@@ -183,11 +228,25 @@ type Journal struct {
 	// created: its conditional delete names it.
 	markerVersion string
 	failed        string // a persistence failure; the Journal stays unresolved
-	// started holds, by file digest, the upload round this Journal began:
-	// its later parts, its commit and its queue-429 re-send continue that
-	// upload, while a file with records of its round that this Journal did
-	// not begin is unknown and refused.
-	started map[string]int
+	// started holds, by file digest, the upload this Journal began: its
+	// later parts and its commit continue that upload while every part so
+	// far was accepted; after a 429 only the transport's queue-429 re-send
+	// of that request may follow, and after any other outcome nothing. A
+	// file with records of its round that this Journal did not begin is
+	// unknown and refused.
+	started map[string]*ownUpload
+}
+
+// ownUpload is the state of an upload this Journal began (see started).
+type ownUpload struct {
+	round int
+	// throttledBy is the event digest of the backoff entry of the upload's
+	// latest request when it met 429: only the re-send naming it may go.
+	throttledBy, throttledName string
+	// closed: a request of the upload ended without a 2xx part (a commit
+	// of any outcome, a failed part, a request never sent): nothing of
+	// the file is sent again without a review.
+	closed bool
 }
 
 var _ readrecovery.Journal = (*Journal)(nil)
@@ -215,7 +274,7 @@ func open(dir string, create bool, opts []Option) (*Journal, error) {
 func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
 	dir := b.where()
-	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]int{}}
+	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
@@ -231,7 +290,10 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 			j.plan[d] = true
 		}
 	}
-	s, err := scanRun(b, nil)
+	if err := b.nested(); err != nil {
+		return nil, err
+	}
+	s, err := scanRun(b, nil, cfg.clock.Now())
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
@@ -239,7 +301,7 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		if err != nil && errors.Is(err, fs.ErrExist) {
 			if _, shared := b.(*storeBackend); shared {
 				// Another worker created the run first: open it.
-				s, err = scanRun(b, nil)
+				s, err = scanRun(b, nil, cfg.clock.Now())
 			}
 		}
 		if err != nil {
@@ -266,7 +328,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 		return nil, err
 	}
 	if len(planData) > maxPlanBytes {
-		return nil, fmt.Errorf("%w: the plan of %d files needs %d bytes, over the %d-byte cap", ErrLimit, len(plan), len(planData), maxPlanBytes)
+		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
 	}
 	if err := j.b.initRun(exists); err != nil {
 		return nil, err
@@ -292,7 +354,12 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 
 // Dir returns the run directory, or for a run opened with [OpenStore] the
 // store's name (its String method, or "store").
-func (j *Journal) Dir() string { return j.dir }
+func (j *Journal) Dir() string {
+	if j == nil {
+		return ""
+	}
+	return j.dir
+}
 
 // Status returns the run's state at now (SPEC status-before-network–not-before-survives), from what Open or
 // the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
@@ -301,6 +368,9 @@ func (j *Journal) Dir() string { return j.dir }
 // After a persistence failure the Journal stays unresolved; open the run
 // again to re-read it.
 func (j *Journal) Status(now time.Time) Status {
+	if j.zero() {
+		return zeroStatus()
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.statusLocked(now, false)
@@ -319,7 +389,7 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scanRun(j.b, j.snap)
+	s, err := scanRun(j.b, j.snap, j.clock.Now())
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
@@ -335,6 +405,12 @@ func (j *Journal) refreshLocked() {
 // The marker of this Journal's own request in flight does not count here
 // (Begin orders requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
+	if j.zero() {
+		return &RestrictedError{Status: zeroStatus()}
+	}
+	if ctx == nil {
+		return errors.New("journal: admit: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
@@ -435,6 +511,12 @@ func (w *pendingWaiter) result(err error) error {
 // After a nil error the caller must call exactly one of Complete or
 // Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
+	if j.zero() {
+		return &RestrictedError{Status: zeroStatus()}
+	}
+	if ctx == nil {
+		return errors.New("journal: begin: nil context")
+	}
 	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
@@ -505,7 +587,10 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		return j.unclaim(err)
 	}
 	if m.FileDigest != "" {
-		j.started[m.FileDigest] = j.snap.view(m.FileDigest, true).round
+		round := j.snap.view(m.FileDigest, true).round
+		if u := j.started[m.FileDigest]; u == nil || u.round != round {
+			j.started[m.FileDigest] = &ownUpload{round: round}
+		}
 	}
 	return nil
 }
@@ -519,10 +604,10 @@ func (j *Journal) checkLimits() error {
 		files-- // the marker of the claim counts in footprint
 	}
 	if len(s.entries) >= MaxEntries {
-		return fmt.Errorf("%w: %d backoff entries recorded; entry %d could not be written", ErrLimit, len(s.entries), len(s.entries)+1)
+		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", len(s.entries), len(s.entries)+1)
 	}
 	if files+footprint > MaxFiles {
-		return fmt.Errorf("%w: %d files in the run directory; a request needs room for %d more of at most %d", ErrLimit, files, footprint, MaxFiles)
+		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, MaxFiles)
 	}
 	return nil
 }
@@ -564,10 +649,16 @@ func (j *Journal) checkFile(m markerFile) error {
 		}
 	case FileUnknown:
 		v := s.view(m.FileDigest, true)
-		if r, ok := j.started[m.FileDigest]; ok && r == v.round && v.receipt == nil && v.bad == "" {
-			return nil // this Journal's own upload of the round, in progress
+		u := j.started[m.FileDigest]
+		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+			return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
 		}
-		return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
+		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
+			// After a 429 the one request that may follow is the
+			// transport's own queue-429 re-send of the throttled request.
+			return refuse(ErrReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
+		}
+		return nil // this Journal's own upload of the round, in progress
 	}
 	return nil
 }
@@ -609,8 +700,11 @@ func (j *Journal) writeMarker(data []byte) error {
 		if errors.Is(err, fs.ErrExist) {
 			// Another request's marker: the run is unresolved on disk;
 			// nothing of this Journal failed.
-			return &RestrictedError{Status: Status{State: Unresolved,
-				Reason: markerName + ": " + pendingProblem, cause: ErrPending}}
+			reason := markerName + ": " + pendingProblem
+			if r := j.snap.pendingResolved; r != "" {
+				reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+			}
+			return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
 		}
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
@@ -636,6 +730,46 @@ func (j *Journal) fail(why string) {
 	if j.failed == "" {
 		j.failed = why
 	}
+}
+
+// putRecord stores the record name (data, with the digest digest and the
+// run link link) exclusively, then the run's head naming it, then removes
+// the heads it replaces (deletion-detected). linked reports whether the record
+// exists durably; an error after that is the head's (a persistence
+// failure: the marker stays, so the run is unresolved until a review).
+func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
+	linked, err = j.writeAtomic(name, data)
+	if !linked || err != nil || link == nil {
+		return linked, err
+	}
+	s := j.snap
+	s.seq[link.Seq] = seqRec{name, digest, *link}
+	s.lastSeq = max(s.lastSeq, link.Seq)
+	hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: link.Seq, Record: name, RecordDigest: digest})
+	if err != nil {
+		return true, err
+	}
+	hn := headName(link.Seq)
+	hl, err := j.writeAtomic(hn, hd)
+	if hl {
+		s.files++
+		older := s.heads
+		s.heads = []string{hn}
+		for _, o := range older {
+			if o == hn {
+				continue
+			}
+			if err := j.b.removeHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
+				s.files--
+			} else {
+				s.heads = append(s.heads, o) // removed by a later write
+			}
+		}
+	}
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", hn, err)
+	}
+	return true, nil
 }
 
 // writeAtomic stores the immutable record name exclusively (see
@@ -690,6 +824,9 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 // entry itself was written before the failure, its digest is returned with
 // the error.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
+	if j.zero() {
+		return "", errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
@@ -713,12 +850,15 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
 		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
-	if timing != nil {
+	e.Run = s.nextLink()
+	if timing != nil && representable(timing) {
+		// A timing beyond the shared bound is no timing: the entry is
+		// recorded without it (the run is unresolved), never refused.
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
 	}
 	if e.Sequence > MaxEntries {
 		j.fail("entry limit")
-		return "", fmt.Errorf("%w: entry %d", ErrLimit, e.Sequence)
+		return "", full("entry %d is beyond the %d a run holds", e.Sequence, MaxEntries)
 	}
 	if err := validEntry(e); err != nil {
 		j.fail("invalid backoff entry: " + err.Error())
@@ -730,12 +870,20 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		return "", err
 	}
 	name := entryName(e.Sequence)
-	linked, err := j.writeAtomic(name, data)
+	linked, err := j.putRecord(name, data, digest, e.Run)
+	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+		if linked {
+			u.throttledBy, u.throttledName = digest, name
+		} else {
+			u.closed = true
+		}
+	}
 	if linked {
 		s.entries = append(s.entries, entryRec{name: name, entryFile: entryFile{e, digest}})
 		s.cache[name] = entryFile{e, digest}
 		s.files++
 		if why := untimed(e); why != "" {
+			s.untimed = append(s.untimed, name)
 			s.addFinding(name, "%s", why)
 		}
 	}
@@ -765,6 +913,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 // means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
 // the Journal is unresolved, and the caller keeps the ACK and stops.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
+	if j.zero() {
+		return errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
@@ -781,11 +932,18 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
-	var name string
+	var name, recDigest string
 	var data []byte
 	var add func()
 	s := j.snap
+	link := s.nextLink()
 	ok2xx := httprule.IsSuccess(out.StatusCode)
+	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+		// A part's 2xx continues the upload; any other outcome (a commit
+		// included) ends what this Journal may send of the file.
+		u.throttledBy, u.throttledName = "", ""
+		u.closed = u.closed || !m.Part || !ok2xx
+	}
 	switch {
 	case m.FileDigest != "" && m.Part:
 		prior := s.parts[m.FileDigest]
@@ -794,20 +952,21 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
-			RecordedAtUTC: j.clock.Now().Unix(),
+			RecordedAtUTC: j.clock.Now().Unix(), Run: link,
 		}
 		if len(prior) > 0 {
 			p.PreviousDigest = prior[len(prior)-1].PartDigest
 		}
 		if p.Part > maxParts {
 			j.fail("part limit")
-			return fmt.Errorf("%w: part %d of one file", ErrLimit, p.Part)
+			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
 		var digest string
 		if data, digest, err = encodePart(p); err != nil {
 			j.fail(err.Error())
 			return err
 		}
+		recDigest = digest
 		name = partName(m.FileDigest, p.Part)
 		rec := partRec{name: name, partFile: partFile{p, digest}}
 		add = func() {
@@ -829,6 +988,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			ETag:           redact.ETag(out.ETag),
 			TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC:  j.clock.Now().Unix(),
+			Run:            link,
 		}
 		if round > 1 {
 			r.Round = round
@@ -838,6 +998,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			j.fail(err.Error())
 			return err
 		}
+		recDigest = digest
 		name = receiptNameRound(m.FileDigest, round)
 		rf := receiptFile{r, digest}
 		add = func() {
@@ -849,7 +1010,7 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 		}
 	}
 	if name != "" {
-		linked, err := j.writeAtomic(name, data)
+		linked, err := j.putRecord(name, data, recDigest, link)
 		if linked {
 			add()
 			s.files++

@@ -174,6 +174,7 @@ func TestR33_EntryFields(t *testing.T) {
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
 		"provenance":   map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"run":          map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
 		"event_digest": d2,
 	}
 	assert.Equal(t, want, e)
@@ -254,7 +255,8 @@ func TestR37_StatusTable(t *testing.T) {
 	// t0+70 — not until t0+40 (a new 30 s budget).
 	t10 := t0.Add(10 * time.Second)
 	clk.Set(t10)
-	record429(t, j, ctx, putReq(t), overlong, timing(t10, 60))
+	// (Another file: a.bin is unknown since its 429 and never sent again.)
+	record429(t, j, WithUpload(context.Background(), "b.bin"), putReq(t), overlong, timing(t10, 60))
 	o := func(rem int64) Status {
 		return Status{State: Waiting, ReceivedAtUTC: t10.Unix(), NotBeforeUTC: t10.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: rem}
 	}
@@ -649,13 +651,13 @@ func TestEntryLimit(t *testing.T) {
 func TestFileLimit(t *testing.T) {
 	plan := manyFiles(1000)
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:999]))
-	require.Len(t, names(t, dir), 1000)
+	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:998]))
+	require.Len(t, allNames(t, dir), 999)
 
 	ff := &faultFS{crashAt: -1, failAt: -1}
 	peak := 0
 	ff.after = func() {
-		if n := len(names(t, dir)); n > peak {
+		if n := len(allNames(t, dir)); n > peak {
 			peak = n
 		}
 	}
@@ -665,12 +667,12 @@ func TestFileLimit(t *testing.T) {
 	ctx := WithUpload(context.Background(), plan[999].ID)
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
-	assert.Equal(t, MaxFiles, peak, "the peak is exactly the limit")
-	require.Len(t, names(t, dir), 1001)
+	assert.Equal(t, MaxFiles, peak, "the peak is exactly the limit (marker, receipt, head and its temporary file)")
+	require.Len(t, allNames(t, dir), 1001)
 
 	err = j.Begin(context.Background(), getReq(t))
 	require.ErrorIs(t, err, ErrLimit)
-	require.Len(t, names(t, dir), 1001, "no marker was created")
+	require.Len(t, allNames(t, dir), 1001, "no marker was created")
 
 	// 1003 files: still readable, still refusing.
 	for i := 0; i < 2; i++ {

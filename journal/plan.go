@@ -31,6 +31,12 @@ const (
 	// with [DecisionSkip] it is never sent. A review never makes a file
 	// acked.
 	FileReviewed FileState = "reviewed"
+	// FileInFlight: another worker's pending marker names the file: its
+	// request is in flight (in-flight). It is never eligible while the
+	// marker stays; [Journal.PlanContinuation] of a Journal opened
+	// [WithPendingWait] reports it (without the option the marker makes
+	// the run unresolved and the file unknown).
+	FileInFlight FileState = "in-flight"
 )
 
 // Approval says whether an operator approved this continuation afresh. An
@@ -106,6 +112,9 @@ func (c Continuation) Count(st FileState) int {
 // marker is its request in flight: it does not make the plan unresolved,
 // and Begin checks each file again under its own claim.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	if j.zero() {
+		return Continuation{}, errZero
+	}
 	want, err := PlanDigest(files)
 	if err != nil {
 		return Continuation{}, err
@@ -128,8 +137,16 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	if shared {
 		c.Status = s.status(now, true)
 	}
+	other := shared && j.inflight == nil && s.blocking() // another worker's marker
+	if other {
+		c.Status.Reason += "; " + markerName + ": another worker's request is in flight"
+	}
 	for _, f := range files {
 		fd := s.decide(FileDigest(f.ID), approval, c.Status, shared)
+		if other && s.pendingFile == fd.Digest && fd.State != FileAcked {
+			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
+			fd.Reason = markerName + ": another worker's request of this file is in flight; never eligible while it is"
+		}
 		fd.ID = f.ID
 		c.Files = append(c.Files, fd)
 	}
@@ -184,14 +201,22 @@ type fileView struct {
 	receiptName string
 	bad         string // a receipt or part receipt of the file that fails verification
 	record      string // the first record of the round naming the file, as a reason; "" when none
+	// pending is a pending review of the file since its last decision
+	// review: the file's request was in flight under an abandoned marker.
+	pending *reviewRec
 }
 
 func (s *snapshot) view(d string, ignorePending bool) fileView {
 	v := fileView{round: 1}
 	var mark reviewEvidence
+	var pending *reviewRec // a pending review of the file since its last decision
 	for i := range s.reviews {
-		if r := &s.reviews[i]; r.FileDigest == d {
-			v.review, mark = r, r.Evidence
+		r := &s.reviews[i]
+		switch {
+		case r.Marker != nil && r.Marker.FileDigest == d && d != "" && r.Marker.Method != reviewMethod:
+			pending = r
+		case r.FileDigest == d:
+			v.review, mark, pending = r, r.Evidence, nil
 			if r.Decision == DecisionReupload {
 				v.round++
 			}
@@ -213,7 +238,11 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.name, p.Status)
 		return v
 	}
-	if s.pending && !ignorePending && s.pendingFile == d {
+	if v.pending = pending; pending != nil {
+		v.record = pending.name + ": its request was in flight under an abandoned marker (pending review): outcome unknown"
+		return v
+	}
+	if s.blocking() && !ignorePending && s.pendingFile == d {
 		v.record = markerName + ": its upload's outcome is unknown"
 	}
 	return v
@@ -227,6 +256,9 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 // continuation is Partial: it lists the files that records name. Its error
 // is [ErrCorrupt] when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+	if j.zero() {
+		return Continuation{}, errZero
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.refreshLocked()

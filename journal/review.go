@@ -2,12 +2,15 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // reviewMethod is the method a review's pending marker names: not an HTTP
@@ -25,6 +28,14 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
+	// DecisionPending is the decision of a pending review
+	// ([Journal.ReviewPending]): the abandoned marker it names no longer
+	// blocks, its file is unknown, and the run waits.
+	DecisionPending Decision = "pending"
+	// DecisionRestriction is the decision of a restriction review
+	// ([Journal.ReviewRestriction]): a backoff entry without timing is
+	// bounded by the operator's not-before, and the run waits until then.
+	DecisionRestriction Decision = "restriction"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -76,6 +87,9 @@ func (r reviewRec) record() ReviewRecord {
 // this Journal's request in flight; any other error is a persistence
 // failure (the Journal stays unresolved).
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	if j.zero() {
+		return ReviewRecord{}, errZero
+	}
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
 	}
@@ -105,7 +119,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", ErrReview, d, fd.State, fd.Reason)
 		}
 		if len(s.reviews) >= maxReviews {
-			return fmt.Errorf("%w: %d reviews recorded", ErrLimit, len(s.reviews))
+			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
 		return nil
 	}
@@ -139,18 +153,25 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		Note:           sanitizeNote(note, maxNoteBytes),
 	}
 	rb.Evidence = s.evidence(d)
+	rb.Run = s.nextLink()
 	data, digest, err := encodeReview(rb)
 	if err != nil {
 		j.fail(err.Error())
 		return ReviewRecord{}, err
 	}
 	name := reviewName(rb.Sequence)
-	linked, err := j.writeAtomic(name, data)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
 	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
 	if linked {
 		s.reviews = append(s.reviews, rec)
 		s.cache[name] = rec.reviewFile
 		s.files++
+	}
+	if err != nil && !linked {
+		// Nothing was written (the write removed its temporary file): a
+		// review that fails to write leaves nothing behind that blocks,
+		// its own marker included.
+		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
 	}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
@@ -169,6 +190,9 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 	if n := len(s.entries); n > 0 {
 		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].EventDigest
 	}
+	if d == "" {
+		return ev // a pending review: the run's entries only
+	}
 	if ps := s.parts[d]; len(ps) > 0 {
 		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].PartDigest
 	}
@@ -185,11 +209,43 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 func (s *snapshot) reviewProblem(r reviewBody) string {
 	ev := r.Evidence
 	d := r.FileDigest
-	if !s.inPlan(d) {
+	if r.Marker != nil {
+		d = r.Marker.FileDigest
+	}
+	if d != "" && !s.inPlan(d) {
 		return "names a file outside plan.json"
 	}
 	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].EventDigest != ev.LastEventDigest {
 		return "evidence names backoff entries that are not on disk (edited)"
+	}
+	for _, p := range s.reviews {
+		if ev.Entries < p.Evidence.Entries {
+			return "evidence is older than the review before it (reordered)"
+		}
+	}
+	if r.Marker != nil {
+		// A pending review resolves a marker: it needs no record of the
+		// file (the marker was the only one).
+		return ""
+	}
+	if rs := r.Restriction; rs != nil {
+		for _, e := range s.entries {
+			if e.name == rs.Entry && e.EventDigest == rs.EventDigest {
+				if untimed(e.entryBody) == "" {
+					return "bounds " + rs.Entry + ", which has its own timing"
+				}
+				for _, p := range s.reviews {
+					if p.Restriction != nil && p.Restriction.EventDigest == rs.EventDigest {
+						return "bounds " + rs.Entry + " again (" + p.name + " did)"
+					}
+				}
+				return ""
+			}
+		}
+		return "names an entry that is not on disk (" + rs.Entry + ")"
+	}
+	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
+		return "" // a pending review made the file unknown
 	}
 	ps := s.parts[d]
 	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].PartDigest != ev.LastPartDigest {
@@ -246,4 +302,266 @@ func osUser() string {
 		name = "uid-" + strconv.Itoa(os.Getuid())
 	}
 	return name
+}
+
+// PendingRecord is what [Journal.ReviewPending] recorded.
+type PendingRecord struct {
+	ReviewRecord
+	// MarkerDigest is the digest of the resolved marker's bytes.
+	MarkerDigest string
+	// MarkerFileDigest is the file the marker named ("" for a request of
+	// no planned file, or an unreadable marker): it is unknown now.
+	MarkerFileDigest string
+	// NotBeforeUTC is when the run's wait for the lost response ends.
+	NotBeforeUTC int64
+	// Removed reports whether the marker is gone; when false (its removal
+	// failed, or it had changed), the review still resolves it and a
+	// second ReviewPending removes it.
+	Removed bool
+}
+
+// ReviewPending resolves an abandoned pending marker (pending-review): a worker
+// killed while its request was in flight, an interrupted read, a review
+// that died while writing. Call it only once no worker is still sending
+// that request. It appends an immutable review-NNNN.json (decision
+// "pending", chained like every review) bound to the digest of the
+// marker's bytes and naming what the marker named; it deletes and edits no
+// record. From then on that marker blocks nothing, the file it names is
+// unknown (a `--file … --decision` review decides it as usual), and the
+// run is waiting until the review time plus the 30 s wait ceiling — the
+// lost response's restriction is unknown — or until notBefore (Unix
+// seconds, 0 for none) when that is later. Then the marker is removed (in
+// a Store with versions, only while it is still the one reviewed).
+//
+// Errors: [ErrReview] (wrapped) when no marker exists, when notBefore is
+// not representable; a *RestrictedError when the run has a finding other
+// than the marker (verification must be clean: another finding is not the
+// marker's to resolve); a persistence failure when the review cannot be
+// written, which leaves nothing new behind: the run is as it was. A marker
+// the run already resolved is only removed again.
+func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+	if j.zero() {
+		return PendingRecord{}, errZero
+	}
+	if notBefore < 0 || notBefore > unixtime.Max {
+		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
+	}
+	if err := j.acquire(ctx); err != nil {
+		return PendingRecord{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshLocked()
+	s := j.snap
+	switch {
+	case !s.pending:
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", ErrReview)
+	case len(s.findings) > 0:
+		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+	case s.pendingDigest == "":
+		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
+	}
+	if s.pendingResolved != "" {
+		for _, r := range s.reviews {
+			if r.name == s.pendingResolved {
+				rec := PendingRecord{ReviewRecord: r.record(), MarkerDigest: r.Marker.Digest,
+					MarkerFileDigest: r.Marker.FileDigest, NotBeforeUTC: r.Marker.NotBeforeUTC}
+				rec.Removed = j.removeResolved(s) == nil
+				return rec, nil
+			}
+		}
+	}
+	if len(s.reviews) >= maxReviews {
+		return PendingRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
+	}
+	now := j.clock.Now().Unix()
+	var m markerFile
+	if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
+		m, _ = parseMarker(data)
+	}
+	me := &markerEvidence{Digest: s.pendingDigest, Method: sanitizeNote(m.Method, 16), FileDigest: m.FileDigest,
+		Part: m.Part, BegunAtUTC: max(m.BegunAtUTC, 0), NotBeforeUTC: max(now+pendingWaitSeconds, notBefore)}
+	if isDigest(m.URLDigest) {
+		me.URLDigest = m.URLDigest
+	}
+	if me.FileDigest != "" && !s.inPlan(me.FileDigest) {
+		me.FileDigest = ""
+	}
+	if me.BegunAtUTC > unixtime.Max {
+		me.BegunAtUTC = 0
+	}
+	rb := reviewBody{
+		ReviewVersion:  ReviewVersion,
+		Sequence:       len(s.reviews) + 1,
+		PlanDigest:     s.planDigest(),
+		PreviousDigest: s.lastReviewDigest(),
+		Decision:       DecisionPending,
+		Reviewer:       osUser(),
+		ReviewedAtUTC:  now,
+		Note:           sanitizeNote(note, maxNoteBytes),
+		Evidence:       s.evidence(""),
+		Marker:         me,
+		Run:            s.nextLink(),
+	}
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		return PendingRecord{}, err
+	}
+	name := reviewName(rb.Sequence)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
+	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	if !linked {
+		// Nothing was written: the run is as it was.
+		return PendingRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
+	}
+	s.reviews = append(s.reviews, rec)
+	s.cache[name] = rec.reviewFile
+	s.files++
+	s.pendingResolved, s.pendingFile = name, ""
+	out := PendingRecord{ReviewRecord: rec.record(), MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
+	if err != nil {
+		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		return out, fmt.Errorf("journal: pending review: %w", err)
+	}
+	out.Removed = j.removeResolved(s) == nil
+	return out, nil
+}
+
+// removeResolved removes the marker a pending review resolved, when it is
+// still the marker reviewed: re-read and compared by digest (a directory
+// has no versions), removed conditionally on its version in a store that
+// has them.
+func (j *Journal) removeResolved(s *snapshot) error {
+	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
+	if !ok || digestOf(data) != s.pendingDigest {
+		return errors.New("journal: the marker changed since it was reviewed: not removed")
+	}
+	if err := j.b.removeMarker(version); err != nil {
+		return err
+	}
+	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingVersion, s.pendingResolved = false, "", "", "", "", ""
+	s.files--
+	return nil
+}
+
+// ReviewRestriction bounds a backoff entry whose restriction has no timing
+// (a Retry-After beyond the representable bound, an oversized or overlong
+// field the parser could not time, a legacy 429): such an entry leaves the
+// run unresolved for good, since nobody knows how long the server asked
+// to wait. An operator who knows (the service's documentation, its
+// support) appends an immutable review-NNNN.json (decision
+// "restriction", chained like every review) that names the entry by name
+// and event digest and gives its not-before, notBefore in Unix seconds, at
+// least the review time plus the 30 s wait ceiling. It deletes and edits
+// no record; the run is then waiting until notBefore, and the entry's file
+// stays unknown (its upload met 429).
+//
+// Errors: [ErrReview] (wrapped) for an entry that is not on record or has
+// its own timing, an entry already bounded, or a notBefore too early or
+// not representable; a *RestrictedError when the run has any finding but
+// entries without timing, or another request's marker; the context's
+// error while waiting for this Journal's request in flight; any other
+// error is a persistence failure (a review not written leaves nothing
+// behind that blocks).
+func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+	if j.zero() {
+		return ReviewRecord{}, errZero
+	}
+	if err := j.acquire(ctx); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+
+	var target entryRec
+	check := func() error {
+		s := j.snap
+		found := false
+		for _, e := range s.entries {
+			if e.name == entry {
+				target, found = e, true
+			}
+		}
+		now := j.clock.Now().Unix()
+		switch {
+		case !found:
+			return fmt.Errorf("%w: %s is not a backoff entry of the run", ErrReview, escapeName(entry))
+		case untimed(target.entryBody) == "":
+			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", ErrReview, entry, target.Timing.NotBeforeUTC)
+		case s.bounded(entry):
+			return fmt.Errorf("%w: %s is bounded by a review already", ErrReview, entry)
+		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
+			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", ErrReview, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
+		case len(s.reviews) >= maxReviews:
+			return full("%d reviews recorded, the most a run holds", len(s.reviews))
+		}
+		for _, f := range s.findings {
+			if !slices.Contains(s.untimed, f.File) {
+				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+			}
+		}
+		return nil
+	}
+	j.refreshLocked()
+	if err := j.checkLimits(); err != nil {
+		return ReviewRecord{}, err
+	}
+	if err := check(); err != nil {
+		return ReviewRecord{}, err
+	}
+	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
+	if err := j.claim(m); err != nil {
+		return ReviewRecord{}, err
+	}
+	defer func() { j.inflight = nil }()
+	j.refreshLocked()
+	if err := check(); err != nil {
+		return ReviewRecord{}, j.unclaim(err)
+	}
+	s := j.snap
+	rb := reviewBody{
+		ReviewVersion:  ReviewVersion,
+		Sequence:       len(s.reviews) + 1,
+		PlanDigest:     s.planDigest(),
+		PreviousDigest: s.lastReviewDigest(),
+		Decision:       DecisionRestriction,
+		Reviewer:       osUser(),
+		ReviewedAtUTC:  j.clock.Now().Unix(),
+		Note:           sanitizeNote(note, maxNoteBytes),
+		Evidence:       s.evidence(""),
+		Restriction:    &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
+		Run:            s.nextLink(),
+	}
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		return ReviewRecord{}, j.unclaim(err)
+	}
+	name := reviewName(rb.Sequence)
+	linked, err := j.putRecord(name, data, digest, rb.Run)
+	if err != nil && !linked {
+		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	}
+	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	s.reviews = append(s.reviews, rec)
+	s.cache[name] = rec.reviewFile
+	s.files++
+	if err != nil {
+		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+	}
+	// The entry's finding goes with the review.
+	kept := s.findings[:0]
+	for _, f := range s.findings {
+		if f.File != target.name {
+			kept = append(kept, f)
+		}
+	}
+	s.findings = kept
+	if err := j.clearMarker(); err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return rec.record(), fmt.Errorf("journal: review: %w", err)
+	}
+	return rec.record(), nil
 }

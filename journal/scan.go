@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -91,7 +92,28 @@ type snapshot struct {
 	// that a wait for another worker's marker can tell one that stays from
 	// a new one.
 	pendingID string
-	findings  []Finding
+	// pendingDigest and pendingVersion are the digest of the marker's
+	// bytes and its store version, when it could be read; pendingResolved
+	// names the pending review that resolves that very marker (pending-review):
+	// a resolved marker blocks no status and names no file in flight.
+	pendingDigest, pendingVersion, pendingResolved string
+	findings                                       []Finding
+	// leftovers are the temporary files of durable writes older than
+	// staleTemp: an interrupted write's remains, reported by Verify apart
+	// from the findings (see staleTemp).
+	leftovers []Finding
+	// untimed are the entries without usable timing, by name.
+	untimed []string
+	// seq holds the records that carry a run link, by sequence number
+	// (deletion-detected); lastSeq is the highest; heads are the names of the
+	// heads listed (the highest is the one that counts).
+	seq     map[int]seqRec
+	lastSeq int
+	heads   []string
+	// seqBroken: the sequence check found something (scanRun lists again
+	// to tell a write in progress from a deletion); listed is the listing.
+	seqBroken bool
+	listed    []listedName
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -103,6 +125,112 @@ func newSnapshot() *snapshot {
 		parts:    map[string][]partRec{},
 		badFiles: map[string]string{},
 		cache:    map[string]any{},
+		seq:      map[int]seqRec{},
+	}
+}
+
+// seqRec is a record in the run's sequence.
+type seqRec struct {
+	name, digest string
+	link         runLink
+}
+
+// linkOf returns the run link and digest of a parsed record, if it has one.
+func linkOf(v any) (*runLink, string) {
+	switch r := v.(type) {
+	case entryFile:
+		return r.Run, r.EventDigest
+	case receiptFile:
+		return r.Run, r.ReceiptDigest
+	case partFile:
+		return r.Run, r.PartDigest
+	case reviewFile:
+		return r.Run, r.ReviewDigest
+	}
+	return nil, ""
+}
+
+// register adds a self-verified record to the run's sequence.
+func (s *snapshot) register(name string, v any) {
+	l, d := linkOf(v)
+	if l == nil {
+		return
+	}
+	if prior, ok := s.seq[l.Seq]; ok && prior.name != name {
+		s.addFinding(name, "run.seq %d is also held by %s (copied or replayed)", l.Seq, prior.name)
+		return
+	}
+	s.seq[l.Seq] = seqRec{name, d, *l}
+	s.lastSeq = max(s.lastSeq, l.Seq)
+}
+
+// nextLink is the run link of the next record this Journal writes; nil
+// when the manifest is unusable (nothing is written then anyway).
+func (s *snapshot) nextLink() *runLink {
+	switch {
+	case s.manifest == nil:
+		return nil
+	case s.lastSeq == 0:
+		return &runLink{Seq: 1, Previous: manifestName, PreviousDigest: s.manifest.genesis}
+	}
+	last := s.seq[s.lastSeq]
+	return &runLink{Seq: s.lastSeq + 1, Previous: last.name, PreviousDigest: last.digest}
+}
+
+// checkSequence finds what the run's sequence says is missing
+// (deletion-detected): a record the next one names, the record the head names, or the
+// head of the last record. listed holds every name of the listing.
+func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (headFile, bool)) {
+	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
+		r := s.seq[k]
+		if k == 1 {
+			if s.manifest != nil && r.link.PreviousDigest != s.manifest.genesis {
+				s.addFinding(r.name, "run.previous_digest does not match run.json (from another run)")
+			}
+			continue
+		}
+		prev, ok := s.seq[k-1]
+		switch {
+		case !ok && !listed[r.link.Previous]:
+			s.addFinding(r.link.Previous, "missing: record %d of the run, named by %s (deleted)", k-1, r.name)
+		case !ok:
+			// Present but failing its own checks: that is its finding.
+		case prev.name != r.link.Previous || prev.digest != r.link.PreviousDigest:
+			s.addFinding(r.name, "run.previous does not match %s, record %d (replaced or reordered)", prev.name, k-1)
+		}
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	n := s.lastSeq
+	switch {
+	case h == 0 && n == 0:
+		return
+	case s.pending && (h == n-1 || h == n+1):
+		// The last record's writer is between its link and its head
+		// (another worker's write in progress, or a crash there: its
+		// marker says so and keeps the run unresolved), or a listing taken
+		// during that write saw one of the two without the other.
+		return
+	case h < n:
+		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
+		return
+	}
+	hf, ok := loadHead(headName(h))
+	if !ok {
+		return // its own finding
+	}
+	switch {
+	case hf.Seq != h:
+		s.addFinding(headName(h), "holds seq %d (renamed)", hf.Seq)
+	case h > n && !listed[hf.Record]:
+		s.addFinding(hf.Record, "missing: record %d of the run, the last one, named by %s (deleted)", h, headName(h))
+	case h > n:
+		// The last record is present but fails its own checks.
+	case hf.Record != s.seq[n].name || hf.RecordDigest != s.seq[n].digest:
+		s.addFinding(headName(h), "names %s, not the last record %s (edited)", hf.Record, s.seq[n].name)
 	}
 }
 
@@ -150,13 +278,27 @@ func (s *snapshot) inPlan(d string) bool {
 // allFindings are the findings plus the pending marker, as Verify lists them.
 func (s *snapshot) allFindings() []Finding {
 	out := append([]Finding(nil), s.findings...)
-	if s.pending {
+	if s.blocking() {
 		out = append(out, Finding{File: markerName, Problem: pendingProblem})
 	}
 	return out
 }
 
-const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
+const pendingProblem = "unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"
+
+// bounded reports whether a restriction review bounds the entry name.
+func (s *snapshot) bounded(name string) bool {
+	for _, r := range s.reviews {
+		if r.Restriction != nil && r.Restriction.Entry == name {
+			return true
+		}
+	}
+	return false
+}
+
+// blocking reports whether a pending marker exists that no pending review
+// resolves.
+func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
 
 // scan reads and verifies the run directory dir. prev, when not nil, is an
 // earlier snapshot of the same directory whose immutable files need not be
@@ -164,11 +306,60 @@ const pendingProblem = "unfinished request: its outcome is unknown (unresolved)"
 // not a directory, unlistable), is empty (errNoRun) or holds no journal
 // name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(&dirStore{fs: fsy, dir: dir}, prev)
+	return scanRun(&dirStore{fs: fsy, dir: dir}, prev, time.Now())
 }
 
-// scanRun is scan of the run kept in b.
-func scanRun(b backend, prev *snapshot) (*snapshot, error) {
+// staleTemp is the age from which the temporary file of a durable write
+// is an interrupted write's leftover rather than a write in progress. A
+// temporary file is never a record and never a finding: another worker's
+// write in progress (write, fsync, link, remove take milliseconds) must
+// not make a healthy run unresolved for every other process. Nothing is
+// lost by that: every durable write runs under the pending marker, or
+// before the manifest exists, so a writer that died leaves the marker (or
+// no manifest) and the run is unresolved by it. A temporary file older than
+// staleTemp is listed by [Verify] and [Inspect] as a leftover, apart from
+// the findings, so that a crash's remains are still seen.
+const staleTemp = 60 * time.Second
+
+// scanRun is scan of the run kept in b at now (the age of temporary files).
+func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+	// A listing is not atomic: one taken while another worker writes may
+	// hold a record without the head that follows it, or a head without
+	// the old one it replaced. When the sequence looks broken, list again:
+	// a listing that changed meanwhile was taken during a write, and the
+	// scan is done again (a few times at most); one that did not change is
+	// the run's state.
+	for try := 0; ; try++ {
+		s, err := scanOnce(b, prev, now)
+		if err != nil || !s.seqBroken || try == 3 {
+			return s, err
+		}
+		again, _, err := b.list()
+		if err != nil || sameNames(s.listed, again) {
+			return s, nil
+		}
+	}
+}
+
+// sameNames reports whether the listing b holds exactly the names of a.
+func sameNames(a []listedName, b []listedName) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]bool, len(a))
+	for _, n := range a {
+		seen[n.name] = true
+	}
+	for _, n := range b {
+		if !seen[n.name] {
+			return false
+		}
+	}
+	return true
+}
+
+// scanOnce is one scan of the run kept in b.
+func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	des, where, err := b.list()
 	if err != nil {
 		return nil, err
@@ -177,7 +368,7 @@ func scanRun(b backend, prev *snapshot) (*snapshot, error) {
 		return nil, errNoRun
 	}
 	s := newSnapshot()
-	s.files = len(des)
+	s.files, s.listed = len(des), des
 	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the
@@ -205,244 +396,46 @@ func scanRun(b backend, prev *snapshot) (*snapshot, error) {
 	// reason of the status) is the most basic one: directory, manifest,
 	// entries, receipts.
 	var late []Finding
-	var entryNames, receiptNames, partNames, reviewNames []string
-	hasManifest, hasPlan := false, false
+	byKind := map[*fileKind][]string{}
 	for _, de := range des {
 		name := de.name
-		n, isEntry := parseEntryName(name)
-		prefix, _, isReceipt := parseReceiptName(name)
-		pprefix, _, isPart := parsePartName(name)
-		_, isReview := parseReviewName(name)
-		known := name == manifestName || name == planName || name == markerName || isEntry || isReceipt || isPart || isReview
+		k, n := kindOf(name)
+		_, isTemp := parseTempName(name)
 		switch {
+		case isTemp && !de.regular:
+			late = append(late, Finding{name, "not a regular file"})
+		case isTemp:
+			// A write in progress, or an interrupted one's leftover: never a
+			// record, never a finding (see staleTemp).
+			if age := now.Sub(de.modTime); !de.modTime.IsZero() && age >= staleTemp {
+				s.leftovers = append(s.leftovers, Finding{name, fmt.Sprintf(
+					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
+					int64(age/time.Second))})
+			}
 		case name == markerName:
 			s.pending = true // whatever it is, its presence counts
 			if !de.regular {
 				late = append(late, Finding{name, "not a regular file"})
 			}
-		case !known:
+		case k == nil:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
 		case !de.regular:
 			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
-			if isReceipt {
-				s.badFiles[prefix] = name
-			} else if isPart {
-				s.badFiles[pprefix] = name
+			if k.attempted != nil {
+				s.badFiles[k.attempted(name)] = name
 			}
-		case name == manifestName:
-			hasManifest = true
-		case name == planName:
-			hasPlan = true
-		case isEntry && (n < 1 || n > MaxEntries):
-			late = append(late, Finding{name, fmt.Sprintf("entry number outside 0001..%04d (limit exceeded)", MaxEntries)})
-		case isEntry:
-			entryNames = append(entryNames, name)
-		case isReceipt:
-			receiptNames = append(receiptNames, name)
-		case isPart:
-			partNames = append(partNames, name)
+		case k.numbered() && (n < 1 || n > k.maxN):
+			late = append(late, Finding{name, numberProblem(k)})
 		default:
-			reviewNames = append(reviewNames, name)
+			byKind[k] = append(byKind[k], name)
 		}
 	}
 
-	// load returns the cached parse of an immutable file, or reads and
-	// parses it; a file is cached only when it raised no finding.
-	load := func(name string, limit int64, parse func([]byte) (any, error), legacyNote string) (any, bool) {
-		if c, ok := cache[name]; ok {
-			s.cache[name] = c
-			return c, true
-		}
-		before := len(s.findings)
-		data, _, ok := b.read(s, name, limit)
-		if !ok {
-			return nil, false
-		}
-		v, err := parse(data)
-		if err != nil {
-			if legacyNote != "" {
-				s.addFinding(name, legacyNote, err)
-			} else {
-				s.addFinding(name, "%v", err)
-			}
-			return nil, false
-		}
-		if len(s.findings) == before {
-			s.cache[name] = v
-		}
-		return v, true
-	}
-
-	// The manifest.
-	if !hasManifest {
-		s.addFinding(manifestName, "missing run manifest")
-	} else if v, ok := load(manifestName, maxManifestBytes, func(b []byte) (any, error) { return parseManifest(b) }, ""); ok {
-		mi := v.(manifestInfo)
-		s.manifest = &mi
-	}
-
-	// The plan's file list (runs written since plan.json exists).
-	if hasPlan {
-		if v, ok := load(planName, maxPlanBytes, func(b []byte) (any, error) {
-			files, d, err := parsePlanList(b)
-			return planList{files, d}, err
-		}, ""); ok {
-			pl := v.(planList)
-			switch {
-			case s.manifest == nil:
-			case pl.digest != s.manifest.planDigest:
-				s.addFinding(planName, "does not match plan_digest of run.json (edited)")
-			default:
-				s.planFiles = pl.files
-			}
-		}
-	}
-
-	// The entries: contiguous numbering, each self-verified, then the chain.
-	prevDigest := s.lastDigest()
-	prevName := manifestName
-	legacy := s.manifest != nil && s.manifest.legacy
-	legacyNote := ""
-	if legacy {
-		legacyNote = "legacy 429 without verifiable timing (%v)"
-	}
-	for i, name := range entryNames {
-		n, _ := parseEntryName(name)
-		if n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", entryName(i+1))
-		}
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseEntry(b) }, legacyNote)
-		if !ok {
-			prevDigest, prevName = "", name
-			continue
-		}
-		ef := v.(entryFile)
-		if ef.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", ef.Sequence)
-		}
-		if s.manifest != nil && ef.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
-		if prevDigest == "" || ef.PreviousDigest != prevDigest {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
-		if why := untimed(ef.entryBody); why != "" {
-			s.addFinding(name, "%s", why)
-		}
-		s.entries = append(s.entries, entryRec{name: name, entryFile: ef})
-		prevDigest, prevName = ef.EventDigest, name
-	}
-
-	// The commit receipts: self-verified, named after their file and
-	// round, bound to the plan.
-	for _, name := range receiptNames {
-		prefix, round, _ := parseReceiptName(name)
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReceipt(b) }, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		rf := v.(receiptFile)
-		if want := receiptNameRound(rf.FileDigest, max(rf.Round, 1)); want != name || rf.Round == 1 {
-			s.addFinding(name, "file_digest or round does not match the file name (renamed)")
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.manifest != nil && rf.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.receipts[rf.FileDigest] == nil {
-			s.receipts[rf.FileDigest] = map[int]receiptFile{}
-		}
-		s.receipts[rf.FileDigest][round] = rf
-	}
-
-	// The part receipts: per file, numbered from 0001 without gaps and
-	// chained, self-verified, bound to the plan.
-	for _, name := range partNames {
-		prefix, n, _ := parsePartName(name)
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parsePart(b) }, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		pf := v.(partFile)
-		prior := s.parts[pf.FileDigest]
-		switch {
-		case fileHex(pf.FileDigest) != prefix || pf.Part != n:
-			s.addFinding(name, "file_digest or part number does not match the file name (renamed)")
-		case n != len(prior)+1:
-			s.addFinding(name, "numbering not contiguous: %s is missing", partName(pf.FileDigest, len(prior)+1))
-		case n > 1 && pf.PreviousDigest != prior[n-2].PartDigest:
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prior[n-2].name)
-		case s.manifest != nil && pf.PlanDigest != s.manifest.planDigest:
-			s.addFinding(name, "plan_digest differs from run.json")
-		case !s.inPlan(pf.FileDigest):
-			s.addFinding(name, "names a file outside plan.json")
-		default:
-			s.parts[pf.FileDigest] = append(prior, partRec{name: name, partFile: pf})
-			continue
-		}
-		s.badFiles[prefix] = name
-	}
-
-	// The reviews: contiguous, chained, and each about a file that its
-	// evidence shows was unknown.
-	prevName = manifestName
-	for i, name := range reviewNames {
-		n, _ := parseReviewName(name)
-		if n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", reviewName(i+1))
-		}
-		v, ok := load(name, maxRecordBytes, func(b []byte) (any, error) { return parseReview(b) }, "")
-		if !ok {
-			prevName = name
-			continue
-		}
-		rv := v.(reviewFile)
-		if rv.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", rv.Sequence)
-		}
-		if s.manifest != nil && rv.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
-		if rv.PreviousDigest != s.lastReviewDigest() || prevName != s.lastReviewName() {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
-		if why := s.reviewProblem(rv.reviewBody); why != "" {
-			s.addFinding(name, "%s", why)
-			prevName = name
-			continue // a review that does not hold never takes a file out of unknown
-		}
-		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
-		prevName = name
-	}
-
-	// A commit receipt of a round after the first needs the reupload
-	// review that opened the round; every receipt names a planned file.
-	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
-		rounds := s.receipts[d]
-		reuploads := 0
-		for _, r := range s.reviews {
-			if r.FileDigest == d && r.Decision == DecisionReupload {
-				reuploads++
-			}
-		}
-		for _, round := range slices.Sorted(maps.Keys(rounds)) {
-			name := receiptNameRound(d, round)
-			switch {
-			case round > 1+reuploads:
-				s.addFinding(name, "round %d without the reupload review that opens it", round)
-			case !s.inPlan(d):
-				s.addFinding(name, "names a file outside plan.json")
-			default:
-				continue
-			}
-			s.badFiles[fileHex(d)] = name
-		}
+	// Each kind, in the table's order, checked against the kinds before it.
+	ld := &loader{s: s, b: b, cache: cache}
+	for _, k := range fileKinds {
+		k.check(s, byKind[k], ld)
 	}
 
 	// The pending marker: its presence is the finding; its content, when
@@ -450,9 +443,15 @@ func scanRun(b backend, prev *snapshot) (*snapshot, error) {
 	if s.pending {
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
 			s.pendingID = version + "\x00" + string(data)
+			s.pendingDigest, s.pendingVersion = digestOf(data), version
 			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
+			}
+			for _, r := range s.reviews {
+				if r.Marker != nil && r.Marker.Digest == s.pendingDigest {
+					s.pendingResolved, s.pendingFile = r.name, ""
+				}
 			}
 		}
 	}
@@ -521,7 +520,8 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 }
 
 // Verify checks the run directory dir without changing it and returns every
-// finding, one per problem: the directory's mode and file count (at most
+// finding, one per problem (each kind of file as its entry of the table
+// fileKinds says): the directory's mode and file count (at most
 // [MaxFiles]); unexpected, non-regular, oversized or non-private files; the
 // manifest (version, canonical form, digest); the entries (numbering
 // backoff-0001.json onwards without gaps, at most [MaxEntries], canonical
@@ -535,6 +535,9 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 // exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
 // listed, or is empty (no run).
 func Verify(dir string) ([]Finding, error) {
+	if err := (&dirStore{fs: fsys.OS{}, dir: dir}).nested(); err != nil {
+		return nil, err
+	}
 	s, err := scan(fsys.OS{}, dir, nil)
 	if err != nil {
 		return nil, dirError(dir, err)
@@ -572,6 +575,11 @@ type Summary struct {
 	PlannedFiles int
 	// Findings are Verify's findings; none means the run verifies clean.
 	Findings []Finding
+	// Leftovers are the temporary files of interrupted writes (older than
+	// a minute): not records and not findings — the interruption shows
+	// as a finding of its own, the pending marker or a missing manifest —
+	// but the remains of a crash that an operator should see.
+	Leftovers []Finding
 }
 
 // Inspect is [Verify] with the counts of what the run holds, for a report
@@ -579,11 +587,14 @@ type Summary struct {
 func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
 
 func inspect(b backend) (Summary, error) {
-	s, err := scanRun(b, nil)
+	if err := b.nested(); err != nil {
+		return Summary{}, err
+	}
+	s, err := scanRun(b, nil, time.Now())
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
-	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings()}
+	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
 	for _, rounds := range s.receipts {
 		sum.Receipts += len(rounds)
 	}

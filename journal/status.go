@@ -21,8 +21,15 @@ const (
 	// eligible uploads may proceed (see [Journal.PlanContinuation]).
 	Elapsed State = "elapsed"
 	// Unresolved: the journal cannot bound the restriction in time, or
-	// cannot be trusted. Network access is blocked until an operator's
-	// review; no file timestamp, approval or edit repairs it.
+	// cannot be trusted. Network access is blocked; no file timestamp,
+	// approval or edit repairs it. The ways out, each keeping every
+	// record: an abandoned pending marker, [Journal.ReviewPending]
+	// (`journal review --pending`); an entry without timing,
+	// [Journal.ReviewRestriction] (`journal review --restriction`); a
+	// clock before a recorded receipt time, the clock's correction. A run
+	// that fails verification (an edited, deleted or foreign file) has no
+	// review: its evidence cannot be trusted, and the batch goes on in a
+	// new run after an operator's check.
 	Unresolved State = "unresolved"
 )
 
@@ -116,25 +123,21 @@ func MarshalStatus(s Status) ([]byte, error) {
 // recorded UTC seconds.
 func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	var st Status
-	var latest *entryRec
+	var latest *restriction
 	var maxReceived int64
 	var maxReceivedName string
-	for i := range s.entries {
-		e := &s.entries[i]
-		if e.Timing == nil || untimed(e.entryBody) != "" {
-			continue
+	for _, r := range s.restrictions() {
+		if latest == nil || r.NotBeforeUTC >= latest.NotBeforeUTC {
+			latest = &r
 		}
-		if latest == nil || e.Timing.NotBeforeUTC >= latest.Timing.NotBeforeUTC {
-			latest = e
-		}
-		if e.Timing.ReceivedAtUTC > maxReceived {
-			maxReceived, maxReceivedName = e.Timing.ReceivedAtUTC, e.name
+		if r.ReceivedAtUTC > maxReceived {
+			maxReceived, maxReceivedName = r.ReceivedAtUTC, r.name
 		}
 	}
 	if latest != nil {
-		st.ReceivedAtUTC = latest.Timing.ReceivedAtUTC
-		st.NotBeforeUTC = latest.Timing.NotBeforeUTC
-		st.ServerDelaySeconds = latest.Timing.ServerDelaySeconds
+		st.ReceivedAtUTC = latest.ReceivedAtUTC
+		st.NotBeforeUTC = latest.NotBeforeUTC
+		st.ServerDelaySeconds = latest.ServerDelaySeconds
 	}
 	unresolved := func(cause error, reason string) Status {
 		st.State, st.Reason, st.RemainingSeconds, st.cause = Unresolved, reason, 0, cause
@@ -143,7 +146,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	switch {
 	case len(s.findings) > 0:
 		return unresolved(ErrCorrupt, s.findings[0].String())
-	case s.pending && !ignorePending:
+	case s.blocking() && !ignorePending:
 		return unresolved(ErrPending, markerName+": "+pendingProblem)
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
@@ -155,17 +158,53 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		}
 		return st
 	}
-	nb := time.Unix(latest.Timing.NotBeforeUTC, 0)
+	nb := time.Unix(latest.NotBeforeUTC, 0)
 	if now.Before(nb) {
 		st.State = Waiting
-		st.RemainingSeconds = remainingSeconds(latest.Timing.NotBeforeUTC, now)
-		st.Reason = fmt.Sprintf("%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
-			latest.name, latest.RetryAfter.Kind, latest.Timing.ServerDelaySeconds)
+		st.RemainingSeconds = remainingSeconds(latest.NotBeforeUTC, now)
+		st.Reason = latest.why
 		return st
 	}
 	st.State = Elapsed
 	st.Reason = fmt.Sprintf("%s: restriction elapsed; only otherwise eligible uploads may proceed", latest.name)
 	return st
+}
+
+// restriction is one recorded bound on network access: a timed backoff
+// entry's, or a pending review's (the unknown restriction of a lost
+// response, pending-review).
+type restriction struct {
+	name string
+	timingJSON
+	why string // the waiting status's reason
+}
+
+// restrictions returns the run's restrictions in record order.
+func (s *snapshot) restrictions() []restriction {
+	var out []restriction
+	for _, e := range s.entries {
+		if e.Timing == nil || untimed(e.entryBody) != "" {
+			continue
+		}
+		out = append(out, restriction{e.name, *e.Timing, fmt.Sprintf(
+			"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
+			e.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds)})
+	}
+	for _, r := range s.reviews {
+		if rs := r.Restriction; rs != nil {
+			d := rs.NotBeforeUTC - r.ReviewedAtUTC
+			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, rs.NotBeforeUTC, d}, fmt.Sprintf(
+				"%s: restriction review of %s, whose server restriction has no timing: waits %d s until not_before_utc",
+				r.name, rs.Entry, d)})
+		}
+		if m := r.Marker; m != nil {
+			d := m.NotBeforeUTC - r.ReviewedAtUTC
+			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, m.NotBeforeUTC, d}, fmt.Sprintf(
+				"%s: pending review of an abandoned request, whose restriction is unknown: waits %d s until not_before_utc",
+				r.name, d)})
+		}
+	}
+	return out
 }
 
 // remainingSeconds is the whole seconds, rounded up, from now until the

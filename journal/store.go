@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -40,7 +41,9 @@ type Store interface {
 	List(ctx context.Context, limit int) ([]string, error)
 	// Remove deletes name only while its version is still version (Blob:
 	// If-Match); the journal removes only the pending marker, with the
-	// version Create returned. A store without versions ignores it.
+	// version Create returned, and a run head (head-NNNN.json) that a newer
+	// head replaced, with the version Read returned. A store without
+	// versions ignores it.
 	Remove(ctx context.Context, name, version string) error
 }
 
@@ -76,13 +79,35 @@ type backend interface {
 	createMarker(data []byte) (version string, err error)
 	// removeMarker removes the marker created with version.
 	removeMarker(version string) error
+	// removeHead removes a run head that a newer one replaced.
+	removeHead(name string) error
 	// where names the location in messages.
 	where() string
+	// nested returns an error wrapping ErrNested when the location lies
+	// inside another run or holds one (no-nesting).
+	nested() error
 }
+
+// Enclosing is implemented by a [Store] that can tell whether its run
+// lies inside another run: a Blob prefix under a prefix that holds a
+// run.json. [OpenStore] refuses such a run ([ErrNested]). EnclosingRun
+// returns the enclosing run's name, or "" when there is none.
+type Enclosing interface {
+	EnclosingRun(ctx context.Context) (string, error)
+}
+
+// ErrNested means a run would lie inside another run, or hold one
+// (no-nesting): a run's records are only its own, so Open and OpenStore refuse it
+// and write nothing.
+var ErrNested = errors.New("journal: runs never nest")
 
 type listedName struct {
 	name    string
 	regular bool
+	// modTime is the name's modification time, known only for the
+	// temporary file of a durable write (its age tells an interrupted
+	// write from one in progress); zero otherwise.
+	modTime time.Time
 }
 
 // DirStore returns the local directory dir as a [Store]: the on-disk layout
@@ -105,6 +130,37 @@ var (
 
 func (d *dirStore) where() string { return d.dir }
 
+// nested refuses a directory inside a run (an ancestor holds run.json) or
+// holding one (a subdirectory holds run.json).
+func (d *dirStore) nested() error {
+	abs, err := filepath.Abs(d.dir)
+	if err != nil {
+		return nil // the scan reports what is wrong with the path
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
+			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
+		}
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	if err != nil {
+		return nil
+	}
+	for _, de := range des {
+		if !de.IsDir() {
+			continue
+		}
+		sub := filepath.Join(d.dir, de.Name())
+		if _, err := d.fs.Stat(filepath.Join(sub, manifestName)); err == nil {
+			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(d.dir), escapeName(sub))
+		}
+	}
+	return nil
+}
+
 func (d *dirStore) list() ([]listedName, []Finding, error) {
 	info, err := d.fs.Stat(d.dir)
 	if err != nil {
@@ -124,6 +180,11 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	out := make([]listedName, len(des))
 	for i, de := range des {
 		out[i] = listedName{name: de.Name(), regular: de.Type().IsRegular()}
+		if _, ok := parseTempName(de.Name()); ok {
+			if info, err := de.Info(); err == nil {
+				out[i].modTime = info.ModTime()
+			}
+		}
 	}
 	return out, findings, nil
 }
@@ -143,14 +204,15 @@ func (d *dirStore) initRun(exists bool) error {
 	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put writes name through a temporary file in the same directory: create
-// name.tmp (O_EXCL, 0600) → write → fsync → close → link to name (which
-// fails if name exists) → fsync the directory → remove name.tmp → fsync the
+// put writes name through a temporary file in the same directory (its
+// name from tempName, a pattern only this path writes): create it (O_EXCL,
+// 0600) → write → fsync → close → link to name (which fails if name
+// exists) → fsync the directory → remove the temporary file → fsync the
 // directory. On a failure before the link the temporary file is removed
 // when possible.
 func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	final := filepath.Join(d.dir, name)
-	tmp := final + tempSuffix
+	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return false, err
@@ -164,7 +226,9 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 		return false, err
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		return false, err
+		// Linked, perhaps not durably: the record exists, and the
+		// failure is returned (the caller keeps the marker).
+		return true, err
 	}
 	if err := d.fs.Remove(tmp); err != nil {
 		return true, err
@@ -196,6 +260,17 @@ func (d *dirStore) createMarker(data []byte) (string, error) {
 // removeMarker removes the marker and fsyncs the directory.
 func (d *dirStore) removeMarker(string) error {
 	if err := d.fs.Remove(filepath.Join(d.dir, markerName)); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(d.dir)
+}
+
+// removeHead removes an older head and fsyncs the directory.
+func (d *dirStore) removeHead(name string) error {
+	if _, ok := parseHeadName(name); !ok {
+		return errors.New("journal: only the pending marker and older heads are ever removed")
+	}
+	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
 		return err
 	}
 	return d.fs.SyncDir(d.dir)
@@ -243,7 +318,7 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 	if name == markerName {
 		return d.removeMarker("")
 	}
-	return errors.New("journal: only the pending marker is ever removed")
+	return d.removeHead(name)
 }
 
 // storeBackend adapts a [Store] other than the directory.
@@ -253,6 +328,33 @@ type storeBackend struct {
 }
 
 func (b *storeBackend) where() string { return b.name }
+
+// nested refuses a run whose store lies inside another run (when the
+// store can tell, [Enclosing]) or lists another run's manifest under it
+// (a flat listing of prefix x/ includes x/y/run.json).
+func (b *storeBackend) nested() error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	if e, ok := b.st.(Enclosing); ok {
+		outer, err := e.EnclosingRun(ctx)
+		if err != nil {
+			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(b.name), err)
+		}
+		if outer != "" {
+			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(b.name), escapeName(outer))
+		}
+	}
+	names, err := b.st.List(ctx, MaxFiles+1)
+	if err != nil {
+		return nil // the scan reports it
+	}
+	for _, n := range names {
+		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
+			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(b.name), escapeName(n[:i+1]))
+		}
+	}
+	return nil
+}
 
 func (b *storeBackend) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
@@ -308,6 +410,18 @@ func (b *storeBackend) createMarker(data []byte) (string, error) {
 	return b.st.Create(ctx, markerName, data)
 }
 
+// removeHead removes an older head, conditionally on the version it has
+// now (read first: a head may be another worker's).
+func (b *storeBackend) removeHead(name string) error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	_, version, err := b.st.Read(ctx, name, maxRecordBytes)
+	if err != nil {
+		return err
+	}
+	return b.st.Remove(ctx, name, version)
+}
+
 func (b *storeBackend) removeMarker(version string) error {
 	ctx, cancel := b.ctx()
 	defer cancel()
@@ -337,13 +451,13 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
 	}
+	if ctx == nil {
+		return nil, errors.New("journal: open: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	if d, ok := st.(*dirStore); ok {
-		return open(d.dir, create, opts)
-	}
-	return openBackend(newStoreBackend(st), create, opts)
+	return openBackend(backendOf(st), create, opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
@@ -366,13 +480,26 @@ func WithPendingWait(d time.Duration) Option {
 // finding, without changing it. Its error means st cannot be listed or
 // holds no run (errors.Is(err, fs.ErrNotExist)).
 func InspectStore(ctx context.Context, st Store) (Summary, error) {
+	if st == nil {
+		return Summary{}, errors.New("journal: nil Store")
+	}
+	if ctx == nil {
+		return Summary{}, errors.New("journal: inspect: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
 	}
-	if d, ok := st.(*dirStore); ok {
-		return Inspect(d.dir)
+	return inspect(backendOf(st))
+}
+
+// backendOf is the journal's view of st: st itself when it has the
+// journal's richer view (the local directory: file types and modes), else
+// the adapter of the four Store operations.
+func backendOf(st Store) backend {
+	if b, ok := st.(backend); ok {
+		return b
 	}
-	return inspect(newStoreBackend(st))
+	return newStoreBackend(st)
 }
 
 func newStoreBackend(st Store) *storeBackend {

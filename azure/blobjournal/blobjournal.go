@@ -11,9 +11,12 @@
 // pending-request.json). Every blob is created with If-None-Match: * (it
 // never replaces one that exists) and carries the MD5 of its content for
 // the service to check; the journal checks each record's own digest when it
-// reads it, as on disk. The pending marker, the only blob ever deleted, is
-// deleted with If-Match on the ETag its creation returned, so that a worker
-// never deletes another's marker.
+// reads it, as on disk. The pending marker is deleted with If-Match on the
+// ETag its creation returned, so that a worker never deletes another's
+// marker; the run's head (head-NNNN.json), the only other blob ever
+// deleted, with If-Match on the ETag read just before, once a newer head
+// replaced it. A prefix that lies inside another run's prefix is refused
+// by journal.OpenStore ([Store.EnclosingRun]).
 //
 // The store's requests must not pass through the run's read-recovery
 // transport (shared-runs): build the container client with [ClientOptions] (a
@@ -32,6 +35,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -43,7 +47,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/hashicorp/go-cleanhttp"
 
-	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal"
 )
 
@@ -77,6 +80,9 @@ func ClientOptions() *container.ClientOptions {
 // String names the run in messages: the container's URL without its query
 // (no SAS) and the prefix.
 func (s *Store) String() string {
+	if s.zero() {
+		return "blobjournal: no container"
+	}
 	u := s.c.URL()
 	if i := strings.IndexByte(u, '?'); i >= 0 {
 		u = u[:i]
@@ -121,13 +127,22 @@ func (e *Error) Error() string {
 // Unwrap returns fs.ErrExist or fs.ErrNotExist when one applies.
 func (e *Error) Unwrap() error { return e.kind }
 
+// zero reports whether s is nil or has no container client (New(nil, …)
+// or the zero Store): every method then fails with an *Error, never a
+// panic.
+func (s *Store) zero() bool { return s == nil || s.c == nil }
+
+func errZero(op, name string) error {
+	return &Error{Op: op, Name: name, Transport: "no container client (use blobjournal.New with a container.Client)"}
+}
+
 func (s *Store) fail(op, name string, err error) error {
 	e := &Error{Op: op, Name: name}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		e.StatusCode, e.ErrorCode = re.StatusCode, re.ErrorCode
 		if re.RawResponse != nil {
-			e.RequestID = redact.RequestID(re.RawResponse.Header)
+			e.RequestID = requestID(re.RawResponse.Header)
 		}
 		switch {
 		case op == "create" && (re.StatusCode == http.StatusPreconditionFailed || bloberror.HasCode(err, bloberror.BlobAlreadyExists)):
@@ -139,18 +154,23 @@ func (s *Store) fail(op, name string, err error) error {
 		}
 		return e
 	}
+	// A transport error names the method and the URL (a SAS query, say):
+	// keep only the cause of the *url.Error, never its URL.
+	var ue *url.Error
 	msg := err.Error()
-	// azcore's transport errors name the method and URL; keep the cause.
-	if i := strings.LastIndex(msg, ": "); i >= 0 {
-		msg = msg[i+2:]
+	if errors.As(err, &ue) && ue.Err != nil {
+		msg = ue.Err.Error()
 	}
-	e.Transport = redact.Text(msg)
+	e.Transport = safeText(msg)
 	return e
 }
 
 // Create uploads data as the block blob prefix+name with If-None-Match: *
 // and its Content-MD5, and returns its ETag.
 func (s *Store) Create(ctx context.Context, name string, data []byte) (string, error) {
+	if s.zero() {
+		return "", errZero("create", name)
+	}
 	sum := md5.Sum(data)
 	anyTag := azcore.ETagAny
 	resp, err := s.c.NewBlockBlobClient(s.prefix+name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
@@ -169,6 +189,9 @@ func (s *Store) Create(ctx context.Context, name string, data []byte) (string, e
 // Read downloads at most limit+1 bytes of prefix+name and returns them
 // with the blob's ETag.
 func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
+	if s.zero() {
+		return nil, "", errZero("read", name)
+	}
 	resp, err := s.c.NewBlobClient(s.prefix+name).DownloadStream(ctx, &blob.DownloadStreamOptions{
 		Range: blob.HTTPRange{Offset: 0, Count: limit + 1},
 	})
@@ -193,6 +216,9 @@ func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, str
 
 // List lists at most limit blob names under the prefix, without it.
 func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
+	if s.zero() {
+		return nil, errZero("list", "")
+	}
 	var out []string
 	max := int32(min(limit, 5000))
 	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &s.prefix, MaxResults: &max})
@@ -210,9 +236,48 @@ func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
+// EnclosingRun implements [journal.Enclosing]: it returns the prefix of
+// the first run (a run.json) found at a prefix that encloses this one —
+// for "a/b/" the container's "a/run.json", then "run.json" — or "" when
+// none does, so that journal.OpenStore refuses a run inside another.
+func (s *Store) EnclosingRun(ctx context.Context) (string, error) {
+	if s.zero() {
+		return "", errZero("read", "run.json")
+	}
+	p := strings.TrimSuffix(s.prefix, "/")
+	for p != "" {
+		i := strings.LastIndexByte(p, '/')
+		outer := ""
+		if i >= 0 {
+			outer = p[:i+1]
+		}
+		_, err := s.c.NewBlobClient(outer+"run.json").GetProperties(ctx, nil)
+		switch {
+		case err == nil:
+			return outer, nil
+		case bloberror.HasCode(err, bloberror.BlobNotFound):
+		default:
+			var re *azcore.ResponseError
+			if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+				return "", s.fail("read", outer+"run.json", err)
+			}
+		}
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return "", nil
+}
+
+var _ journal.Enclosing = (*Store)(nil)
+
 // Remove deletes prefix+name with If-Match: version. A blob changed or
 // gone since is not deleted: the error says so (412 or 404).
 func (s *Store) Remove(ctx context.Context, name, version string) error {
+	if s.zero() {
+		return errZero("remove", name)
+	}
 	if version == "" {
 		return &Error{Op: "remove", Name: name, Transport: "no version to match (refused: an unconditional delete)"}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,8 @@ func TestCreateFailures(t *testing.T) {
 		{"429", reply(429, map[string]string{"Retry-After": "1", "x-ms-request-id": "r429"}, ""), false, 429, "r429"},
 		{"500", reply(500, map[string]string{"x-ms-request-id": "r500"}, ""), false, 500, "r500"},
 		{"reset", func(*http.Request) (*http.Response, error) {
-			return nil, errors.New(`Put "` + sasURL + `": read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer`)
+			// What net/http returns: a *url.Error naming the URL.
+			return nil, &url.Error{Op: "Put", URL: sasURL, Err: errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer")}
 		}, false, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,6 +122,9 @@ func TestCreateFailures(t *testing.T) {
 			}
 			if msg := err.Error(); strings.Contains(msg, "SECRETSIG") || strings.Contains(msg, "sv=") || (tc.requestID != "" && !strings.Contains(msg, tc.requestID)) {
 				t.Fatalf("message %q", msg)
+			}
+			if tc.status == 0 && be.Transport != "read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer" {
+				t.Fatalf("Transport = %q, want the cause of the *url.Error whole, without its URL", be.Transport)
 			}
 		})
 	}
@@ -203,4 +208,78 @@ func rawHeader(h http.Header, name string) string {
 		}
 	}
 	return ""
+}
+
+// A transport error that is no *url.Error keeps its whole text, without
+// any URL query or userinfo (the module's own copy of the root's rule).
+func TestTransportErrorText(t *testing.T) {
+	s := &scripted{replies: []func(*http.Request) (*http.Response, error){
+		func(*http.Request) (*http.Response, error) {
+			return nil, errors.New("proxy https://u:p@proxy.example/x?sig=SECRET refused: dial: timeout")
+		},
+	}}
+	_, err := newTestStore(t, s).Create(context.Background(), "run.json", []byte("x\n"))
+	var be *Error
+	if !errors.As(err, &be) || be.Transport != "proxy https://proxy.example/x refused: dial: timeout" {
+		t.Fatalf("err = %v", err)
+	}
+	if got := safeID("rid with space"); !strings.HasPrefix(got, "sha256:") || len(got) != 23 {
+		t.Fatalf("safeID = %q", got)
+	}
+	if got := safeID("rid-1:ok"); got != "rid-1:ok" {
+		t.Fatalf("safeID = %q", got)
+	}
+}
+
+// no-nesting: EnclosingRun asks, from the nearest prefix up,
+// whether an enclosing prefix holds run.json.
+func TestEnclosingRun(t *testing.T) {
+	notFound := reply(404, map[string]string{"x-ms-error-code": "BlobNotFound"}, "")
+	s := &scripted{replies: []func(*http.Request) (*http.Response, error){notFound, reply(200, nil, "")}}
+	o := ClientOptions()
+	o.Transport = s
+	c, err := container.NewClientWithNoCredential(sasURL, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := New(c, "a/b/c/").EnclosingRun(context.Background())
+	if err != nil || outer != "a/" {
+		t.Fatalf("EnclosingRun = %q, %v; want a/", outer, err)
+	}
+	if len(s.seen) != 2 || s.seen[0].Method != "HEAD" || s.seen[0].URL.Path != "/runs/a/b/run.json" || s.seen[1].URL.Path != "/runs/a/run.json" {
+		t.Fatalf("requests %v", s.seen)
+	}
+	s = &scripted{replies: []func(*http.Request) (*http.Response, error){notFound}}
+	o.Transport = s
+	c, _ = container.NewClientWithNoCredential(sasURL, o)
+	if outer, err := New(c, "top/").EnclosingRun(context.Background()); err != nil || outer != "" || len(s.seen) != 1 || s.seen[0].URL.Path != "/runs/run.json" {
+		t.Fatalf("EnclosingRun = %q, %v after %v", outer, err, s.seen)
+	}
+}
+
+// A nil *Store, the zero Store and New(nil, …) fail every method with an
+// *Error, never a panic.
+func TestZeroStore(t *testing.T) {
+	for name, st := range map[string]*Store{"nil": nil, "zero": {}, "New(nil)": New(nil, "p/")} {
+		ctx := context.Background()
+		var be *Error
+		if _, err := st.Create(ctx, "run.json", []byte("x")); !errors.As(err, &be) {
+			t.Errorf("%s: Create = %v", name, err)
+		}
+		if _, _, err := st.Read(ctx, "run.json", 10); !errors.As(err, &be) {
+			t.Errorf("%s: Read = %v", name, err)
+		}
+		if _, err := st.List(ctx, 10); !errors.As(err, &be) {
+			t.Errorf("%s: List = %v", name, err)
+		}
+		if err := st.Remove(ctx, "pending-request.json", `"1"`); !errors.As(err, &be) {
+			t.Errorf("%s: Remove = %v", name, err)
+		}
+		if _, err := st.EnclosingRun(ctx); !errors.As(err, &be) {
+			t.Errorf("%s: EnclosingRun = %v", name, err)
+		}
+		if st.String() == "" {
+			t.Errorf("%s: String empty", name)
+		}
+	}
 }

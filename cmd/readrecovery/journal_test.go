@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,7 +98,7 @@ func TestJournalStatusCommand(t *testing.T) {
 		{"elapsed", fixture(t, secs(5), tm(5), false), rcv.Add(5 * time.Second), 0,
 			statusJSON("elapsed", timingOf(5), "0", "backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed"), ""},
 		{"unresolved: pending request", fixture(t, secs(1), tm(1), true), rcv.Add(time.Hour), 4,
-			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its outcome is unknown (unresolved)"), ""},
+			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"), ""},
 		{"unresolved: no timing", fixture(t, overlong, nil, false), rcv.Add(time.Hour), 4,
 			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)"), ""},
 		{"unresolved: clock regression", fixture(t, secs(5), tm(5), false), rcv.Add(-time.Second), 4,
@@ -221,8 +223,9 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 	code, stdout, stderr := runJ("plan", dir)
 	require.Equal(t, 0, code, stderr)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	require.Len(t, lines, 6, stdout)
+	require.Len(t, lines, 7, stdout)
 	assert.Equal(t, "run: clear: no backoff entries", lines[0])
+	assert.Equal(t, "the run stores file digests, never IDs: give --ids FILE (one planned ID per line) to print each ID beside its digest; a digest is sha256: and the hex SHA-256 of the ID's bytes (printf '%s' ID | sha256sum)", lines[6])
 	assert.Regexp(t, `^CLASS +DECISION +FILE +REASON$`, lines[1])
 	rows := map[string]string{}
 	for _, l := range lines[2:5] {
@@ -346,7 +349,7 @@ func TestHostileRunDirectory(t *testing.T) {
 	assert.Equal(t, 1, vcode)
 	assert.Equal(t, "pending-request.json: not a regular file\n"+
 		`"x\nok: forged\x1b[2J": unexpected file in the run directory`+"\n"+
-		"pending-request.json: unfinished request: its outcome is unknown (unresolved)\n", vout)
+		"pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)\n", vout)
 }
 
 // TestSignalsEndPromptly: a signal cancels the command's context; a
@@ -373,4 +376,135 @@ func TestSignalsEndPromptly(t *testing.T) {
 
 	code = runWithSignals(make(chan os.Signal), time.Minute, io.Discard, func(context.Context) int { return 3 })
 	assert.Equal(t, 3, code)
+}
+
+// plan-ids: `journal plan DIR --ids FILE` prints each planned
+// file's ID (escaped) beside its digest and class; a digest no line names
+// shows "?"; the JSON carries the ID. The exit code is the run's state.
+func TestJournalPlanIDs(t *testing.T) {
+	dir := partsRun(t)
+	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	ids := filepath.Join(t.TempDir(), "ids.txt")
+	require.NoError(t, os.WriteFile(ids, []byte("a.bin\r\nc.bin\nnot-planned\x1b[2J\n\n"), 0o600))
+	at(t, time.Now())
+	code, stdout, stderr := runJ("plan", dir, "--ids", ids)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 7, stdout)
+	assert.Regexp(t, `^CLASS +DECISION +ID +FILE +REASON$`, lines[1])
+	rows := map[string]string{}
+	for _, l := range lines[2:5] {
+		f := strings.Fields(l)
+		rows[f[3]] = f[0] + " " + f[2]
+	}
+	assert.Equal(t, map[string]string{a: "unknown a.bin", b: "acked ?", c: "never-attempted c.bin"}, rows)
+	assert.Equal(t, "--ids named 2 of 3 files (? marks a digest no line of "+ids+" names)", lines[6])
+
+	code, stdout, _ = runJ("plan", "--json", "--ids", ids, dir)
+	require.Equal(t, 0, code)
+	var pj journalcmd.PlanJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
+	got := map[string]string{}
+	for _, f := range pj.FileBatch.Plan.Files {
+		got[f.FileDigest] = f.ID
+	}
+	assert.Equal(t, map[string]string{a: "a.bin", b: "", c: "c.bin"}, got)
+
+	// An ID with a control character is escaped.
+	dir2 := filepath.Join(t.TempDir(), "run")
+	_, err := journal.Open(dir2, journal.WithPlan([]journal.PlannedFile{{ID: "x\x1b[2J"}}))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(ids, []byte("x\x1b[2J\n"), 0o600))
+	code, stdout, _ = runJ("plan", dir2, "--ids", ids)
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, `"x\x1b[2J"`)
+	assert.NotContains(t, stdout, "\x1b")
+
+	code, _, stderr = runJ("plan", dir, "--ids", filepath.Join(t.TempDir(), "missing"))
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "plan --ids")
+}
+
+// pending-review: `journal review DIR --pending --note TEXT
+// [--not-before UNIX]` resolves a killed worker's marker: before it,
+// status and a --file review are refused (exit 4); after it, the run is
+// waiting (exit 3) for 30 s or until --not-before, the file is unknown and
+// a --file review decides it. verify is clean and lists a killed writer's
+// leftover temporary file apart.
+func TestJournalReviewPendingCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	plan := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}
+	j, err := journal.Open(dir, journal.WithPlan(plan))
+	require.NoError(t, err)
+	u, _ := url.Parse("https://acct.blob.core.windows.net/c/a.bin")
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
+	require.NoError(t, j.Begin(journal.WithUpload(context.Background(), "a.bin"), req)) // then killed
+	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.FileDigest("a.bin"), "sha256:")[:32]+".json.tmp-0123456789abcdef")
+	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
+	old := time.Now().Add(-2 * time.Minute)
+	require.NoError(t, os.Chtimes(leftover, old, old))
+
+	at(t, time.Now())
+	code, _, _ := runJ("status", dir)
+	require.Equal(t, 4, code)
+	code, _, stderr := runJ("review", dir, "--file", "a.bin", "--decision", "reupload")
+	require.Equal(t, 4, code, stderr)
+	for _, args := range [][]string{
+		{"review", dir, "--pending"},
+		{"review", dir, "--pending", "--note", "x", "--file", "a.bin"},
+		{"review", dir, "--pending", "--note", "x", "--not-before", "-1"},
+		{"review", dir, "--file", "a.bin", "--decision", "skip", "--not-before", "5"},
+	} {
+		code, _, stderr = runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Contains(t, stderr, "usage:", "%q", args)
+	}
+
+	notBefore := time.Now().Unix() + 120
+	code, stdout, stderr := runJ("review", dir, "--pending", "--note", "worker 2 killed", "--not-before", strconv.FormatInt(notBefore, 10))
+	require.Equal(t, 3, code, stderr)
+	assert.Regexp(t, `^reviewed pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(review-0001\.json\); file `+
+		journal.FileDigest("a.bin")+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc `+
+		strconv.FormatInt(notBefore, 10)+"\n$", stdout)
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 3, code, stdout)
+	code, stdout, _ = runJ("verify", dir)
+	assert.Equal(t, 0, code, stdout)
+	assert.Regexp(t, `^leftover `+regexp.QuoteMeta(filepath.Base(leftover))+`: temporary file of an interrupted write, 1\d\d s old: `+
+		`not a record \(the marker or the missing manifest it left shows the interruption\)\n`+
+		`ok: 2 planned files, 0 backoff entries, 0 receipts, 0 part receipts, 1 reviews\n$`, stdout)
+
+	code, stdout, stderr = runJ("review", dir, "--file", "a.bin", "--decision", "skip", "--note", "committed by hand")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "(review-0002.json)")
+	code, _, _ = runJ("review", dir, "--pending", "--note", "again")
+	assert.Equal(t, 1, code, "no marker: nothing to resolve")
+}
+
+// restriction-review: `journal review DIR --restriction ENTRY --not-before
+// UNIX --note TEXT` bounds an entry without timing: exit 3, then status
+// waits until the given time; flags that do not fit are usage errors.
+func TestJournalReviewRestrictionCommand(t *testing.T) {
+	dir := fixture(t, readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong}, nil, false)
+	at(t, time.Now())
+	code, _, _ := runJ("status", dir)
+	require.Equal(t, 4, code)
+	for _, args := range [][]string{
+		{"review", dir, "--restriction", "backoff-0001.json", "--note", "x"},
+		{"review", dir, "--restriction", "backoff-0001.json", "--not-before", "99", "--note", "x", "--file", "a"},
+		{"review", dir, "--restriction", "backoff-0001.json", "--not-before", "99"},
+	} {
+		code, _, stderr := runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Contains(t, stderr, "usage:")
+	}
+	nb := time.Now().Unix() + 300
+	code, stdout, stderr := runJ("review", dir, "--restriction", "backoff-0001.json", "--not-before", strconv.FormatInt(nb, 10), "--note", "support: 5 min")
+	require.Equal(t, 3, code, stderr)
+	assert.Regexp(t, `^reviewed backoff-0001\.json: restriction by \S+ at \d+ \(review-0001\.json\); the run waits until not_before_utc `+strconv.FormatInt(nb, 10)+"\n$", stdout)
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 3, code, stdout)
+	assert.Contains(t, stdout, `"not_before_utc":`+strconv.FormatInt(nb, 10))
+	code, _, stderr = runJ("review", dir, "--restriction", "backoff-0001.json", "--not-before", strconv.FormatInt(nb, 10), "--note", "again")
+	assert.Equal(t, 1, code, stderr)
 }

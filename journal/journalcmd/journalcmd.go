@@ -13,10 +13,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 	"github.com/readrecovery/readrecovery/journal"
 )
 
@@ -148,6 +151,11 @@ func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writ
 	for _, f := range sum.Findings {
 		fmt.Fprintln(stdout, f.String())
 	}
+	// A leftover is not a finding (the interruption it comes from is
+	// one of its own), but an operator sees it.
+	for _, f := range sum.Leftovers {
+		fmt.Fprintln(stdout, "leftover "+f.String())
+	}
 	if len(sum.Findings) > 0 {
 		return 1
 	}
@@ -176,6 +184,8 @@ type PlanJSON struct {
 
 // PlanFile is one planned file in [PlanJSON].
 type PlanFile struct {
+	// ID is the file's ID from --ids, when it names it.
+	ID         string `json:"id,omitempty"`
 	FileDigest string `json:"file_digest"`
 	Class      string `json:"class"`
 	Decision   string `json:"decision,omitempty"`
@@ -187,12 +197,20 @@ var classes = []journal.FileState{journal.FileAcked, journal.FileUnknown, journa
 func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "plan")
 	asJSON := fset.Bool("json", false, "")
+	idsFile := fset.String("ids", "", "")
 	pos, err := parseInterleaved(fset, args)
 	if err != nil {
 		return c.usageError(stderr, c.Sub+"plan: "+err.Error())
 	}
 	if len(pos) != 1 || pos[0] == "" {
 		return c.usageError(stderr, c.Sub+"plan takes one "+c.Arg)
+	}
+	var ids map[string]string
+	if *idsFile != "" {
+		if ids, err = readIDs(*idsFile); err != nil {
+			fmt.Fprintf(stderr, "%s: %splan --ids: %v\n", c.Prog, c.Sub, err)
+			return 2
+		}
 	}
 	dir := pos[0]
 	j, err := c.Open(ctx, dir)
@@ -204,6 +222,12 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
 		return 4
 	}
+	named := 0
+	for _, f := range cont.Files {
+		if _, ok := ids[f.Digest]; ok {
+			named++
+		}
+	}
 	if *asJSON {
 		var out PlanJSON
 		out.FileBatch.Backoff = cont.Status
@@ -213,7 +237,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 			p.Counts[string(k)] = cont.Count(k)
 		}
 		for _, f := range cont.Files {
-			p.Files = append(p.Files, PlanFile{f.Digest, string(f.State), string(f.Decision), f.Reason})
+			p.Files = append(p.Files, PlanFile{ids[f.Digest], f.Digest, string(f.State), string(f.Decision), f.Reason})
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -221,7 +245,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 			return 2
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
-		return 0
+		return stateCode(cont.Status.State)
 	}
 	st := cont.Status
 	fmt.Fprintf(stdout, "run: %s", st.State)
@@ -230,11 +254,23 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	fmt.Fprintf(stdout, ": %s\n", st.Reason)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLASS\tDECISION\tFILE\tREASON")
+	if ids != nil {
+		fmt.Fprintln(tw, "CLASS\tDECISION\tID\tFILE\tREASON")
+	} else {
+		fmt.Fprintln(tw, "CLASS\tDECISION\tFILE\tREASON")
+	}
 	for _, f := range cont.Files {
 		d := string(f.Decision)
 		if d == "" {
 			d = "-"
+		}
+		if ids != nil {
+			id, ok := ids[f.Digest]
+			if id = escape(id); !ok {
+				id = "?"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.State, d, id, f.Digest, f.Reason)
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.State, d, f.Digest, f.Reason)
 	}
@@ -247,7 +283,58 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	if cont.Partial {
 		fmt.Fprintln(stdout, "no plan.json (a run written before it existed): never-attempted files are not listed")
 	}
-	return 0
+	if ids == nil {
+		_, _ = io.WriteString(stdout, digestsOnly)
+	} else {
+		fmt.Fprintf(stdout, "--ids named %d of %d files (? marks a digest no line of %s names)\n", named, len(cont.Files), escape(*idsFile))
+	}
+	return stateCode(st.State)
+}
+
+// digestsOnly is what plan prints without --ids: how to map digests.
+const digestsOnly = "the run stores file digests, never IDs: give --ids FILE (one planned ID per line) to print each ID beside its digest; " +
+	"a digest is sha256: and the hex SHA-256 of the ID's bytes (printf '%s' ID | sha256sum)\n"
+
+// maxIDsBytes bounds the --ids file.
+const maxIDsBytes = 64 << 20
+
+// readIDs reads one planned file ID per line (a trailing "\r" dropped,
+// empty lines skipped) and maps each ID's journal.FileDigest to it.
+func readIDs(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxIDsBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxIDsBytes {
+		return nil, fmt.Errorf("%s is over %d bytes", escape(path), maxIDsBytes)
+	}
+	ids := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSuffix(line, "\r"); line != "" {
+			ids[journal.FileDigest(line)] = line
+		}
+	}
+	return ids, nil
+}
+
+// escape returns s as it is when it is plain printable ASCII without
+// spaces, quotes or backslashes, else quoted with Go escapes, so that no
+// ID can forge a line or reach a terminal raw.
+func escape(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
+			return strconv.QuoteToASCII(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -255,6 +342,9 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	file := fset.String("file", "", "")
 	decision := fset.String("decision", "", "")
 	note := fset.String("note", "", "")
+	pending := fset.Bool("pending", false, "")
+	restriction := fset.String("restriction", "", "")
+	notBefore := fset.Int64("not-before", 0, "")
 	pos, err := parseInterleaved(fset, args)
 	if err != nil {
 		return c.usageError(stderr, c.Sub+"review: "+err.Error())
@@ -262,6 +352,22 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	switch {
 	case len(pos) != 1 || pos[0] == "":
 		return c.usageError(stderr, c.Sub+"review takes one "+c.Arg)
+	case *pending && (*file != "" || *decision != ""):
+		return c.usageError(stderr, c.Sub+"review --pending takes no --file or --decision (review the file afterwards)")
+	case *pending && *note == "":
+		return c.usageError(stderr, c.Sub+"review --pending needs --note TEXT (why the marker is abandoned)")
+	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
+		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
+	case *pending:
+		return c.reviewPending(ctx, pos[0], *note, *notBefore, stdout, stderr)
+	case *restriction != "" && (*file != "" || *decision != ""):
+		return c.usageError(stderr, c.Sub+"review --restriction takes no --file or --decision")
+	case *restriction != "" && (*note == "" || *notBefore <= 0 || *notBefore > unixtime.Max):
+		return c.usageError(stderr, c.Sub+"review --restriction ENTRY needs --not-before UNIX and --note TEXT (where the bound comes from)")
+	case *restriction != "":
+		return c.reviewRestriction(ctx, pos[0], *restriction, *note, *notBefore, stdout, stderr)
+	case *notBefore != 0:
+		return c.usageError(stderr, c.Sub+"review --not-before goes with --pending or --restriction")
 	case *file == "":
 		return c.usageError(stderr, c.Sub+"review needs --file ID")
 	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
@@ -278,6 +384,58 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case err == nil:
 		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 		return 0
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		return 4
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		return 1
+	}
+}
+
+// reviewRestriction runs `review RUN --restriction ENTRY --not-before UNIX
+// --note TEXT`.
+func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string, notBefore int64, stdout, stderr io.Writer) int {
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	rec, err := j.ReviewRestriction(ctx, entry, note, notBefore)
+	var re *journal.RestrictedError
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
+			escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
+		return 3 // waiting
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		return 4
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		return 1
+	}
+}
+
+// reviewPending runs `review RUN --pending --note TEXT [--not-before UNIX]`.
+func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore int64, stdout, stderr io.Writer) int {
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	rec, err := j.ReviewPending(ctx, note, notBefore)
+	var re *journal.RestrictedError
+	switch {
+	case err == nil:
+		file := "no planned file"
+		if rec.MarkerFileDigest != "" {
+			file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
+		}
+		fmt.Fprintf(stdout, "reviewed pending-request.json %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
+			rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+		if !rec.Removed {
+			fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
+		}
+		return 3 // waiting
 	case errors.As(err, &re):
 		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
 		return 4

@@ -1,0 +1,167 @@
+package journal
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readrecovery/readrecovery"
+)
+
+// plan4 is a plan of four files.
+var plan4 = []PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}, {ID: "d.bin"}}
+
+// deletionRun is a run holding three records of each kind (backoff
+// entries, commit receipts, part receipts, reviews), interleaved, and its
+// head; elapsed at the returned time. It returns the directory and the
+// records in the order they were written.
+func deletionRun(t testing.TB) (string, []string, time.Time) {
+	t.Helper()
+	clk := newFakeClock(t0)
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := Open(dir, withClock(clk), WithPlan(plan4))
+	require.NoError(t, err)
+	bg := context.Background()
+	at := func(s int64) { clk.Set(t0.Add(time.Duration(s) * time.Second)) }
+	commit := func(id string, status int) {
+		ctx := WithUpload(bg, id)
+		require.NoError(t, j.Begin(ctx, putReq(t)))
+		require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: status, RequestID: "r"}))
+	}
+	part := func(id string) {
+		ctx := WithUploadPart(bg, id)
+		require.NoError(t, j.Begin(ctx, putReq(t)))
+		require.NoError(t, j.Complete(ctx, putReq(t), ok201("p")))
+	}
+	throttle := func(s int64) {
+		at(s)
+		record429(t, j, bg, getReq(t), secs(1), timing(clk.Now(), 1))
+		at(s + 1)
+	}
+	review := func(id string, d Decision) {
+		_, err := j.Review(bg, id, d, "")
+		require.NoError(t, err)
+	}
+	throttle(0)                   // backoff-0001
+	part("b.bin")                 // part b 0001
+	commit("c.bin", 201)          // receipt c
+	commit("a.bin", 500)          // receipt a
+	review("a.bin", DecisionSkip) // review-0001
+	part("b.bin")                 // part b 0002
+	throttle(10)                  // backoff-0002
+	part("d.bin")                 // part d 0001
+	review("b.bin", DecisionSkip) // review-0002
+	commit("d.bin", 503)          // receipt d (d's own upload: a part, then its commit)
+	review("d.bin", DecisionSkip) // review-0003
+	throttle(20)                  // backoff-0003
+	var records []string
+	for _, n := range names(t, dir) {
+		if isRecordName(n) {
+			records = append(records, n)
+		}
+	}
+	require.Len(t, records, 12)
+	return dir, records, t0.Add(time.Minute)
+}
+
+// deletion-detected: deleting any one record — a backoff
+// entry, a commit receipt, a part receipt or a review; the first, a middle
+// one or the last of its kind, the run's last record included — or the
+// run's head makes the run unresolved, and verify names what is missing.
+func TestDeletionTable(t *testing.T) {
+	dir, records, now := deletionRun(t)
+	require.Equal(t, Elapsed, reopen(t, dir, now).Status(now).State)
+	fs, err := Verify(dir)
+	require.NoError(t, err)
+	require.Empty(t, fs)
+	heads := 0
+	for _, n := range allNames(t, dir) {
+		if _, ok := parseHeadName(n); ok {
+			heads++
+			assert.Equal(t, headName(len(records)), n, "one head, naming the last record")
+		}
+	}
+	require.Equal(t, 1, heads)
+
+	kinds := map[string][]string{}
+	for _, r := range records {
+		k := r[:strings.IndexByte(r, '-')]
+		kinds[k] = append(kinds[k], r)
+	}
+	for _, k := range []string{"backoff", "receipt", "part", "review"} {
+		require.GreaterOrEqual(t, len(kinds[k]), 3, k)
+	}
+	type row struct{ kind, which, name string }
+	var rows []row
+	for _, k := range []string{"backoff", "receipt", "part", "review"} {
+		rs := kinds[k]
+		rows = append(rows, row{k, "first", rs[0]}, row{k, "middle", rs[len(rs)/2]}, row{k, "last", rs[len(rs)-1]})
+	}
+	rows = append(rows, row{"head", "only", headName(len(records))})
+	for _, r := range rows {
+		t.Run(r.kind+" "+r.which, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "run")
+			copyDir(t, dir, d)
+			require.NoError(t, os.Remove(filepath.Join(d, r.name)))
+			st := reopen(t, d, now).Status(now)
+			assert.Equal(t, Unresolved, st.State, "deleting %s", r.name)
+			fs, err := Verify(d)
+			require.NoError(t, err)
+			named := false
+			for _, f := range fs {
+				if f.File == r.name && strings.HasPrefix(f.Problem, "missing") {
+					named = true
+				}
+			}
+			assert.True(t, named, "verify names %s as missing: %v", r.name, fs)
+			t.Logf("delete %-48s → %s", r.name, fs[0])
+		})
+	}
+}
+
+// FuzzDeletion deletes one or two files of the deletion run, chosen by
+// the input: the run is never clear, waiting or elapsed, unless what was
+// deleted is a file the sequence does not need (none here but the
+// temporary ones, which this run has none of).
+func FuzzDeletion(f *testing.F) {
+	for i := range 16 {
+		f.Add(uint8(i), uint8(255))
+	}
+	f.Add(uint8(3), uint8(4))
+	dir, _, now := deletionRun(f)
+	all := allNames(f, dir)
+	f.Fuzz(func(t *testing.T, a, b uint8) {
+		d := filepath.Join(t.TempDir(), "run")
+		copyDir(t, dir, d)
+		var gone []string
+		for _, i := range []uint8{a, b} {
+			if n := all[int(i)%len(all)]; i != 255 && n != planName && !contains(gone, n) {
+				gone = append(gone, n)
+				require.NoError(t, os.Remove(filepath.Join(d, n)))
+			}
+		}
+		if len(gone) == 0 {
+			return
+		}
+		j, err := OpenExisting(d, withClock(newFakeClock(now)))
+		if err != nil {
+			return // a directory without run.json and the like: refused
+		}
+		assert.Equal(t, Unresolved, j.Status(now).State, "deleted %v", gone)
+	})
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
