@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httpdate"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // RetryAfterKind says what a response's Retry-After field was, after the
@@ -373,9 +374,11 @@ func raTrimOWS(s string) string {
 }
 
 // setTiming fills the timing of a delay of d ≥ 0 seconds after the receipt
-// and reports whether receipt+d fits in int64.
+// and reports whether the not-before receipt+d is representable: at most
+// unixtime.Max, the bound the journal and the command share (a later one
+// is unresolved, never a persistence failure).
 func (p *raParser) setTiming(d int64) bool {
-	if d < 0 || p.recv > math.MaxInt64-d {
+	if d < 0 || d > unixtime.Max || p.recv > unixtime.Max-d {
 		return false
 	}
 	*p.timing = RetryAfterTiming{ReceivedAtUTC: p.recv, NotBeforeUTC: p.recv + d, ServerDelaySeconds: d}
