@@ -145,13 +145,20 @@ const (
 	raDiagDupKeys    = "retry-after: several keys differing in case"
 	raDiagDupValues  = "retry-after: several values"
 	raDiagPrefix     = "retry-after: "
-	raDiagOversized  = "retry-after: value longer than 128 bytes; fail closed, no wait"
 	raDiagNoTiming   = "retry-after: http-date without receipt time; unresolved"
 	raDiagUnrepr     = "retry-after: delay not representable in unix seconds; unresolved"
 	raDiagYearUnres  = "retry-after: rfc850 year not resolvable against receipt time; unresolved"
-	raDiagOverlong   = "retry-after: delay above 30 s ceiling; sequence stops"
 	raDiagOverlongPf = "retry-after: delay "
-	raDiagOverlongSf = " s above 30 s ceiling; sequence stops"
+)
+
+// The diagnostics that name a bound, formatted from its constant once, at
+// package initialization.
+var (
+	raBoundText      = strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	raCeilingText    = strconv.FormatInt(raMaxWaitSeconds, 10) + " s ceiling"
+	raDiagOversized  = "retry-after: value longer than " + raBoundText + "; fail closed, no wait"
+	raDiagOverlong   = "retry-after: delay above " + raCeilingText + "; sequence stops"
+	raDiagOverlongSf = " s above " + raCeilingText + "; sequence stops"
 )
 
 // raMaxWaitSeconds is [MaxServerWait] in whole seconds.
