@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"context"
+	"reflect"
 	"time"
 )
 
@@ -33,6 +34,10 @@ import (
 //   - wrapping the context's error while that context has ended: the
 //     caller's context error is returned, or a total-exhausted stop when
 //     the sequence's total ran out;
+//   - having a JournalFull() method (found with errors.As, before the
+//     next case): the journal's limits leave no room to record the
+//     request; the sequence stops as journal-full (nothing failed to be
+//     written);
 //   - having a JournalRestricted() method (found with errors.As): the
 //     run's status forbids network access; the sequence stops as
 //     journal-restricted;
@@ -40,7 +45,9 @@ import (
 //     persistence failure. Nothing is sent.
 //
 // An error from Backoff is terminal before recovery: no wait, no re-send,
-// the sequence stops and the original 429 goes back to the caller. An
+// the sequence stops (journal-full for an error with a JournalFull()
+// method, else persistence-failed) and the original 429 goes back to the
+// caller. An
 // error from Complete after a 2xx mutation keeps the ACK (returned to the
 // caller and in the report) and stops further requests.
 //
@@ -82,12 +89,29 @@ type JournalOutcome struct {
 }
 
 // WithJournal returns a copy of ctx whose requests are journaled in j. A nil
-// j returns ctx unchanged.
+// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; a nil
+// ctx is context.Background().
 func WithJournal(ctx context.Context, j Journal) context.Context {
-	if j == nil {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if isNil(j) {
 		return ctx
 	}
 	s := stateFrom(ctx).clone()
 	s.journal = j
 	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, map,
+// slice, function or channel.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }

@@ -72,6 +72,15 @@ func BenchmarkRoundTripPassThrough(b *testing.B) {
 			rt.RoundTrip(r)
 		}
 	})
+	b.Run("budget-each", func(b *testing.B) {
+		// A new sequence for every request: the set-up of a sequence
+		// (NewBudget, WithBudget, the first request's cut-off) over a stub.
+		rt := New(newOK())
+		b.ReportAllocs()
+		for b.Loop() {
+			rt.RoundTrip(req.WithContext(WithBudget(context.Background(), NewBudget("bench"))))
+		}
+	})
 	b.Run("budget-cancelable-ctx", func(b *testing.B) {
 		rt := New(newOK())
 		parent, cancel := context.WithCancel(context.Background())
@@ -108,10 +117,10 @@ func BenchmarkFinishedSequences(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/sequences, "live-B/seq")
-		rt.deadlines.mu.Lock()
-		b.ReportMetric(float64(rt.deadlines.len()), "entries")
-		b.ReportMetric(float64(boolInt(rt.deadlines.stop != nil)), "timers")
-		rt.deadlines.mu.Unlock()
+		rt.cuts.mu.Lock()
+		b.ReportMetric(float64(rt.cuts.h.Len()), "entries")
+		b.ReportMetric(float64(boolInt(rt.cuts.stop != nil)), "timers")
+		rt.cuts.mu.Unlock()
 		runtime.KeepAlive(rt)
 	}
 }
