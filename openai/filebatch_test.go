@@ -46,7 +46,7 @@ func TestFileBatchJournaled(t *testing.T) {
 		if statusOf(err) != 429 || len(e.ledger("")) != 1 || b1.Report().Stop != readrecovery.StopOverlong {
 			t.Fatalf("invocation 1: %v, %d requests, stop %q", err, len(e.ledger("")), b1.Report().Stop)
 		}
-		if names := runFiles(t, dir); names != "backoff-0001.json plan.json run.json" {
+		if names := runFiles(t, dir); names != "backoff-0001.json head-0001.json plan.json run.json" {
 			t.Fatalf("the run holds %s", names)
 		}
 		if st := j1.Status(time.Now()); st.State != journal.Waiting || st.RemainingSeconds != 60 {
@@ -80,7 +80,7 @@ func TestFileBatchJournaled(t *testing.T) {
 		if r := b2.Report(); r.Requests != 4 || r.Waits != 1 || r.Window == nil || r.Window.Trigger != "read-429" || r.Stop != "" {
 			t.Fatalf("invocation 2 report %v", r)
 		}
-		if names := runFiles(t, dir); names != "backoff-0001.json backoff-0002.json plan.json run.json" {
+		if names := runFiles(t, dir); names != "backoff-0001.json backoff-0002.json head-0002.json plan.json run.json" {
 			t.Fatalf("the run holds %s", names)
 		}
 		// The create was sent once per invocation: the 429'd one created

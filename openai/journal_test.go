@@ -201,7 +201,7 @@ func TestJournaledUploadBatch(t *testing.T) {
 			kind, _, _ := strings.Cut(base, "-")
 			kinds[kind]++
 		}
-		if fmt.Sprint(kinds) != "map[backoff:1 plan.json:1 receipt:19 run.json:1]" {
+		if fmt.Sprint(kinds) != "map[backoff:1 head:1 plan.json:1 receipt:19 run.json:1]" {
 			t.Fatalf("the run holds %v", kinds)
 		}
 
