@@ -2,6 +2,7 @@ package rropenai_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -238,13 +239,18 @@ func TestUploadSentOnce(t *testing.T) {
 		budget  bool
 		retries int // -1: openai-go's default
 		sends   int
+		rrOnly  bool // readrecovery beneath openai-go without rropenai's middleware
 	}{
-		{"default retries, no Budget", true, false, -1, 1},
-		{"default retries, Budget", true, true, -1, 1},
-		{"MaxRetries 5, no Budget", true, false, 5, 1},
-		{"MaxRetries 5, Budget", true, true, 5, 1},
-		{"control without rropenai: default retries", false, false, -1, 3},
-		{"control without rropenai: MaxRetries 5", false, false, 5, 6},
+		{"default retries, no Budget", true, false, -1, 1, false},
+		{"default retries, Budget", true, true, -1, 1, false},
+		{"MaxRetries 5, no Budget", true, false, 5, 1, false},
+		{"MaxRetries 5, Budget", true, true, 5, 1, false},
+		{"control without rropenai: default retries", false, false, -1, 3, false},
+		{"control without rropenai: MaxRetries 5", false, false, 5, 6, false},
+		// Without the middleware openai-go retries the 429 itself; its new
+		// request repeats the throttled one's method, URL and bytes, so the
+		// sequence's repeat-guard refuses it before the network.
+		{"readrecovery without the middleware, Budget", false, true, -1, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -255,8 +261,12 @@ func TestUploadSentOnce(t *testing.T) {
 				e := newEnv(t, opts...)
 				client := e.client
 				if !tc.wired {
+					var rt http.RoundTripper = e.srv.Transport()
+					if tc.rrOnly {
+						rt = readrecovery.New(rt)
+					}
 					client = openai.NewClient(append([]option.RequestOption{option.WithBaseURL(baseURL), option.WithAPIKey(apiKey),
-						option.WithHTTPClient(&http.Client{Transport: e.srv.Transport()})}, opts...)...)
+						option.WithHTTPClient(&http.Client{Transport: rt})}, opts...)...)
 				}
 				e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 2000, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Always())
 				ctx := context.Background()
@@ -266,7 +276,12 @@ func TestUploadSentOnce(t *testing.T) {
 					ctx = readrecovery.WithBudget(ctx, b)
 				}
 				_, err := call(ctx, client, http.MethodPost, "")
-				if statusOf(err) != 429 {
+				switch {
+				case tc.rrOnly:
+					if !errors.Is(err, readrecovery.ErrRequestRefused) {
+						t.Fatalf("err = %v, want openai-go's retry refused", err)
+					}
+				case statusOf(err) != 429:
 					t.Fatalf("err = %v, want the 429 back", err)
 				}
 				if n := e.srv.Count(fakeserver.RouteOpenAIFileUpload, http.MethodPost); n != tc.sends {
