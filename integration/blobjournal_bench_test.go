@@ -3,10 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/azure/blobjournal"
@@ -55,4 +59,83 @@ func BenchmarkJournaledRequest(b *testing.B) {
 		}
 		bench(b, j)
 	})
+}
+
+// storeCounter counts the requests of the journal store's client by kind.
+type storeCounter struct {
+	next          http.RoundTripper
+	lists, others atomic.Int64
+}
+
+func (c *storeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("comp") == "list" {
+		c.lists.Add(1)
+	} else {
+		c.others.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// BenchmarkJournaledRequestRunSize is the Blob store's cost of one
+// journaled request (Admit, Begin, Complete of a GET) in a run that already
+// holds the receipts of uploaded files (0 and 200: the end of a 200-file
+// batch), with the store requests it takes: list/op (listing pages) and
+// other/op (reads, creates, deletes). It shows what limits a run's files
+// per second on one store: every check lists the whole run.
+func BenchmarkJournaledRequestRunSize(b *testing.B) {
+	az := startAzurite(b)
+	get := readrecovery.JournalRequest{Method: "GET", URLDigest: "sha256:" + strings.Repeat("cd", 32), Attempt: 1}
+	ok := readrecovery.JournalOutcome{StatusCode: 200, RequestID: "r"}
+	for _, uploaded := range []int{0, 200} {
+		b.Run(fmt.Sprintf("receipts=%d", uploaded), func(b *testing.B) {
+			cont := "bench-" + randomHex(4)
+			cred, err := azblobSharedKey(azuriteKey)
+			if err != nil {
+				b.Fatal(err)
+			}
+			counter := &storeCounter{next: http.DefaultTransport}
+			o := blobjournal.ClientOptions()
+			o.Transport = &http.Client{Transport: counter}
+			c, err := container.NewClientWithSharedKeyCredential(az.URL+"/"+azuriteAccount+"/"+cont, cred, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.Create(context.Background(), nil); err != nil {
+				b.Fatal(err)
+			}
+			plan := workerPlan(uploaded)
+			ctx := context.Background()
+			j, err := journal.OpenStore(ctx, blobjournal.New(c, "run/"), journal.WithPlan(plan))
+			if err != nil {
+				b.Fatal(err)
+			}
+			put := readrecovery.JournalRequest{Method: "PUT", URLDigest: "sha256:" + strings.Repeat("ab", 32), Attempt: 1}
+			for _, f := range plan {
+				uctx := journal.WithUpload(ctx, f.ID)
+				if err := j.Begin(uctx, put); err != nil {
+					b.Fatal(err)
+				}
+				if err := j.Complete(uctx, put, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "r"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			counter.lists.Store(0)
+			counter.others.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if err := j.Admit(ctx, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+				if err := j.Begin(ctx, get); err != nil {
+					b.Fatal(err)
+				}
+				if err := j.Complete(ctx, get, ok); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(counter.lists.Load())/float64(b.N), "list/op")
+			b.ReportMetric(float64(counter.others.Load())/float64(b.N), "other/op")
+		})
+	}
 }

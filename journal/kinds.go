@@ -383,10 +383,13 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 	}
 	before := len(s.findings)
 	s.checkSequence(listed, func(name string) (headFile, bool) {
-		if _, cached := ld.cache[name]; !cached && s.pending {
-			// A write in progress (the marker) replaces the head: one
-			// listed a moment ago may be gone. That is no finding.
-			if _, _, ok := ld.b.read(nil, name, maxRecordBytes); !ok {
+		if _, cached := ld.cache[name]; !cached {
+			if _, _, ok := ld.b.read(nil, name, maxRecordBytes); !ok && (s.pending || replacedHead(ld.b, name)) {
+				// A write in progress (the marker) replaces the head, or
+				// another worker's write finished since the listing and a
+				// newer head replaced this one: the listing is older than
+				// the run. That is no finding; the next scan checks the
+				// newer head. A head gone with none newer is a deletion.
 				return headFile{}, false
 			}
 		}
@@ -397,6 +400,30 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 		return v.(headFile), true
 	})
 	s.seqBroken = len(s.findings) > before
+}
+
+// replacedHead reports whether the head name, listed but unreadable, is
+// gone from a fresh listing that holds a newer head: another worker's write
+// replaced it after the listing was taken.
+func replacedHead(b backend, name string) bool {
+	k, ok := parseHeadName(name)
+	if !ok {
+		return false
+	}
+	names, _, err := b.list()
+	if err != nil {
+		return false
+	}
+	newer := false
+	for _, n := range names {
+		if n.name == name {
+			return false // still there: its read failed for another reason
+		}
+		if h, ok := parseHeadName(n.name); ok && h > k {
+			newer = true
+		}
+	}
+	return newer
 }
 
 // numberProblem is the finding of a numbered name beyond its kind's limit.
