@@ -40,6 +40,8 @@ type Transport struct {
 	logger  *slog.Logger
 	clock   clock.Clock
 	cuts    cutoffs // the totals of the sequences it started
+
+	throttled throttledRequests // mutations that met 429 without a Budget
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -131,8 +133,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &refusedError{method: methodOf(req), url: redact.URL(req.URL)}
 	}
 	s := stateFrom(req.Context())
+	if (s == nil || s.budget == nil) && t.throttled.len() > 0 {
+		if err := t.refuseSameRequest(req); err != nil {
+			return nil, err
+		}
+	}
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
-		return t.baseRT().RoundTrip(req)
+		resp, err := t.baseRT().RoundTrip(req)
+		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) {
+			t.throttled.add(req, resp.StatusCode, redact.RequestID(resp.Header))
+		}
+		return resp, err
 	}
 	if req.URL == nil {
 		closeRequestBody(req)
@@ -195,6 +206,25 @@ func (c *call) roundTrip() (*http.Response, error) {
 	return c.send(c.req, 1, "")
 }
 
+// refuseSameRequest refuses, outside a sequence, a mutation request object
+// that already met 429 (repeat-guard): a caller's loop or go-retryablehttp
+// handing the same *http.Request to the transport again.
+func (t *Transport) refuseSameRequest(req *http.Request) error {
+	if !httprule.IsMutation(methodOf(req)) {
+		return nil
+	}
+	by, ok := t.throttled.lookup(req)
+	if !ok {
+		return nil
+	}
+	closeRequestBody(req)
+	seq := ""
+	if b := BudgetFrom(req.Context()); b != nil {
+		seq = b.Name()
+	}
+	return &StopError{Sequence: seq, Reason: StopRepeatRefused, Detail: detailSameRequest, StatusCode: by.status, RequestID: by.requestID}
+}
+
 // refuseRepeatedOperation refuses a try of an operation whose mutation met
 // 429 (WithOperation).
 func (c *call) refuseRepeatedOperation() error {
@@ -208,7 +238,10 @@ func (c *call) refuseRepeatedOperation() error {
 	return &StopError{Sequence: c.name(), Reason: StopRepeatRefused, Detail: detailOperation, StatusCode: status, RequestID: id}
 }
 
-const detailOperation = "a mutation of this operation already met 429; its later tries are never sent"
+const (
+	detailOperation   = "a mutation of this operation already met 429; its later tries are never sent"
+	detailSameRequest = "this mutation request already met 429; the same request is never sent again"
+)
 
 // admit asks the policy about the request now, and starts the total's
 // cut-off at the sequence's first request.
@@ -422,6 +455,9 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	in := c.facts429(resp, attempt)
 	if c.s.op != nil && c.mutation {
 		c.s.op.markThrottled(resp.StatusCode, in.plan.requestID)
+	}
+	if c.b == nil && c.mutation {
+		c.t.throttled.add(c.req, resp.StatusCode, in.plan.requestID)
 	}
 	if c.b != nil {
 		c.record(resp)
