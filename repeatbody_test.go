@@ -113,3 +113,32 @@ func TestEarly429ReadsNoBody(t *testing.T) {
 	require.ErrorIs(t, err, ErrRequestRefused)
 	assert.Zero(t, s.getBodies.Load(), "a repeat of the same object is refused without reading its body")
 }
+
+// repeat-guard: a new request with the same bytes, sent at once after a
+// large PUT's early 429: the throttled body is read only once net/http is
+// done with it (run with -race), and the repeat is refused every time.
+func TestEarly429NewRequestSameBytes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-ms-request-id", "early-429")
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	rt := New(nil)
+	defer rt.CloseIdleConnections()
+	body := strings.Repeat("x", 4<<20)
+	for i := range 5 {
+		ctx := WithBudget(context.Background(), NewBudget("early"))
+		first, _ := streamRequest(t, ctx, http.MethodPut, srv.URL+"/c/big", body)
+		resp, err := rt.RoundTrip(first)
+		if err == nil {
+			resp.Body.Close()
+		}
+		again, _ := streamRequest(t, ctx, http.MethodPut, srv.URL+"/c/big", body)
+		_, err = rt.RoundTrip(again)
+		require.ErrorIs(t, err, ErrRequestRefused, "run %d", i)
+		var se *StopError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, "early-429", se.RequestID)
+	}
+}

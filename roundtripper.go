@@ -174,6 +174,31 @@ type call struct {
 	// mutationNo and attempt number the request among the sequence's
 	// mutations (0: not a mutation, or no budget).
 	mutationNo, attempt int
+	// sent is the body of the first send of a mutation in a sequence,
+	// closed by net/http when it is done with it; nil otherwise.
+	sent *sentBody
+}
+
+// sentBody tells when the base transport has closed a request's body
+// (http.RoundTripper: RoundTrip closes it, maybe after it returned).
+type sentBody struct {
+	io.ReadCloser
+	once sync.Once
+	done chan struct{}
+}
+
+func (b *sentBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { close(b.done) })
+	return err
+}
+
+// closed is closed once the body is; nil for a nil body.
+func (b *sentBody) closed() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.done
 }
 
 func (c *call) roundTrip() (*http.Response, error) {
@@ -380,7 +405,22 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 	if c.b != nil && c.mutation {
 		c.mutationNo, c.attempt = c.b.mutationSent(c.mutationFacts(), c.mutationNo, c.ordinal)
 	}
-	resp, err := c.t.baseRT().RoundTrip(req)
+	out := req
+	if attempt == 1 && c.b != nil && c.mutation && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		// Know when net/http is done with the body: only then may the
+		// repeat guard read a throttled mutation's body through GetBody
+		// (azcore's hands back the very stream being sent). A shallow
+		// copy, as net/http's own client makes: the caller's request is
+		// not changed.
+		c.sent = &sentBody{ReadCloser: req.Body, done: make(chan struct{})}
+		cp := *req
+		cp.Body = c.sent
+		out = &cp
+	}
+	resp, err := c.t.baseRT().RoundTrip(out)
+	if resp != nil && out != req && resp.Request == out {
+		resp.Request = req
+	}
 	if err != nil {
 		return nil, c.onTransportError(jr, err)
 	}
@@ -700,7 +740,7 @@ func (c *call) repeatKey(after429 bool) *repeatKey {
 		return k
 	}
 	if after429 {
-		k.getBody = c.req.GetBody
+		k.getBody, k.sent = c.req.GetBody, c.sent.closed()
 		return k
 	}
 	if c.b.s.repeatOf(*k) != nil {
@@ -708,6 +748,13 @@ func (c *call) repeatKey(after429 bool) *repeatKey {
 	}
 	if found, todo := c.b.s.throttled(c.method, url); found {
 		for _, t := range todo {
+			if t.sent != nil {
+				select {
+				case <-t.sent: // net/http is done with that body
+				case <-c.ctx.Done():
+					continue // digest not taken: told apart by the body object only
+				}
+			}
 			c.b.s.setDigest(t.i, bodyDigest(t.getBody))
 		}
 		k.digest, k.digested = bodyDigest(c.req.GetBody), true

@@ -493,7 +493,8 @@ type repeatKey struct {
 	// is read only when a new mutation with the same method and URL needs
 	// telling apart, never while net/http may still be sending it.
 	getBody  func() (io.ReadCloser, error)
-	digested bool // getBody was read (digest "" when that failed)
+	sent     <-chan struct{} // closed once net/http is done with the body; nil: it was never sent wrapped
+	digested bool            // getBody was read (digest "" when that failed)
 
 	// The 429 it met: what a refusal of a repeat carries.
 	status       int
@@ -546,6 +547,7 @@ func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
 type lazyBody struct {
 	i       int
 	getBody func() (io.ReadCloser, error)
+	sent    <-chan struct{} // wait for it before reading getBody
 }
 
 // throttled reports whether a mutation with this method and URL met 429
@@ -561,7 +563,7 @@ func (s *sequence) throttled(method, url string) (bool, []lazyBody) {
 		if r.method == method && r.url == url {
 			found = true
 			if r.getBody != nil && !r.digested {
-				todo = append(todo, lazyBody{i, r.getBody})
+				todo = append(todo, lazyBody{i, r.getBody, r.sent})
 			}
 		}
 	}
