@@ -55,7 +55,7 @@ func TestOwnershipMatrix(t *testing.T) {
 		{http.MethodDelete, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodDelete, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		// Every method but GET, HEAD, OPTIONS and TRACE is a mutation
-		// (internal/httprule): MERGE's 429 is never azcore's to retry.
+		// (rrazure.IsMutation, the transport's own rule): MERGE's 429 is never azcore's to retry.
 		{"MERGE", true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{"MERGE", false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodTrace, true, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},

@@ -61,8 +61,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/internal/httprule"
-	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
 // azcoreDefaultStatusCodes are the status codes azcore's retry policy
@@ -126,7 +124,7 @@ type transporter struct{ c *http.Client }
 func (t transporter) Do(req *http.Request) (*http.Response, error) {
 	resp, err := t.c.Do(req)
 	if ue, ok := err.(*url.Error); ok {
-		return resp, &url.Error{Op: ue.Op, URL: redact.URL(req.URL), Err: ue.Err}
+		return resp, &url.Error{Op: ue.Op, URL: withoutQuery(req.URL), Err: ue.Err}
 	}
 	return resp, err
 }
@@ -167,7 +165,7 @@ func RetryOptions(o policy.RetryOptions) policy.RetryOptions {
 }
 
 // owned reports whether readrecovery decides the 429 of req: a GET with a
-// Budget and every mutation (httprule.IsMutation). A nil req, whose method
+// Budget and every mutation ([isMutation]). A nil req, whose method
 // is unknown, counts as owned: a mutation must never be re-sent by azcore.
 func owned(req *http.Request) bool {
 	switch {
@@ -176,7 +174,39 @@ func owned(req *http.Request) bool {
 	case req.Method == "" || req.Method == http.MethodGet:
 		return readrecovery.BudgetFrom(req.Context()) != nil
 	}
-	return httprule.IsMutation(req.Method)
+	return isMutation(req.Method)
+}
+
+// isMutation reports whether a request with this method may change server
+// state: every method but the safe ones of RFC 9110 section 9.2.1 (GET,
+// HEAD, OPTIONS, TRACE; the empty method is net/http's GET). A method the
+// module does not know (MERGE, PROPPATCH, "get": methods are
+// case-sensitive) counts as one that writes, so its 429 is never azcore's
+// to retry.
+//
+// It is this module's own copy of the rule the readrecovery transport
+// applies (a nested module uses only the root's public API, and the root
+// does not export it). TestIsMutationMatchesTheTransport asks the
+// transport itself, through its Report, so the two cannot drift apart.
+func isMutation(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return true
+}
+
+// withoutQuery names u as scheme://host/path: no query (a SAS signature),
+// no userinfo, no fragment. A nil u is "".
+func withoutQuery(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	s := u.Host + u.EscapedPath()
+	if u.Scheme != "" {
+		s = u.Scheme + "://" + s
+	}
+	return s
 }
 
 // RetryStatusCodes returns codes without 429. A nil codes stands for

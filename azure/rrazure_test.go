@@ -494,3 +494,104 @@ func (s *server) countPath(path string) int {
 	}
 	return n
 }
+
+// TestIsMutation pins the module's copy of the method rule: every method
+// but GET, HEAD, OPTIONS and TRACE writes (the empty method is GET).
+func TestIsMutation(t *testing.T) {
+	for method, want := range mutationTable {
+		if got := rrazure.IsMutation(method); got != want {
+			t.Errorf("IsMutation(%q) = %v, want %v", method, got, want)
+		}
+	}
+}
+
+// mutationTable is what each method is: true for a mutation.
+var mutationTable = map[string]bool{
+	"":                 false, // net/http's GET
+	http.MethodGet:     false,
+	http.MethodHead:    false,
+	http.MethodOptions: false,
+	http.MethodTrace:   false,
+	http.MethodPut:     true,
+	http.MethodPost:    true,
+	http.MethodPatch:   true,
+	http.MethodDelete:  true,
+	"MERGE":            true, // Azure Table storage's Merge Entity
+	http.MethodConnect: true, // not safe in RFC 9110
+	"PROPPATCH":        true, // an unknown extension method writes
+	"get":              true, // methods are case-sensitive
+}
+
+// TestIsMutationMatchesTheTransport asks the readrecovery transport, through
+// its public Report, which methods it counts as mutations: the adapter's
+// copy of the rule must agree with it for every method of the table, or
+// azcore would retry a 429 the transport owns (or the reverse).
+func TestIsMutationMatchesTheTransport(t *testing.T) {
+	for method := range mutationTable {
+		base := &scripted{status: http.StatusOK}
+		b := readrecovery.NewBudget("methods")
+		req, err := http.NewRequestWithContext(readrecovery.WithBudget(context.Background(), b), method, "https://account.blob.example/c/b", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := readrecovery.New(base).RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%q: %v", method, err)
+		}
+		resp.Body.Close()
+		transport := len(b.Report().Mutations) > 0
+		if transport != rrazure.IsMutation(method) {
+			t.Errorf("method %q: the transport records a mutation: %v; rrazure's isMutation: %v", method, transport, rrazure.IsMutation(method))
+		}
+	}
+}
+
+func TestWithoutQuery(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://account.blob.example/c/b?sv=1&sig=SECRET", "https://account.blob.example/c/b"},
+		{"https://user:pass@account.blob.example/c/b", "https://account.blob.example/c/b"},
+		{"https://account.blob.example/c/a%20b#frag", "https://account.blob.example/c/a%20b"},
+		{"https://account.blob.example", "https://account.blob.example"},
+		{"/c/b?sig=SECRET", "/c/b"},
+		{"http://127.0.0.1:10000/devstoreaccount1/c/b?comp=block", "http://127.0.0.1:10000/devstoreaccount1/c/b"},
+	} {
+		u, err := url.Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rrazure.WithoutQuery(u); got != tc.want {
+			t.Errorf("WithoutQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := rrazure.WithoutQuery(nil); got != "" {
+		t.Errorf("WithoutQuery(nil) = %q, want \"\"", got)
+	}
+}
+
+// FuzzWithoutQuery: whatever URL a request carries, the name kept has no
+// query, fragment or userinfo, and names the same scheme, host and path.
+func FuzzWithoutQuery(f *testing.F) {
+	for _, s := range []string{"https://a.example/c/b?sig=x", "https://u:p@a.example/%2F?#", "/p?q", "mailto:x@y", "//h/p", "http://[::1]:80/a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		u, err := url.Parse(in)
+		if err != nil {
+			return
+		}
+		got := rrazure.WithoutQuery(u)
+		if strings.ContainsAny(got, "?#") {
+			t.Fatalf("WithoutQuery(%q) = %q keeps a query or fragment", in, got)
+		}
+		if u.User != nil && u.Host != "" && strings.Contains(got, u.User.String()+"@") {
+			t.Fatalf("WithoutQuery(%q) = %q keeps the userinfo", in, got)
+		}
+		want := u.Host + u.EscapedPath()
+		if u.Scheme != "" {
+			want = u.Scheme + "://" + want
+		}
+		if got != want {
+			t.Fatalf("WithoutQuery(%q) = %q, want %q", in, got, want)
+		}
+	})
+}
