@@ -1,6 +1,9 @@
 package readrecovery
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // stateKey is the one context key of the package: a single lookup on the
 // hot path finds the budget, the journal and the queue mark together.
@@ -11,6 +14,7 @@ type ctxState struct {
 	budget     *Budget
 	journal    Journal
 	queueRetry bool
+	op         *operation // WithOperation's mark, nil without one
 }
 
 func stateFrom(ctx context.Context) *ctxState {
@@ -46,4 +50,51 @@ func WithQueueRetry(ctx context.Context) context.Context {
 	s := stateFrom(ctx).clone()
 	s.queueRetry = true
 	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// WithOperation returns a copy of ctx that marks one operation: every
+// request sent with it, or with a context derived from it, is a try of that
+// operation. Once a mutation of the operation has met 429, every later try
+// is refused before any network access, with or without a [Budget]: the
+// error matches [ErrRequestRefused] (reason [StopRepeatRefused]), is
+// NonRetriable, and carries the original 429's status and request ID; a
+// sequence the requests belong to goes on (docs/policy.md: repeat-guard).
+// The transport's own queue-route re-send is not a try of this kind.
+//
+// Use it once per logical operation, below any retry layer that re-sends
+// it (the rrazure adapter of the azure module marks each azcore operation
+// this way). A nil ctx is context.Background().
+func WithOperation(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s := stateFrom(ctx).clone()
+	s.op = &operation{}
+	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// operation is what WithOperation marks: whether one of its mutations met
+// 429, and that 429's evidence.
+type operation struct {
+	mu        sync.Mutex
+	throttled bool
+	status    int
+	requestID string // sanitized
+}
+
+// markThrottled records that a mutation of the operation met 429.
+func (o *operation) markThrottled(status int, requestID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.throttled {
+		o.throttled, o.status, o.requestID = true, status, requestID
+	}
+}
+
+// throttledBy reports whether a mutation of the operation met 429, and
+// that 429's status and request ID.
+func (o *operation) throttledBy() (bool, int, string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.throttled, o.status, o.requestID
 }

@@ -86,9 +86,16 @@ type StopError struct {
 // Error describes the stop.
 func (e *StopError) Error() string {
 	var b strings.Builder
-	b.WriteString("readrecovery: sequence ")
-	b.WriteString(strconv.Quote(e.Sequence))
-	b.WriteString(" stopped: ")
+	if e.Reason.refusesOnlyRequest() {
+		// A refusal: the sequence goes on.
+		b.WriteString("readrecovery: request refused (sequence ")
+		b.WriteString(strconv.Quote(e.Sequence))
+		b.WriteString(" goes on): ")
+	} else {
+		b.WriteString("readrecovery: sequence ")
+		b.WriteString(strconv.Quote(e.Sequence))
+		b.WriteString(" stopped: ")
+	}
 	b.WriteString(string(e.Reason))
 	if e.Detail != "" {
 		b.WriteString(": ")

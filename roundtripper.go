@@ -102,8 +102,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &refusedError{method: methodOf(req), url: redact.URL(req.URL)}
 	}
 	s := stateFrom(req.Context())
-	if s == nil || (s.budget == nil && s.journal == nil) {
+	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
 		return t.baseRT().RoundTrip(req)
+	}
+	if s.op != nil {
+		if throttled, status, id := s.op.throttledBy(); throttled {
+			closeRequestBody(req)
+			name := ""
+			if s.budget != nil {
+				name = s.budget.name
+			}
+			return nil, &StopError{Sequence: name, Reason: StopRepeatRefused,
+				Detail: "a mutation of this operation already met 429; its later tries are never sent", StatusCode: status, RequestID: id}
+		}
 	}
 	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
 	return c.roundTrip()
@@ -343,6 +354,9 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 		diag = joinDiag(diag, w.msDiag)
 	}
 	id := redact.RequestID(resp.Header)
+	if c.s.op != nil && httprule.IsMutation(c.method) {
+		c.s.op.markThrottled(resp.StatusCode, id)
+	}
 	if c.b != nil {
 		c.record(resp, attempt)
 	}
