@@ -29,6 +29,13 @@
 //     was. rrazure installs a [policy.RetryOptions.ShouldRetry] (see
 //     [RetryOptions]) that answers "no" for the 429s readrecovery owns and
 //     otherwise decides as azcore would with the caller's options.
+//   - Each azcore operation is marked as one ([readrecovery.WithOperation],
+//     by a per-call policy): once a mutation of it has met 429, the
+//     transport refuses its later tries before the network, with or without
+//     a Budget, so even retry options that put 429 back into azcore cannot
+//     send a throttled mutation twice. The refusal is NonRetriable, matches
+//     readrecovery.ErrRequestRefused and carries the 429's status and
+//     request ID.
 //   - Everything else stays azcore's: 408 and 5xx are still retried by
 //     azcore's policy with its delays, as are transport errors. The
 //     transport's own stop errors (readrecovery.ErrSequenceStopped, a refused
@@ -40,7 +47,9 @@
 //
 // A per-call [policy.WithRetryOptions] replaces the client's retry options
 // as a whole, ShouldRetry included: pass it [RetryOptions](o) to keep the
-// same ownership for that call.
+// same ownership for that call. Unwrapped, a throttled mutation's next try
+// is refused (the operation mark above) instead of being given back as
+// the 429 response.
 //
 // The base transport of [ClientOptions] is go-cleanhttp's pooled transport,
 // not azcore's default http.Client (which adds HTTP/2 health-check pings and
@@ -94,10 +103,12 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
 // returns redirects instead of following them (and whose errors name the
-// request URL without its query), and o.Retry becomes
-// [RetryOptions](o.Retry). Every other field of o is kept. Set o.Retry
-// before Apply: its StatusCodes and ShouldRetry are read once, here. A nil
-// t means readrecovery.New(nil). A nil o does nothing.
+// request URL without its query), o.Retry becomes [RetryOptions](o.Retry),
+// and a per-call policy that marks each operation
+// ([readrecovery.WithOperation]) is appended to o.PerCallPolicies (once:
+// applying twice adds no second one). Every other field of o is kept. Set
+// o.Retry before Apply: its StatusCodes and ShouldRetry are read once,
+// here. A nil t means readrecovery.New(nil). A nil o does nothing.
 func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if o == nil {
 		return
@@ -112,6 +123,31 @@ func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 		},
 	}}
 	o.Retry = RetryOptions(o.Retry)
+	if !slices.ContainsFunc(o.PerCallPolicies, isOperationPolicy) {
+		// Clip: appending must not write into the caller's backing array.
+		o.PerCallPolicies = append(slices.Clip(o.PerCallPolicies), operationPolicy{})
+	}
+}
+
+// operationPolicy is the per-call policy [Apply] installs. azcore runs a
+// per-call policy once per operation (one pipeline call: an Upload, a Put
+// Block, a GetProperties), before its retry policy; operationPolicy marks
+// the request's context with [readrecovery.WithOperation], and every try
+// the retry policy makes derives its context from it. So once a mutation
+// of the operation has met 429, the transport refuses the operation's
+// later tries before the network (docs/policy.md, "repeat-guard"), with
+// or without a Budget, whatever retry options azcore was given: a
+// per-call policy.WithRetryOptions that puts 429 back into azcore still
+// cannot send a throttled PUT twice. A new call is a new operation.
+type operationPolicy struct{}
+
+func (operationPolicy) Do(req *policy.Request) (*http.Response, error) {
+	return req.WithContext(readrecovery.WithOperation(req.Raw().Context())).Next()
+}
+
+func isOperationPolicy(p policy.Policy) bool {
+	_, ok := p.(operationPolicy)
+	return ok
 }
 
 // transporter is the policy.Transporter of [Apply]: an http.Client whose

@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/fakeserver"
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// repeatWorld is what one row of TestRepeatPathsReachTheServerOnce gets:
+// for an azcore row, a rig (Azurite behind the fakeserver proxy, whose
+// script throttles the blob's first PUT); for a net/http row, the fake
+// alone with the same rule. tries counts the tries that reached the layer
+// under test: azcore's tries (a per-retry policy), or the requests handed
+// to the readrecovery transport.
+type repeatWorld struct {
+	rig   *rig               // azcore rows
+	fake  *fakeserver.Server // net/http rows
+	url   string             // the blob's URL (net/http rows)
+	path  string             // the blob's path as the server sees it
+	tries atomic.Int32
+	// journalDir is the run directory of a row that journals, "" otherwise.
+	journalDir string
+	budget     *readrecovery.Budget
+}
+
+// withBudget returns ctx with a new Budget the row's report comes from.
+func (w *repeatWorld) withBudget(ctx context.Context, name string) context.Context {
+	w.budget = readrecovery.NewBudget(name)
+	return readrecovery.WithBudget(ctx, w.budget)
+}
+
+var repeatBody = []byte(`{"file":"report.json","bytes":42}`)
+
+// TestRepeatPathsReachTheServerOnce is the table of the ways a throttled
+// mutation can be sent again by whatever retries above the transport
+// (docs/policy.md, "repeat-guard"): in each, the server sees exactly one
+// PUT, the repeat is refused before the network with a NonRetriable error
+// matching ErrRequestRefused that carries the original 429's status and
+// request ID, and a sequence the repeat belongs to goes on.
+func TestRepeatPathsReachTheServerOnce(t *testing.T) {
+	perCall429 := policy.RetryOptions{StatusCodes: []int{http.StatusTooManyRequests}}
+	rows := []struct {
+		name  string
+		azure bool
+		run   func(t *testing.T, w *repeatWorld) error
+	}{
+		{"azblob, per-call StatusCodes [429], no Budget", true, func(t *testing.T, w *repeatWorld) error {
+			c := w.rig.client(rrOptions(nil, &w.tries))
+			ctx := policy.WithRetryOptions(context.Background(), perCall429)
+			_, err := c.UploadBuffer(ctx, w.rig.container, "upload.json", repeatBody, nil)
+			return err
+		}},
+		{"azblob, per-call StatusCodes [429], only a journal", true, func(t *testing.T, w *repeatWorld) error {
+			w.journalDir = filepath.Join(t.TempDir(), "run")
+			j, err := journal.Open(w.journalDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := w.rig.client(rrOptions(nil, &w.tries))
+			ctx := readrecovery.WithJournal(context.Background(), j)
+			ctx = policy.WithRetryOptions(ctx, perCall429)
+			_, err = c.UploadBuffer(ctx, w.rig.container, "upload.json", repeatBody, nil)
+			return err
+		}},
+		{"azblob, per-call StatusCodes [429], a Budget", true, func(t *testing.T, w *repeatWorld) error {
+			c := w.rig.client(rrOptions(nil, &w.tries))
+			ctx := w.withBudget(context.Background(), "upload")
+			ctx = policy.WithRetryOptions(ctx, perCall429)
+			_, err := c.UploadBuffer(ctx, w.rig.container, "upload.json", repeatBody, nil)
+			return err
+		}},
+	}
+
+	var az *azurite
+	for _, row := range rows {
+		if row.azure && az == nil {
+			az = startAzurite(t)
+		}
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			w := &repeatWorld{}
+			var ledger func() []fakeserver.Request
+			if row.azure {
+				w.rig = newRig(t, az)
+				w.path = w.rig.blobPath("upload.json")
+				w.rig.script.Add(fakeserver.RouteBlobPut, throttle1s, fakeserver.MatchPath(w.path), fakeserver.Times(1))
+				ledger = w.rig.ledger
+			} else {
+				script := &fakeserver.Script{}
+				w.fake = fakeserver.New(fakeserver.WithScript(script))
+				base, err := w.fake.Start()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { w.fake.Close() })
+				w.path = "/reports/upload.json"
+				w.url = base + w.path
+				script.Add(fakeserver.RouteBlobPut, throttle1s, fakeserver.MatchPath(w.path), fakeserver.Times(1))
+				ledger = w.fake.Requests
+			}
+
+			err := row.run(t, w)
+
+			var puts []fakeserver.Request
+			for _, q := range ledger() {
+				if q.Method == http.MethodPut && q.Path == w.path {
+					puts = append(puts, q)
+				}
+			}
+			t.Logf("server saw %d PUT(s); %d tries reached the layer under test; err: %v", len(puts), w.tries.Load(), err)
+			if len(puts) == 0 || puts[0].Status != http.StatusTooManyRequests {
+				t.Fatalf("the server saw %+v, want the first PUT answered 429", puts)
+			}
+			if len(puts) != 1 {
+				t.Errorf("the server saw %d PUTs, want exactly 1: the throttled PUT was sent again", len(puts))
+			}
+			if n := w.tries.Load(); n < 2 {
+				t.Errorf("%d tries reached the layer under test, want at least 2: the repeat did not happen", n)
+			}
+			var se *readrecovery.StopError
+			switch {
+			case !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se):
+				t.Errorf("err = %v, want the repeat refused (ErrRequestRefused)", err)
+			case se.StatusCode != http.StatusTooManyRequests || se.RequestID != puts[0].RequestID:
+				t.Errorf("the refusal carries status %d, request ID %q; want the original 429's: 429, %q", se.StatusCode, se.RequestID, puts[0].RequestID)
+			case !errors.As(err, new(interface{ NonRetriable() })):
+				t.Errorf("the refusal %v is not NonRetriable", err)
+			}
+			if w.budget != nil {
+				if rep := w.budget.Report(); rep.Stop != "" || rep.Requests != 1 {
+					t.Errorf("report: stop %q, %d requests; want the sequence running after one PUT", rep.Stop, rep.Requests)
+				}
+			}
+			if w.journalDir != "" {
+				sum, err := journal.Inspect(w.journalDir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum.Entries != 1 {
+					t.Errorf("the journal holds %d backoff entries, want 1: one per 429 the server sent", sum.Entries)
+				}
+			}
+			if row.azure {
+				if saw := w.rig.azuriteSaw(); count(saw, http.MethodPut, w.path) != 0 {
+					t.Errorf("Azurite saw %+v, want no PUT: the one PUT was throttled", saw)
+				}
+			}
+		})
+	}
+}
