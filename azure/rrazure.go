@@ -89,8 +89,9 @@ var azcoreDefaultStatusCodes = []int{
 
 // ClientOptions returns azcore client options whose transport is
 // readrecovery.New(nil, opts...) (go-cleanhttp's pooled transport beneath)
-// behind an http.Client that returns redirects, and whose retry options are
-// [RetryOptions] of azcore's defaults. To set retry options of your own
+// behind an http.Client that returns redirects, whose retry options are
+// [RetryOptions] of azcore's defaults, and whose one per-call policy marks
+// each operation (see [Apply]). To set retry options of your own
 // (StatusCodes, ShouldRetry) or another base transport (such as
 // otelhttp.NewTransport), fill a policy.ClientOptions and call [Apply]:
 // StatusCodes set on the result of ClientOptions have no effect, since
