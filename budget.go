@@ -1,10 +1,7 @@
 package readrecovery
 
 import (
-	"context"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httprule"
@@ -40,18 +37,7 @@ const (
 // The zero Budget is usable: a sequence without a name, with the default
 // ceilings. A nil *Budget is no budget: [WithBudget] ignores it.
 type Budget struct {
-	name        string
-	maxRequests int           // 0: MaxSequenceRequests
-	maxTotal    time.Duration // 0: MaxSequenceTotal
-	maxWait     time.Duration
-	waitSet     bool // maxWait was set (0 is a valid ceiling: no wait at all)
-
-	n   atomic.Uint64 // the admission word: see "The admission word" in sequence.go
-	mu  sync.Mutex
-	seq sequence // the policy's state: admission, window, stop
-	ev  evidence // what Report returns
-	x   *rare    // waits, window, mutations, waiters: made when first needed
-	cut cutoff   // the contexts WithBudget made and their cut-off
+	s sequence // the policy's state and the evidence, under one lock
 }
 
 // A BudgetOption lowers one of a Budget's limits.
@@ -67,7 +53,7 @@ func (f budgetOptionFunc) applyBudget(b *Budget) { f(b) }
 func MaxRequests(n int) BudgetOption {
 	return budgetOptionFunc(func(b *Budget) {
 		if n >= 1 {
-			b.maxRequests = min(n, MaxSequenceRequests)
+			b.s.limits.requests = min(n, MaxSequenceRequests)
 		}
 	})
 }
@@ -77,7 +63,7 @@ func MaxRequests(n int) BudgetOption {
 func MaxTotal(d time.Duration) BudgetOption {
 	return budgetOptionFunc(func(b *Budget) {
 		if d > 0 {
-			b.maxTotal = min(d, MaxSequenceTotal)
+			b.s.limits.total = min(d, MaxSequenceTotal)
 		}
 	})
 }
@@ -89,7 +75,7 @@ func MaxTotal(d time.Duration) BudgetOption {
 func MaxWait(d time.Duration) BudgetOption {
 	return budgetOptionFunc(func(b *Budget) {
 		if d >= 0 {
-			b.maxWait, b.waitSet = min(d, MaxServerWait), true
+			b.s.limits.wait, b.s.limits.waitSet = min(d, MaxServerWait), true
 		}
 	})
 }
@@ -98,7 +84,7 @@ func MaxWait(d time.Duration) BudgetOption {
 // reports, spans and errors: keep secrets out of it), with the ceilings
 // lowered by opts.
 func NewBudget(name string, opts ...BudgetOption) *Budget {
-	b := &Budget{name: name}
+	b := &Budget{s: sequence{name: name}}
 	for _, o := range opts {
 		if o != nil {
 			o.applyBudget(b)
@@ -108,22 +94,7 @@ func NewBudget(name string, opts ...BudgetOption) *Budget {
 }
 
 // Name returns the sequence's name.
-func (b *Budget) Name() string { return b.name }
-
-// limits returns the budget's ceilings, the defaults for the zero Budget.
-func (b *Budget) limits() (requests int, total, wait time.Duration) {
-	requests, total, wait = b.maxRequests, b.maxTotal, b.maxWait
-	if requests <= 0 {
-		requests = MaxSequenceRequests
-	}
-	if total <= 0 {
-		total = MaxSequenceTotal
-	}
-	if !b.waitSet {
-		wait = MaxServerWait
-	}
-	return requests, total, wait
-}
+func (b *Budget) Name() string { return b.s.name }
 
 // WaitRecord is one wait a request of the sequence took.
 type WaitRecord struct {
@@ -202,51 +173,44 @@ type ReadEvidence struct {
 	ETag       string `json:"etag,omitempty"`
 }
 
-// evidence is what a sequence keeps for its report, its request IDs and
-// ETags not yet sanitized (see keptID); guarded by Budget.mu.
+// evidence is what a sequence keeps for its report, its read request IDs
+// and ETags not yet sanitized (see keptID); guarded by sequence.mu.
 type evidence struct {
-	failed        []ReadEvidence
-	succeeded     []ReadEvidence
-	droppedFailed int
-	droppedOK     int
+	failed, succeeded        []ReadEvidence
+	droppedFailed, droppedOK int
+	waits                    []WaitRecord
+	mutations                []MutationOutcome // at most maxEvidence
+	droppedMutations         int
+	requests                 []mutationState // one per mutation (operation), in order
 }
 
-// rare is what only a sequence that meets 429 or sends mutations needs:
-// behind a pointer, so that a plain read sequence stays small (its Budget
-// is most of what a live sequence costs). Guarded by Budget.mu.
-type rare struct {
-	waits            []WaitRecord
-	window           *WindowRecord
-	mutations        []MutationOutcome // at most maxEvidence
-	droppedMutations int
-	requests         []mutationState                    // one per mutation request, in order
-	waiters          map[uint64]context.CancelCauseFunc // waits a stop ends at once
-	nextWaiter       uint64
-	repeats          []repeatKey               // mutations that met 429 (the repeat guard)
-	cuts             []context.CancelCauseFunc // WithBudget's contexts after the first
+// mutationState is what one mutation of the sequence is known by and what
+// its ownership needs. The tries of one operation (the same WithOperation
+// mark, or the same x-ms-client-request-id, method and URL) are one
+// mutation.
+type mutationState struct {
+	op                     *operation
+	requestID, method, url string
+	ordinal                int // the send of its first attempt
+	attempts               int
+	acked, observed        bool
 }
 
-// noRare is read in place of a Budget's rare part before it has one.
-var noRare rare
+// mutationFacts identify a mutation request.
+type mutationFacts struct {
+	op                     *operation
+	requestID, method, url string
+}
 
-// rareLocked returns the Budget's rare part, made on first use.
-func (b *Budget) rareLocked() *rare {
-	if b.x == nil {
-		b.x = &rare{}
+func (m *mutationState) is(f mutationFacts) bool {
+	switch {
+	case f.op != nil && m.op == f.op:
+		return true
+	case f.requestID != "":
+		return m.requestID == f.requestID && m.method == f.method && m.url == f.url
 	}
-	return b.x
+	return false
 }
-
-// rareView returns the rare part for reading, without making it.
-func (b *Budget) rareView() *rare {
-	if b.x == nil {
-		return &noRare
-	}
-	return b.x
-}
-
-// mutationState is what ownership needs of one mutation request.
-type mutationState struct{ acked, observed bool }
 
 func (s mutationState) ownership() Ownership {
 	switch {
@@ -258,57 +222,77 @@ func (s mutationState) ownership() Ownership {
 	return Unproven
 }
 
-// newMutation numbers a new mutation request of the sequence.
-func (b *Budget) newMutation() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	x := b.rareLocked()
-	x.requests = append(x.requests, mutationState{})
-	return len(x.requests)
+// mutationSent numbers an attempt of a mutation sent as the ordinal-th
+// request: a try of a mutation the sequence knows (request > 0: the
+// transport's own re-send; or the same operation) is its next attempt,
+// anything else a new mutation. It returns the mutation's number and the
+// attempt's.
+func (b *Budget) mutationSent(f mutationFacts, request, ordinal int) (int, int) {
+	s := &b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.ev.requests
+	if request == 0 {
+		for i := range rs {
+			if rs[i].is(f) {
+				request = i + 1
+				break
+			}
+		}
+	}
+	if request == 0 {
+		s.ev.requests = append(rs, mutationState{op: f.op, requestID: f.requestID, method: f.method, url: f.url, ordinal: ordinal})
+		request = len(s.ev.requests)
+	}
+	m := &s.ev.requests[request-1]
+	m.attempts++
+	return request, m.attempts
 }
 
-// recordMutation keeps one attempt's outcome of mutation request m.
+// recordMutation keeps one attempt's outcome.
 func (b *Budget) recordMutation(o MutationOutcome) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	x := b.rareLocked()
-	if o.Request >= 1 && o.Request <= len(x.requests) && o.Acked {
-		x.requests[o.Request-1].acked = true
+	s := &b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o.Request >= 1 && o.Request <= len(s.ev.requests) && o.Acked {
+		s.ev.requests[o.Request-1].acked = true
 	}
-	if len(x.mutations) >= maxEvidence {
-		x.droppedMutations++
+	if len(s.ev.mutations) >= maxEvidence {
+		s.ev.droppedMutations++
 		return
 	}
-	x.mutations = append(x.mutations, o)
+	s.ev.mutations = append(s.ev.mutations, o)
 }
 
 // recordRead keeps a read's evidence in the bounded lists. A successful
-// read observes every mutation before it that has no ACK. The request ID
-// and ETag are sanitized only when there is room to keep them.
-func (b *Budget) recordRead(status int, h http.Header) {
+// read observes every mutation without an ACK sent before it (it was the
+// ordinal-th request sent); a read sent before a mutation never does. The
+// request ID and ETag are sanitized only when there is room to keep them.
+func (b *Budget) recordRead(status int, h http.Header, ordinal int) {
 	ok := httprule.IsSuccess(status)
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	s := &b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := &s.ev
 	if ok {
-		for i := range b.rareView().requests {
-			b.x.requests[i].observed = true
+		for i := range ev.requests {
+			if ev.requests[i].ordinal < ordinal {
+				ev.requests[i].observed = true
+			}
 		}
 	}
-	list, dropped := &b.ev.failed, &b.ev.droppedFailed
+	list, dropped := &ev.failed, &ev.droppedFailed
 	if ok {
-		list, dropped = &b.ev.succeeded, &b.ev.droppedOK
+		list, dropped = &ev.succeeded, &ev.droppedOK
 	}
 	if len(*list) >= maxEvidence {
 		*dropped++
 		return
 	}
-	switch c := cap(*list); {
-	case c == 0:
+	if cap(*list) == 0 {
 		// Most sequences are short: room for two reads at first (a
-		// checkpoint's), then for a page-sized run, then the bound.
+		// checkpoint's), then append's growth up to the bound.
 		*list = make([]ReadEvidence, 0, 2)
-	case c == len(*list):
-		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}
 	e := ReadEvidence{StatusCode: status, RequestID: keptID(redact.RequestIDValue(h))}
 	if ok {
@@ -345,10 +329,9 @@ func reported(ev []ReadEvidence) []ReadEvidence {
 }
 
 func (b *Budget) recordWait(w WaitRecord) {
-	b.mu.Lock()
-	x := b.rareLocked()
-	x.waits = append(x.waits, w)
-	b.mu.Unlock()
+	b.s.mu.Lock()
+	b.s.ev.waits = append(b.s.ev.waits, w)
+	b.s.mu.Unlock()
 }
 
 // etagOf returns the sanitized ETag of a successful response, or "".
@@ -425,45 +408,46 @@ type Report struct {
 
 // Report returns the sequence's evidence so far.
 func (b *Budget) Report() Report {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	x := b.rareView()
+	s := &b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := &s.ev
 	r := Report{
-		Sequence:               b.name,
-		Requests:               sentOf(b.n.Load()),
-		Waits:                  len(x.waits),
-		WaitLog:                append([]WaitRecord(nil), x.waits...),
-		FailedReads:            reported(b.ev.failed),
-		SuccessfulReads:        reported(b.ev.succeeded),
-		DroppedFailedReads:     b.ev.droppedFailed,
-		DroppedSuccessfulReads: b.ev.droppedOK,
-		DroppedMutations:       x.droppedMutations,
+		Sequence:               s.name,
+		Requests:               s.sent,
+		Waits:                  len(ev.waits),
+		WaitLog:                append([]WaitRecord(nil), ev.waits...),
+		FailedReads:            reported(ev.failed),
+		SuccessfulReads:        reported(ev.succeeded),
+		DroppedFailedReads:     ev.droppedFailed,
+		DroppedSuccessfulReads: ev.droppedOK,
+		DroppedMutations:       ev.droppedMutations,
 	}
-	for _, w := range x.waits {
+	for _, w := range ev.waits {
 		r.WaitTime += w.Actual
 	}
-	if x.window != nil {
-		w := *x.window
+	if s.win != nil {
+		w := s.win.rec
 		r.Window = &w
 	}
-	if b.seq.stop != nil {
-		r.Stop = b.seq.stop.Reason
-		r.StopDetail = b.seq.stop.Detail
+	if s.stop != nil {
+		r.Stop = s.stop.Reason
+		r.StopDetail = s.stop.Detail
 	}
-	if len(x.mutations) > 0 {
-		r.Mutations = make([]MutationOutcome, len(x.mutations))
-		for i, m := range x.mutations {
-			m.Ownership = x.requests[m.Request-1].ownership()
+	if len(ev.mutations) > 0 {
+		r.Mutations = make([]MutationOutcome, len(ev.mutations))
+		for i, m := range ev.mutations {
+			m.Ownership = ev.requests[m.Request-1].ownership()
 			r.Mutations[i] = m
 			if m.Request == 1 {
 				r.Mutation = &r.Mutations[i]
 			}
 		}
 	}
-	if len(x.requests) > 0 {
+	if len(ev.requests) > 0 {
 		r.Ownership = Owned
-		for _, s := range x.requests {
-			switch s.ownership() {
+		for _, m := range ev.requests {
+			switch m.ownership() {
 			case Unproven:
 				r.Ownership = Unproven
 			case Observed:

@@ -73,10 +73,10 @@ func TestReportSanitizesReadEvidence(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(js), "SECRET")
 	assert.NotContains(t, r.String(), "SECRET")
-	b.mu.Lock()
-	assert.Equal(t, redact.ID(long), b.ev.failed[0].RequestID, "a value over redact.MaxIDLen is digested as it is recorded")
-	assert.Equal(t, "rid?sig=SECRET", b.ev.succeeded[0].RequestID, "a short one is kept for Report to sanitize")
-	b.mu.Unlock()
+	b.s.mu.Lock()
+	assert.Equal(t, redact.ID(long), b.s.ev.failed[0].RequestID, "a value over redact.MaxIDLen is digested as it is recorded")
+	assert.Equal(t, "rid?sig=SECRET", b.s.ev.succeeded[0].RequestID, "a short one is kept for Report to sanitize")
+	b.s.mu.Unlock()
 }
 
 // readPages sends n GETs of sequence b through tr, each read to its end.

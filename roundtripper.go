@@ -2,10 +2,15 @@ package readrecovery
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
@@ -23,15 +28,17 @@ import (
 // it as the Transport of an http.Client, an Azure SDK client's transport, or
 // beneath otelhttp. It is safe for concurrent use.
 //
-// The zero Transport is usable: it sends with http.DefaultTransport, traces
-// with the global tracer provider, records no metrics and does not log.
+// The zero Transport is usable and behaves as New(nil) does, but for its
+// base: one go-cleanhttp pooled transport that every zero Transport shares.
+// It traces with the global tracer provider, records no metrics and does
+// not log.
 type Transport struct {
-	base      http.RoundTripper
-	tracer    trace.Tracer
-	metrics   *instruments
-	logger    *slog.Logger
-	clock     clock.Clock
-	deadlines deadlines // the totals of the sequences it started
+	base    http.RoundTripper
+	tracer  trace.Tracer
+	metrics *instruments
+	logger  *slog.Logger
+	clock   clock.Clock
+	cuts    cutoffs // the totals of the sequences it started
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -73,10 +80,13 @@ func (t *Transport) CloseIdleConnections() {
 
 func (t *Transport) baseRT() http.RoundTripper {
 	if t.base == nil {
-		return http.DefaultTransport
+		return zeroBase()
 	}
 	return t.base
 }
+
+// zeroBase is the base of the zero Transport.
+var zeroBase = sync.OnceValue(func() http.RoundTripper { return cleanhttp.DefaultPooledTransport() })
 
 func (t *Transport) clk() clock.Clock {
 	if t.clock == nil {
@@ -92,10 +102,13 @@ func (t *Transport) tr() trace.Tracer {
 	return t.tracer
 }
 
+// errNilURL is returned for a request without a URL, as net/http does.
+var errNilURL = errors.New("readrecovery: nil Request.URL")
+
 // RoundTrip sends req. A request produced by following a redirect is
-// refused. A request without a Budget or a Journal in its context passes
-// through untouched. Otherwise the policy of the package documentation
-// applies.
+// refused. A request without a Budget, a Journal or an operation mark
+// ([WithOperation]) in its context passes through untouched. Otherwise the
+// policy of docs/policy.md applies.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Response != nil {
 		closeRequestBody(req)
@@ -105,48 +118,54 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
 		return t.baseRT().RoundTrip(req)
 	}
-	if s.op != nil {
-		if throttled, status, id := s.op.throttledBy(); throttled {
-			closeRequestBody(req)
-			name := ""
-			if s.budget != nil {
-				name = s.budget.name
-			}
-			return nil, &StopError{Sequence: name, Reason: StopRepeatRefused,
-				Detail: "a mutation of this operation already met 429; its later tries are never sent", StatusCode: status, RequestID: id}
-		}
+	if req.URL == nil {
+		closeRequestBody(req)
+		return nil, errNilURL
 	}
-	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req)}
+	method := methodOf(req)
+	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: method, mutation: httprule.IsMutation(method)}
 	return c.roundTrip()
 }
 
-// call is one request's trip through the policy.
+// call is one request's trip through the policy: it gathers the facts the
+// policy decides on and acts on its decisions.
 type call struct {
-	t      *Transport
-	req    *http.Request
-	ctx    context.Context
-	s      *ctxState
-	b      *Budget
-	method string
-	// late is what the policy said when the request was sent: a window
-	// existed then, so a 429 finds the opportunity used.
-	late bool
-	// mutation numbers the request among the sequence's mutations (0: not
-	// a mutation, or no budget).
-	mutation int
+	t        *Transport
+	req      *http.Request
+	ctx      context.Context
+	s        *ctxState
+	b        *Budget
+	method   string
+	mutation bool
+	// What the policy said when the request was admitted: late (a window
+	// existed then: a 429 finds the opportunity used), ordinal (its place
+	// among the requests sent), held (admitted but not yet counted as
+	// sent: its journal must allow it first).
+	late    bool
+	ordinal int
+	held    bool
+	// mutationNo and attempt number the request among the sequence's
+	// mutations (0: not a mutation, or no budget).
+	mutationNo, attempt int
 }
 
 func (c *call) roundTrip() (*http.Response, error) {
-	if err := c.ctx.Err(); err != nil && (c.b == nil || !c.b.isExpired()) {
+	if err := c.refuseRepeatedOperation(); err != nil {
+		closeRequestBody(c.req)
+		return nil, err
+	}
+	if err := c.ctx.Err(); err != nil && cutByTotal(c.ctx) == nil {
 		// Nothing to send for a caller that has given up; the sequence
 		// goes on. (A context the total ended is the policy's to refuse.)
 		closeRequestBody(c.req)
 		return nil, err
 	}
 	if c.b != nil {
-		final := c.s.journal == nil
-		adm := c.b.admitAt(c.t, &lazyNow{clk: c.t.clk()}, c.req, httprule.IsMutation(c.method), final)
-		if err := c.follow(adm, final, nil); err != nil {
+		r := request{mutation: c.mutation, hold: c.s.journal != nil}
+		if c.mutation {
+			r.repeat = c.repeatKey(false)
+		}
+		if err := c.await(c.admit(r), nil); err != nil {
 			closeRequestBody(c.req)
 			return nil, err
 		}
@@ -160,15 +179,42 @@ func (c *call) roundTrip() (*http.Response, error) {
 	return c.send(c.req, 1, "")
 }
 
-// follow carries out an admission: waits in the window as long as the
+// refuseRepeatedOperation refuses a try of an operation whose mutation met
+// 429 (WithOperation).
+func (c *call) refuseRepeatedOperation() error {
+	if c.s.op == nil {
+		return nil
+	}
+	throttled, status, id := c.s.op.throttledBy()
+	if !throttled {
+		return nil
+	}
+	return &StopError{Sequence: c.name(), Reason: StopRepeatRefused, Detail: detailOperation, StatusCode: status, RequestID: id}
+}
+
+const detailOperation = "a mutation of this operation already met 429; its later tries are never sent"
+
+// admit asks the policy about the request now, and starts the total's
+// cut-off at the sequence's first request.
+func (c *call) admit(r request) admission {
+	clk := c.t.clk()
+	now := instant{clk: clk}
+	a := c.b.s.admitAt(&now, r)
+	if a.started {
+		c.b.s.startCut(&c.t.cuts, clk)
+	}
+	return a
+}
+
+// await carries out an admission: waits in the window as long as the
 // policy says, and returns the refusal when it refuses. own is the 429 of
 // a request waiting to be re-sent: a refusal then carries its evidence.
-func (c *call) follow(adm admission, final bool, own *waitPlan) error {
+func (c *call) await(adm admission, own *waitPlan) error {
 	var span *waitSpan
 	for {
 		switch adm.step {
 		case stepSend:
-			c.late = adm.late
+			c.late, c.ordinal, c.held = adm.late, adm.ordinal, adm.ordinal == 0
 			c.endWait(span, nil)
 			return nil
 		case stepRefuse:
@@ -192,7 +238,7 @@ func (c *call) follow(adm admission, final bool, own *waitPlan) error {
 			c.endWait(span, err)
 			return err
 		}
-		adm = c.b.proceedAt(&lazyNow{clk: c.t.clk()}, final)
+		adm = c.admit(request{mutation: c.mutation, claimed: true, hold: own != nil || c.s.journal != nil})
 	}
 }
 
@@ -207,6 +253,13 @@ func (c *call) refusal(se *StopError, own *waitPlan) error {
 		return &cp
 	}
 	return se
+}
+
+// release gives back the claim of a request that will not be sent.
+func (c *call) release() {
+	if c.b != nil {
+		c.b.s.releaseAt(c.t.clk().Now())
+	}
 }
 
 // admitJournal checks, before any network access, that the journal's
@@ -225,17 +278,15 @@ func (c *call) admitJournal() error {
 // as journal-restricted; anything else stops the sequence with reason
 // (persistence-failed for Begin).
 func (c *call) journalRefusal(err error, reason StopReason, detail string) error {
-	if c.b != nil {
-		c.b.release()
-	}
+	c.release()
 	var restricted interface{ JournalRestricted() }
 	switch {
 	case errors.Is(err, ErrReplayRefused):
 		return &StopError{Sequence: c.name(), Reason: StopReplayRefused,
-			Detail: "the journal holds this upload's outcome: it is never sent again", Err: err}
+			Detail: "the journal holds this upload's outcome: it is not sent again", Err: err}
 	case c.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-		if c.b != nil && c.b.isExpired() {
-			return c.stop(StopTotalExhausted, "the sequence's total time ran out waiting for the journal", 0, "", err)
+		if c.b != nil && (cutByTotal(c.ctx) != nil || c.b.s.expiredAt(c.t.clk().Now())) {
+			return c.stop(StopTotalExhausted, detailTotal+" waiting for the journal", 0, "", context.DeadlineExceeded)
 		}
 		return c.ctx.Err()
 	case errors.As(err, &restricted):
@@ -257,63 +308,64 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 			closeRequestBody(req)
 			return nil, c.journalRefusal(err, StopPersistenceFailed, "the journal could not record the request before it was sent")
 		}
-		if c.b != nil {
-			// The journal's slot may have taken a while: a window that
-			// opened meanwhile holds this request back too.
-			adm := c.b.proceedAt(&lazyNow{clk: c.t.clk()}, true)
-			if err := c.follow(adm, true, nil); err != nil {
-				closeRequestBody(req)
-				// Nothing was sent; the journal keeps it as attempted
-				// with an unknown outcome, never as never-attempted.
+	}
+	if c.b != nil && c.held {
+		// The journal's slot may have taken a while: a window that opened
+		// meanwhile holds this request back too.
+		if err := c.await(c.admit(request{mutation: c.mutation, claimed: true}), nil); err != nil {
+			closeRequestBody(req)
+			if c.s.journal != nil {
+				// Nothing was sent; the journal keeps it as attempted with
+				// an unknown outcome, never as never-attempted.
 				_ = c.s.journal.Complete(c.ctx, jr, JournalOutcome{TransportError: "not sent: " + err.Error()})
-				return nil, err
 			}
+			return nil, err
 		}
 	}
-	if c.b != nil && attempt == 1 && httprule.IsMutation(c.method) {
-		c.mutation = c.b.newMutation()
+	if c.b != nil && c.mutation {
+		c.mutationNo, c.attempt = c.b.mutationSent(c.mutationFacts(), c.mutationNo, c.ordinal)
 	}
 	resp, err := c.t.baseRT().RoundTrip(req)
 	if err != nil {
-		return nil, c.onTransportError(jr, attempt, err)
+		return nil, c.onTransportError(jr, err)
 	}
 	if !httprule.IsThrottled(resp.StatusCode) {
-		return c.onResponse(resp, jr, attempt)
+		return c.onResponse(resp, jr)
 	}
 	return c.on429(resp, jr, attempt)
 }
 
 // onTransportError keeps the evidence of a request that got no response
-// and passes the error through. When the sequence's total ran out during
-// the request, the error is a stop that wraps it.
-func (c *call) onTransportError(jr JournalRequest, attempt int, err error) error {
+// and passes the error through. When the sequence's total cut the request
+// off, the error is the total's stop.
+func (c *call) onTransportError(jr JournalRequest, err error) error {
 	diag := redact.Text(err.Error())
-	if c.mutation > 0 {
-		c.b.recordMutation(MutationOutcome{Request: c.mutation, Method: c.method, Error: diag, Attempt: attempt})
+	if c.mutationNo > 0 {
+		c.b.recordMutation(MutationOutcome{Request: c.mutationNo, Method: c.method, Error: diag, Attempt: c.attempt})
 	}
 	if c.s.journal != nil {
 		if jerr := c.s.journal.Complete(c.ctx, jr, JournalOutcome{TransportError: diag}); jerr != nil {
 			c.stop(StopPersistenceFailed, "the journal could not record the request's outcome", 0, "", jerr)
 		}
 	}
-	if c.b != nil && c.b.isExpired() {
-		return c.stop(StopTotalExhausted, "the sequence's total time ran out during the request", 0, "", err)
+	if c.b != nil && (cutByTotal(c.ctx) != nil || c.b.s.expiredAt(c.t.clk().Now())) {
+		return c.stop(StopTotalExhausted, detailTotal+" during the request", 0, "", context.DeadlineExceeded)
 	}
 	return err
 }
 
 // onResponse keeps the evidence of a response other than 429 and hands it
-// back untouched.
-func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
+// back, its body under the total's cut-off.
+func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Response, error) {
 	ok := httprule.IsSuccess(resp.StatusCode)
 	if c.b != nil {
-		c.record(resp, attempt)
+		c.record(resp)
 	}
 	if c.s.journal != nil {
 		id := redact.RequestID(resp.Header)
 		out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: id, ETag: etagOf(resp.Header, ok)}
 		if err := c.s.journal.Complete(c.ctx, jr, out); err != nil {
-			if ok && httprule.IsMutation(c.method) {
+			if ok && c.mutation {
 				// The ACK goes back to the caller and stays in the report;
 				// further requests stop.
 				c.stop(StopReceiptFailed, "the upload was acknowledged but its receipt could not be written", resp.StatusCode, id, err)
@@ -322,47 +374,49 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest, attempt int) (
 			}
 		}
 	}
+	if c.b != nil {
+		c.wrapBody(resp)
+	}
 	return resp, nil
 }
 
 // record keeps a response's evidence in the budget.
-func (c *call) record(resp *http.Response, attempt int) {
-	if c.mutation == 0 {
+func (c *call) record(resp *http.Response) {
+	if c.mutationNo == 0 {
 		if c.method == http.MethodGet {
-			c.b.recordRead(resp.StatusCode, resp.Header)
+			c.b.recordRead(resp.StatusCode, resp.Header, c.ordinal)
 		}
 		return
 	}
 	ok := httprule.IsSuccess(resp.StatusCode)
 	c.b.recordMutation(MutationOutcome{
-		Request: c.mutation, Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
-		ETag: etagOf(resp.Header, ok), Acked: ok, Attempt: attempt,
+		Request: c.mutationNo, Method: c.method, StatusCode: resp.StatusCode, RequestID: redact.RequestID(resp.Header),
+		ETag: etagOf(resp.Header, ok), Acked: ok, Attempt: c.attempt,
 	})
 }
 
-// on429 applies the recovery policy to a 429.
+// on429 gathers the facts of a 429 and acts on the policy's verdict.
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
 	receivedAt := c.t.clk().Now()
 	var tm RetryAfterTiming
 	w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
-	ra, diag, ms, msKind := w.ra, w.diag, w.ms, w.msKind
 	var timing *RetryAfterTiming
 	if w.hasTiming {
 		timing = &tm
 	}
-	if w.msDiag != "" {
-		diag = joinDiag(diag, w.msDiag)
-	}
+	diag := joinDiag(w.diag, w.msDiag)
 	id := redact.RequestID(resp.Header)
-	if c.s.op != nil && httprule.IsMutation(c.method) {
+	if c.s.op != nil && c.mutation {
 		c.s.op.markThrottled(resp.StatusCode, id)
 	}
 	if c.b != nil {
-		c.record(resp, attempt)
+		c.record(resp)
 	}
 	var event string
+	var journalNotBefore time.Time
 	if c.s.journal != nil {
-		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, ra, withFloor(timing, receivedAt, ms, msKind))
+		jt := withFloor(timing, receivedAt, w.ms)
+		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, w.ra, jt)
 		if err != nil {
 			// Terminal before recovery: no wait, no re-send; the original
 			// 429 goes back.
@@ -370,54 +424,58 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 			return resp, nil
 		}
 		event = ev
+		if jt != nil {
+			// The journal keeps whole seconds: the wait ends no earlier
+			// than what it recorded, so that it allows the re-send.
+			journalNotBefore = time.Unix(jt.NotBeforeUTC, 0)
+		}
 	}
 	if c.b == nil {
 		return resp, nil // no budget, no recovery
 	}
-	trig := c.trigger()
+	trig := triggerOf(triggerFacts{
+		get: c.method == http.MethodGet, mutation: c.mutation, queue: c.s.queueRetry,
+		replayable: c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil,
+	})
 	if trig == triggerNone {
 		return resp, nil // not a method the policy recovers (HEAD, OPTIONS, ...)
 	}
 	host, port := hostPort(c.req)
-	in := in429{
-		trigger: trig, attempt: attempt, late: c.late, received: receivedAt,
+	in := response429{
+		trigger: trig, resend: attempt > 1, late: c.late, received: receivedAt, notBefore: journalNotBefore,
 		plan: waitPlan{
-			trigger: trig, ra: ra, timing: timing, diagnostic: diag, requestID: id,
+			trigger: trig, ra: w.ra, timing: timing, diagnostic: diag, requestID: id,
 			status: resp.StatusCode, method: c.method, host: host, port: port, url: redact.URL(c.req.URL),
 		},
 	}
-	in.delay, in.plan.floorMs, in.refuse, in.detail = c.plan(ra, timing, ms, msKind)
-	if httprule.IsMutation(c.method) {
-		if k, ok := repeatKeyOf(c.req); ok {
-			in.repeat = &k
-		}
+	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
+	if c.mutation {
+		in.repeat = c.repeatKey(true)
 	}
-	d := c.b.on429At(receivedAt, in)
-	if d.err != nil {
+	v := c.b.s.on429At(receivedAt, in)
+	if v.err != nil {
 		c.recordStop()
 		return resp, nil // not recovered: the 429 goes back untouched
 	}
-	if !d.resend {
+	if !v.resend {
 		return resp, nil // a write 429: its delay holds the sequence's other requests
 	}
 	// Close the 429 body unread before the wait; a failed close blocks
 	// recovery.
 	if resp.Body != nil {
 		if err := resp.Body.Close(); err != nil {
-			c.b.release()
+			c.release()
 			return nil, c.stop(StopCleanupFailed, "closing the 429 response body failed: "+redact.Text(err.Error()), resp.StatusCode, id, nil)
 		}
 	}
-	return c.resend(in.plan, d.until, event)
+	return c.resend(in.plan, v.until, event)
 }
 
 // resend waits until the re-send's not-before (and the window's end), then
 // sends the same request once more.
 func (c *call) resend(own waitPlan, until time.Time, event string) (*http.Response, error) {
 	own.eventDigest = event
-	final := c.s.journal == nil
-	adm := admission{step: stepWait, until: until, plan: own}
-	if err := c.follow(adm, final, &own); err != nil {
+	if err := c.await(admission{step: stepWait, until: until, plan: own}, &own); err != nil {
 		return nil, err
 	}
 	if c.s.journal != nil {
@@ -427,15 +485,11 @@ func (c *call) resend(own waitPlan, until time.Time, event string) (*http.Respon
 	}
 	again := c.req
 	if c.req.Body != nil && c.req.Body != http.NoBody {
-		// The same request, with the same body, once. (trigger made sure
-		// GetBody is there.)
+		// The same request, with the same body, once (the trigger made
+		// sure GetBody is there).
 		body, err := c.req.GetBody()
 		if err != nil {
-			if final {
-				c.b.unsend()
-			} else {
-				c.b.release()
-			}
+			c.release()
 			return nil, c.stop(StopUnreplayableBody, "the request body could not be read again", own.status, own.requestID, nil)
 		}
 		again = c.req.Clone(c.ctx)
@@ -455,61 +509,45 @@ func (c *call) withOwn(err error, own *waitPlan) error {
 	return err
 }
 
-// trigger says how the policy treats a 429 of this request: a GET is
-// re-sent (read-429), a marked replayable upload is re-sent (queue-429),
-// any other mutation keeps its delay for the sequence's other requests
-// (write-429). triggerNone means the policy leaves it alone.
-func (c *call) trigger() trigger {
-	switch {
-	case c.method == http.MethodGet:
-		if c.req.Body != nil && c.req.Body != http.NoBody && c.req.GetBody == nil {
-			return triggerNone // a GET whose body cannot be sent again
-		}
-		return triggerRead429
-	case httprule.IsMutation(c.method):
-		if c.s.queueRetry && c.req.GetBody != nil {
-			return triggerQueue429
-		}
-		return triggerWrite429
-	}
-	return triggerNone
-}
-
-// plan turns a parsed Retry-After and Azure's millisecond floor into the
-// delay, or says why it must not be waited: oversized, unrepresentable or
-// overlong, above the budget's wait ceiling. The floor (retry-after-ms,
-// x-ms-retry-after-ms) only ever lengthens the wait; floorMs is non-zero
-// when it did.
-func (c *call) plan(ra RetryAfter, timing *RetryAfterTiming, ms int64, msKind RetryAfterKind) (delay time.Duration, floorMs int64, refuse StopReason, detail string) {
-	_, _, maxWait := c.b.limits()
-	ceiling := strconv.Itoa(int(MaxServerWait/time.Second)) + " s ceiling"
+// waitOf turns a parsed Retry-After and Azure's millisecond floor into the
+// server's delay, or says why it must not be waited: oversized,
+// unrepresentable or above MaxServerWait (the Budget's own, lower ceiling
+// is the policy's to apply). A valid millisecond field is a floor whatever
+// the other fields hold (ms is the larger valid one: docs/policy.md:
+// millisecond-floor); floorMs is non-zero when it made the wait longer.
+func waitOf(ra RetryAfter, timing *RetryAfterTiming, ms int64, msKind RetryAfterKind) (delay time.Duration, floorMs int64, refuse StopReason, detail string) {
 	switch {
 	case ra.Kind == RetryAfterOversized:
-		return 0, 0, StopOversized, "the Retry-After field is longer than the size bound"
+		return 0, 0, StopOversized, detailOversized
 	case msKind == RetryAfterOversized:
-		return 0, 0, StopOversized, "the retry-after-ms field is longer than the size bound"
+		return 0, 0, StopOversized, detailMsOversized
 	case timing == nil:
 		return 0, 0, StopOverlong, "the Retry-After delay is not representable"
 	case ra.Kind == RetryAfterOverlong:
-		return 0, 0, StopOverlong, "the Retry-After delay is above the " + ceiling
+		return 0, 0, StopOverlong, detailOverlong
 	case msKind == RetryAfterOverlong:
-		return 0, 0, StopOverlong, "the retry-after-ms floor is above the " + ceiling
+		return 0, 0, StopOverlong, detailMsOverlong
 	}
 	delay = time.Duration(timing.ServerDelaySeconds) * time.Second
-	if msKind == RetryAfterSeconds && time.Duration(ms)*time.Millisecond > delay {
-		delay, floorMs = time.Duration(ms)*time.Millisecond, ms
-	}
-	if delay > maxWait {
-		return 0, 0, StopOverlong, "the server's delay is above the sequence's wait ceiling"
+	if f := time.Duration(ms) * time.Millisecond; f > delay {
+		delay, floorMs = f, ms
 	}
 	return delay, floorMs, "", ""
 }
 
+// The parser-side details, formatted from the constants they name.
+var (
+	detailOversized   = "the Retry-After field is longer than " + strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	detailMsOversized = "a millisecond wait field is longer than " + strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	detailOverlong    = "the Retry-After delay is above the " + MaxServerWait.String() + " ceiling"
+	detailMsOverlong  = "the millisecond floor is above the " + MaxServerWait.String() + " ceiling"
+)
+
 // withFloor returns the timing a journal keeps for a 429: the Retry-After
-// field's, with its not-before moved out to a longer millisecond floor,
+// field's, with its not-before moved out to a longer millisecond floor ms,
 // rounded up to the whole second (the journal keeps whole seconds).
-func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64, kind RetryAfterKind) *RetryAfterTiming {
-	if t == nil || kind != RetryAfterSeconds {
+func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64) *RetryAfterTiming {
+	if t == nil || ms <= 0 {
 		return t
 	}
 	end := receivedAt.Add(time.Duration(ms) * time.Millisecond)
@@ -527,8 +565,11 @@ func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64, kind RetryAf
 
 // joinDiag joins two diagnostics.
 func joinDiag(a, b string) string {
-	if a == "" {
+	switch {
+	case a == "":
 		return b
+	case b == "":
+		return a
 	}
 	return a + "; " + b
 }
@@ -540,7 +581,7 @@ func (c *call) stop(r StopReason, detail string, status int, id string, cause er
 	if c.b == nil {
 		return &StopError{Reason: r, Detail: detail, StatusCode: status, RequestID: id, Err: cause}
 	}
-	se := c.b.stopAt(r, detail, status, id, cause)
+	se := c.b.s.stopAt(c.t.clk().Now(), r, detail, status, id, cause)
 	c.recordStop()
 	return se
 }
@@ -549,7 +590,67 @@ func (c *call) name() string {
 	if c.b == nil {
 		return ""
 	}
-	return c.b.name
+	return c.b.s.name
+}
+
+// mutationFacts identify the request among the sequence's mutations.
+func (c *call) mutationFacts() mutationFacts {
+	return mutationFacts{op: c.s.op, requestID: clientRequestID(c.req.Header), method: c.method, url: c.req.URL.String()}
+}
+
+// repeatKey returns the mutation's identity for repeat-guard. At admission
+// (after429 false) it is made only when the sequence has a throttled
+// mutation, and its body digest only when one has the same method and URL;
+// for a 429 (after429) always, with the digest when GetBody can produce
+// the body. A body is read only here, after a mutation's 429: never on the
+// pass-through path.
+func (c *call) repeatKey(after429 bool) *repeatKey {
+	if !after429 && !c.b.s.hasRepeats() {
+		return nil
+	}
+	url := c.req.URL.String()
+	k := &repeatKey{req: c.req, method: c.method, url: url, requestID: clientRequestID(c.req.Header)}
+	switch body := c.req.Body; {
+	case body == nil || body == http.NoBody:
+		k.noBody = true
+		return k
+	case reflect.ValueOf(body).Kind() == reflect.Pointer:
+		k.body = body
+	}
+	if c.req.GetBody != nil && (after429 || c.b.s.throttled(c.method, url)) {
+		k.digest = bodyDigest(c.req.GetBody)
+	}
+	return k
+}
+
+// bodyDigest returns the SHA-256 of the body GetBody produces, "" when it
+// fails.
+func bodyDigest(getBody func() (io.ReadCloser, error)) string {
+	r, err := getBody()
+	if err != nil || r == nil {
+		return ""
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return ""
+	}
+	return string(h.Sum(nil))
+}
+
+// clientRequestID returns the x-ms-client-request-id of h, its key in any
+// ASCII case; "" without one.
+func clientRequestID(h http.Header) string {
+	const name = "X-Ms-Client-Request-Id"
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range h {
+		if len(k) == len(name) && len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
 }
 
 // hostPort returns the request's host name without the port, and the port

@@ -108,10 +108,10 @@ func BenchmarkFinishedSequences(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/sequences, "live-B/seq")
-		rt.deadlines.mu.Lock()
-		b.ReportMetric(float64(rt.deadlines.len()), "entries")
-		b.ReportMetric(float64(boolInt(rt.deadlines.stop != nil)), "timers")
-		rt.deadlines.mu.Unlock()
+		rt.cuts.mu.Lock()
+		b.ReportMetric(float64(rt.cuts.h.Len()), "entries")
+		b.ReportMetric(float64(boolInt(rt.cuts.stop != nil)), "timers")
+		rt.cuts.mu.Unlock()
 		runtime.KeepAlive(rt)
 	}
 }

@@ -57,13 +57,13 @@ func TestOneDelayPerSequenceNotPerPage(t *testing.T) {
 // limits-only-tighten: the ceilings clamp, never raise.
 func TestCeilingsClamp(t *testing.T) {
 	b := NewBudget("s", MaxRequests(500), MaxTotal(2*time.Minute), MaxWait(45*time.Second))
-	assert.Equal(t, 200, b.maxRequests)
-	assert.Equal(t, 60*time.Second, b.maxTotal)
-	assert.Equal(t, 30*time.Second, b.maxWait)
+	assert.Equal(t, 200, b.s.limits.maxRequests())
+	assert.Equal(t, 60*time.Second, b.s.limits.maxTotal())
+	assert.Equal(t, 30*time.Second, b.s.limits.maxWait())
 	b = NewBudget("s", MaxRequests(3), MaxTotal(10*time.Second), MaxWait(5*time.Second), MaxRequests(0), MaxTotal(-1), nil)
-	assert.Equal(t, 3, b.maxRequests)
-	assert.Equal(t, 10*time.Second, b.maxTotal)
-	assert.Equal(t, 5*time.Second, b.maxWait)
+	assert.Equal(t, 3, b.s.limits.maxRequests())
+	assert.Equal(t, 10*time.Second, b.s.limits.maxTotal())
+	assert.Equal(t, 5*time.Second, b.s.limits.maxWait())
 }
 
 // limits-only-tighten, stopped-stays-stopped: the request limit counts the re-sent request; the request after
@@ -459,7 +459,7 @@ func TestUnrecoveredBodyUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(sequenceOf(reply(429, "Retry-After", "1")))
 		b := NewBudget("s")
-		b.seq.win = &window{} // the sequence already had its window
+		b.s.win = &window{} // the sequence already had its window
 		resp, err := New(srv).RoundTrip(get(t, WithBudget(context.Background(), b), base+"/x"))
 		require.NoError(t, err)
 		tb := resp.Body.(*trackedBody)

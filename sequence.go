@@ -2,35 +2,81 @@ package readrecovery
 
 import (
 	"context"
-	"net/http"
-	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
-// This file is the policy's state machine: every decision about a request
-// of a sequence (may it be sent now, must it wait for the window, what does
-// its 429 do) is taken here, under the Budget's one lock, at a time the
-// caller passes in (the ...At(now) style of golang.org/x/time/rate). The
-// transport (roundtripper.go) acts on the decisions; it never changes the
-// sequence's state itself.
+// This file is the policy's state machine. Every decision about a request
+// of a sequence is taken here, under the sequence's one lock, from facts
+// the transport gathered and a time it passes in (the ...At(now) style of
+// golang.org/x/time/rate): may the request be sent now, must it wait for
+// the window, does it repeat a throttled mutation, what does its 429 do.
+// Nothing here knows net/http or the Transport; the transport acts on the
+// decision values (roundtripper.go) and the evidence is kept beside
+// (budget.go).
 
-// sequence is the policy's state of one Budget, guarded by Budget.mu.
+// sequence is the state of one Budget. The zero value is a sequence with
+// the default limits that has not started.
 type sequence struct {
+	mu sync.Mutex
+
+	name   string
+	limits limits
+
 	started  bool
-	expired  bool // the total ran out (the deadline timer fired)
-	deadline time.Time
+	deadline time.Time    // the total's end, from the first request
+	ended    *atomic.Bool // set by the transport's timer at the deadline (deadline.go); nil before the start
+	claimed  int          // requests admitted and not given back (the request limit holds against it)
+	sent     int          // requests handed to the network (Report.Requests)
 
-	// The counts of claimed and sent requests are in Budget.n (see "The
-	// admission word" below), where the admission fast path reads them
-	// without the lock.
+	win     *window    // the one wait window, nil before it opens
+	stop    *StopError // the first stop, nil while the sequence runs
+	evented bool       // the stop was recorded on a span
 
-	win  *window // the sequence's one wait window, nil before it opens
-	stop *StopError
+	repeats []repeatKey // mutations that met 429 (repeat-guard)
 
-	stopEvented bool // the stop was recorded on a span
+	waiters    map[uint64]context.CancelCauseFunc // waits a stop ends at once
+	nextWaiter uint64
+
+	ev evidence // what Report returns (budget.go)
+
+	// cuts are the cancel functions of the contexts WithBudget made before
+	// the first request; cutter is the timer they went to at it.
+	cuts   []context.CancelCauseFunc
+	cutter *cutoffs
+}
+
+// limits are a sequence's ceilings; zero fields mean the defaults.
+type limits struct {
+	requests int           // 0: MaxSequenceRequests
+	total    time.Duration // 0: MaxSequenceTotal
+	wait     time.Duration
+	waitSet  bool // wait was set (0 is a valid ceiling: no wait at all)
+}
+
+func (l limits) maxRequests() int {
+	if l.requests <= 0 {
+		return MaxSequenceRequests
+	}
+	return l.requests
+}
+
+func (l limits) maxTotal() time.Duration {
+	if l.total <= 0 {
+		return MaxSequenceTotal
+	}
+	return l.total
+}
+
+func (l limits) maxWait() time.Duration {
+	if !l.waitSet {
+		return MaxServerWait
+	}
+	return l.wait
 }
 
 // window is the sequence's one wait window: no request of the sequence is
@@ -39,33 +85,73 @@ type window struct {
 	opened time.Time
 	until  time.Time
 	plan   waitPlan // the 429 that set until: what the waits record
+	rec    WindowRecord
 }
 
-// trigger is what opened a window; the policy compares these, and only the
-// edges (spans, metrics, reports) turn them into otelattr values.
+// trigger is what a request's 429 does. The policy compares these; the
+// table below says everything else about each.
 type trigger uint8
 
 const (
-	triggerNone trigger = iota
+	triggerNone trigger = iota // the policy leaves the 429 alone (HEAD, OPTIONS, ...)
 	triggerRead429
 	triggerQueue429
 	triggerWrite429
 )
 
+// triggerFacts is what decides a request's trigger.
+type triggerFacts struct {
+	get        bool // the method is GET
+	mutation   bool // the method may change server state
+	replayable bool // the body can be produced again (no body, or GetBody)
+	queue      bool // marked WithQueueRetry
+}
+
+// triggers is the one table of triggers, in the order they are tried:
+// the first whose applies holds is the request's. Adding a trigger is a row
+// here (and its otelattr value); the policy reads resend from it.
+var triggers = [...]struct {
+	trigger trigger
+	name    string // the span, metric and report value
+	resend  bool   // the request itself is re-sent once after the wait
+	applies func(triggerFacts) bool
+}{
+	{triggerRead429, otelattr.TriggerRead429, true, func(f triggerFacts) bool { return f.get && f.replayable }},
+	{triggerQueue429, otelattr.TriggerQueue429, true, func(f triggerFacts) bool { return f.mutation && f.queue && f.replayable }},
+	{triggerWrite429, otelattr.TriggerWrite429, false, func(f triggerFacts) bool { return f.mutation }},
+}
+
+// triggerOf returns the trigger of a request's 429.
+func triggerOf(f triggerFacts) trigger {
+	for _, row := range triggers {
+		if row.applies(f) {
+			return row.trigger
+		}
+	}
+	return triggerNone
+}
+
 // String returns the trigger's attribute value ("read-429", ...).
 func (t trigger) String() string {
-	switch t {
-	case triggerRead429:
-		return otelattr.TriggerRead429
-	case triggerQueue429:
-		return otelattr.TriggerQueue429
-	case triggerWrite429:
-		return otelattr.TriggerWrite429
+	for _, row := range triggers {
+		if row.trigger == t {
+			return row.name
+		}
 	}
 	return ""
 }
 
-// waitPlan is what a wait records about the 429 that set its end.
+func (t trigger) resends() bool {
+	for _, row := range triggers {
+		if row.trigger == t {
+			return row.resend
+		}
+	}
+	return false
+}
+
+// waitPlan is what a wait records about the 429 that set its end. The
+// policy carries it; only the edges (spans, logs, reports) read it.
 type waitPlan struct {
 	trigger    trigger
 	ra         RetryAfter
@@ -81,13 +167,34 @@ type waitPlan struct {
 	eventDigest string
 }
 
-// repeatKey identifies a mutation for the repeat guard: the same method and
-// URL, and the same x-ms-client-request-id (the ID azcore keeps across its
-// own tries) or, without one, the same body object (azcore rewinds and
-// sends again the body it was given; a new request has a body of its own).
-type repeatKey struct {
-	method, url, clientRequestID string
-	body                         any // a pointer, compared by identity; nil without one
+// instant is the time of a decision: a fixed time (the step tables; a time
+// the transport has read already), or the transport's clock, read at most
+// once and only when the decision needs it. A started sequence without a
+// window decides a request without the time: the total's end is then the
+// timer's flag (sequence.ended). A clock read costs about 100 ns on this
+// machine, a third of the transport's own cost per request
+// (BenchmarkRoundTripPassThrough/budget), so most requests are spared it.
+type instant struct {
+	clk   clock.Clock
+	t     time.Time
+	known bool
+}
+
+// at is the fixed instant t.
+func at(t time.Time) *instant { return &instant{t: t, known: true} }
+
+// get returns the instant's time, reading the clock the first time.
+func (i *instant) get() time.Time {
+	if !i.known {
+		i.t, i.known = i.clk.Now(), true
+	}
+	return i.t
+}
+
+// expiredLocked reports whether the total has run out at now: the timer
+// said so, or now (when known) is at or after the deadline.
+func (s *sequence) expiredLocked(now *instant) bool {
+	return s.started && ((s.ended != nil && s.ended.Load()) || (now.known && !now.t.Before(s.deadline)))
 }
 
 // step is what the policy tells the transport to do with a request.
@@ -95,9 +202,21 @@ type step uint8
 
 const (
 	stepSend   step = iota // send it now
-	stepWait               // wait until the step's time, then ask again
-	stepRefuse             // do not send it: the step's error says why
+	stepWait               // wait until the admission's until, then ask again
+	stepRefuse             // do not send it: err says why
 )
+
+// request is what the policy knows of a request about to be sent.
+type request struct {
+	mutation bool
+	repeat   *repeatKey // a mutation's identity, for repeat-guard; nil for a read
+	// claimed: the request holds its claim already (it waited, or it is a
+	// re-send reserved by its 429, or its journal allowed it).
+	claimed bool
+	// hold: the request may go, but its journal must allow it first, so it
+	// is not counted as sent yet; the transport asks again with claimed.
+	hold bool
+}
 
 // admission is the policy's answer for a request about to be sent.
 type admission struct {
@@ -105,175 +224,91 @@ type admission struct {
 	until time.Time  // stepWait: the window's end
 	plan  waitPlan   // stepWait: what the wait records
 	err   *StopError // stepRefuse
-	// late is true when the request was sent while the sequence had a
-	// window (waiting in it, or after it): its 429 then finds the
-	// opportunity used. A request sent before the window opened was in
-	// flight with the 429 that opened it, and its own 429 joins.
+	// late: the request is sent while the sequence has a window (waiting
+	// in it, or after it), so its 429 finds the opportunity used. A request
+	// sent before the window opened was in flight with the 429 that opened
+	// it, and its own 429 joins.
 	late bool
+	// ordinal numbers the requests handed to the network (1 for the first);
+	// 0 unless stepSend counted this one.
+	ordinal int
+	// started: this admission started the sequence's clock; the transport
+	// registers the total's cut-off (startCut).
+	started bool
 }
 
-// lazyNow reads the clock once, and only when a decision needs the time:
-// most admissions (no window, sequence already started) do not, and the
-// clock is the costliest part of them on some virtual machines.
-type lazyNow struct {
-	clk clock.Clock
-	t   time.Time
-	ok  bool
-}
-
-func (n *lazyNow) get() time.Time {
-	if !n.ok {
-		n.t, n.ok = n.clk.Now(), true
-	}
-	return n.t
-}
-
-// startLocked starts the sequence's clock at its first request and
-// registers its deadline with the transport's shared deadline timer.
-func (b *Budget) startLocked(t *Transport, now time.Time) {
-	_, total, _ := b.limits()
-	b.seq.started = true
-	b.seq.deadline = now.Add(total)
-	b.cut.setDeadline(b, &t.deadlines, t.clk(), b.seq.deadline)
-	if b.seq.stop == nil && !b.seq.expired && b.seq.win == nil {
-		b.n.Or(nFast)
-	}
-}
-
-// admitAt claims one request of the sequence at now. With final, a request
-// that may go is counted as sent; without it (a journaled request, which
-// asks its journal first), the transport calls proceedAt again just before
-// sending.
-func (b *Budget) admitAt(t *Transport, now *lazyNow, req *http.Request, mutation, final bool) admission {
-	if !mutation && final && b.admitFast() {
-		return admission{step: stepSend}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seq.stop != nil {
-		return admission{step: stepRefuse, err: b.seq.stop}
-	}
-	if !b.seq.started {
-		b.startLocked(t, now.get())
-	}
-	if b.seq.expired {
-		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
-	}
-	if mutation && len(b.rareView().repeats) > 0 {
-		if k, ok := repeatKeyOf(req); ok {
-			for _, r := range b.x.repeats {
-				if r == k {
-					return admission{step: stepRefuse, err: &StopError{Sequence: b.name, Reason: StopRepeatRefused,
-						Detail: "this mutation already met 429 in the sequence; it is never sent again"}}
-				}
-			}
+// admitAt decides whether r may be sent at now. A refused request that
+// held a claim gives it back.
+func (s *sequence) admitAt(now *instant, r request) admission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refuse := func(err *StopError) admission {
+		if r.claimed {
+			s.claimed--
 		}
+		return admission{step: stepRefuse, err: err}
 	}
-	if !b.claim() {
-		return admission{step: stepRefuse, err: b.stopLocked(StopRequestsExhausted, "the sequence's request limit was reached", 0, "", nil)}
+	if s.stop != nil {
+		return refuse(s.stop)
 	}
-	return b.windowCheckLocked(now, final)
-}
-
-// proceedAt asks again for a request already admitted: after its wait, or
-// (a journaled request) once its journal allowed it. A refused request
-// gives its claim back.
-func (b *Budget) proceedAt(now *lazyNow, final bool) admission {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seq.stop != nil {
-		b.n.Add(^uint64(nClaimed - 1))
-		return admission{step: stepRefuse, err: b.seq.stop}
+	var a admission
+	if !s.started {
+		s.started, s.deadline, s.ended, a.started = true, now.get().Add(s.limits.maxTotal()), new(atomic.Bool), true
 	}
-	if b.seq.expired {
-		b.n.Add(^uint64(nClaimed - 1))
-		return admission{step: stepRefuse, err: b.stopLocked(StopTotalExhausted, "the sequence's total time ran out", 0, "", context.DeadlineExceeded)}
+	if s.expiredLocked(now) {
+		return refuse(s.stopLocked(StopTotalExhausted, detailTotal, 0, "", context.DeadlineExceeded))
 	}
-	return b.windowCheckLocked(now, final)
-}
-
-// The admission word, Budget.n: the requests claimed (admitted and not
-// given back: sent, waiting to be sent, or re-sends reserved by a 429
-// decision) in bits 0-31, what the request limit holds against; the
-// requests handed to the network (Report.Requests) in bits 32-62; and
-// nFast, set while a request may be admitted without the lock: the
-// sequence has started, and has no window, no stop and no expiry. Every
-// change of the counts is atomic, so the limit stays exact however many
-// requests run at once, on either path.
-const (
-	nClaimed   = 1
-	nSent      = 1 << 32
-	nFast      = 1 << 63
-	nCountMask = 1<<32 - 1
-)
-
-func claimedOf(w uint64) int { return int(w & nCountMask) }
-func sentOf(w uint64) int    { return int(w >> 32 & (1<<31 - 1)) }
-
-// admitFast admits a read without the lock when nFast is set and the limit
-// allows: the common case of a sequence without a window. It claims and
-// counts the request as sent in one step.
-func (b *Budget) admitFast() bool { return b.claimIf(nFast, nClaimed+nSent) }
-
-// claim claims one request if the limit allows.
-func (b *Budget) claim() bool { return b.claimIf(0, nClaimed) }
-
-// claimIf adds inc to the admission word if it has the bits of need and
-// the limit allows one more claim.
-func (b *Budget) claimIf(need, inc uint64) bool {
-	maxRequests, _, _ := b.limits()
-	for {
-		w := b.n.Load()
-		if w&need != need || claimedOf(w) >= maxRequests {
-			return false
+	if r.repeat != nil && !r.claimed && s.repeatsLocked(*r.repeat) {
+		return admission{step: stepRefuse, err: &StopError{Sequence: s.name, Reason: StopRepeatRefused, Detail: detailRepeat}}
+	}
+	if !r.claimed {
+		if s.claimed >= s.limits.maxRequests() {
+			return refuse(s.stopLocked(StopRequestsExhausted, detailRequests, 0, "", nil))
 		}
-		if b.n.CompareAndSwap(w, w+inc) {
-			return true
-		}
+		s.claimed++
 	}
-}
-
-// windowCheckLocked holds a request back until the window's end, or lets
-// it go (counting it as sent when final).
-func (b *Budget) windowCheckLocked(now *lazyNow, final bool) admission {
-	if w := b.seq.win; w != nil && now.get().Before(w.until) {
-		return admission{step: stepWait, until: w.until, plan: w.plan}
+	if w := s.win; w != nil && now.get().Before(w.until) {
+		a.step, a.until, a.plan = stepWait, w.until, w.plan
+		return a
 	}
-	if final {
-		b.n.Add(nSent)
+	a.late = s.win != nil
+	if !r.hold {
+		s.sent++
+		a.ordinal = s.sent
 	}
-	return admission{step: stepSend, late: b.seq.win != nil}
+	return a
 }
 
-// unsend takes back a request counted as sent that was not sent after all
-// (its body could not be read again).
-func (b *Budget) unsend() {
-	b.n.Add(^uint64(nClaimed + nSent - 1))
+// releaseAt gives back the claim of a request that was admitted but is not
+// sent after all (its journal refused it, its context ended, its body could
+// not be produced again).
+func (s *sequence) releaseAt(time.Time) {
+	s.mu.Lock()
+	s.claimed--
+	s.mu.Unlock()
 }
 
-// release gives back the claim of a request that was admitted but not
-// sent (its journal refused it, its context ended).
-func (b *Budget) release() {
-	b.n.Add(^uint64(nClaimed - 1))
-}
-
-// in429 is what the policy needs to know of a 429.
-type in429 struct {
+// response429 is what the policy knows of a 429.
+type response429 struct {
 	trigger  trigger   // what the request's 429 does (never triggerNone)
-	attempt  int       // 2 for a re-send
-	late     bool      // the request was sent while the sequence had a window
+	resend   bool      // the request was itself a re-send
+	late     bool      // it was sent while the sequence had a window (admission.late)
 	received time.Time // when the 429 arrived
-	delay    time.Duration
-	// refuse is set when the delay must not be waited (oversized,
-	// unrepresentable, overlong, above the wait ceiling).
+	// delay is the server's delay: the Retry-After's, or a longer
+	// millisecond floor. notBefore, when later than received+delay, is
+	// where a journal rounded its record up to (the wait ends no earlier).
+	delay     time.Duration
+	notBefore time.Time
+	// refuse is set when the parser says the delay must not be waited
+	// (oversized, unrepresentable, above MaxServerWait).
 	refuse StopReason
 	detail string
 	plan   waitPlan
-	repeat *repeatKey // a mutation's key for the repeat guard
+	repeat *repeatKey // a mutation's identity, for repeat-guard
 }
 
-// decision is the policy's answer to a 429.
-type decision struct {
+// verdict is the policy's answer to a 429.
+type verdict struct {
 	resend bool      // wait until until, then re-send (the claim is held)
 	until  time.Time // the re-send's not-before
 	err    *StopError
@@ -281,99 +316,102 @@ type decision struct {
 
 // on429At decides a 429 at now. Without resend, the 429 goes back to the
 // caller untouched; err says when the sequence stopped because of it.
-func (b *Budget) on429At(now time.Time, in in429) decision {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+func (s *sequence) on429At(now time.Time, in response429) verdict {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if in.repeat != nil {
-		x := b.rareLocked()
-		x.repeats = append(x.repeats, *in.repeat)
+		s.repeats = append(s.repeats, *in.repeat)
 	}
 	st, id := in.plan.status, in.plan.requestID
+	stop := func(r StopReason, detail string) verdict {
+		return verdict{err: s.stopLocked(r, detail, st, id, nil)}
+	}
+	end := in.received.Add(in.delay)
+	if in.notBefore.After(end) {
+		end = in.notBefore
+	}
 	switch {
-	case b.seq.stop != nil:
-		return decision{err: b.seq.stop}
-	case in.attempt > 1:
-		return decision{err: b.stopLocked(StopPersistent429, "the re-sent request met 429 again", st, id, nil)}
+	case s.stop != nil:
+		return verdict{err: s.stop}
+	case in.resend:
+		return stop(StopPersistent429, detailPersistent)
 	case in.late:
-		return decision{err: b.stopLocked(StopOpportunityUsed, "a 429 came after the sequence's one wait window: its one opportunity to wait is used", st, id, nil)}
+		return stop(StopOpportunityUsed, detailOpportunity)
 	case in.refuse != "":
-		return decision{err: b.stopLocked(in.refuse, in.detail, st, id, nil)}
+		return stop(in.refuse, in.detail)
+	case in.delay > s.limits.maxWait():
+		return stop(StopOverlong, detailWaitCeiling)
+	case !end.Before(s.deadline):
+		return stop(StopWaitExceedsTotal, detailExceedsTotal)
 	}
-	notBefore := in.received.Add(in.delay)
-	resend := in.trigger != triggerWrite429
-	w := b.seq.win
-	if w == nil {
-		if !notBefore.Before(b.seq.deadline) {
-			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
-		}
-		if resend && !b.claim() {
-			return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
-		}
-		b.seq.win = &window{opened: in.received, until: notBefore, plan: in.plan}
-		b.n.And(^uint64(nFast)) // every admission now asks the window
-		b.rareLocked().window = &WindowRecord{
-			Trigger: in.plan.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
-			RequestID: id, Length: notBefore.Sub(in.received),
-		}
-		if !resend {
-			return decision{}
-		}
-		return decision{resend: true, until: notBefore}
+	resend := in.trigger.resends()
+	if resend && s.claimed >= s.limits.maxRequests() {
+		return stop(StopRequestsExhausted, detailNoResend)
 	}
-	// A request sent before the window opened: its 429 joins the window.
-	rec := b.rareLocked().window
-	rec.Joined++
-	until := w.until
-	if notBefore.After(until) {
-		until = notBefore
-	}
-	if notBefore.After(w.until) {
-		if !notBefore.Before(b.seq.deadline) {
-			return decision{err: b.stopLocked(StopWaitExceedsTotal, "the server's delay is longer than what remains of the sequence's total", st, id, nil)}
+	until := end
+	if w := s.win; w == nil {
+		s.win = &window{opened: in.received, until: end, plan: in.plan, rec: WindowRecord{
+			Trigger: in.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
+			RequestID: id, Length: end.Sub(in.received),
+		}}
+	} else {
+		// A request sent before the window opened: its 429 joins it. A
+		// later end moves the window out for every request of the sequence
+		// not yet sent (even when the first end had passed: the server has
+		// asked for longer since).
+		w.rec.Joined++
+		if end.After(w.until) {
+			w.until, w.plan = end, in.plan
+			w.rec.Extended++
+			w.rec.Length = end.Sub(w.opened)
+		} else {
+			until = w.until
 		}
-		// The window's end moves out to this request's own not-before, for
-		// every request of the sequence not yet sent (even when the first
-		// end had passed: the server has asked for longer since).
-		w.until, w.plan = notBefore, in.plan
-		rec.Extended++
-		rec.Length = notBefore.Sub(w.opened)
 	}
 	if !resend {
-		return decision{}
+		return verdict{}
 	}
-	if !b.claim() {
-		return decision{err: b.stopLocked(StopRequestsExhausted, "no request is left for the re-send", st, id, nil)}
-	}
-	return decision{resend: true, until: until}
+	s.claimed++
+	return verdict{resend: true, until: until}
 }
 
+// The details of the policy's stops and refusals.
+const (
+	detailTotal        = "the sequence's total time ran out"
+	detailRequests     = "the sequence's request limit was reached"
+	detailNoResend     = "no request is left for the re-send"
+	detailPersistent   = "the re-sent request met 429 again"
+	detailOpportunity  = "a 429 came after the sequence's one wait window: its one opportunity to wait is used"
+	detailWaitCeiling  = "the server's delay is above the sequence's wait ceiling"
+	detailExceedsTotal = "the server's delay is longer than what remains of the sequence's total"
+	detailRepeat       = "this mutation already met 429 in the sequence; it is never sent again"
+)
+
 // stopAt stops the sequence (if it is not already) and returns the error
-// to hand back, carrying this request's status, ID and cause.
-func (b *Budget) stopAt(r StopReason, detail string, status int, requestID string, cause error) *StopError {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	first := b.seq.stop == nil
-	se := b.stopLocked(r, detail, status, requestID, cause)
-	if first {
-		return se
+// to hand back: the sequence's first stop when it is this one, otherwise
+// this request's own, with its status, ID and cause.
+func (s *sequence) stopAt(_ time.Time, r StopReason, detail string, status int, requestID string, cause error) *StopError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		return &StopError{Sequence: s.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
 	}
-	return &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+	return s.stopLocked(r, detail, status, requestID, cause)
 }
 
 // stopLocked records the first stop of the sequence, wakes every request
 // waiting in its window (they end with the stop error before any network
 // access), and returns the stop.
-func (b *Budget) stopLocked(r StopReason, detail string, status int, requestID string, cause error) *StopError {
-	if b.seq.stop != nil {
-		return b.seq.stop
+func (s *sequence) stopLocked(r StopReason, detail string, status int, requestID string, cause error) *StopError {
+	if s.stop != nil {
+		return s.stop
 	}
-	b.seq.stop = &StopError{Sequence: b.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
-	b.n.And(^uint64(nFast))
-	for id, wake := range b.rareView().waiters {
+	s.stop = &StopError{Sequence: s.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
+	for id, wake := range s.waiters {
 		wake(errWokenByStop)
-		delete(b.x.waiters, id)
+		delete(s.waiters, id)
 	}
-	return b.seq.stop
+	return s.stop
 }
 
 // errWokenByStop is the cause with which a stop ends the waits of its
@@ -382,66 +420,110 @@ var errWokenByStop = &StopError{Reason: "woken"}
 
 // addWaiter registers a wait that a stop ends; false when the sequence has
 // stopped already.
-func (b *Budget) addWaiter(wake context.CancelCauseFunc) (uint64, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seq.stop != nil {
+func (s *sequence) addWaiter(wake context.CancelCauseFunc) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
 		return 0, false
 	}
-	x := b.rareLocked()
-	if x.waiters == nil {
-		x.waiters = make(map[uint64]context.CancelCauseFunc)
+	if s.waiters == nil {
+		s.waiters = make(map[uint64]context.CancelCauseFunc)
 	}
-	x.nextWaiter++
-	x.waiters[x.nextWaiter] = wake
-	return x.nextWaiter, true
+	s.nextWaiter++
+	s.waiters[s.nextWaiter] = wake
+	return s.nextWaiter, true
 }
 
-func (b *Budget) removeWaiter(id uint64) {
-	b.mu.Lock()
-	delete(b.rareView().waiters, id)
-	b.mu.Unlock()
+func (s *sequence) removeWaiter(id uint64) {
+	s.mu.Lock()
+	delete(s.waiters, id)
+	s.mu.Unlock()
 }
 
-// stopError returns the sequence's stop as an error; call it only when the
-// sequence has stopped.
-func (b *Budget) stopError() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.seq.stop
+// stopped returns the sequence's stop, nil while it runs.
+func (s *sequence) stopped() *StopError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stop
 }
 
-// isExpired reports whether the sequence's total has run out.
-func (b *Budget) isExpired() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.seq.expired
+// expiredAt reports whether the sequence's total has run out at now.
+func (s *sequence) expiredAt(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expiredLocked(at(now))
 }
 
 // takeStopEvent reports, once, that the sequence's stop has not yet been
-// recorded on a span.
-func (b *Budget) takeStopEvent() (*StopError, int, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.seq.stop == nil || b.seq.stopEvented {
+// recorded on a span, with the requests sent.
+func (s *sequence) takeStopEvent() (*StopError, int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop == nil || s.evented {
 		return nil, 0, false
 	}
-	b.seq.stopEvented = true
-	return b.seq.stop, sentOf(b.n.Load()), true
+	s.evented = true
+	return s.stop, s.sent, true
 }
 
-// repeatKeyOf returns a mutation's repeat-guard key. False when a retry
-// cannot be told from a new request: no x-ms-client-request-id, and a body
-// that is not a pointer (no identity to compare). A mutation without a
-// body is identified by its method and URL alone.
-func repeatKeyOf(req *http.Request) (repeatKey, bool) {
-	k := repeatKey{method: req.Method, url: req.URL.String(), clientRequestID: req.Header.Get("x-ms-client-request-id")}
-	if k.clientRequestID != "" || req.Body == nil || req.Body == http.NoBody {
-		return k, true
+// repeatKey identifies a mutation for repeat-guard. Two mutations are the
+// same when they are the same request object; otherwise they need the same
+// method and URL and then: the same x-ms-client-request-id when both have
+// one (the ID azcore keeps across its own tries), or else the same body
+// (its bytes when both digests are known, else the same body object; two
+// mutations without a body are the same).
+type repeatKey struct {
+	req       any // the *http.Request, compared by identity
+	method    string
+	url       string
+	requestID string // x-ms-client-request-id, "" without one
+	noBody    bool
+	digest    string // the body's SHA-256, "" when not taken
+	body      any    // the body object, compared by identity; nil without one
+}
+
+// same reports whether k and o identify the same mutation.
+func (k repeatKey) same(o repeatKey) bool {
+	switch {
+	case k.req != nil && k.req == o.req:
+		return true
+	case k.method != o.method || k.url != o.url:
+		return false
+	case k.requestID != "" && o.requestID != "":
+		return k.requestID == o.requestID
+	case k.noBody || o.noBody:
+		return k.noBody && o.noBody
+	case k.digest != "" && o.digest != "":
+		return k.digest == o.digest
 	}
-	if reflect.ValueOf(req.Body).Kind() != reflect.Pointer {
-		return repeatKey{}, false
+	return k.body != nil && k.body == o.body
+}
+
+// hasRepeats reports whether a mutation of the sequence met 429.
+func (s *sequence) hasRepeats() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.repeats) > 0
+}
+
+func (s *sequence) repeatsLocked(k repeatKey) bool {
+	for _, r := range s.repeats {
+		if r.same(k) {
+			return true
+		}
 	}
-	k.body = req.Body
-	return k, true
+	return false
+}
+
+// throttled reports whether a mutation with this method and URL met 429
+// in the sequence: then a new one needs its body digest to be told apart.
+func (s *sequence) throttled(method, url string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.repeats {
+		if r.method == method && r.url == url {
+			return true
+		}
+	}
+	return false
 }

@@ -27,24 +27,26 @@ func (c *call) sleepUntil(until time.Time) error {
 	if d <= 0 {
 		return nil
 	}
+	s := &c.b.s
 	wctx, wake := context.WithCancelCause(c.ctx)
 	defer wake(nil)
-	id, ok := c.b.addWaiter(wake)
+	id, ok := s.addWaiter(wake)
 	if !ok {
-		c.b.release()
-		return c.b.stopError() // never nil once addWaiter refused
+		c.release()
+		return s.stopped() // never nil once addWaiter refused
 	}
 	err := clk.Sleep(wctx, d)
-	c.b.removeWaiter(id)
+	s.removeWaiter(id)
 	if err == nil {
 		return nil
 	}
-	c.b.release()
+	c.release()
+	now := clk.Now()
 	switch { // what ended the wait
 	case context.Cause(wctx) == error(errWokenByStop):
-		return c.b.stopError() // set before the stop woke the wait
-	case c.b.isExpired():
-		return c.b.stopAt(StopTotalExhausted, "the sequence's total time ran out during a wait", 0, "", context.DeadlineExceeded)
+		return s.stopped() // set before the stop woke the wait
+	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
+		return s.stopAt(now, StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
 	}
 	return c.ctx.Err()
 }
@@ -144,14 +146,14 @@ func (c *call) recordStop() {
 	if c.b == nil {
 		return
 	}
-	se, sent, ok := c.b.takeStopEvent()
+	se, sent, ok := c.b.s.takeStopEvent()
 	if !ok {
 		return
 	}
 	if c.t.metrics != nil {
 		c.t.metrics.stop(c.ctx, se.Reason)
 	}
-	attrs := otelattr.Stop(c.b.name, string(se.Reason), se.Detail, sent)
+	attrs := otelattr.Stop(c.b.s.name, string(se.Reason), se.Detail, sent)
 	span := trace.SpanFromContext(c.ctx)
 	if span.IsRecording() {
 		span.AddEvent(otelattr.StopEventName, trace.WithAttributes(attrs...))
@@ -163,7 +165,7 @@ func (c *call) recordStop() {
 	}
 	if l := c.t.logger; l != nil {
 		l.LogAttrs(c.ctx, slog.LevelWarn, "readrecovery: sequence stopped",
-			slog.String("sequence", c.b.name),
+			slog.String("sequence", c.b.s.name),
 			slog.String("reason", string(se.Reason)),
 			slog.String("detail", se.Detail),
 			slog.Int("status", se.StatusCode),
