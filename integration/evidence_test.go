@@ -6,10 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
@@ -64,36 +67,80 @@ func TestAzcoreRetriedPutIsOneMutation(t *testing.T) {
 // TestDownloadCutByTotal: a large download through azblob whose body
 // trickles past the sequence's total is cut off there, and the error says
 // so whoever reads it: errors.Is(err, ErrSequenceStopped), reason
-// total-exhausted, and the report records the stop (docs/policy.md,
+// total-exhausted, and the report records the stop; every per-try context
+// azcore derived reports the same stop as its cause (docs/policy.md,
 // "total-bounds-everything").
 func TestDownloadCutByTotal(t *testing.T) {
-	r := newRig(t, startAzurite(t))
-	data := make([]byte, 256<<10)
-	_, _ = rand.Read(data)
-	r.seed("large.bin", data)
-	path := r.blobPath("large.bin")
-	// 256 KiB in 16 KiB chunks, 100 ms before each: 1.6 s of body.
-	r.script.Add(fakeserver.RouteBlobGet, fakeserver.SlowBody(16<<10, 100*time.Millisecond), fakeserver.MatchPath(path))
-
+	az := startAzurite(t)
 	const total = 500 * time.Millisecond
-	c := r.client(rrOptions(nil, nil))
-	b := readrecovery.NewBudget("large download", readrecovery.MaxTotal(total))
-	ctx := readrecovery.WithBudget(context.Background(), b)
-	start := time.Now()
-	resp, err := c.DownloadStream(ctx, r.container, "large.bin", nil)
-	if err == nil {
-		_, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	took := time.Since(start)
-	var se *readrecovery.StopError
-	if !errors.Is(err, readrecovery.ErrSequenceStopped) || !errors.As(err, &se) || se.Reason != readrecovery.StopTotalExhausted {
-		t.Fatalf("err = %v (%T), want a total-exhausted stop", err, err)
-	}
-	if rep := b.Report(); rep.Stop != readrecovery.StopTotalExhausted {
-		t.Fatalf("report: stop %q, want %s", rep.Stop, readrecovery.StopTotalExhausted)
-	}
-	if took > total+time.Second {
-		t.Fatalf("the download took %v, the total is %v: not cut off", took, total)
+	for _, tc := range []struct {
+		name     string
+		download func(ctx context.Context, c *azblob.Client, container string) error
+	}{
+		{"DownloadStream", func(ctx context.Context, c *azblob.Client, container string) error {
+			resp, err := c.DownloadStream(ctx, container, "large.bin", nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			_, err = io.ReadAll(resp.Body)
+			return err
+		}},
+		{"DownloadBuffer, 4 ranges in parallel", func(ctx context.Context, c *azblob.Client, container string) error {
+			_, err := c.DownloadBuffer(ctx, container, "large.bin", make([]byte, 256<<10), &blob.DownloadBufferOptions{BlockSize: 64 << 10, Concurrency: 4})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, az)
+			data := make([]byte, 256<<10)
+			_, _ = rand.Read(data)
+			r.seed("large.bin", data)
+			// 16 KiB chunks, 100 ms before each: 1.6 s for the whole blob,
+			// 400 ms for each 64 KiB range (after azblob's first range).
+			r.script.Add(fakeserver.RouteBlobGet, fakeserver.SlowBody(16<<10, 100*time.Millisecond), fakeserver.MatchPath(r.blobPath("large.bin")))
+
+			var mu sync.Mutex
+			var tries []context.Context
+			o := rrOptions(nil, nil)
+			o.PerRetryPolicies = append(o.PerRetryPolicies, policyFunc(func(req *policy.Request) (*http.Response, error) {
+				mu.Lock()
+				tries = append(tries, req.Raw().Context())
+				mu.Unlock()
+				return req.Next()
+			}))
+			c := r.client(o)
+			b := readrecovery.NewBudget("large download", readrecovery.MaxTotal(total))
+			start := time.Now()
+			err := tc.download(readrecovery.WithBudget(context.Background(), b), c, r.container)
+			took := time.Since(start)
+
+			var se *readrecovery.StopError
+			if !errors.Is(err, readrecovery.ErrSequenceStopped) || !errors.As(err, &se) || se.Reason != readrecovery.StopTotalExhausted {
+				t.Fatalf("err = %v (%T), want a total-exhausted stop", err, err)
+			}
+			if rep := b.Report(); rep.Stop != readrecovery.StopTotalExhausted {
+				t.Fatalf("report: stop %q, want %s", rep.Stop, readrecovery.StopTotalExhausted)
+			}
+			if took > total+time.Second {
+				t.Fatalf("the download took %v, the total is %v: not cut off", took, total)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(tries) == 0 {
+				t.Fatal("no azcore try was seen")
+			}
+			for i, ctx := range tries {
+				cause := context.Cause(ctx)
+				if !errors.As(cause, &se) || se.Reason != readrecovery.StopTotalExhausted {
+					t.Errorf("azcore try %d: context.Cause = %v, want the total-exhausted stop", i+1, cause)
+				}
+			}
+		})
 	}
 }
+
+type policyFunc func(*policy.Request) (*http.Response, error)
+
+func (f policyFunc) Do(req *policy.Request) (*http.Response, error) { return f(req) }
