@@ -37,7 +37,8 @@ const (
 // The zero Budget is usable: a sequence without a name, with the default
 // ceilings. A nil *Budget is no budget: [WithBudget] ignores it.
 type Budget struct {
-	s sequence // the policy's state and the evidence, under one lock
+	s     sequence // the policy's state and the evidence, under one lock
+	state ctxState // the context state of WithBudget on a parent without one
 }
 
 // A BudgetOption lowers one of a Budget's limits.

@@ -201,7 +201,7 @@ func (c *call) admit(r request) admission {
 	now := instant{clk: clk}
 	a := c.b.s.admitAt(&now, r)
 	if a.started {
-		c.b.s.startCut(&c.t.cuts, clk)
+		c.b.startCut(&c.t.cuts, clk)
 	}
 	return a
 }

@@ -72,6 +72,15 @@ func BenchmarkRoundTripPassThrough(b *testing.B) {
 			rt.RoundTrip(r)
 		}
 	})
+	b.Run("budget-each", func(b *testing.B) {
+		// A new sequence for every request: the set-up of a sequence
+		// (NewBudget, WithBudget, the first request's cut-off) over a stub.
+		rt := New(newOK())
+		b.ReportAllocs()
+		for b.Loop() {
+			rt.RoundTrip(req.WithContext(WithBudget(context.Background(), NewBudget("bench"))))
+		}
+	})
 	b.Run("budget-cancelable-ctx", func(b *testing.B) {
 		rt := New(newOK())
 		parent, cancel := context.WithCancel(context.Background())

@@ -3,7 +3,6 @@ package readrecovery
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -28,10 +27,9 @@ type sequence struct {
 	limits limits
 
 	started  bool
-	deadline time.Time    // the total's end, from the first request
-	ended    *atomic.Bool // set by the transport's timer at the deadline (deadline.go); nil before the start
-	claimed  int          // requests admitted and not given back (the request limit holds against it)
-	sent     int          // requests handed to the network (Report.Requests)
+	deadline time.Time // the total's end, from the first request
+	claimed  int       // requests admitted and not given back (the request limit holds against it)
+	sent     int       // requests handed to the network (Report.Requests)
 
 	win     *window    // the one wait window, nil before it opens
 	stop    *StopError // the first stop, nil while the sequence runs
@@ -44,10 +42,15 @@ type sequence struct {
 
 	ev evidence // what Report returns (budget.go)
 
-	// cuts are the cancel functions of the contexts WithBudget made before
-	// the first request; cutter is the timer they went to at it.
-	cuts   []context.CancelCauseFunc
-	cutter *cutoffs
+	// The total's cut-off (deadline.go): the cancel functions of the
+	// contexts WithBudget made (cut, the first; cuts, the others), those
+	// made from a cancelable parent (pinned), the transport's timer the
+	// sequence went to at its first request, and whether it fired.
+	cut     context.CancelCauseFunc
+	cuts    []context.CancelCauseFunc
+	pinned  *pinnedCuts
+	cutoffs *cutoffs
+	expired bool
 }
 
 // limits are a sequence's ceilings; zero fields mean the defaults.
@@ -171,7 +174,7 @@ type waitPlan struct {
 // the transport has read already), or the transport's clock, read at most
 // once and only when the decision needs it. A started sequence without a
 // window decides a request without the time: the total's end is then the
-// timer's flag (sequence.ended). A clock read costs about 100 ns on this
+// timer's flag (sequence.expired). A clock read costs about 100 ns on this
 // machine, a third of the transport's own cost per request
 // (BenchmarkRoundTripPassThrough/budget), so most requests are spared it.
 type instant struct {
@@ -194,7 +197,7 @@ func (i *instant) get() time.Time {
 // expiredLocked reports whether the total has run out at now: the timer
 // said so, or now (when known) is at or after the deadline.
 func (s *sequence) expiredLocked(now *instant) bool {
-	return s.started && ((s.ended != nil && s.ended.Load()) || (now.known && !now.t.Before(s.deadline)))
+	return s.started && (s.expired || (now.known && !now.t.Before(s.deadline)))
 }
 
 // step is what the policy tells the transport to do with a request.
@@ -253,13 +256,15 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 	}
 	var a admission
 	if !s.started {
-		s.started, s.deadline, s.ended, a.started = true, now.get().Add(s.limits.maxTotal()), new(atomic.Bool), true
+		s.started, s.deadline, a.started = true, now.get().Add(s.limits.maxTotal()), true
 	}
 	if s.expiredLocked(now) {
 		return refuse(s.stopLocked(StopTotalExhausted, detailTotal, 0, "", context.DeadlineExceeded))
 	}
-	if r.repeat != nil && !r.claimed && s.repeatsLocked(*r.repeat) {
-		return admission{step: stepRefuse, err: &StopError{Sequence: s.name, Reason: StopRepeatRefused, Detail: detailRepeat}}
+	if r.repeat != nil && !r.claimed {
+		if k := s.repeatOfLocked(*r.repeat); k != nil {
+			return admission{step: stepRefuse, err: &StopError{Sequence: s.name, Reason: StopRepeatRefused, Detail: detailRepeat, StatusCode: k.status, RequestID: k.requestID429}}
+		}
 	}
 	if !r.claimed {
 		if s.claimed >= s.limits.maxRequests() {
@@ -319,10 +324,12 @@ type verdict struct {
 func (s *sequence) on429At(now time.Time, in response429) verdict {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if in.repeat != nil {
-		s.repeats = append(s.repeats, *in.repeat)
-	}
 	st, id := in.plan.status, in.plan.requestID
+	if in.repeat != nil {
+		k := *in.repeat
+		k.status, k.requestID429 = st, id
+		s.repeats = append(s.repeats, k)
+	}
 	stop := func(r StopReason, detail string) verdict {
 		return verdict{err: s.stopLocked(r, detail, st, id, nil)}
 	}
@@ -480,6 +487,10 @@ type repeatKey struct {
 	noBody    bool
 	digest    string // the body's SHA-256, "" when not taken
 	body      any    // the body object, compared by identity; nil without one
+
+	// The 429 it met: what a refusal of a repeat carries.
+	status       int
+	requestID429 string
 }
 
 // same reports whether k and o identify the same mutation.
@@ -506,13 +517,14 @@ func (s *sequence) hasRepeats() bool {
 	return len(s.repeats) > 0
 }
 
-func (s *sequence) repeatsLocked(k repeatKey) bool {
-	for _, r := range s.repeats {
-		if r.same(k) {
-			return true
+// repeatOfLocked returns the throttled mutation k repeats, or nil.
+func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
+	for i := range s.repeats {
+		if s.repeats[i].same(k) {
+			return &s.repeats[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // throttled reports whether a mutation with this method and URL met 429
