@@ -1,14 +1,17 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/fakeserver"
@@ -32,10 +35,52 @@ type repeatWorld struct {
 	budget     *readrecovery.Budget
 }
 
+// counting is a RoundTripper above readrecovery that counts the requests
+// handed to it.
+type counting struct {
+	n    *atomic.Int32
+	next http.RoundTripper
+}
+
+func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(req)
+}
+
+// client returns a plain http.Client over readrecovery over go-cleanhttp,
+// counting the requests handed to readrecovery.
+func (w *repeatWorld) client() *http.Client {
+	return &http.Client{Transport: counting{n: &w.tries, next: readrecovery.New(nil)}}
+}
+
 // withBudget returns ctx with a new Budget the row's report comes from.
 func (w *repeatWorld) withBudget(ctx context.Context, name string) context.Context {
 	w.budget = readrecovery.NewBudget(name)
 	return readrecovery.WithBudget(ctx, w.budget)
+}
+
+// putOnce sends one PUT of body with ctx and closes the answer: the
+// caller's first send, answered 429 by the script.
+func putOnce(t *testing.T, c *http.Client, req *http.Request) {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("first PUT: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("first PUT: status %d, want the scripted 429", resp.StatusCode)
+	}
+}
+
+// sendAgain sends req and returns the error; a response is closed and
+// reported as no error (the repeat reached the network or was answered).
+func sendAgain(c *http.Client, req *http.Request) error {
+	resp, err := c.Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return err
 }
 
 var repeatBody = []byte(`{"file":"report.json","bytes":42}`)
@@ -77,6 +122,69 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 			ctx = policy.WithRetryOptions(ctx, perCall429)
 			_, err := c.UploadBuffer(ctx, w.rig.container, "upload.json", repeatBody, nil)
 			return err
+		}},
+		{"go-retryablehttp over readrecovery, a Budget", false, func(t *testing.T, w *repeatWorld) error {
+			rc := retryablehttp.NewClient()
+			rc.HTTPClient = w.client()
+			rc.Logger = nil
+			// Two re-sends: the first after the 429's Retry-After (1 s),
+			// the second after the refusal, which the default policy
+			// retries like any transport error.
+			rc.RetryMax = 2
+			rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 10*time.Millisecond
+			req, err := retryablehttp.NewRequestWithContext(w.withBudget(context.Background(), "retryablehttp"), http.MethodPut, w.url, repeatBody)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := rc.Do(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return err
+		}},
+		{"the same *http.Request again, a Budget", false, func(t *testing.T, w *repeatWorld) error {
+			c := w.client()
+			req, err := http.NewRequestWithContext(w.withBudget(context.Background(), "loop"), http.MethodPut, w.url, bytes.NewReader(repeatBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putOnce(t, c, req)
+			if req.Body, err = req.GetBody(); err != nil {
+				t.Fatal(err)
+			}
+			return sendAgain(c, req)
+		}},
+		{"a new request, same method, URL and body bytes, a Budget", false, func(t *testing.T, w *repeatWorld) error {
+			c := w.client()
+			ctx := w.withBudget(context.Background(), "rebuilt")
+			first, err := http.NewRequestWithContext(ctx, http.MethodPut, w.url, bytes.NewReader(repeatBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putOnce(t, c, first)
+			again, err := http.NewRequestWithContext(ctx, http.MethodPut, w.url, bytes.NewReader(bytes.Clone(repeatBody)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sendAgain(c, again)
+		}},
+		{"x-ms-client-request-id under a lower-case key, a Budget", false, func(t *testing.T, w *repeatWorld) error {
+			c := w.client()
+			ctx := w.withBudget(context.Background(), "client-request-id")
+			first, err := http.NewRequestWithContext(ctx, http.MethodPut, w.url, bytes.NewReader(repeatBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.Header["x-ms-client-request-id"] = []string{"3f2a9c1e-upload-7"}
+			putOnce(t, c, first)
+			// Other bytes: only the client request ID makes it the same
+			// operation.
+			again, err := http.NewRequestWithContext(ctx, http.MethodPut, w.url, bytes.NewReader([]byte(`{"file":"report.json","bytes":43}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			again.Header["x-ms-client-request-id"] = []string{"3f2a9c1e-upload-7"}
+			return sendAgain(c, again)
 		}},
 	}
 
