@@ -94,8 +94,13 @@ func NewBudget(name string, opts ...BudgetOption) *Budget {
 	return b
 }
 
-// Name returns the sequence's name.
-func (b *Budget) Name() string { return b.s.name }
+// Name returns the sequence's name ("" for a nil Budget).
+func (b *Budget) Name() string {
+	if b == nil {
+		return ""
+	}
+	return b.s.name
+}
 
 // WaitRecord is one wait a request of the sequence took.
 type WaitRecord struct {
@@ -407,8 +412,12 @@ type Report struct {
 	DroppedSuccessfulReads int            `json:"dropped_successful_reads,omitempty"`
 }
 
-// Report returns the sequence's evidence so far.
+// Report returns the sequence's evidence so far; a nil Budget has an
+// empty one.
 func (b *Budget) Report() Report {
+	if b == nil {
+		return Report{}
+	}
 	s := &b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -35,6 +35,9 @@ func (s *ctxState) clone() *ctxState {
 // when it has none. Adapters use it to tell which requests the transport
 // owns the 429 of (see the rrazure package of the azure module).
 func BudgetFrom(ctx context.Context) *Budget {
+	if ctx == nil {
+		return nil
+	}
 	if s := stateFrom(ctx); s != nil {
 		return s.budget
 	}
@@ -45,8 +48,12 @@ func BudgetFrom(ctx context.Context) *Budget {
 // route: such a request that meets 429 may be re-sent once, unchanged, after
 // its wait, using its sequence's one wait window (docs/policy.md: queue-429-route). The request
 // needs GetBody (http.NewRequest sets it for in-memory bodies); without it,
-// there is no re-send. Use it only on File upload requests.
+// there is no re-send. Use it only on File upload requests. A nil ctx is
+// context.Background().
 func WithQueueRetry(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	s := stateFrom(ctx).clone()
 	s.queueRetry = true
 	return context.WithValue(ctx, stateKey{}, s)

@@ -23,16 +23,18 @@ var (
 
 	// ErrRequestRefused is the error of one request refused before any
 	// network access while its sequence goes on: a mutation that repeats
-	// one that already met 429 ([StopRepeatRefused]), or an upload whose
-	// outcome its journal already holds ([StopReplayRefused]). The
+	// one that already met 429, or a later try of an operation whose
+	// mutation met 429 ([StopRepeatRefused]; it carries that 429's status
+	// and request ID), or an upload whose outcome its journal already holds
+	// ([StopReplayRefused]). The
 	// concrete error is a *StopError; errors.Is(err, ErrSequenceStopped)
 	// is false for it.
 	ErrRequestRefused = errors.New("readrecovery: request refused")
 
 	// ErrReplayRefused is what a [Journal] wraps when it refuses a request
 	// because the upload it names already has its outcome on record (an
-	// acknowledged file is never sent again). The transport stops the
-	// sequence with [StopReplayRefused].
+	// acknowledged file is never sent again). The transport refuses that
+	// one request with [StopReplayRefused]; the sequence goes on.
 	ErrReplayRefused = errors.New("readrecovery: upload outcome already recorded, not sent again")
 )
 
@@ -53,13 +55,13 @@ const (
 	StopPersistenceFailed StopReason = "persistence-failed"     // the journal could not record the request or its 429
 	StopReceiptFailed     StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
 	StopJournalRestricted StopReason = "journal-restricted"     // the journal's status forbids network access
+	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended while it waited to be re-sent after its own 429
+	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
 
 	// Reasons that refuse one request and leave the sequence running
-	// (errors.Is(err, ErrRequestRefused)).
-	StopReplayRefused    StopReason = "replay-refused"    // the journal refused an upload whose outcome is on record
-	StopRepeatRefused    StopReason = "repeat-refused"    // a mutation repeats one that already met 429 in the sequence
-	StopWaitCanceled     StopReason = "wait-canceled"     // the request context ended during a wait
-	StopUnreplayableBody StopReason = "unreplayable-body" // the body of a request to re-send could not be read again
+	// (errors.Is(err, ErrRequestRefused), not ErrSequenceStopped).
+	StopReplayRefused StopReason = "replay-refused" // the journal refused an upload whose outcome is on record
+	StopRepeatRefused StopReason = "repeat-refused" // a mutation repeats one that already met 429 (repeat-guard)
 )
 
 // StopError is the error of a stopped sequence. errors.Is(err,
@@ -83,8 +85,12 @@ type StopError struct {
 	Err error
 }
 
-// Error describes the stop.
+// Error describes the stop, or the refusal for the reasons that refuse one
+// request.
 func (e *StopError) Error() string {
+	if e == nil {
+		return "readrecovery: <nil *StopError>"
+	}
 	var b strings.Builder
 	if e.Reason.refusesOnlyRequest() {
 		// A refusal: the sequence goes on.
@@ -119,6 +125,9 @@ func (e *StopError) Error() string {
 // Is reports whether target is ErrSequenceStopped, or ErrRequestRefused
 // for the reasons that refuse a single request.
 func (e *StopError) Is(target error) bool {
+	if e == nil {
+		return false
+	}
 	switch target {
 	case ErrSequenceStopped:
 		return !e.Reason.refusesOnlyRequest()
@@ -135,7 +144,12 @@ func (r StopReason) refusesOnlyRequest() bool {
 }
 
 // Unwrap returns the cause.
-func (e *StopError) Unwrap() error { return e.Err }
+func (e *StopError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // NonRetriable marks the error for azcore's retry policy, which leaves an
 // error with this method alone, so that a policy above the transport does

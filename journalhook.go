@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"context"
+	"reflect"
 	"time"
 )
 
@@ -82,12 +83,29 @@ type JournalOutcome struct {
 }
 
 // WithJournal returns a copy of ctx whose requests are journaled in j. A nil
-// j returns ctx unchanged.
+// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; a nil
+// ctx is context.Background().
 func WithJournal(ctx context.Context, j Journal) context.Context {
-	if j == nil {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if isNil(j) {
 		return ctx
 	}
 	s := stateFrom(ctx).clone()
 	s.journal = j
 	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer, map,
+// slice, function or channel.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }

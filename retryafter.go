@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httpdate"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // RetryAfterKind says what a response's Retry-After field was, after the
@@ -144,13 +145,20 @@ const (
 	raDiagDupKeys    = "retry-after: several keys differing in case"
 	raDiagDupValues  = "retry-after: several values"
 	raDiagPrefix     = "retry-after: "
-	raDiagOversized  = "retry-after: value longer than 128 bytes; fail closed, no wait"
 	raDiagNoTiming   = "retry-after: http-date without receipt time; unresolved"
 	raDiagUnrepr     = "retry-after: delay not representable in unix seconds; unresolved"
 	raDiagYearUnres  = "retry-after: rfc850 year not resolvable against receipt time; unresolved"
-	raDiagOverlong   = "retry-after: delay above 30 s ceiling; sequence stops"
 	raDiagOverlongPf = "retry-after: delay "
-	raDiagOverlongSf = " s above 30 s ceiling; sequence stops"
+)
+
+// The diagnostics that name a bound, formatted from its constant once, at
+// package initialization.
+var (
+	raBoundText      = strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	raCeilingText    = strconv.FormatInt(raMaxWaitSeconds, 10) + " s ceiling"
+	raDiagOversized  = "retry-after: value longer than " + raBoundText + "; fail closed, no wait"
+	raDiagOverlong   = "retry-after: delay above " + raCeilingText + "; sequence stops"
+	raDiagOverlongSf = " s above " + raCeilingText + "; sequence stops"
 )
 
 // raMaxWaitSeconds is [MaxServerWait] in whole seconds.
@@ -373,9 +381,11 @@ func raTrimOWS(s string) string {
 }
 
 // setTiming fills the timing of a delay of d ≥ 0 seconds after the receipt
-// and reports whether receipt+d fits in int64.
+// and reports whether the not-before receipt+d is representable: at most
+// unixtime.Max, the bound the journal and the command share (a later one
+// is unresolved, never a persistence failure).
 func (p *raParser) setTiming(d int64) bool {
-	if d < 0 || p.recv > math.MaxInt64-d {
+	if d < 0 || d > unixtime.Max || p.recv > unixtime.Max-d {
 		return false
 	}
 	*p.timing = RetryAfterTiming{ReceivedAtUTC: p.recv, NotBeforeUTC: p.recv + d, ServerDelaySeconds: d}

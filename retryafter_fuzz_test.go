@@ -1,6 +1,8 @@
 package readrecovery
 
 import (
+	"github.com/readrecovery/readrecovery/internal/unixtime"
+
 	"math"
 	"net/http"
 	"strconv"
@@ -150,7 +152,7 @@ func raCheckSecondsOracle(t *testing.T, trimmed string, recv time.Time, got Retr
 		if got.Kind != RetryAfterOverlong || timing != nil {
 			t.Fatalf("%q overflows int64, got %+v %v", trimmed, got, timing)
 		}
-	case !recv.IsZero() && recv.Unix() > math.MaxInt64-n:
+	case !recv.IsZero() && (n > unixtime.Max || recv.Unix() > unixtime.Max-n):
 		if got.Kind != RetryAfterOverlong || timing != nil {
 			t.Fatalf("%q after %d overflows, got %+v %v", trimmed, recv.Unix(), got, timing)
 		}

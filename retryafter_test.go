@@ -1,6 +1,8 @@
 package readrecovery
 
 import (
+	"github.com/readrecovery/readrecovery/internal/unixtime"
+
 	"math"
 	"net/http"
 	"strconv"
@@ -121,7 +123,9 @@ func retryAfterCases() []retryAfterCase {
 		{"overlong/digits overflowing int64: no timing", raHdr("9223372036854775808"), t0, raOverlongK, nil, true},
 		{"overlong/forty nines: no timing", raHdr(strings.Repeat("9", 40)), t0, raOverlongK, nil, true},
 		{"overlong/receipt near max int64: received+5 overflows", raHdr("5"), time.Unix(math.MaxInt64-3, 0), raOverlongK, nil, true},
-		{"overlong/receipt at max int64-5: not-before is max int64", raHdr("5"), time.Unix(math.MaxInt64-5, 0), raSeconds(5), &RetryAfterTiming{math.MaxInt64 - 5, math.MaxInt64, 5}, false},
+		{"overlong/receipt at unixtime.Max-3: not-before beyond the bound, no timing", raHdr("5"), time.Unix(unixtime.Max-3, 0), raOverlongK, nil, true},
+		{"overlong/receipt at unixtime.Max-5: not-before is the bound", raHdr("5"), time.Unix(unixtime.Max-5, 0), raSeconds(5), &RetryAfterTiming{unixtime.Max - 5, unixtime.Max, 5}, false},
+		{"overlong/a delay of 300000000000 s lies beyond the bound: no timing", raHdr("300000000000"), t0, raOverlongK, nil, true},
 
 		// fail-closed-oversized: oversized fields fail closed.
 		{"oversized/128-byte value with leading zeros is valid", raHdr(d128), t0, raSeconds(5), raTiming(t0, 5), false},
@@ -177,7 +181,8 @@ func retryAfterCases() []retryAfterCase {
 		{"http-date/RFC 850 pivot: 50 years and 1 s ahead is the past century", raHdr("Sunday, 14-Mar-76 12:00:01 GMT"), raT2026, raDate(0), raTiming(raT2026, 0), false},
 		{"http-date/RFC 850 same year 10 s ahead", raHdr("Saturday, 14-Mar-26 12:00:10 GMT"), raT2026, raDate(10), raTiming(raT2026, 10), false},
 		{"http-date/stop-not-shorten receipt at min int64: date delay overflows, no timing", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), min, raOverlongK, nil, true},
-		{"http-date/receipt at max int64: date is past", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), max, raDate(0), &RetryAfterTiming{math.MaxInt64, math.MaxInt64, 0}, false},
+		{"http-date/receipt at unixtime.Max: date is past", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), time.Unix(unixtime.Max, 0), raDate(0), &RetryAfterTiming{unixtime.Max, unixtime.Max, 0}, false},
+		{"http-date/receipt at max int64: beyond the bound, no timing", raHdr("Sun, 06 Nov 1994 08:49:47 GMT"), max, raOverlongK, nil, true},
 		{"http-date/stop-not-shorten RFC 850 year unresolvable for a receipt beyond 9999", raHdr("Sunday, 06-Nov-94 08:49:47 GMT"), max, raOverlongK, nil, true},
 
 		// typed-retry-after: timing only with a known receipt time.
@@ -191,7 +196,8 @@ func retryAfterCases() []retryAfterCase {
 		{"typed/zero receipt: asctime is unresolved invalid", raHdr("Sun Nov  6 08:49:47 1994"), time.Time{}, raInvalid, nil, true},
 		{"typed/Unix epoch is a known receipt time", raHdr("5"), time.Unix(0, 0), raSeconds(5), &RetryAfterTiming{0, 5, 5}, false},
 		{"typed/receipt at max int64: missing has no representable fallback", raHdr(), max, raMissing, nil, true},
-		{"typed/receipt at max int64-1: fallback not-before is max int64", raHdr("x"), time.Unix(math.MaxInt64-1, 0), raInvalid, &RetryAfterTiming{math.MaxInt64 - 1, math.MaxInt64, 1}, true},
+		{"typed/receipt at unixtime.Max-1: fallback not-before is the bound", raHdr("x"), time.Unix(unixtime.Max-1, 0), raInvalid, &RetryAfterTiming{unixtime.Max - 1, unixtime.Max, 1}, true},
+		{"typed/receipt at unixtime.Max: no representable fallback", raHdr("x"), time.Unix(unixtime.Max, 0), raInvalid, nil, true},
 	}
 }
 
@@ -505,7 +511,7 @@ func checkRetryAfterInvariants(t *testing.T, h http.Header, recv time.Time, got 
 		if timing != nil && timing.ServerDelaySeconds != fallbackDelaySeconds {
 			t.Errorf("%s fallback delay %d, want 1", got.Kind, timing.ServerDelaySeconds)
 		}
-		if timing == nil && !recv.IsZero() && recv.Unix() < math.MaxInt64 {
+		if timing == nil && !recv.IsZero() && recv.Unix() < unixtime.Max {
 			t.Errorf("%s with known receipt time but no fallback timing", got.Kind)
 		}
 	case RetryAfterOverlong:

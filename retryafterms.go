@@ -109,20 +109,20 @@ var raMsDiags = [raMsFields]struct {
 	oversized, dupKeys, dupValues, empty, notDigits, overlong string
 }{
 	{
-		oversized: raMsName + ": value longer than 128 bytes; fail closed, no wait",
+		oversized: raMsName + ": value longer than " + raBoundText + "; fail closed, no wait",
 		dupKeys:   raMsName + ": several keys differing in case; ignored",
 		dupValues: raMsName + ": several values; ignored",
 		empty:     raMsName + ": empty value; ignored",
 		notDigits: raMsName + ": not 1*DIGIT; ignored",
-		overlong:  raMsName + ": delay above 30 s ceiling; sequence stops",
+		overlong:  raMsName + ": delay above " + raCeilingText + "; sequence stops",
 	},
 	{
-		oversized: raXMsName + ": value longer than 128 bytes; fail closed, no wait",
+		oversized: raXMsName + ": value longer than " + raBoundText + "; fail closed, no wait",
 		dupKeys:   raXMsName + ": several keys differing in case; ignored",
 		dupValues: raXMsName + ": several values; ignored",
 		empty:     raXMsName + ": empty value; ignored",
 		notDigits: raXMsName + ": not 1*DIGIT; ignored",
-		overlong:  raXMsName + ": delay above 30 s ceiling; sequence stops",
+		overlong:  raXMsName + ": delay above " + raCeilingText + "; sequence stops",
 	},
 }
 

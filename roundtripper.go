@@ -20,6 +20,7 @@ import (
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 	"github.com/readrecovery/readrecovery/otelattr"
 )
 
@@ -73,6 +74,9 @@ func NewClient(opts ...Option) *http.Client {
 // CloseIdleConnections closes the idle connections of the base transport,
 // when it has that method (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
+	if t == nil {
+		t = &nilTransport
+	}
 	if c, ok := t.baseRT().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
@@ -102,14 +106,26 @@ func (t *Transport) tr() trace.Tracer {
 	return t.tracer
 }
 
-// errNilURL is returned for a request without a URL, as net/http does.
-var errNilURL = errors.New("readrecovery: nil Request.URL")
+// The errors of requests net/http would refuse too.
+var (
+	errNilRequest = errors.New("readrecovery: nil Request")
+	errNilURL     = errors.New("readrecovery: nil Request.URL")
+)
+
+// nilTransport serves a nil *Transport as the zero Transport.
+var nilTransport Transport
 
 // RoundTrip sends req. A request produced by following a redirect is
 // refused. A request without a Budget, a Journal or an operation mark
 // ([WithOperation]) in its context passes through untouched. Otherwise the
 // policy of docs/policy.md applies.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t == nil {
+		t = &nilTransport
+	}
+	if req == nil {
+		return nil, errNilRequest
+	}
 	if req.Response != nil {
 		closeRequestBody(req)
 		return nil, &refusedError{method: methodOf(req), url: redact.URL(req.URL)}
@@ -557,6 +573,9 @@ func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64) *RetryAfterT
 	}
 	if nb <= t.NotBeforeUTC {
 		return t
+	}
+	if nb > unixtime.Max {
+		return nil // not representable: unresolved, never a failed write
 	}
 	f := *t
 	f.NotBeforeUTC, f.ServerDelaySeconds = nb, nb-t.ReceivedAtUTC
