@@ -22,7 +22,7 @@ import (
 // TestAzcoreRetriedPutIsOneMutation: azcore's own tries of one upload are
 // one operation, so the report holds one mutation with its attempts in
 // order; the 201 of the third try makes it owned (docs/policy.md,
-// "one-operation-one-mutation"). The proxy answers the first two PUTs 503;
+// "ownership-needs-ack"). The proxy answers the first two PUTs 503;
 // azcore retries 503 (it is azcore's, not readrecovery's), and Azurite
 // stores the third.
 func TestAzcoreRetriedPutIsOneMutation(t *testing.T) {
@@ -69,7 +69,7 @@ func TestAzcoreRetriedPutIsOneMutation(t *testing.T) {
 // so whoever reads it: errors.Is(err, ErrSequenceStopped), reason
 // total-exhausted, and the report records the stop; every per-try context
 // azcore derived reports the same stop as its cause (docs/policy.md,
-// "total-bounds-everything").
+// "total-cuts-off").
 func TestDownloadCutByTotal(t *testing.T) {
 	az := startAzurite(t)
 	const total = 500 * time.Millisecond

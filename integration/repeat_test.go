@@ -186,6 +186,34 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 			again.Header["x-ms-client-request-id"] = []string{"3f2a9c1e-upload-7"}
 			return sendAgain(c, again)
 		}},
+		{"go-retryablehttp over readrecovery, no Budget, WithOperation", false, func(t *testing.T, w *repeatWorld) error {
+			rc := retryablehttp.NewClient()
+			rc.HTTPClient = w.client()
+			rc.Logger = nil
+			rc.RetryMax = 2
+			rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 10*time.Millisecond
+			req, err := retryablehttp.NewRequestWithContext(readrecovery.WithOperation(context.Background()), http.MethodPut, w.url, repeatBody)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := rc.Do(req)
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return err
+		}},
+		{"the same *http.Request again, no Budget, WithOperation", false, func(t *testing.T, w *repeatWorld) error {
+			c := w.client()
+			req, err := http.NewRequestWithContext(readrecovery.WithOperation(context.Background()), http.MethodPut, w.url, bytes.NewReader(repeatBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			putOnce(t, c, req)
+			if req.Body, err = req.GetBody(); err != nil {
+				t.Fatal(err)
+			}
+			return sendAgain(c, req)
+		}},
 	}
 
 	var az *azurite
@@ -265,5 +293,50 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlainNetHTTPWithoutBudgetIsTheCallersDecision pins what a plain
+// net/http caller gets without a Budget and without WithOperation
+// (docs/policy.md, "no-budget-no-recovery"): the transport passes the
+// mutation through, its 429 comes back untouched (status and request ID as
+// the server sent them), and a request the caller sends again, even the
+// same *http.Request, is the caller's decision: it reaches the server.
+func TestPlainNetHTTPWithoutBudgetIsTheCallersDecision(t *testing.T) {
+	script := &fakeserver.Script{}
+	fake := fakeserver.New(fakeserver.WithScript(script))
+	base, err := fake.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	const path = "/reports/upload.json"
+	script.Add(fakeserver.RouteBlobPut, throttle1s, fakeserver.MatchPath(path), fakeserver.Times(1))
+
+	c := &http.Client{Transport: readrecovery.New(nil)}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPut, base+path, bytes.NewReader(repeatBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	first := fake.Requests()[0]
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("x-ms-request-id") != first.RequestID {
+		t.Fatalf("first PUT: status %d, Retry-After %q, request ID %q; want the server's 429 untouched (1, %q)",
+			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("x-ms-request-id"), first.RequestID)
+	}
+	if req.Body, err = req.GetBody(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatalf("the caller's own re-send: %v, want it sent", err)
+	}
+	resp.Body.Close()
+	if n := fake.Count(fakeserver.RouteBlobPut, http.MethodPut); resp.StatusCode != http.StatusCreated || n != 2 {
+		t.Fatalf("re-send: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, n)
 	}
 }
