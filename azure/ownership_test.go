@@ -1,6 +1,7 @@
 package rrazure_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -430,6 +431,54 @@ func TestOperationIsOneCall(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated || srv.count(http.MethodPut) != 2 {
 		t.Fatalf("second call: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, srv.count(http.MethodPut))
+	}
+}
+
+// TestNewCallInTheSequence: with a Budget, a new call that repeats a
+// throttled upload (same method, URL and body bytes) is a repeat within
+// the sequence, refused before the network with the 429's evidence; without
+// a Budget it is the caller's decision and is sent (docs/policy.md,
+// "repeat-guard").
+func TestNewCallInTheSequence(t *testing.T) {
+	for _, budget := range []bool{true, false} {
+		t.Run(fmt.Sprintf("budget=%t", budget), func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				io.Copy(io.Discard, r.Body)
+				if n == 1 {
+					w.Header().Set("Retry-After", "0")
+					w.Header().Set("x-ms-request-id", "first-429")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			})
+			pl := newPipeline(rrazure.ClientOptions())
+			ctx := context.Background()
+			if budget {
+				ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("uploads"))
+			}
+			body := []byte(`{"file":"a"}`)
+			resp, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/a.json", body)
+			if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("first call: %v, %v; want the 429 back", resp, err)
+			}
+			resp.Body.Close()
+			resp, err = send(ctx, pl, http.MethodPut, srv.URL+"/c/a.json", bytes.Clone(body))
+			if !budget {
+				if err != nil || resp.StatusCode != http.StatusCreated || srv.count(http.MethodPut) != 2 {
+					t.Fatalf("second call without a Budget: %v, %v, the server saw %d PUTs; want it sent: 201, 2", resp, err, srv.count(http.MethodPut))
+				}
+				resp.Body.Close()
+				return
+			}
+			var se *readrecovery.StopError
+			if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.StatusCode != 429 || se.RequestID != "first-429" {
+				t.Fatalf("second call: err = %v, want the repeat refused with the first 429's status and request ID", err)
+			}
+			if n := srv.count(http.MethodPut); n != 1 {
+				t.Fatalf("the server saw %d PUTs, want 1", n)
+			}
+		})
 	}
 }
 
