@@ -79,9 +79,10 @@ type RetryAfterTiming struct {
 // receivedAt gives no timing, and leaves an HTTP-date unresolved
 // ([RetryAfterInvalid]).
 //
-// docs/policy.md ("Retry-After in detail") states each rule exactly. ParseRetryAfter never panics
-// and allocates at most the returned timing, except for the diagnostics of
-// duplicate and overlong fields, which spell out a count or a delay.
+// docs/policy.md ("Retry-After in detail") states each rule exactly.
+// ParseRetryAfter never panics and allocates at most the returned timing,
+// except for the diagnostics of duplicate and overlong fields, which spell
+// out a count or a delay.
 func ParseRetryAfter(h http.Header, receivedAt time.Time) (RetryAfter, *RetryAfterTiming, string) {
 	var timing RetryAfterTiming
 	p := raParser{timing: &timing}
@@ -422,7 +423,7 @@ func (p *raParser) resolved(kind RetryAfterKind, d int64) (RetryAfter, bool, str
 	return RetryAfter{Kind: kind, Value: d}, p.timed, ""
 }
 
-// delaySeconds handles a trimmed value that starts with an ASCII digit (strict-retry-after).
+// delaySeconds handles a trimmed value that starts with an ASCII digit.
 func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	var n int64
 	overflow := false
@@ -447,7 +448,7 @@ func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	return p.resolved(RetryAfterSeconds, n)
 }
 
-// date handles a trimmed value that starts with an ASCII letter (strict-retry-after).
+// date handles a trimmed value that starts with an ASCII letter.
 func (p *raParser) date(v string) (RetryAfter, bool, string) {
 	if !p.timed {
 		// Without a receipt time the date cannot be resolved; a malformed

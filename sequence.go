@@ -304,6 +304,7 @@ type response429 struct {
 	// where a journal rounded its record up to (the wait ends no earlier).
 	delay     time.Duration
 	notBefore time.Time
+	ms        int64 // the millisecond floor the fields asked for (the journal's record rounds it)
 	// refuse is set when the parser says the delay must not be waited
 	// (oversized, unrepresentable, above MaxServerWait).
 	refuse StopReason
