@@ -239,7 +239,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 			return err
 		}
 		if span == nil {
-			span = c.startWait(adm.plan, adm.until, own != nil)
+			span = c.startWait(*adm.plan, adm.until, own != nil)
 		}
 		if err := c.sleepUntil(adm.until); err != nil {
 			var se *StopError
@@ -501,7 +501,7 @@ func (c *call) backoff(resp *http.Response, jr JournalRequest, in *response429) 
 // resend waits until the re-send's not-before (and the window's end), then
 // sends the same request once more.
 func (c *call) resend(own waitPlan, until time.Time) (*http.Response, error) {
-	if err := c.await(admission{step: stepWait, until: until, plan: own}, &own); err != nil {
+	if err := c.await(admission{step: stepWait, until: until, plan: &own}, &own); err != nil {
 		return nil, err
 	}
 	if c.s.journal != nil {
