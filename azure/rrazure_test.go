@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -622,5 +623,45 @@ func BenchmarkOperationMark(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// TestNewUploadAfter429KeepsItsBody: after a PUT met 429 in a sequence, a
+// new azcore call to the same URL with other bytes is a new operation and
+// a different body: it is sent, whole. The transport's repeat check must not
+// consume it (azcore's GetBody hands back the very stream it sends).
+func TestNewUploadAfter429KeepsItsBody(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	o := rrazure.ClientOptions()
+	o.Retry.MaxRetries = -1 // one try: a broken send shows as an error, not as azcore's retries
+	pl := newPipeline(o)
+	ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("two uploads"))
+	resp, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("first body"))
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("first upload: %v, %v; want the 429", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("second, other body"))
+	if err != nil {
+		t.Fatalf("second upload: %v", err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != http.StatusCreated || !slices.Equal(bodies, []string{"first body", "second, other body"}) {
+		t.Fatalf("second upload: status %d; the server read %q; want 201 and each body once, whole", resp.StatusCode, bodies)
 	}
 }
