@@ -1,6 +1,7 @@
 package rrazure_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,7 @@ func TestOwnershipMatrix(t *testing.T) {
 		{http.MethodDelete, true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodDelete, false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		// Every method but GET, HEAD, OPTIONS and TRACE is a mutation
-		// (internal/httprule): MERGE's 429 is never azcore's to retry.
+		// (rrazure.IsMutation, the transport's own rule): MERGE's 429 is never azcore's to retry.
 		{"MERGE", true, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{"MERGE", false, [4]outcome{{1, 1}, {4, 4}, {4, 4}, {1, 1}}},
 		{http.MethodTrace, true, [4]outcome{{4, 4}, {4, 4}, {4, 4}, {1, 1}}},
@@ -312,3 +313,196 @@ func call(ctx context.Context, o policy.ClientOptions, base *scripted, method st
 	}
 	return outcome{tries: int(tries.Load()), sends: len(base.methods())}, resp, err
 }
+
+// TestOperationMarkRefusesAzcoresTries: the per-call policy Apply installs
+// marks each azcore operation (readrecovery.WithOperation), so whatever
+// retry options put 429 back into azcore, a mutation that met 429 reaches
+// the server once: azcore's next try of the same operation is refused
+// before the network, NonRetriable, with the 429's status and request ID,
+// with or without a Budget (docs/policy.md, "repeat-guard").
+func TestOperationMarkRefusesAzcoresTries(t *testing.T) {
+	unwrapped := policy.RetryOptions{StatusCodes: []int{http.StatusTooManyRequests}, RetryDelay: time.Millisecond}
+	retryAll := func(o *policy.ClientOptions) {
+		// Set after Apply: the caller's own ShouldRetry replaces rrazure's.
+		o.Retry.ShouldRetry = func(*http.Response, error) bool { return true }
+		o.Retry.RetryDelay = time.Millisecond
+	}
+	for _, tc := range []struct {
+		name    string
+		method  string
+		budget  bool
+		perCall *policy.RetryOptions
+		client  func(*policy.ClientOptions)
+		// refused: azcore's second try is refused; otherwise the 429 goes
+		// back to the caller after one try.
+		refused bool
+	}{
+		{"PUT, per-call StatusCodes [429], no Budget", http.MethodPut, false, &unwrapped, nil, true},
+		{"PUT, per-call StatusCodes [429], a Budget", http.MethodPut, true, &unwrapped, nil, true},
+		{"POST, per-call StatusCodes [429], no Budget", http.MethodPost, false, &unwrapped, nil, true},
+		{"PATCH, per-call StatusCodes [429], no Budget", http.MethodPatch, false, &unwrapped, nil, true},
+		{"DELETE, per-call StatusCodes [429], no Budget", http.MethodDelete, false, &unwrapped, nil, true},
+		{"MERGE, per-call StatusCodes [429], a Budget", "MERGE", true, &unwrapped, nil, true},
+		{"PUT, the client's ShouldRetry always true, no Budget", http.MethodPut, false, nil, retryAll, true},
+		{"PUT, per-call rrazure.RetryOptions, no Budget", http.MethodPut, false, new(rrazure.RetryOptions(unwrapped)), nil, false},
+		{"PUT, rrazure's defaults, no Budget", http.MethodPut, false, nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					w.Header().Set("Retry-After", "0")
+					w.Header().Set("x-ms-request-id", "op-429")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			})
+			var tries atomic.Int32
+			o := policy.ClientOptions{Retry: policy.RetryOptions{RetryDelay: time.Millisecond}}
+			rrazure.Apply(&o, nil)
+			if tc.client != nil {
+				tc.client(&o)
+			}
+			o.PerRetryPolicies = []policy.Policy{rrazuretest.CountTries(&tries)}
+			ctx := context.Background()
+			var b *readrecovery.Budget
+			if tc.budget {
+				b = readrecovery.NewBudget("operation")
+				ctx = readrecovery.WithBudget(ctx, b)
+			}
+			if tc.perCall != nil {
+				ctx = policy.WithRetryOptions(ctx, *tc.perCall)
+			}
+			resp, err := send(ctx, newPipeline(o), tc.method, srv.URL+"/c/upload.json", []byte(`{"n":1}`))
+			if got := srv.count(tc.method); got != 1 {
+				t.Fatalf("the server saw %d %ss, want 1", got, tc.method)
+			}
+			if !tc.refused {
+				if err != nil || resp.StatusCode != http.StatusTooManyRequests || tries.Load() != 1 {
+					t.Fatalf("resp %v, err %v, %d tries; want the 429 back after one try", resp, err, tries.Load())
+				}
+				resp.Body.Close()
+				return
+			}
+			if n := tries.Load(); n != 2 {
+				t.Fatalf("azcore made %d tries, want 2: the refused one ends its loop", n)
+			}
+			var se *readrecovery.StopError
+			if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.Reason != readrecovery.StopRepeatRefused {
+				t.Fatalf("err = %v, want the try refused (ErrRequestRefused, %s)", err, readrecovery.StopRepeatRefused)
+			}
+			if se.StatusCode != http.StatusTooManyRequests || se.RequestID != "op-429" {
+				t.Fatalf("the refusal carries status %d, request ID %q; want 429, op-429", se.StatusCode, se.RequestID)
+			}
+			if errors.Is(err, readrecovery.ErrSequenceStopped) {
+				t.Fatalf("err = %v: a refusal must not stop the sequence", err)
+			}
+			if b != nil {
+				if r := b.Report(); r.Stop != "" || r.Requests != 1 {
+					t.Fatalf("report: stop %q, %d requests; want the sequence running after one request", r.Stop, r.Requests)
+				}
+			}
+		})
+	}
+}
+
+// TestOperationIsOneCall: the mark covers one pipeline call, not the
+// client. Without a Budget, a new call of the same PUT after the first
+// call's 429 is a new operation, the caller's own decision (docs/policy.md,
+// "repeat-guard"): it is sent, while the first call's own retry was refused.
+func TestOperationIsOneCall(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	pl := newPipeline(rrazure.ClientOptions())
+	ctx := policy.WithRetryOptions(context.Background(), policy.RetryOptions{StatusCodes: []int{429}, RetryDelay: time.Millisecond})
+	if _, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("x")); !errors.Is(err, readrecovery.ErrRequestRefused) {
+		t.Fatalf("first call: err = %v, want its retry refused", err)
+	}
+	resp, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("x"))
+	if err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || srv.count(http.MethodPut) != 2 {
+		t.Fatalf("second call: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, srv.count(http.MethodPut))
+	}
+}
+
+// TestNewCallInTheSequence: with a Budget, a new call that repeats a
+// throttled upload (same method, URL and body bytes) is a repeat within
+// the sequence, refused before the network with the 429's evidence; without
+// a Budget it is the caller's decision and is sent (docs/policy.md,
+// "repeat-guard").
+func TestNewCallInTheSequence(t *testing.T) {
+	for _, budget := range []bool{true, false} {
+		t.Run(fmt.Sprintf("budget=%t", budget), func(t *testing.T) {
+			srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				io.Copy(io.Discard, r.Body)
+				if n == 1 {
+					w.Header().Set("Retry-After", "0")
+					w.Header().Set("x-ms-request-id", "first-429")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			})
+			pl := newPipeline(rrazure.ClientOptions())
+			ctx := context.Background()
+			if budget {
+				ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("uploads"))
+			}
+			body := []byte(`{"file":"a"}`)
+			resp, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/a.json", body)
+			if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("first call: %v, %v; want the 429 back", resp, err)
+			}
+			resp.Body.Close()
+			resp, err = send(ctx, pl, http.MethodPut, srv.URL+"/c/a.json", bytes.Clone(body))
+			if !budget {
+				if err != nil || resp.StatusCode != http.StatusCreated || srv.count(http.MethodPut) != 2 {
+					t.Fatalf("second call without a Budget: %v, %v, the server saw %d PUTs; want it sent: 201, 2", resp, err, srv.count(http.MethodPut))
+				}
+				resp.Body.Close()
+				return
+			}
+			var se *readrecovery.StopError
+			if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.StatusCode != 429 || se.RequestID != "first-429" {
+				t.Fatalf("second call: err = %v, want the repeat refused with the first 429's status and request ID", err)
+			}
+			if n := srv.count(http.MethodPut); n != 1 {
+				t.Fatalf("the server saw %d PUTs, want 1", n)
+			}
+		})
+	}
+}
+
+// TestApplyInstallsOneOperationPolicy: Apply adds its per-call policy once,
+// after the caller's own, and never writes into the caller's slice.
+func TestApplyInstallsOneOperationPolicy(t *testing.T) {
+	mine := markerPolicy{"the caller's"}
+	callers := make([]policy.Policy, 1, 2)
+	callers[0] = mine
+	o := policy.ClientOptions{PerCallPolicies: callers}
+	rrazure.Apply(&o, nil)
+	rrazure.Apply(&o, nil)
+	if len(o.PerCallPolicies) != 2 || o.PerCallPolicies[0] != mine {
+		t.Fatalf("PerCallPolicies = %v, want the caller's policy and one of rrazure's", o.PerCallPolicies)
+	}
+	if callers[:2][1] != nil {
+		t.Fatal("Apply wrote into the caller's backing array")
+	}
+	if c := rrazure.ClientOptions(); len(c.PerCallPolicies) != 1 {
+		t.Fatalf("ClientOptions has %d per-call policies, want 1", len(c.PerCallPolicies))
+	}
+}
+
+// markerPolicy is a comparable per-call policy that only passes on.
+type markerPolicy struct{ name string }
+
+func (markerPolicy) Do(req *policy.Request) (*http.Response, error) { return req.Next() }

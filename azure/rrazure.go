@@ -29,6 +29,13 @@
 //     was. rrazure installs a [policy.RetryOptions.ShouldRetry] (see
 //     [RetryOptions]) that answers "no" for the 429s readrecovery owns and
 //     otherwise decides as azcore would with the caller's options.
+//   - Each azcore operation is marked as one ([readrecovery.WithOperation],
+//     by a per-call policy): once a mutation of it has met 429, the
+//     transport refuses its later tries before the network, with or without
+//     a Budget, so even retry options that put 429 back into azcore cannot
+//     send a throttled mutation twice. The refusal is NonRetriable, matches
+//     readrecovery.ErrRequestRefused and carries the 429's status and
+//     request ID.
 //   - Everything else stays azcore's: 408 and 5xx are still retried by
 //     azcore's policy with its delays, as are transport errors. The
 //     transport's own stop errors (readrecovery.ErrSequenceStopped, a refused
@@ -40,7 +47,9 @@
 //
 // A per-call [policy.WithRetryOptions] replaces the client's retry options
 // as a whole, ShouldRetry included: pass it [RetryOptions](o) to keep the
-// same ownership for that call.
+// same ownership for that call. Unwrapped, a throttled mutation's next try
+// is refused (the operation mark above) instead of being given back as
+// the 429 response.
 //
 // The base transport of [ClientOptions] is go-cleanhttp's pooled transport,
 // not azcore's default http.Client (which adds HTTP/2 health-check pings and
@@ -61,8 +70,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/internal/httprule"
-	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
 // azcoreDefaultStatusCodes are the status codes azcore's retry policy
@@ -82,8 +89,9 @@ var azcoreDefaultStatusCodes = []int{
 
 // ClientOptions returns azcore client options whose transport is
 // readrecovery.New(nil, opts...) (go-cleanhttp's pooled transport beneath)
-// behind an http.Client that returns redirects, and whose retry options are
-// [RetryOptions] of azcore's defaults. To set retry options of your own
+// behind an http.Client that returns redirects, whose retry options are
+// [RetryOptions] of azcore's defaults, and whose one per-call policy marks
+// each operation (see [Apply]). To set retry options of your own
 // (StatusCodes, ShouldRetry) or another base transport (such as
 // otelhttp.NewTransport), fill a policy.ClientOptions and call [Apply]:
 // StatusCodes set on the result of ClientOptions have no effect, since
@@ -96,10 +104,12 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
 // returns redirects instead of following them (and whose errors name the
-// request URL without its query), and o.Retry becomes
-// [RetryOptions](o.Retry). Every other field of o is kept. Set o.Retry
-// before Apply: its StatusCodes and ShouldRetry are read once, here. A nil
-// t means readrecovery.New(nil). A nil o does nothing.
+// request URL without its query), o.Retry becomes [RetryOptions](o.Retry),
+// and a per-call policy that marks each operation
+// ([readrecovery.WithOperation]) is appended to o.PerCallPolicies (once:
+// applying twice adds no second one). Every other field of o is kept. Set
+// o.Retry before Apply: its StatusCodes and ShouldRetry are read once,
+// here. A nil t means readrecovery.New(nil). A nil o does nothing.
 func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if o == nil {
 		return
@@ -114,6 +124,31 @@ func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 		},
 	}}
 	o.Retry = RetryOptions(o.Retry)
+	if !slices.ContainsFunc(o.PerCallPolicies, isOperationPolicy) {
+		// Clip: appending must not write into the caller's backing array.
+		o.PerCallPolicies = append(slices.Clip(o.PerCallPolicies), operationPolicy{})
+	}
+}
+
+// operationPolicy is the per-call policy [Apply] installs. azcore runs a
+// per-call policy once per operation (one pipeline call: an Upload, a Put
+// Block, a GetProperties), before its retry policy; operationPolicy marks
+// the request's context with [readrecovery.WithOperation], and every try
+// the retry policy makes derives its context from it. So once a mutation
+// of the operation has met 429, the transport refuses the operation's
+// later tries before the network (docs/policy.md, "repeat-guard"), with
+// or without a Budget, whatever retry options azcore was given: a
+// per-call policy.WithRetryOptions that puts 429 back into azcore still
+// cannot send a throttled PUT twice. A new call is a new operation.
+type operationPolicy struct{}
+
+func (operationPolicy) Do(req *policy.Request) (*http.Response, error) {
+	return req.WithContext(readrecovery.WithOperation(req.Raw().Context())).Next()
+}
+
+func isOperationPolicy(p policy.Policy) bool {
+	_, ok := p.(operationPolicy)
+	return ok
 }
 
 // transporter is the policy.Transporter of [Apply]: an http.Client whose
@@ -126,7 +161,7 @@ type transporter struct{ c *http.Client }
 func (t transporter) Do(req *http.Request) (*http.Response, error) {
 	resp, err := t.c.Do(req)
 	if ue, ok := err.(*url.Error); ok {
-		return resp, &url.Error{Op: ue.Op, URL: redact.URL(req.URL), Err: ue.Err}
+		return resp, &url.Error{Op: ue.Op, URL: withoutQuery(req.URL), Err: ue.Err}
 	}
 	return resp, err
 }
@@ -167,7 +202,7 @@ func RetryOptions(o policy.RetryOptions) policy.RetryOptions {
 }
 
 // owned reports whether readrecovery decides the 429 of req: a GET with a
-// Budget and every mutation (httprule.IsMutation). A nil req, whose method
+// Budget and every mutation ([isMutation]). A nil req, whose method
 // is unknown, counts as owned: a mutation must never be re-sent by azcore.
 func owned(req *http.Request) bool {
 	switch {
@@ -176,7 +211,39 @@ func owned(req *http.Request) bool {
 	case req.Method == "" || req.Method == http.MethodGet:
 		return readrecovery.BudgetFrom(req.Context()) != nil
 	}
-	return httprule.IsMutation(req.Method)
+	return isMutation(req.Method)
+}
+
+// isMutation reports whether a request with this method may change server
+// state: every method but the safe ones of RFC 9110 section 9.2.1 (GET,
+// HEAD, OPTIONS, TRACE; the empty method is net/http's GET). A method the
+// module does not know (MERGE, PROPPATCH, "get": methods are
+// case-sensitive) counts as one that writes, so its 429 is never azcore's
+// to retry.
+//
+// It is this module's own copy of the rule the readrecovery transport
+// applies (a nested module uses only the root's public API, and the root
+// does not export it). TestIsMutationMatchesTheTransport asks the
+// transport itself, through its Report, so the two cannot drift apart.
+func isMutation(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return true
+}
+
+// withoutQuery names u as scheme://host/path: no query (a SAS signature),
+// no userinfo, no fragment. A nil u is "".
+func withoutQuery(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	s := u.Host + u.EscapedPath()
+	if u.Scheme != "" {
+		s = u.Scheme + "://" + s
+	}
+	return s
 }
 
 // RetryStatusCodes returns codes without 429. A nil codes stands for

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -493,4 +494,174 @@ func (s *server) countPath(path string) int {
 		}
 	}
 	return n
+}
+
+// TestIsMutation pins the module's copy of the method rule: every method
+// but GET, HEAD, OPTIONS and TRACE writes (the empty method is GET).
+func TestIsMutation(t *testing.T) {
+	for method, want := range mutationTable {
+		if got := rrazure.IsMutation(method); got != want {
+			t.Errorf("IsMutation(%q) = %v, want %v", method, got, want)
+		}
+	}
+}
+
+// mutationTable is what each method is: true for a mutation.
+var mutationTable = map[string]bool{
+	"":                 false, // net/http's GET
+	http.MethodGet:     false,
+	http.MethodHead:    false,
+	http.MethodOptions: false,
+	http.MethodTrace:   false,
+	http.MethodPut:     true,
+	http.MethodPost:    true,
+	http.MethodPatch:   true,
+	http.MethodDelete:  true,
+	"MERGE":            true, // Azure Table storage's Merge Entity
+	http.MethodConnect: true, // not safe in RFC 9110
+	"PROPPATCH":        true, // an unknown extension method writes
+	"get":              true, // methods are case-sensitive
+}
+
+// TestIsMutationMatchesTheTransport asks the readrecovery transport, through
+// its public Report, which methods it counts as mutations: the adapter's
+// copy of the rule must agree with it for every method of the table, or
+// azcore would retry a 429 the transport owns (or the reverse).
+func TestIsMutationMatchesTheTransport(t *testing.T) {
+	for method := range mutationTable {
+		base := &scripted{status: http.StatusOK}
+		b := readrecovery.NewBudget("methods")
+		req, err := http.NewRequestWithContext(readrecovery.WithBudget(context.Background(), b), method, "https://account.blob.example/c/b", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := readrecovery.New(base).RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%q: %v", method, err)
+		}
+		resp.Body.Close()
+		transport := len(b.Report().Mutations) > 0
+		if transport != rrazure.IsMutation(method) {
+			t.Errorf("method %q: the transport records a mutation: %v; rrazure's isMutation: %v", method, transport, rrazure.IsMutation(method))
+		}
+	}
+}
+
+func TestWithoutQuery(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://account.blob.example/c/b?sv=1&sig=SECRET", "https://account.blob.example/c/b"},
+		{"https://user:pass@account.blob.example/c/b", "https://account.blob.example/c/b"},
+		{"https://account.blob.example/c/a%20b#frag", "https://account.blob.example/c/a%20b"},
+		{"https://account.blob.example", "https://account.blob.example"},
+		{"/c/b?sig=SECRET", "/c/b"},
+		{"http://127.0.0.1:10000/devstoreaccount1/c/b?comp=block", "http://127.0.0.1:10000/devstoreaccount1/c/b"},
+	} {
+		u, err := url.Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rrazure.WithoutQuery(u); got != tc.want {
+			t.Errorf("WithoutQuery(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := rrazure.WithoutQuery(nil); got != "" {
+		t.Errorf("WithoutQuery(nil) = %q, want \"\"", got)
+	}
+}
+
+// FuzzWithoutQuery: whatever URL a request carries, the name kept has no
+// query or fragment, and is exactly its scheme, host and escaped path
+// (so no userinfo: neither the host nor the path holds it).
+func FuzzWithoutQuery(f *testing.F) {
+	for _, s := range []string{"https://a.example/c/b?sig=x", "https://u:p@a.example/%2F?#", "/p?q", "mailto:x@y", "//h/p", "http://[::1]:80/a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		u, err := url.Parse(in)
+		if err != nil {
+			return
+		}
+		got := rrazure.WithoutQuery(u)
+		if strings.ContainsAny(got, "?#") {
+			t.Fatalf("WithoutQuery(%q) = %q keeps a query or fragment", in, got)
+		}
+		want := u.Host + u.EscapedPath()
+		if u.Scheme != "" {
+			want = u.Scheme + "://" + want
+		}
+		if got != want {
+			t.Fatalf("WithoutQuery(%q) = %q, want %q", in, got, want)
+		}
+	})
+}
+
+// BenchmarkOperationMark: what the per-call operation mark costs one azcore
+// call that passes through (GET without a Budget, 200), against the same
+// pipeline without the mark. Compare with benchstat: -bench OperationMark
+// -count 8.
+func BenchmarkOperationMark(b *testing.B) {
+	for _, marked := range []bool{true, false} {
+		name := map[bool]string{true: "marked", false: "unmarked"}[marked]
+		b.Run(name, func(b *testing.B) {
+			base := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+			})
+			var o policy.ClientOptions
+			o.Telemetry.Disabled = true
+			rrazure.Apply(&o, readrecovery.New(base))
+			if !marked {
+				o.PerCallPolicies = o.PerCallPolicies[:len(o.PerCallPolicies)-1]
+			}
+			pl := newPipeline(o)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := send(ctx, pl, http.MethodGet, "https://account.blob.example/c/b", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestNewUploadAfter429KeepsItsBody: after a PUT met 429 in a sequence, a
+// new azcore call to the same URL with other bytes is a new operation and
+// a different body: it is sent, whole. The transport's repeat check must not
+// consume it (azcore's GetBody hands back the very stream it sends).
+func TestNewUploadAfter429KeepsItsBody(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	o := rrazure.ClientOptions()
+	o.Retry.MaxRetries = -1 // one try: a broken send shows as an error, not as azcore's retries
+	pl := newPipeline(o)
+	ctx := readrecovery.WithBudget(context.Background(), readrecovery.NewBudget("two uploads"))
+	resp, err := send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("first body"))
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("first upload: %v, %v; want the 429", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = send(ctx, pl, http.MethodPut, srv.URL+"/c/b", []byte("second, other body"))
+	if err != nil {
+		t.Fatalf("second upload: %v", err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != http.StatusCreated || !slices.Equal(bodies, []string{"first body", "second, other body"}) {
+		t.Fatalf("second upload: status %d; the server read %q; want 201 and each body once, whole", resp.StatusCode, bodies)
+	}
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -125,57 +124,6 @@ func TestOwnership(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestOwnershipPerCallRetryOptions is issue 10's scenario: a per-call
-// policy.WithRetryOptions that puts 429 back into azcore replaces the
-// client's retry options, rrazure's ShouldRetry included. The adapter
-// alone cannot stop azcore from re-sending the throttled PUT (without the
-// repeat guard the proxy sees PUT 429, then PUT 201: the upload is sent
-// twice). The transport's repeat guard refuses the repeat (same method and
-// URL after a 429 in the same sequence, and the same body object: azblob
-// sends no x-ms-client-request-id, and azcore sends the body it was given
-// again) before network access with a NonRetriable error (ErrRequestRefused, reason
-// repeat-refused; the sequence goes on): exactly one PUT reaches the
-// server.
-func TestOwnershipPerCallRetryOptions(t *testing.T) {
-	r := newRig(t, startAzurite(t))
-	path := r.blobPath("upload.json")
-	r.script.Add(fakeserver.RouteBlobPut, throttle1s, fakeserver.MatchPath(path), fakeserver.Times(1))
-
-	var tries atomic.Int32
-	c := r.client(rrOptions(nil, &tries))
-	b := readrecovery.NewBudget("upload " + r.container)
-	ctx := readrecovery.WithBudget(context.Background(), b)
-	ctx = policy.WithRetryOptions(ctx, policy.RetryOptions{StatusCodes: []int{http.StatusTooManyRequests}})
-	_, err := c.UploadBuffer(ctx, r.container, "upload.json", []byte(`{"file":2}`), nil)
-	led := r.ledger()
-	for i, q := range led {
-		t.Logf("ledger %d: %s %s %d (x-ms-request-id %s)", i+1, q.Method, q.Path, q.Status, q.RequestID)
-	}
-	t.Logf("upload error: %v; azcore tries: %d; report: %+v", err, tries.Load(), b.Report())
-
-	if n := r.proxy.Count(fakeserver.RouteBlobPut, http.MethodPut); n != 1 {
-		t.Errorf("the proxy saw %d PUTs, want exactly 1 (repeat-guard)", n)
-	}
-	var se *readrecovery.StopError
-	if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.Reason != readrecovery.StopRepeatRefused {
-		t.Fatalf("err = %v, want the repeat refused (ErrRequestRefused, %s)", err, readrecovery.StopRepeatRefused)
-	}
-	if !errors.As(err, new(interface{ NonRetriable() })) {
-		t.Fatalf("the refusal %v is not NonRetriable", se)
-	}
-	if rep := b.Report(); rep.Stop != "" || rep.Requests != 1 {
-		t.Fatalf("report: stop %q, %d requests; want the sequence running after one PUT", rep.Stop, rep.Requests)
-	}
-	// azcore's second try was refused before the network; NonRetriable
-	// ends azcore's loop there.
-	if n := tries.Load(); n != 2 {
-		t.Fatalf("azcore made %d tries, want 2 (the refused repeat included)", n)
-	}
-	if saw := r.azuriteSaw(); count(saw, http.MethodPut, path) != 0 {
-		t.Fatalf("Azurite saw %+v, want no PUT", saw)
 	}
 }
 
