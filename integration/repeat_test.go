@@ -296,13 +296,12 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 	}
 }
 
-// TestPlainNetHTTPWithoutBudgetIsTheCallersDecision pins what a plain
-// net/http caller gets without a Budget and without WithOperation
-// (docs/policy.md, "no-budget-no-recovery"): the transport passes the
-// mutation through, its 429 comes back untouched (status and request ID as
-// the server sent them), and a request the caller sends again, even the
-// same *http.Request, is the caller's decision: it reaches the server.
-func TestPlainNetHTTPWithoutBudgetIsTheCallersDecision(t *testing.T) {
+// A plain net/http caller without a Budget: the 429 comes back untouched;
+// the same *http.Request handed to the transport again (a loop of the
+// caller's, go-retryablehttp) is refused before the network with the 429's
+// evidence; a new request the caller builds is the caller's decision and
+// is sent.
+func TestPlainNetHTTPWithoutBudget(t *testing.T) {
 	script := &fakeserver.Script{}
 	fake := fakeserver.New(fakeserver.WithScript(script))
 	base, err := fake.Start()
@@ -331,12 +330,24 @@ func TestPlainNetHTTPWithoutBudgetIsTheCallersDecision(t *testing.T) {
 	if req.Body, err = req.GetBody(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = c.Do(req)
+	_, err = c.Do(req)
+	var se *readrecovery.StopError
+	if !errors.Is(err, readrecovery.ErrRequestRefused) || !errors.As(err, &se) || se.StatusCode != 429 || se.RequestID != first.RequestID {
+		t.Fatalf("the same request again: %v; want it refused with the 429's status and request ID %q", err, first.RequestID)
+	}
+	if n := fake.Count(fakeserver.RouteBlobPut, http.MethodPut); n != 1 {
+		t.Fatalf("the server saw %d PUTs after the refusal, want 1", n)
+	}
+	again, err := http.NewRequestWithContext(context.Background(), http.MethodPut, base+path, bytes.NewReader(repeatBody))
 	if err != nil {
-		t.Fatalf("the caller's own re-send: %v, want it sent", err)
+		t.Fatal(err)
+	}
+	resp, err = c.Do(again)
+	if err != nil {
+		t.Fatalf("the caller's new request: %v, want it sent", err)
 	}
 	resp.Body.Close()
 	if n := fake.Count(fakeserver.RouteBlobPut, http.MethodPut); resp.StatusCode != http.StatusCreated || n != 2 {
-		t.Fatalf("re-send: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, n)
+		t.Fatalf("new request: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, n)
 	}
 }
