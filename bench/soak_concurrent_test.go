@@ -36,7 +36,7 @@ import (
 //     before it calls Do, on the same clock the server stamps arrivals
 //     with).
 //
-// The invariants checked (SPEC R42–R46), besides the request limit and
+// The invariants checked (docs/policy.md: the window rules, one-window-per-sequence to count-what-was-sent), besides the request limit and
 // the total that every sequence is checked against:
 //
 //   - no request of a sequence arrives inside its window: between the

@@ -21,7 +21,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal"
 )
 
-// The staged upload of SPEC parts-are-not-acks, end to end: azblob's StageBlock × 3 and
+// The staged upload of docs/policy.md: parts-are-not-acks, end to end: azblob's StageBlock × 3 and
 // CommitBlockList through the fakeserver proxy to Azurite, with a journal
 // attached. Each block is a part (journal.WithUploadPart); only the
 // commit (journal.WithUpload) can be the file's ACK.

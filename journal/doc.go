@@ -1,6 +1,7 @@
 // Package journal keeps the durable record of one File batch run, so that a
-// server's 429 restriction outlives the process that received it (SPEC
-// private-run-directory–upload-only-continuation, parts-are-not-acks–hostile-directories). A *Journal implements [readrecovery.Journal]: attach
+// server's 429 restriction outlives the process that received it
+// (docs/policy.md: the journal's rules). A *Journal implements
+// [readrecovery.Journal]: attach
 // it to the run's requests with [readrecovery.WithJournal], mark each part
 // of a multi-request upload with [WithUploadPart] (Blob Put Block, Files
 // Create and Put Range) and the request that commits it with [WithUpload]
@@ -109,7 +110,7 @@
 // The marker is created with O_EXCL (an existing one is [ErrPending]),
 // written, fsynced and closed, then the directory is fsynced — before the
 // request is sent. Begin claims the marker first and only then checks,
-// under it, the status, the plan and the file's records (SPEC journal-claim-then-check), so that
+// under it, the status, the plan and the file's records (docs/policy.md: journal-claim-then-check), so that
 // no other process can be authorised between a check and a send; a
 // refusal found under the claim removes the marker again. An entry or receipt is written to a
 // temporary file name.tmp-<16 random hex> (O_EXCL; a pattern only this
@@ -193,7 +194,7 @@
 //
 // # Refusals
 //
-// [Journal.Begin]'s errors say what they are (SPEC refusal-says-what-it-is): a refusal of the
+// [Journal.Begin]'s errors say what they are (docs/policy.md: refusal-says-what-it-is): a refusal of the
 // file wraps [readrecovery.ErrReplayRefused] ([ErrReplay],
 // [ErrPlanMismatch]); a run that is waiting or unresolved, or another
 // request's marker, is a *RestrictedError; a context that ended while
@@ -203,7 +204,7 @@
 //
 // # Storage, and a batch across many workers
 //
-// The records live in a [Store] (SPEC shared-runs): exclusive create, read, list,
+// The records live in a [Store] (docs/policy.md: shared-runs): exclusive create, read, list,
 // and the conditional removal of the marker. [Open](dir) keeps a run in a
 // local directory ([DirStore], the layout above). [OpenStore] opens a run
 // in any other Store; the nested module's azure/blobjournal keeps it in a

@@ -21,10 +21,10 @@ import (
 )
 
 // BackoffVersion is the format version a new run declares in its manifest
-// and every backoff entry carries (SPEC private-run-directory).
+// and every backoff entry carries (docs/policy.md: private-run-directory).
 const BackoffVersion = "1.0"
 
-// Limits of one run directory (SPEC bounded-journal).
+// Limits of one run directory (docs/policy.md: bounded-journal).
 const (
 	// MaxEntries is the number of backoff entries a run may hold:
 	// backoff-0001.json to backoff-0200.json.
@@ -726,7 +726,7 @@ type reviewEvidence struct {
 }
 
 // reviewBody is the canonical content of review-NNNN.json: an operator's
-// decision about one unknown file (SPEC operator-review). previous_digest chains the
+// decision about one unknown file (docs/policy.md: operator-review). previous_digest chains the
 // reviews: review 0001 names the manifest's digest, every later one the
 // review_digest of the one before.
 type reviewBody struct {

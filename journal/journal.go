@@ -52,7 +52,7 @@ var (
 	// invocation or another Journal without ACK (unknown: only a review
 	// opens it again), or a review decided to skip it. Every error that
 	// wraps ErrReplay also wraps [readrecovery.ErrReplayRefused], so the
-	// transport stops the sequence as replay-refused (SPEC refusal-says-what-it-is).
+	// transport stops the sequence as replay-refused (docs/policy.md: refusal-says-what-it-is).
 	ErrReplay = errors.New("journal: upload not sent again")
 
 	// ErrReview means [Journal.Review] refused a review: a decision that
@@ -78,7 +78,7 @@ func refuse(sentinel error, format string, args ...any) error {
 
 // FullError is the error of a request, a review or a record refused
 // because the run is full: [MaxEntries] backoff entries, [MaxFiles] files,
-// or a per-file or per-run numbering limit (SPEC bounded-journal). Nothing
+// or a per-file or per-run numbering limit (docs/policy.md: bounded-journal). Nothing
 // failed to be written: the refusal happens before any network access
 // (for a request) and its reason is journal-full, never
 // persistence-failed. errors.Is(err, ErrLimit) holds.
@@ -188,7 +188,7 @@ func WithPlan(files []PlannedFile) Option {
 	})
 }
 
-// withClock and withFS are the internal seams of the tests (SPEC clock-is-internal): not
+// withClock and withFS are the internal seams of the tests (docs/policy.md: clock-is-internal): not
 // options users can name.
 func withClock(k clock.Clock) Option {
 	return optionFunc(func(c *config) {
@@ -361,7 +361,7 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now (SPEC status-before-network–not-before-survives), from what Open or
+// Status returns the run's state at now (docs/policy.md: status-before-network, not-before-survives), from what Open or
 // the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
 // never touches the disk and never sleeps. A pending marker, including the
 // one of a request of this Journal still in flight, makes it unresolved.
@@ -399,7 +399,7 @@ func (j *Journal) refreshLocked() {
 
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (SPEC status-before-network), or, when ctx has already
+// *RestrictedError with the status (docs/policy.md: status-before-network), or, when ctx has already
 // ended, ctx's error (wrapped): the caller's own cancellation, not a
 // restriction (refusal-says-what-it-is). It re-reads the directory first. It never sleeps.
 // The marker of this Journal's own request in flight does not count here
@@ -486,9 +486,9 @@ func (w *pendingWaiter) result(err error) error {
 // pending-request.json exclusively (O_EXCL, 0600) with the method, URL
 // digest, attempt, resend-of digest, file identity digest (see
 // [WithUpload], [WithUploadPart]) and the clock's time, fsyncs it and the
-// directory (SPEC journal-claim-then-check). It first waits for this Journal's request in
+// directory (docs/policy.md: journal-claim-then-check). It first waits for this Journal's request in
 // flight, if any. Then it claims the marker and only then checks, under
-// it, the status, the plan and the file's records (SPEC journal-claim-then-check): no other
+// it, the status, the plan and the file's records (docs/policy.md: journal-claim-then-check): no other
 // process or Journal can be authorised between the check and the send. A
 // refusal found under the claim removes the marker again; nothing is sent.
 //
@@ -813,7 +813,7 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 
 // Backoff records a 429 of the request in flight as the next immutable
 // backoff-NNNN.json, written atomically (see the package documentation),
-// then removes pending-request.json and fsyncs the directory (SPEC immutable-chained-entries,
+// then removes pending-request.json and fsyncs the directory (docs/policy.md: immutable-chained-entries,
 // queue-429-route). The entry binds the plan digest, the previous entry's digest, the
 // method, URL digest, sanitized request ID and status of out, ra, timing
 // (nil: none known; the run becomes unresolved) and the upload provenance;
@@ -1055,7 +1055,7 @@ func WithUpload(ctx context.Context, id string) context.Context {
 // commit (marker, backoff entries) and leaves a part receipt, but its 2xx
 // is never the file's ACK: only the request marked [WithUpload] records
 // it. A file with parts and no committed ACK is unknown in the
-// continuation plan (SPEC parts-are-not-acks). An empty id returns ctx unchanged.
+// continuation plan (docs/policy.md: parts-are-not-acks). An empty id returns ctx unchanged.
 func WithUploadPart(ctx context.Context, id string) context.Context {
 	if id == "" {
 		return ctx

@@ -73,10 +73,10 @@ func TestPlanMismatch(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestR32_FilesAfterEachStep asserts the exact file names and modes on
+// TestFilesAfterEachStep asserts the exact file names and modes on
 // disk after every step of a queue-429 upload: attempt 1 meets 429, attempt
 // 2 names its event digest and gets the ACK.
-func TestR32_FilesAfterEachStep(t *testing.T) {
+func TestFilesAfterEachStep(t *testing.T) {
 	j, clk := newRun(t)
 	dir := j.Dir()
 	ctx := WithUpload(context.Background(), "a.bin")
@@ -137,9 +137,9 @@ func TestR32_FilesAfterEachStep(t *testing.T) {
 	assert.Empty(t, findings)
 }
 
-// TestR33_EntryFields asserts every JSON field of an entry, its digest
+// TestEntryFields asserts every JSON field of an entry, its digest
 // and the chain, and that nothing secret reaches the file (nothing-secret-leaves).
-func TestR33_EntryFields(t *testing.T) {
+func TestEntryFields(t *testing.T) {
 	j, clk := newRun(t)
 	ctx := WithUpload(context.Background(), "b.bin")
 	req := putReq(t)
@@ -226,10 +226,10 @@ func runSteps(t *testing.T, j *Journal, steps []step) {
 	}
 }
 
-// TestR37_StatusTable: clear → waiting (exact remaining) → elapsed;
+// TestStatusTable: clear → waiting (exact remaining) → elapsed;
 // a 60 s overlong delay keeps the run waiting for 60 s, not 30; a clock
 // before the receipt time is unresolved.
-func TestR37_StatusTable(t *testing.T) {
+func TestStatusTable(t *testing.T) {
 	j, clk := newRun(t)
 	runSteps(t, j, []step{{t0, Status{State: Clear, Reason: "no backoff entries"}}})
 
@@ -285,10 +285,10 @@ func TestR37_StatusTable(t *testing.T) {
 	runSteps(t, reopen(t, dir, t0), []step{{t0.Add(3 * time.Second), Status{State: Waiting, ReceivedAtUTC: t0.Unix(), NotBeforeUTC: t0.Unix() + 60, ServerDelaySeconds: 60, RemainingSeconds: 57}}})
 }
 
-// TestR36_UntimedIsUnresolved: typed-only metadata (missing, invalid,
+// TestUntimedIsUnresolved: typed-only metadata (missing, invalid,
 // overlong without timing) and oversized entries are unresolved, never a
 // zero wait; a missing field with its diagnosed 1 s timing waits 1 s.
-func TestR36_UntimedIsUnresolved(t *testing.T) {
+func TestUntimedIsUnresolved(t *testing.T) {
 	for _, kind := range []readrecovery.RetryAfterKind{readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid,
 		readrecovery.RetryAfterOverlong, readrecovery.RetryAfterOversized} {
 		t.Run(string(kind), func(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 )
 
 // FileState classifies a planned file for an upload-only continuation
-// (SPEC upload-only-continuation).
+// (docs/policy.md: upload-only-continuation).
 type FileState string
 
 // The four classes.
@@ -131,7 +131,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	}
 	// With WithPendingWait the run is shared: a marker is another
 	// worker's request in flight, not a reason to plan nothing (each Begin
-	// checks the file again under its own claim, SPEC journal-claim-then-check).
+	// checks the file again under its own claim, docs/policy.md: journal-claim-then-check).
 	shared := j.pendingWait > 0 && j.failed == ""
 	c := Continuation{Status: j.statusLocked(now, false)}
 	if shared {

@@ -17,7 +17,7 @@ import (
 // request, so the marker names no upload in flight.
 const reviewMethod = "REVIEW"
 
-// Decision is an operator's decision about an unknown file (SPEC operator-review).
+// Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
 type Decision string
 
 // The two decisions.
@@ -64,7 +64,7 @@ func (r reviewRec) record() ReviewRecord {
 }
 
 // Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]): the only way out of unknown (SPEC operator-review). It
+// [Journal.PlanContinuation]): the only way out of unknown (docs/policy.md: operator-review). It
 // appends an immutable review-NNNN.json, chained to the review before it
 // (the first to run.json), naming the file's digest, the decision, the OS
 // user, the UTC time, the note (sanitized: printable, no URL query or

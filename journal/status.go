@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// State is the backoff state of a run (SPEC status-before-network).
+// State is the backoff state of a run (docs/policy.md: status-before-network).
 type State string
 
 // The four states.
@@ -75,7 +75,7 @@ type statusJSON struct {
 	Reason             string `json:"reason"`
 }
 
-// MarshalJSON encodes s with the field names of SPEC status-before-network, in that order.
+// MarshalJSON encodes s with the field names of docs/policy.md: status-before-network, in that order.
 func (s Status) MarshalJSON() ([]byte, error) {
 	j := statusJSON{State: s.State, Reason: s.Reason}
 	if s.ReceivedAtUTC != 0 {
@@ -115,7 +115,7 @@ func MarshalStatus(s Status) ([]byte, error) {
 	}{fileBatch{s}})
 }
 
-// status computes the state of snapshot s at now (SPEC status-before-network–not-before-survives). Rules, in
+// status computes the state of snapshot s at now (docs/policy.md: status-before-network, not-before-survives). Rules, in
 // order: any finding → unresolved; a pending marker (unless ignorePending)
 // → unresolved; now before a recorded received_at_utc (clock regression) →
 // unresolved; no entries → clear; now before the greatest not_before_utc →

@@ -14,7 +14,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Store is where a run's records live (SPEC shared-runs): a flat set of named,
+// Store is where a run's records live (docs/policy.md: shared-runs): a flat set of named,
 // immutable objects plus the one pending marker. The journal needs only
 // four operations of it; everything else (formats, digests, the chain, the
 // limits) is the journal's. Two implementations exist: [DirStore], the
@@ -430,7 +430,7 @@ func (b *storeBackend) removeMarker(version string) error {
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
 // it creates a new run when st holds nothing, or opens and verifies the
-// existing one. Any number of processes may open the same run (SPEC shared-runs):
+// existing one. Any number of processes may open the same run (docs/policy.md: shared-runs):
 // each one's Admit and Begin read the store again, the pending marker
 // serializes their journaled requests, and a restriction one of them
 // records blocks all of them. Create the run once (one OpenStore with the
@@ -463,7 +463,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
 // for the pending marker of another worker's request to go, instead of
 // refusing at once with an unresolved status ([ErrPending]): the marker
-// serializes the journaled requests of workers sharing one run (SPEC shared-runs).
+// serializes the journaled requests of workers sharing one run (docs/policy.md: shared-runs).
 // The wait honours the caller's context. The same marker present for d
 // (a worker that died while its request was in flight) leaves the run
 // unresolved for every worker, as without the option. Default: 0, no wait.

@@ -1,5 +1,5 @@
 // Package blobjournal keeps a readrecovery journal run in Azure Blob Storage
-// (SPEC shared-runs–shared-runs), so that the workers of one File batch on many machines
+// (docs/policy.md: shared-runs), so that the workers of one File batch on many machines
 // share it and it outlives every one of them:
 //
 //	c, _ := container.NewClientWithSharedKeyCredential(url, cred, blobjournal.ClientOptions())

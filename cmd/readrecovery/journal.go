@@ -33,7 +33,7 @@ exit 2: usage error, or DIR missing, empty, unreadable or not a journal run
 `
 
 // journalNow is the time the journal commands ask about. Tests replace it;
-// it is not a flag (SPEC clock-is-internal).
+// it is not a flag (docs/policy.md: clock-is-internal).
 var journalNow = time.Now
 
 // runJournal runs `readrecovery journal ...` without cancellation (the demo

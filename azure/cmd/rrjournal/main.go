@@ -1,5 +1,5 @@
 // Command rrjournal shows an operator a journal run kept in Azure Blob
-// Storage (SPEC shared-runs): the subcommands and exit codes of `readrecovery
+// Storage (docs/policy.md: shared-runs): the subcommands and exit codes of `readrecovery
 // journal` for a directory, with RUN = CONTAINER/PREFIX instead of DIR.
 //
 // The credentials come the usual Azure way: the connection string in

@@ -1,5 +1,5 @@
 // Command blobworker is one worker of a File batch whose journal run is in
-// Azure Blob Storage (SPEC shared-runs), for the integration tests: it opens the
+// Azure Blob Storage (docs/policy.md: shared-runs), for the integration tests: it opens the
 // shared run with blobjournal, uploads the files its continuation plan
 // allows through readrecovery and the test's proxy, one sequence per file,
 // and prints one JSON line per file and a last line with why it ended.

@@ -2,7 +2,7 @@
 // file operation through an [FS], so that tests can fail or "crash" any single
 // step of a write (create, write, fsync, close, link, remove, directory fsync)
 // and check what a later process finds on disk. It is internal: users of the
-// journal cannot replace the file system (SPEC clock-is-internal keeps seams out of the
+// journal cannot replace the file system (docs/policy.md: clock-is-internal keeps seams out of the
 // public API).
 package fsys
 
