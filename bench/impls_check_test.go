@@ -87,6 +87,8 @@ func TestSpecsOf(t *testing.T) {
 		{"BenchmarkThrottleBurst", six},
 		{"BenchmarkGoroutinesInFlight", six},
 		{"BenchmarkFinishedSequences", six},
+		{"BenchmarkTokenBucket", six},
+		{"BenchmarkServerBusy", six},
 	}
 	for _, tc := range cases {
 		t.Run(tc.bench, func(t *testing.T) {

@@ -66,9 +66,12 @@ type implSpec struct {
 //   - failsafe-go: failsafehttp.NewRetryPolicyBuilder (it honours
 //     delay-seconds Retry-After, default delay 0, MaxRetries 2) plus a
 //     listener that drains and closes the response of an attempt about to
-//     be retried. failsafehttp drops that response with its body open,
-//     which holds the keep-alive connection (scenario 3 would stall at its
-//     connection limit); closing it is what a careful user must add.
+//     be retried, and one for the last response when the retries are
+//     exceeded (failsafe then returns an ExceededError and no response).
+//     failsafehttp drops those responses with their bodies open, which
+//     holds the keep-alive connection (scenario 3 would stall at its
+//     connection limit, and scenario (e) does, once 64 pages have run out
+//     of retries); closing them is what a careful user must add.
 //
 // Two variants of rr-budget exist for the bench only, each in the
 // benchmarks where it answers a question:
@@ -167,12 +170,25 @@ func newBare(base http.RoundTripper) *impl {
 // newReadRecovery is readrecovery.NewClient over base; with budget, every
 // sequence gets its own Budget.
 func newReadRecovery(budget bool) func(http.RoundTripper) *impl {
+	if budget {
+		return newReadRecoveryNamed("rr-budget")
+	}
 	return func(base http.RoundTripper) *impl {
 		c := &http.Client{Transport: readrecovery.New(base), CheckRedirect: noRedirect}
-		if !budget {
-			return clientImpl("rr-nobudget", c, identity)
-		}
-		return clientImpl("rr-budget", c, func(ctx context.Context) context.Context {
+		return clientImpl("rr-nobudget", c, identity)
+	}
+}
+
+// newReadRecoveryNamed is rr-budget (a Budget per sequence) named name,
+// over a Transport made with opts. A contender that differs from rr-budget
+// only by a Transport option is one line in implSpecs, such as the shared
+// restrictions once they exist:
+//
+//	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy"}},
+func newReadRecoveryNamed(name string, opts ...readrecovery.Option) func(http.RoundTripper) *impl {
+	return func(base http.RoundTripper) *impl {
+		c := &http.Client{Transport: readrecovery.New(base, opts...), CheckRedirect: noRedirect}
+		return clientImpl(name, c, func(ctx context.Context) context.Context {
 			return readrecovery.WithBudget(ctx, readrecovery.NewBudget("bench"))
 		})
 	}
@@ -242,6 +258,12 @@ func newAzcore(base http.RoundTripper) *impl {
 func newFailsafe(base http.RoundTripper) *impl {
 	rp := failsafehttp.NewRetryPolicyBuilder().
 		OnRetryScheduled(func(e failsafe.ExecutionScheduledEvent[*http.Response]) {
+			if r := e.LastResult(); r != nil && r.Body != nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+			}
+		}).
+		OnRetriesExceeded(func(e failsafe.ExecutionEvent[*http.Response]) {
 			if r := e.LastResult(); r != nil && r.Body != nil {
 				_, _ = io.Copy(io.Discard, r.Body)
 				r.Body.Close()

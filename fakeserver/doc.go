@@ -71,6 +71,8 @@
 //     body, for instance, 8 MiB. With Always it is a persistent 429; on
 //     "file.upload" it is the queue-429.
 //   - [Status]: 500, 503 or another error status.
+//   - [ServerBusy]: 503 with Azure Storage's ServerBusy XML error body and
+//     x-ms-error-code, and no Retry-After.
 //   - [Redirect]: 301, 302, 303, 307 or 308 with a Location.
 //   - [SlowBody]: the normal answer, its body trickled chunk by chunk.
 //   - [StalledBody]: the normal answer's headers, then no body until the
@@ -78,17 +80,46 @@
 //   - [ConnectionReset]: no answer; a TCP RST, or an ECONNRESET error
 //     in-process.
 //
-// Throttle, Status, Redirect and ConnectionReset replace the answer: the
-// in-memory service (or the proxy's upstream) never sees the request, as
-// with a real gateway's 429. [RetryAfter.Values] gives the exact header
-// bytes a client receives, so a test can assert them.
+// Throttle, Status, ServerBusy, Redirect and ConnectionReset replace the
+// answer: the in-memory service (or the proxy's upstream) never sees the
+// request, as with a real gateway's 429. [RetryAfter.Values] gives the
+// exact header bytes a client receives, so a test can assert them.
+//
+// # Rules by time and by rate
+//
+// Azure throttles for a time or at a rate, not on the n-th request. Two
+// more rule options say so, on the server's clock (so a test drives them
+// with [WithClock] or inside a testing/synctest bubble):
+//
+//   - [Window](start, d): the rule fires on every request it matches that
+//     arrives in [start, start+d); a zero start opens the window at the
+//     first request it is asked about.
+//   - [TokenBucket](rate, burst): the rule fires on the requests that find
+//     no token in their bucket (burst tokens, full at first, refilled at
+//     rate per second; a passing request takes one), one bucket per
+//     storage account ([PerAccount], the default) or per host
+//     ([PerHost]). A rule keeps at most 4,096 buckets.
+//
+// With [Throttle]([RetryAfterRemaining]()) the 429's Retry-After is the
+// window's remaining time, or the time to the bucket's next token, in
+// whole seconds rounded up; [RetryAfterRemainingMs] adds Azure OpenAI's
+// retry-after-ms (whole milliseconds, rounded up). With [ServerBusy] the
+// same rules throttle as Azure Storage does, with 503s. A window or a
+// bucket is one more condition besides [Nth] and [Times] (all must hold);
+// a bucket rule is asked only about requests no earlier rule answered, so
+// those take no token.
+//
+//	srv.Script().Add(fakeserver.RouteBlobGet,
+//		fakeserver.Throttle(fakeserver.RetryAfterRemaining()), fakeserver.TokenBucket(200, 50))
 //
 // # Ledger
 //
 // [Server.Requests] returns every request in arrival order: method, route,
 // decoded path, the query's parameter names (values, such as a SAS "sig",
 // are never kept), arrival time on the server clock, the request ID
-// answered, the status, the fault injected and the body's SHA-256 digest.
+// answered, the status, the fault injected and the body's SHA-256 digest,
+// and the [Decision] of every rule by time or by rate asked about it (which
+// rule, the bucket's key and the tokens left, the window's end, the wait).
 // [Server.Count], [Server.AssertNoMutationSentTwice] (with [AllowResend]
 // for the queue route's one re-send) and [Server.AssertGap] ("the request
 // after the 429 came at least d later") check it.
@@ -114,8 +145,10 @@
 // the bubble's).
 // [NewProxy] puts the rules in front of a real upstream; the command
 // "readrecovery fakeserver" runs either from the shell (--script FILE,
-// --seed FILE for the fake, --upstream URL for the proxy, --account NAME),
-// and a shell probes it with "curl http://HOST:PORT/_fakeserver/health".
+// --seed FILE for the fake, --upstream URL for the proxy, --account NAME;
+// --window, --window-start, --token-bucket, --bucket-key, --retry-after-ms,
+// --server-busy and --route add a rule by time or by rate), and a shell
+// probes it with "curl http://HOST:PORT/_fakeserver/health".
 //
 // # JSON scripts
 //
@@ -155,7 +188,12 @@
 //	times        optional: fire at most this many times
 //	always       optional true: fire on every matching request (the default
 //	             when neither nth nor times is given); excludes times
-//	fault        required: throttle, status, redirect, slow_body, stalled_body, reset
+//	window       optional {"start": RFC 3339 time (optional: the first request),
+//	             "duration": Go duration (required, above 0)}: see [Window]
+//	token_bucket optional {"rate": tokens per second, "burst": N,
+//	             "key": "account" (default) or "host"}: see [TokenBucket]
+//	fault        required: throttle, status, server_busy, redirect, slow_body,
+//	             stalled_body, reset
 //	retry_after  throttle (required): {"form": F, ...} where F is
 //	               seconds      {"seconds": N}        "Retry-After: N"
 //	               imf-fixdate, rfc850, asctime
@@ -165,11 +203,31 @@
 //	               missing      {}                    no Retry-After
 //	               oversized    {"size": 200}         a 200-byte value (default 200)
 //	               overlong     {"seconds": 60}       like seconds (default 60)
+//	               remaining    {}                    the window's or bucket's wait, whole
+//	                                                  seconds rounded up (needs a window
+//	                                                  or a token_bucket)
+//	               remaining-ms {}                    the same, and retry-after-ms
 //	status       status: 400-599 but 429; redirect: 301, 302, 303, 307, 308
 //	location     redirect (required): the Location value
-//	body_size    throttle, status: the exact error body length in bytes
+//	body_size    throttle, status, server_busy: the exact error body length in bytes
 //	chunk, delay slow_body (required): bytes per chunk and a Go duration ("100ms")
 //	comment      optional, ignored
+//
+// Rules by time and by rate, and Storage's 503:
+//
+//	{
+//	  "comment": "Azure-like throttling: a 2 s window, a per-account bucket, Storage's 503",
+//	  "rules": [
+//	    {"route": "file.list", "window": {"duration": "2s"}, "fault": "throttle",
+//	     "retry_after": {"form": "remaining"}},
+//	    {"route": "search.get", "window": {"start": "2026-12-01T10:00:00Z", "duration": "1m"},
+//	     "fault": "throttle", "retry_after": {"form": "remaining-ms"}},
+//	    {"route": "blob.get", "token_bucket": {"rate": 200, "burst": 50},
+//	     "fault": "throttle", "retry_after": {"form": "remaining"}},
+//	    {"route": "*", "token_bucket": {"rate": 20, "burst": 5, "key": "host"},
+//	     "fault": "server_busy"}
+//	  ]
+//	}
 //
 // Unknown keys are errors. A bad script fails with a [*ScriptError] that
 // names the rule ("rules[2].retry_after.form (line 7): unknown Retry-After

@@ -59,7 +59,7 @@ func ExampleLoadScript() {
 	}`))
 	fmt.Println(script, err)
 	// Output:
-	// <nil> script: rules[1].retry_after.form (line 5): unknown Retry-After form "serconds" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong)
+	// <nil> script: rules[1].retry_after.form (line 5): unknown Retry-After form "serconds" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)
 }
 
 // A queue-429 on the first upload, then the check a test makes: the one
@@ -93,4 +93,70 @@ type printTB struct{}
 func (printTB) Helper() {}
 func (printTB) Errorf(format string, args ...any) {
 	fmt.Printf(format+"\n", args...)
+}
+
+// A token bucket of 2 tokens refilled at 4 a second on one storage
+// account, as Azure throttles: two GETs pass, the third gets a 429 whose
+// Retry-After is the time to the next token rounded up to whole seconds,
+// and retry-after-ms the same in milliseconds; 250 ms later a token is
+// back. The ledger keeps each decision.
+func ExampleTokenBucket() {
+	now := time.Date(2026, time.December, 1, 10, 0, 0, 0, time.UTC)
+	srv := fakeserver.New(fakeserver.WithClock(func() time.Time { return now }))
+	defer srv.Close()
+	srv.PutBlob("checkpoints", "a.json", []byte(`{}`))
+	srv.Script().Add(fakeserver.RouteBlobGet,
+		fakeserver.Throttle(fakeserver.RetryAfterRemainingMs()), fakeserver.TokenBucket(4, 2))
+
+	client := &http.Client{Transport: srv.Transport()}
+	for _, after := range []time.Duration{0, 0, 0, 100 * time.Millisecond, 150 * time.Millisecond} {
+		now = now.Add(after)
+		resp, err := client.Get("http://127.0.0.1:10000/devstoreaccount1/checkpoints/a.json")
+		if err != nil {
+			panic(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		fmt.Println(strings.TrimSpace(fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("Retry-After"), " ", resp.Header.Get("retry-after-ms"))))
+	}
+	for _, r := range srv.Requests() {
+		fmt.Println(r.Decisions[0])
+	}
+	// Output:
+	// 200
+	// 200
+	// 429 1 250
+	// 429 1 150
+	// 200
+	// rule 0 token_bucket account=devstoreaccount1 tokens_left=1 passed
+	// rule 0 token_bucket account=devstoreaccount1 tokens_left=0 passed
+	// rule 0 token_bucket account=devstoreaccount1 tokens_left=0 fired wait=250ms
+	// rule 0 token_bucket account=devstoreaccount1 tokens_left=0 fired wait=150ms
+	// rule 0 token_bucket account=devstoreaccount1 tokens_left=0 passed
+}
+
+// Azure Storage's answer when an account is over its request rate: 503
+// ServerBusy with its XML error body and no Retry-After, here for every
+// request of a 2 s burst.
+func ExampleServerBusy() {
+	now := time.Date(2026, time.December, 1, 10, 0, 0, 0, time.UTC)
+	srv := fakeserver.New(fakeserver.WithClock(func() time.Time { return now }))
+	defer srv.Close()
+	srv.Script().Add(fakeserver.RouteAny, fakeserver.ServerBusy(), fakeserver.Window(now, 2*time.Second))
+
+	client := &http.Client{Transport: srv.Transport()}
+	resp, err := client.Get("http://fake.test/devstoreaccount1/checkpoints/a.json")
+	if err != nil {
+		panic(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("x-ms-request-id")
+	fmt.Println(resp.StatusCode, resp.Header.Get("x-ms-error-code"), len(resp.Header.Values("Retry-After")))
+	fmt.Println(strings.ReplaceAll(string(body), id, "{request-id}"))
+	// Output:
+	// 503 ServerBusy 0
+	// <?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>Operations per second is over the account limit.
+	// RequestId:{request-id}
+	// Time:2026-12-01T10:00:00.0000000Z</Message></Error>
 }

@@ -39,11 +39,15 @@ const (
 	formMissing   = "missing"
 	formOversized = "oversized"
 	formOverlong  = "overlong"
+	// The rule's own remaining time ([RetryAfterRemaining],
+	// [RetryAfterRemainingMs]).
+	formRemaining   = "remaining"
+	formRemainingMs = "remaining-ms"
 )
 
 // retryAfterForms lists every form a script may name, for error messages.
 var retryAfterForms = []string{formSeconds, string(IMFFixdate), string(RFC850), string(Asctime),
-	formRaw, formDuplicate, formMissing, formOversized, formOverlong}
+	formRaw, formDuplicate, formMissing, formOversized, formOverlong, formRemaining, formRemainingMs}
 
 // maxFaultBodySize bounds a scripted error body (WithBodySize).
 const maxFaultBodySize = 64 << 20
@@ -56,6 +60,10 @@ type RetryAfter struct {
 	seconds int64    // seconds, overlong: the value; date forms: offset from now
 	values  []string // raw, duplicate
 	size    int      // oversized: length of the value in bytes
+	// remaining forms: the wait the firing rule computed; set (and
+	// resolved true) only in the fault a request was answered with.
+	wait     time.Duration
+	resolved bool
 }
 
 // RetryAfterSeconds is "Retry-After: n" (delay-seconds). n must not be
@@ -124,8 +132,46 @@ func RetryAfterOverlong(d time.Duration) RetryAfter {
 	return RetryAfter{form: formOverlong, seconds: int64(d / time.Second)}
 }
 
+// RetryAfterRemaining is the Retry-After of a rule by time or by rate
+// ([Window], [TokenBucket]): the time until the window ends, or until the
+// bucket's next token, in whole seconds rounded up ("Retry-After: 1" for a
+// token 5 ms away). A rule with neither is refused (Script.Add panics,
+// LoadScript fails).
+func RetryAfterRemaining() RetryAfter { return RetryAfter{form: formRemaining} }
+
+// RetryAfterRemainingMs is [RetryAfterRemaining] and, besides it, a
+// "retry-after-ms" field with the same wait in whole milliseconds rounded
+// up, as Azure OpenAI sends it: a token 5 ms away is "Retry-After: 1" and
+// "retry-after-ms: 5".
+func RetryAfterRemainingMs() RetryAfter { return RetryAfter{form: formRemainingMs} }
+
+// remaining reports whether the form takes its value from the rule.
+func (ra RetryAfter) remaining() bool {
+	return ra.form == formRemaining || ra.form == formRemainingMs
+}
+
+// resolve returns ra with the rule's wait filled in (remaining forms only).
+func (ra RetryAfter) resolve(wait time.Duration) RetryAfter {
+	if ra.remaining() {
+		ra.wait, ra.resolved = wait, true
+	}
+	return ra
+}
+
+// ceilDiv is d / unit rounded up, for d >= 0.
+func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
+
+// millis is the retry-after-ms value of a resolved remaining-ms form.
+func (ra RetryAfter) millis() (string, bool) {
+	if ra.form != formRemainingMs || !ra.resolved {
+		return "", false
+	}
+	return strconv.FormatInt(ceilDiv(ra.wait, time.Millisecond), 10), true
+}
+
 // Form reports the form: "seconds", "imf-fixdate", "rfc850", "asctime",
-// "raw", "duplicate", "missing", "oversized" or "overlong".
+// "raw", "duplicate", "missing", "oversized", "overlong", "remaining" or
+// "remaining-ms".
 func (ra RetryAfter) Form() string {
 	if ra.form == "" {
 		return formMissing
@@ -134,9 +180,16 @@ func (ra RetryAfter) Form() string {
 }
 
 // Values returns the exact Retry-After header values sent when the server's
-// clock reads now; nil for a missing field.
+// clock reads now; nil for a missing field. A remaining form's value comes
+// from the rule that fires: Values gives it for the fault of a request
+// answered (as the ledger's wait records it), nil for the form as scripted.
 func (ra RetryAfter) Values(now time.Time) []string {
 	switch ra.form {
+	case formRemaining, formRemainingMs:
+		if !ra.resolved {
+			return nil
+		}
+		return []string{strconv.FormatInt(ceilDiv(ra.wait, time.Second), 10)}
 	case formSeconds, formOverlong:
 		return []string{strconv.FormatInt(ra.seconds, 10)}
 	case string(IMFFixdate):
@@ -155,7 +208,9 @@ func (ra RetryAfter) Values(now time.Time) []string {
 }
 
 // String describes the field for the ledger and logs, without the raw
-// values: "seconds(1)", "rfc850(+2s)", "duplicate(2)", "oversized(200B)".
+// values: "seconds(1)", "rfc850(+2s)", "duplicate(2)", "oversized(200B)",
+// "remaining" as scripted and "remaining(2)" or "remaining-ms(1,5ms)" as
+// answered.
 func (ra RetryAfter) String() string {
 	switch ra.form {
 	case formSeconds, formOverlong:
@@ -168,6 +223,14 @@ func (ra RetryAfter) String() string {
 		return fmt.Sprintf("duplicate(%d)", len(ra.values))
 	case formOversized:
 		return fmt.Sprintf("oversized(%dB)", ra.size)
+	case formRemaining, formRemainingMs:
+		if !ra.resolved {
+			return ra.form
+		}
+		if ms, ok := ra.millis(); ok {
+			return fmt.Sprintf("%s(%d,%sms)", ra.form, ceilDiv(ra.wait, time.Second), ms)
+		}
+		return fmt.Sprintf("%s(%d)", ra.form, ceilDiv(ra.wait, time.Second))
 	default:
 		return formMissing
 	}
@@ -197,6 +260,7 @@ const (
 	kindSlowBody
 	kindStalledBody
 	kindReset
+	kindServerBusy
 )
 
 // faultNames are the kinds as the JSON script and [Fault.Kind] name them.
@@ -207,14 +271,15 @@ var faultNames = map[faultKind]string{
 	kindSlowBody:    "slow_body",
 	kindStalledBody: "stalled_body",
 	kindReset:       "reset",
+	kindServerBusy:  "server_busy",
 }
 
 // Fault is what the server does instead of, or on top of, its normal answer
-// when a rule fires. Make one with [Throttle], [Status], [Redirect],
-// [SlowBody], [StalledBody] or [ConnectionReset]. The zero Fault is no
-// fault.
+// when a rule fires. Make one with [Throttle], [Status], [ServerBusy],
+// [Redirect], [SlowBody], [StalledBody] or [ConnectionReset]. The zero
+// Fault is no fault.
 //
-// Throttle, Status, Redirect and ConnectionReset replace the answer: the
+// Throttle, Status, ServerBusy, Redirect and ConnectionReset replace the answer: the
 // request does not reach the in-memory service (nothing is stored) or, in
 // proxy mode, the upstream. SlowBody and StalledBody deliver the normal
 // answer (the service acts on the request) with a scripted body.
@@ -251,6 +316,42 @@ func newStatus(code int) (Fault, error) {
 		return Fault{}, fmt.Errorf("status %d: want 400 to 599, not 429 (use a throttle)", code)
 	}
 	return Fault{kind: kindStatus, status: code, bodySize: -1}, nil
+}
+
+// ServerBusy answers 503 Service Unavailable as Azure Storage does when an
+// account or partition is over its scalability targets: the XML error body
+//
+//	<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>Operations per second is over the account limit.
+//	RequestId:{x-ms-request-id}
+//	Time:{server clock, 2006-01-02T15:04:05.0000000Z}</Message></Error>
+//
+// (on every route, Search and File ones too), Content-Type application/xml,
+// "x-ms-error-code: ServerBusy", and no Retry-After: Storage leaves the
+// back-off to the client. With [Window] it is a burst of 503s, with
+// [TokenBucket] Storage's per-account throttling. [Fault.WithBodySize]
+// applies.
+func ServerBusy() Fault {
+	return Fault{kind: kindServerBusy, status: http.StatusServiceUnavailable, bodySize: -1}
+}
+
+// serverBusyMessage is the Message of a [ServerBusy] body, before the
+// request ID and time lines.
+const serverBusyMessage = "Operations per second is over the account limit."
+
+// serverBusyBody is the exact body of a [ServerBusy] answer.
+func serverBusyBody(requestID string, now time.Time) []byte {
+	return []byte(`<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>` +
+		serverBusyMessage + "\nRequestId:" + requestID + "\nTime:" + now.UTC().Format("2006-01-02T15:04:05.0000000Z") +
+		`</Message></Error>`)
+}
+
+// serverBusyResponse is the answer of a [ServerBusy] fault.
+func serverBusyResponse(requestID string, now time.Time) *response {
+	resp := newResponse(http.StatusServiceUnavailable)
+	resp.header.Set("Content-Type", "application/xml")
+	resp.header.Set("x-ms-error-code", "ServerBusy")
+	resp.body = serverBusyBody(requestID, now)
+	return resp
 }
 
 // Redirect answers code (301, 302, 303, 307 or 308) with "Location:
@@ -312,8 +413,8 @@ func ConnectionReset() Fault { return Fault{kind: kindReset} }
 // WithBodySize returns f with an error body of exactly n bytes: the
 // surface's error document followed by spaces (or cut to n bytes when it is
 // longer), such as an 8 MiB 429 body that a client must close unread. It
-// applies to [Throttle] and [Status] faults and panics on another fault or n
-// outside [0, 64 MiB].
+// applies to [Throttle], [Status] and [ServerBusy] faults and panics on
+// another fault or n outside [0, 64 MiB].
 func (f Fault) WithBodySize(n int) Fault {
 	g, err := f.withBodySize(n)
 	if err != nil {
@@ -323,8 +424,8 @@ func (f Fault) WithBodySize(n int) Fault {
 }
 
 func (f Fault) withBodySize(n int) (Fault, error) {
-	if f.kind != kindThrottle && f.kind != kindStatus {
-		return f, errors.New("a body size applies to throttle and status faults only")
+	if f.kind != kindThrottle && f.kind != kindStatus && f.kind != kindServerBusy {
+		return f, errors.New("a body size applies to throttle, status and server_busy faults only")
 	}
 	if n < 0 || n > maxFaultBodySize {
 		return f, fmt.Errorf("body size %d out of range [0, %d]", n, maxFaultBodySize)
@@ -333,8 +434,8 @@ func (f Fault) withBodySize(n int) (Fault, error) {
 	return f, nil
 }
 
-// Kind names the fault: "throttle", "status", "redirect", "slow_body",
-// "stalled_body", "reset", or "" for the zero Fault.
+// Kind names the fault: "throttle", "status", "server_busy", "redirect",
+// "slow_body", "stalled_body", "reset", or "" for the zero Fault.
 func (f Fault) Kind() string { return faultNames[f.kind] }
 
 // StatusCode is the status the fault answers, or 0 when the fault keeps the
@@ -346,8 +447,8 @@ func (f Fault) StatusCode() int { return f.status }
 func (f Fault) RetryAfter() RetryAfter { return f.retryAfter }
 
 // String describes the fault for the ledger and logs, without raw header
-// values: "429 retry-after=rfc850(+2s)", "503", "redirect 307",
-// "slow_body(1B/100ms)", "stalled_body", "reset".
+// values: "429 retry-after=rfc850(+2s)", "503", "503 ServerBusy",
+// "redirect 307", "slow_body(1B/100ms)", "stalled_body", "reset".
 func (f Fault) String() string {
 	var s string
 	switch f.kind {
@@ -357,6 +458,8 @@ func (f Fault) String() string {
 		s = "429 retry-after=" + f.retryAfter.String()
 	case kindStatus:
 		s = strconv.Itoa(f.status)
+	case kindServerBusy:
+		s = "503 ServerBusy"
 	case kindRedirect:
 		return "redirect " + strconv.Itoa(f.status)
 	case kindSlowBody:
@@ -373,8 +476,15 @@ func (f Fault) String() string {
 // replaces reports whether the fault answers instead of the service.
 func (f Fault) replaces() bool {
 	switch f.kind {
-	case kindThrottle, kindStatus, kindRedirect, kindReset:
+	case kindThrottle, kindStatus, kindServerBusy, kindRedirect, kindReset:
 		return true
 	}
 	return false
+}
+
+// resolve returns f with a remaining Retry-After filled in from the firing
+// rule's wait.
+func (f Fault) resolve(wait time.Duration) Fault {
+	f.retryAfter = f.retryAfter.resolve(wait)
+	return f
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzServeHTTP: whatever the method, path, query, headers and body, the
-// server answers with a status and never panics, and the ledger holds the
+// server answers with a status and never panics (a token bucket keyed by
+// the path's account included), and the ledger holds the
 // request without its query values; an admin path answers without entering
 // the ledger.
 func FuzzServeHTTP(f *testing.F) {
@@ -31,7 +32,8 @@ func FuzzServeHTTP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, path, rawQuery, fileName string, body []byte) {
 		s := New()
 		defer s.Close()
-		s.Script().Add(RouteFileList, Throttle(RetryAfterSeconds(1)), Nth(2))
+		s.Script().Add(RouteFileList, Throttle(RetryAfterSeconds(1)), Nth(2)).
+			Add(RouteAny, ServerBusy(), TokenBucket(1, 1)) // the path's account is the bucket's key
 		rt := s.Transport()
 		admin := isAdmin(path)
 		for range 2 {

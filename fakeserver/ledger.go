@@ -46,6 +46,10 @@ type Request struct {
 	BodyDigest string `json:"body_digest"`
 	// BodySize is the request body's length in bytes.
 	BodySize int64 `json:"body_size"`
+	// Decisions are what the rules by time or by rate ([Window],
+	// [TokenBucket]) decided about the request, one per such rule that was
+	// asked, in script order; nil when none was.
+	Decisions []Decision `json:"decisions,omitempty"`
 }
 
 // Mutation reports whether the request's method is PUT, POST, PATCH or
@@ -87,6 +91,7 @@ func (s *Server) Requests() []Request {
 	out := make([]Request, len(s.ledger))
 	for i, r := range s.ledger {
 		r.QueryKeys = slices.Clone(r.QueryKeys)
+		r.Decisions = cloneDecisions(r.Decisions)
 		out[i] = r
 	}
 	return out

@@ -493,7 +493,7 @@ func errorFor(route string, status int, code, msg string) *response {
 }
 
 // faultResponse builds the answer of a replacing fault.
-func faultResponse(f Fault, route string, now time.Time) *response {
+func faultResponse(f Fault, route, id string, now time.Time) *response {
 	var resp *response
 	switch f.kind {
 	case kindThrottle:
@@ -502,6 +502,11 @@ func faultResponse(f Fault, route string, now time.Time) *response {
 		if vals := f.retryAfter.Values(now); vals != nil {
 			resp.header["Retry-After"] = vals
 		}
+		if ms, ok := f.retryAfter.millis(); ok {
+			resp.header.Set("retry-after-ms", ms)
+		}
+	case kindServerBusy:
+		resp = serverBusyResponse(id, now)
 	case kindStatus:
 		code, msg := "InternalError", "The server encountered an internal error (scripted by fakeserver)."
 		switch f.status {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Route names. A request's route is decided from its method and decoded
@@ -52,6 +53,12 @@ type Rule struct {
 	// Always makes the rule fire on every matching request from the Nth (or
 	// the first) on. A rule with neither Nth nor Times fires always too.
 	Always bool
+	// Window, when its Duration is above 0, makes the rule fire only on
+	// requests that arrive inside it ([Window]).
+	Window TimeWindow
+	// Bucket, when its Rate is above 0, makes the rule fire only on
+	// requests its token bucket has no token for ([TokenBucket]).
+	Bucket Bucket
 	// Fault is what the rule injects.
 	Fault Fault
 }
@@ -74,6 +81,12 @@ func (r Rule) String() string {
 	}
 	if r.Always {
 		b.WriteString(" always")
+	}
+	if r.Window.Duration > 0 {
+		b.WriteString(" " + r.Window.String())
+	}
+	if r.Bucket.Rate > 0 {
+		b.WriteString(" " + r.Bucket.String())
 	}
 	b.WriteString(" -> " + r.Fault.String())
 	return b.String()
@@ -150,7 +163,7 @@ func (r *Rule) validate() (field string, err error) {
 	if r.Fault.kind == kindNone {
 		return "fault", errors.New("a rule needs a fault")
 	}
-	return "", nil
+	return r.validateTimed()
 }
 
 func isToken(s string) bool {
@@ -170,8 +183,9 @@ func isToken(s string) bool {
 // and the test that writes it: rules may be added while the server runs.
 // Each rule counts the requests it matches from the moment it is added,
 // whether or not it or another rule fires on them; for each request, the
-// first rule (in order of addition) whose window covers the request fires.
-// So two Times(1) rules on one route fire on two successive requests, like
+// first rule (in order of addition) whose conditions hold fires (its count,
+// and its [Window] or [TokenBucket] if it has one). So two Times(1) rules
+// on one route fire on two successive requests, like
 // azcore's mock server's AppendResponse queue, and Nth(3) is the third
 // request of its route whatever other rules did.
 //
@@ -186,6 +200,7 @@ type ruleState struct {
 	Rule
 	seen  int // matching requests so far
 	fired int // times fired
+	timedState
 }
 
 // NewScript returns a Script holding rules, in order. It panics on an
@@ -249,29 +264,55 @@ func (s *Script) Len() int {
 	return len(s.rules)
 }
 
+// matchInput is what the rules look at in a request.
+type matchInput struct {
+	route, method, path string
+	now                 time.Time // arrival on the server clock
+	account, host       string    // the token buckets' keys
+}
+
+// verdict is the script's answer for one request.
+type verdict struct {
+	fault     Fault // the firing rule's, a remaining Retry-After resolved
+	rule      int   // its index; -1 when none fires
+	decisions []Decision
+}
+
 // match counts the request against every rule and returns the fault of the
-// first rule that fires, with its index; index -1 when none fires.
-func (s *Script) match(route, method, path string) (Fault, int) {
+// first rule that fires, with its index (-1 when none fires), and the
+// decisions of the rules by time or by rate that were asked. Such a rule is
+// asked only when its count condition holds and no earlier rule fired: a
+// request another rule answered takes no token.
+func (s *Script) match(in matchInput) verdict {
+	v := verdict{rule: -1}
 	if s == nil {
-		return Fault{}, -1
+		return v
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	firedIdx := -1
 	for i, r := range s.rules {
-		if !r.matches(route, method, path) {
+		if !r.matches(in.route, in.method, in.path) {
 			continue
 		}
 		r.seen++
-		if firedIdx < 0 && r.due() {
-			r.fired++
-			firedIdx = i
+		if v.rule >= 0 || !r.due() {
+			continue
 		}
+		var wait time.Duration
+		if r.timed() {
+			d := r.decide(in)
+			d.Rule = i
+			v.decisions = append(v.decisions, d)
+			if !d.Fired {
+				continue
+			}
+			wait = d.Wait
+		}
+		r.fired++
+		v.rule = i
+		v.fault = r.Fault.resolve(wait)
 	}
-	if firedIdx < 0 {
-		return Fault{}, -1
-	}
-	return s.rules[firedIdx].Fault, firedIdx
+	return v
 }
 
 func (r *ruleState) matches(route, method, path string) bool {

@@ -215,7 +215,11 @@ func position(data []byte, off int) (line, col int) {
 
 // ruleFields are the keys a rule object may hold.
 var ruleFields = []string{"comment", "route", "method", "path_prefix", "nth", "times", "always",
-	"fault", "status", "location", "retry_after", "body_size", "chunk", "delay"}
+	"window", "token_bucket", "fault", "status", "location", "retry_after", "body_size", "chunk", "delay"}
+
+var windowFields = []string{"start", "duration"}
+
+var bucketFields = []string{"rate", "burst", "key"}
 
 var retryAfterFields = []string{"form", "seconds", "values", "size"}
 
@@ -227,6 +231,7 @@ var faultFields = map[string][]string{
 	"slow_body":    {"chunk", "delay"},
 	"stalled_body": {},
 	"reset":        {},
+	"server_busy":  {"body_size"},
 }
 
 var faultKeys = []string{"status", "location", "retry_after", "body_size", "chunk", "delay"}
@@ -259,6 +264,16 @@ func decodeRule(data []byte) (Rule, *ScriptError) {
 	if raw, ok := obj["always"]; ok {
 		if err := json.Unmarshal(raw, &r.Always); err != nil {
 			return r, fieldErr("always", "want true or false")
+		}
+	}
+	if raw, ok := obj["window"]; ok {
+		if r.Window, err = decodeWindow(raw); err != nil {
+			return r, err
+		}
+	}
+	if raw, ok := obj["token_bucket"]; ok {
+		if r.Bucket, err = decodeBucket(raw); err != nil {
+			return r, err
 		}
 	}
 	kind, err := obj.str("fault", true)
@@ -343,6 +358,8 @@ func (obj object) fault(kind string) (Fault, *ScriptError) {
 		return f, nil
 	case "stalled_body":
 		return StalledBody(), nil
+	case "server_busy":
+		return obj.sized(ServerBusy())
 	default: // "reset"
 		return ConnectionReset(), nil
 	}
@@ -380,6 +397,7 @@ func decodeRetryAfter(data []byte) (RetryAfter, *ScriptError) {
 		formSeconds: {"seconds"}, string(IMFFixdate): {"seconds"}, string(RFC850): {"seconds"},
 		string(Asctime): {"seconds"}, formOverlong: {"seconds"}, formRaw: {"values"},
 		formDuplicate: {"values"}, formMissing: {}, formOversized: {"size"},
+		formRemaining: {}, formRemainingMs: {},
 	}
 	fields, ok := want[form]
 	if !ok {
@@ -448,9 +466,78 @@ func decodeRetryAfter(data []byte) (RetryAfter, *ScriptError) {
 			return RetryAfter{}, fieldErr("retry_after.size", "out of range [1, 65536]")
 		}
 		return RetryAfterOversized(int(n)), nil
+	case formRemaining:
+		return RetryAfterRemaining(), nil
+	case formRemainingMs:
+		return RetryAfterRemainingMs(), nil
 	default: // missing
 		return RetryAfterMissing(), nil
 	}
+}
+
+// decodeWindow reads {"start": RFC 3339 time (optional), "duration": Go
+// duration}.
+func decodeWindow(data []byte) (TimeWindow, *ScriptError) {
+	var w TimeWindow
+	obj, err := decodeObject(data, "window.", windowFields)
+	if err != nil {
+		return w, err
+	}
+	start, err := obj.str("start", false)
+	if err != nil {
+		return w, prefixed(err, "window.")
+	}
+	if start != "" {
+		t, perr := time.Parse(time.RFC3339Nano, start)
+		if perr != nil {
+			return w, fieldErr("window.start", fmt.Sprintf("want an RFC 3339 time such as \"2026-12-01T10:00:00Z\", got %q", start))
+		}
+		w.Start = t
+	}
+	ds, err := obj.str("duration", true)
+	if err != nil {
+		return w, prefixed(err, "window.")
+	}
+	d, perr := time.ParseDuration(ds)
+	if perr != nil {
+		return w, fieldErr("window.duration", fmt.Sprintf("want a Go duration such as \"2s\", got %q", ds))
+	}
+	if d <= 0 {
+		return w, fieldErr("window.duration", "the duration must be above 0")
+	}
+	w.Duration = d
+	return w, nil
+}
+
+// decodeBucket reads {"rate": tokens per second, "burst": N, "key":
+// "account" or "host" (optional)}.
+func decodeBucket(data []byte) (Bucket, *ScriptError) {
+	var b Bucket
+	obj, err := decodeObject(data, "token_bucket.", bucketFields)
+	if err != nil {
+		return b, err
+	}
+	raw, ok := obj["rate"]
+	if !ok {
+		return b, fieldErr("token_bucket.rate", "required")
+	}
+	if err := json.Unmarshal(raw, &b.Rate); err != nil {
+		return b, fieldErr("token_bucket.rate", "want a number")
+	}
+	burst, err := obj.integer("burst", true)
+	if err != nil {
+		return b, prefixed(err, "token_bucket.")
+	}
+	if burst < 1 || burst > maxBucketBurst {
+		return b, fieldErr("token_bucket.burst", fmt.Sprintf("burst %d out of range [1, %d]", burst, maxBucketBurst))
+	}
+	b.Burst = int(burst)
+	key, err := obj.str("key", false)
+	if err != nil {
+		return b, prefixed(err, "token_bucket.")
+	}
+	b.Key = BucketKey(key)
+	return b, nil // the rate's range and the key are checked by validate
 }
 
 func decodeObject(data []byte, prefix string, allowed []string) (object, *ScriptError) {

@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,14 +36,63 @@ const docScript = `{
   ]
 }`
 
+// docTimedScript is the package documentation's example of rules by time
+// and by rate.
+const docTimedScript = `{
+  "comment": "Azure-like throttling: a 2 s window, a per-account bucket, Storage's 503",
+  "rules": [
+    {"route": "file.list", "window": {"duration": "2s"}, "fault": "throttle",
+     "retry_after": {"form": "remaining"}},
+    {"route": "search.get", "window": {"start": "2026-12-01T10:00:00Z", "duration": "1m"},
+     "fault": "throttle", "retry_after": {"form": "remaining-ms"}},
+    {"route": "blob.get", "token_bucket": {"rate": 200, "burst": 50},
+     "fault": "throttle", "retry_after": {"form": "remaining"}},
+    {"route": "*", "token_bucket": {"rate": 20, "burst": 5, "key": "host"},
+     "fault": "server_busy"}
+  ]
+}`
+
 func TestDocScriptMatchesDoc(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
-	var lines []string
-	for _, l := range strings.Split(docScript, "\n") {
-		lines = append(lines, "//\t"+l)
+	for name, script := range map[string]string{"docScript": docScript, "docTimedScript": docTimedScript} {
+		var lines []string
+		for _, l := range strings.Split(script, "\n") {
+			lines = append(lines, "//\t"+l)
+		}
+		assert.Contains(t, string(doc), strings.Join(lines, "\n"), "the package doc shows %s", name)
 	}
-	assert.Contains(t, string(doc), strings.Join(lines, "\n"), "the package doc shows docScript")
+}
+
+func TestLoadTimedScript(t *testing.T) {
+	s, err := LoadScript(strings.NewReader(docTimedScript))
+	require.NoError(t, err)
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	want := NewScript()
+	want.Add(RouteFileList, Throttle(RetryAfterRemaining()), Window(time.Time{}, 2*time.Second))
+	want.Add(RouteSearchGet, Throttle(RetryAfterRemainingMs()), Window(start, time.Minute))
+	want.Add(RouteBlobGet, Throttle(RetryAfterRemaining()), TokenBucket(200, 50))
+	want.Add(RouteAny, ServerBusy(), TokenBucket(20, 5), PerHost())
+	got := s.Rules()
+	require.Len(t, got, 4)
+	assert.True(t, got[1].Window.Start.Equal(start))
+	got[1].Window.Start = start // the parsed time's location differs, not its instant
+	assert.Equal(t, want.Rules(), got)
+
+	// A loaded script drives a server: the bucket, then Storage's 503.
+	s, err = LoadScript(strings.NewReader(`{"rules":[
+		{"route":"blob.get","token_bucket":{"rate":1,"burst":2,"key":"account"},"fault":"throttle","retry_after":{"form":"remaining-ms"}},
+		{"route":"file.list","token_bucket":{"rate":1,"burst":1},"fault":"server_busy","body_size":4}]}`))
+	require.NoError(t, err)
+	srv := newServer(t, WithScript(s), fixedClock())
+	c := newClient(t, srv.Transport())
+	var got2 []string
+	for _, p := range []string{"/c/b", "/c/b", "/c/b", "/files", "/files"} {
+		resp, body := do(t, c, "GET", "http://fake.test"+p, nil)
+		got2 = append(got2, fmt.Sprintf("%d %s %s %q", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("retry-after-ms"), body[:min(len(body), 4)]))
+	}
+	assert.Equal(t, []string{`404   "<?xm"`, `404   "<?xm"`, `429 1 1000 "<?xm"`, `200   "{\"va"`, `503   "<?xm"`}, got2)
+	assert.Equal(t, "503 ServerBusy body=4B", srv.Requests()[4].Fault)
 }
 
 func TestLoadScript(t *testing.T) {
@@ -117,9 +167,9 @@ func TestLoadScriptErrors(t *testing.T) {
 		{"missing route", rule(`{"fault":"reset"}`), `script: rules[1].route (line 3): required`, 1, "route"},
 		{"route type", rule(`{"route":1,"fault":"reset"}`), `script: rules[1].route (line 3): want a string`, 1, "route"},
 		{"unknown field", rule(`{"route":"file.list","nht":3,"fault":"reset"}`), `script: rules[1].nht (line 3): unknown field`, 1, "nht"},
-		{"unknown fault", rule(`{"route":"file.list","fault":"explode"}`), `script: rules[1].fault (line 3): unknown fault "explode" (want one of redirect, reset, slow_body, stalled_body, status, throttle)`, 1, "fault"},
+		{"unknown fault", rule(`{"route":"file.list","fault":"explode"}`), `script: rules[1].fault (line 3): unknown fault "explode" (want one of redirect, reset, server_busy, slow_body, stalled_body, status, throttle)`, 1, "fault"},
 		{"missing fault", rule(`{"route":"file.list"}`), `script: rules[1].fault (line 3): required`, 1, "fault"},
-		{"unknown form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc1123","seconds":1}}`), `script: rules[1].retry_after.form (line 3): unknown Retry-After form "rfc1123" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong)`, 1, "retry_after.form"},
+		{"unknown form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc1123","seconds":1}}`), `script: rules[1].retry_after.form (line 3): unknown Retry-After form "rfc1123" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)`, 1, "retry_after.form"},
 		{"missing form", rule(`{"route":"file.list","fault":"throttle","retry_after":{}}`), `script: rules[1].retry_after.form (line 3): required`, 1, "retry_after.form"},
 		{"missing retry_after", rule(`{"route":"file.list","fault":"throttle"}`), `script: rules[1].retry_after (line 3): a throttle needs a retry_after (use {"form": "missing"} for none)`, 1, "retry_after"},
 		{"retry_after not object", rule(`{"route":"file.list","fault":"throttle","retry_after":5}`), `script: rules[1].retry_after (line 3): want a JSON object`, 1, "retry_after"},
@@ -150,6 +200,24 @@ func TestLoadScriptErrors(t *testing.T) {
 		{"slow negative", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"-1s"}`), `script: rules[1].delay (line 3): delay must not be negative`, 1, "delay"},
 		{"slow chunk", rule(`{"route":"*","fault":"slow_body","chunk":0,"delay":"1s"}`), `script: rules[1].chunk (line 3): chunk 0 out of range [1, 67108864]`, 1, "chunk"},
 		{"stalled extra", rule(`{"route":"*","fault":"stalled_body","delay":"1s"}`), `script: rules[1].delay (line 3): not a field of a stalled_body fault`, 1, "delay"},
+		{"remaining without timing", rule(`{"route":"*","fault":"throttle","retry_after":{"form":"remaining"}}`), `script: rules[1].retry_after.form (line 3): the remaining form needs a window or a token bucket on the rule`, 1, "retry_after.form"},
+		{"remaining-ms field", rule(`{"route":"*","window":{"duration":"1s"},"fault":"throttle","retry_after":{"form":"remaining-ms","seconds":1}}`), `script: rules[1].retry_after.seconds (line 3): not a field of the remaining-ms form`, 1, "retry_after.seconds"},
+		{"window not object", rule(`{"route":"*","window":"2s","fault":"reset"}`), `script: rules[1].window (line 3): want a JSON object`, 1, "window"},
+		{"window unknown field", rule(`{"route":"*","window":{"duration":"2s","end":"x"},"fault":"reset"}`), `script: rules[1].window.end (line 3): unknown field`, 1, "window.end"},
+		{"window duration missing", rule(`{"route":"*","window":{},"fault":"reset"}`), `script: rules[1].window.duration (line 3): required`, 1, "window.duration"},
+		{"window duration bad", rule(`{"route":"*","window":{"duration":"2"},"fault":"reset"}`), `script: rules[1].window.duration (line 3): want a Go duration such as "2s", got "2"`, 1, "window.duration"},
+		{"window duration zero", rule(`{"route":"*","window":{"duration":"0s"},"fault":"reset"}`), `script: rules[1].window.duration (line 3): the duration must be above 0`, 1, "window.duration"},
+		{"window start bad", rule(`{"route":"*","window":{"start":"10:00","duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3): want an RFC 3339 time such as "2026-12-01T10:00:00Z", got "10:00"`, 1, "window.start"},
+		{"window start type", rule(`{"route":"*","window":{"start":1,"duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3): want a string`, 1, "window.start"},
+		{"bucket not object", rule(`{"route":"*","token_bucket":[1],"fault":"reset"}`), `script: rules[1].token_bucket (line 3): want a JSON object`, 1, "token_bucket"},
+		{"bucket rate missing", rule(`{"route":"*","token_bucket":{"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): required`, 1, "token_bucket.rate"},
+		{"bucket rate type", rule(`{"route":"*","token_bucket":{"rate":"fast","burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): want a number`, 1, "token_bucket.rate"},
+		{"bucket rate zero", rule(`{"route":"*","token_bucket":{"rate":0,"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): rate 0 out of range [0.001, 1e+09] tokens per second`, 1, "token_bucket.rate"},
+		{"bucket burst missing", rule(`{"route":"*","token_bucket":{"rate":1},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3): required`, 1, "token_bucket.burst"},
+		{"bucket burst zero", rule(`{"route":"*","token_bucket":{"rate":1,"burst":0},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3): burst 0 out of range [1, 1000000]`, 1, "token_bucket.burst"},
+		{"bucket key", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"key":"tenant"},"fault":"reset"}`), `script: rules[1].token_bucket.key (line 3): unknown bucket key "tenant" (want account or host)`, 1, "token_bucket.key"},
+		{"bucket unknown field", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"refill":2},"fault":"reset"}`), `script: rules[1].token_bucket.refill (line 3): unknown field`, 1, "token_bucket.refill"},
+		{"server_busy status", rule(`{"route":"*","fault":"server_busy","status":503}`), `script: rules[1].status (line 3): not a field of a server_busy fault`, 1, "status"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,6 +289,10 @@ func FuzzLoadScript(f *testing.F) {
 	f.Add(`{"rules":[{"route":"*","nth":9999999999999,"fault":"reset"}]}`)
 	f.Add(`{"rules":[{"route":"*","fault":"throttle","retry_after":{"form":"rfc850","seconds":9223372036854775807}}]}`)
 	f.Add(`{"rules": [1, null, {}]}`)
+	f.Add(docTimedScript)
+	f.Add(`{"rules":[{"route":"*","token_bucket":{"rate":1e308,"burst":1000000},"fault":"server_busy"}]}`)
+	f.Add(`{"rules":[{"route":"*","token_bucket":{"rate":0.001,"burst":1000000},"window":{"duration":"2562047h"},"fault":"throttle","retry_after":{"form":"remaining-ms"}}]}`)
+	f.Add(`{"rules":[{"route":"*","window":{"start":"0001-01-01T00:00:00Z","duration":"1ns"},"fault":"server_busy","body_size":0}]}`)
 	f.Add("\xff")
 	f.Fuzz(func(t *testing.T, input string) {
 		s, err := LoadScript(strings.NewReader(input))
@@ -233,6 +305,14 @@ func FuzzLoadScript(f *testing.F) {
 		for _, r := range s.Rules() {
 			_ = r.String()
 			_ = r.Fault.RetryAfter().Values(t0)
+		}
+		// Whatever loaded serves: timed rules decide at two instants.
+		for _, now := range []time.Time{t0, t0.Add(time.Hour)} {
+			v := s.match(matchInput{route: RouteFileList, method: "GET", path: "/files", now: now, account: "a", host: "h"})
+			_ = v.fault.String()
+			for _, d := range v.decisions {
+				require.False(t, d.Fired && d.Wait <= 0, "a decision that fires has a wait: %+v", d)
+			}
 		}
 	})
 }

@@ -360,7 +360,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sum := sha256.Sum256(body)
 		digest = "sha256:" + hex.EncodeToString(sum[:])
 	}
-	fault, ruleIdx := s.script.match(route, r.Method, r.URL.Path)
+	v := s.script.match(matchInput{route: route, method: r.Method, path: r.URL.Path, now: now,
+		account: requestAccount(s.cfg.account, r.URL.Path, r.Host), host: r.Host})
+	fault, ruleIdx := v.fault, v.rule
 
 	// The fake answers with its own request ID, except a reset (no answer)
 	// and a forwarded request (the upstream's answer, recorded later).
@@ -380,6 +382,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Rule:       ruleIdx,
 		BodyDigest: digest,
 		BodySize:   int64(len(body)),
+		Decisions:  v.decisions,
 	})
 
 	if fault.kind == kindReset {
@@ -391,7 +394,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var resp *response
 	switch {
 	case fault.replaces():
-		resp = faultResponse(fault, route, now)
+		resp = faultResponse(fault, route, id, now)
 	case readErr != nil:
 		resp = bodyErrorResponse(route, readErr)
 	case forwarded:
@@ -443,6 +446,7 @@ func (s *Server) finish(i, status int, requestID string) {
 	}
 	r := s.ledger[i]
 	r.QueryKeys = append([]string(nil), r.QueryKeys...)
+	r.Decisions = cloneDecisions(r.Decisions)
 	s.mu.Unlock()
 	if s.cfg.observer != nil {
 		s.cfg.observer(r)

@@ -24,8 +24,10 @@ const shutdownGrace = 5 * time.Second
 // upstream, one line per scripted rule, with --seed what was seeded, and
 // one line per request and one per injected fault (the admin routes under
 // /_fakeserver/, such as a health probe, are not requests: no line, no
-// rule counts them). A usage error, a bad script or a bad seed returns 2,
-// a listener that cannot be opened 1.
+// rule counts them). --window, --token-bucket and --server-busy add rules
+// by time and by rate after the script's (see timedFlags); a fault line
+// then ends with the rule's decision. A usage error, a bad script or a bad
+// seed returns 2, a listener that cannot be opened 1.
 func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("readrecovery fakeserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -34,8 +36,12 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	upstream := fs.String("upstream", "", "proxy mode: forward to this `URL` (such as Azurite's), injecting the script's faults")
 	seedPath := fs.String("seed", "", "JSON `file` of indexes, files and blobs to start with (see the fakeserver package documentation); not with --upstream")
 	account := fs.String("account", fakeserver.DefaultAccount, "storage account `name` recognised as the first segment of path-style URLs /{account}/{container}/{blob}; \"\" for the plain layout only")
+	var tf timedFlags
+	tf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]")
+		fmt.Fprintln(stderr, "       [--window 2s [--window-start +5s|RFC3339]] [--token-bucket 200,50 [--bucket-key account|host]]")
+		fmt.Fprintln(stderr, "       [--retry-after-ms | --server-busy] [--route ROUTE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +64,11 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return 2
 		}
 		script = s
+	}
+	if err := tf.addRules(script, time.Now()); err != nil {
+		fmt.Fprintf(stderr, "readrecovery: fakeserver: %v\n", err)
+		fs.Usage()
+		return 2
 	}
 
 	var seed *fakeserver.Seed
@@ -153,7 +164,13 @@ func (l *requestLog) request(r fakeserver.Request) {
 	}
 	b.WriteByte('\n')
 	if r.Fault != "" {
-		fmt.Fprintf(&b, "%s fault #%d %s rule %d: %s\n", r.Arrived.UTC().Format(time.RFC3339), r.Seq, r.Route, r.Rule, r.Fault)
+		fmt.Fprintf(&b, "%s fault #%d %s rule %d: %s", r.Arrived.UTC().Format(time.RFC3339), r.Seq, r.Route, r.Rule, r.Fault)
+		for _, d := range r.Decisions {
+			if d.Rule == r.Rule {
+				fmt.Fprintf(&b, " (%s)", d)
+			}
+		}
+		b.WriteByte('\n')
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

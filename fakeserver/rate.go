@@ -1,0 +1,357 @@
+package fakeserver
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rules by time and by rate: a [Window] fires on the requests that arrive
+// inside a time span, a [TokenBucket] on those its bucket has no token for,
+// as Azure throttles ("for 2 s", "200 requests a second per account").
+// Their "now" is the server's clock ([WithClock]; time.Now by default, the
+// fake clock inside a testing/synctest bubble), read once per request at
+// its arrival.
+
+// TimeWindow is the span of a [Window] rule: [Start, Start+Duration).
+type TimeWindow struct {
+	// Start is when the window opens. The zero Start opens it at the first
+	// request the rule is asked about (its route, method and path match
+	// and its count condition holds), once.
+	Start time.Time
+	// Duration is how long the window stays open; 0 means no window.
+	Duration time.Duration
+}
+
+// String describes the window: "window=[08:49:40Z,+2s)" or
+// "window=[first,+2s)".
+func (w TimeWindow) String() string {
+	start := "first"
+	if !w.Start.IsZero() {
+		start = w.Start.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("window=[%s,+%s)", start, w.Duration)
+}
+
+// BucketKey says what a [TokenBucket] keeps one bucket per.
+type BucketKey string
+
+// The keys of a token bucket.
+const (
+	// BucketPerAccount keeps a bucket per storage account: the path's
+	// account segment when the server recognises it ([WithAccount]), else
+	// the first label of a host name with a dot (myaccount of
+	// myaccount.blob.core.windows.net), else the server's account (one
+	// bucket for a plain-layout server on an IP address). The default.
+	BucketPerAccount BucketKey = "account"
+	// BucketPerHost keeps a bucket per Host header, port included, as a
+	// service-wide limit of one endpoint.
+	BucketPerHost BucketKey = "host"
+)
+
+// Bucket is the token bucket of a [TokenBucket] rule.
+type Bucket struct {
+	// Rate is the refill in tokens per second; 0 means no bucket.
+	Rate float64
+	// Burst is the bucket's size: the requests that pass at once when it
+	// is full, as it is at first.
+	Burst int
+	// Key is what one bucket is kept per; "" is [BucketPerAccount].
+	Key BucketKey
+}
+
+// String describes the bucket: "bucket=200/s,burst=50,per=account".
+func (b Bucket) String() string {
+	return fmt.Sprintf("bucket=%s/s,burst=%d,per=%s", strconv.FormatFloat(b.Rate, 'g', -1, 64), b.Burst, b.key())
+}
+
+func (b Bucket) key() BucketKey {
+	if b.Key == "" {
+		return BucketPerAccount
+	}
+	return b.Key
+}
+
+// interval is the time one token takes to come back, 1/Rate rounded to the
+// nanosecond (at least 1 ns).
+func (b Bucket) interval() time.Duration {
+	return max(time.Duration(math.Round(float64(time.Second)/b.Rate)), 1)
+}
+
+// Bounds of a token bucket, so that every computation stays within a
+// time.Duration.
+const (
+	minBucketRate  = 0.001 // one token per 1,000 s
+	maxBucketRate  = 1e9
+	maxBucketBurst = 1_000_000
+	// maxBuckets bounds the buckets one rule keeps; beyond it, full buckets
+	// (the same as none) are dropped, else one at random.
+	maxBuckets = 4096
+)
+
+// Window makes the rule fire on every request it matches that arrives
+// inside [start, start+d) on the server's clock, and on none before or
+// after. With [Throttle]([RetryAfterRemaining]()) each gets a 429 whose
+// Retry-After is the window's remaining time in whole seconds rounded up
+// (2 at start for d = 2 s, 1 from 1 s on); with [ServerBusy] the window
+// is a burst of 503s. The zero start opens the window at the first request
+// the rule is asked about. The window is one more condition besides the
+// count: with [Nth] or [Times] every condition must hold. It panics when
+// d <= 0.
+func Window(start time.Time, d time.Duration) RuleOption {
+	if d <= 0 {
+		panic("fakeserver: Window: the duration must be above 0")
+	}
+	return ruleOptionFunc(func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} })
+}
+
+// TokenBucket makes the rule fire on the requests it matches that find no
+// token in their bucket: a bucket of burst tokens, full at first, refilled
+// at rate tokens per second; a request that passes takes one token, one
+// the rule fires on takes none. There is one bucket per storage account
+// ([BucketPerAccount], the default) or per host ([PerHost]). With
+// [Throttle]([RetryAfterRemaining]()) the 429's Retry-After is the time to
+// the next token in whole seconds rounded up, and with
+// [RetryAfterRemainingMs] also a retry-after-ms; with [ServerBusy] it
+// throttles as Azure Storage does. Inside a [Window], the bucket applies
+// only in the window. The refill is exact: the bucket is kept as the time
+// it is full again (GCRA), in nanoseconds, with one token every 1/rate
+// (rounded to the nanosecond). It panics when rate is not in [0.001, 1e9]
+// or burst not in [1, 1,000,000].
+func TokenBucket(rate float64, burst int) RuleOption {
+	if err := checkBucket(rate, burst); err != nil {
+		panic("fakeserver: TokenBucket: " + err.Error())
+	}
+	return ruleOptionFunc(func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst })
+}
+
+// PerAccount keeps the rule's [TokenBucket] per storage account (see
+// [BucketPerAccount]); it is the default.
+func PerAccount() RuleOption {
+	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerAccount })
+}
+
+// PerHost keeps the rule's [TokenBucket] per Host header (see
+// [BucketPerHost]).
+func PerHost() RuleOption {
+	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerHost })
+}
+
+func checkBucket(rate float64, burst int) error {
+	if math.IsNaN(rate) || rate < minBucketRate || rate > maxBucketRate {
+		return fmt.Errorf("rate %v out of range [%v, %v] tokens per second", rate, minBucketRate, float64(maxBucketRate))
+	}
+	if burst < 1 || burst > maxBucketBurst {
+		return fmt.Errorf("burst %d out of range [1, %d]", burst, maxBucketBurst)
+	}
+	return nil
+}
+
+// validateTimed checks the window, the bucket and a remaining Retry-After.
+func (r *Rule) validateTimed() (field string, err error) {
+	if r.Window.Duration < 0 {
+		return "window.duration", errors.New("the duration must be above 0")
+	}
+	if r.Window.Duration == 0 && !r.Window.Start.IsZero() {
+		return "window.duration", errors.New("a window needs a duration")
+	}
+	b := r.Bucket
+	if b.Rate != 0 || b.Burst != 0 {
+		if err := checkBucket(b.Rate, b.Burst); err != nil {
+			field := "token_bucket.rate"
+			if strings.HasPrefix(err.Error(), "burst") {
+				field = "token_bucket.burst"
+			}
+			return field, err
+		}
+	}
+	if b.Key != "" {
+		if b.Key != BucketPerAccount && b.Key != BucketPerHost {
+			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account or host)", string(b.Key))
+		}
+		if b.Rate == 0 {
+			return "token_bucket.key", errors.New("a bucket key needs a token bucket")
+		}
+	}
+	if r.Fault.retryAfter.remaining() && !r.timed() {
+		return "retry_after.form", fmt.Errorf("the %s form needs a window or a token bucket on the rule", r.Fault.retryAfter.form)
+	}
+	return "", nil
+}
+
+// timed reports whether the rule has a window or a bucket.
+func (r *Rule) timed() bool { return r.Window.Duration > 0 || r.Bucket.Rate > 0 }
+
+// Decision is what one rule by time or by rate decided about one request,
+// as the ledger keeps it ([Request.Decisions]).
+type Decision struct {
+	// Rule is the rule's index in the script.
+	Rule int `json:"rule"`
+	// Kind is "token_bucket" for a rule with a bucket, "window" for one
+	// with a window only.
+	Kind string `json:"kind"`
+	// Key is the bucket the request was counted in: "account=NAME" or
+	// "host=HOST:PORT"; "" without a bucket, or outside the rule's window.
+	Key string `json:"key,omitempty"`
+	// Fired reports whether the rule fired.
+	Fired bool `json:"fired"`
+	// TokensLeft is the whole tokens left in the bucket after the decision
+	// (0 when it fired); nil without a bucket, or outside the window.
+	TokensLeft *int `json:"tokens_left,omitempty"`
+	// WindowEnd is when the rule's window ends; zero without a window.
+	WindowEnd time.Time `json:"window_end,omitzero"`
+	// Wait is, when the rule fired, the time to the bucket's next token
+	// (with a bucket) or to the window's end: the remaining Retry-After
+	// before rounding up.
+	Wait time.Duration `json:"wait_ns,omitempty"`
+}
+
+// String describes the decision: "rule 0 token_bucket account=x
+// tokens_left=0 fired wait=5ms".
+func (d Decision) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rule %d %s", d.Rule, d.Kind)
+	if d.Key != "" {
+		b.WriteString(" " + d.Key)
+	}
+	if d.TokensLeft != nil {
+		fmt.Fprintf(&b, " tokens_left=%d", *d.TokensLeft)
+	}
+	if !d.WindowEnd.IsZero() {
+		b.WriteString(" window_end=" + d.WindowEnd.UTC().Format(time.RFC3339Nano))
+	}
+	if d.Fired {
+		fmt.Fprintf(&b, " fired wait=%s", d.Wait)
+	} else {
+		b.WriteString(" passed")
+	}
+	return b.String()
+}
+
+func cloneDecisions(ds []Decision) []Decision {
+	if ds == nil {
+		return nil
+	}
+	out := slices.Clone(ds)
+	for i, d := range out {
+		if d.TokensLeft != nil {
+			n := *d.TokensLeft
+			out[i].TokensLeft = &n
+		}
+	}
+	return out
+}
+
+// timedState is a rule's state by time and by rate, guarded by the
+// Script's lock.
+type timedState struct {
+	opened time.Time            // a zero-start window: when it opened
+	full   map[string]time.Time // bucket key -> when that bucket is full again (GCRA's TAT + interval)
+}
+
+// decide asks the rule's window and bucket about a request arriving at
+// in.now, taking a token when one is there, and returns the decision.
+func (r *ruleState) decide(in matchInput) Decision {
+	d := Decision{Kind: "window"}
+	if r.Bucket.Rate > 0 {
+		d.Kind = "token_bucket"
+	}
+	var windowLeft time.Duration
+	if r.Window.Duration > 0 {
+		start := r.Window.Start
+		if start.IsZero() {
+			if r.opened.IsZero() {
+				r.opened = in.now
+			}
+			start = r.opened
+		}
+		end := start.Add(r.Window.Duration)
+		d.WindowEnd = end
+		if in.now.Before(start) || !in.now.Before(end) {
+			return d
+		}
+		windowLeft = end.Sub(in.now)
+	}
+	if r.Bucket.Rate <= 0 {
+		d.Fired, d.Wait = true, windowLeft
+		return d
+	}
+	key := string(BucketPerAccount) + "=" + in.account
+	if r.Bucket.key() == BucketPerHost {
+		key = string(BucketPerHost) + "=" + in.host
+	}
+	d.Key = key
+	left, wait := r.take(key, in.now)
+	d.TokensLeft = &left
+	if wait > 0 {
+		d.Fired, d.Wait = true, wait
+	}
+	return d
+}
+
+// take takes one token of bucket key at now: it returns the whole tokens
+// left and 0, or, when the bucket has no whole token, 0 and the time to
+// the next one. The bucket is kept as the time it is full again: at now it
+// holds Burst - (full - now)/interval tokens.
+func (r *ruleState) take(key string, now time.Time) (left int, wait time.Duration) {
+	if r.full == nil {
+		r.full = map[string]time.Time{}
+	}
+	iv := r.Bucket.interval()
+	size := time.Duration(r.Bucket.Burst) * iv
+	full, ok := r.full[key]
+	if !ok || full.Before(now) {
+		full = now
+	}
+	// A token is there when the bucket is at least one interval from empty.
+	if debt := full.Sub(now); debt > size-iv {
+		return 0, debt - (size - iv)
+	}
+	full = full.Add(iv)
+	if !ok && len(r.full) >= maxBuckets {
+		r.dropBuckets(now)
+	}
+	r.full[key] = full
+	return int((size - full.Sub(now)) / iv), 0
+}
+
+// dropBuckets makes room for a new bucket: it forgets the buckets that are
+// full at now (as good as none) and, when none is, one bucket at random
+// (which starts full again if its key comes back).
+func (r *ruleState) dropBuckets(now time.Time) {
+	n := len(r.full)
+	for k, full := range r.full {
+		if !full.After(now) {
+			delete(r.full, k)
+		}
+	}
+	if len(r.full) < n {
+		return
+	}
+	for k := range r.full {
+		delete(r.full, k)
+		return
+	}
+}
+
+// requestAccount is the storage account a request addresses, for a
+// per-account bucket: see [BucketPerAccount].
+func requestAccount(configured, path, host string) string {
+	if configured != "" && servicePath(configured, path) != path {
+		return configured
+	}
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	if label, _, ok := strings.Cut(h, "."); ok && label != "" && net.ParseIP(h) == nil && !strings.Contains(h, ":") {
+		return label
+	}
+	return configured
+}
