@@ -39,7 +39,8 @@ type Transport struct {
 	metrics *instruments
 	logger  *slog.Logger
 	clock   clock.Clock
-	cuts    cutoffs // the totals of the sequences it started
+	cuts    cutoffs       // the totals of the sequences it started
+	shared  *restrictions // WithSharedRestrictions, nil without (shared.go)
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -57,6 +58,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		metrics: newInstruments(c.meterProvider),
 		logger:  c.logger,
 		clock:   c.clock,
+		shared:  c.shared,
 	}
 }
 
@@ -132,6 +134,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := stateFrom(req.Context())
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
+		if t.shared != nil && req.URL != nil {
+			return t.passShared(req)
+		}
 		return t.baseRT().RoundTrip(req)
 	}
 	if req.URL == nil {
@@ -163,6 +168,11 @@ type call struct {
 	// mutationNo and attempt number the request among the sequence's
 	// mutations (0: not a mutation, or no budget).
 	mutationNo, attempt int
+	// With shared restrictions: the request's scope (scoped: known), and
+	// its place in the scope's release while it holds one.
+	scope  string
+	scoped bool
+	place  *place
 }
 
 func (c *call) roundTrip() (*http.Response, error) {
@@ -215,11 +225,38 @@ const detailOperation = "a mutation of this operation already met 429; its later
 func (c *call) admit(r request) admission {
 	clk := c.t.clk()
 	now := instant{clk: clk}
+	if t := c.t.shared; t != nil {
+		// A place whose time has come stays the request's: asked again
+		// (its journal first, or the held re-check), it still goes.
+		if f, p, ok := t.take(c.scopeOf(), now.get(), c.place); ok {
+			r.shared, c.place = &f, &p
+		}
+	}
 	a := c.b.s.admitAt(&now, r)
 	if a.started {
 		c.b.startCut(&c.t.cuts, clk)
 	}
+	if a.step == stepRefuse {
+		c.givePlaceBack()
+	}
 	return a
+}
+
+// scopeOf returns the request's scope of shared restrictions.
+func (c *call) scopeOf() string {
+	if !c.scoped {
+		c.scope, c.scoped = c.t.shared.scopeOf(c.req), true
+	}
+	return c.scope
+}
+
+// givePlaceBack returns the request's place in its scope's release when
+// it will not use it.
+func (c *call) givePlaceBack() {
+	if c.place != nil {
+		c.t.shared.giveBack(*c.place)
+		c.place = nil
+	}
 }
 
 // await carries out an admission: waits in the window as long as the
@@ -251,6 +288,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 				// the sequence.
 				err = c.stop(StopWaitCanceled, "the request context ended during the wait", own.status, own.requestID, err)
 			}
+			c.givePlaceBack()
 			c.endWait(span, err)
 			return err
 		}
@@ -376,6 +414,9 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Respons
 	ok := httprule.IsSuccess(resp.StatusCode)
 	if c.b != nil {
 		c.record(resp)
+		if ok && c.t.shared != nil {
+			c.t.shared.succeeded(c.scopeOf())
+		}
 	}
 	if c.s.journal != nil {
 		id := redact.RequestID(resp.Header)
@@ -422,6 +463,10 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	}
 	diag := joinDiag(w.diag, w.msDiag)
 	id := redact.RequestID(resp.Header)
+	var gen uint64
+	if c.t.shared != nil {
+		gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, id)
+	}
 	if c.s.op != nil && c.mutation {
 		c.s.op.markThrottled(resp.StatusCode, id)
 	}
@@ -458,7 +503,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	}
 	host, port := hostPort(c.req)
 	in := response429{
-		trigger: trig, resend: attempt > 1, late: c.late, received: receivedAt, notBefore: journalNotBefore,
+		trigger: trig, resend: attempt > 1, late: c.late, received: receivedAt, notBefore: journalNotBefore, gen: gen,
 		plan: waitPlan{
 			trigger: trig, ra: w.ra, timing: timing, diagnostic: diag, requestID: id,
 			status: resp.StatusCode, method: c.method, host: host, port: port, url: redact.URL(c.req.URL),

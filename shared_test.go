@@ -1,0 +1,508 @@
+package readrecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readrecovery/readrecovery/fakeserver"
+	"github.com/readrecovery/readrecovery/otelattr"
+)
+
+// The scope table (shared.go) on its own, at fixed times.
+
+func sharedPlan(id string) waitPlan {
+	return waitPlan{trigger: triggerShared, requestID: id, status: 429, host: "h"}
+}
+
+// shared-restriction: the latest not-before wins; every request of the
+// scope gets a place no earlier than T, paceStart apart; a held place
+// stays its holder's; the release ends after the last place.
+func TestRestrictionsPlaces(t *testing.T) {
+	tab := newRestrictions(nil)
+	_, _, ok := tab.take("a", t0, nil)
+	assert.False(t, ok, "no restriction yet")
+
+	gen := tab.record("a", t0, t0.Add(s2), sharedPlan("r1"))
+	require.Equal(t, uint64(1), gen)
+	// A shorter not-before does not shorten it; the pace slows (2x).
+	assert.Equal(t, gen, tab.record("a", t0, t0.Add(s1), sharedPlan("r2")))
+
+	f1, p1, ok := tab.take("a", t0.Add(s1), nil)
+	require.True(t, ok)
+	assert.Equal(t, restricted{until: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
+	f2, p2, _ := tab.take("a", t0.Add(s1), nil)
+	assert.Equal(t, t0.Add(s2+2*paceStart), f2.until)
+
+	// The holder of p1 asks again before its place: the same place.
+	f1b, _, ok := tab.take("a", t0.Add(s1), &p1)
+	assert.True(t, ok)
+	assert.Equal(t, f1.until, f1b.until)
+	// At its place it may go.
+	_, _, ok = tab.take("a", t0.Add(s2), &p1)
+	assert.False(t, ok)
+
+	// Another scope is not restricted.
+	_, _, ok = tab.take("b", t0.Add(s1), nil)
+	assert.False(t, ok)
+
+	// A later not-before moves T out: p2 lies before it and gets a new place.
+	tab.record("a", t0.Add(s1), t0.Add(s3), sharedPlan("r3"))
+	f2b, _, ok := tab.take("a", t0.Add(s2), &p2)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(s3), f2b.until)
+	assert.Equal(t, "r3", f2b.plan.requestID)
+
+	// After the last place the scope is forgotten.
+	_, _, ok = tab.take("a", t0.Add(10*time.Second), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 0, tab.len())
+
+	// A new restriction is a new generation.
+	assert.Equal(t, uint64(2), tab.record("a", t0.Add(10*time.Second), t0.Add(11*time.Second), sharedPlan("r4")))
+}
+
+// paced-release: a place given back when it was the last leaves no gap;
+// 2xx answers quicken the pace, never below paceMin.
+func TestRestrictionsPace(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"))
+	_, p1, _ := tab.take("a", t0, nil)
+	_, p2, _ := tab.take("a", t0, nil)
+	tab.giveBack(p1) // not the last: kept
+	f, _, _ := tab.take("a", t0, nil)
+	assert.Equal(t, t0.Add(s1+2*paceStart), f.until)
+	_, p4, _ := tab.take("a", t0, nil)
+	tab.giveBack(p4)
+	f, _, _ = tab.take("a", t0, nil)
+	assert.Equal(t, p4.at, f.until, "the last place given back is handed out again")
+	_ = p2
+
+	for range 10_000 {
+		tab.succeeded("a")
+	}
+	assert.Equal(t, paceMin, tab.m["a"].interval)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r2"))
+	assert.Equal(t, 2*paceMin, tab.m["a"].interval, "a 429 while restricted halves the pace")
+}
+
+// The table's memory: 1,000 scopes are forgotten at the first use after
+// their restrictions ended; never more than MaxSharedScopes are kept, the
+// one that ends soonest making room.
+func TestRestrictionsExpireAndCap(t *testing.T) {
+	tab := newRestrictions(nil)
+	for i := range 1000 {
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s1+time.Duration(i)*time.Millisecond), sharedPlan("r"))
+	}
+	assert.Equal(t, 1000, tab.len())
+	_, _, ok := tab.take("other", t0.Add(s1+500*time.Millisecond), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 499, tab.len(), "the ones that ended are gone, the others kept")
+	_, _, ok = tab.take("other", t0.Add(s2), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 0, tab.len())
+
+	for i := range MaxSharedScopes {
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s2+time.Duration(i)*time.Millisecond), sharedPlan("r"))
+	}
+	tab.record("one more", t0, t0.Add(s3), sharedPlan("r"))
+	assert.Equal(t, MaxSharedScopes, tab.len())
+	_, _, ok = tab.take("scope0", t0, nil)
+	assert.False(t, ok, "the restriction that ends soonest made room")
+	_, _, ok = tab.take("one more", t0, nil)
+	assert.True(t, ok)
+	_, _, ok = tab.take("scope1", t0, nil)
+	assert.True(t, ok)
+}
+
+// The state machine's decision for a restricted scope (docs/policy.md:
+// shared-restriction), as step rows at fixed times.
+func TestSharedRestrictionRules(t *testing.T) {
+	fact := func(until time.Duration, gen uint64) *request {
+		return &request{shared: &restricted{until: t0.Add(until), gen: gen, plan: sharedPlan("r1")}}
+	}
+	claimed := func(r *request) *request { c := *r; c.claimed = true; return &c }
+	for _, tc := range []struct {
+		rule   string
+		limits limits
+		steps  []decide
+	}{
+		{"shared-restriction: a restricted scope opens the sequence's window until the place", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: s1, req: fact(s3, 1), want: waitTill(s3)},
+			{at: s3, req: &request{claimed: true}, want: sendLate(2)},
+		}},
+		{"shared-restriction: the next place of the same restriction moves the window out", limits{}, []decide{
+			{at: 0, req: fact(s2, 1), want: waitTill(s2)},
+			{at: s2, req: &request{claimed: true}, want: sendLate(1)},
+			{at: s2, req: fact(s2+10*time.Millisecond, 1), want: waitTill(s2 + 10*time.Millisecond)},
+		}},
+		{"shared-restriction: a place beyond the wait ceiling stops before the network", limits{wait: s1, waitSet: true}, []decide{
+			{at: 0, req: fact(s2, 1), want: refused(StopRestricted)},
+			{at: s3, req: read, want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a place beyond the total stops", limits{total: s2}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: s1, req: fact(s2, 1), want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a new restriction after the sequence's window stops it", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: 0, in: read429(s1), want: resendAt(s1)},
+			{at: s1, req: &request{claimed: true}, want: sendLate(2)},
+			{at: s2, req: fact(s3, 7), want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a window still open joins the restriction and waits for the later end", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: 0, in: read429(s2), want: resendAt(s2)},
+			{at: s1, req: fact(s3, 1), want: waitTill(s3)},
+			{at: s2, req: claimed(fact(s3, 1)), want: waitTill(s3)}, // the re-send too
+			{at: s3, req: &request{claimed: true}, want: sendLate(2)},
+		}},
+		{"shared-restriction: a 429 of the restriction's release is after the window", limits{}, []decide{
+			{at: 0, req: fact(s1, 1), want: waitTill(s1)},
+			{at: s1, req: &request{claimed: true}, want: sendLate(1)},
+			{at: s1, in: late(read429(s1)), want: stopped(StopOpportunityUsed)},
+		}},
+		{"wait-before-readback: a mutation admitted before T waits like a read", limits{}, []decide{
+			{at: 0, req: &request{mutation: true, shared: fact(s2, 1).shared}, want: waitTill(s2)},
+			{at: s2, req: &request{mutation: true, claimed: true}, want: sendLate(1)},
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			runSteps(t, &sequence{name: "s", limits: tc.limits}, tc.steps)
+		})
+	}
+}
+
+// sharedFake is a fake whose first blob GET meets 429 "Retry-After: 2",
+// with three blobs, and a Transport over it sharing restrictions.
+func sharedFake(t *testing.T, opts ...Option) (*fakeserver.Server, *Transport) {
+	t.Helper()
+	srv := fakeserver.New()
+	t.Cleanup(func() { srv.Close() })
+	for _, b := range []string{"a", "b", "c"} {
+		srv.PutBlob("c", b, []byte(b))
+	}
+	srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(1))
+	return srv, New(srv.Transport(), opts...)
+}
+
+// arrivals returns the ledger's requests as "METHOD path status +offset"
+// from start.
+func arrivals(srv *fakeserver.Server, start time.Time) []string {
+	var out []string
+	for _, r := range srv.Requests() {
+		out = append(out, fmt.Sprintf("%s %s %d +%v", r.Method, r.Path, r.Status, r.Arrived.Sub(start)))
+	}
+	return out
+}
+
+// shared-restriction against the fake, in fake time: sequence A's read
+// meets 429 "Retry-After: 2"; sequence B, 100 ms later, is not sent before
+// T (the ledger shows nothing of it between the 429 and T) and goes at T
+// without a 429 of its own; a request without a Budget goes at once, and
+// so does a Budget request to another host. Without the option B goes at
+// once and meets no 429 either: the difference is the restriction alone.
+func TestSharedRestrictionHoldsTheScope(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opts []Option
+				if shared {
+					opts = append(opts, WithSharedRestrictions(nil))
+				}
+				srv, tr := sharedFake(t, opts...)
+				start := time.Now()
+				a, b, other := NewBudget("A"), NewBudget("B"), NewBudget("other")
+				var wg sync.WaitGroup
+				statuses := map[string]int{}
+				var mu sync.Mutex
+				run := func(name string, ctx context.Context, url string, after time.Duration) {
+					wg.Go(func() {
+						time.Sleep(after)
+						resp, err := tr.RoundTrip(get(t, ctx, url))
+						require.NoError(t, err)
+						drain(resp)
+						mu.Lock()
+						statuses[name] = resp.StatusCode
+						mu.Unlock()
+					})
+				}
+				bg := context.Background()
+				run("A", WithBudget(bg, a), "http://acct.example/c/a", 0)
+				run("B", WithBudget(bg, b), "http://acct.example/c/b", 100*time.Millisecond)
+				run("nobudget", bg, "http://acct.example/c/c", 200*time.Millisecond)
+				run("otherhost", WithBudget(bg, other), "http://other.example/c/c", 300*time.Millisecond)
+				wg.Wait()
+
+				assert.Equal(t, map[string]int{"A": 200, "B": 200, "nobudget": 200, "otherhost": 200}, statuses)
+				if !shared {
+					assert.Equal(t, []string{
+						"GET /c/a 429 +0s", "GET /c/b 200 +100ms", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/a 200 +2s",
+					}, arrivals(srv, start))
+					assert.Equal(t, 0, b.Report().Waits)
+					return
+				}
+				// At T: B, which took the first place at +100 ms, then A's
+				// re-send, which asked for its place at T: one place apart.
+				assert.Equal(t, []string{
+					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s", "GET /c/a 200 +2.01s",
+				}, arrivals(srv, start))
+				id429 := srv.Requests()[0].RequestID
+				rb := b.Report()
+				require.Len(t, rb.WaitLog, 1)
+				assert.Equal(t, otelattr.TriggerSharedRestriction, rb.WaitLog[0].Trigger)
+				assert.Equal(t, id429, rb.WaitLog[0].RequestID)
+				assert.Equal(t, 1, rb.Requests)
+				assert.Equal(t, StopReason(""), rb.Stop)
+				assert.Equal(t, 0, other.Report().Waits)
+			})
+		})
+	}
+}
+
+// shared-restriction: the wait span names the trigger, the scope's host
+// and port and the request ID of the 429 that set T; no query string.
+func TestSharedRestrictionWaitSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := fakeserver.New()
+		defer srv.Close()
+		srv.PutBlob("c", "a", []byte("a"))
+		srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(1))
+		tr, rec, _ := newTraced(srv.Transport(), WithSharedRestrictions(nil))
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example:8080/c/a?sig=secret"))
+		require.NoError(t, err)
+		drain(resp)
+		id429 := srv.Requests()[0].RequestID
+		resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("B")), "http://acct.example:8080/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		var wait []string
+		for _, s := range rec.Ended() {
+			if s.Name() != otelattr.WaitSpanName {
+				continue
+			}
+			attrs := map[string]string{}
+			for _, kv := range s.Attributes() {
+				attrs[string(kv.Key)] = kv.Value.String()
+			}
+			wait = append(wait, fmt.Sprintf("%s %s %s %s %s %s", attrs[string(otelattr.WaitTrigger)], attrs[string(otelattr.SequenceName)],
+				attrs[string(otelattr.ServerAddress)], attrs["server.port"], attrs[string(otelattr.RequestID)], attrs["url.full"]))
+		}
+		assert.Equal(t, []string{fmt.Sprintf("shared-restriction B acct.example 8080 %s http://acct.example:8080/c/a", id429)}, wait)
+	})
+}
+
+// shared-restriction: a sequence with MaxWait(1s) facing T = +2 s, and one
+// whose total ends before T, stop as restricted before any network access,
+// with the 429 that set T as evidence.
+func TestSharedRestrictionStopsBeyondCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode) // A's own ceiling: no wait
+		id429 := srv.Requests()[0].RequestID
+		for _, b := range []*Budget{NewBudget("B", MaxWait(time.Second)), NewBudget("C", MaxTotal(1500*time.Millisecond))} {
+			before := len(srv.Requests())
+			_, err := tr.RoundTrip(get(t, WithBudget(bg, b), "http://acct.example/c/b"))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrSequenceStopped))
+			var se *StopError
+			require.True(t, errors.As(err, &se))
+			assert.Equal(t, StopRestricted, se.Reason)
+			assert.Equal(t, id429, se.RequestID)
+			assert.Equal(t, http.StatusTooManyRequests, se.StatusCode)
+			assert.Equal(t, before, len(srv.Requests()), "no network access")
+			r := b.Report()
+			assert.Equal(t, StopRestricted, r.Stop)
+			assert.Equal(t, 0, r.Requests)
+		}
+	})
+}
+
+// wait-before-readback with shared restrictions: a mutation admitted
+// before T waits until T like a read.
+func TestSharedRestrictionHoldsMutation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		start := time.Now()
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		time.Sleep(500 * time.Millisecond)
+		b := NewBudget("B")
+		resp, err = tr.RoundTrip(mutation(t, WithBudget(bg, b), http.MethodPut, "http://acct.example/c/new", "data"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, []string{"GET /c/a 429 +0s", "PUT /c/new 201 +2s"}, arrivals(srv, start))
+		require.Len(t, b.Report().WaitLog, 1)
+		assert.Equal(t, otelattr.TriggerSharedRestriction, b.Report().WaitLog[0].Trigger)
+	})
+}
+
+// shared-restriction: a 429 without a usable delay (no Retry-After: the
+// 1 s fallback; "Retry-After: 0") restricts nothing.
+func TestSharedRestrictionNeedsUsableDelay(t *testing.T) {
+	for name, ra := range map[string]fakeserver.RetryAfter{"missing": fakeserver.RetryAfterMissing(), "zero": fakeserver.RetryAfterSeconds(0), "malformed": fakeserver.RetryAfterRaw("2.5")} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New()
+				defer srv.Close()
+				srv.PutBlob("c", "a", []byte("a"))
+				srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(ra), fakeserver.Nth(1))
+				tr := New(srv.Transport(), WithSharedRestrictions(nil))
+				start := time.Now()
+				bg := context.Background()
+				resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+				require.NoError(t, err)
+				drain(resp)
+				resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("B")), "http://acct.example/c/a"))
+				require.NoError(t, err)
+				drain(resp)
+				got := arrivals(srv, start)
+				assert.Equal(t, "GET /c/a 429 +0s", got[0])
+				assert.Equal(t, "GET /c/a 200 +0s", got[len(got)-1], "B went at once")
+				assert.Equal(t, 0, tr.shared.len())
+			})
+		})
+	}
+}
+
+// shared-restriction: a 429 of a request without a Budget restricts the
+// scope for the sequences too (it is itself untouched: its 429 goes back).
+func TestSharedRestrictionFromRequestWithoutBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, context.Background(), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		drain(resp)
+		resp, err = tr.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("B")), "http://acct.example/c/b"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, []string{"GET /c/a 429 +0s", "GET /c/b 200 +2s"}, arrivals(srv, start))
+	})
+}
+
+// paced-release: waiters of a scope go one place apart from T on, never
+// before T; with a custom scope (the account), two hosts of one account
+// share it.
+func TestSharedRestrictionPacedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(func(r *http.Request) string { return "account" }))
+		start := time.Now()
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.blob.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				host := []string{"acct.blob.example", "acct.queue.example"}[i%2]
+				resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget(fmt.Sprint(i))), "http://"+host+"/c/b"))
+				require.NoError(t, err)
+				drain(resp)
+			})
+		}
+		wg.Wait()
+		var at []time.Duration
+		for _, r := range srv.Requests()[1:] {
+			require.Equal(t, 200, r.Status)
+			at = append(at, r.Arrived.Sub(start))
+		}
+		want := []time.Duration{s2, s2 + paceStart, s2 + 2*paceStart, s2 + 3*paceStart, s2 + 4*paceStart}
+		assert.Equal(t, want, at)
+		// The release has ended after its last place: the table is empty
+		// at the next request.
+		time.Sleep(paceStart)
+		resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("late")), "http://acct.blob.example/c/b"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 0, tr.shared.len())
+	})
+}
+
+// The Transport's memory returns after 1,000 scopes expire: the table is
+// empty and the heap is back within 64 KiB of where it was.
+func TestSharedScopesMemoryReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A base that keeps nothing: the heap is the Transport's.
+		tr := New(always429{}, WithSharedRestrictions(nil))
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		for i := range 1000 {
+			resp, err := tr.RoundTrip(get(t, context.Background(), fmt.Sprintf("http://h%d.example/c/a", i)))
+			require.NoError(t, err)
+			drain(resp)
+		}
+		assert.Equal(t, 1000, tr.shared.len())
+		grown := heap()
+		time.Sleep(2 * time.Second)
+		resp, err := tr.RoundTrip(get(t, context.Background(), "http://h0.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 1, tr.shared.len(), "only the new 429's scope")
+		after := heap()
+		t.Logf("heap: %d before, %d with 1,000 scopes, %d after", before, grown, after)
+		assert.Less(t, int64(after)-int64(before), int64(64<<10))
+	})
+}
+
+// BenchmarkSharedScopes1000 records 1,000 scopes on a table, lets them
+// expire and reports the bytes the table held at its peak and keeps after
+// (retained-B/op should be about 0).
+func BenchmarkSharedScopes1000(b *testing.B) {
+	scopes := make([]string, 1000)
+	for i := range scopes {
+		scopes[i] = fmt.Sprint("https://acct", i, ".blob.core.windows.net")
+	}
+	var peak, retained float64
+	for b.Loop() {
+		tab := newRestrictions(nil)
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		h0 := heap()
+		for _, s := range scopes {
+			tab.record(s, t0, t0.Add(s1), sharedPlan("r"))
+		}
+		h1 := heap()
+		tab.take("x", t0.Add(s2), nil)
+		h2 := heap()
+		peak += float64(int64(h1) - int64(h0))
+		retained += float64(int64(h2) - int64(h0))
+		runtime.KeepAlive(tab)
+	}
+	b.ReportMetric(peak/float64(b.N), "peak-B/op")
+	b.ReportMetric(retained/float64(b.N), "retained-B/op")
+}
+
+// always429 answers every request 429 "Retry-After: 1" and keeps nothing.
+type always429 struct{}
+
+func (always429) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody}, nil
+}
