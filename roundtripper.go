@@ -278,7 +278,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 		if span == nil {
 			span = c.startWait(adm.plan, adm.until, own != nil)
 		}
-		if err := c.sleepUntil(adm.until); err != nil {
+		if err := c.sleepUntil(c.wakeAt(adm.until)); err != nil {
 			var se *StopError
 			switch {
 			case errors.As(err, &se):
@@ -414,8 +414,8 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Respons
 	ok := httprule.IsSuccess(resp.StatusCode)
 	if c.b != nil {
 		c.record(resp)
-		if ok && c.t.shared != nil {
-			c.t.shared.succeeded(c.scopeOf())
+		if ok && c.place != nil {
+			c.t.shared.succeeded(c.t.clk().Now(), *c.place)
 		}
 	}
 	if c.s.journal != nil {
@@ -465,7 +465,7 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	id := redact.RequestID(resp.Header)
 	var gen uint64
 	if c.t.shared != nil {
-		gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, id)
+		gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, id, c.place)
 	}
 	if c.s.op != nil && c.mutation {
 		c.s.op.markThrottled(resp.StatusCode, id)

@@ -305,9 +305,10 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 }
 
 // restrictLocked applies the scope's restriction f to the sequence at now
-// (docs/policy.md: shared-restriction): the request's place f.until opens
-// the sequence's one window, or moves out the window it has (one opened
-// by the same restriction, or one still open); it stops the sequence
+// (docs/policy.md: shared-restriction): the scope's T opens the
+// sequence's one window, or moves out the window it has (one opened by
+// the same restriction, or one still open); the request's place f.until
+// (never before T) is where its wait ends. It stops the sequence
 // (restricted) when the place lies beyond the wait ceiling or the total,
 // or when the sequence's window is over and was another's.
 func (s *sequence) restrictLocked(now time.Time, f *restricted) *StopError {
@@ -321,14 +322,14 @@ func (s *sequence) restrictLocked(now time.Time, f *restricted) *StopError {
 	case !f.until.Before(s.deadline):
 		return stop(detailRestrictedTotal)
 	case w == nil:
-		s.win = &window{opened: now, until: f.until, plan: f.plan, gen: f.gen, rec: WindowRecord{
+		s.win = &window{opened: now, until: f.t, plan: f.plan, gen: f.gen, rec: WindowRecord{
 			Trigger: triggerShared.String(), RetryAfter: f.plan.ra, Timing: f.plan.timing,
-			RequestID: f.plan.requestID, Length: f.until.Sub(now),
+			RequestID: f.plan.requestID, Length: f.t.Sub(now),
 		}}
 	case w.gen == f.gen || now.Before(w.until):
-		if f.until.After(w.until) {
-			w.until = f.until
-			w.rec.Length = f.until.Sub(w.opened)
+		if f.t.After(w.until) {
+			w.until = f.t
+			w.rec.Length = f.t.Sub(w.opened)
 		}
 		if w.gen == 0 {
 			w.gen = f.gen

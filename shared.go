@@ -26,16 +26,55 @@ import (
 // as if it had none (each sequence then meets the server's 429 itself).
 const MaxSharedScopes = 4096
 
-// The pace of a release: the spacing of the places handed out from T on.
-// It starts at paceStart, halves its rate (doubles) on every 429 the scope
-// answers while restricted or releasing, and shrinks by 1/paceShrink on
-// every 2xx a paced request gets, within [paceMin, paceMax].
+// The pace of a release (docs/policy.md: paced-release) is the spacing of
+// the places handed out from T on. It starts at paceStart and quickens by
+// 1/paceFast of itself on every 2xx a paced request gets, until a paced
+// request meets 429: the server's pace is then what it let through since
+// the release began, the places' spacing becomes that, plus a quarter, and
+// from then on it quickens by 1/paceSlow per 2xx only. Always within
+// [paceMin, paceMax].
 const (
 	paceStart  = 10 * time.Millisecond
-	paceMin    = time.Millisecond
+	paceMin    = 100 * time.Microsecond
 	paceMax    = time.Second
-	paceShrink = 64
+	paceFast   = 64
+	paceSlow   = 4096
+	paceSample = 8 // fewer 2xx than this measure nothing: the spacing doubles
 )
+
+// pace is a release's spacing and what it learned.
+type pace struct {
+	interval time.Duration
+	settled  bool      // a paced 429 came: the slow quickening
+	since    time.Time // the release (re)started then: T
+	ok       int       // 2xx of paced requests since then
+	cutK     uint64    // a 429 of a ticket before it was in flight at the last slow-down
+}
+
+func newPace(t time.Time) pace { return pace{interval: paceStart, since: t} }
+
+// succeeded counts a paced request's 2xx and quickens the pace.
+func (p *pace) succeeded() {
+	p.ok++
+	shrink := time.Duration(paceFast)
+	if p.settled {
+		shrink = paceSlow
+	}
+	p.interval = max(p.interval-p.interval/shrink, paceMin)
+}
+
+// throttled slows the pace for a 429 received at now of a paced request,
+// the release restarting at until (the new T). (The table asks only for a
+// ticket issued after the last slow-down: one due before it was in flight
+// then and says nothing new.)
+func (p *pace) throttled(now, until time.Time) {
+	iv := 2 * p.interval
+	if p.ok >= paceSample && now.After(p.since) {
+		iv = max(now.Sub(p.since)/time.Duration(p.ok), p.interval) * 5 / 4
+	}
+	p.interval = min(max(iv, paceMin), paceMax)
+	p.settled, p.since, p.ok = true, until, 0
+}
 
 // restrictions is the table of one Transport. The zero value is not
 // used: a Transport without the option has a nil table.
@@ -50,39 +89,68 @@ type restrictions struct {
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
-// from T on they go one by one, interval apart, in the order they asked.
+// from T on they go one by one, in the order they asked: each waiter
+// holds a ticket, and ticket k is due pace.interval after ticket k-1.
+// When the pace changes, the tickets not yet due are spaced anew from
+// where the release is (base, baseK), so that a waiter's place follows
+// what the release has learned since it asked.
 type restriction struct {
-	gen      uint64        // a new one each time the scope is restricted after a release ended
-	until    time.Time     // T, the latest not-before a 429 of the scope gave
-	next     time.Time     // the next free place of the release (never before until)
-	interval time.Duration // the release's spacing
-	plan     waitPlan      // the 429 that set until: what the waits record
+	gen    uint64    // a new one each time the scope is restricted after a release ended
+	until  time.Time // T, the latest not-before a 429 of the scope gave
+	issued uint64    // tickets handed out: the next one is issued
+	base   time.Time // ticket baseK is due at base (never before until)
+	baseK  uint64
+	pace   pace     // the release's spacing
+	plan   waitPlan // the 429 that set until: what the waits record
 }
 
-// end is when the restriction is over: T passed and no place handed out
-// lies ahead.
-func (r *restriction) end() time.Time {
-	if r.next.After(r.until) {
-		return r.next
+// due is when ticket k may go: never before T.
+func (r *restriction) due(k uint64) time.Time {
+	at := r.base
+	if k >= r.baseK {
+		at = at.Add(time.Duration(k-r.baseK) * r.pace.interval)
 	}
-	return r.until
+	if at.Before(r.until) {
+		return r.until
+	}
+	return at
 }
 
-// place is one request's place in a scope's release.
+// end is when the restriction is over: T passed and every ticket handed
+// out is due.
+func (r *restriction) end() time.Time { return r.due(r.issued) }
+
+// rebase makes the first ticket not yet due at now the base, due when it
+// was, or at from when that is later (a new T): the pace may change after.
+func (r *restriction) rebase(now, from time.Time) {
+	k := r.baseK
+	if now.After(r.base) && r.pace.interval > 0 {
+		k += uint64((now.Sub(r.base) + r.pace.interval - 1) / r.pace.interval)
+	}
+	k = min(k, r.issued)
+	at := r.due(k)
+	if from.After(at) {
+		at = from
+	}
+	r.base, r.baseK = at, k
+}
+
+// place is one request's place in a scope's release: its ticket.
 type place struct {
 	scope string
 	gen   uint64
-	at    time.Time
+	k     uint64
 }
 
 // restricted is the fact the policy decides on: the request's scope is
-// restricted, and the request may be sent at until (its place, never
-// before T) at the earliest; gen tells one restriction of the scope from
-// the next; plan is the 429 that set T (its request ID, the scope's host).
+// restricted until t (T), and the request may be sent at until (its
+// place, never before T) at the earliest, as far as the release knows
+// now; gen tells one restriction of the scope from the next; plan is the
+// 429 that set T (its request ID, the scope's host).
 type restricted struct {
-	until time.Time
-	gen   uint64
-	plan  waitPlan
+	t, until time.Time
+	gen      uint64
+	plan     waitPlan
 }
 
 func newRestrictions(scope func(*http.Request) string) *restrictions {
@@ -106,20 +174,28 @@ func (t *restrictions) scopeOf(req *http.Request) string {
 
 // record keeps a 429's restriction of scope until until, received at now,
 // and returns the restriction's generation. Within a restriction or its
-// release, a later until wins and the release slows down; after it ended,
-// the 429 starts a new one.
-func (t *restrictions) record(scope string, now, until time.Time, plan waitPlan) uint64 {
+// release, a later until wins (the tickets not yet due start again from
+// it, in order), and a 429 of a request sent from a place (paced) slows
+// the release down: the pace was too fast. (The 429s of requests already
+// in flight when the restriction began say nothing of the pace.) After a
+// release ended, the 429 starts a new one.
+func (t *restrictions) record(scope string, now, until time.Time, plan waitPlan, paced *place) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
 	if r := t.m[scope]; r != nil {
 		if until.After(r.until) {
+			r.rebase(now, until)
 			r.until, r.plan = until, plan
+			if r.pace.ok == 0 {
+				r.pace.since = until // nothing went yet: the release starts at the new T
+			}
 		}
-		if r.next.Before(r.until) {
-			r.next = r.until
+		if paced != nil && paced.gen == r.gen && paced.k >= r.pace.cutK {
+			r.rebase(now, r.until)
+			r.pace.throttled(now, r.until)
+			r.pace.cutK = r.baseK
 		}
-		r.interval = min(max(2*r.interval, paceMin), paceMax)
 		t.noteEndLocked(r)
 		return r.gen
 	}
@@ -129,7 +205,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan waitPlan)
 		t.evictLocked()
 	}
 	t.gens++
-	r := &restriction{gen: t.gens, until: until, next: until, interval: paceStart, plan: plan}
+	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(until), plan: plan}
 	t.m[scope] = r
 	t.peak = max(t.peak, len(t.m))
 	t.noteEndLocked(r)
@@ -137,31 +213,34 @@ func (t *restrictions) record(scope string, now, until time.Time, plan waitPlan)
 }
 
 // take returns the request's restriction at now: held is the place it
-// holds already (nil for none). A held place of the scope's current
-// restriction that T has not passed stays the request's; otherwise the
-// request gets the next free place. ok is false when the scope is not
-// restricted at now (held's time has come, or the release is over).
+// holds already (nil for none). A held ticket of the scope's current
+// restriction stays the request's; otherwise the request gets the next
+// ticket. ok is false when the scope is not restricted at now for it
+// (its ticket is due, or the release is over).
 func (t *restrictions) take(scope string, now time.Time, held *place) (restricted, place, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
 	r := t.m[scope]
-	if r == nil || !now.Before(r.end()) {
+	if r == nil {
 		return restricted{}, place{}, false
 	}
-	if held != nil && held.scope == scope && held.gen == r.gen && !held.at.Before(r.until) {
-		if !now.Before(held.at) {
-			return restricted{}, place{}, false
-		}
-		return restricted{until: held.at, gen: r.gen, plan: r.plan}, *held, true
+	if !now.Before(r.end()) {
+		delete(t.m, scope)
+		return restricted{}, place{}, false
 	}
-	at := r.next
-	if at.Before(r.until) {
-		at = r.until
+	p := place{scope: scope, gen: r.gen, k: r.issued}
+	if held != nil && held.scope == scope && held.gen == r.gen {
+		p = *held
+	} else {
+		r.issued++
+		t.noteEndLocked(r)
 	}
-	r.next = at.Add(r.interval)
-	t.noteEndLocked(r)
-	return restricted{until: at, gen: r.gen, plan: r.plan}, place{scope: scope, gen: r.gen, at: at}, true
+	at := r.due(p.k)
+	if !now.Before(at) {
+		return restricted{}, p, false
+	}
+	return restricted{t: r.until, until: at, gen: r.gen, plan: r.plan}, p, true
 }
 
 // giveBack returns a place that will not be used (its sequence stopped,
@@ -171,18 +250,19 @@ func (t *restrictions) giveBack(p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.m[p.scope]
-	if r != nil && r.gen == p.gen && r.next.Equal(p.at.Add(r.interval)) {
-		r.next = p.at
+	if r != nil && r.gen == p.gen && p.k+1 == r.issued && p.k >= r.baseK {
+		r.issued--
 	}
 }
 
-// succeeded tells the scope's release that a paced request got a 2xx:
-// the pace quickens a little.
-func (t *restrictions) succeeded(scope string) {
+// succeeded tells the scope's release that the request sent from the
+// place p got a 2xx: the pace quickens a little.
+func (t *restrictions) succeeded(now time.Time, p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r := t.m[scope]; r != nil {
-		r.interval = max(r.interval-r.interval/paceShrink, paceMin)
+	if r := t.m[p.scope]; r != nil && r.gen == p.gen {
+		r.rebase(now, r.until)
+		r.pace.succeeded()
 	}
 }
 
@@ -243,7 +323,7 @@ func (t *restrictions) evictLocked() {
 // never a fallback, never a delay the policy refuses (oversized,
 // overlong), never 0. It returns the restriction's generation, 0 when the
 // 429 sets none.
-func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Time, w waitFields, timing *RetryAfterTiming, status int, requestID string) uint64 {
+func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Time, w waitFields, timing *RetryAfterTiming, status int, requestID string, paced *place) uint64 {
 	delay, floorMs, refuse, _ := waitOf(w.ra, timing, w.ms, w.msKind)
 	switch {
 	case refuse != "":
@@ -261,7 +341,7 @@ func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Tim
 	return t.record(scope, receivedAt, receivedAt.Add(delay), waitPlan{
 		trigger: triggerShared, ra: w.ra, timing: timing, floorMs: floorMs, requestID: requestID,
 		status: status, method: methodOf(req), host: host, port: port, url: redact.URL(req.URL),
-	})
+	}, paced)
 }
 
 // passShared sends a request that carries nothing of the policy's: it is
@@ -276,7 +356,24 @@ func (t *Transport) passShared(req *http.Request) (*http.Response, error) {
 		if w.hasTiming {
 			timing = &tm
 		}
-		t.shared.note(t.shared.scopeOf(req), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header))
+		t.shared.note(t.shared.scopeOf(req), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), nil)
 	}
 	return resp, err
+}
+
+// paceRecheck is how long a request holding a place sleeps at most
+// before it asks again: its place follows the pace the release learns
+// meanwhile (earlier when it quickened, later when T moved).
+const paceRecheck = 50 * time.Millisecond
+
+// wakeAt returns when a request waiting until until asks the policy
+// again: until, or sooner while it holds a place in a release.
+func (c *call) wakeAt(until time.Time) time.Time {
+	if c.place == nil {
+		return until
+	}
+	if soon := c.t.clk().Now().Add(paceRecheck); soon.Before(until) {
+		return soon
+	}
+	return until
 }

@@ -25,28 +25,31 @@ func sharedPlan(id string) waitPlan {
 }
 
 // shared-restriction: the latest not-before wins; every request of the
-// scope gets a place no earlier than T, paceStart apart; a held place
-// stays its holder's; the release ends after the last place.
+// scope gets a ticket, due no earlier than T, paceStart apart; a held
+// ticket stays its holder's; a later T moves the tickets not yet due out,
+// in order; the release ends when the last ticket is due.
 func TestRestrictionsPlaces(t *testing.T) {
 	tab := newRestrictions(nil)
 	_, _, ok := tab.take("a", t0, nil)
 	assert.False(t, ok, "no restriction yet")
 
-	gen := tab.record("a", t0, t0.Add(s2), sharedPlan("r1"))
+	gen := tab.record("a", t0, t0.Add(s2), sharedPlan("r1"), nil)
 	require.Equal(t, uint64(1), gen)
-	// A shorter not-before does not shorten it; the pace slows (2x).
-	assert.Equal(t, gen, tab.record("a", t0, t0.Add(s1), sharedPlan("r2")))
+	// A shorter not-before does not shorten it.
+	assert.Equal(t, gen, tab.record("a", t0, t0.Add(s1), sharedPlan("r2"), nil))
 
 	f1, p1, ok := tab.take("a", t0.Add(s1), nil)
 	require.True(t, ok)
-	assert.Equal(t, restricted{until: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
+	assert.Equal(t, restricted{t: t0.Add(s2), until: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
 	f2, p2, _ := tab.take("a", t0.Add(s1), nil)
-	assert.Equal(t, t0.Add(s2+2*paceStart), f2.until)
+	assert.Equal(t, t0.Add(s2+paceStart), f2.until)
+	assert.Equal(t, place{scope: "a", gen: gen, k: 1}, p2)
 
 	// The holder of p1 asks again before its place: the same place.
-	f1b, _, ok := tab.take("a", t0.Add(s1), &p1)
+	f1b, p1b, ok := tab.take("a", t0.Add(s1), &p1)
 	assert.True(t, ok)
 	assert.Equal(t, f1.until, f1b.until)
+	assert.Equal(t, p1, p1b)
 	// At its place it may go.
 	_, _, ok = tab.take("a", t0.Add(s2), &p1)
 	assert.False(t, ok)
@@ -55,44 +58,104 @@ func TestRestrictionsPlaces(t *testing.T) {
 	_, _, ok = tab.take("b", t0.Add(s1), nil)
 	assert.False(t, ok)
 
-	// A later not-before moves T out: p2 lies before it and gets a new place.
-	tab.record("a", t0.Add(s1), t0.Add(s3), sharedPlan("r3"))
+	// A later not-before moves T out: p2 is due one place after it.
+	tab.record("a", t0.Add(s2), t0.Add(s3), sharedPlan("r3"), nil)
 	f2b, _, ok := tab.take("a", t0.Add(s2), &p2)
 	require.True(t, ok)
-	assert.Equal(t, t0.Add(s3), f2b.until)
-	assert.Equal(t, "r3", f2b.plan.requestID)
+	assert.Equal(t, restricted{t: t0.Add(s3), until: t0.Add(s3 + paceStart), gen: gen, plan: sharedPlan("r3")}, f2b)
 
-	// After the last place the scope is forgotten.
+	// After the last ticket is due the scope is forgotten.
 	_, _, ok = tab.take("a", t0.Add(10*time.Second), nil)
 	assert.False(t, ok)
 	assert.Equal(t, 0, tab.len())
 
 	// A new restriction is a new generation.
-	assert.Equal(t, uint64(2), tab.record("a", t0.Add(10*time.Second), t0.Add(11*time.Second), sharedPlan("r4")))
+	assert.Equal(t, uint64(2), tab.record("a", t0.Add(10*time.Second), t0.Add(11*time.Second), sharedPlan("r4"), nil))
 }
 
-// paced-release: a place given back when it was the last leaves no gap;
-// 2xx answers quicken the pace, never below paceMin.
-func TestRestrictionsPace(t *testing.T) {
+// paced-release: a ticket given back when it was the last leaves no gap.
+func TestRestrictionsGiveBack(t *testing.T) {
 	tab := newRestrictions(nil)
-	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"))
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
 	_, p1, _ := tab.take("a", t0, nil)
-	_, p2, _ := tab.take("a", t0, nil)
+	_, _, _ = tab.take("a", t0, nil)
 	tab.giveBack(p1) // not the last: kept
 	f, _, _ := tab.take("a", t0, nil)
 	assert.Equal(t, t0.Add(s1+2*paceStart), f.until)
 	_, p4, _ := tab.take("a", t0, nil)
 	tab.giveBack(p4)
-	f, _, _ = tab.take("a", t0, nil)
-	assert.Equal(t, p4.at, f.until, "the last place given back is handed out again")
-	_ = p2
+	f, p5, _ := tab.take("a", t0, nil)
+	assert.Equal(t, p4, p5, "the last ticket given back is handed out again")
+	assert.Equal(t, t0.Add(s1+3*paceStart), f.until)
+}
 
-	for range 10_000 {
-		tab.succeeded("a")
+// paced-release: the pace quickens by 1/64 per 2xx until a paced request
+// meets 429; then the spacing is what the server let through since T plus
+// a quarter, and it quickens by 1/4096 per 2xx; too few 2xx to measure
+// double it; always within [paceMin, paceMax].
+func TestPaceSteps(t *testing.T) {
+	p := newPace(t0)
+	for range 64 {
+		p.succeeded()
 	}
-	assert.Equal(t, paceMin, tab.m["a"].interval)
-	tab.record("a", t0, t0.Add(s1), sharedPlan("r2"))
-	assert.Equal(t, 2*paceMin, tab.m["a"].interval, "a 429 while restricted halves the pace")
+	want := paceStart
+	for range 64 {
+		want -= want / 64
+	}
+	assert.Equal(t, want, p.interval)
+	// 64 2xx in 320 ms: the server's spacing is 5 ms; 6.25 ms with a quarter.
+	p.throttled(t0.Add(320*time.Millisecond), t0.Add(1320*time.Millisecond))
+	assert.Equal(t, 6250*time.Microsecond, p.interval)
+	assert.True(t, p.settled)
+	p.succeeded()
+	assert.Equal(t, 6250*time.Microsecond-6250*time.Microsecond/4096, p.interval)
+	// Too few 2xx since: doubled.
+	iv := p.interval
+	p.throttled(t0.Add(1400*time.Millisecond), t0.Add(2400*time.Millisecond))
+	assert.Equal(t, 2*iv, p.interval)
+	for range 20 {
+		p.throttled(t0.Add(3*time.Second), t0.Add(100*time.Second))
+	}
+	assert.Equal(t, paceMax, p.interval)
+	q := newPace(t0)
+	for range 100_000 {
+		q.succeeded()
+	}
+	assert.Equal(t, paceMin, q.interval)
+}
+
+// paced-release through the table: a 2xx of a paced request quickens the
+// tickets not yet due; a 429 of one slows them and restarts them at the
+// new T; a 429 of a request sent before the restriction, or of a ticket
+// due before the last slow-down, changes no pace.
+func TestRestrictionsPace(t *testing.T) {
+	tab := newRestrictions(nil)
+	gen := tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r2"), nil)
+	assert.Equal(t, paceStart, tab.m["a"].pace.interval, "a 429 in flight before the restriction says nothing of the pace")
+	var ps []place
+	for range 4 {
+		_, p, _ := tab.take("a", t0, nil)
+		ps = append(ps, p)
+	}
+	// Ticket 0 went at T and got its 2xx: tickets 1.. are spaced anew.
+	tab.succeeded(t0.Add(s1), ps[0])
+	iv := paceStart - paceStart/64
+	assert.Equal(t, iv, tab.m["a"].pace.interval)
+	f, _, _ := tab.take("a", t0.Add(s1), &ps[3])
+	assert.Equal(t, t0.Add(s1+3*iv), f.until)
+	// Ticket 1 meets 429 "Retry-After: 1" at T+10 ms: fewer than 8 2xx
+	// measured, the spacing doubles; tickets 2.. restart at the new T.
+	T2 := t0.Add(s2 + 10*time.Millisecond)
+	assert.Equal(t, gen, tab.record("a", t0.Add(s1+10*time.Millisecond), T2, sharedPlan("r3"), &ps[1]))
+	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
+	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[2])
+	assert.Equal(t, T2, f.until)
+	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[3])
+	assert.Equal(t, T2.Add(2*iv), f.until)
+	// A 429 of ticket 0 (due before the slow-down) changes no pace.
+	tab.record("a", t0.Add(s1+20*time.Millisecond), T2, sharedPlan("r4"), &ps[0])
+	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
 }
 
 // The table's memory: 1,000 scopes are forgotten at the first use after
@@ -101,7 +164,7 @@ func TestRestrictionsPace(t *testing.T) {
 func TestRestrictionsExpireAndCap(t *testing.T) {
 	tab := newRestrictions(nil)
 	for i := range 1000 {
-		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s1+time.Duration(i)*time.Millisecond), sharedPlan("r"))
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s1+time.Duration(i)*time.Millisecond), sharedPlan("r"), nil)
 	}
 	assert.Equal(t, 1000, tab.len())
 	_, _, ok := tab.take("other", t0.Add(s1+500*time.Millisecond), nil)
@@ -112,9 +175,9 @@ func TestRestrictionsExpireAndCap(t *testing.T) {
 	assert.Equal(t, 0, tab.len())
 
 	for i := range MaxSharedScopes {
-		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s2+time.Duration(i)*time.Millisecond), sharedPlan("r"))
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s2+time.Duration(i)*time.Millisecond), sharedPlan("r"), nil)
 	}
-	tab.record("one more", t0, t0.Add(s3), sharedPlan("r"))
+	tab.record("one more", t0, t0.Add(s3), sharedPlan("r"), nil)
 	assert.Equal(t, MaxSharedScopes, tab.len())
 	_, _, ok = tab.take("scope0", t0, nil)
 	assert.False(t, ok, "the restriction that ends soonest made room")
@@ -253,10 +316,14 @@ func TestSharedRestrictionHoldsTheScope(t *testing.T) {
 					return
 				}
 				// At T: B, which took the first place at +100 ms, then A's
-				// re-send, which asked for its place at T: one place apart.
+				// re-send, which asked for its place at T: one place apart
+				// (10 ms, less 1/64 when B's 2xx came first).
 				assert.Equal(t, []string{
-					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s", "GET /c/a 200 +2.01s",
-				}, arrivals(srv, start))
+					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s",
+				}, arrivals(srv, start)[:4])
+				last := srv.Requests()[4]
+				assert.Equal(t, "/c/a 200", fmt.Sprint(last.Path, " ", last.Status))
+				assert.Contains(t, []time.Duration{s2 + paceStart - paceStart/64, s2 + paceStart}, last.Arrived.Sub(start))
 				id429 := srv.Requests()[0].RequestID
 				rb := b.Report()
 				require.Len(t, rb.WaitLog, 1)
@@ -425,8 +492,17 @@ func TestSharedRestrictionPacedRelease(t *testing.T) {
 			require.Equal(t, 200, r.Status)
 			at = append(at, r.Arrived.Sub(start))
 		}
-		want := []time.Duration{s2, s2 + paceStart, s2 + 2*paceStart, s2 + 3*paceStart, s2 + 4*paceStart}
-		assert.Equal(t, want, at)
+		// The first at T exactly, then one by one: each gap more than the
+		// floor, and the k-th no later than the first pace would put it
+		// (the pace quickens with each 2xx; a sleeping waiter wakes at its
+		// estimate, never sooner).
+		require.Len(t, at, 5)
+		assert.Equal(t, s2, at[0])
+		for i := 1; i < len(at); i++ {
+			gap := at[i] - at[i-1]
+			assert.True(t, gap > paceMin, "gap %d: %v", i, gap)
+			assert.LessOrEqual(t, at[i], s2+time.Duration(i)*paceStart, "arrival %d", i)
+		}
 		// The release has ended after its last place: the table is empty
 		// at the next request.
 		time.Sleep(paceStart)
@@ -487,7 +563,7 @@ func BenchmarkSharedScopes1000(b *testing.B) {
 		}
 		h0 := heap()
 		for _, s := range scopes {
-			tab.record(s, t0, t0.Add(s1), sharedPlan("r"))
+			tab.record(s, t0, t0.Add(s1), sharedPlan("r"), nil)
 		}
 		h1 := heap()
 		tab.take("x", t0.Add(s2), nil)
