@@ -140,3 +140,16 @@ func TestPublicAPIZeroAndNil(t *testing.T) {
 		})
 	}
 }
+
+// The zero Transport sends as New(nil) does: with a go-cleanhttp pooled
+// transport (one for every zero Transport), not http.DefaultTransport.
+func TestZeroTransportBase(t *testing.T) {
+	var a, b Transport
+	base, ok := a.baseRT().(*http.Transport)
+	require.True(t, ok)
+	assert.NotSame(t, http.DefaultTransport, base)
+	assert.Same(t, base, b.baseRT())
+	_, ok = New(nil).base.(*http.Transport)
+	assert.True(t, ok)
+	assert.Equal(t, base.MaxIdleConnsPerHost, New(nil).base.(*http.Transport).MaxIdleConnsPerHost, "the same go-cleanhttp settings")
+}

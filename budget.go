@@ -295,10 +295,13 @@ func (b *Budget) recordRead(status int, h http.Header, ordinal int) {
 		*dropped++
 		return
 	}
-	if cap(*list) == 0 {
+	switch c := cap(*list); {
+	case c == 0:
 		// Most sequences are short: room for two reads at first (a
-		// checkpoint's), then append's growth up to the bound.
+		// checkpoint's), then for a page-sized run, then the bound.
 		*list = make([]ReadEvidence, 0, 2)
+	case c == len(*list):
+		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}
 	e := ReadEvidence{StatusCode: status, RequestID: keptID(redact.RequestIDValue(h))}
 	if ok {

@@ -45,11 +45,11 @@ func BudgetFrom(ctx context.Context) *Budget {
 }
 
 // WithQueueRetry marks the requests of ctx as the File queue-429 upload
-// route: such a request that meets 429 may be re-sent once, unchanged, after
-// its wait, using its sequence's one wait window (docs/policy.md: queue-429-route). The request
-// needs GetBody (http.NewRequest sets it for in-memory bodies); without it,
-// there is no re-send. Use it only on File upload requests. A nil ctx is
-// context.Background().
+// route (docs/policy.md: queue-429-route): such a request that meets 429
+// may be re-sent once, unchanged, after its wait, using its sequence's one
+// wait window. The request needs GetBody (http.NewRequest sets it for
+// in-memory bodies); without it, there is no re-send. Use it only on File
+// upload requests. A nil ctx is context.Background().
 func WithQueueRetry(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()

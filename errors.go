@@ -10,10 +10,11 @@ import (
 // Errors of the transport's own decisions. Both are wrapped, never returned
 // bare: test for them with errors.Is.
 var (
-	// ErrSequenceStopped is the error of every request of a sequence that has
-	// stopped (docs/policy.md: stopped-stays-stopped), and of the request whose outcome stopped it when the
-	// transport returns an error rather than the original response. The
-	// concrete error is a *StopError that says why.
+	// ErrSequenceStopped is the error of every request of a sequence that
+	// has stopped (docs/policy.md: stopped-stays-stopped), and of the
+	// request whose outcome stopped it when the transport returns an error
+	// rather than the original response. The concrete error is a
+	// *StopError that says why.
 	ErrSequenceStopped = errors.New("readrecovery: sequence stopped")
 
 	// ErrRedirectRefused is returned for a request that an http.Client

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/readrecovery/readrecovery/otelattr"
 )
 
 // How a Report shows itself: one line for people (String), a group for
@@ -66,26 +68,26 @@ func (r Report) mutationRequests() int {
 // and reads_failed.
 func (r Report) LogValue() slog.Value {
 	attrs := []slog.Attr{
-		slog.String("sequence", r.Sequence),
-		slog.Int("requests", r.Requests),
-		slog.Int("waits", r.Waits),
-		slog.Float64("wait_seconds", r.WaitTime.Seconds()),
+		slog.String(otelattr.LogSequence, r.Sequence),
+		slog.Int(otelattr.LogRequests, r.Requests),
+		slog.Int(otelattr.LogWaits, r.Waits),
+		slog.Float64(otelattr.LogWaitSeconds, r.WaitTime.Seconds()),
 	}
 	if r.Window != nil {
-		attrs = append(attrs, slog.Group("window",
-			slog.String("trigger", r.Window.Trigger),
-			slog.Float64("length_seconds", r.Window.Length.Seconds()),
-			slog.Int("joined", r.Window.Joined)))
+		attrs = append(attrs, slog.Group(otelattr.LogWindow,
+			slog.String(otelattr.LogTrigger, r.Window.Trigger),
+			slog.Float64(otelattr.LogLengthSeconds, r.Window.Length.Seconds()),
+			slog.Int(otelattr.LogJoined, r.Window.Joined)))
 	}
 	if r.Stop != "" {
-		attrs = append(attrs, slog.String("stop", string(r.Stop)), slog.String("stop_detail", r.StopDetail))
+		attrs = append(attrs, slog.String(otelattr.LogStop, string(r.Stop)), slog.String(otelattr.LogStopDetail, r.StopDetail))
 	}
 	if n := r.mutationRequests(); n > 0 {
-		attrs = append(attrs, slog.Int("mutations", n), slog.String("ownership", string(r.Ownership)))
+		attrs = append(attrs, slog.Int(otelattr.LogMutations, n), slog.String(otelattr.LogOwnership, string(r.Ownership)))
 	}
 	attrs = append(attrs,
-		slog.Int("reads_ok", len(r.SuccessfulReads)+r.DroppedSuccessfulReads),
-		slog.Int("reads_failed", len(r.FailedReads)+r.DroppedFailedReads))
+		slog.Int(otelattr.LogReadsOk, len(r.SuccessfulReads)+r.DroppedSuccessfulReads),
+		slog.Int(otelattr.LogReadsFailed, len(r.FailedReads)+r.DroppedFailedReads))
 	return slog.GroupValue(attrs...)
 }
 

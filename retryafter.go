@@ -79,9 +79,10 @@ type RetryAfterTiming struct {
 // receivedAt gives no timing, and leaves an HTTP-date unresolved
 // ([RetryAfterInvalid]).
 //
-// docs/policy.md ("Retry-After in detail") states each rule exactly. ParseRetryAfter never panics
-// and allocates at most the returned timing, except for the diagnostics of
-// duplicate and overlong fields, which spell out a count or a delay.
+// docs/policy.md ("Retry-After in detail") states each rule exactly.
+// ParseRetryAfter never panics and allocates at most the returned timing,
+// except for the diagnostics of duplicate and overlong fields, which spell
+// out a count or a delay.
 func ParseRetryAfter(h http.Header, receivedAt time.Time) (RetryAfter, *RetryAfterTiming, string) {
 	var timing RetryAfterTiming
 	p := raParser{timing: &timing}
@@ -145,13 +146,20 @@ const (
 	raDiagDupKeys    = "retry-after: several keys differing in case"
 	raDiagDupValues  = "retry-after: several values"
 	raDiagPrefix     = "retry-after: "
-	raDiagOversized  = "retry-after: value longer than 128 bytes; fail closed, no wait"
 	raDiagNoTiming   = "retry-after: http-date without receipt time; unresolved"
 	raDiagUnrepr     = "retry-after: delay not representable in unix seconds; unresolved"
 	raDiagYearUnres  = "retry-after: rfc850 year not resolvable against receipt time; unresolved"
-	raDiagOverlong   = "retry-after: delay above 30 s ceiling; sequence stops"
 	raDiagOverlongPf = "retry-after: delay "
-	raDiagOverlongSf = " s above 30 s ceiling; sequence stops"
+)
+
+// The diagnostics that name a bound, formatted from its constant once, at
+// package initialization.
+var (
+	raBoundText      = strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	raCeilingText    = strconv.FormatInt(raMaxWaitSeconds, 10) + " s ceiling"
+	raDiagOversized  = "retry-after: value longer than " + raBoundText + "; fail closed, no wait"
+	raDiagOverlong   = "retry-after: delay above " + raCeilingText + "; sequence stops"
+	raDiagOverlongSf = " s above " + raCeilingText + "; sequence stops"
 )
 
 // raMaxWaitSeconds is [MaxServerWait] in whole seconds.
@@ -415,7 +423,7 @@ func (p *raParser) resolved(kind RetryAfterKind, d int64) (RetryAfter, bool, str
 	return RetryAfter{Kind: kind, Value: d}, p.timed, ""
 }
 
-// delaySeconds handles a trimmed value that starts with an ASCII digit (strict-retry-after).
+// delaySeconds handles a trimmed value that starts with an ASCII digit.
 func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	var n int64
 	overflow := false
@@ -440,7 +448,7 @@ func (p *raParser) delaySeconds(v string) (RetryAfter, bool, string) {
 	return p.resolved(RetryAfterSeconds, n)
 }
 
-// date handles a trimmed value that starts with an ASCII letter (strict-retry-after).
+// date handles a trimmed value that starts with an ASCII letter.
 func (p *raParser) date(v string) (RetryAfter, bool, string) {
 	if !p.timed {
 		// Without a receipt time the date cannot be resolved; a malformed

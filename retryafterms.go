@@ -17,21 +17,22 @@ const (
 )
 
 // parseRetryAfterMs reads Azure's millisecond delay fields, retry-after-ms
-// and x-ms-retry-after-ms, as a floor on the wait (docs/policy.md: millisecond-floor): the transport waits
-// max(the Retry-After delay, ms) and stops on a kind that stops. It never
-// allocates, and its diagnostic is a constant that names the field and never
-// repeats its value ("" for a clean or absent field).
+// and x-ms-retry-after-ms, as a floor on the wait (docs/policy.md:
+// millisecond-floor): the transport waits max(the Retry-After delay, ms)
+// and stops on a kind that stops. It never allocates, and its diagnostic is
+// a constant that names the field and never repeats its value ("" for a
+// clean or absent field).
 //
-// Each of the two names is one field, judged alone by the Retry-After rules:
-// its key matches in any ASCII case; two values, or two keys that
-// differ only in case, are a duplicate, [RetryAfterInvalid]; any
-// value longer than [MaxRetryAfterBytes] is [RetryAfterOversized], and wins
-// over a duplicate (fail-closed-oversized); the value, trimmed of SP and HTAB, must be
-// 1*DIGIT, leading zeros allowed, so a sign, a decimal point, an empty or
-// non-ASCII value is [RetryAfterInvalid] (strict-retry-after); a value above 30000 ms
-// ([MaxServerWait]), including one beyond int64, is [RetryAfterOverlong]
-// (stop-not-shorten: the sequence stops, it is never shortened); a valid value is
-// [RetryAfterSeconds] (the delay form; the unit here is the millisecond).
+// Each of the two names is one field, judged alone by the Retry-After
+// rules: its key matches in any ASCII case; two values, or two keys that
+// differ only in case, are a duplicate, [RetryAfterInvalid]; any value
+// longer than [MaxRetryAfterBytes] is [RetryAfterOversized], and wins over
+// a duplicate; the value, trimmed of SP and HTAB, must be 1*DIGIT, leading
+// zeros allowed, so a sign, a decimal point, an empty or non-ASCII value is
+// [RetryAfterInvalid]; a value above [MaxServerWait] in milliseconds,
+// including one beyond int64, is [RetryAfterOverlong] (the sequence stops,
+// the wait is never shortened); a valid value is [RetryAfterSeconds] (the
+// delay form; the unit here is the millisecond).
 //
 // The two names are two fields, not a duplicate: Azure services send either
 // or both. The result is the more severe of the two kinds, in the order
@@ -109,20 +110,20 @@ var raMsDiags = [raMsFields]struct {
 	oversized, dupKeys, dupValues, empty, notDigits, overlong string
 }{
 	{
-		oversized: raMsName + ": value longer than 128 bytes; fail closed, no wait",
+		oversized: raMsName + ": value longer than " + raBoundText + "; fail closed, no wait",
 		dupKeys:   raMsName + ": several keys differing in case; ignored",
 		dupValues: raMsName + ": several values; ignored",
 		empty:     raMsName + ": empty value; ignored",
 		notDigits: raMsName + ": not 1*DIGIT; ignored",
-		overlong:  raMsName + ": delay above 30 s ceiling; sequence stops",
+		overlong:  raMsName + ": delay above " + raCeilingText + "; sequence stops",
 	},
 	{
-		oversized: raXMsName + ": value longer than 128 bytes; fail closed, no wait",
+		oversized: raXMsName + ": value longer than " + raBoundText + "; fail closed, no wait",
 		dupKeys:   raXMsName + ": several keys differing in case; ignored",
 		dupValues: raXMsName + ": several values; ignored",
 		empty:     raXMsName + ": empty value; ignored",
 		notDigits: raXMsName + ": not 1*DIGIT; ignored",
-		overlong:  raXMsName + ": delay above 30 s ceiling; sequence stops",
+		overlong:  raXMsName + ": delay above " + raCeilingText + "; sequence stops",
 	},
 }
 

@@ -276,7 +276,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 			return err
 		}
 		if span == nil {
-			span = c.startWait(adm.plan, adm.until, own != nil)
+			span = c.startWait(*adm.plan, adm.until, own != nil)
 		}
 		if err := c.sleepUntil(c.wakeAt(adm.until)); err != nil {
 			var se *StopError
@@ -454,66 +454,25 @@ func (c *call) record(resp *http.Response) {
 
 // on429 gathers the facts of a 429 and acts on the policy's verdict.
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
-	receivedAt := c.t.clk().Now()
-	var tm RetryAfterTiming
-	w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
-	var timing *RetryAfterTiming
-	if w.hasTiming {
-		timing = &tm
-	}
-	diag := joinDiag(w.diag, w.msDiag)
-	id := redact.RequestID(resp.Header)
-	var gen uint64
-	if c.t.shared != nil {
-		gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, id, c.place)
-	}
+	in := c.facts429(resp, attempt)
 	if c.s.op != nil && c.mutation {
-		c.s.op.markThrottled(resp.StatusCode, id)
+		c.s.op.markThrottled(resp.StatusCode, in.plan.requestID)
 	}
 	if c.b != nil {
 		c.record(resp)
 	}
-	var event string
-	var journalNotBefore time.Time
 	if c.s.journal != nil {
-		jt := withFloor(timing, receivedAt, w.ms)
-		ev, err := c.s.journal.Backoff(c.ctx, jr, JournalOutcome{StatusCode: resp.StatusCode, RequestID: id}, w.ra, jt)
-		if err != nil {
+		if err := c.backoff(resp, jr, &in); err != nil {
 			// Terminal before recovery: no wait, no re-send; the original
 			// 429 goes back.
-			c.stop(StopPersistenceFailed, "the journal could not record the 429", resp.StatusCode, id, err)
+			c.stop(StopPersistenceFailed, "the journal could not record the 429", resp.StatusCode, in.plan.requestID, err)
 			return resp, nil
 		}
-		event = ev
-		if jt != nil {
-			// The journal keeps whole seconds: the wait ends no earlier
-			// than what it recorded, so that it allows the re-send.
-			journalNotBefore = time.Unix(jt.NotBeforeUTC, 0)
-		}
 	}
-	if c.b == nil {
-		return resp, nil // no budget, no recovery
+	if c.b == nil || in.trigger == triggerNone {
+		return resp, nil // no budget, or not a request the policy recovers (HEAD, OPTIONS, ...)
 	}
-	trig := triggerOf(triggerFacts{
-		get: c.method == http.MethodGet, mutation: c.mutation, queue: c.s.queueRetry,
-		replayable: c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil,
-	})
-	if trig == triggerNone {
-		return resp, nil // not a method the policy recovers (HEAD, OPTIONS, ...)
-	}
-	host, port := hostPort(c.req)
-	in := response429{
-		trigger: trig, resend: attempt > 1, late: c.late, received: receivedAt, notBefore: journalNotBefore, gen: gen,
-		plan: waitPlan{
-			trigger: trig, ra: w.ra, timing: timing, diagnostic: diag, requestID: id,
-			status: resp.StatusCode, method: c.method, host: host, port: port, url: redact.URL(c.req.URL),
-		},
-	}
-	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
-	if c.mutation {
-		in.repeat = c.repeatKey(true)
-	}
-	v := c.b.s.on429At(receivedAt, in)
+	v := c.b.s.on429At(in.received, in)
 	if v.err != nil {
 		c.recordStop()
 		return resp, nil // not recovered: the 429 goes back untouched
@@ -526,17 +485,67 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 	if resp.Body != nil {
 		if err := resp.Body.Close(); err != nil {
 			c.release()
-			return nil, c.stop(StopCleanupFailed, "closing the 429 response body failed: "+redact.Text(err.Error()), resp.StatusCode, id, nil)
+			return nil, c.stop(StopCleanupFailed, "closing the 429 response body failed: "+redact.Text(err.Error()), resp.StatusCode, in.plan.requestID, nil)
 		}
 	}
-	return c.resend(in.plan, v.until, event)
+	return c.resend(in.plan, v.until)
+}
+
+// facts429 reads what the policy decides a 429 on: its wait fields, what
+// the request is, and what the waits will record.
+func (c *call) facts429(resp *http.Response, attempt int) response429 {
+	receivedAt := c.t.clk().Now()
+	var tm RetryAfterTiming
+	w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
+	var timing *RetryAfterTiming
+	if w.hasTiming {
+		timing = &tm
+	}
+	trig := triggerOf(triggerFacts{
+		get: c.method == http.MethodGet, mutation: c.mutation, queue: c.s.queueRetry,
+		replayable: c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil,
+	})
+	host, port := hostPort(c.req)
+	in := response429{
+		trigger: trig, resend: attempt > 1, late: c.late, received: receivedAt, ms: w.ms,
+		plan: waitPlan{
+			trigger: trig, ra: w.ra, timing: timing, diagnostic: joinDiag(w.diag, w.msDiag),
+			requestID: redact.RequestID(resp.Header), status: resp.StatusCode,
+			method: c.method, host: host, port: port, url: redact.URL(c.req.URL),
+		},
+	}
+	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
+	if c.t.shared != nil {
+		in.gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, in.plan.requestID, c.place)
+	}
+	if c.b != nil && c.mutation {
+		in.repeat = c.repeatKey(true)
+	}
+	return in
+}
+
+// backoff writes the journal's backoff entry for a 429 and keeps in in
+// what it recorded: the entry's event digest (a queue-429 re-send names
+// it) and its not-before, whole seconds rounded up, which the wait does
+// not end before, so that the journal allows the re-send.
+func (c *call) backoff(resp *http.Response, jr JournalRequest, in *response429) error {
+	jt := withFloor(in.plan.timing, in.received, in.ms)
+	out := JournalOutcome{StatusCode: resp.StatusCode, RequestID: in.plan.requestID}
+	ev, err := c.s.journal.Backoff(c.ctx, jr, out, in.plan.ra, jt)
+	if err != nil {
+		return err
+	}
+	in.plan.eventDigest = ev
+	if jt != nil {
+		in.notBefore = time.Unix(jt.NotBeforeUTC, 0)
+	}
+	return nil
 }
 
 // resend waits until the re-send's not-before (and the window's end), then
 // sends the same request once more.
-func (c *call) resend(own waitPlan, until time.Time, event string) (*http.Response, error) {
-	own.eventDigest = event
-	if err := c.await(admission{step: stepWait, until: until, plan: own}, &own); err != nil {
+func (c *call) resend(own waitPlan, until time.Time) (*http.Response, error) {
+	if err := c.await(admission{step: stepWait, until: until, plan: &own}, &own); err != nil {
 		return nil, err
 	}
 	if c.s.journal != nil {
@@ -556,7 +565,7 @@ func (c *call) resend(own waitPlan, until time.Time, event string) (*http.Respon
 		again = c.req.Clone(c.ctx)
 		again.Body = body
 	}
-	return c.send(again, 2, event)
+	return c.send(again, 2, own.eventDigest)
 }
 
 // withOwn adds a re-send's own 429 evidence to a stop error.

@@ -87,7 +87,7 @@ func (l limits) maxWait() time.Duration {
 type window struct {
 	opened time.Time
 	until  time.Time
-	plan   waitPlan // the 429 that set until: what the waits record
+	plan   *waitPlan // the 429 that set until: what the waits record
 	rec    WindowRecord
 	// gen is the shared restriction the window belongs to (shared.go),
 	// 0 for none: a window opened by a 429 of a restricted scope, or by
@@ -236,7 +236,7 @@ type request struct {
 type admission struct {
 	step  step
 	until time.Time  // stepWait: the window's end
-	plan  waitPlan   // stepWait: what the wait records
+	plan  *waitPlan  // stepWait: what the wait records
 	err   *StopError // stepRefuse
 	// late: the request is sent while the sequence has a window (waiting
 	// in it, or after it), so its 429 finds the opportunity used. A request
@@ -256,21 +256,18 @@ type admission struct {
 func (s *sequence) admitAt(now *instant, r request) admission {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	refuse := func(err *StopError) admission {
-		if r.claimed {
-			s.claimed--
-		}
-		return admission{step: stepRefuse, err: err}
-	}
-	if s.stop != nil {
-		return refuse(s.stop)
-	}
 	var a admission
 	if !s.started {
 		s.started, s.deadline, a.started = true, now.get().Add(s.limits.maxTotal()), true
 	}
-	if s.expiredLocked(now) {
-		return refuse(s.stopLocked(StopTotalExhausted, detailTotal, 0, "", context.DeadlineExceeded))
+	if s.stop == nil && s.expiredLocked(now) {
+		s.stopLocked(StopTotalExhausted, detailTotal, 0, "", context.DeadlineExceeded)
+	}
+	if s.stop != nil {
+		if r.claimed {
+			s.claimed--
+		}
+		return admission{step: stepRefuse, err: s.stop}
 	}
 	if r.repeat != nil && !r.claimed {
 		if k := s.repeatOfLocked(*r.repeat); k != nil {
@@ -279,13 +276,14 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 	}
 	if !r.claimed {
 		if s.claimed >= s.limits.maxRequests() {
-			return refuse(s.stopLocked(StopRequestsExhausted, detailRequests, 0, "", nil))
+			return admission{step: stepRefuse, err: s.stopLocked(StopRequestsExhausted, detailRequests, 0, "", nil)}
 		}
 		s.claimed++
 	}
 	if f := r.shared; f != nil && now.get().Before(f.until) {
 		if err := s.restrictLocked(now.get(), f); err != nil {
-			return refuse(err)
+			s.claimed-- // the claim this request holds, counted above or before
+			return admission{step: stepRefuse, err: err}
 		}
 		if !f.until.Before(s.win.until) {
 			a.step, a.until, a.plan = stepWait, f.until, f.plan
@@ -360,6 +358,7 @@ type response429 struct {
 	// where a journal rounded its record up to (the wait ends no earlier).
 	delay     time.Duration
 	notBefore time.Time
+	ms        int64 // the millisecond floor the fields asked for (the journal's record rounds it)
 	// refuse is set when the parser says the delay must not be waited
 	// (oversized, unrepresentable, above MaxServerWait).
 	refuse StopReason
@@ -416,7 +415,8 @@ func (s *sequence) on429At(now time.Time, in response429) verdict {
 	}
 	until := end
 	if w := s.win; w == nil {
-		s.win = &window{opened: in.received, until: end, plan: in.plan, rec: WindowRecord{
+		plan := in.plan
+		s.win = &window{opened: in.received, until: end, plan: &plan, rec: WindowRecord{
 			Trigger: in.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
 			RequestID: id, Length: end.Sub(in.received),
 		}, gen: in.gen}
@@ -427,7 +427,8 @@ func (s *sequence) on429At(now time.Time, in response429) verdict {
 		// asked for longer since).
 		w.rec.Joined++
 		if end.After(w.until) {
-			w.until, w.plan = end, in.plan
+			plan := in.plan
+			w.until, w.plan = end, &plan
 			w.rec.Extended++
 			w.rec.Length = end.Sub(w.opened)
 		} else {

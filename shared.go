@@ -100,8 +100,8 @@ type restriction struct {
 	issued uint64    // tickets handed out: the next one is issued
 	base   time.Time // ticket baseK is due at base (never before until)
 	baseK  uint64
-	pace   pace     // the release's spacing
-	plan   waitPlan // the 429 that set until: what the waits record
+	pace   pace      // the release's spacing
+	plan   *waitPlan // the 429 that set until: what the waits record (never changed, replaced)
 }
 
 // due is when ticket k may go: never before T.
@@ -150,7 +150,7 @@ type place struct {
 type restricted struct {
 	t, until time.Time
 	gen      uint64
-	plan     waitPlan
+	plan     *waitPlan
 }
 
 func newRestrictions(scope func(*http.Request) string) *restrictions {
@@ -179,7 +179,7 @@ func (t *restrictions) scopeOf(req *http.Request) string {
 // the release down: the pace was too fast. (The 429s of requests already
 // in flight when the restriction began say nothing of the pace.) After a
 // release ended, the 429 starts a new one.
-func (t *restrictions) record(scope string, now, until time.Time, plan waitPlan, paced *place) uint64 {
+func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan, paced *place) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
@@ -338,7 +338,7 @@ func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Tim
 		return 0
 	}
 	host, port := hostPort(req)
-	return t.record(scope, receivedAt, receivedAt.Add(delay), waitPlan{
+	return t.record(scope, receivedAt, receivedAt.Add(delay), &waitPlan{
 		trigger: triggerShared, ra: w.ra, timing: timing, floorMs: floorMs, requestID: requestID,
 		status: status, method: methodOf(req), host: host, port: port, url: redact.URL(req.URL),
 	}, paced)

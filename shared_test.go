@@ -20,8 +20,8 @@ import (
 
 // The scope table (shared.go) on its own, at fixed times.
 
-func sharedPlan(id string) waitPlan {
-	return waitPlan{trigger: triggerShared, requestID: id, status: 429, host: "h"}
+func sharedPlan(id string) *waitPlan {
+	return &waitPlan{trigger: triggerShared, requestID: id, status: 429, host: "h"}
 }
 
 // shared-restriction: the latest not-before wins; every request of the

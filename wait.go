@@ -110,19 +110,19 @@ func (c *call) endWait(w *waitSpan, err error) {
 	w.span.End(trace.WithTimestamp(end))
 	if l := c.t.logger; l != nil {
 		l.LogAttrs(c.ctx, slog.LevelInfo, "readrecovery: wait",
-			slog.String("sequence", c.name()),
-			slog.String("trigger", w.plan.trigger.String()),
-			slog.String("method", c.method),
-			slog.Bool("resend", w.resend),
-			slog.String("retry_after_kind", string(w.plan.ra.Kind)),
-			slog.Int64("retry_after_value", w.plan.ra.Value),
-			slog.Float64("planned_seconds", w.planned.Seconds()),
-			slog.Float64("actual_seconds", actual.Seconds()),
-			slog.Int64("floor_ms", w.plan.floorMs),
-			slog.String("request_id", w.plan.requestID),
-			slog.String("server_address", w.plan.host),
-			slog.String("url", w.plan.url),
-			slog.Bool("canceled", canceled))
+			slog.String(otelattr.LogSequence, c.name()),
+			slog.String(otelattr.LogTrigger, w.plan.trigger.String()),
+			slog.String(otelattr.LogMethod, c.method),
+			slog.Bool(otelattr.LogResend, w.resend),
+			slog.String(otelattr.LogRetryAfterKind, string(w.plan.ra.Kind)),
+			slog.Int64(otelattr.LogRetryAfterValue, w.plan.ra.Value),
+			slog.Float64(otelattr.LogPlannedSeconds, w.planned.Seconds()),
+			slog.Float64(otelattr.LogActualSeconds, actual.Seconds()),
+			slog.Int64(otelattr.LogFloorMs, w.plan.floorMs),
+			slog.String(otelattr.LogRequestID, w.plan.requestID),
+			slog.String(otelattr.LogServerAddress, w.plan.host),
+			slog.String(otelattr.LogURL, w.plan.url),
+			slog.Bool(otelattr.LogCanceled, canceled))
 	}
 }
 
@@ -165,11 +165,11 @@ func (c *call) recordStop() {
 	}
 	if l := c.t.logger; l != nil {
 		l.LogAttrs(c.ctx, slog.LevelWarn, "readrecovery: sequence stopped",
-			slog.String("sequence", c.b.s.name),
-			slog.String("reason", string(se.Reason)),
-			slog.String("detail", se.Detail),
-			slog.Int("status", se.StatusCode),
-			slog.String("request_id", se.RequestID),
-			slog.Int("requests", sent))
+			slog.String(otelattr.LogSequence, c.b.s.name),
+			slog.String(otelattr.LogReason, string(se.Reason)),
+			slog.String(otelattr.LogDetail, se.Detail),
+			slog.Int(otelattr.LogStatus, se.StatusCode),
+			slog.String(otelattr.LogRequestID, se.RequestID),
+			slog.Int(otelattr.LogRequests, sent))
 	}
 }

@@ -60,6 +60,40 @@ const (
 	RetryAfterFloorMs      = attribute.Key("readrecovery.retry_after.floor_ms")
 )
 
+// Log record keys: those of the records WithLogger writes (a wait, a
+// stop) and of Report.LogValue. They are plain slog keys, not attribute
+// keys: logs keep the short names operators search for.
+const (
+	LogActualSeconds   = "actual_seconds"
+	LogCanceled        = "canceled"
+	LogDetail          = "detail"
+	LogFloorMs         = "floor_ms"
+	LogJoined          = "joined"
+	LogLengthSeconds   = "length_seconds"
+	LogMethod          = "method"
+	LogMutations       = "mutations"
+	LogOwnership       = "ownership"
+	LogPlannedSeconds  = "planned_seconds"
+	LogReadsFailed     = "reads_failed"
+	LogReadsOk         = "reads_ok"
+	LogReason          = "reason"
+	LogRequestID       = "request_id"
+	LogRequests        = "requests"
+	LogResend          = "resend"
+	LogRetryAfterKind  = "retry_after_kind"
+	LogRetryAfterValue = "retry_after_value"
+	LogSequence        = "sequence"
+	LogServerAddress   = "server_address"
+	LogStatus          = "status"
+	LogStop            = "stop"
+	LogStopDetail      = "stop_detail"
+	LogTrigger         = "trigger"
+	LogURL             = "url"
+	LogWaitSeconds     = "wait_seconds"
+	LogWaits           = "waits"
+	LogWindow          = "window"
+)
+
 // Wait triggers: what caused a wait.
 const (
 	TriggerWrite429 = "write-429" // a mutation met 429; the sequence's other requests wait first
