@@ -56,6 +56,7 @@ const (
 	StopPersistenceFailed StopReason = "persistence-failed"     // the journal could not record the request or its 429
 	StopReceiptFailed     StopReason = "receipt-failed"         // an acknowledged upload's receipt could not be written
 	StopJournalRestricted StopReason = "journal-restricted"     // the journal's status forbids network access
+	StopJournalFull       StopReason = "journal-full"           // the journal's limits (entries, files) leave no room to record the request
 	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended while it waited to be re-sent after its own 429
 	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
 	StopRestricted        StopReason = "restricted"             // the scope's shared restriction ends beyond the wait ceiling or the total, or after the sequence's window

@@ -34,6 +34,10 @@ import (
 //   - wrapping the context's error while that context has ended: the
 //     caller's context error is returned, or a total-exhausted stop when
 //     the sequence's total ran out;
+//   - having a JournalFull() method (found with errors.As, before the
+//     next case): the journal's limits leave no room to record the
+//     request; the sequence stops as journal-full (nothing failed to be
+//     written);
 //   - having a JournalRestricted() method (found with errors.As): the
 //     run's status forbids network access; the sequence stops as
 //     journal-restricted;
@@ -41,7 +45,9 @@ import (
 //     persistence failure. Nothing is sent.
 //
 // An error from Backoff is terminal before recovery: no wait, no re-send,
-// the sequence stops and the original 429 goes back to the caller. An
+// the sequence stops (journal-full for an error with a JournalFull()
+// method, else persistence-failed) and the original 429 goes back to the
+// caller. An
 // error from Complete after a 2xx mutation keeps the ACK (returned to the
 // caller and in the report) and stops further requests.
 //

@@ -233,3 +233,46 @@ func TestJournalRefusalsSayWhatTheyAre(t *testing.T) {
 		assert.Empty(t, srv.Hits())
 	})
 }
+
+// fullErr is a journal's "no room" error: it has both methods, as
+// *journal.FullError does, and journal-full must win.
+type fullErr struct{}
+
+func (fullErr) Error() string      { return "journal-full: 200 backoff entries" }
+func (fullErr) JournalFull()       {}
+func (fullErr) JournalRestricted() {}
+
+// bounded-journal: a journal whose limits leave no room stops the sequence
+// as journal-full, from Admit, Begin or Backoff, never persistence-failed;
+// nothing more is sent.
+func TestJournalFullStops(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hook  func() *hookLog
+		first int // the status the first send meets
+		hits  int
+		calls []string
+	}{
+		{"admit", func() *hookLog { return &hookLog{admitErr: fullErr{}} }, 200, 0, []string{"admit"}},
+		{"begin", func() *hookLog { return &hookLog{beginErr: fullErr{}} }, 200, 0, []string{"admit", `begin GET #1 resend-of=""`}},
+		{"backoff", func() *hookLog { return &hookLog{backoffErr: fullErr{}} }, 429, 1, []string{"admit", `begin GET #1 resend-of=""`, "backoff GET #1 seconds/1 delay=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScript(sequenceOf(reply(tc.first, "Retry-After", "1", "x-ms-request-id", "r1")))
+			j := tc.hook()
+			b := NewBudget("s")
+			resp, err := New(srv).RoundTrip(get(t, WithJournal(WithBudget(context.Background(), b), j), base+"/files"))
+			if tc.first == 429 {
+				require.NoError(t, err, "the original 429 goes back")
+				assert.Equal(t, 429, resp.StatusCode)
+				resp.Body.Close()
+			} else {
+				require.ErrorIs(t, err, ErrSequenceStopped)
+				assert.Equal(t, StopJournalFull, stopReason(err))
+			}
+			assert.Equal(t, StopJournalFull, b.Report().Stop)
+			assert.Len(t, srv.Hits(), tc.hits)
+			assert.Equal(t, tc.calls, j.calls)
+		})
+	}
+}

@@ -325,6 +325,9 @@ func (c *call) admitJournal() error {
 	return nil
 }
 
+// detailJournalFull is the detail of a journal-full stop.
+const detailJournalFull = "the journal is full: the request could not be recorded, so it was not sent"
+
 // journalRefusal maps a journal's refusal: a replay of an upload on
 // record refuses this request only; the caller's own context ending
 // returns its error (and the sequence's total running out stops it as
@@ -334,6 +337,7 @@ func (c *call) admitJournal() error {
 func (c *call) journalRefusal(err error, reason StopReason, detail string) error {
 	c.release()
 	var restricted interface{ JournalRestricted() }
+	var full interface{ JournalFull() }
 	switch {
 	case errors.Is(err, ErrReplayRefused):
 		return &StopError{Sequence: c.name(), Reason: StopReplayRefused,
@@ -343,6 +347,8 @@ func (c *call) journalRefusal(err error, reason StopReason, detail string) error
 			return c.stop(StopTotalExhausted, detailTotal+" waiting for the journal", 0, "", context.DeadlineExceeded)
 		}
 		return c.ctx.Err()
+	case errors.As(err, &full):
+		return c.stop(StopJournalFull, detailJournalFull, 0, "", err)
 	case errors.As(err, &restricted):
 		// A restriction found under the claim (another worker's marker,
 		// a 429 written meanwhile): the journal's status, not a failed
@@ -465,7 +471,12 @@ func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http
 		if err := c.backoff(resp, jr, &in); err != nil {
 			// Terminal before recovery: no wait, no re-send; the original
 			// 429 goes back.
-			c.stop(StopPersistenceFailed, "the journal could not record the 429", resp.StatusCode, in.plan.requestID, err)
+			reason, detail := StopPersistenceFailed, "the journal could not record the 429"
+			var full interface{ JournalFull() }
+			if errors.As(err, &full) {
+				reason, detail = StopJournalFull, detailJournalFull
+			}
+			c.stop(reason, detail, resp.StatusCode, in.plan.requestID, err)
 			return resp, nil
 		}
 	}
@@ -673,10 +684,13 @@ func (c *call) mutationFacts() mutationFacts {
 
 // repeatKey returns the mutation's identity for repeat-guard. At admission
 // (after429 false) it is made only when the sequence has a throttled
-// mutation, and its body digest only when one has the same method and URL;
-// for a 429 (after429) always, with the digest when GetBody can produce
-// the body. A body is read only here, after a mutation's 429: never on the
-// pass-through path.
+// mutation, with its body digest only when one has the same method and
+// URL (and then the throttled one's digest too, if not yet taken); for a
+// 429 (after429) always, keeping GetBody for a digest taken later. A body
+// is read only here, after a mutation's 429, never on the pass-through
+// path, and a throttled request's body only once a new mutation needs
+// telling apart from it: net/http may still be sending it when its 429
+// arrives.
 func (c *call) repeatKey(after429 bool) *repeatKey {
 	if !after429 && !c.b.s.hasRepeats() {
 		return nil
@@ -690,25 +704,57 @@ func (c *call) repeatKey(after429 bool) *repeatKey {
 	case reflect.ValueOf(body).Kind() == reflect.Pointer:
 		k.body = body
 	}
-	if c.req.GetBody != nil && (after429 || c.b.s.throttled(c.method, url)) {
-		k.digest = bodyDigest(c.req.GetBody)
+	if c.req.GetBody == nil {
+		return k
+	}
+	if after429 {
+		k.getBody = c.req.GetBody
+		return k
+	}
+	if c.b.s.repeatOf(*k) != nil {
+		return k // refused without reading a body
+	}
+	if found, todo := c.b.s.throttled(c.method, url); found {
+		for _, t := range todo {
+			c.b.s.setDigest(t.i, bodyDigest(t.getBody))
+		}
+		k.digest, k.digested = bodyDigest(c.req.GetBody), true
 	}
 	return k
 }
 
 // bodyDigest returns the SHA-256 of the body GetBody produces, "" when it
-// fails.
+// fails. Some GetBody functions (azcore's) hand back the very stream the
+// request sends, seeked to its start, rather than a copy: GetBody is
+// called once more to rewind such a stream, and only readers of its own
+// (a second call gave another object) are closed.
 func bodyDigest(getBody func() (io.ReadCloser, error)) string {
 	r, err := getBody()
 	if err != nil || r == nil {
 		return ""
 	}
-	defer r.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
+	_, err = io.Copy(h, r)
+	again, err2 := getBody()
+	if err2 == nil && again != nil && !sameObject(r, again) {
+		r.Close()
+		again.Close()
+	}
+	if err != nil || err2 != nil {
 		return ""
 	}
 	return string(h.Sum(nil))
+}
+
+// sameObject reports whether a and b are the same pointer, or equal
+// comparable values; false for values that cannot be compared.
+func sameObject(a, b any) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // clientRequestID returns the x-ms-client-request-id of h, its key in any

@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -552,6 +553,12 @@ type repeatKey struct {
 	digest    string // the body's SHA-256, "" when not taken
 	body      any    // the body object, compared by identity; nil without one
 
+	// getBody of a throttled mutation, kept instead of a digest: its body
+	// is read only when a new mutation with the same method and URL needs
+	// telling apart, never while net/http may still be sending it.
+	getBody  func() (io.ReadCloser, error)
+	digested bool // getBody was read (digest "" when that failed)
+
 	// The 429 it met: what a refusal of a repeat carries.
 	status       int
 	requestID429 string
@@ -581,6 +588,13 @@ func (s *sequence) hasRepeats() bool {
 	return len(s.repeats) > 0
 }
 
+// repeatOf returns the throttled mutation k repeats, or nil.
+func (s *sequence) repeatOf(k repeatKey) *repeatKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.repeatOfLocked(k)
+}
+
 // repeatOfLocked returns the throttled mutation k repeats, or nil.
 func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
 	for i := range s.repeats {
@@ -591,15 +605,38 @@ func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
 	return nil
 }
 
+// lazyBody is a throttled mutation whose body digest is still to be
+// taken: the i-th of the sequence's repeats.
+type lazyBody struct {
+	i       int
+	getBody func() (io.ReadCloser, error)
+}
+
 // throttled reports whether a mutation with this method and URL met 429
-// in the sequence: then a new one needs its body digest to be told apart.
-func (s *sequence) throttled(method, url string) bool {
+// in the sequence (then a new one needs its body digest to be told apart),
+// and returns those of them whose digest is still to be taken. The caller
+// takes the digests outside the lock and gives them back with setDigest.
+func (s *sequence) throttled(method, url string) (bool, []lazyBody) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.repeats {
+	found := false
+	var todo []lazyBody
+	for i, r := range s.repeats {
 		if r.method == method && r.url == url {
-			return true
+			found = true
+			if r.getBody != nil && !r.digested {
+				todo = append(todo, lazyBody{i, r.getBody})
+			}
 		}
 	}
-	return false
+	return found, todo
+}
+
+// setDigest records the body digest of the i-th throttled mutation.
+func (s *sequence) setDigest(i int, digest string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := &s.repeats[i]; !r.digested {
+		r.digest, r.digested, r.getBody = digest, true, nil
+	}
 }
