@@ -83,6 +83,7 @@ type restrictions struct {
 
 	mu       sync.Mutex
 	m        map[string]*restriction
+	peak     int       // the most entries m held since it was made (a map never shrinks)
 	gens     uint64    // the last generation handed out
 	earliest time.Time // no entry ends before it (when a sweep is due)
 }
@@ -206,6 +207,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	t.gens++
 	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(until), plan: plan}
 	t.m[scope] = r
+	t.peak = max(t.peak, len(t.m))
 	t.noteEndLocked(r)
 	return r.gen
 }
@@ -291,6 +293,15 @@ func (t *restrictions) sweepLocked(now time.Time) {
 			continue
 		}
 		t.noteEndLocked(r)
+	}
+	if len(t.m) < t.peak/4 {
+		// A Go map keeps its buckets when entries are deleted: a table
+		// that shrank to a quarter is copied, so that its memory returns.
+		m := make(map[string]*restriction, len(t.m))
+		for k, r := range t.m {
+			m[k] = r
+		}
+		t.m, t.peak = m, len(m)
 	}
 }
 
