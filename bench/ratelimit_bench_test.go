@@ -202,6 +202,8 @@ func BenchmarkServerBusy(b *testing.B) {
 //   - rr-budget: a Retry-After of 1,000 s is beyond the wait ceiling, so
 //     each 429 is returned as it is (its sequence stopped) before any
 //     re-send: 5 requests, 3 429s.
+//   - rr-shared: the same: a delay above the wait ceiling restricts
+//     nothing (not a usable delay), so nobody is held.
 //   - ServerBusy: the same requests as rr-budget for bare (a 503 is not
 //     re-sent by hand) and readrecovery (a 503 passes through).
 func TestRateScenarioCounts(t *testing.T) {
@@ -215,6 +217,7 @@ func TestRateScenarioCounts(t *testing.T) {
 	}{
 		{"bare", fakeserver.Throttle(fakeserver.RetryAfterRemaining()), 8, 6, map[string]int{"status 429": 3}},
 		{"rr-budget", fakeserver.Throttle(fakeserver.RetryAfterRemaining()), 5, 3, map[string]int{"status 429": 3}},
+		{"rr-shared", fakeserver.Throttle(fakeserver.RetryAfterRemaining()), 5, 3, map[string]int{"status 429": 3}},
 		{"bare", fakeserver.ServerBusy(), 5, 3, map[string]int{"status 503": 3}},
 		{"rr-budget", fakeserver.ServerBusy(), 5, 3, map[string]int{"status 503": 3}},
 	}
