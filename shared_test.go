@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -605,4 +607,106 @@ func TestRestrictionsMemoryReturns(t *testing.T) {
 	t.Logf("heap: +%d with 1,000 scopes, %+d after", int64(h1)-int64(h0), int64(h2)-int64(h0))
 	assert.Equal(t, 0, tab.len())
 	assert.Less(t, int64(h2)-int64(h0), int64(16<<10))
+}
+
+// shared-restriction under a random load, in fake time, checked from the
+// fake's ledger alone: 3 hosts, each behind TokenBucket(20/s, burst 5)
+// per host answering 429 with the whole seconds to the next token; 30
+// sequences of 5 pages with random starts and wait ceilings, and a few
+// requests without a Budget. For every 429 of a host at t with
+// "Retry-After: n", no request of a Budget-carrying sequence of that host
+// arrives strictly between t and t+n s (in a bubble, a request in flight
+// with the 429 arrives at t itself). Every sequence completes or stops
+// with a reason of the policy.
+func TestSharedRestrictionRandomLedger(t *testing.T) {
+	for seed := range int64(4) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(seed), 1))
+				srv := fakeserver.New()
+				defer srv.Close()
+				srv.PutBlob("c", "p", []byte("page"))
+				srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterRemaining()),
+					fakeserver.TokenBucket(20, 5), fakeserver.PerHost())
+				tr := New(srv.Transport(), WithSharedRestrictions(nil))
+				hosts := []string{"h0.example", "h1.example", "h2.example"}
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				stops := map[StopReason]int{}
+				for i := range 30 {
+					host := hosts[r.IntN(len(hosts))]
+					after := time.Duration(r.IntN(2000)) * time.Millisecond
+					ceiling := []time.Duration{500 * time.Millisecond, 2 * time.Second, 30 * time.Second}[r.IntN(3)]
+					wg.Go(func() {
+						time.Sleep(after)
+						b := NewBudget(fmt.Sprint("s", i), MaxWait(ceiling))
+						ctx := WithBudget(context.Background(), b)
+						for p := range 5 {
+							resp, err := tr.RoundTrip(get(t, ctx, fmt.Sprintf("http://%s/c/p?s=%d&p=%d", host, i, p)))
+							if err != nil {
+								break
+							}
+							drain(resp)
+							if resp.StatusCode != http.StatusOK {
+								break
+							}
+						}
+						mu.Lock()
+						stops[b.Report().Stop]++
+						mu.Unlock()
+					})
+					if i%10 == 0 {
+						wg.Go(func() { // no Budget: never held
+							time.Sleep(after)
+							resp, err := tr.RoundTrip(get(t, context.Background(), "http://"+host+"/c/p?nobudget=1"))
+							require.NoError(t, err)
+							drain(resp)
+						})
+					}
+				}
+				wg.Wait()
+				ledger := srv.Requests()
+				var throttled int
+				for _, e := range ledger {
+					if e.Status != http.StatusTooManyRequests {
+						continue
+					}
+					throttled++
+					var wait time.Duration
+					for _, d := range e.Decisions {
+						if d.Fired {
+							wait = d.Wait
+						}
+					}
+					n := (wait + time.Second - 1) / time.Second
+					T := e.Arrived.Add(n * time.Second)
+					for _, o := range ledger {
+						if o.Path == e.Path && slices.Equal(o.QueryKeys, []string{"p", "s"}) && hostOf(o) == hostOf(e) &&
+							o.Arrived.After(e.Arrived) && o.Arrived.Before(T) {
+							t.Errorf("request %d (%s) arrived at %v, inside the restriction of 429 #%d (%v until %v)",
+								o.Seq, hostOf(o), o.Arrived, e.Seq, e.Arrived, T)
+						}
+					}
+				}
+				for reason := range stops {
+					switch reason {
+					case "", StopRestricted, StopOpportunityUsed, StopOverlong, StopPersistent429, StopWaitExceedsTotal:
+					default:
+						t.Errorf("unexpected stop %q", reason)
+					}
+				}
+				require.Positive(t, throttled, "the load must meet the buckets")
+				t.Logf("%d requests, %d 429s, stops %v", len(ledger), throttled, stops)
+			})
+		})
+	}
+}
+
+// hostOf is the bucket key the fake recorded for a request ("host=H"), or
+// "" when no rule asked about it.
+func hostOf(r fakeserver.Request) string {
+	for _, d := range r.Decisions {
+		return d.Key
+	}
+	return ""
 }
