@@ -106,8 +106,10 @@ func (b *Budget) Name() string {
 type WaitRecord struct {
 	// Trigger is what opened the window the request waited in:
 	// "write-429" (a mutation met 429; the sequence's other requests wait),
-	// "read-429" (a GET met 429 and is re-sent once after the wait) or
-	// "queue-429" (a marked File upload met 429 and is re-sent once).
+	// "read-429" (a GET met 429 and is re-sent once after the wait),
+	// "queue-429" (a marked File upload met 429 and is re-sent once) or
+	// "shared-restriction" (another request's 429 restricted the scope:
+	// WithSharedRestrictions).
 	Trigger string `json:"trigger"`
 	// Resend is true for the wait of a request re-sent after its own 429,
 	// false for a request that waited for the window before its first send.
@@ -358,7 +360,8 @@ func etagOf(h http.Header, ok bool) string {
 // decision to wait to the server's not-before time, during which no request
 // of the sequence is sent.
 type WindowRecord struct {
-	// Trigger is what opened it: "write-429", "read-429" or "queue-429".
+	// Trigger is what opened it: "write-429", "read-429", "queue-429" or
+	// "shared-restriction" (WithSharedRestrictions).
 	Trigger string `json:"trigger"`
 	// RetryAfter and Timing are those of the 429 that opened it.
 	RetryAfter RetryAfter        `json:"retry_after"`

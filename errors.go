@@ -59,6 +59,7 @@ const (
 	StopJournalFull       StopReason = "journal-full"           // the journal's limits (entries, files) leave no room to record the request
 	StopWaitCanceled      StopReason = "wait-canceled"          // the request context ended while it waited to be re-sent after its own 429
 	StopUnreplayableBody  StopReason = "unreplayable-body"      // the body of a request to re-send could not be read again
+	StopRestricted        StopReason = "restricted"             // the scope's shared restriction ends beyond the wait ceiling or the total, or after the sequence's window
 
 	// Reasons that refuse one request and leave the sequence running
 	// (errors.Is(err, ErrRequestRefused), not ErrSequenceStopped).

@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"log/slog"
+	"net/http"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -16,6 +17,7 @@ type config struct {
 	meterProvider  metric.MeterProvider
 	logger         *slog.Logger
 	clock          clock.Clock
+	shared         *restrictions
 }
 
 // An Option configures a [Transport].
@@ -74,6 +76,36 @@ func WithLogger(l *slog.Logger) Option {
 		if l != nil {
 			c.logger = l
 		}
+	})
+}
+
+// WithSharedRestrictions makes the Transport share what a 429 says among
+// all the sequences it carries (docs/policy.md: shared-restriction,
+// paced-release). A 429 with a usable delay (a valid Retry-After in
+// seconds or as a date, or a valid Azure millisecond field; never the 1 s
+// fallback of a missing or malformed field), received by any request of
+// the Transport, restricts the request's scope until the 429's not-before
+// time T, the latest such T winning. Until T, no request that carries a
+// [Budget] is sent in that scope: it waits until T as its sequence's one
+// window (a readrecovery.wait span with trigger "shared-restriction", the
+// scope's host and the request ID of the 429 that set T), and from T on
+// the waiters go one by one at a pace that slows on every further 429 and
+// quickens on every 2xx. A sequence whose place lies beyond its wait
+// ceiling or what remains of its total stops before any network access
+// with reason [StopRestricted]. Requests without a Budget are never held.
+//
+// scope names the restriction a request belongs to; nil means the
+// request's scheme and host ("https://acct.blob.core.windows.net"). Use
+// the unit the server throttles by: for Azure Storage, the account (its
+// blob and queue hosts share one limit). At most [MaxSharedScopes] scopes
+// are remembered.
+//
+// Turn it on when many sequences of one process talk to one throttled
+// account or deployment (a parallel download, many workers): without it
+// each sequence learns of a throttle only from its own 429.
+func WithSharedRestrictions(scope func(*http.Request) string) Option {
+	return optionFunc(func(c *config) {
+		c.shared = newRestrictions(scope)
 	})
 }
 

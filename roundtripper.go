@@ -39,7 +39,8 @@ type Transport struct {
 	metrics *instruments
 	logger  *slog.Logger
 	clock   clock.Clock
-	cuts    cutoffs // the totals of the sequences it started
+	cuts    cutoffs       // the totals of the sequences it started
+	shared  *restrictions // WithSharedRestrictions, nil without (shared.go)
 
 	throttled throttledRequests // mutations that met 429 without a Budget
 }
@@ -59,6 +60,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		metrics: newInstruments(c.meterProvider),
 		logger:  c.logger,
 		clock:   c.clock,
+		shared:  c.shared,
 	}
 }
 
@@ -139,7 +141,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
-		resp, err := t.baseRT().RoundTrip(req)
+		var resp *http.Response
+		var err error
+		if t.shared != nil && req.URL != nil {
+			resp, err = t.passShared(req)
+		} else {
+			resp, err = t.baseRT().RoundTrip(req)
+		}
 		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) {
 			t.throttled.add(req, resp.StatusCode, redact.RequestID(resp.Header))
 		}
@@ -177,6 +185,11 @@ type call struct {
 	// sent is the body of the first send of a mutation in a sequence,
 	// closed by net/http when it is done with it; nil otherwise.
 	sent *sentBody
+	// With shared restrictions: the request's scope (scoped: known), and
+	// its place in the scope's release while it holds one.
+	scope  string
+	scoped bool
+	place  *place
 }
 
 // sentBody tells when the base transport has closed a request's body
@@ -273,11 +286,38 @@ const (
 func (c *call) admit(r request) admission {
 	clk := c.t.clk()
 	now := instant{clk: clk}
+	if t := c.t.shared; t != nil {
+		// A place whose time has come stays the request's: asked again
+		// (its journal first, or the held re-check), it still goes.
+		if f, p, ok := t.take(c.scopeOf(), now.get(), c.place); ok {
+			r.shared, c.place = &f, &p
+		}
+	}
 	a := c.b.s.admitAt(&now, r)
 	if a.started {
 		c.b.startCut(&c.t.cuts, clk)
 	}
+	if a.step == stepRefuse {
+		c.givePlaceBack()
+	}
 	return a
+}
+
+// scopeOf returns the request's scope of shared restrictions.
+func (c *call) scopeOf() string {
+	if !c.scoped {
+		c.scope, c.scoped = c.t.shared.scopeOf(c.req), true
+	}
+	return c.scope
+}
+
+// givePlaceBack returns the request's place in its scope's release when
+// it will not use it.
+func (c *call) givePlaceBack() {
+	if c.place != nil {
+		c.t.shared.giveBack(*c.place)
+		c.place = nil
+	}
 }
 
 // await carries out an admission: waits in the window as long as the
@@ -299,7 +339,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 		if span == nil {
 			span = c.startWait(*adm.plan, adm.until, own != nil)
 		}
-		if err := c.sleepUntil(adm.until); err != nil {
+		if err := c.sleepUntil(c.wakeAt(adm.until)); err != nil {
 			var se *StopError
 			switch {
 			case errors.As(err, &se):
@@ -309,6 +349,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 				// the sequence.
 				err = c.stop(StopWaitCanceled, "the request context ended during the wait", own.status, own.requestID, err)
 			}
+			c.givePlaceBack()
 			c.endWait(span, err)
 			return err
 		}
@@ -455,6 +496,9 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Respons
 	ok := httprule.IsSuccess(resp.StatusCode)
 	if c.b != nil {
 		c.record(resp)
+		if ok && c.place != nil {
+			c.t.shared.succeeded(c.t.clk().Now(), *c.place)
+		}
 	}
 	if c.s.journal != nil {
 		id := redact.RequestID(resp.Header)
@@ -561,6 +605,9 @@ func (c *call) facts429(resp *http.Response, attempt int) response429 {
 		},
 	}
 	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
+	if c.t.shared != nil {
+		in.gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, in.plan.requestID, c.place)
+	}
 	if c.b != nil && c.mutation {
 		in.repeat = c.repeatKey(true)
 	}

@@ -90,6 +90,11 @@ type window struct {
 	until  time.Time
 	plan   *waitPlan // the 429 that set until: what the waits record
 	rec    WindowRecord
+	// gen is the shared restriction the window belongs to (shared.go),
+	// 0 for none: a window opened by a 429 of a restricted scope, or by
+	// the restriction itself. The requests of its sequence keep taking
+	// places in that restriction's release within the one window.
+	gen uint64
 }
 
 // trigger is what a request's 429 does. The policy compares these; the
@@ -101,6 +106,7 @@ const (
 	triggerRead429
 	triggerQueue429
 	triggerWrite429
+	triggerShared // no 429 of the request's own: its scope is restricted (shared.go)
 )
 
 // triggerFacts is what decides a request's trigger.
@@ -123,6 +129,8 @@ var triggers = [...]struct {
 	{triggerRead429, otelattr.TriggerRead429, true, func(f triggerFacts) bool { return f.get && f.replayable }},
 	{triggerQueue429, otelattr.TriggerQueue429, true, func(f triggerFacts) bool { return f.mutation && f.queue && f.replayable }},
 	{triggerWrite429, otelattr.TriggerWrite429, false, func(f triggerFacts) bool { return f.mutation }},
+	// Set by the scope's restriction at admission, never by a 429.
+	{triggerShared, otelattr.TriggerSharedRestriction, false, func(triggerFacts) bool { return false }},
 }
 
 // triggerOf returns the trigger of a request's 429.
@@ -220,6 +228,9 @@ type request struct {
 	// hold: the request may go, but its journal must allow it first, so it
 	// is not counted as sent yet; the transport asks again with claimed.
 	hold bool
+	// shared: the request's scope is restricted (WithSharedRestrictions);
+	// nil when it is not, or the Transport shares no restrictions.
+	shared *restricted
 }
 
 // admission is the policy's answer for a request about to be sent.
@@ -270,6 +281,16 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 		}
 		s.claimed++
 	}
+	if f := r.shared; f != nil && now.get().Before(f.until) {
+		if err := s.restrictLocked(now.get(), f); err != nil {
+			s.claimed-- // the claim this request holds, counted above or before
+			return admission{step: stepRefuse, err: err}
+		}
+		if !f.until.Before(s.win.until) {
+			a.step, a.until, a.plan = stepWait, f.until, f.plan
+			return a
+		}
+	}
 	if w := s.win; w != nil && now.get().Before(w.until) {
 		a.step, a.until, a.plan = stepWait, w.until, w.plan
 		return a
@@ -280,6 +301,42 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 		a.ordinal = s.sent
 	}
 	return a
+}
+
+// restrictLocked applies the scope's restriction f to the sequence at now
+// (docs/policy.md: shared-restriction): the scope's T opens the
+// sequence's one window, or moves out the window it has (one opened by
+// the same restriction, or one still open); the request's place f.until
+// (never before T) is where its wait ends. It stops the sequence
+// (restricted) when the place lies beyond the wait ceiling or the total,
+// or when the sequence's window is over and was another's.
+func (s *sequence) restrictLocked(now time.Time, f *restricted) *StopError {
+	stop := func(detail string) *StopError {
+		return s.stopLocked(StopRestricted, detail, f.plan.status, f.plan.requestID, nil)
+	}
+	w := s.win
+	switch {
+	case f.until.Sub(now) > s.limits.maxWait():
+		return stop(detailRestrictedCeiling)
+	case !f.until.Before(s.deadline):
+		return stop(detailRestrictedTotal)
+	case w == nil:
+		s.win = &window{opened: now, until: f.t, plan: f.plan, gen: f.gen, rec: WindowRecord{
+			Trigger: triggerShared.String(), RetryAfter: f.plan.ra, Timing: f.plan.timing,
+			RequestID: f.plan.requestID, Length: f.t.Sub(now),
+		}}
+	case w.gen == f.gen || now.Before(w.until):
+		if f.t.After(w.until) {
+			w.until = f.t
+			w.rec.Length = f.t.Sub(w.opened)
+		}
+		if w.gen == 0 {
+			w.gen = f.gen
+		}
+	default:
+		return stop(detailRestrictedUsed)
+	}
+	return nil
 }
 
 // releaseAt gives back the claim of a request that was admitted but is not
@@ -309,6 +366,9 @@ type response429 struct {
 	detail string
 	plan   waitPlan
 	repeat *repeatKey // a mutation's identity, for repeat-guard
+	// gen is the shared restriction this 429 set or joined (shared.go), 0
+	// for none: a window it opens belongs to that restriction's release.
+	gen uint64
 }
 
 // verdict is the policy's answer to a 429.
@@ -360,7 +420,7 @@ func (s *sequence) on429At(now time.Time, in response429) verdict {
 		s.win = &window{opened: in.received, until: end, plan: &plan, rec: WindowRecord{
 			Trigger: in.trigger.String(), RetryAfter: in.plan.ra, Timing: in.plan.timing,
 			RequestID: id, Length: end.Sub(in.received),
-		}}
+		}, gen: in.gen}
 	} else {
 		// A request sent before the window opened: its 429 joins it. A
 		// later end moves the window out for every request of the sequence
@@ -393,6 +453,10 @@ const (
 	detailWaitCeiling  = "the server's delay is above the sequence's wait ceiling"
 	detailExceedsTotal = "the server's delay is longer than what remains of the sequence's total"
 	detailRepeat       = "this mutation already met 429 in the sequence; it is never sent again"
+
+	detailRestrictedCeiling = "the scope is restricted by another request's 429 beyond the sequence's wait ceiling"
+	detailRestrictedTotal   = "the scope is restricted by another request's 429 beyond what remains of the sequence's total"
+	detailRestrictedUsed    = "the scope is restricted again after the sequence's one wait window: its one opportunity to wait is used"
 )
 
 // stopAt stops the sequence (if it is not already) and returns the error

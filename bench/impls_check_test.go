@@ -84,11 +84,11 @@ func TestSpecsOf(t *testing.T) {
 		{"BenchmarkConcurrentSequences", "bare rr-nobudget rr-budget rr-drained retryablehttp azcore failsafe"},
 		{"BenchmarkRecovered429H2", six},
 		{"BenchmarkRecovered429After1", six},
-		{"BenchmarkThrottleBurst", six},
+		{"BenchmarkThrottleBurst", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},
 		{"BenchmarkGoroutinesInFlight", six},
 		{"BenchmarkFinishedSequences", six},
-		{"BenchmarkTokenBucket", six},
-		{"BenchmarkServerBusy", six},
+		{"BenchmarkTokenBucket", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},
+		{"BenchmarkServerBusy", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.bench, func(t *testing.T) {

@@ -73,12 +73,16 @@ type implSpec struct {
 //     connection limit, and scenario (e) does, once 64 pages have run out
 //     of retries); closing them is what a careful user must add.
 //
-// Two variants of rr-budget exist for the bench only, each in the
+// Three variants of rr-budget exist for the bench only, each in the
 // benchmarks where it answers a question:
 //
 //   - rr-budget-each (scenario 1 and own cost): a new Budget for every
 //     request instead of one per 10-page sequence, for issue 14's
 //     "loopback ratio ≤ 1.02 with a new Budget per request".
+//   - rr-shared (scenarios (c), (e) and (f)): rr-budget over a Transport
+//     made WithSharedRestrictions(nil), so that a 429 of one sequence
+//     holds every sequence of the same scheme and host until its T, and
+//     releases them at a pace (issue 21).
 //   - rr-drained (scenarios 2 and 3): a control, not something the
 //     library does. rr-budget over a base that drains every 429's body
 //     into memory (drain429) before readrecovery sees it, so that when
@@ -91,6 +95,7 @@ var implSpecs = []implSpec{
 	{"rr-budget", true, newReadRecovery(true), nil},
 	{"rr-budget-each", true, newReadRecoveryEach, []string{"BenchmarkPassThrough", "BenchmarkOwnCost"}},
 	{"rr-drained", true, newReadRecoveryDrained, []string{"BenchmarkRecovered429", "BenchmarkConcurrentSequences"}},
+	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy", "BenchmarkThrottleBurst"}},
 	{"retryablehttp", true, newRetryableHTTP, nil},
 	{"azcore", true, newAzcore, nil},
 	{"failsafe", true, newFailsafe, nil},

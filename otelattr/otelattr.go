@@ -99,6 +99,9 @@ const (
 	TriggerWrite429 = "write-429" // a mutation met 429; the sequence's other requests wait first
 	TriggerRead429  = "read-429"  // a GET met 429 and is re-sent once after the wait
 	TriggerQueue429 = "queue-429" // a marked File upload met 429 and is re-sent once
+	// TriggerSharedRestriction: another request of the Transport met 429 in
+	// the same scope (WithSharedRestrictions); this one waits for its place.
+	TriggerSharedRestriction = "shared-restriction"
 )
 
 // WaitInfo is what a wait span records. Every string must already be

@@ -217,6 +217,9 @@ type demoEnv struct {
 	srv    *fakeserver.Server
 	url    string
 	client *http.Client
+	// shared is a client whose Transport shares restrictions
+	// (WithSharedRestrictions) over the same logging base.
+	shared *http.Client
 	tracer trace.Tracer
 	rec    *recorder
 	run    *demoRun
@@ -256,7 +259,12 @@ func runScenarios(ctx context.Context, inProcess bool, exp sdktrace.SpanExporter
 			return http.ErrUseLastResponse
 		},
 	}
-	env := &demoEnv{srv: srv, url: url, client: client, tracer: tp.Tracer("readrecovery-demo"), rec: rec,
+	shared := &http.Client{
+		Transport: readrecovery.New(&loggingTransport{base: base, rec: rec}, readrecovery.WithTracerProvider(tp),
+			readrecovery.WithSharedRestrictions(nil)),
+		CheckRedirect: client.CheckRedirect,
+	}
+	env := &demoEnv{srv: srv, url: url, client: client, shared: shared, tracer: tp.Tracer("readrecovery-demo"), rec: rec,
 		run: &demoRun{Server: url, OK: true}}
 	for _, sc := range scenarios {
 		if err := ctx.Err(); err != nil {
@@ -304,6 +312,7 @@ var scenarios = []scenario{
 	{"mutation-429", "An upload meets 429: handed back, never re-sent", mutation429},
 	{"queue-route", "A File upload marked for the queue-429 route: re-sent once, unchanged", queueRoute},
 	{"file-batch", "A journaled File batch meets a 60 s Retry-After: it stops, and the run stays waiting across invocations", fileBatch},
+	{"shared-restriction", "Two checkpoint sequences share a restriction: A meets 429, B waits until T without a 429 of its own", sharedRestriction},
 }
 
 // do sends one request in a span of its own, so a wait or a stop shows
@@ -324,7 +333,11 @@ func (env *demoEnv) do(ctx context.Context, w *workflow, b *readrecovery.Budget,
 		return nil, err
 	}
 	before := b.Report().Stop
-	resp, err := env.client.Do(req)
+	c := env.client
+	if sharedFrom(ctx) {
+		c = env.shared
+	}
+	resp, err := c.Do(req)
 	if after := b.Report(); after.Stop != before {
 		env.rec.add(event{Kind: "stop", Reason: string(after.Stop) + ": " + after.StopDetail})
 	}
@@ -611,6 +624,10 @@ What the words mean:
   window            the sequence's one wait: from its first 429 to the server's not-before
                     time; every request of the sequence sent meanwhile waits for its end.
   opportunity-used  a 429 came after the window: a sequence waits once, so it stops.
+  shared-restriction
+                    (WithSharedRestrictions) another sequence's 429 restricted the scope
+                    (scheme and host) until its not-before time: this sequence waits until
+                    then as its one window, without a 429 of its own.
   owned / observed / unproven
                     a mutation's own 2xx (owned); no 2xx but a later read found something
                     (observed: never a licence to clean up); neither (unproven).
@@ -629,6 +646,9 @@ func (e event) line() string {
 		return s
 	case "wait":
 		s := fmt.Sprintf("wait   %-9s Retry-After %s(%d)  planned %.3fs  actual %.3fs", e.Trigger, e.RetryAfterKind, e.RetryAfterValue, e.PlannedSeconds, e.ActualSeconds)
+		if e.Trigger == otelattr.TriggerSharedRestriction {
+			s += "  set by " + e.RequestID
+		}
 		if e.Error != "" {
 			s += "  " + e.Error
 		}
@@ -712,5 +732,54 @@ func fileBatch(ctx context.Context, env *demoEnv, w *workflow) error {
 	w.expect("continuation: q1 acked, q2 unknown, q3 never-attempted; nothing may go now",
 		c.Files[0].State == journal.FileAcked && c.Files[1].State == journal.FileUnknown &&
 			c.Files[2].State == journal.FileNeverAttempted && len(c.Uploads()) == 0)
+	return nil
+}
+
+// sharedKey marks a request for the demo's shared-restrictions client.
+type sharedKey struct{}
+
+func sharedFrom(ctx context.Context) bool { return ctx.Value(sharedKey{}) != nil }
+
+// sharedRestriction: over a Transport made WithSharedRestrictions, two
+// checkpoint sequences read the same account. A's read meets 429
+// "Retry-After: 2": the scope (scheme and host) is restricted until T.
+// B starts half a second later: it is not sent before T, it waits as its
+// sequence's window (trigger shared-restriction, naming A's 429), and it
+// is answered 200 at T without a 429 of its own. The server's ledger
+// shows nothing between A's 429 and T.
+func sharedRestriction(ctx context.Context, env *demoEnv, w *workflow) error {
+	env.srv.PutBlob("checkpoints", "c2/source.json", []byte(`{"source":"files"}`))
+	env.srv.PutBlob("checkpoints", "c2/definition.json", []byte(`{"indexer":"files"}`))
+	env.srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(1))
+	first := len(env.srv.Requests())
+	ctx = context.WithValue(ctx, sharedKey{}, true)
+	a, b := readrecovery.NewBudget("checkpoint c2 (A)"), readrecovery.NewBudget("checkpoint c2 (B)")
+	var wg sync.WaitGroup
+	var statusA, statusB int
+	wg.Go(func() {
+		resp, err := env.do(readrecovery.WithBudget(ctx, a), w, a, http.MethodGet, "/checkpoints/c2/source.json", nil)
+		closeBody(resp)
+		statusA = statusOf(resp, err)
+	})
+	wg.Go(func() {
+		time.Sleep(500 * time.Millisecond)
+		resp, err := env.do(readrecovery.WithBudget(ctx, b), w, b, http.MethodGet, "/checkpoints/c2/definition.json", nil)
+		closeBody(resp)
+		statusB = statusOf(resp, err)
+	})
+	wg.Wait()
+	ledger := env.srv.Requests()[first:]
+	w.expect("A's read answers 200 after its one wait", statusA == 200)
+	w.expect("B's read answers 200", statusB == 200)
+	ok := len(ledger) == 3 && ledger[0].Status == 429 && ledger[1].Status == 200 && ledger[2].Status == 200
+	w.expect("the server saw 3 requests: A's 429, then B and A's re-send", ok)
+	if ok {
+		w.expect("nothing reached the server between A's 429 and T = +2 s",
+			ledger[1].Arrived.Sub(ledger[0].Arrived) >= 2*time.Second && ledger[1].Path == "/checkpoints/c2/definition.json")
+	}
+	r := w.keep(b)
+	w.expect("B waited once (shared-restriction, naming A's 429) and met no 429",
+		r.Waits == 1 && r.WaitLog[0].Trigger == otelattr.TriggerSharedRestriction && len(ledger) > 0 &&
+			r.WaitLog[0].RequestID == ledger[0].RequestID && r.Requests == 1)
 	return nil
 }

@@ -100,9 +100,9 @@ func TestDemoExportsOTLP(t *testing.T) {
 				trigger, _ = a.Value["stringValue"].(string)
 			}
 		}
-		assert.Contains(t, []string{"read-429", "write-429", "queue-429"}, trigger)
+		assert.Contains(t, []string{"read-429", "write-429", "queue-429", "shared-restriction"}, trigger)
 	}
-	assert.Equal(t, 4, waits, "the demo's four waits")
+	assert.Equal(t, 6, waits, "the demo's six waits (two in shared-restriction)")
 	assert.Equal(t, 2, stops, "the demo's two stops")
 }
 

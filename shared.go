@@ -1,0 +1,379 @@
+package readrecovery
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/readrecovery/readrecovery/internal/httprule"
+	"github.com/readrecovery/readrecovery/internal/redact"
+)
+
+// This file is the Transport's table of shared restrictions
+// (docs/policy.md: shared-restriction, paced-release): a scope (by
+// default the request's scheme and host) that answered a 429 with a usable
+// delay is restricted until that 429's not-before T, for every sequence of
+// the Transport. The table only keeps the facts and hands out places in
+// the release; what a request does with them is the policy's
+// (sequence.go, admitAt).
+
+// MaxSharedScopes is how many restricted scopes a Transport made with
+// [WithSharedRestrictions] remembers at once. A scope is forgotten when
+// its restriction and its paced release have ended (at the next request
+// or 429 the Transport sees after that). When a 429 would restrict a new
+// scope while MaxSharedScopes are restricted, the restriction that ends
+// soonest is forgotten to make room: its scope's later requests are sent
+// as if it had none (each sequence then meets the server's 429 itself).
+const MaxSharedScopes = 4096
+
+// The pace of a release (docs/policy.md: paced-release) is the spacing of
+// the places handed out from T on. It starts at paceStart and quickens by
+// 1/paceFast of itself on every 2xx a paced request gets, until a paced
+// request meets 429: the server's pace is then what it let through since
+// the release began, the places' spacing becomes that, plus a quarter, and
+// from then on it quickens by 1/paceSlow per 2xx only. Always within
+// [paceMin, paceMax].
+const (
+	paceStart  = 10 * time.Millisecond
+	paceMin    = 100 * time.Microsecond
+	paceMax    = time.Second
+	paceFast   = 64
+	paceSlow   = 4096
+	paceSample = 8 // fewer 2xx than this measure nothing: the spacing doubles
+)
+
+// pace is a release's spacing and what it learned.
+type pace struct {
+	interval time.Duration
+	settled  bool      // a paced 429 came: the slow quickening
+	since    time.Time // the release (re)started then: T
+	ok       int       // 2xx of paced requests since then
+	cutK     uint64    // a 429 of a ticket before it was in flight at the last slow-down
+}
+
+func newPace(t time.Time) pace { return pace{interval: paceStart, since: t} }
+
+// succeeded counts a paced request's 2xx and quickens the pace.
+func (p *pace) succeeded() {
+	p.ok++
+	shrink := time.Duration(paceFast)
+	if p.settled {
+		shrink = paceSlow
+	}
+	p.interval = max(p.interval-p.interval/shrink, paceMin)
+}
+
+// throttled slows the pace for a 429 received at now of a paced request,
+// the release restarting at until (the new T). (The table asks only for a
+// ticket issued after the last slow-down: one due before it was in flight
+// then and says nothing new.)
+func (p *pace) throttled(now, until time.Time) {
+	iv := 2 * p.interval
+	if p.ok >= paceSample && now.After(p.since) {
+		iv = max(now.Sub(p.since)/time.Duration(p.ok), p.interval) * 5 / 4
+	}
+	p.interval = min(max(iv, paceMin), paceMax)
+	p.settled, p.since, p.ok = true, until, 0
+}
+
+// restrictions is the table of one Transport. The zero value is not
+// used: a Transport without the option has a nil table.
+type restrictions struct {
+	scope func(*http.Request) string
+
+	mu       sync.Mutex
+	m        map[string]*restriction
+	peak     int       // the most entries m held since it was made (a map never shrinks)
+	gens     uint64    // the last generation handed out
+	earliest time.Time // no entry ends before it (when a sweep is due)
+}
+
+// restriction is one scope's: until T no request of a sequence goes, and
+// from T on they go one by one, in the order they asked: each waiter
+// holds a ticket, and ticket k is due pace.interval after ticket k-1.
+// When the pace changes, the tickets not yet due are spaced anew from
+// where the release is (base, baseK), so that a waiter's place follows
+// what the release has learned since it asked.
+type restriction struct {
+	gen    uint64    // a new one each time the scope is restricted after a release ended
+	until  time.Time // T, the latest not-before a 429 of the scope gave
+	issued uint64    // tickets handed out: the next one is issued
+	base   time.Time // ticket baseK is due at base (never before until)
+	baseK  uint64
+	pace   pace      // the release's spacing
+	plan   *waitPlan // the 429 that set until: what the waits record (never changed, replaced)
+}
+
+// due is when ticket k may go: never before T.
+func (r *restriction) due(k uint64) time.Time {
+	at := r.base
+	if k >= r.baseK {
+		at = at.Add(time.Duration(k-r.baseK) * r.pace.interval)
+	}
+	if at.Before(r.until) {
+		return r.until
+	}
+	return at
+}
+
+// end is when the restriction is over: T passed and every ticket handed
+// out is due.
+func (r *restriction) end() time.Time { return r.due(r.issued) }
+
+// rebase makes the first ticket not yet due at now the base, due when it
+// was, or at from when that is later (a new T): the pace may change after.
+func (r *restriction) rebase(now, from time.Time) {
+	k := r.baseK
+	if now.After(r.base) && r.pace.interval > 0 {
+		k += uint64((now.Sub(r.base) + r.pace.interval - 1) / r.pace.interval)
+	}
+	k = min(k, r.issued)
+	at := r.due(k)
+	if from.After(at) {
+		at = from
+	}
+	r.base, r.baseK = at, k
+}
+
+// place is one request's place in a scope's release: its ticket.
+type place struct {
+	scope string
+	gen   uint64
+	k     uint64
+}
+
+// restricted is the fact the policy decides on: the request's scope is
+// restricted until t (T), and the request may be sent at until (its
+// place, never before T) at the earliest, as far as the release knows
+// now; gen tells one restriction of the scope from the next; plan is the
+// 429 that set T (its request ID, the scope's host).
+type restricted struct {
+	t, until time.Time
+	gen      uint64
+	plan     *waitPlan
+}
+
+func newRestrictions(scope func(*http.Request) string) *restrictions {
+	if scope == nil {
+		scope = schemeHost
+	}
+	return &restrictions{scope: scope, m: make(map[string]*restriction)}
+}
+
+// schemeHost is the default scope: the request's scheme and host (with
+// its port, when the URL has one).
+func schemeHost(req *http.Request) string {
+	return req.URL.Scheme + "://" + req.URL.Host
+}
+
+// scopeOf returns the request's scope; a scope function that panics is
+// the caller's bug and is not recovered.
+func (t *restrictions) scopeOf(req *http.Request) string {
+	return t.scope(req)
+}
+
+// record keeps a 429's restriction of scope until until, received at now,
+// and returns the restriction's generation. Within a restriction or its
+// release, a later until wins (the tickets not yet due start again from
+// it, in order), and a 429 of a request sent from a place (paced) slows
+// the release down: the pace was too fast. (The 429s of requests already
+// in flight when the restriction began say nothing of the pace.) After a
+// release ended, the 429 starts a new one.
+func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan, paced *place) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked(now)
+	if r := t.m[scope]; r != nil {
+		if until.After(r.until) {
+			r.rebase(now, until)
+			r.until, r.plan = until, plan
+			if r.pace.ok == 0 {
+				r.pace.since = until // nothing went yet: the release starts at the new T
+			}
+		}
+		if paced != nil && paced.gen == r.gen && paced.k >= r.pace.cutK {
+			r.rebase(now, r.until)
+			r.pace.throttled(now, r.until)
+			r.pace.cutK = r.baseK
+		}
+		t.noteEndLocked(r)
+		return r.gen
+	}
+	// The sweep above forgot every restriction that ended: this scope has
+	// none, and a new one starts at the first pace.
+	if len(t.m) >= MaxSharedScopes {
+		t.evictLocked()
+	}
+	t.gens++
+	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(until), plan: plan}
+	t.m[scope] = r
+	t.peak = max(t.peak, len(t.m))
+	t.noteEndLocked(r)
+	return r.gen
+}
+
+// take returns the request's restriction at now: held is the place it
+// holds already (nil for none). A held ticket of the scope's current
+// restriction stays the request's; otherwise the request gets the next
+// ticket. ok is false when the scope is not restricted at now for it
+// (its ticket is due, or the release is over).
+func (t *restrictions) take(scope string, now time.Time, held *place) (restricted, place, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked(now)
+	r := t.m[scope]
+	if r == nil {
+		return restricted{}, place{}, false
+	}
+	if !now.Before(r.end()) {
+		delete(t.m, scope)
+		return restricted{}, place{}, false
+	}
+	p := place{scope: scope, gen: r.gen, k: r.issued}
+	if held != nil && held.scope == scope && held.gen == r.gen {
+		p = *held
+	} else {
+		r.issued++
+		t.noteEndLocked(r)
+	}
+	at := r.due(p.k)
+	if !now.Before(at) {
+		return restricted{}, p, false
+	}
+	return restricted{t: r.until, until: at, gen: r.gen, plan: r.plan}, p, true
+}
+
+// giveBack returns a place that will not be used (its sequence stopped,
+// or it was refused), when it is the last one handed out, so that refused
+// waiters leave no gap in the release.
+func (t *restrictions) giveBack(p place) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.m[p.scope]
+	if r != nil && r.gen == p.gen && p.k+1 == r.issued && p.k >= r.baseK {
+		r.issued--
+	}
+}
+
+// succeeded tells the scope's release that the request sent from the
+// place p got a 2xx: the pace quickens a little.
+func (t *restrictions) succeeded(now time.Time, p place) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.m[p.scope]; r != nil && r.gen == p.gen {
+		r.rebase(now, r.until)
+		r.pace.succeeded()
+	}
+}
+
+// len returns how many scopes the table holds.
+func (t *restrictions) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// noteEndLocked keeps earliest at or before every entry's end.
+func (t *restrictions) noteEndLocked(r *restriction) {
+	if e := r.end(); t.earliest.IsZero() || e.Before(t.earliest) {
+		t.earliest = e
+	}
+}
+
+// sweepLocked forgets every restriction that has ended at now, once the
+// earliest end has come (at most one pass over the table per end).
+func (t *restrictions) sweepLocked(now time.Time) {
+	if t.earliest.IsZero() || now.Before(t.earliest) {
+		return
+	}
+	t.earliest = time.Time{}
+	for k, r := range t.m {
+		if !now.Before(r.end()) {
+			delete(t.m, k)
+			continue
+		}
+		t.noteEndLocked(r)
+	}
+	if len(t.m) < t.peak/4 {
+		// A Go map keeps its buckets when entries are deleted: a table
+		// that shrank to a quarter is copied, so that its memory returns.
+		m := make(map[string]*restriction, len(t.m))
+		for k, r := range t.m {
+			m[k] = r
+		}
+		t.m, t.peak = m, len(m)
+	}
+}
+
+// evictLocked forgets the restriction that ends soonest.
+func (t *restrictions) evictLocked() {
+	var victim string
+	var end time.Time
+	for k, r := range t.m {
+		if e := r.end(); victim == "" || e.Before(end) {
+			victim, end = k, e
+		}
+	}
+	delete(t.m, victim)
+}
+
+// note records the restriction a 429 of req sets on its scope, when its
+// delay is usable: a valid Retry-After (seconds or date) with the
+// millisecond floor it carries, or else a valid millisecond field alone;
+// never a fallback, never a delay the policy refuses (oversized,
+// overlong), never 0. It returns the restriction's generation, 0 when the
+// 429 sets none.
+func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Time, w waitFields, timing *RetryAfterTiming, status int, requestID string, paced *place) uint64 {
+	delay, floorMs, refuse, _ := waitOf(w.ra, timing, w.ms, w.msKind)
+	switch {
+	case refuse != "":
+		return 0
+	case w.ra.Kind != RetryAfterSeconds && w.ra.Kind != RetryAfterDate:
+		if w.ms <= 0 {
+			return 0 // only the 1 s fallback
+		}
+		delay, floorMs = time.Duration(w.ms)*time.Millisecond, w.ms
+	}
+	if delay <= 0 {
+		return 0
+	}
+	host, port := hostPort(req)
+	return t.record(scope, receivedAt, receivedAt.Add(delay), &waitPlan{
+		trigger: triggerShared, ra: w.ra, timing: timing, floorMs: floorMs, requestID: requestID,
+		status: status, method: methodOf(req), host: host, port: port, url: redact.URL(req.URL),
+	}, paced)
+}
+
+// passShared sends a request that carries nothing of the policy's: it is
+// never held, but its 429 restricts its scope for the others.
+func (t *Transport) passShared(req *http.Request) (*http.Response, error) {
+	resp, err := t.baseRT().RoundTrip(req)
+	if err == nil && resp != nil && httprule.IsThrottled(resp.StatusCode) {
+		receivedAt := t.clk().Now()
+		var tm RetryAfterTiming
+		w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
+		var timing *RetryAfterTiming
+		if w.hasTiming {
+			timing = &tm
+		}
+		t.shared.note(t.shared.scopeOf(req), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), nil)
+	}
+	return resp, err
+}
+
+// paceRecheck is how long a request holding a place sleeps at most
+// before it asks again: its place follows the pace the release learns
+// meanwhile (earlier when it quickened, later when T moved).
+const paceRecheck = 50 * time.Millisecond
+
+// wakeAt returns when a request waiting until until asks the policy
+// again: until, or sooner while it holds a place in a release.
+func (c *call) wakeAt(until time.Time) time.Time {
+	if c.place == nil {
+		return until
+	}
+	if soon := c.t.clk().Now().Add(paceRecheck); soon.Before(until) {
+		return soon
+	}
+	return until
+}

@@ -1,0 +1,712 @@
+package readrecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readrecovery/readrecovery/fakeserver"
+	"github.com/readrecovery/readrecovery/otelattr"
+)
+
+// The scope table (shared.go) on its own, at fixed times.
+
+func sharedPlan(id string) *waitPlan {
+	return &waitPlan{trigger: triggerShared, requestID: id, status: 429, host: "h"}
+}
+
+// shared-restriction: the latest not-before wins; every request of the
+// scope gets a ticket, due no earlier than T, paceStart apart; a held
+// ticket stays its holder's; a later T moves the tickets not yet due out,
+// in order; the release ends when the last ticket is due.
+func TestRestrictionsPlaces(t *testing.T) {
+	tab := newRestrictions(nil)
+	_, _, ok := tab.take("a", t0, nil)
+	assert.False(t, ok, "no restriction yet")
+
+	gen := tab.record("a", t0, t0.Add(s2), sharedPlan("r1"), nil)
+	require.Equal(t, uint64(1), gen)
+	// A shorter not-before does not shorten it.
+	assert.Equal(t, gen, tab.record("a", t0, t0.Add(s1), sharedPlan("r2"), nil))
+
+	f1, p1, ok := tab.take("a", t0.Add(s1), nil)
+	require.True(t, ok)
+	assert.Equal(t, restricted{t: t0.Add(s2), until: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
+	f2, p2, _ := tab.take("a", t0.Add(s1), nil)
+	assert.Equal(t, t0.Add(s2+paceStart), f2.until)
+	assert.Equal(t, place{scope: "a", gen: gen, k: 1}, p2)
+
+	// The holder of p1 asks again before its place: the same place.
+	f1b, p1b, ok := tab.take("a", t0.Add(s1), &p1)
+	assert.True(t, ok)
+	assert.Equal(t, f1.until, f1b.until)
+	assert.Equal(t, p1, p1b)
+	// At its place it may go.
+	_, _, ok = tab.take("a", t0.Add(s2), &p1)
+	assert.False(t, ok)
+
+	// Another scope is not restricted.
+	_, _, ok = tab.take("b", t0.Add(s1), nil)
+	assert.False(t, ok)
+
+	// A later not-before moves T out: p2 is due one place after it.
+	tab.record("a", t0.Add(s2), t0.Add(s3), sharedPlan("r3"), nil)
+	f2b, _, ok := tab.take("a", t0.Add(s2), &p2)
+	require.True(t, ok)
+	assert.Equal(t, restricted{t: t0.Add(s3), until: t0.Add(s3 + paceStart), gen: gen, plan: sharedPlan("r3")}, f2b)
+
+	// After the last ticket is due the scope is forgotten.
+	_, _, ok = tab.take("a", t0.Add(10*time.Second), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 0, tab.len())
+
+	// A new restriction is a new generation.
+	assert.Equal(t, uint64(2), tab.record("a", t0.Add(10*time.Second), t0.Add(11*time.Second), sharedPlan("r4"), nil))
+}
+
+// paced-release: a ticket given back when it was the last leaves no gap.
+func TestRestrictionsGiveBack(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
+	_, p1, _ := tab.take("a", t0, nil)
+	_, _, _ = tab.take("a", t0, nil)
+	tab.giveBack(p1) // not the last: kept
+	f, _, _ := tab.take("a", t0, nil)
+	assert.Equal(t, t0.Add(s1+2*paceStart), f.until)
+	_, p4, _ := tab.take("a", t0, nil)
+	tab.giveBack(p4)
+	f, p5, _ := tab.take("a", t0, nil)
+	assert.Equal(t, p4, p5, "the last ticket given back is handed out again")
+	assert.Equal(t, t0.Add(s1+3*paceStart), f.until)
+}
+
+// paced-release: the pace quickens by 1/64 per 2xx until a paced request
+// meets 429; then the spacing is what the server let through since T plus
+// a quarter, and it quickens by 1/4096 per 2xx; too few 2xx to measure
+// double it; always within [paceMin, paceMax].
+func TestPaceSteps(t *testing.T) {
+	p := newPace(t0)
+	for range 64 {
+		p.succeeded()
+	}
+	want := paceStart
+	for range 64 {
+		want -= want / 64
+	}
+	assert.Equal(t, want, p.interval)
+	// 64 2xx in 320 ms: the server's spacing is 5 ms; 6.25 ms with a quarter.
+	p.throttled(t0.Add(320*time.Millisecond), t0.Add(1320*time.Millisecond))
+	assert.Equal(t, 6250*time.Microsecond, p.interval)
+	assert.True(t, p.settled)
+	p.succeeded()
+	assert.Equal(t, 6250*time.Microsecond-6250*time.Microsecond/4096, p.interval)
+	// Too few 2xx since: doubled.
+	iv := p.interval
+	p.throttled(t0.Add(1400*time.Millisecond), t0.Add(2400*time.Millisecond))
+	assert.Equal(t, 2*iv, p.interval)
+	for range 20 {
+		p.throttled(t0.Add(3*time.Second), t0.Add(100*time.Second))
+	}
+	assert.Equal(t, paceMax, p.interval)
+	q := newPace(t0)
+	for range 100_000 {
+		q.succeeded()
+	}
+	assert.Equal(t, paceMin, q.interval)
+}
+
+// paced-release through the table: a 2xx of a paced request quickens the
+// tickets not yet due; a 429 of one slows them and restarts them at the
+// new T; a 429 of a request sent before the restriction, or of a ticket
+// due before the last slow-down, changes no pace.
+func TestRestrictionsPace(t *testing.T) {
+	tab := newRestrictions(nil)
+	gen := tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r2"), nil)
+	assert.Equal(t, paceStart, tab.m["a"].pace.interval, "a 429 in flight before the restriction says nothing of the pace")
+	var ps []place
+	for range 4 {
+		_, p, _ := tab.take("a", t0, nil)
+		ps = append(ps, p)
+	}
+	// Ticket 0 went at T and got its 2xx: tickets 1.. are spaced anew.
+	tab.succeeded(t0.Add(s1), ps[0])
+	iv := paceStart - paceStart/64
+	assert.Equal(t, iv, tab.m["a"].pace.interval)
+	f, _, _ := tab.take("a", t0.Add(s1), &ps[3])
+	assert.Equal(t, t0.Add(s1+3*iv), f.until)
+	// Ticket 1 meets 429 "Retry-After: 1" at T+10 ms: fewer than 8 2xx
+	// measured, the spacing doubles; tickets 2.. restart at the new T.
+	T2 := t0.Add(s2 + 10*time.Millisecond)
+	assert.Equal(t, gen, tab.record("a", t0.Add(s1+10*time.Millisecond), T2, sharedPlan("r3"), &ps[1]))
+	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
+	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[2])
+	assert.Equal(t, T2, f.until)
+	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[3])
+	assert.Equal(t, T2.Add(2*iv), f.until)
+	// A 429 of ticket 0 (due before the slow-down) changes no pace.
+	tab.record("a", t0.Add(s1+20*time.Millisecond), T2, sharedPlan("r4"), &ps[0])
+	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
+}
+
+// The table's memory: 1,000 scopes are forgotten at the first use after
+// their restrictions ended; never more than MaxSharedScopes are kept, the
+// one that ends soonest making room.
+func TestRestrictionsExpireAndCap(t *testing.T) {
+	tab := newRestrictions(nil)
+	for i := range 1000 {
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s1+time.Duration(i)*time.Millisecond), sharedPlan("r"), nil)
+	}
+	assert.Equal(t, 1000, tab.len())
+	_, _, ok := tab.take("other", t0.Add(s1+500*time.Millisecond), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 499, tab.len(), "the ones that ended are gone, the others kept")
+	_, _, ok = tab.take("other", t0.Add(s2), nil)
+	assert.False(t, ok)
+	assert.Equal(t, 0, tab.len())
+
+	for i := range MaxSharedScopes {
+		tab.record(fmt.Sprint("scope", i), t0, t0.Add(s2+time.Duration(i)*time.Millisecond), sharedPlan("r"), nil)
+	}
+	tab.record("one more", t0, t0.Add(s3), sharedPlan("r"), nil)
+	assert.Equal(t, MaxSharedScopes, tab.len())
+	_, _, ok = tab.take("scope0", t0, nil)
+	assert.False(t, ok, "the restriction that ends soonest made room")
+	_, _, ok = tab.take("one more", t0, nil)
+	assert.True(t, ok)
+	_, _, ok = tab.take("scope1", t0, nil)
+	assert.True(t, ok)
+}
+
+// The state machine's decision for a restricted scope (docs/policy.md:
+// shared-restriction), as step rows at fixed times.
+func TestSharedRestrictionRules(t *testing.T) {
+	fact := func(until time.Duration, gen uint64) *request {
+		return &request{shared: &restricted{until: t0.Add(until), gen: gen, plan: sharedPlan("r1")}}
+	}
+	claimed := func(r *request) *request { c := *r; c.claimed = true; return &c }
+	for _, tc := range []struct {
+		rule   string
+		limits limits
+		steps  []decide
+	}{
+		{"shared-restriction: a restricted scope opens the sequence's window until the place", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: s1, req: fact(s3, 1), want: waitTill(s3)},
+			{at: s3, req: &request{claimed: true}, want: sendLate(2)},
+		}},
+		{"shared-restriction: the next place of the same restriction moves the window out", limits{}, []decide{
+			{at: 0, req: fact(s2, 1), want: waitTill(s2)},
+			{at: s2, req: &request{claimed: true}, want: sendLate(1)},
+			{at: s2, req: fact(s2+10*time.Millisecond, 1), want: waitTill(s2 + 10*time.Millisecond)},
+		}},
+		{"shared-restriction: a place beyond the wait ceiling stops before the network", limits{wait: s1, waitSet: true}, []decide{
+			{at: 0, req: fact(s2, 1), want: refused(StopRestricted)},
+			{at: s3, req: read, want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a place beyond the total stops", limits{total: s2}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: s1, req: fact(s2, 1), want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a new restriction after the sequence's window stops it", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: 0, in: read429(s1), want: resendAt(s1)},
+			{at: s1, req: &request{claimed: true}, want: sendLate(2)},
+			{at: s2, req: fact(s3, 7), want: refused(StopRestricted)},
+		}},
+		{"shared-restriction: a window still open joins the restriction and waits for the later end", limits{}, []decide{
+			{at: 0, req: read, want: sendNow(1)},
+			{at: 0, in: read429(s2), want: resendAt(s2)},
+			{at: s1, req: fact(s3, 1), want: waitTill(s3)},
+			{at: s2, req: claimed(fact(s3, 1)), want: waitTill(s3)}, // the re-send too
+			{at: s3, req: &request{claimed: true}, want: sendLate(2)},
+		}},
+		{"shared-restriction: a 429 of the restriction's release is after the window", limits{}, []decide{
+			{at: 0, req: fact(s1, 1), want: waitTill(s1)},
+			{at: s1, req: &request{claimed: true}, want: sendLate(1)},
+			{at: s1, in: late(read429(s1)), want: stopped(StopOpportunityUsed)},
+		}},
+		{"wait-before-readback: a mutation admitted before T waits like a read", limits{}, []decide{
+			{at: 0, req: &request{mutation: true, shared: fact(s2, 1).shared}, want: waitTill(s2)},
+			{at: s2, req: &request{mutation: true, claimed: true}, want: sendLate(1)},
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			runSteps(t, &sequence{name: "s", limits: tc.limits}, tc.steps)
+		})
+	}
+}
+
+// sharedFake is a fake whose first blob GET meets 429 "Retry-After: 2",
+// with three blobs, and a Transport over it sharing restrictions.
+func sharedFake(t *testing.T, opts ...Option) (*fakeserver.Server, *Transport) {
+	t.Helper()
+	srv := fakeserver.New()
+	t.Cleanup(func() { srv.Close() })
+	for _, b := range []string{"a", "b", "c"} {
+		srv.PutBlob("c", b, []byte(b))
+	}
+	srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(1))
+	return srv, New(srv.Transport(), opts...)
+}
+
+// arrivals returns the ledger's requests as "METHOD path status +offset"
+// from start.
+func arrivals(srv *fakeserver.Server, start time.Time) []string {
+	var out []string
+	for _, r := range srv.Requests() {
+		out = append(out, fmt.Sprintf("%s %s %d +%v", r.Method, r.Path, r.Status, r.Arrived.Sub(start)))
+	}
+	return out
+}
+
+// shared-restriction against the fake, in fake time: sequence A's read
+// meets 429 "Retry-After: 2"; sequence B, 100 ms later, is not sent before
+// T (the ledger shows nothing of it between the 429 and T) and goes at T
+// without a 429 of its own; a request without a Budget goes at once, and
+// so does a Budget request to another host. Without the option B goes at
+// once and meets no 429 either: the difference is the restriction alone.
+func TestSharedRestrictionHoldsTheScope(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opts []Option
+				if shared {
+					opts = append(opts, WithSharedRestrictions(nil))
+				}
+				srv, tr := sharedFake(t, opts...)
+				start := time.Now()
+				a, b, other := NewBudget("A"), NewBudget("B"), NewBudget("other")
+				var wg sync.WaitGroup
+				statuses := map[string]int{}
+				var mu sync.Mutex
+				run := func(name string, ctx context.Context, url string, after time.Duration) {
+					wg.Go(func() {
+						time.Sleep(after)
+						resp, err := tr.RoundTrip(get(t, ctx, url))
+						require.NoError(t, err)
+						drain(resp)
+						mu.Lock()
+						statuses[name] = resp.StatusCode
+						mu.Unlock()
+					})
+				}
+				bg := context.Background()
+				run("A", WithBudget(bg, a), "http://acct.example/c/a", 0)
+				run("B", WithBudget(bg, b), "http://acct.example/c/b", 100*time.Millisecond)
+				run("nobudget", bg, "http://acct.example/c/c", 200*time.Millisecond)
+				run("otherhost", WithBudget(bg, other), "http://other.example/c/c", 300*time.Millisecond)
+				wg.Wait()
+
+				assert.Equal(t, map[string]int{"A": 200, "B": 200, "nobudget": 200, "otherhost": 200}, statuses)
+				if !shared {
+					assert.Equal(t, []string{
+						"GET /c/a 429 +0s", "GET /c/b 200 +100ms", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/a 200 +2s",
+					}, arrivals(srv, start))
+					assert.Equal(t, 0, b.Report().Waits)
+					return
+				}
+				// At T: B, which took the first place at +100 ms, then A's
+				// re-send, which asked for its place at T: one place apart
+				// (10 ms, less 1/64 when B's 2xx came first).
+				assert.Equal(t, []string{
+					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s",
+				}, arrivals(srv, start)[:4])
+				last := srv.Requests()[4]
+				assert.Equal(t, "/c/a 200", fmt.Sprint(last.Path, " ", last.Status))
+				assert.Contains(t, []time.Duration{s2 + paceStart - paceStart/64, s2 + paceStart}, last.Arrived.Sub(start))
+				id429 := srv.Requests()[0].RequestID
+				rb := b.Report()
+				require.Len(t, rb.WaitLog, 1)
+				assert.Equal(t, otelattr.TriggerSharedRestriction, rb.WaitLog[0].Trigger)
+				assert.Equal(t, id429, rb.WaitLog[0].RequestID)
+				assert.Equal(t, 1, rb.Requests)
+				assert.Equal(t, StopReason(""), rb.Stop)
+				assert.Equal(t, 0, other.Report().Waits)
+			})
+		})
+	}
+}
+
+// shared-restriction: the wait span names the trigger, the scope's host
+// and port and the request ID of the 429 that set T; no query string.
+func TestSharedRestrictionWaitSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := fakeserver.New()
+		defer srv.Close()
+		srv.PutBlob("c", "a", []byte("a"))
+		srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(1))
+		tr, rec, _ := newTraced(srv.Transport(), WithSharedRestrictions(nil))
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example:8080/c/a?sig=secret"))
+		require.NoError(t, err)
+		drain(resp)
+		id429 := srv.Requests()[0].RequestID
+		resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("B")), "http://acct.example:8080/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		var wait []string
+		for _, s := range rec.Ended() {
+			if s.Name() != otelattr.WaitSpanName {
+				continue
+			}
+			attrs := map[string]string{}
+			for _, kv := range s.Attributes() {
+				attrs[string(kv.Key)] = kv.Value.String()
+			}
+			wait = append(wait, fmt.Sprintf("%s %s %s %s %s %s", attrs[string(otelattr.WaitTrigger)], attrs[string(otelattr.SequenceName)],
+				attrs[string(otelattr.ServerAddress)], attrs["server.port"], attrs[string(otelattr.RequestID)], attrs["url.full"]))
+		}
+		assert.Equal(t, []string{fmt.Sprintf("shared-restriction B acct.example 8080 %s http://acct.example:8080/c/a", id429)}, wait)
+	})
+}
+
+// shared-restriction: a sequence with MaxWait(1s) facing T = +2 s, and one
+// whose total ends before T, stop as restricted before any network access,
+// with the 429 that set T as evidence.
+func TestSharedRestrictionStopsBeyondCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode) // A's own ceiling: no wait
+		id429 := srv.Requests()[0].RequestID
+		for _, b := range []*Budget{NewBudget("B", MaxWait(time.Second)), NewBudget("C", MaxTotal(1500*time.Millisecond))} {
+			before := len(srv.Requests())
+			_, err := tr.RoundTrip(get(t, WithBudget(bg, b), "http://acct.example/c/b"))
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrSequenceStopped))
+			var se *StopError
+			require.True(t, errors.As(err, &se))
+			assert.Equal(t, StopRestricted, se.Reason)
+			assert.Equal(t, id429, se.RequestID)
+			assert.Equal(t, http.StatusTooManyRequests, se.StatusCode)
+			assert.Equal(t, before, len(srv.Requests()), "no network access")
+			r := b.Report()
+			assert.Equal(t, StopRestricted, r.Stop)
+			assert.Equal(t, 0, r.Requests)
+		}
+	})
+}
+
+// wait-before-readback with shared restrictions: a mutation admitted
+// before T waits until T like a read.
+func TestSharedRestrictionHoldsMutation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		start := time.Now()
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		time.Sleep(500 * time.Millisecond)
+		b := NewBudget("B")
+		resp, err = tr.RoundTrip(mutation(t, WithBudget(bg, b), http.MethodPut, "http://acct.example/c/new", "data"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, []string{"GET /c/a 429 +0s", "PUT /c/new 201 +2s"}, arrivals(srv, start))
+		require.Len(t, b.Report().WaitLog, 1)
+		assert.Equal(t, otelattr.TriggerSharedRestriction, b.Report().WaitLog[0].Trigger)
+	})
+}
+
+// shared-restriction: a 429 without a usable delay (no Retry-After: the
+// 1 s fallback; "Retry-After: 0") restricts nothing.
+func TestSharedRestrictionNeedsUsableDelay(t *testing.T) {
+	for name, ra := range map[string]fakeserver.RetryAfter{"missing": fakeserver.RetryAfterMissing(), "zero": fakeserver.RetryAfterSeconds(0), "malformed": fakeserver.RetryAfterRaw("2.5")} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New()
+				defer srv.Close()
+				srv.PutBlob("c", "a", []byte("a"))
+				srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(ra), fakeserver.Nth(1))
+				tr := New(srv.Transport(), WithSharedRestrictions(nil))
+				start := time.Now()
+				bg := context.Background()
+				resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.example/c/a"))
+				require.NoError(t, err)
+				drain(resp)
+				resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("B")), "http://acct.example/c/a"))
+				require.NoError(t, err)
+				drain(resp)
+				got := arrivals(srv, start)
+				assert.Equal(t, "GET /c/a 429 +0s", got[0])
+				assert.Equal(t, "GET /c/a 200 +0s", got[len(got)-1], "B went at once")
+				assert.Equal(t, 0, tr.shared.len())
+			})
+		})
+	}
+}
+
+// shared-restriction: a 429 of a request without a Budget restricts the
+// scope for the sequences too (it is itself untouched: its 429 goes back).
+func TestSharedRestrictionFromRequestWithoutBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(nil))
+		start := time.Now()
+		resp, err := tr.RoundTrip(get(t, context.Background(), "http://acct.example/c/a"))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		drain(resp)
+		resp, err = tr.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("B")), "http://acct.example/c/b"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, []string{"GET /c/a 429 +0s", "GET /c/b 200 +2s"}, arrivals(srv, start))
+	})
+}
+
+// paced-release: waiters of a scope go one place apart from T on, never
+// before T; with a custom scope (the account), two hosts of one account
+// share it.
+func TestSharedRestrictionPacedRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, tr := sharedFake(t, WithSharedRestrictions(func(r *http.Request) string { return "account" }))
+		start := time.Now()
+		bg := context.Background()
+		resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget("A", MaxWait(0))), "http://acct.blob.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				host := []string{"acct.blob.example", "acct.queue.example"}[i%2]
+				resp, err := tr.RoundTrip(get(t, WithBudget(bg, NewBudget(fmt.Sprint(i))), "http://"+host+"/c/b"))
+				require.NoError(t, err)
+				drain(resp)
+			})
+		}
+		wg.Wait()
+		var at []time.Duration
+		for _, r := range srv.Requests()[1:] {
+			require.Equal(t, 200, r.Status)
+			at = append(at, r.Arrived.Sub(start))
+		}
+		// The first at T exactly, then one by one: each gap more than the
+		// floor, and the k-th no later than the first pace would put it
+		// (the pace quickens with each 2xx; a sleeping waiter wakes at its
+		// estimate, never sooner).
+		require.Len(t, at, 5)
+		assert.Equal(t, s2, at[0])
+		for i := 1; i < len(at); i++ {
+			gap := at[i] - at[i-1]
+			assert.True(t, gap > paceMin, "gap %d: %v", i, gap)
+			assert.LessOrEqual(t, at[i], s2+time.Duration(i)*paceStart, "arrival %d", i)
+		}
+		// The release has ended after its last place: the table is empty
+		// at the next request.
+		time.Sleep(paceStart)
+		resp, err = tr.RoundTrip(get(t, WithBudget(bg, NewBudget("late")), "http://acct.blob.example/c/b"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 0, tr.shared.len())
+	})
+}
+
+// The Transport's memory returns after 1,000 scopes expire: the table is
+// empty and the heap is back within 64 KiB of where it was.
+func TestSharedScopesMemoryReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A base that keeps nothing: the heap is the Transport's.
+		tr := New(always429{}, WithSharedRestrictions(nil))
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		for i := range 1000 {
+			resp, err := tr.RoundTrip(get(t, context.Background(), fmt.Sprintf("http://h%d.example/c/a", i)))
+			require.NoError(t, err)
+			drain(resp)
+		}
+		assert.Equal(t, 1000, tr.shared.len())
+		grown := heap()
+		time.Sleep(2 * time.Second)
+		resp, err := tr.RoundTrip(get(t, context.Background(), "http://h0.example/c/a"))
+		require.NoError(t, err)
+		drain(resp)
+		assert.Equal(t, 1, tr.shared.len(), "only the new 429's scope")
+		after := heap()
+		t.Logf("heap: %d before, %d with 1,000 scopes, %d after", before, grown, after)
+		assert.Less(t, int64(after)-int64(before), int64(64<<10))
+	})
+}
+
+// BenchmarkSharedScopes1000 records 1,000 scopes on a table, lets them
+// expire and reports the bytes the table held at its peak and keeps after
+// (retained-B/op should be about 0).
+func BenchmarkSharedScopes1000(b *testing.B) {
+	scopes := make([]string, 1000)
+	for i := range scopes {
+		scopes[i] = fmt.Sprint("https://acct", i, ".blob.core.windows.net")
+	}
+	var peak, retained float64
+	for b.Loop() {
+		tab := newRestrictions(nil)
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		h0 := heap()
+		for _, s := range scopes {
+			tab.record(s, t0, t0.Add(s1), sharedPlan("r"), nil)
+		}
+		h1 := heap()
+		tab.take("x", t0.Add(s2), nil)
+		h2 := heap()
+		peak += float64(int64(h1) - int64(h0))
+		retained += float64(int64(h2) - int64(h0))
+		runtime.KeepAlive(tab)
+	}
+	b.ReportMetric(peak/float64(b.N), "peak-B/op")
+	b.ReportMetric(retained/float64(b.N), "retained-B/op")
+}
+
+// always429 answers every request 429 "Retry-After: 1" and keeps nothing.
+type always429 struct{}
+
+func (always429) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody}, nil
+}
+
+// The table itself gives its memory back: 1,000 expired scopes leave less
+// than 16 KiB (a Go map keeps its buckets after deletes: about 54 KB for
+// 1,000 scopes, unless the table copies a map that shrank).
+func TestRestrictionsMemoryReturns(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	tab := newRestrictions(nil)
+	h0 := heap()
+	for i := range 1000 {
+		tab.record(fmt.Sprint("https://acct", i, ".blob.core.windows.net"), t0, t0.Add(s1), sharedPlan("r"), nil)
+	}
+	h1 := heap()
+	tab.take("x", t0.Add(s2), nil)
+	h2 := heap()
+	runtime.KeepAlive(tab)
+	t.Logf("heap: +%d with 1,000 scopes, %+d after", int64(h1)-int64(h0), int64(h2)-int64(h0))
+	assert.Equal(t, 0, tab.len())
+	assert.Less(t, int64(h2)-int64(h0), int64(16<<10))
+}
+
+// shared-restriction under a random load, in fake time, checked from the
+// fake's ledger alone: 3 hosts, each behind TokenBucket(20/s, burst 5)
+// per host answering 429 with the whole seconds to the next token; 30
+// sequences of 5 pages with random starts and wait ceilings, and a few
+// requests without a Budget. For every 429 of a host at t with
+// "Retry-After: n", no request of a Budget-carrying sequence of that host
+// arrives strictly between t and t+n s (in a bubble, a request in flight
+// with the 429 arrives at t itself). Every sequence completes or stops
+// with a reason of the policy.
+func TestSharedRestrictionRandomLedger(t *testing.T) {
+	for seed := range int64(4) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(seed), 1))
+				srv := fakeserver.New()
+				defer srv.Close()
+				srv.PutBlob("c", "p", []byte("page"))
+				srv.Script().Add(fakeserver.RouteBlobGet, fakeserver.Throttle(fakeserver.RetryAfterRemaining()),
+					fakeserver.TokenBucket(20, 5), fakeserver.PerHost())
+				tr := New(srv.Transport(), WithSharedRestrictions(nil))
+				hosts := []string{"h0.example", "h1.example", "h2.example"}
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				stops := map[StopReason]int{}
+				for i := range 30 {
+					host := hosts[r.IntN(len(hosts))]
+					after := time.Duration(r.IntN(2000)) * time.Millisecond
+					ceiling := []time.Duration{500 * time.Millisecond, 2 * time.Second, 30 * time.Second}[r.IntN(3)]
+					wg.Go(func() {
+						time.Sleep(after)
+						b := NewBudget(fmt.Sprint("s", i), MaxWait(ceiling))
+						ctx := WithBudget(context.Background(), b)
+						for p := range 5 {
+							resp, err := tr.RoundTrip(get(t, ctx, fmt.Sprintf("http://%s/c/p?s=%d&p=%d", host, i, p)))
+							if err != nil {
+								break
+							}
+							drain(resp)
+							if resp.StatusCode != http.StatusOK {
+								break
+							}
+						}
+						mu.Lock()
+						stops[b.Report().Stop]++
+						mu.Unlock()
+					})
+					if i%10 == 0 {
+						wg.Go(func() { // no Budget: never held
+							time.Sleep(after)
+							resp, err := tr.RoundTrip(get(t, context.Background(), "http://"+host+"/c/p?nobudget=1"))
+							require.NoError(t, err)
+							drain(resp)
+						})
+					}
+				}
+				wg.Wait()
+				ledger := srv.Requests()
+				var throttled int
+				for _, e := range ledger {
+					if e.Status != http.StatusTooManyRequests {
+						continue
+					}
+					throttled++
+					var wait time.Duration
+					for _, d := range e.Decisions {
+						if d.Fired {
+							wait = d.Wait
+						}
+					}
+					n := (wait + time.Second - 1) / time.Second
+					T := e.Arrived.Add(n * time.Second)
+					for _, o := range ledger {
+						if o.Path == e.Path && slices.Equal(o.QueryKeys, []string{"p", "s"}) && hostOf(o) == hostOf(e) &&
+							o.Arrived.After(e.Arrived) && o.Arrived.Before(T) {
+							t.Errorf("request %d (%s) arrived at %v, inside the restriction of 429 #%d (%v until %v)",
+								o.Seq, hostOf(o), o.Arrived, e.Seq, e.Arrived, T)
+						}
+					}
+				}
+				for reason := range stops {
+					switch reason {
+					case "", StopRestricted, StopOpportunityUsed, StopOverlong, StopPersistent429, StopWaitExceedsTotal:
+					default:
+						t.Errorf("unexpected stop %q", reason)
+					}
+				}
+				require.Positive(t, throttled, "the load must meet the buckets")
+				t.Logf("%d requests, %d 429s, stops %v", len(ledger), throttled, stops)
+			})
+		})
+	}
+}
+
+// hostOf is the bucket key the fake recorded for a request ("host=H"), or
+// "" when no rule asked about it.
+func hostOf(r fakeserver.Request) string {
+	for _, d := range r.Decisions {
+		return d.Key
+	}
+	return ""
+}
