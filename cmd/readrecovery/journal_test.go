@@ -324,6 +324,21 @@ func TestNotAJournalRun(t *testing.T) {
 	assert.Len(t, entries, 1, "nothing written")
 }
 
+// TestMissingRunNameEscaped: a run directory that does not exist, named
+// with an escape sequence and a newline: every command exits 2 and names
+// it escaped; no control byte reaches the terminal.
+func TestMissingRunNameEscaped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no\x1b[31mrun\n")
+	for _, args := range [][]string{{"status", dir}, {"verify", dir}, {"plan", dir}, {"review", dir, "--pending", "--note", "x"}} {
+		code, stdout, stderr := runJ(args...)
+		assert.Equal(t, 2, code, "%q", args)
+		assert.Empty(t, stdout)
+		assert.NotContains(t, stderr, "\x1b", "%q", args)
+		assert.Contains(t, stderr, `no\x1b[31mrun\n`, "%q", args)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	}
+}
+
 // TestHostileRunDirectory: a FIFO as the pending marker and a name
 // with a newline and an escape sequence: status answers unresolved at
 // once, verify prints every name escaped, one line per finding.

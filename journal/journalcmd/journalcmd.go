@@ -125,7 +125,7 @@ func (c *Command) status(ctx context.Context, dir string, stdout, stderr io.Writ
 	st := j.Status(c.now())
 	b, err := journal.MarshalStatus(st)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %sstatus: %v\n", c.Prog, c.Sub, err)
+		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
 		return 2
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
@@ -208,7 +208,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	var ids map[string]string
 	if *idsFile != "" {
 		if ids, err = readIDs(*idsFile); err != nil {
-			fmt.Fprintf(stderr, "%s: %splan --ids: %v\n", c.Prog, c.Sub, err)
+			fmt.Fprintf(stderr, "%s: %splan --ids: %s\n", c.Prog, c.Sub, printable(err))
 			return 2
 		}
 	}
@@ -219,7 +219,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	cont, err := j.RecordedPlan(c.now())
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 		return 4
 	}
 	named := 0
@@ -241,7 +241,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %splan: %v\n", c.Prog, c.Sub, err)
+			fmt.Fprintf(stderr, "%s: %splan: %s\n", c.Prog, c.Sub, printable(err))
 			return 2
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
@@ -325,6 +325,16 @@ func readIDs(path string) (map[string]string, error) {
 // escape returns s as it is when it is plain printable ASCII without
 // spaces, quotes or backslashes, else quoted with Go escapes, so that no
 // ID can forge a line or reach a terminal raw.
+// printable returns err's message with control characters, non-ASCII
+// bytes, quotes and backslashes escaped as in a Go string literal (without
+// the surrounding quotes): an error names paths and records that an
+// operator or a hostile directory chose, and none of their bytes may reach
+// the terminal raw.
+func printable(err error) string {
+	q := strconv.QuoteToASCII(err.Error())
+	return q[1 : len(q)-1]
+}
+
 func escape(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
@@ -385,10 +395,10 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 		return 0
 	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
 		return 4
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 		return 1
 	}
 }
@@ -408,10 +418,10 @@ func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string
 			escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
 		return 3 // waiting
 	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
 		return 4
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 		return 1
 	}
 }
@@ -437,10 +447,10 @@ func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore
 		}
 		return 3 // waiting
 	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
 		return 4
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 		return 1
 	}
 }
@@ -448,11 +458,11 @@ func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore
 func (c *Command) unreadable(err error, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, journal.ErrNotRun):
-		fmt.Fprintf(stderr, "%s: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(stderr, "%s: no journal run: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: no journal run: %s\n", c.Prog, printable(err))
 	default:
-		fmt.Fprintf(stderr, "%s: cannot read the run: %v\n", c.Prog, err)
+		fmt.Fprintf(stderr, "%s: cannot read the run: %s\n", c.Prog, printable(err))
 	}
 	return 2
 }
