@@ -123,22 +123,11 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		}
 		return nil
 	}
-	j.refreshLocked()
-	if err := j.checkLimits(); err != nil {
-		return ReviewRecord{}, err
-	}
-	if err := check(); err != nil {
-		return ReviewRecord{}, err
-	}
 	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claim(m); err != nil {
+	if err := j.claimChecked(m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil }() // before the unlock: the claim ends with Review
-	j.refreshLocked()
-	if err := check(); err != nil {
-		return ReviewRecord{}, j.unclaim(err)
-	}
 
 	s := j.snap
 	rb := reviewBody{
@@ -504,22 +493,11 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		}
 		return nil
 	}
-	j.refreshLocked()
-	if err := j.checkLimits(); err != nil {
-		return ReviewRecord{}, err
-	}
-	if err := check(); err != nil {
-		return ReviewRecord{}, err
-	}
 	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claim(m); err != nil {
+	if err := j.claimChecked(m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil }()
-	j.refreshLocked()
-	if err := check(); err != nil {
-		return ReviewRecord{}, j.unclaim(err)
-	}
 	s := j.snap
 	rb := reviewBody{
 		ReviewVersion:  ReviewVersion,
@@ -564,4 +542,27 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		return rec.record(), fmt.Errorf("journal: review: %w", err)
 	}
 	return rec.record(), nil
+}
+
+// claimChecked checks a review against the run, claims the run's marker m,
+// and checks again under the claim (docs/policy.md:
+// journal-claim-then-check), so that no other worker slips between the
+// check and the write. A refusal after the claim gives the marker back;
+// after a nil error the caller ends the claim when its write is done.
+func (j *Journal) claimChecked(m markerFile, check func() error) error {
+	j.refreshLocked()
+	if err := j.checkLimits(); err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	if err := j.claim(m); err != nil {
+		return err
+	}
+	j.refreshLocked()
+	if err := check(); err != nil {
+		return j.unclaim(err)
+	}
+	return nil
 }

@@ -389,18 +389,11 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 		return c.unreadable(err, stderr)
 	}
 	rec, err := j.Review(ctx, *file, journal.Decision(*decision), *note)
-	var re *journal.RestrictedError
-	switch {
-	case err == nil:
-		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
-		return 0
-	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
-		return 4
-	default:
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-		return 1
+	if err != nil {
+		return c.reviewFailed(err, stderr)
 	}
+	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
+	return 0
 }
 
 // reviewRestriction runs `review RUN --restriction ENTRY --not-before UNIX
@@ -411,19 +404,12 @@ func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string
 		return c.unreadable(err, stderr)
 	}
 	rec, err := j.ReviewRestriction(ctx, entry, note, notBefore)
-	var re *journal.RestrictedError
-	switch {
-	case err == nil:
-		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
-			escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
-		return 3 // waiting
-	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
-		return 4
-	default:
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-		return 1
+	if err != nil {
+		return c.reviewFailed(err, stderr)
 	}
+	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
+		escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
+	return 3 // waiting
 }
 
 // reviewPending runs `review RUN --pending --note TEXT [--not-before UNIX]`.
@@ -433,26 +419,31 @@ func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore
 		return c.unreadable(err, stderr)
 	}
 	rec, err := j.ReviewPending(ctx, note, notBefore)
+	if err != nil {
+		return c.reviewFailed(err, stderr)
+	}
+	file := "no planned file"
+	if rec.MarkerFileDigest != "" {
+		file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
+	}
+	fmt.Fprintf(stdout, "reviewed pending-request.json %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
+		rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+	if !rec.Removed {
+		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
+	}
+	return 3 // waiting
+}
+
+// reviewFailed reports a review that was not written: exit 4 when the
+// run's state refused it, else 1.
+func (c *Command) reviewFailed(err error, stderr io.Writer) int {
 	var re *journal.RestrictedError
-	switch {
-	case err == nil:
-		file := "no planned file"
-		if rec.MarkerFileDigest != "" {
-			file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
-		}
-		fmt.Fprintf(stdout, "reviewed pending-request.json %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
-			rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
-		if !rec.Removed {
-			fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
-		}
-		return 3 // waiting
-	case errors.As(err, &re):
+	if errors.As(err, &re) {
 		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
 		return 4
-	default:
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-		return 1
 	}
+	fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
+	return 1
 }
 
 func (c *Command) unreadable(err error, stderr io.Writer) int {
