@@ -299,9 +299,11 @@ func (b *Budget) recordRead(status int, h http.Header, ordinal int) {
 	}
 	switch c := cap(*list); {
 	case c == 0:
-		// Most sequences are short: room for two reads at first (a
-		// checkpoint's), then for a page-sized run, then the bound.
-		*list = make([]ReadEvidence, 0, 2)
+		// Most sequences are short: room for one read at first (a
+		// live sequence stays within its heap bound, bench:
+		// TestHeapPerLiveBudget), then for a page-sized run, then the
+		// bound.
+		*list = make([]ReadEvidence, 0, 1)
 	case c == len(*list):
 		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
 	}

@@ -81,15 +81,17 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, pinned bool) {
 		if s.cut == nil {
 			s.cut = cancel
 		} else {
-			s.cuts = append(s.cuts, cancel)
+			r := s.rareLocked()
+			r.cuts = append(r.cuts, cancel)
 		}
 		s.mu.Unlock()
 		return
 	}
-	if s.pinned == nil {
-		s.pinned = &pinnedCuts{name: s.name}
+	r := s.rareLocked()
+	if r.pinned == nil {
+		r.pinned = &pinnedCuts{name: s.name}
 	}
-	l, c, deadline := s.pinned, s.cutoffs, s.deadline
+	l, c, deadline := r.pinned, s.cutoffs, s.deadline
 	s.mu.Unlock()
 	if l.add(cancel) && c != nil {
 		// The sequence is in the heap already, without this list.
@@ -103,7 +105,11 @@ func (b *Budget) startCut(c *cutoffs, clk clock.Clock) {
 	s := &b.s
 	s.mu.Lock()
 	s.cutoffs = c
-	deadline, pinned := s.deadline, s.pinned
+	deadline := s.deadline
+	var pinned *pinnedCuts
+	if s.rare != nil {
+		pinned = s.rare.pinned
+	}
 	s.mu.Unlock()
 	c.add(cutEntry{at: deadline.Sub(c.baseFor(clk)), weak: weak.Make(b), pinned: pinned})
 }
@@ -114,8 +120,12 @@ func (b *Budget) startCut(c *cutoffs, clk clock.Clock) {
 func (s *sequence) expire() {
 	s.mu.Lock()
 	s.expired = true
-	first, more := s.cut, s.cuts
-	s.cut, s.cuts = nil, nil
+	first := s.cut
+	var more []context.CancelCauseFunc
+	if s.rare != nil {
+		more, s.rare.cuts = s.rare.cuts, nil
+	}
+	s.cut = nil
 	s.mu.Unlock()
 	if first != nil {
 		first(totalStop(s.name))

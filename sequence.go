@@ -36,10 +36,7 @@ type sequence struct {
 	stop    *StopError // the first stop, nil while the sequence runs
 	evented bool       // the stop was recorded on a span
 
-	repeats []repeatKey // mutations that met 429 (repeat-guard)
-
-	waiters    map[uint64]context.CancelCauseFunc // waits a stop ends at once
-	nextWaiter uint64
+	rare *sequenceRare // what few sequences need, made when one does
 
 	ev evidence // what Report returns (budget.go)
 
@@ -48,10 +45,30 @@ type sequence struct {
 	// made from a cancelable parent (pinned), the transport's timer the
 	// sequence went to at its first request, and whether it fired.
 	cut     context.CancelCauseFunc
-	cuts    []context.CancelCauseFunc
-	pinned  *pinnedCuts
 	cutoffs *cutoffs
 	expired bool
+}
+
+// sequenceRare is the part of a sequence's state that most sequences never
+// use (no throttled mutation, no wait, one context): kept behind a pointer,
+// made at first use, so that a live sequence stays small (bench:
+// TestHeapPerLiveBudget).
+type sequenceRare struct {
+	repeats []repeatKey // mutations that met 429 (repeat-guard)
+
+	waiters    map[uint64]context.CancelCauseFunc // waits a stop ends at once
+	nextWaiter uint64
+
+	cuts   []context.CancelCauseFunc // the cut-offs of WithBudget's later contexts
+	pinned *pinnedCuts               // those made from a cancelable parent
+}
+
+// rareLocked returns the sequence's rare state, making it.
+func (s *sequence) rareLocked() *sequenceRare {
+	if s.rare == nil {
+		s.rare = &sequenceRare{}
+	}
+	return s.rare
 }
 
 // limits are a sequence's ceilings; zero fields mean the defaults.
@@ -387,7 +404,8 @@ func (s *sequence) on429At(now time.Time, in response429) verdict {
 	if in.repeat != nil {
 		k := *in.repeat
 		k.status, k.requestID429 = st, id
-		s.repeats = append(s.repeats, k)
+		r := s.rareLocked()
+		r.repeats = append(r.repeats, k)
 	}
 	stop := func(r StopReason, detail string) verdict {
 		return verdict{err: s.stopLocked(r, detail, st, id, nil)}
@@ -479,9 +497,11 @@ func (s *sequence) stopLocked(r StopReason, detail string, status int, requestID
 		return s.stop
 	}
 	s.stop = &StopError{Sequence: s.name, Reason: r, Detail: detail, StatusCode: status, RequestID: requestID, Err: cause}
-	for id, wake := range s.waiters {
-		wake(errWokenByStop)
-		delete(s.waiters, id)
+	if s.rare != nil {
+		for id, wake := range s.rare.waiters {
+			wake(errWokenByStop)
+			delete(s.rare.waiters, id)
+		}
 	}
 	return s.stop
 }
@@ -498,17 +518,20 @@ func (s *sequence) addWaiter(wake context.CancelCauseFunc) (uint64, bool) {
 	if s.stop != nil {
 		return 0, false
 	}
-	if s.waiters == nil {
-		s.waiters = make(map[uint64]context.CancelCauseFunc)
+	r := s.rareLocked()
+	if r.waiters == nil {
+		r.waiters = make(map[uint64]context.CancelCauseFunc)
 	}
-	s.nextWaiter++
-	s.waiters[s.nextWaiter] = wake
-	return s.nextWaiter, true
+	r.nextWaiter++
+	r.waiters[r.nextWaiter] = wake
+	return r.nextWaiter, true
 }
 
 func (s *sequence) removeWaiter(id uint64) {
 	s.mu.Lock()
-	delete(s.waiters, id)
+	if s.rare != nil {
+		delete(s.rare.waiters, id)
+	}
 	s.mu.Unlock()
 }
 
@@ -586,7 +609,7 @@ func (k repeatKey) same(o repeatKey) bool {
 func (s *sequence) hasRepeats() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.repeats) > 0
+	return s.rare != nil && len(s.rare.repeats) > 0
 }
 
 // repeatOf returns the throttled mutation k repeats, or nil.
@@ -598,9 +621,12 @@ func (s *sequence) repeatOf(k repeatKey) *repeatKey {
 
 // repeatOfLocked returns the throttled mutation k repeats, or nil.
 func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
-	for i := range s.repeats {
-		if s.repeats[i].same(k) {
-			return &s.repeats[i]
+	if s.rare == nil {
+		return nil
+	}
+	for i := range s.rare.repeats {
+		if s.rare.repeats[i].same(k) {
+			return &s.rare.repeats[i]
 		}
 	}
 	return nil
@@ -623,7 +649,10 @@ func (s *sequence) throttled(method, url string) (bool, []lazyBody) {
 	defer s.mu.Unlock()
 	found := false
 	var todo []lazyBody
-	for i, r := range s.repeats {
+	if s.rare == nil {
+		return false, nil
+	}
+	for i, r := range s.rare.repeats {
 		if r.method == method && r.url == url {
 			found = true
 			if r.getBody != nil && !r.digested {
@@ -638,7 +667,7 @@ func (s *sequence) throttled(method, url string) (bool, []lazyBody) {
 func (s *sequence) setDigest(i int, digest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r := &s.repeats[i]; !r.digested {
+	if r := &s.rare.repeats[i]; !r.digested {
 		r.digest, r.digested, r.getBody = digest, true, nil
 	}
 }
