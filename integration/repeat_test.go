@@ -124,23 +124,7 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 			return err
 		}},
 		{"go-retryablehttp over readrecovery, a Budget", false, func(t *testing.T, w *repeatWorld) error {
-			rc := retryablehttp.NewClient()
-			rc.HTTPClient = w.client()
-			rc.Logger = nil
-			// Two re-sends: the first after the 429's Retry-After (1 s),
-			// the second after the refusal, which the default policy
-			// retries like any transport error.
-			rc.RetryMax = 2
-			rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 10*time.Millisecond
-			req, err := retryablehttp.NewRequestWithContext(w.withBudget(context.Background(), "retryablehttp"), http.MethodPut, w.url, repeatBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := rc.Do(req)
-			if resp != nil {
-				resp.Body.Close()
-			}
-			return err
+			return retryablePut(t, w, w.withBudget(context.Background(), "retryablehttp"))
 		}},
 		{"the same *http.Request again, a Budget", false, func(t *testing.T, w *repeatWorld) error {
 			c := w.client()
@@ -187,20 +171,7 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 			return sendAgain(c, again)
 		}},
 		{"go-retryablehttp over readrecovery, no Budget, WithOperation", false, func(t *testing.T, w *repeatWorld) error {
-			rc := retryablehttp.NewClient()
-			rc.HTTPClient = w.client()
-			rc.Logger = nil
-			rc.RetryMax = 2
-			rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 10*time.Millisecond
-			req, err := retryablehttp.NewRequestWithContext(readrecovery.WithOperation(context.Background()), http.MethodPut, w.url, repeatBody)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := rc.Do(req)
-			if resp != nil {
-				resp.Body.Close()
-			}
-			return err
+			return retryablePut(t, w, readrecovery.WithOperation(context.Background()))
 		}},
 		{"the same *http.Request again, no Budget, WithOperation", false, func(t *testing.T, w *repeatWorld) error {
 			c := w.client()
@@ -350,4 +321,26 @@ func TestPlainNetHTTPWithoutBudget(t *testing.T) {
 	if n := fake.Count(fakeserver.RouteBlobPut, http.MethodPut); resp.StatusCode != http.StatusCreated || n != 2 {
 		t.Fatalf("new request: status %d, the server saw %d PUTs; want 201 and 2", resp.StatusCode, n)
 	}
+}
+
+// retryablePut sends the throttled PUT through go-retryablehttp (v0.7.8)
+// over readrecovery with ctx. Two re-sends: the first after the 429's
+// Retry-After (1 s), the second after the refusal, which the default
+// policy retries like any transport error.
+func retryablePut(t *testing.T, w *repeatWorld, ctx context.Context) error {
+	t.Helper()
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = w.client()
+	rc.Logger = nil
+	rc.RetryMax = 2
+	rc.RetryWaitMin, rc.RetryWaitMax = time.Millisecond, 10*time.Millisecond
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, w.url, repeatBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rc.Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return err
 }
