@@ -301,11 +301,11 @@ func (b *Budget) recordRead(status int, h http.Header, ordinal int) {
 	case c == 0:
 		// Most sequences are short: room for one read at first (a
 		// live sequence stays within its heap bound, bench:
-		// TestHeapPerLiveBudget), then for a page-sized run, then the
-		// bound.
+		// TestHeapPerLiveBudget), then for a page-sized run (16 reads),
+		// then the bound.
 		*list = make([]ReadEvidence, 0, 1)
 	case c == len(*list):
-		*list = append(make([]ReadEvidence, 0, min(8*c, maxEvidence)), *list...)
+		*list = append(make([]ReadEvidence, 0, min(max(16, 8*c), maxEvidence)), *list...)
 	}
 	e := ReadEvidence{StatusCode: status, RequestID: keptID(redact.RequestIDValue(h))}
 	if ok {

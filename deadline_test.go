@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -111,5 +112,56 @@ func TestTotalCutsOffBodyRecordsStop(t *testing.T) {
 		assert.Equal(t, StopTotalExhausted, b.Report().Stop)
 		var nr interface{ NonRetriable() }
 		assert.True(t, errors.As(err, &nr))
+	})
+}
+
+// The heap of cut-offs drops the entries of finished sequences once it has
+// doubled since the last sweep: 3000 sequences whose Budgets are dropped
+// leave fewer than 2·minSweep entries, while a live sequence and a pinned
+// context (made from a cancelable parent, which alone still holds it) keep
+// theirs and are still cut off at their deadline.
+func TestCutoffsSweepFinishedSequences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(newScript(sequenceOf(reply(http.StatusOK))))
+		send := func(ctx context.Context) {
+			resp, err := tr.RoundTrip(get(t, ctx, base+"/x"))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		live := NewBudget("live", MaxTotal(10*time.Second))
+		liveCtx := WithBudget(context.Background(), live)
+		send(liveCtx)
+		parent, cancelParent := context.WithCancel(context.Background())
+		defer cancelParent()
+		// The pinned context and its Budget are dropped: only parent holds
+		// the context, and the test its Done channel.
+		pinnedDone := func() <-chan struct{} {
+			ctx := WithBudget(parent, NewBudget("pinned", MaxTotal(10*time.Second)))
+			send(ctx)
+			return ctx.Done()
+		}()
+		for range 3000 {
+			send(WithBudget(context.Background(), NewBudget("dropped")))
+			if tr.cuts.h.Len()%500 == 0 {
+				runtime.GC() // the dropped Budgets' weak pointers go nil
+			}
+		}
+		runtime.GC()
+		send(WithBudget(context.Background(), NewBudget("last")))
+		tr.cuts.mu.Lock()
+		n := tr.cuts.h.Len()
+		tr.cuts.mu.Unlock()
+		assert.Less(t, n, 2*minSweep, "entries of dropped sequences swept")
+		assert.Greater(t, n, 1, "the live and the pinned entries kept")
+
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, StopTotalExhausted, stopReason(context.Cause(liveCtx)), "the live sequence still cut off")
+		select {
+		case <-pinnedDone:
+		default:
+			t.Error("the pinned context was not cut off at its deadline")
+		}
+		runtime.KeepAlive(live)
 	})
 }
