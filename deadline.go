@@ -95,7 +95,7 @@ func (b *Budget) addCut(cancel context.CancelCauseFunc, pinned bool) {
 	s.mu.Unlock()
 	if l.add(cancel) && c != nil {
 		// The sequence is in the heap already, without this list.
-		c.add(cutEntry{at: deadline.Sub(c.baseFor(nil)), pinned: l})
+		c.add(nil, deadline, cutEntry{pinned: l})
 	}
 }
 
@@ -111,7 +111,7 @@ func (b *Budget) startCut(c *cutoffs, clk clock.Clock) {
 		pinned = s.rare.pinned
 	}
 	s.mu.Unlock()
-	c.add(cutEntry{at: deadline.Sub(c.baseFor(clk)), weak: weak.Make(b), pinned: pinned})
+	c.add(clk, deadline, cutEntry{weak: weak.Make(b), pinned: pinned})
 }
 
 // expire runs when the sequence's total runs out: it marks the sequence
@@ -222,20 +222,16 @@ type cutEntry struct {
 	pinned *pinnedCuts
 }
 
-// baseFor returns the heap's base time, set from clk at its first use.
-func (c *cutoffs) baseFor(clk clock.Clock) time.Time {
+// add queues e for deadline and sets the timer when it is the earliest.
+// The heap's clock and base time come from clk at its first use (a
+// sequence's first request always comes before its pinned contexts' add).
+func (c *cutoffs) add(clk clock.Clock, deadline time.Time, e cutEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.clk == nil {
 		c.clk, c.base, c.armed = clk, clk.Now(), -1
 	}
-	return c.base
-}
-
-// add queues e and sets the timer when it is the earliest.
-func (c *cutoffs) add(e cutEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	e.at = deadline.Sub(c.base)
 	if len(c.h) >= max(c.sweepAt, minSweep) {
 		c.sweepLocked()
 	}
