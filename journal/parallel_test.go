@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/journal"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/journal"
 )
 
 // reqFor is the journaled PUT of file id.
