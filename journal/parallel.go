@@ -276,6 +276,9 @@ func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
 		}
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
+		if v := p.views[i]; v != nil && v.gen > s.gen {
+			s = v // a check across shards listed it later
+		}
 		out = append(out, p.shardStateLocked(i+1, s, failed, now))
 		p.mu.Unlock()
 		sj.mu.Unlock()
@@ -396,6 +399,9 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 func prefixed(k int, r PendingRecord) PendingRecord {
 	if r.Name != "" {
 		r.Name = shardName(k) + "/" + r.Name
+	}
+	if r.Marker != "" {
+		r.Marker = shardName(k) + "/" + r.Marker
 	}
 	return r
 }
