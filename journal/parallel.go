@@ -556,6 +556,9 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 				sj.plan[d] = true
 			}
 		}
+		if err := sj.b.nested(); err != nil {
+			return nil, err // a run inside a shard
+		}
 		ss, err := scanRun(sj.b, nil, cfg.clock.Now())
 		switch {
 		case err == nil:
@@ -648,6 +651,9 @@ func inspectParallel(b backend, n int) (Summary, error) {
 		sum.PlannedFiles = len(s.planFiles)
 	}
 	for k := 1; k <= n; k++ {
+		if err := rb.shard(k).nested(); err != nil {
+			return Summary{}, err
+		}
 		ss, err := scanRun(rb.shard(k), nil, now)
 		if err != nil {
 			sum.Findings = append(sum.Findings, Finding{shardName(k), "cannot read the shard: " + redact.Text(bareErr(err).Error())})

@@ -2,6 +2,8 @@ package journal
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +166,22 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "shard-01/pending-request.json", rec.Marker)
 	require.Empty(t, run.markers(4))
+}
+
+// copyTree copies the directory tree src (a run, or a parallel run's root
+// with its shards) into a new dst (directories 0700, files 0600).
+func copyTree(t testing.TB, src, dst string) {
+	t.Helper()
+	require.NoError(t, os.Mkdir(dst, 0o700))
+	des, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, de := range des {
+		if de.IsDir() {
+			copyTree(t, filepath.Join(src, de.Name()), filepath.Join(dst, de.Name()))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, de.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, de.Name()), b, 0o600))
+	}
 }
