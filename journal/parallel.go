@@ -202,6 +202,8 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 	switch {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
+	case s.manifest != nil && s.manifest.parallel != 0:
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: ErrCorrupt}
 	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
 		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: ErrCorrupt}
 	default:
@@ -666,7 +668,9 @@ func inspectParallel(b backend, n int) (Summary, error) {
 			}
 			return out
 		}
-		if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
+		if ss.manifest != nil && ss.manifest.parallel != 0 {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "declares shards of its own (a root copied into a shard)"})
+		} else if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
 			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "plan_digest is not this shard's part of the root plan (a shard of another run)"})
 		}
 		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)

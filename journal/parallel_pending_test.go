@@ -1,11 +1,14 @@
 package journal
 
 import (
+	"bytes"
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -184,4 +187,144 @@ func copyTree(t testing.TB, src, dst string) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dst, de.Name()), b, 0o600))
 	}
+}
+
+// parallelFuzzBase is a parallel run of two shards holding a 60 s
+// restriction (in the shard of its GETs) as a MapFS under "run", and the
+// time at which it is waiting.
+func parallelFuzzBase(t testing.TB) (fstest.MapFS, time.Time) {
+	dir := filepath.Join(t.TempDir(), "run")
+	clk := newFakeClock(t0)
+	j, err := Open(dir, withClock(clk), WithPlan(plan3), WithParallel(2))
+	require.NoError(t, err)
+	record429(t, j, context.Background(), getReq(t), secs(60), timing(t0, 60))
+	m := fstest.MapFS{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Dir(dir), p)
+		if d.IsDir() {
+			m[filepath.ToSlash(rel)] = &fstest.MapFile{Mode: fs.ModeDir | 0o700}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		m[filepath.ToSlash(rel)] = &fstest.MapFile{Data: b, Mode: 0o600}
+		return err
+	}))
+	return m, t0.Add(30 * time.Second)
+}
+
+// FuzzLoadRootManifest puts arbitrary bytes in place of the root's
+// run.json of a waiting parallel run, and of shard-01's run.json (a shard
+// that claims to be a root, "parallel": 1 or 17, an edited digest): never
+// a panic, and the run is refused at open or never clear or elapsed.
+func FuzzLoadRootManifest(f *testing.F) {
+	base, now := parallelFuzzBase(f)
+	valid := base["run/run.json"].Data
+	seeds(f, valid)
+	seeds(f, base["run/shard-01/run.json"].Data)
+	for _, p := range []string{"0", "1", "3", "17", "-2", `"2"`, "2.0", "null"} {
+		f.Add(bytes.Replace(valid, []byte(`"parallel":2`), []byte(`"parallel":`+p), 1))
+	}
+	f.Add(bytes.Replace(valid, []byte(`,"parallel":2`), nil, 1))
+	j, err := OpenExisting("run", withFS(memFS{base}), withClock(newFakeClock(now)))
+	require.NoError(f, err)
+	require.Equal(f, 2, j.Parallel())
+	require.Equal(f, Waiting, j.Status(now).State, "the base run waits")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range []string{"run/run.json", "run/shard-01/run.json"} {
+			m := fstest.MapFS{}
+			for k, v := range base {
+				m[k] = v
+			}
+			m[name] = &fstest.MapFile{Data: data, Mode: 0o600}
+			j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+			if err != nil {
+				continue // refused at open: never sends
+			}
+			if st := j.Status(now); st.State == Clear || st.State == Elapsed {
+				t.Fatalf("%s replaced by %q: %+v", name, data, st)
+			}
+		}
+	})
+}
+
+// parallel-shards: runs written without the option open unchanged — the
+// run of commit 93c5847 (before plan.json and heads) and a run of today's
+// format keep their manifests byte for byte, have no shards
+// (Parallel 0, Shard 0), and WithParallel on them is refused. A new run
+// without the option has today's files and no "parallel" key.
+func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
+	old := filepath.Join(t.TempDir(), "old")
+	copyDir(t, filepath.Join("testdata", "run-93c5847"), old)
+	now := t0.Add(20 * time.Second)
+	cur, _ := newRun(t)
+	require.NoError(t, cur.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
+	require.NoError(t, cur.Complete(WithUpload(context.Background(), "a.bin"), putReq(t), ok201("a")))
+	for _, dir := range []string{old, cur.Dir()} {
+		before, err := os.ReadFile(filepath.Join(dir, manifestName))
+		require.NoError(t, err)
+		require.NotContains(t, string(before), "parallel")
+		j, err := Open(dir, withClock(newFakeClock(now)))
+		require.NoError(t, err)
+		require.Equal(t, 0, j.Parallel())
+		require.Equal(t, 0, j.Shard("a.bin"))
+		require.NotEqual(t, Unresolved, j.Status(now).State)
+		_, err = Open(dir, WithParallel(2))
+		require.ErrorContains(t, err, "created without WithParallel")
+		after, err := os.ReadFile(filepath.Join(dir, manifestName))
+		require.NoError(t, err)
+		require.Equal(t, before, after)
+		fs, err := Verify(dir)
+		require.NoError(t, err)
+		require.Empty(t, fs)
+	}
+	require.Equal(t, []string{"head-0001.json", planName, receiptName(FileDigest("a.bin")), manifestName}, allNames(t, cur.Dir()))
+}
+
+// parallel-shards: a shard swapped with another, or a shard deleted
+// whole, leaves the run unresolved and verify names it; Open with the
+// plan never makes the missing shard again (its records would be lost).
+func TestParallelShardSwappedOrDeleted(t *testing.T) {
+	newRoot := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "run")
+		j, err := Open(dir, WithPlan(parPlan), WithParallel(2), withClock(newFakeClock(t0)))
+		require.NoError(t, err)
+		for _, f := range parPlan {
+			ctx := WithUpload(context.Background(), f.ID)
+			require.NoError(t, j.Begin(ctx, putReq(t)))
+			require.NoError(t, j.Complete(ctx, putReq(t), ok201("x")))
+		}
+		return dir
+	}
+	t.Run("swapped", func(t *testing.T) {
+		dir := newRoot(t)
+		a, b := filepath.Join(dir, "shard-01"), filepath.Join(dir, "shard-02")
+		require.NoError(t, os.Rename(a, a+".x"))
+		require.NoError(t, os.Rename(b, a))
+		require.NoError(t, os.Rename(a+".x", b))
+		st := reopen(t, dir, t0).Status(t0)
+		require.Equal(t, Unresolved, st.State)
+		require.Equal(t, "shard-01/run.json: plan_digest is not this shard's part of the root plan (a shard of another run)", st.Reason)
+		fs, err := Verify(dir)
+		require.NoError(t, err)
+		require.Equal(t, Finding{"shard-01/run.json", "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
+	})
+	t.Run("deleted", func(t *testing.T) {
+		dir := newRoot(t)
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, "shard-02")))
+		j, err := Open(dir, WithPlan(parPlan), withClock(newFakeClock(t0)))
+		require.NoError(t, err)
+		st := j.Status(t0)
+		require.Equal(t, Unresolved, st.State)
+		require.True(t, strings.HasPrefix(st.Reason, "shard-02/.: cannot read the shard"), st.Reason)
+		require.NoDirExists(t, filepath.Join(dir, "shard-02"), "never made again")
+		fs, err := Verify(dir)
+		require.NoError(t, err)
+		require.Equal(t, "shard-02", fs[0].File)
+		c, err := j.PlanContinuation(parPlan, NewApproval, t0)
+		require.NoError(t, err)
+		require.Empty(t, c.Uploads(), "nothing is sent from a run missing a shard")
+	})
 }
