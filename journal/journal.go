@@ -568,9 +568,9 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		return err
 	}
 	w := j.newPendingWaiter()
-	for {
+	for try := 0; ; try++ {
 		j.mu.Lock()
-		err := j.beginLocked(ctx, req)
+		err := j.beginLocked(ctx, req, try == 0)
 		id, begun := "", int64(0)
 		if err != nil && j.snap != nil {
 			id, begun = j.snap.pendingID, j.snap.pendingBegun
@@ -604,7 +604,7 @@ func (j *Journal) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest) error {
+func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := markerFile{
 		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
@@ -614,28 +614,50 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
-	j.refreshLocked()
-	if err := j.checkLimits(); err != nil {
-		return err
+	// A shard of a parallel run checks first what it read last (Admit
+	// read it just before), and reads again only when that refuses.
+	cached := first && j.group != nil
+	if !cached {
+		j.refreshLocked()
 	}
 	now := j.clock.Now()
-	if err := j.checkRequest(m, now); err != nil {
+	err := j.checkLimits()
+	if err == nil {
+		err = j.checkRequest(m, now)
+	}
+	if err != nil && cached {
+		j.refreshLocked()
+		if err = j.checkLimits(); err == nil {
+			err = j.checkRequest(m, now)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	m.BegunAtUTC = now.Unix()
 	if err := j.claim(m); err != nil {
 		return err
 	}
-	j.refreshLocked()
+	var others Status
+	if g := j.group; g != nil {
+		// Under the claim, every other shard too, read at the same time
+		// as this one: a restriction any worker recorded blocks this
+		// request (parallel-shards).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			others = g.others(j.shardNo, j.rootSnap(), j.clock.Now())
+		}()
+		j.refreshLocked()
+		<-done
+	} else {
+		j.refreshLocked()
+	}
 	if err := j.checkRequest(m, j.clock.Now()); err != nil {
 		return j.unclaim(err)
 	}
-	if g := j.group; g != nil {
-		// Under the claim, every other shard too: a restriction any
-		// worker recorded blocks this request (parallel-shards).
-		if st := g.others(j.shardNo, j.rootSnap(), j.clock.Now()); !st.Allows() {
-			return j.unclaim(&RestrictedError{Status: st})
-		}
+	if j.group != nil && !others.Allows() {
+		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
 		round := j.snap.view(m.FileDigest, true).round

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,12 +271,20 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
 func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
+	if refresh {
+		var wg sync.WaitGroup
+		for _, sj := range p.shards {
+			wg.Go(func() { // the shards are read at the same time
+				sj.mu.Lock()
+				sj.refreshLocked()
+				sj.mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
 	out := make([]shardStatus, 0, p.n)
 	for i, sj := range p.shards {
 		sj.mu.Lock()
-		if refresh {
-			sj.refreshLocked()
-		}
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
 		if v := p.views[i]; v != nil && v.gen > s.gen {
@@ -295,25 +304,37 @@ func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
 // finding or a persistence failure anywhere blocks it too. Called with
 // shard k's mu held.
 func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
-	parts := make([]shardStatus, 0, p.n-1)
+	parts := make([]shardStatus, p.n)
+	var wg sync.WaitGroup
 	for i, sj := range p.shards {
 		if i+1 == k {
 			continue
 		}
-		p.mu.Lock()
-		prev := p.views[i]
-		p.mu.Unlock()
-		s, err := scanRun(sj.b, prev, now)
-		if err != nil {
-			s = newSnapshot()
-			s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
-		}
-		p.mu.Lock()
-		p.views[i] = s
-		parts = append(parts, p.shardStateLocked(i+1, s, "", now))
-		p.mu.Unlock()
+		wg.Go(func() { // the shards are read at the same time
+			p.mu.Lock()
+			prev := p.views[i]
+			p.mu.Unlock()
+			s, err := scanRun(sj.b, prev, now)
+			if err != nil {
+				s = newSnapshot()
+				s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+			}
+			p.mu.Lock()
+			if v := p.views[i]; v == nil || v.gen < s.gen {
+				p.views[i] = s
+			}
+			parts[i] = p.shardStateLocked(i+1, s, "", now)
+			p.mu.Unlock()
+		})
 	}
-	return p.merge(root, parts)
+	wg.Wait()
+	out := make([]shardStatus, 0, p.n-1)
+	for i := range parts {
+		if i+1 != k {
+			out = append(out, parts[i])
+		}
+	}
+	return p.merge(root, out)
 }
 
 // status is the root's Status: every shard's, merged.
@@ -324,9 +345,24 @@ func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
 // parallelAdmit is Admit of a parallel run: every shard read again; a
 // marker of another worker is a request in flight, not a refusal, unless
 // it is abandoned.
+//
+// It reads the shard of the file ctx names ([WithUpload],
+// [WithUploadPart]) and takes the other shards as this process last read
+// them — every Begin reads them all again under its claim, before the
+// send — or, when ctx names no file, reads every shard.
 func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
+	}
+	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
+		sj := j.par.shards[shardIndex(FileDigest(u.id), j.par.n)-1]
+		sj.mu.Lock()
+		sj.refreshLocked()
+		sj.mu.Unlock()
+		if st := j.parallelStatus(now, false); !st.Allows() {
+			return &RestrictedError{Status: st}
+		}
+		return nil
 	}
 	if st := j.parallelStatus(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -576,6 +612,9 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 			ss.addFinding(".", "cannot read the shard: %s", redact.Text(bareErr(err).Error()))
 		}
 		sj.snap = ss
+		// The check across shards starts from what the open read (a copy:
+		// the shard's Journal adds to its own cache).
+		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen}
 		p.shards = append(p.shards, sj)
 	}
 	return j, nil

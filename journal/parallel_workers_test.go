@@ -23,6 +23,9 @@ import (
 type prefixMem struct{ *memStore }
 
 func (p prefixMem) ListPrefix(_ context.Context, prefix string, limit int) ([]string, error) {
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.check("list", prefix); err != nil {
