@@ -484,7 +484,7 @@ func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(
 // ended (recorded for result) or the wait is over.
 func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
 	var re *RestrictedError
-	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) {
+	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
 		return false
 	}
 	now := w.j.clock.Now()
@@ -560,7 +560,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		var re *RestrictedError
 		if errors.As(err, &re) && !strings.HasPrefix(re.Status.Reason, "shard-") {
 			// The shard's own status: name the shard.
-			re.Status.Reason = shardName(sj.shardNo) + "/" + re.Status.Reason
+			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
 		}
 		return err
 	}

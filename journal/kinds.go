@@ -384,6 +384,9 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 
 // checkHeads: the run's sequence, with its head (deletion-detected).
 func checkHeads(s *snapshot, names []string, ld *loader) {
+	if s.light {
+		return // no sequence: the light scan reads no receipt or head
+	}
 	s.heads = names
 	listed := make(map[string]bool, len(s.listed))
 	for _, de := range s.listed {

@@ -593,7 +593,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed shard-02/pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(shard-02/review-0001\.json\); file `+
 		journal.FileDigest(dead)+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
-	at(t, now)
+	at(t, time.Now())
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)
 	assert.Contains(t, stdout, `"reason":"shard-02/review-0001.json: pending review`)
