@@ -477,3 +477,39 @@ func TestParallelClaimSeesOtherShardsReview(t *testing.T) {
 	require.True(t, strings.HasPrefix(re.Status.Reason, "shard-03/review-0001.json: pending review"), re.Status.Reason)
 	require.Empty(t, run.markers(4))
 }
+
+// parallel-shards: one Journal of a parallel run has one request in flight
+// per shard at once (each under its shard's marker), and a request that
+// names no file (a GET, a mutation without WithUpload) goes to the shard
+// of its URL digest; Complete finds each request's shard again.
+func TestParallelOneJournalManyInFlight(t *testing.T) {
+	run := newShardedRun(t, "dir")
+	plan := manyFiles(16)
+	j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(newFakeClock(t0)))
+	require.NoError(t, err)
+	fs := filesOfShards(plan, 4)
+	get := getReq(t)
+	gk := shardIndex(get.URLDigest, 4)
+	var ctxs []context.Context
+	var want []int
+	for k := 1; k <= 4; k++ {
+		if k == gk {
+			continue
+		}
+		ctx := WithUpload(context.Background(), fs[k])
+		require.NoError(t, j.Begin(ctx, putReq(t)), "shard %d", k)
+		ctxs, want = append(ctxs, ctx), append(want, k)
+	}
+	require.NoError(t, j.Begin(context.Background(), get), "the GET in shard %d", gk)
+	require.Equal(t, []int{1, 2, 3, 4}, run.markers(4), "four requests in flight, one per shard")
+	require.NoError(t, j.Complete(context.Background(), get, readrecovery.JournalOutcome{StatusCode: 200}))
+	for _, ctx := range ctxs {
+		require.NoError(t, j.Complete(ctx, putReq(t), ok201("ok")))
+	}
+	require.Empty(t, run.markers(4))
+	sum, err := InspectStore(context.Background(), run.st)
+	require.NoError(t, err)
+	require.Empty(t, sum.Findings)
+	require.Equal(t, 3, sum.Receipts)
+	require.Len(t, want, 3)
+}
