@@ -231,6 +231,7 @@ type Journal struct {
 	// markerVersion is the store's version of the marker this Journal
 	// created: its conditional delete names it.
 	markerVersion string
+	markerData    []byte // the bytes of that marker
 	failed        string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload this Journal began: its
 	// later parts and its commit continue that upload while every part so
@@ -414,7 +415,13 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scanRun(j.b, j.snap, j.clock.Now())
+	b := j.b
+	if j.inflight != nil && j.markerData != nil {
+		// The marker listed under this Journal's claim is its own: its
+		// bytes are known, no read needed.
+		b = &ownMarkerBackend{backend: j.b, data: j.markerData, version: j.markerVersion}
+	}
+	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
@@ -782,7 +789,7 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	j.markerVersion = version
+	j.markerVersion, j.markerData = version, data
 	return nil
 }
 
@@ -829,6 +836,9 @@ func (j *Journal) putRecord(name string, data []byte, digest string, link *runLi
 	hn := headName(link.Seq)
 	hl, err := j.writeAtomic(hn, hd)
 	if hl {
+		if hf, perr := parseHead(hd); perr == nil {
+			s.cache[hn] = hf // immutable: the next scan need not read it
+		}
 		s.files++
 		older := s.heads
 		s.heads = []string{hn}
@@ -862,7 +872,7 @@ func (j *Journal) clearMarker() error {
 	if err := j.b.removeMarker(j.markerVersion); err != nil {
 		return err
 	}
-	j.markerVersion = ""
+	j.markerVersion, j.markerData = "", nil
 	j.snap.gen = scanGen.Add(1)
 	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
 	j.snap.files--
@@ -1164,4 +1174,19 @@ func (s *snapshot) hasEntry(d, file string) bool {
 		}
 	}
 	return false
+}
+
+// ownMarkerBackend is the Journal's backend during a scan under its own
+// claim: the marker's bytes are the ones it wrote.
+type ownMarkerBackend struct {
+	backend
+	data    []byte
+	version string
+}
+
+func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if name == markerName {
+		return o.data, o.version, true
+	}
+	return o.backend.read(s, name, limit)
 }
