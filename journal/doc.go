@@ -219,7 +219,8 @@
 // Any number of worker processes may open the same run (shared-runs). Each Admit,
 // Begin and PlanContinuation lists the store again, so a restriction one
 // worker records blocks every worker before its next network access. The
-// marker serializes their journaled requests: with [WithPendingWait] a
+// marker serializes their journaled requests (a run created [WithParallel]
+// has one per shard: see Parallel runs): with [WithPendingWait] a
 // worker waits (within its context) for another's marker to go; the same
 // marker present for that long is a worker that died in flight, and the
 // run is unresolved for all, as it is for a directory. Receipts are

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -565,7 +564,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		sj := j.par.route(ctx, req)
 		err := sj.Begin(ctx, req)
 		var re *RestrictedError
-		if errors.As(err, &re) && !strings.HasPrefix(re.Status.Reason, "shard-") {
+		if errors.As(err, &re) && !re.Status.named {
 			// The shard's own status: name the shard.
 			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
 		}

@@ -226,6 +226,12 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 // greatest not-before wins); else elapsed when any restriction passed;
 // else clear. Reasons name the shard.
 func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
+	st := p.mergeParts(root, parts)
+	st.named = true
+	return st
+}
+
+func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 	if len(root.findings) > 0 {
 		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: ErrCorrupt}
 	}
@@ -268,7 +274,7 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 		out.Reason = "no backoff entries"
 	}
 	if inflight > 0 {
-		out.Reason += fmt.Sprintf("; %d request(s) of other workers in flight", inflight)
+		out.Reason += fmt.Sprintf("; %d request(s) in flight", inflight)
 	}
 	return out
 }
@@ -395,7 +401,7 @@ func parseMarkerRef(ref string) (int, bool) {
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
 // marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
-// R69's review applied in that shard. An empty marker means the run's only
+// the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
 // abandoned one: in a run without shards its pending-request.json; in a
 // parallel run the one marker present for at least the pending wait — a
 // run with several is refused ([ErrReview]) with their names, and one whose

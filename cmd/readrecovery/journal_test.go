@@ -562,7 +562,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, _ := runJ("status", dir)
 	assert.Equal(t, 0, code, stdout)
 	assert.Contains(t, stdout, `"state":"clear"`)
-	assert.Contains(t, stdout, "1 request(s) of other workers in flight")
+	assert.Contains(t, stdout, "1 request(s) in flight")
 	code, stdout, _ = runJ("plan", "--json", dir)
 	assert.Equal(t, 0, code, stdout)
 	var pj journalcmd.PlanJSON
