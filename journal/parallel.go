@@ -359,27 +359,22 @@ func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
 	return j.par.merge(j.snap, j.par.parts(now, refresh))
 }
 
-// parallelAdmit is Admit of a parallel run: every shard read again; a
-// marker of another worker is a request in flight, not a refusal, unless
-// it is abandoned.
+// parallelAdmit is Admit of a parallel run: a marker of another worker is
+// a request in flight, not a refusal, unless it is abandoned.
 //
-// It reads the shard of the file ctx names ([WithUpload],
-// [WithUploadPart]) and takes the other shards as this process last read
-// them — every Begin reads them all again under its claim, before the
-// send — or, when ctx names no file, reads every shard.
+// When ctx names a file ([WithUpload], [WithUploadPart]) it decides from
+// what this process read last — every Begin reads its own shard and the
+// others again under its claim, before the send — and reads every shard
+// again only when that refuses (a restriction that passed, a marker a
+// review resolved). When ctx names no file it reads every shard first.
 func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
-	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		sj := j.par.shards[shardIndex(FileDigest(u.id), j.par.n)-1]
-		sj.mu.Lock()
-		sj.refreshLocked()
-		sj.mu.Unlock()
-		if st := j.parallelStatus(now, false); !st.Allows() {
-			return &RestrictedError{Status: st}
+	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
+		if st := j.parallelStatus(now, false); st.Allows() {
+			return nil
 		}
-		return nil
 	}
 	if st := j.parallelStatus(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
