@@ -586,6 +586,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
+	rootOnly(s)
 	j.snap = s
 	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
@@ -699,6 +700,7 @@ func inspectParallel(b backend, n int) (Summary, error) {
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
+	rootOnly(s)
 	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
@@ -828,4 +830,18 @@ func shardReason(k int, reason string) string {
 		return shardName(k) + "/" + reason
 	}
 	return shardName(k) + ": " + reason
+}
+
+// rootOnly adds a finding for every name in a parallel run's root but its
+// manifest and plan (and a write in progress): its records live in its
+// shards, so a record, a head or a marker in the root is not the run's.
+func rootOnly(s *snapshot) {
+	for _, ln := range s.listed {
+		if _, temp := parseTempName(ln.name); temp || ln.name == manifestName || ln.name == planName {
+			continue
+		}
+		if isJournalName(ln.name) {
+			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
+		}
+	}
 }
