@@ -219,7 +219,8 @@
 // Any number of worker processes may open the same run (shared-runs). Each Admit,
 // Begin and PlanContinuation lists the store again, so a restriction one
 // worker records blocks every worker before its next network access. The
-// marker serializes their journaled requests: with [WithPendingWait] a
+// marker serializes their journaled requests (a run created [WithParallel]
+// has one per shard: see Parallel runs): with [WithPendingWait] a
 // worker waits (within its context) for another's marker to go; the same
 // marker present for that long is a worker that died in flight, and the
 // run is unresolved for all, as it is for a directory. Receipts are
@@ -227,6 +228,53 @@
 // store's own requests never pass through the run's read-recovery
 // transport (shared-runs): a failed create or delete, a 429 of the store included,
 // is a persistence failure (persistence-failure-is-terminal).
+//
+// # Parallel runs
+//
+// A run created [WithParallel](n) (docs/policy.md: parallel-shards) lets up
+// to n journaled requests be in flight at once across its workers. It is n
+// ordinary runs, its shards, under a root:
+//
+//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"manifest_digest":…}
+//	plan.json                   the whole plan
+//	shard-01/ … shard-04/       each a run of the layout above (Blob: names prefixed shard-NN/)
+//
+// Each shard's plan.json holds the files [Journal.Shard] maps to it (the
+// first 8 bytes of the file digest's SHA-256, big-endian, modulo n, plus
+// 1); a request that names no file (a journaled GET, a mutation without
+// WithUpload) goes to the shard of its URL digest. Begin, Complete and
+// Backoff of a request go to its shard (they must get the same context, as
+// the transport gives them), so one Journal may have one request in flight
+// per shard, and each request has the one exclusive marker of its shard:
+// every guarantee of a run holds per shard, and no file is sent by two
+// workers. Under each claim the request's own shard is read as in any run,
+// and at the same time every other shard is listed and only what can
+// restrict the request is read: its new backoff entries and reviews, and
+// its marker when the one read last could be abandoned by now (no receipt,
+// part receipt or head). A restriction recorded in any shard thus blocks
+// every request claimed after its entry is durable; up to n−1 requests
+// claimed before it may still arrive. Admit of a request of a file decides
+// from what this process read last (the Begin that follows reads again
+// under its claim) and reads every shard only when that refuses; Admit of
+// a request that names no file reads every shard. Status, PlanContinuation, RecordedPlan, Verify and
+// Inspect read every shard in full — sequence and deletions included —
+// and findings and reasons name the shard (shard-02/backoff-0003.json).
+//
+// Another worker's marker is a request in flight. One present for the
+// pending wait ([WithPendingWait], 30 s by default for a parallel run) —
+// as this process saw it, or by its own begun_at_utc — is a worker that
+// died in flight (docs/policy.md: parallel-dead-worker): the run is
+// unresolved for every worker until [Journal.ReviewPendingMarker] (`journal
+// review DIR --pending --marker shard-03/pending-request.json`). Until that
+// age the other shards keep sending: the pending wait bounds the time a
+// dead worker's lost 429 can go unnoticed, so keep it short, but longer
+// than any one request.
+//
+// The root's manifest and plan are written first, then each shard, so a
+// creation that stopped halfway leaves a root with a missing or unfinished
+// shard: unresolved, never clear, and never completed by a later Open (a
+// shard deleted whole is not made again either). A root whose manifest
+// cannot be read is refused at open: its shards would be runs inside it.
 //
 // # Example
 //

@@ -162,6 +162,9 @@ type config struct {
 	clock       clock.Clock
 	fs          fsys.FS
 	pendingWait time.Duration
+	// parallel is WithParallel's n; parallelSet says the option was given.
+	parallel    int
+	parallelSet bool
 }
 
 func newConfig(opts []Option) config {
@@ -227,6 +230,7 @@ type Journal struct {
 	// markerVersion is the store's version of the marker this Journal
 	// created: its conditional delete names it.
 	markerVersion string
+	markerData    []byte // the bytes of that marker
 	failed        string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload this Journal began: its
 	// later parts and its commit continue that upload while every part so
@@ -235,6 +239,12 @@ type Journal struct {
 	// file with records of its round that this Journal did not begin is
 	// unknown and refused.
 	started map[string]*ownUpload
+
+	// par is set on the root of a parallel run (WithParallel): its methods
+	// go to the shards. group and shardNo are set on a shard's Journal.
+	par     *parallelRun
+	group   *parallelRun
+	shardNo int
 }
 
 // ownUpload is the state of an upload this Journal began (see started).
@@ -289,6 +299,18 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		for _, d := range planFiles {
 			j.plan[d] = true
 		}
+	}
+	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > MaxParallel) {
+		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, MaxParallel)
+	}
+	if n := rootParallel(b); n > 0 {
+		if cfg.parallelSet && cfg.parallel != n {
+			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
+		}
+		return openParallel(b, false, cfg, planFiles, planDigest, n)
+	}
+	if cfg.parallelSet {
+		return openParallel(b, create, cfg, planFiles, planDigest, cfg.parallel)
 	}
 	if err := b.nested(); err != nil {
 		return nil, err
@@ -371,6 +393,9 @@ func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
 	}
+	if j.par != nil {
+		return j.parallelStatus(now, false)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.statusLocked(now, false)
@@ -389,7 +414,13 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scanRun(j.b, j.snap, j.clock.Now())
+	b := j.b
+	if j.inflight != nil && j.markerData != nil {
+		// The marker listed under this Journal's claim is its own: its
+		// bytes are known, no read needed.
+		b = &ownMarkerBackend{backend: j.b, data: j.markerData, version: j.markerVersion}
+	}
+	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
@@ -411,6 +442,9 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	if ctx == nil {
 		return errors.New("journal: admit: nil context")
 	}
+	if j.par != nil {
+		return j.parallelAdmit(ctx, now)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
@@ -426,7 +460,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		err := error(&RestrictedError{Status: s})
-		if !w.again(ctx, err, id) {
+		if !w.again(ctx, err, id, 0) {
 			return w.result(err)
 		}
 	}
@@ -454,9 +488,9 @@ func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(
 // waiting out: another worker's marker, present for less than the wait
 // allowed. It sleeps one poll interval first; false when the context
 // ended (recorded for result) or the wait is over.
-func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
+func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
 	var re *RestrictedError
-	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) {
+	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
 		return false
 	}
 	now := w.j.clock.Now()
@@ -464,6 +498,12 @@ func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
 		w.id, w.since = id, now
 	}
 	left := w.j.pendingWait - now.Sub(w.since)
+	if w.j.group != nil && begun > 0 {
+		// A shard of a parallel run: a marker begun the pending wait ago
+		// (by its own begun_at_utc) is abandoned however recently this
+		// process first saw it, as every other shard judges it.
+		left = min(left, w.j.pendingWait-now.Sub(time.Unix(begun, 0)))
+	}
 	if left <= 0 {
 		return false
 	}
@@ -520,22 +560,32 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
+	if j.par != nil {
+		sj := j.par.route(ctx, req)
+		err := sj.Begin(ctx, req)
+		var re *RestrictedError
+		if errors.As(err, &re) && !re.Status.named {
+			// The shard's own status: name the shard.
+			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
+		}
+		return err
+	}
 	if err := j.acquire(ctx); err != nil {
 		return err
 	}
 	w := j.newPendingWaiter()
-	for {
+	for try := 0; ; try++ {
 		j.mu.Lock()
-		err := j.beginLocked(ctx, req)
-		id := ""
+		err := j.beginLocked(ctx, req, try == 0)
+		id, begun := "", int64(0)
 		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
+			id, begun = j.snap.pendingID, j.snap.pendingBegun
 		}
 		j.mu.Unlock()
 		if err == nil {
 			return nil
 		}
-		if !w.again(ctx, err, id) {
+		if !w.again(ctx, err, id, begun) {
 			<-j.slot
 			return w.result(err)
 		}
@@ -560,7 +610,7 @@ func (j *Journal) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest) error {
+func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := markerFile{
 		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
@@ -570,21 +620,50 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
-	j.refreshLocked()
-	if err := j.checkLimits(); err != nil {
-		return err
+	// A shard of a parallel run checks first what it read last (Admit
+	// read it just before), and reads again only when that refuses.
+	cached := first && j.group != nil
+	if !cached {
+		j.refreshLocked()
 	}
 	now := j.clock.Now()
-	if err := j.checkRequest(m, now); err != nil {
+	err := j.checkLimits()
+	if err == nil {
+		err = j.checkRequest(m, now)
+	}
+	if err != nil && cached {
+		j.refreshLocked()
+		if err = j.checkLimits(); err == nil {
+			err = j.checkRequest(m, now)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	m.BegunAtUTC = now.Unix()
 	if err := j.claim(m); err != nil {
 		return err
 	}
-	j.refreshLocked()
+	var others Status
+	if g := j.group; g != nil {
+		// Under the claim, every other shard too, read at the same time
+		// as this one: a restriction any worker recorded blocks this
+		// request (parallel-shards).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			others = g.others(j.shardNo, j.rootSnap(), j.clock.Now())
+		}()
+		j.refreshLocked()
+		<-done
+	} else {
+		j.refreshLocked()
+	}
 	if err := j.checkRequest(m, j.clock.Now()); err != nil {
 		return j.unclaim(err)
+	}
+	if j.group != nil && !others.Allows() {
+		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
 		round := j.snap.view(m.FileDigest, true).round
@@ -709,7 +788,7 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	j.markerVersion = version
+	j.markerVersion, j.markerData = version, data
 	return nil
 }
 
@@ -729,6 +808,9 @@ func writeSyncClose(f fsys.File, data []byte) error {
 func (j *Journal) fail(why string) {
 	if j.failed == "" {
 		j.failed = why
+		if j.group != nil {
+			j.group.noteFailure(j.shardNo, why)
+		}
 	}
 }
 
@@ -739,6 +821,7 @@ func (j *Journal) fail(why string) {
 // failure: the marker stays, so the run is unresolved until a review).
 func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
 	linked, err = j.writeAtomic(name, data)
+	j.snap.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked || err != nil || link == nil {
 		return linked, err
 	}
@@ -752,6 +835,9 @@ func (j *Journal) putRecord(name string, data []byte, digest string, link *runLi
 	hn := headName(link.Seq)
 	hl, err := j.writeAtomic(hn, hd)
 	if hl {
+		if hf, perr := parseHead(hd); perr == nil {
+			s.cache[hn] = hf // immutable: the next scan need not read it
+		}
 		s.files++
 		older := s.heads
 		s.heads = []string{hn}
@@ -785,7 +871,8 @@ func (j *Journal) clearMarker() error {
 	if err := j.b.removeMarker(j.markerVersion); err != nil {
 		return err
 	}
-	j.markerVersion = ""
+	j.markerVersion, j.markerData = "", nil
+	j.snap.gen = scanGen.Add(1)
 	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
 	j.snap.files--
 	return nil
@@ -826,6 +913,9 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	if j.zero() {
 		return "", errZero
+	}
+	if j.par != nil {
+		return j.par.route(ctx, req).Backoff(ctx, req, out, ra, timing)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -915,6 +1005,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	if j.zero() {
 		return errZero
+	}
+	if j.par != nil {
+		return j.par.route(ctx, req).Complete(ctx, req, out)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -1080,4 +1173,19 @@ func (s *snapshot) hasEntry(d, file string) bool {
 		}
 	}
 	return false
+}
+
+// ownMarkerBackend is the Journal's backend during a scan under its own
+// claim: the marker's bytes are the ones it wrote.
+type ownMarkerBackend struct {
+	backend
+	data    []byte
+	version string
+}
+
+func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if name == markerName {
+		return o.data, o.version, true
+	}
+	return o.backend.read(s, name, limit)
 }

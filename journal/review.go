@@ -93,6 +93,9 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
 	}
+	if j.par != nil {
+		return j.parallelReview(ctx, file, decision, note)
+	}
 	d := file
 	if !isDigest(file) {
 		if file == "" {
@@ -233,6 +236,9 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		}
 		return "names an entry that is not on disk (" + rs.Entry + ")"
 	}
+	if s.light {
+		return "" // a decision about a file restricts nothing: not checked by a light scan
+	}
 	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
 		return "" // a pending review made the file unknown
 	}
@@ -296,6 +302,9 @@ func osUser() string {
 // PendingRecord is what [Journal.ReviewPending] recorded.
 type PendingRecord struct {
 	ReviewRecord
+	// Marker names the resolved marker: pending-request.json, or in a
+	// parallel run shard-KK/pending-request.json.
+	Marker string
 	// MarkerDigest is the digest of the resolved marker's bytes.
 	MarkerDigest string
 	// MarkerFileDigest is the file the marker named ("" for a request of
@@ -335,6 +344,9 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
 	}
+	if j.par != nil {
+		return j.ReviewPendingMarker(ctx, "", note, notBefore)
+	}
 	if err := j.acquire(ctx); err != nil {
 		return PendingRecord{}, err
 	}
@@ -354,7 +366,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
 			if r.name == s.pendingResolved {
-				rec := PendingRecord{ReviewRecord: r.record(), MarkerDigest: r.Marker.Digest,
+				rec := PendingRecord{ReviewRecord: r.record(), Marker: markerName, MarkerDigest: r.Marker.Digest,
 					MarkerFileDigest: r.Marker.FileDigest, NotBeforeUTC: r.Marker.NotBeforeUTC}
 				rec.Removed = j.removeResolved(s) == nil
 				return rec, nil
@@ -408,7 +420,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	s.cache[name] = rec.reviewFile
 	s.files++
 	s.pendingResolved, s.pendingFile = name, ""
-	out := PendingRecord{ReviewRecord: rec.record(), MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
+	out := PendingRecord{ReviewRecord: rec.record(), Marker: markerName, MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 		return out, fmt.Errorf("journal: pending review: %w", err)
@@ -456,6 +468,9 @@ func (j *Journal) removeResolved(s *snapshot) error {
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
+	}
+	if j.par != nil {
+		return j.parallelReviewRestriction(ctx, entry, note, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
@@ -97,7 +98,9 @@ type snapshot struct {
 	// names the pending review that resolves that very marker (pending-review):
 	// a resolved marker blocks no status and names no file in flight.
 	pendingDigest, pendingVersion, pendingResolved string
-	findings                                       []Finding
+	// pendingBegun is the marker's begun_at_utc, when readable.
+	pendingBegun int64
+	findings     []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -114,6 +117,12 @@ type snapshot struct {
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
 	listed    []listedName
+	// light marks a scan of a lightBackend: restrictions and the marker
+	// only, no sequence check.
+	light bool
+	// gen orders the scans of this process (scanGen): of two snapshots
+	// of one run, the one with the greater gen was listed later.
+	gen uint64
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -329,8 +338,12 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	// a listing that changed meanwhile was taken during a write, and the
 	// scan is done again (a few times at most); one that did not change is
 	// the run's state.
+	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
 		s, err := scanOnce(b, prev, now)
+		if s != nil {
+			s.gen = gen
+		}
 		if err != nil || !s.seqBroken || try == 3 {
 			return s, err
 		}
@@ -340,6 +353,9 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		}
 	}
 }
+
+// scanGen numbers the scans of this process (snapshot.gen).
+var scanGen atomic.Uint64
 
 // sameNames reports whether the listing b holds exactly the names of a.
 func sameNames(a []listedName, b []listedName) bool {
@@ -369,6 +385,7 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	}
 	s := newSnapshot()
 	s.files, s.listed = len(des), des
+	_, s.light = b.(*lightBackend)
 	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the
@@ -444,7 +461,11 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version
-			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
+			m, ok := parseMarker(data)
+			if ok {
+				s.pendingBegun = m.BegunAtUTC
+			}
+			if ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
@@ -535,14 +556,11 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 // exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
 // listed, or is empty (no run).
 func Verify(dir string) ([]Finding, error) {
-	if err := (&dirStore{fs: fsys.OS{}, dir: dir}).nested(); err != nil {
+	sum, err := Inspect(dir)
+	if err != nil {
 		return nil, err
 	}
-	s, err := scan(fsys.OS{}, dir, nil)
-	if err != nil {
-		return nil, dirError(dir, err)
-	}
-	return s.allFindings(), nil
+	return sum.Findings, nil
 }
 
 // bareErr drops the path of a *fs.PathError (the finding names the file).
@@ -587,6 +605,9 @@ type Summary struct {
 func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
 
 func inspect(b backend) (Summary, error) {
+	if n := rootParallel(b); n > 0 {
+		return inspectParallel(b, n)
+	}
 	if err := b.nested(); err != nil {
 		return Summary{}, err
 	}
