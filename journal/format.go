@@ -316,6 +316,10 @@ type manifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
 	PlanDigest     string `json:"plan_digest"`
 	CreatedAtUTC   int64  `json:"created_at_utc"`
+	// Parallel is the shard count of a parallel run's root (R74's
+	// WithParallel, 2 to 16); omitted at zero, so that the manifest of
+	// every other run (a shard's included) keeps its canonical bytes.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 type manifestFile struct {
@@ -447,6 +451,8 @@ type manifestInfo struct {
 	// genesis is the previous_digest of backoff-0001.json: the manifest's
 	// own digest (1.0) or the digest of the manifest file's bytes (legacy).
 	genesis string
+	// parallel is the shard count of a parallel run's root, else 0.
+	parallel int
 }
 
 // parseManifest parses run.json. A JSON object without a backoff_version
@@ -489,7 +495,10 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if mf.CreatedAtUTC <= 0 {
 		return manifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
 	}
-	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest}, nil
+	if p := mf.Parallel; p != 0 && (p < minParallel || p > MaxParallel) {
+		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, MaxParallel)
+	}
+	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest, parallel: mf.Parallel}, nil
 }
 
 // parseEntry parses and self-verifies a backoff entry: format, canonical

@@ -162,6 +162,9 @@ type config struct {
 	clock       clock.Clock
 	fs          fsys.FS
 	pendingWait time.Duration
+	// parallel is WithParallel's n; parallelSet says the option was given.
+	parallel    int
+	parallelSet bool
 }
 
 func newConfig(opts []Option) config {
@@ -235,6 +238,12 @@ type Journal struct {
 	// file with records of its round that this Journal did not begin is
 	// unknown and refused.
 	started map[string]*ownUpload
+
+	// par is set on the root of a parallel run (WithParallel): its methods
+	// go to the shards. group and shardNo are set on a shard's Journal.
+	par     *parallelRun
+	group   *parallelRun
+	shardNo int
 }
 
 // ownUpload is the state of an upload this Journal began (see started).
@@ -289,6 +298,18 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		for _, d := range planFiles {
 			j.plan[d] = true
 		}
+	}
+	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > MaxParallel) {
+		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, MaxParallel)
+	}
+	if n := rootParallel(b); n > 0 {
+		if cfg.parallelSet && cfg.parallel != n {
+			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
+		}
+		return openParallel(b, false, cfg, planFiles, planDigest, n)
+	}
+	if cfg.parallelSet {
+		return openParallel(b, create, cfg, planFiles, planDigest, cfg.parallel)
 	}
 	if err := b.nested(); err != nil {
 		return nil, err
@@ -371,6 +392,9 @@ func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
 	}
+	if j.par != nil {
+		return j.parallelStatus(now, false)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.statusLocked(now, false)
@@ -410,6 +434,9 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	}
 	if ctx == nil {
 		return errors.New("journal: admit: nil context")
+	}
+	if j.par != nil {
+		return j.parallelAdmit(ctx, now)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
@@ -520,6 +547,9 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
+	if j.par != nil {
+		return j.par.route(ctx, req).Begin(ctx, req)
+	}
 	if err := j.acquire(ctx); err != nil {
 		return err
 	}
@@ -585,6 +615,13 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	j.refreshLocked()
 	if err := j.checkRequest(m, j.clock.Now()); err != nil {
 		return j.unclaim(err)
+	}
+	if g := j.group; g != nil {
+		// Under the claim, every other shard too: a restriction any
+		// worker recorded blocks this request (parallel-shards).
+		if st := g.others(j.shardNo, j.rootSnap(), j.clock.Now()); !st.Allows() {
+			return j.unclaim(&RestrictedError{Status: st})
+		}
 	}
 	if m.FileDigest != "" {
 		round := j.snap.view(m.FileDigest, true).round
@@ -729,6 +766,9 @@ func writeSyncClose(f fsys.File, data []byte) error {
 func (j *Journal) fail(why string) {
 	if j.failed == "" {
 		j.failed = why
+		if j.group != nil {
+			j.group.noteFailure(j.shardNo, why)
+		}
 	}
 }
 
@@ -827,6 +867,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 	if j.zero() {
 		return "", errZero
 	}
+	if j.par != nil {
+		return j.par.route(ctx, req).Backoff(ctx, req, out, ra, timing)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
@@ -915,6 +958,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	if j.zero() {
 		return errZero
+	}
+	if j.par != nil {
+		return j.par.route(ctx, req).Complete(ctx, req, out)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

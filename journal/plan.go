@@ -115,6 +115,12 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	if j.zero() {
 		return Continuation{}, errZero
 	}
+	if j.par != nil {
+		if files == nil {
+			files = []PlannedFile{}
+		}
+		return j.parallelPlan(files, approval, now)
+	}
 	want, err := PlanDigest(files)
 	if err != nil {
 		return Continuation{}, err
@@ -258,6 +264,9 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
+	}
+	if j.par != nil {
+		return j.parallelPlan(nil, NoNewApproval, now)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -93,6 +93,9 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
 	}
+	if j.par != nil {
+		return j.parallelReview(ctx, file, decision, note)
+	}
 	d := file
 	if !isDigest(file) {
 		if file == "" {
@@ -335,6 +338,9 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
 	}
+	if j.par != nil {
+		return j.ReviewPendingMarker(ctx, "", note, notBefore)
+	}
 	if err := j.acquire(ctx); err != nil {
 		return PendingRecord{}, err
 	}
@@ -456,6 +462,9 @@ func (j *Journal) removeResolved(s *snapshot) error {
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
+	}
+	if j.par != nil {
+		return j.parallelReviewRestriction(ctx, entry, note, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err

@@ -97,7 +97,9 @@ type snapshot struct {
 	// names the pending review that resolves that very marker (pending-review):
 	// a resolved marker blocks no status and names no file in flight.
 	pendingDigest, pendingVersion, pendingResolved string
-	findings                                       []Finding
+	// pendingBegun is the marker's begun_at_utc, when readable.
+	pendingBegun int64
+	findings     []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -444,7 +446,11 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version
-			if m, ok := parseMarker(data); ok && m.Method != reviewMethod {
+			m, ok := parseMarker(data)
+			if ok {
+				s.pendingBegun = m.BegunAtUTC
+			}
+			if ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
@@ -535,14 +541,11 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 // exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
 // listed, or is empty (no run).
 func Verify(dir string) ([]Finding, error) {
-	if err := (&dirStore{fs: fsys.OS{}, dir: dir}).nested(); err != nil {
+	sum, err := Inspect(dir)
+	if err != nil {
 		return nil, err
 	}
-	s, err := scan(fsys.OS{}, dir, nil)
-	if err != nil {
-		return nil, dirError(dir, err)
-	}
-	return s.allFindings(), nil
+	return sum.Findings, nil
 }
 
 // bareErr drops the path of a *fs.PathError (the finding names the file).
@@ -587,6 +590,9 @@ type Summary struct {
 func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
 
 func inspect(b backend) (Summary, error) {
+	if n := rootParallel(b); n > 0 {
+		return inspectParallel(b, n)
+	}
 	if err := b.nested(); err != nil {
 		return Summary{}, err
 	}

@@ -84,8 +84,24 @@ type backend interface {
 	// where names the location in messages.
 	where() string
 	// nested returns an error wrapping ErrNested when the location lies
-	// inside another run or holds one (no-nesting).
+	// inside another run or holds one (no-nesting); a parallel run's root
+	// holds its own shards, and a shard lies inside its root.
 	nested() error
+	// asRoot is the location as the root of a parallel run of n shards:
+	// its listing leaves out the shards, which nested allows.
+	asRoot(n int) backend
+	// shard is shard k of a root (asRoot): the location shard-KK inside it.
+	shard(k int) backend
+}
+
+// PrefixLister is implemented by a [Store] that can list only the names
+// that start with a prefix (Blob Storage: a listing with that prefix). The
+// shards of a parallel run ([WithParallel]) live under the prefixes
+// shard-01/ … shard-NN/ of their root's Store; each shard's listing uses
+// ListPrefix when the Store has it, else List of the whole root, filtered.
+// The names returned are whole names (the prefix included).
+type PrefixLister interface {
+	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
 
 // Enclosing is implemented by a [Store] that can tell whether its run
@@ -121,6 +137,23 @@ func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir} }
 type dirStore struct {
 	fs  fsys.FS
 	dir string
+	// shards is the shard count of a parallel run's root (its
+	// subdirectories shard-01 … are its own); inRoot marks a shard, which
+	// lies inside its root by design.
+	shards int
+	inRoot bool
+}
+
+func (d *dirStore) asRoot(n int) backend { return &dirStore{fs: d.fs, dir: d.dir, shards: n} }
+
+func (d *dirStore) shard(k int) backend {
+	return &dirStore{fs: d.fs, dir: filepath.Join(d.dir, shardName(k)), inRoot: true}
+}
+
+// ownShard reports whether name is one of the root's shards.
+func ownShard(name string, shards int) bool {
+	k, ok := parseShardName(name)
+	return ok && k <= shards
 }
 
 var (
@@ -137,7 +170,7 @@ func (d *dirStore) nested() error {
 	if err != nil {
 		return nil // the scan reports what is wrong with the path
 	}
-	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+	for p := filepath.Dir(abs); !d.inRoot; p = filepath.Dir(p) {
 		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
 			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
 		}
@@ -150,7 +183,7 @@ func (d *dirStore) nested() error {
 		return nil
 	}
 	for _, de := range des {
-		if !de.IsDir() {
+		if !de.IsDir() || ownShard(de.Name(), d.shards) {
 			continue
 		}
 		sub := filepath.Join(d.dir, de.Name())
@@ -177,14 +210,18 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	if p := info.Mode().Perm(); p&0o077 != 0 {
 		findings = append(findings, Finding{".", fmt.Sprintf("mode %04o, want 0700 (a private run directory)", p)})
 	}
-	out := make([]listedName, len(des))
-	for i, de := range des {
-		out[i] = listedName{name: de.Name(), regular: de.Type().IsRegular()}
+	out := make([]listedName, 0, len(des))
+	for _, de := range des {
+		if de.IsDir() && ownShard(de.Name(), d.shards) {
+			continue // a shard of this root: a run of its own
+		}
+		ln := listedName{name: de.Name(), regular: de.Type().IsRegular()}
 		if _, ok := parseTempName(de.Name()); ok {
 			if info, err := de.Info(); err == nil {
-				out[i].modTime = info.ModTime()
+				ln.modTime = info.ModTime()
 			}
 		}
+		out = append(out, ln)
 	}
 	return out, findings, nil
 }
@@ -325,6 +362,70 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 type storeBackend struct {
 	st   Store
 	name string
+	// shards and inRoot: as for dirStore.
+	shards int
+	inRoot bool
+}
+
+func (b *storeBackend) asRoot(n int) backend {
+	return &storeBackend{st: b.st, name: b.name, shards: n}
+}
+
+func (b *storeBackend) shard(k int) backend {
+	p := shardName(k) + "/"
+	return &storeBackend{st: &prefixStore{st: b.st, prefix: p, shards: b.shards}, name: b.name + p, inRoot: true}
+}
+
+// listLimit is how many names a listing of the location asks for: a root
+// lists its shards' names too (and leaves them out).
+func (b *storeBackend) listLimit() int { return (MaxFiles + 1) * (b.shards + 1) }
+
+// ownShardName reports whether name lies in one of the root's shards.
+func ownShardName(name string, shards int) bool {
+	sh, _, ok := strings.Cut(name, "/")
+	return ok && ownShard(sh, shards)
+}
+
+// prefixStore is a shard of a root kept in a Store: the names under
+// prefix (shard-KK/).
+type prefixStore struct {
+	st     Store
+	prefix string
+	shards int
+}
+
+func (p *prefixStore) Create(ctx context.Context, name string, data []byte) (string, error) {
+	return p.st.Create(ctx, p.prefix+name, data)
+}
+
+func (p *prefixStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
+	return p.st.Read(ctx, p.prefix+name, limit)
+}
+
+func (p *prefixStore) Remove(ctx context.Context, name, version string) error {
+	return p.st.Remove(ctx, p.prefix+name, version)
+}
+
+// List lists the shard's names: with the Store's ListPrefix when it has
+// one, else from a listing of the whole root.
+func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
+	var names []string
+	var err error
+	if pl, ok := p.st.(PrefixLister); ok {
+		names, err = pl.ListPrefix(ctx, p.prefix, limit)
+	} else {
+		names, err = p.st.List(ctx, (MaxFiles+1)*(MaxParallel+1))
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, p.prefix); ok && len(out) < limit {
+			out = append(out, rest)
+		}
+	}
+	return out, nil
 }
 
 func (b *storeBackend) where() string { return b.name }
@@ -335,7 +436,7 @@ func (b *storeBackend) where() string { return b.name }
 func (b *storeBackend) nested() error {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	if e, ok := b.st.(Enclosing); ok {
+	if e, ok := b.st.(Enclosing); ok && !b.inRoot {
 		outer, err := e.EnclosingRun(ctx)
 		if err != nil {
 			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(b.name), err)
@@ -344,11 +445,14 @@ func (b *storeBackend) nested() error {
 			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(b.name), escapeName(outer))
 		}
 	}
-	names, err := b.st.List(ctx, MaxFiles+1)
+	names, err := b.st.List(ctx, b.listLimit())
 	if err != nil {
 		return nil // the scan reports it
 	}
 	for _, n := range names {
+		if ownShardName(n, b.shards) && strings.Count(n, "/") == 1 {
+			continue
+		}
 		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
 			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(b.name), escapeName(n[:i+1]))
 		}
@@ -363,13 +467,16 @@ func (b *storeBackend) ctx() (context.Context, context.CancelFunc) {
 func (b *storeBackend) list() ([]listedName, []Finding, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	names, err := b.st.List(ctx, MaxFiles+1)
+	names, err := b.st.List(ctx, b.listLimit())
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]listedName, len(names))
-	for i, n := range names {
-		out[i] = listedName{name: n, regular: true}
+	out := make([]listedName, 0, len(names))
+	for _, n := range names {
+		if ownShardName(n, b.shards) {
+			continue // a record of one of this root's shards
+		}
+		out = append(out, listedName{name: n, regular: true})
 	}
 	return out, nil, nil
 }

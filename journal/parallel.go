@@ -1,0 +1,681 @@
+package journal
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/httprule"
+	"github.com/readrecovery/readrecovery/internal/redact"
+)
+
+// MaxParallel is the most shards (journaled requests in flight at once)
+// a run created [WithParallel] may have.
+const MaxParallel = 16
+
+const minParallel = 2
+
+// defaultParallelWait is the pending wait of a Journal of a parallel run
+// opened without [WithPendingWait]: another worker's marker is normal
+// there, and only one present for this long is a worker that died.
+const defaultParallelWait = 30 * time.Second
+
+// WithParallel makes a new run a parallel one of n shards (2 to
+// [MaxParallel]; anything else is an error at open): up to n journaled
+// requests in flight at once across all the run's workers, each preceded
+// by its own exclusive marker (docs/policy.md: parallel-shards). The run's
+// root holds run.json (with "parallel": n), plan.json (the whole plan) and
+// shard-01 … shard-NN, each an ordinary run with its own manifest, plan
+// (the files [Journal.Shard] maps to it), pending-request.json, heads and
+// records. An existing parallel run opens with or without the option; n
+// must then match, and the option on a run created without it is an error.
+func WithParallel(n int) Option {
+	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
+}
+
+// shardName is the name of shard k (1-based) inside its root.
+func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
+
+// parseShardName returns k for "shard-KK" (two digits, 1 to MaxParallel).
+func parseShardName(name string) (int, bool) {
+	if len(name) != len("shard-00") || !strings.HasPrefix(name, "shard-") {
+		return 0, false
+	}
+	k, err := strconv.Atoi(name[len("shard-"):])
+	if err != nil || k < 1 || k > MaxParallel || shardName(k) != name {
+		return 0, false
+	}
+	return k, true
+}
+
+// shardIndex maps a file identity digest (or a URL digest) to its shard,
+// 1 to n: the first 8 bytes of the SHA-256, big-endian, modulo n, plus 1.
+// A digest that is not a sha256 digest maps to shard 1.
+func shardIndex(digest string, n int) int {
+	h := strings.TrimPrefix(digest, "sha256:")
+	if len(h) < 16 {
+		return 1
+	}
+	b, err := hex.DecodeString(h[:16])
+	if err != nil {
+		return 1
+	}
+	return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
+}
+
+// shardPlan returns the digests of the sorted plan that map to shard k.
+func shardPlan(plan []string, k, n int) []string {
+	if plan == nil {
+		return nil
+	}
+	out := []string{}
+	for _, d := range plan {
+		if shardIndex(d, n) == k {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// planDigestOf is PlanDigest of sorted file digests.
+func planDigestOf(sorted []string) string {
+	if sorted == nil {
+		sorted = []string{}
+	}
+	b, _ := json.Marshal(struct {
+		Files []string `json:"files"`
+	}{sorted})
+	return digestOf(b)
+}
+
+// parallelRun is the root of a parallel run: its shards, and what the
+// workers of this process know across them.
+type parallelRun struct {
+	n        int
+	root     backend
+	rootSnap *snapshot  // the root's own scan at open (read only after)
+	shards   []*Journal // shard k is shards[k-1]
+	// wants are the plan digests each shard's manifest must record (its
+	// part of the root plan); "" when the root has no plan.json.
+	wants []string
+	wait  time.Duration
+
+	// mu guards what follows. It is a leaf lock: nothing else is locked
+	// while it is held (a shard's mu may be held when it is taken).
+	mu sync.Mutex
+	// views are this process's scans of each shard for the check across
+	// shards (never a shard Journal's own snapshot, which its mu guards).
+	views []*snapshot
+	// seen is, per shard, the marker last seen and since when.
+	seen    []markerSeen
+	failure string // a shard's persistence failure
+}
+
+type markerSeen struct {
+	id    string
+	since time.Time
+}
+
+// Parallel returns n for a run created [WithParallel](n), else 0.
+func (j *Journal) Parallel() int {
+	if j.zero() || j.par == nil {
+		return 0
+	}
+	return j.par.n
+}
+
+// Shard returns the shard (1 to n) that records the file with identity id
+// in a run created [WithParallel](n), or 0 for a run without shards:
+// the first 8 bytes of its [FileDigest]'s SHA-256, big-endian, modulo n,
+// plus 1. Workers that split a plan by shard never wait for each other's
+// markers.
+func (j *Journal) Shard(id string) int {
+	if j.zero() || j.par == nil {
+		return 0
+	}
+	return shardIndex(FileDigest(id), j.par.n)
+}
+
+// route returns the shard Journal of a request: the shard of the file its
+// context names (a mutation marked WithUpload or WithUploadPart, as Begin
+// binds it), else the shard of its URL digest.
+func (p *parallelRun) route(ctx context.Context, req readrecovery.JournalRequest) *Journal {
+	d := req.URLDigest
+	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
+		d = FileDigest(u.id)
+	}
+	return p.shards[shardIndex(d, p.n)-1]
+}
+
+// noteFailure records a shard's persistence failure: every shard of this
+// process is unresolved from then on.
+func (p *parallelRun) noteFailure(k int, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failure == "" {
+		p.failure = shardName(k) + ": " + why
+	}
+}
+
+// stale reports, for shard k whose snapshot s shows a marker, whether it
+// is abandoned: the same marker seen by this process for the pending
+// wait, or begun (by its own begun_at_utc) that long ago. It returns the
+// marker's age in seconds. Called with p.mu held.
+func (p *parallelRun) staleLocked(k int, s *snapshot, now time.Time) (bool, int64) {
+	if !s.blocking() {
+		p.seen[k-1] = markerSeen{}
+		return false, 0
+	}
+	seen := &p.seen[k-1]
+	if seen.id != s.pendingID || seen.since.IsZero() {
+		*seen = markerSeen{id: s.pendingID, since: now}
+	}
+	age := now.Sub(seen.since)
+	if s.pendingBegun > 0 {
+		age = max(age, now.Sub(time.Unix(s.pendingBegun, 0)))
+	}
+	return age >= p.wait, int64(age / time.Second)
+}
+
+// shardStatus is one shard's part of the run's status.
+type shardStatus struct {
+	k      int
+	st     Status // the shard's status, its markers left out
+	stale  bool   // its marker is abandoned
+	age    int64
+	marker bool // it shows a marker no review resolves
+}
+
+// shardState computes shard k's part from its snapshot s (and the
+// failure of its Journal, if any). Called with p.mu held.
+func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now time.Time) shardStatus {
+	ss := shardStatus{k: k, marker: s.blocking()}
+	switch {
+	case failed != "":
+		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
+	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: ErrCorrupt}
+	default:
+		ss.st = s.status(now, true)
+	}
+	ss.stale, ss.age = p.staleLocked(k, s, now)
+	return ss
+}
+
+// merge is the run's status from its shards' (docs/policy.md:
+// parallel-shards): unresolved when the root or any shard is (an
+// abandoned marker included); else waiting while any shard waits (the
+// greatest not-before wins); else elapsed when any restriction passed;
+// else clear. Reasons name the shard.
+func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
+	if len(root.findings) > 0 {
+		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: ErrCorrupt}
+	}
+	p.mu.Lock()
+	failure := p.failure
+	p.mu.Unlock()
+	if failure != "" {
+		return Status{State: Unresolved, Reason: "persistence failure: " + failure}
+	}
+	var best *Status
+	inflight := 0
+	for i := range parts {
+		ps := &parts[i]
+		st := ps.st
+		st.Reason = shardName(ps.k) + "/" + st.Reason
+		if st.State == Unresolved {
+			return st
+		}
+		if ps.stale {
+			return Status{State: Unresolved, cause: ErrPending, Reason: fmt.Sprintf(
+				"%s/%s: present for %d s, at least the pending wait (%d s): its worker died in flight, or is stuck (unresolved until `journal review --pending --marker %s/%s`)",
+				shardName(ps.k), markerName, ps.age, int64(p.wait/time.Second), shardName(ps.k), markerName)}
+		}
+		if ps.marker {
+			inflight++
+		}
+		switch {
+		case best == nil,
+			st.State == Waiting && (best.State != Waiting || st.NotBeforeUTC > best.NotBeforeUTC),
+			st.State == Elapsed && best.State == Clear,
+			st.State == Elapsed && best.State == Elapsed && st.NotBeforeUTC > best.NotBeforeUTC:
+			best = &st
+		}
+	}
+	if best == nil {
+		return Status{State: Clear, Reason: "no backoff entries"}
+	}
+	out := *best
+	if out.State == Clear {
+		out.Reason = "no backoff entries"
+	}
+	if inflight > 0 {
+		out.Reason += fmt.Sprintf("; %d request(s) of other workers in flight", inflight)
+	}
+	return out
+}
+
+// partsLocked computes every shard's part from the shard Journals'
+// snapshots, refreshing them first when refresh is set. Each shard's mu
+// is taken in turn, never two at once.
+func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
+	out := make([]shardStatus, 0, p.n)
+	for i, sj := range p.shards {
+		sj.mu.Lock()
+		if refresh {
+			sj.refreshLocked()
+		}
+		s, failed := sj.snap, sj.failed
+		p.mu.Lock()
+		out = append(out, p.shardStateLocked(i+1, s, failed, now))
+		p.mu.Unlock()
+		sj.mu.Unlock()
+	}
+	return out
+}
+
+// others is the check across shards under shard k's claim (docs/policy.md:
+// parallel-shards): every other shard scanned again (reading only the
+// records this process has not seen), so that a restriction another worker
+// recorded, in any shard, blocks this request; an abandoned marker, a
+// finding or a persistence failure anywhere blocks it too. Called with
+// shard k's mu held.
+func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
+	parts := make([]shardStatus, 0, p.n-1)
+	for i, sj := range p.shards {
+		if i+1 == k {
+			continue
+		}
+		p.mu.Lock()
+		prev := p.views[i]
+		p.mu.Unlock()
+		s, err := scanRun(sj.b, prev, now)
+		if err != nil {
+			s = newSnapshot()
+			s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+		}
+		p.mu.Lock()
+		p.views[i] = s
+		parts = append(parts, p.shardStateLocked(i+1, s, "", now))
+		p.mu.Unlock()
+	}
+	return p.merge(root, parts)
+}
+
+// status is the root's Status: every shard's, merged.
+func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
+	return j.par.merge(j.snap, j.par.parts(now, refresh))
+}
+
+// parallelAdmit is Admit of a parallel run: every shard read again; a
+// marker of another worker is a request in flight, not a refusal, unless
+// it is abandoned.
+func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("journal: not admitted: %w", err)
+	}
+	if st := j.parallelStatus(now, true); !st.Allows() {
+		return &RestrictedError{Status: st}
+	}
+	return nil
+}
+
+// markerRef names shard k's marker: "shard-KK/pending-request.json".
+func markerRef(k int) string { return shardName(k) + "/" + markerName }
+
+// parseMarkerRef returns k of "shard-KK/pending-request.json".
+func parseMarkerRef(ref string) (int, bool) {
+	sh, rest, ok := strings.Cut(ref, "/")
+	if !ok || rest != markerName {
+		return 0, false
+	}
+	return parseShardName(sh)
+}
+
+// ReviewPendingMarker is [Journal.ReviewPending] of the marker named
+// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
+// R69's review applied in that shard. An empty marker means the run's only
+// abandoned one: in a run without shards its pending-request.json; in a
+// parallel run the one marker present for at least the pending wait — a
+// run with several is refused ([ErrReview]) with their names, and one whose
+// markers are all younger (their workers may still be sending) is refused
+// too. Name a younger marker only once no worker is still sending it.
+func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
+	if j.zero() {
+		return PendingRecord{}, errZero
+	}
+	if j.par == nil {
+		if marker != "" && marker != markerName {
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", ErrReview, escapeName(marker), markerName)
+		}
+		return j.ReviewPending(ctx, note, notBefore)
+	}
+	p := j.par
+	if marker != "" {
+		k, ok := parseMarkerRef(marker)
+		if !ok || k > p.n {
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", ErrReview, escapeName(marker), markerName, markerRef(p.n))
+		}
+		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
+		return prefixed(k, rec), err
+	}
+	now := j.clock.Now()
+	var stale, live []string
+	k := 0
+	for _, ps := range p.parts(now, true) {
+		switch {
+		case ps.marker && ps.stale:
+			stale, k = append(stale, fmt.Sprintf("%s (%d s old)", markerRef(ps.k), ps.age)), ps.k
+		case ps.marker:
+			live = append(live, fmt.Sprintf("%s (%d s old)", markerRef(ps.k), ps.age))
+		}
+	}
+	switch {
+	case len(stale) > 1:
+		return PendingRecord{}, fmt.Errorf("%w: %d abandoned markers: %s; name one with --marker", ErrReview, len(stale), strings.Join(stale, ", "))
+	case len(stale) == 0 && len(live) > 0:
+		return PendingRecord{}, fmt.Errorf("%w: no marker is older than the pending wait (%d s): %s; its worker may still be sending it: name it with --marker once none is",
+			ErrReview, int64(p.wait/time.Second), strings.Join(live, ", "))
+	case len(stale) == 0:
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", ErrReview)
+	}
+	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
+	return prefixed(k, rec), err
+}
+
+// prefixed names a shard's review by its place in the root.
+func prefixed(k int, r PendingRecord) PendingRecord {
+	if r.Name != "" {
+		r.Name = shardName(k) + "/" + r.Name
+	}
+	return r
+}
+
+// parallelReviewRestriction is ReviewRestriction of "shard-KK/backoff-NNNN.json".
+func (j *Journal) parallelReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+	sh, name, ok := strings.Cut(entry, "/")
+	k, isShard := parseShardName(sh)
+	if !ok || !isShard || k > j.par.n {
+		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", ErrReview, escapeName(entry))
+	}
+	rec, err := j.par.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
+	if rec.Name != "" {
+		rec.Name = sh + "/" + rec.Name
+	}
+	return rec, err
+}
+
+// parallelReview is Review of a file: in its shard.
+func (j *Journal) parallelReview(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	d := file
+	if !isDigest(file) {
+		if file == "" {
+			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
+		}
+		d = FileDigest(file)
+	}
+	k := shardIndex(d, j.par.n)
+	rec, err := j.par.shards[k-1].Review(ctx, d, decision, note)
+	if rec.Name != "" {
+		rec.Name = shardName(k) + "/" + rec.Name
+	}
+	return rec, err
+}
+
+// parallelPlan is PlanContinuation (files given) or RecordedPlan (files
+// nil) of a parallel run: each file decided in its shard, under the run's
+// merged status. A file under another worker's live marker is in-flight;
+// under an abandoned one, unknown (the run is unresolved then anyway).
+func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	p := j.par
+	root := j.snap
+	if files != nil {
+		want, err := PlanDigest(files)
+		if err != nil {
+			return Continuation{}, err
+		}
+		if root.manifest.planDigest != want {
+			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, root.manifest.planDigest, want)
+		}
+	}
+	parts := p.parts(now, true)
+	c := Continuation{Status: j.par.merge(root, parts)}
+	var digests []string
+	ids := map[string]string{}
+	if files != nil {
+		for _, f := range files {
+			d := FileDigest(f.ID)
+			digests, ids[d] = append(digests, d), f.ID
+		}
+	} else {
+		digests = root.planFiles
+		if digests == nil {
+			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", ErrCorrupt)
+		}
+	}
+	byShard := make([][]int, p.n)
+	for i, d := range digests {
+		k := shardIndex(d, p.n)
+		byShard[k-1] = append(byShard[k-1], i)
+	}
+	c.Files = make([]FileDecision, len(digests))
+	for i, sj := range p.shards {
+		sj.mu.Lock()
+		s := sj.snap
+		own := sj.inflight != nil
+		for _, at := range byShard[i] {
+			d := digests[at]
+			fd := s.decide(d, approval, c.Status, true)
+			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
+				if parts[i].stale {
+					fd.State, fd.Decision, fd.Upload = FileUnknown, "", false
+					fd.Reason = markerRef(i+1) + ": abandoned marker: its upload's outcome is unknown"
+				} else {
+					fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
+					fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
+				}
+			}
+			fd.ID = ids[d]
+			c.Files[at] = fd
+		}
+		sj.mu.Unlock()
+	}
+	return c, nil
+}
+
+// openParallel opens (or, with create, makes) the parallel run whose root
+// is b, of n shards (0: taken from the root's manifest).
+func openParallel(b backend, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
+	dir := b.where()
+	rb := b.asRoot(n)
+	wait := cfg.pendingWait
+	if wait <= 0 {
+		wait = defaultParallelWait
+	}
+	j := &Journal{dir: dir, b: rb, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	if err := rb.nested(); err != nil {
+		return nil, err
+	}
+	created := false
+	s, err := scanRun(rb, nil, cfg.clock.Now())
+	switch {
+	case err == nil:
+	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
+		s, err = j.createRoot(planFiles, planDigest, errors.Is(err, errNoRun), n)
+		if err != nil {
+			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
+		}
+		created = true
+	default:
+		return nil, dirError(dir, err)
+	}
+	if s.manifest == nil || s.manifest.parallel != n {
+		if s.manifest != nil && s.manifest.parallel == 0 {
+			return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
+		}
+		if s.manifest != nil {
+			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
+		}
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", ErrCorrupt, escapeName(dir), firstFinding(s))
+	}
+	if cfg.plan != nil && s.manifest.planDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
+	}
+	j.snap = s
+	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n)}
+	if s.planFiles != nil {
+		p.wants = make([]string, n)
+	}
+	p.rootSnap = s
+	j.par = p
+	for k := 1; k <= n; k++ {
+		sub := shardPlan(s.planFiles, k, n)
+		if p.wants != nil {
+			p.wants[k-1] = planDigestOf(sub)
+		}
+		sj := &Journal{dir: dir + "/" + shardName(k), b: rb.shard(k), clock: cfg.clock, pendingWait: wait,
+			slot: make(chan struct{}, 1), started: map[string]*ownUpload{}, group: p, shardNo: k}
+		if sub != nil {
+			sj.plan = make(map[string]bool, len(sub))
+			for _, d := range sub {
+				sj.plan[d] = true
+			}
+		}
+		ss, err := scanRun(sj.b, nil, cfg.clock.Now())
+		switch {
+		case err == nil:
+		case created:
+			ss, err = sj.create(sub, planDigestOf(sub), false)
+			if err != nil {
+				return nil, fmt.Errorf("journal: create %s of run %s: %w", shardName(k), escapeName(dir), bareErr(err))
+			}
+		default:
+			// A shard missing or unreadable: the run is unresolved (a
+			// deleted shard, or a creation that did not finish).
+			ss = newSnapshot()
+			ss.addFinding(".", "cannot read the shard: %s", redact.Text(bareErr(err).Error()))
+		}
+		sj.snap = ss
+		p.shards = append(p.shards, sj)
+	}
+	return j, nil
+}
+
+func firstFinding(s *snapshot) string {
+	if len(s.findings) > 0 {
+		return s.findings[0].String()
+	}
+	return "no run.json"
+}
+
+// createRoot makes a parallel run's root: the directory (or the empty one
+// made private), plan.json (the whole plan), then run.json with its shard
+// count, each written atomically; the shards follow (openParallel). A crash
+// before a shard exists leaves a root whose shard is missing: unresolved.
+func (j *Journal) createRoot(plan []string, planDigest string, exists bool, n int) (*snapshot, error) {
+	planData, err := encodePlanList(plan)
+	if err != nil {
+		return nil, err
+	}
+	if len(planData) > maxPlanBytes {
+		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
+	}
+	if err := j.b.initRun(exists); err != nil {
+		return nil, err
+	}
+	if _, err := j.writeAtomic(planName, planData); err != nil {
+		return nil, err
+	}
+	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: n}
+	data, digest, err := encodeManifest(mb)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := j.writeAtomic(manifestName, data); err != nil {
+		return nil, err
+	}
+	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest, parallel: n}
+	s := newSnapshot()
+	s.files, s.manifest, s.planFiles = 2, &mi, plan
+	s.cache[manifestName] = mi
+	s.cache[planName] = planList{plan, planDigest}
+	return s, nil
+}
+
+// rootParallel returns the shard count the manifest in b declares: 0 for a
+// run without shards, a missing or unreadable manifest.
+func rootParallel(b backend) int {
+	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
+	if !ok {
+		return 0
+	}
+	mi, err := parseManifest(data)
+	if err != nil {
+		return 0
+	}
+	return mi.parallel
+}
+
+// inspectParallel is Inspect of a parallel run: the root's findings and
+// every shard's, each named with its shard ("shard-02/backoff-0003.json").
+func inspectParallel(b backend, n int) (Summary, error) {
+	rb := b.asRoot(n)
+	if err := rb.nested(); err != nil {
+		return Summary{}, err
+	}
+	now := time.Now()
+	s, err := scanRun(rb, nil, now)
+	if err != nil {
+		return Summary{}, dirError(b.where(), err)
+	}
+	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
+	if s.planFiles != nil {
+		sum.PlannedFiles = len(s.planFiles)
+	}
+	for k := 1; k <= n; k++ {
+		ss, err := scanRun(rb.shard(k), nil, now)
+		if err != nil {
+			sum.Findings = append(sum.Findings, Finding{shardName(k), "cannot read the shard: " + redact.Text(bareErr(err).Error())})
+			continue
+		}
+		pre := func(fs []Finding) []Finding {
+			out := make([]Finding, len(fs))
+			for i, f := range fs {
+				out[i] = Finding{shardName(k) + "/" + f.File, f.Problem}
+			}
+			return out
+		}
+		if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "plan_digest is not this shard's part of the root plan (a shard of another run)"})
+		}
+		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
+		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
+		sum.Entries += len(ss.entries)
+		sum.Reviews += len(ss.reviews)
+		for _, rounds := range ss.receipts {
+			sum.Receipts += len(rounds)
+		}
+		for _, ps := range ss.parts {
+			sum.Parts += len(ps)
+		}
+	}
+	return sum, nil
+}
+
+// rootSnap is the root's snapshot of a shard's run (its findings count
+// for every shard); the root's own records never change after creation.
+func (j *Journal) rootSnap() *snapshot {
+	if j.group == nil || j.group.rootSnap == nil {
+		return newSnapshot()
+	}
+	return j.group.rootSnap
+}
