@@ -51,12 +51,12 @@ func TestBlobJournalThroughput(t *testing.T) {
 				if _, err := journal.OpenStore(context.Background(), st, append(kind.opts(), journal.WithPlan(workerPlan(files)))...); err != nil {
 					t.Fatal(err)
 				}
-				start := time.Now()
+				start, azStart := time.Now(), cpuTime(az.pgid)
 				runs := runWorkers(t, bin, t.TempDir(), workers, func(int) []string {
 					return append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
 						"-files", fmt.Sprint(files), "-seed", "11", "-pending-wait", "30s", "-share", fmt.Sprint(workers)}, kind.args...)
 				})
-				wall := time.Since(start)
+				wall, azCPU := time.Since(start), cpuTime(az.pgid)-azStart
 
 				puts := dataPuts(r, data)
 				seen := map[string]int{}
@@ -99,7 +99,12 @@ func TestBlobJournalThroughput(t *testing.T) {
 					ops = append(ops, fmt.Sprintf("%s %.2f/file %.1f ms each", op, float64(n)/files, float64(spent[op].Microseconds())/1000/float64(n)))
 				}
 				sort.Strings(ops)
-				t.Logf("store requests: %s", strings.Join(ops, "; "))
+				var workerCPU time.Duration
+				for _, w := range runs {
+					workerCPU += w.cpu
+				}
+				t.Logf("store requests: %s; CPU over the %.2f s: Azurite %.2f s, workers %.2f s (2 cores shared with other sessions)",
+					strings.Join(ops, "; "), wall.Seconds(), azCPU.Seconds(), workerCPU.Seconds())
 			})
 		}
 		if rates[1] > 0 {
@@ -117,6 +122,7 @@ var throughputRuns = []struct {
 	args []string
 }{
 	{name: "without-option", opts: func() []journal.Option { return nil }},
+	{name: "parallel-4", opts: func() []journal.Option { return []journal.Option{journal.WithParallel(4)} }, args: []string{"-parallel", "4"}},
 }
 
 // newRigDelayed is newRig with slowPuts under the data prefix of its own

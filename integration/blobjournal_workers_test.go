@@ -19,6 +19,7 @@ type workerRun struct {
 	code  int
 	lines []workerLine
 	log   []storeEvent
+	cpu   time.Duration // user + system CPU time of the process
 }
 
 // hist counts the outcomes of a worker's lines.
@@ -45,8 +46,10 @@ func runWorkers(t *testing.T, bin, dir string, n int, args func(i int) []string)
 		wg.Go(func() {
 			logPath := filepath.Join(dir, fmt.Sprintf("worker-%d.jsonl", i+1))
 			a := append(args(i+1), "-worker", fmt.Sprint(i+1), "-store-log", logPath)
-			code, out, errb := runProcess(t, exec.Command(bin, a...))
+			cmd := exec.Command(bin, a...)
+			code, out, errb := runProcess(t, cmd)
 			runs[i].code = code
+			runs[i].cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
 				var l workerLine
@@ -125,4 +128,33 @@ func storeTraffic(runs []workerRun) (count map[string]int, spent map[string]time
 		}
 	}
 	return count, spent
+}
+
+// cpuTime is the user + system CPU time the process pid has used so far
+// (Linux /proc; 0 where it cannot be read).
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (in parentheses, which may hold
+	// spaces): utime and stime are the 12th and 13th of them, in ticks.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st int64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks
 }

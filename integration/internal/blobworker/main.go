@@ -8,8 +8,8 @@
 // the run is clear or elapsed (journal.ErrPending: its shard is busy in a
 // parallel run) is put at the back of the queue and tried again ("busy").
 // With -share K the worker first takes its own share of the plan (the
-// files whose index is worker-1 modulo K), then plans again and takes
-// what is left; with -store-log it appends one JSON line per request of
+// files whose shard, in a parallel run, or else whose index is worker-1
+// modulo K), then plans again and takes what is left; with -store-log it appends one JSON line per request of
 // the journal store and per upload attempt to a file, for the tests'
 // ledger of claims and entries.
 //
@@ -70,7 +70,8 @@ func main() {
 		short   = flag.Duration("short", 5*time.Second, "a waiting status this short is waited out")
 		approve = flag.Bool("approve", true, "a new approval: never-attempted files are eligible")
 		data    = flag.String("data", "data/", "prefix of the uploaded blobs")
-		share   = flag.Int("share", 0, "take the files of index worker-1 modulo this first, then the rest (0: all, shuffled)")
+		par     = flag.Int("parallel", 0, "journal.WithParallel(n) (0: the option is not given)")
+		share   = flag.Int("share", 0, "take the files of shard (or, without shards, index) worker-1 modulo this first, then the rest (0: all, shuffled)")
 		logTo   = flag.String("store-log", "", "append the journal store's requests and the upload attempts to this file")
 		maxRun  = flag.Duration("max-run", 5*time.Minute, "give up (exit 1) after this long")
 	)
@@ -101,7 +102,11 @@ func main() {
 	for i := range plan {
 		plan[i] = journal.PlannedFile{ID: fmt.Sprintf("f-%03d", i)}
 	}
-	j, err := journal.OpenStore(ctx, blobjournal.New(sc, *prefix), journal.WithPlan(plan), journal.WithPendingWait(*wait))
+	opts := []journal.Option{journal.WithPlan(plan), journal.WithPendingWait(*wait)}
+	if *par != 0 {
+		opts = append(opts, journal.WithParallel(*par))
+	}
+	j, err := journal.OpenStore(ctx, blobjournal.New(sc, *prefix), opts...)
 	if err != nil {
 		fail(say, 1, err)
 	}
@@ -123,9 +128,15 @@ func main() {
 	say("", "plan", fmt.Sprintf("%d eligible of %d (%s)", len(todo), len(plan), c.Status.State))
 	r := rand.New(rand.NewPCG(*seed, uint64(*id)))
 	if *share > 0 {
+		// A parallel run's workers split the plan by shard (then none
+		// waits for another's marker); a run without shards by index.
 		var own []string
 		for _, f := range todo {
-			if n, err := strconv.Atoi(strings.TrimPrefix(f, "f-")); err == nil && n%*share == *id-1 {
+			n := j.Shard(f) - 1
+			if j.Parallel() == 0 {
+				n, _ = strconv.Atoi(strings.TrimPrefix(f, "f-"))
+			}
+			if n%*share == *id-1 {
 				own = append(own, f)
 			}
 		}
