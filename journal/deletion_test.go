@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,10 +23,33 @@ var plan4 = []PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}, {ID: "d.b
 // head; elapsed at the returned time. It returns the directory and the
 // records in the order they were written.
 func deletionRun(t testing.TB) (string, []string, time.Time) {
+	dir, _, records, now := deletionRunIn(t, 0)
+	return dir, records, now
+}
+
+// deletionRunIn is deletionRun, in a run of parallel shards when parallel
+// is not 0: then its plan is four files of the one shard the run's GETs
+// go to, and every record lies in that shard, whose directory it returns.
+func deletionRunIn(t testing.TB, parallel int) (root, dir string, records []string, now time.Time) {
 	t.Helper()
 	clk := newFakeClock(t0)
-	dir := filepath.Join(t.TempDir(), "run")
-	j, err := Open(dir, withClock(clk), WithPlan(plan4))
+	root = filepath.Join(t.TempDir(), "run")
+	dir = root
+	plan := plan4
+	opts := []Option{withClock(clk), WithPlan(plan4)}
+	if parallel > 0 {
+		k := shardIndex(getReq(t).URLDigest, parallel)
+		plan = nil
+		for i := 0; len(plan) < 4; i++ {
+			if id := fmt.Sprintf("%c.bin", 'a'+i); shardIndex(FileDigest(id), parallel) == k {
+				plan = append(plan, PlannedFile{ID: id})
+			}
+		}
+		opts = []Option{withClock(clk), WithPlan(plan), WithParallel(parallel)}
+		dir = filepath.Join(root, shardName(k))
+	}
+	id := func(i int) string { return plan[i].ID }
+	j, err := Open(root, opts...)
 	require.NoError(t, err)
 	bg := context.Background()
 	at := func(s int64) { clk.Set(t0.Add(time.Duration(s) * time.Second)) }
@@ -48,26 +72,25 @@ func deletionRun(t testing.TB) (string, []string, time.Time) {
 		_, err := j.Review(bg, id, d, "")
 		require.NoError(t, err)
 	}
-	throttle(0)                   // backoff-0001
-	part("b.bin")                 // part b 0001
-	commit("c.bin", 201)          // receipt c
-	commit("a.bin", 500)          // receipt a
-	review("a.bin", DecisionSkip) // review-0001
-	part("b.bin")                 // part b 0002
-	throttle(10)                  // backoff-0002
-	part("d.bin")                 // part d 0001
-	review("b.bin", DecisionSkip) // review-0002
-	commit("d.bin", 503)          // receipt d (d's own upload: a part, then its commit)
-	review("d.bin", DecisionSkip) // review-0003
-	throttle(20)                  // backoff-0003
-	var records []string
+	throttle(0)                 // backoff-0001
+	part(id(1))                 // part b 0001
+	commit(id(2), 201)          // receipt c
+	commit(id(0), 500)          // receipt a
+	review(id(0), DecisionSkip) // review-0001
+	part(id(1))                 // part b 0002
+	throttle(10)                // backoff-0002
+	part(id(3))                 // part d 0001
+	review(id(1), DecisionSkip) // review-0002
+	commit(id(3), 503)          // receipt d (d's own upload: a part, then its commit)
+	review(id(3), DecisionSkip) // review-0003
+	throttle(20)                // backoff-0003
 	for _, n := range names(t, dir) {
 		if isRecordName(n) {
 			records = append(records, n)
 		}
 	}
 	require.Len(t, records, 12)
-	return dir, records, t0.Add(time.Minute)
+	return root, dir, records, t0.Add(time.Minute)
 }
 
 // deletion-detected: deleting any one record — a backoff
@@ -75,9 +98,22 @@ func deletionRun(t testing.TB) (string, []string, time.Time) {
 // one or the last of its kind, the run's last record included — or the
 // run's head makes the run unresolved, and verify names what is missing.
 func TestDeletionTable(t *testing.T) {
-	dir, records, now := deletionRun(t)
-	require.Equal(t, Elapsed, reopen(t, dir, now).Status(now).State)
-	fs, err := Verify(dir)
+	for _, parallel := range []int{0, 3} {
+		t.Run(fmt.Sprintf("parallel=%d", parallel), func(t *testing.T) { deletionTable(t, parallel) })
+	}
+}
+
+// deletionTable is the deletion table of a run, or of one shard of a
+// parallel run (parallel-shards): verify of the root names the missing
+// record with its shard (shard-02/backoff-0003.json).
+func deletionTable(t *testing.T, parallel int) {
+	root, dir, records, now := deletionRunIn(t, parallel)
+	prefix := strings.TrimPrefix(strings.TrimPrefix(dir, root), "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	require.Equal(t, Elapsed, reopen(t, root, now).Status(now).State)
+	fs, err := Verify(root)
 	require.NoError(t, err)
 	require.Empty(t, fs)
 	heads := 0
@@ -107,15 +143,15 @@ func TestDeletionTable(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.kind+" "+r.which, func(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "run")
-			copyDir(t, dir, d)
-			require.NoError(t, os.Remove(filepath.Join(d, r.name)))
+			copyTree(t, root, d)
+			require.NoError(t, os.Remove(filepath.Join(d, prefix+r.name)))
 			st := reopen(t, d, now).Status(now)
 			assert.Equal(t, Unresolved, st.State, "deleting %s", r.name)
 			fs, err := Verify(d)
 			require.NoError(t, err)
 			named := false
 			for _, f := range fs {
-				if f.File == r.name && strings.HasPrefix(f.Problem, "missing") {
+				if f.File == prefix+r.name && strings.HasPrefix(f.Problem, "missing") {
 					named = true
 				}
 			}

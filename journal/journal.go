@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -453,7 +454,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		err := error(&RestrictedError{Status: s})
-		if !w.again(ctx, err, id) {
+		if !w.again(ctx, err, id, 0) {
 			return w.result(err)
 		}
 	}
@@ -481,7 +482,7 @@ func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(
 // waiting out: another worker's marker, present for less than the wait
 // allowed. It sleeps one poll interval first; false when the context
 // ended (recorded for result) or the wait is over.
-func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
+func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
 	var re *RestrictedError
 	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) {
 		return false
@@ -491,6 +492,12 @@ func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
 		w.id, w.since = id, now
 	}
 	left := w.j.pendingWait - now.Sub(w.since)
+	if w.j.group != nil && begun > 0 {
+		// A shard of a parallel run: a marker begun the pending wait ago
+		// (by its own begun_at_utc) is abandoned however recently this
+		// process first saw it, as every other shard judges it.
+		left = min(left, w.j.pendingWait-now.Sub(time.Unix(begun, 0)))
+	}
 	if left <= 0 {
 		return false
 	}
@@ -548,7 +555,14 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	if j.par != nil {
-		return j.par.route(ctx, req).Begin(ctx, req)
+		sj := j.par.route(ctx, req)
+		err := sj.Begin(ctx, req)
+		var re *RestrictedError
+		if errors.As(err, &re) && !strings.HasPrefix(re.Status.Reason, "shard-") {
+			// The shard's own status: name the shard.
+			re.Status.Reason = shardName(sj.shardNo) + "/" + re.Status.Reason
+		}
+		return err
 	}
 	if err := j.acquire(ctx); err != nil {
 		return err
@@ -557,15 +571,15 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	for {
 		j.mu.Lock()
 		err := j.beginLocked(ctx, req)
-		id := ""
+		id, begun := "", int64(0)
 		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
+			id, begun = j.snap.pendingID, j.snap.pendingBegun
 		}
 		j.mu.Unlock()
 		if err == nil {
 			return nil
 		}
-		if !w.again(ctx, err, id) {
+		if !w.again(ctx, err, id, begun) {
 			<-j.slot
 			return w.result(err)
 		}
@@ -779,6 +793,7 @@ func (j *Journal) fail(why string) {
 // failure: the marker stays, so the run is unresolved until a review).
 func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
 	linked, err = j.writeAtomic(name, data)
+	j.snap.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked || err != nil || link == nil {
 		return linked, err
 	}
@@ -826,6 +841,7 @@ func (j *Journal) clearMarker() error {
 		return err
 	}
 	j.markerVersion = ""
+	j.snap.gen = scanGen.Add(1)
 	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
 	j.snap.files--
 	return nil

@@ -71,3 +71,64 @@ func TestStoreRunsNeverNest(t *testing.T) {
 	require.ErrorIs(t, err, ErrNested)
 	assert.Equal(t, "journal: runs never nest: store lies inside the run c/x/", err.Error())
 }
+
+// no-nesting, parallel-shards: the shards are part of their root's run.
+// Opening, verifying or inspecting run/shard-01 directly is refused as
+// nested; a root that holds anything but its own shards — a run in
+// another subdirectory, a shard beyond its count, a run inside a shard —
+// is refused; a stray subdirectory without a run is a finding (the run is
+// unresolved). The same holds for a root kept in a Store.
+func TestParallelShardsNest(t *testing.T) {
+	newRoot := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "run")
+		_, err := Open(dir, WithPlan(plan3), WithParallel(4), withClock(newFakeClock(t0)))
+		require.NoError(t, err)
+		return dir
+	}
+	root := newRoot(t)
+	shard := filepath.Join(root, "shard-01")
+	_, err := OpenExisting(shard)
+	require.ErrorIs(t, err, ErrNested)
+	assert.Equal(t, "journal: runs never nest: "+shard+" lies inside the run "+root, err.Error())
+	_, err = Open(shard, WithParallel(2))
+	require.ErrorIs(t, err, ErrNested)
+	_, err = Verify(shard)
+	require.ErrorIs(t, err, ErrNested)
+	_, err = Inspect(shard)
+	require.ErrorIs(t, err, ErrNested)
+	sum, err := Inspect(root)
+	require.NoError(t, err)
+	require.Empty(t, sum.Findings)
+
+	for _, sub := range []string{"other", "shard-05", filepath.Join("shard-02", "x")} {
+		t.Run(sub, func(t *testing.T) {
+			root := newRoot(t)
+			writeRun(t, filepath.Join(root, sub), plan3, t0, nil, nil)
+			_, err := OpenExisting(root)
+			require.ErrorIs(t, err, ErrNested)
+			_, err = Inspect(root)
+			require.ErrorIs(t, err, ErrNested)
+		})
+	}
+	root = newRoot(t)
+	require.NoError(t, os.Mkdir(filepath.Join(root, "stray"), 0o700))
+	j, err := OpenExisting(root)
+	require.NoError(t, err)
+	st := j.Status(t0)
+	require.Equal(t, Unresolved, st.State)
+	assert.Equal(t, "stray: unexpected file in the run directory", st.Reason)
+
+	// In a Store: another run's manifest under the root, or a shard
+	// beyond the count, is refused.
+	for _, name := range []string{"other/run.json", "shard-05/run.json", "shard-01/x/run.json"} {
+		st := newMemStore()
+		_, err := OpenStore(context.Background(), st, WithPlan(plan3), WithParallel(4), withClock(newFakeClock(t0)))
+		require.NoError(t, err)
+		_, err = st.Create(context.Background(), name, []byte("{}\n"))
+		require.NoError(t, err)
+		_, err = OpenExistingStore(context.Background(), st)
+		require.ErrorIs(t, err, ErrNested, name)
+		_, err = InspectStore(context.Background(), st)
+		require.ErrorIs(t, err, ErrNested, name)
+	}
+}

@@ -202,6 +202,8 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 	switch {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
+	case s.manifest != nil && s.manifest.parallel != 0:
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: ErrCorrupt}
 	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
 		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: ErrCorrupt}
 	default:
@@ -276,6 +278,9 @@ func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
 		}
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
+		if v := p.views[i]; v != nil && v.gen > s.gen {
+			s = v // a check across shards listed it later
+		}
 		out = append(out, p.shardStateLocked(i+1, s, failed, now))
 		p.mu.Unlock()
 		sj.mu.Unlock()
@@ -396,6 +401,9 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 func prefixed(k int, r PendingRecord) PendingRecord {
 	if r.Name != "" {
 		r.Name = shardName(k) + "/" + r.Name
+	}
+	if r.Marker != "" {
+		r.Marker = shardName(k) + "/" + r.Marker
 	}
 	return r
 }
@@ -550,6 +558,9 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 				sj.plan[d] = true
 			}
 		}
+		if err := sj.b.nested(); err != nil {
+			return nil, err // a run inside a shard
+		}
 		ss, err := scanRun(sj.b, nil, cfg.clock.Now())
 		switch {
 		case err == nil:
@@ -642,6 +653,9 @@ func inspectParallel(b backend, n int) (Summary, error) {
 		sum.PlannedFiles = len(s.planFiles)
 	}
 	for k := 1; k <= n; k++ {
+		if err := rb.shard(k).nested(); err != nil {
+			return Summary{}, err
+		}
 		ss, err := scanRun(rb.shard(k), nil, now)
 		if err != nil {
 			sum.Findings = append(sum.Findings, Finding{shardName(k), "cannot read the shard: " + redact.Text(bareErr(err).Error())})
@@ -654,7 +668,9 @@ func inspectParallel(b backend, n int) (Summary, error) {
 			}
 			return out
 		}
-		if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
+		if ss.manifest != nil && ss.manifest.parallel != 0 {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "declares shards of its own (a root copied into a shard)"})
+		} else if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
 			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "plan_digest is not this shard's part of the root plan (a shard of another run)"})
 		}
 		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)

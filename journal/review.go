@@ -299,6 +299,9 @@ func osUser() string {
 // PendingRecord is what [Journal.ReviewPending] recorded.
 type PendingRecord struct {
 	ReviewRecord
+	// Marker names the resolved marker: pending-request.json, or in a
+	// parallel run shard-KK/pending-request.json.
+	Marker string
 	// MarkerDigest is the digest of the resolved marker's bytes.
 	MarkerDigest string
 	// MarkerFileDigest is the file the marker named ("" for a request of
@@ -360,7 +363,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
 			if r.name == s.pendingResolved {
-				rec := PendingRecord{ReviewRecord: r.record(), MarkerDigest: r.Marker.Digest,
+				rec := PendingRecord{ReviewRecord: r.record(), Marker: markerName, MarkerDigest: r.Marker.Digest,
 					MarkerFileDigest: r.Marker.FileDigest, NotBeforeUTC: r.Marker.NotBeforeUTC}
 				rec.Removed = j.removeResolved(s) == nil
 				return rec, nil
@@ -414,7 +417,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	s.cache[name] = rec.reviewFile
 	s.files++
 	s.pendingResolved, s.pendingFile = name, ""
-	out := PendingRecord{ReviewRecord: rec.record(), MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
+	out := PendingRecord{ReviewRecord: rec.record(), Marker: markerName, MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 		return out, fmt.Errorf("journal: pending review: %w", err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
@@ -116,6 +117,9 @@ type snapshot struct {
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
 	listed    []listedName
+	// gen orders the scans of this process (scanGen): of two snapshots
+	// of one run, the one with the greater gen was listed later.
+	gen uint64
 	// cache holds the parsed immutable files (manifest, entries, receipts,
 	// parts, reviews, plan) by name, so that a refresh reads only new files.
 	cache map[string]any
@@ -331,8 +335,12 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	// a listing that changed meanwhile was taken during a write, and the
 	// scan is done again (a few times at most); one that did not change is
 	// the run's state.
+	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
 		s, err := scanOnce(b, prev, now)
+		if s != nil {
+			s.gen = gen
+		}
 		if err != nil || !s.seqBroken || try == 3 {
 			return s, err
 		}
@@ -342,6 +350,9 @@ func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		}
 	}
 }
+
+// scanGen numbers the scans of this process (snapshot.gen).
+var scanGen atomic.Uint64
 
 // sameNames reports whether the listing b holds exactly the names of a.
 func sameNames(a []listedName, b []listedName) bool {

@@ -216,16 +216,31 @@ func (s *Store) Read(ctx context.Context, name string, limit int64) ([]byte, str
 
 // List lists at most limit blob names under the prefix, without it.
 func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
+	return s.list(ctx, "", limit)
+}
+
+// ListPrefix implements [journal.PrefixLister]: at most limit names under
+// the store's prefix that start with prefix (a shard of a parallel run,
+// shard-KK/), without the store's prefix — one listing of that prefix
+// only, not of the whole run.
+func (s *Store) ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error) {
+	return s.list(ctx, prefix, limit)
+}
+
+var _ journal.PrefixLister = (*Store)(nil)
+
+func (s *Store) list(ctx context.Context, sub string, limit int) ([]string, error) {
 	if s.zero() {
-		return nil, errZero("list", "")
+		return nil, errZero("list", sub)
 	}
 	var out []string
 	max := int32(min(limit, 5000))
-	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &s.prefix, MaxResults: &max})
+	p := s.prefix + sub
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &p, MaxResults: &max})
 	for pager.More() && len(out) < limit {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, s.fail("list", "", err)
+			return nil, s.fail("list", sub, err)
 		}
 		for _, it := range page.Segment.BlobItems {
 			if it.Name != nil && len(out) < limit {

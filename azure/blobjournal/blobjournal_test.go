@@ -199,6 +199,25 @@ func TestListAndString(t *testing.T) {
 	}
 }
 
+// ListPrefix lists the blobs of one shard only: the query's prefix is the
+// store's and the shard's; the names come back without the store's prefix.
+func TestListPrefix(t *testing.T) {
+	body := `<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Prefix>batch-1/shard-02/</Prefix><Blobs>` +
+		`<Blob><Name>batch-1/shard-02/run.json</Name><Properties></Properties></Blob>` +
+		`<Blob><Name>batch-1/shard-02/backoff-0001.json</Name><Properties></Properties></Blob></Blobs><NextMarker/></EnumerationResults>`
+	s := &scripted{replies: []func(*http.Request) (*http.Response, error){
+		reply(200, map[string]string{"Content-Type": "application/xml"}, body),
+	}}
+	st := newTestStore(t, s)
+	names, err := st.ListPrefix(context.Background(), "shard-02/", 1003)
+	if err != nil || strings.Join(names, ",") != "shard-02/run.json,shard-02/backoff-0001.json" {
+		t.Fatalf("ListPrefix = %v, %v", names, err)
+	}
+	if q := s.seen[0].URL.Query(); q.Get("prefix") != "batch-1/shard-02/" || q.Get("comp") != "list" {
+		t.Fatalf("query %v", q)
+	}
+}
+
 // rawHeader returns a header the SDK set under its own spelling (not
 // canonicalized), matched without regard to case.
 func rawHeader(h http.Header, name string) string {

@@ -353,6 +353,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	decision := fset.String("decision", "", "")
 	note := fset.String("note", "", "")
 	pending := fset.Bool("pending", false, "")
+	marker := fset.String("marker", "", "")
 	restriction := fset.String("restriction", "", "")
 	notBefore := fset.Int64("not-before", 0, "")
 	pos, err := parseInterleaved(fset, args)
@@ -369,7 +370,9 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
-		return c.reviewPending(ctx, pos[0], *note, *notBefore, stdout, stderr)
+		return c.reviewPending(ctx, pos[0], *marker, *note, *notBefore, stdout, stderr)
+	case *marker != "":
+		return c.usageError(stderr, c.Sub+"review --marker goes with --pending")
 	case *restriction != "" && (*file != "" || *decision != ""):
 		return c.usageError(stderr, c.Sub+"review --restriction takes no --file or --decision")
 	case *restriction != "" && (*note == "" || *notBefore <= 0 || *notBefore > unixtime.Max):
@@ -412,13 +415,14 @@ func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string
 	return 3 // waiting
 }
 
-// reviewPending runs `review RUN --pending --note TEXT [--not-before UNIX]`.
-func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore int64, stdout, stderr io.Writer) int {
+// reviewPending runs `review RUN --pending [--marker shard-KK/pending-request.json]
+// --note TEXT [--not-before UNIX]`.
+func (c *Command) reviewPending(ctx context.Context, dir, marker, note string, notBefore int64, stdout, stderr io.Writer) int {
 	j, err := c.Open(ctx, dir)
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}
-	rec, err := j.ReviewPending(ctx, note, notBefore)
+	rec, err := j.ReviewPendingMarker(ctx, marker, note, notBefore)
 	if err != nil {
 		return c.reviewFailed(err, stderr)
 	}
@@ -426,8 +430,8 @@ func (c *Command) reviewPending(ctx context.Context, dir, note string, notBefore
 	if rec.MarkerFileDigest != "" {
 		file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
 	}
-	fmt.Fprintf(stdout, "reviewed pending-request.json %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
-		rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+	fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
+		escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
 	if !rec.Removed {
 		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
 	}

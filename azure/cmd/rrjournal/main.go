@@ -38,13 +38,15 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
   rrjournal review RUN --file ID --decision reupload|skip [--note TEXT]
       record an operator's review of an unknown file (ID, or its sha256: digest as plan prints it);
       exit 0 recorded, 1 refused (the file is not unknown), 4 the run is unresolved
-  rrjournal review RUN --pending --note TEXT [--not-before UNIX]
+  rrjournal review RUN --pending [--marker shard-KK/pending-request.json] --note TEXT [--not-before UNIX]
       resolve an abandoned pending-request.json (a killed worker: make sure none still sends it); keeps
       every record, makes the marker's file unknown, and the run waits 30 s or until --not-before;
-      exit 3 recorded (the run waits), 1 refused (no marker), 4 the run has other findings
+      in a parallel run --marker names the shard's marker (without it: the only one older than the
+      pending wait); exit 3 recorded (the run waits), 1 refused (no marker), 4 the run has other findings
   rrjournal review RUN --restriction ENTRY --not-before UNIX --note TEXT
       bound a backoff entry whose restriction has no timing (a Retry-After beyond year 9999, an
       oversized field): the run waits until --not-before (at least 30 s from now); keeps every record;
+      in a parallel run ENTRY names its shard (shard-02/backoff-0003.json);
       exit 3 recorded, 1 refused, 4 the run has other findings
 exit 2: usage error, no connection string, or RUN missing, unreadable or not a journal run
 `
