@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -15,8 +17,15 @@ import (
 
 // uploadLatency is the upload latency the proxy adds to every data PUT
 // before forwarding it to Azurite: a realistic round trip to a remote
-// store, where loopback Azurite answers in about a millisecond.
-const uploadLatency = 25 * time.Millisecond
+// store, where loopback Azurite answers in about a millisecond. 25 ms;
+// RR_UPLOAD_LATENCY (a Go duration, e.g. 100ms: a small blob's upload
+// over a WAN) sets another for a run by hand, whose figures say so.
+var uploadLatency = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("RR_UPLOAD_LATENCY")); err == nil && d >= 0 {
+		return d
+	}
+	return 25 * time.Millisecond
+}()
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
@@ -52,9 +61,14 @@ func TestBlobJournalThroughput(t *testing.T) {
 					t.Fatal(err)
 				}
 				start, azStart := time.Now(), cpuTime(az.pgid)
-				runs := runWorkers(t, bin, t.TempDir(), workers, func(int) []string {
-					return append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
+				runs := runWorkers(t, bin, t.TempDir(), workers, func(i int) []string {
+					a := append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
 						"-files", fmt.Sprint(files), "-seed", "11", "-pending-wait", "30s", "-share", fmt.Sprint(workers)}, kind.args...)
+					if dir := os.Getenv("RR_WORKER_PROFILES"); dir != "" {
+						// A run by hand: each worker's CPU profile, for where the time goes.
+						a = append(a, "-cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-workers-%d-w%d.pprof", kind.name, workers, i)))
+					}
+					return a
 				})
 				wall, azCPU := time.Since(start), cpuTime(az.pgid)-azStart
 

@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,8 +75,21 @@ func main() {
 		share   = flag.Int("share", 0, "take the files of shard (or, without shards, index) worker-1 modulo this first, then the rest (0: all, shuffled)")
 		logTo   = flag.String("store-log", "", "append the journal store's requests and the upload attempts to this file")
 		maxRun  = flag.Duration("max-run", 5*time.Minute, "give up (exit 1) after this long")
+		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a run that ends in done)")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	out := json.NewEncoder(os.Stdout)
 	say := func(file, outcome, detail string) {
 		_ = out.Encode(line{Worker: *id, File: file, Outcome: outcome, Detail: detail, At: time.Now().UnixMilli()})
