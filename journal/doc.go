@@ -228,6 +228,47 @@
 // transport (shared-runs): a failed create or delete, a 429 of the store included,
 // is a persistence failure (persistence-failure-is-terminal).
 //
+// # Parallel runs
+//
+// A run created [WithParallel](n) (docs/policy.md: parallel-shards) lets up
+// to n journaled requests be in flight at once across its workers. It is n
+// ordinary runs, its shards, under a root:
+//
+//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"manifest_digest":…}
+//	plan.json                   the whole plan
+//	shard-01/ … shard-04/       each a run of the layout above (Blob: names prefixed shard-NN/)
+//
+// Each shard's plan.json holds the files [Journal.Shard] maps to it (the
+// first 8 bytes of the file digest's SHA-256, big-endian, modulo n, plus
+// 1); a request that names no file (a journaled GET, a mutation without
+// WithUpload) goes to the shard of its URL digest. Begin, Complete and
+// Backoff of a request go to its shard (they must get the same context, as
+// the transport gives them), so one Journal may have one request in flight
+// per shard, and each request has the one exclusive marker of its shard:
+// every guarantee of a run holds per shard, and no file is sent by two
+// workers. Under each claim the other shards are scanned too (only the
+// records this process has not read yet are read): a restriction recorded
+// in any shard blocks every request claimed after its entry is durable; up
+// to n−1 requests claimed before it may still arrive. Admit, Status,
+// PlanContinuation, RecordedPlan, Verify and Inspect read every shard;
+// findings and reasons name the shard (shard-02/backoff-0003.json).
+//
+// Another worker's marker is a request in flight. One present for the
+// pending wait ([WithPendingWait], 30 s by default for a parallel run) —
+// as this process saw it, or by its own begun_at_utc — is a worker that
+// died in flight (docs/policy.md: parallel-dead-worker): the run is
+// unresolved for every worker until [Journal.ReviewPendingMarker] (`journal
+// review DIR --pending --marker shard-03/pending-request.json`). Until that
+// age the other shards keep sending: the pending wait bounds the time a
+// dead worker's lost 429 can go unnoticed, so keep it short, but longer
+// than any one request.
+//
+// The root's manifest and plan are written first, then each shard, so a
+// creation that stopped halfway leaves a root with a missing or unfinished
+// shard: unresolved, never clear, and never completed by a later Open (a
+// shard deleted whole is not made again either). A root whose manifest
+// cannot be read is refused at open: its shards would be runs inside it.
+//
 // # Example
 //
 //	j, err := journal.Open(dir, journal.WithPlan(files))

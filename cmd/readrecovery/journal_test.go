@@ -523,3 +523,84 @@ func TestJournalReviewRestrictionCommand(t *testing.T) {
 	code, _, stderr = runJ("review", dir, "--restriction", "backoff-0001.json", "--not-before", strconv.FormatInt(nb, 10), "--note", "again")
 	assert.Equal(t, 1, code, stderr)
 }
+
+// parallel-dead-worker: the journal commands on a parallel run's root.
+// A killed worker's marker in one shard is a request in flight while it is
+// young (status clear, exit 0; plan shows its file in-flight) and makes the
+// run unresolved once older than the pending wait (exit 4, naming the
+// shard's marker); verify names it with its shard. `review --pending`
+// without --marker refuses a marker that young (exit 1, naming it);
+// `--pending --marker shard-KK/pending-request.json` records the review in
+// that shard (exit 3: the run waits), after which verify is clean and the
+// file is reviewed as usual, in its shard.
+func TestJournalParallelRunCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	plan := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}, {ID: "c.bin"}, {ID: "d.bin"}}
+	j, err := journal.Open(dir, journal.WithPlan(plan), journal.WithParallel(2))
+	require.NoError(t, err)
+	var done, dead string
+	for _, f := range plan {
+		switch {
+		case done == "" && j.Shard(f.ID) == 1:
+			done = f.ID
+		case dead == "" && j.Shard(f.ID) == 2:
+			dead = f.ID
+		}
+	}
+	require.True(t, done != "" && dead != "", "a file of each shard")
+	req := func(id string) readrecovery.JournalRequest {
+		u, _ := url.Parse("https://acct.blob.core.windows.net/c/" + id)
+		return readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
+	}
+	ctx := journal.WithUpload(context.Background(), done)
+	require.NoError(t, j.Begin(ctx, req(done)))
+	require.NoError(t, j.Complete(ctx, req(done), readrecovery.JournalOutcome{StatusCode: 201}))
+	require.NoError(t, j.Begin(journal.WithUpload(context.Background(), dead), req(dead))) // then killed
+
+	now := time.Now()
+	at(t, now)
+	code, stdout, _ := runJ("status", dir)
+	assert.Equal(t, 0, code, stdout)
+	assert.Contains(t, stdout, `"state":"clear"`)
+	assert.Contains(t, stdout, "1 request(s) of other workers in flight")
+	code, stdout, _ = runJ("plan", "--json", dir)
+	assert.Equal(t, 0, code, stdout)
+	var pj journalcmd.PlanJSON
+	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
+	classes := map[string]string{}
+	for _, f := range pj.FileBatch.Plan.Files {
+		classes[f.FileDigest] = string(f.Class)
+	}
+	assert.Equal(t, "in-flight", classes[journal.FileDigest(dead)], stdout)
+	assert.Equal(t, "acked", classes[journal.FileDigest(done)], stdout)
+	code, stdout, _ = runJ("verify", dir)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "shard-02/pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)\n", stdout)
+
+	at(t, now.Add(time.Minute))
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 4, code, stdout)
+	assert.Regexp(t, `"reason":"shard-02/pending-request\.json: present for 6\d s, at least the pending wait \(30 s\)`, stdout)
+
+	code, _, stderr := runJ("review", dir, "--pending", "--note", "killed")
+	assert.Equal(t, 1, code, stderr)
+	assert.Regexp(t, `no marker is older than the pending wait \(30 s\): shard-02/pending-request\.json \(\d s old\)`, stderr)
+	code, _, stderr = runJ("review", dir, "--marker", "shard-02/pending-request.json", "--note", "killed")
+	assert.Equal(t, 2, code, stderr)
+	code, _, stderr = runJ("review", dir, "--pending", "--marker", "shard-03/pending-request.json", "--note", "killed")
+	assert.Equal(t, 1, code, stderr)
+	code, stdout, stderr = runJ("review", dir, "--pending", "--marker", "shard-02/pending-request.json", "--note", "worker 2 killed")
+	require.Equal(t, 3, code, stderr)
+	assert.Regexp(t, `^reviewed shard-02/pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(shard-02/review-0001\.json\); file `+
+		journal.FileDigest(dead)+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
+	at(t, now)
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 3, code, stdout)
+	assert.Contains(t, stdout, `"reason":"shard-02/review-0001.json: pending review`)
+	code, stdout, _ = runJ("verify", dir)
+	assert.Equal(t, 0, code, stdout)
+	assert.Equal(t, "ok: 4 planned files, 0 backoff entries, 1 receipts, 0 part receipts, 1 reviews\n", stdout)
+	code, stdout, stderr = runJ("review", dir, "--file", dead, "--decision", "skip", "--note", "sent by hand")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "(shard-02/review-0002.json)")
+}
