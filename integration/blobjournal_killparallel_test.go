@@ -55,7 +55,7 @@ func TestBlobJournalParallelKill(t *testing.T) {
 		fakeserver.MatchPath(r.blobPath("kpar/")))
 
 	var mu sync.Mutex
-	var withMarker, survivorStopped, reviewed, lostEntry, sent int
+	var withMarker, survivorStopped, stoppedLive, reviewed, lostEntry, sent int
 	trials := make(chan int)
 	var wg sync.WaitGroup
 	for range parallelKillConcurrency {
@@ -68,6 +68,12 @@ func TestBlobJournalParallelKill(t *testing.T) {
 				}
 				if res.survivorStopped {
 					survivorStopped++
+					if !res.marker {
+						// It found a marker stale that its worker then
+						// removed: a live marker judged by its whole-second
+						// begun_at_utc against the 1 s wait (the safe side).
+						stoppedLive++
+					}
 				}
 				if res.reviewed {
 					reviewed++
@@ -85,8 +91,8 @@ func TestBlobJournalParallelKill(t *testing.T) {
 	}
 	close(trials)
 	wg.Wait()
-	t.Logf("%d trials, %d uploads (each met 429, none sent twice): %d killed while the dead worker's marker was held (%d of them between a 429 and its entry; each reviewed: %d brought back to waiting, then elapsed, with the dead worker's file unknown); worker 2 stopped by the stale marker in %d",
-		parallelKillTrials, sent, withMarker, lostEntry, reviewed, survivorStopped)
+	t.Logf("%d trials, %d uploads (each met 429, none sent twice): %d killed while the dead worker's marker was held (%d of them between a 429 and its entry; each reviewed: %d brought back to waiting, then elapsed, with the dead worker's file unknown); worker 2 stopped as unresolved in %d (%d of them by a marker its live worker then removed)",
+		parallelKillTrials, sent, withMarker, lostEntry, reviewed, survivorStopped, stoppedLive)
 	if withMarker == 0 || withMarker == parallelKillTrials {
 		t.Errorf("%d of %d kills left the marker: the moments do not cover both sides", withMarker, parallelKillTrials)
 	}
@@ -227,7 +233,11 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 	if trial%2 == 1 {
 		rrj = "" // odd trials through Journal.ReviewPendingMarker, even ones through the command
 	}
-	res.reviewed = reviewDeadMarker(t, trial, rrj, cs, r.container+"/"+prefix+"journal", markers[0], st, plan, deadFile)
+	unknown := len(sent)
+	if sent[r.blobPath(prefix+"data/"+deadFile)] == 0 {
+		unknown++ // killed under the marker before its upload was sent
+	}
+	res.reviewed = reviewDeadMarker(t, trial, rrj, cs, r.container+"/"+prefix+"journal", markers[0], st, plan, deadFile, unknown, sum.Entries)
 	return res
 }
 
@@ -235,7 +245,7 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 // (or, with rrj "", Journal.ReviewPendingMarker) and checks what follows (pending-review): the run waits until the review
 // time + 30 s and is elapsed then, the dead worker's file is unknown, and
 // the run verifies clean. It reports whether all of that held.
-func reviewDeadMarker(t *testing.T, trial int, rrj, cs, runArg, marker string, st *blobjournal.Store, plan []journal.PlannedFile, deadFile string) bool {
+func reviewDeadMarker(t *testing.T, trial int, rrj, cs, runArg, marker string, st *blobjournal.Store, plan []journal.PlannedFile, deadFile string, unknown, entries int) bool {
 	t.Helper()
 	before := time.Now().Unix()
 	note := fmt.Sprintf("trial %d: worker 1 killed", trial)
@@ -246,6 +256,24 @@ func reviewDeadMarker(t *testing.T, trial int, rrj, cs, runArg, marker string, s
 		if code != 3 {
 			t.Errorf("trial %d: review --pending --marker %s: exit %d, %q %q; want 3 (the run waits)", trial, marker, code, out, errb)
 			return false
+		}
+		// The operator's view of the parallel root afterwards.
+		for _, c := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"status", runArg}, 3, `{"file_batch":{"backoff":{"state":"waiting"`},
+			{[]string{"verify", runArg}, 0, fmt.Sprintf("ok: %d planned files, %d backoff entries, 0 receipts, 0 part receipts, 1 reviews\n", len(plan), entries)},
+			{[]string{"plan", "--json", runArg}, 3, fmt.Sprintf(`"counts":{"acked":0,"never-attempted":%d,"reviewed":0,"unknown":%d}`, len(plan)-unknown, unknown)},
+		} {
+			cmd := exec.Command(rrj, c.args...)
+			cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+cs)
+			code, out, errb := runProcess(t, cmd)
+			if code != c.code || !strings.Contains(out.String(), c.want) {
+				t.Errorf("trial %d: rrjournal %s: exit %d, %q %q; want exit %d and %q", trial, c.args[0], code, out, errb, c.code, c.want)
+				return false
+			}
 		}
 	}
 	j, err := journal.OpenExistingStore(context.Background(), st)
