@@ -19,7 +19,9 @@ import (
 // before forwarding it to Azurite: a realistic round trip to a remote
 // store, where loopback Azurite answers in about a millisecond. 25 ms;
 // RR_UPLOAD_LATENCY (a Go duration, e.g. 100ms: a small blob's upload
-// over a WAN) sets another for a run by hand, whose figures say so.
+// over a WAN) sets another for a run by hand, whose figures say so;
+// RR_STORE_LATENCY adds a delay to every request of the workers' journal
+// store (a remote Blob endpoint, where loopback Azurite answers at once).
 var uploadLatency = func() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("RR_UPLOAD_LATENCY")); err == nil && d >= 0 {
 		return d
@@ -64,6 +66,10 @@ func TestBlobJournalThroughput(t *testing.T) {
 				runs := runWorkers(t, bin, t.TempDir(), workers, func(i int) []string {
 					a := append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
 						"-files", fmt.Sprint(files), "-seed", "11", "-pending-wait", "30s", "-share", fmt.Sprint(workers)}, kind.args...)
+					if d := os.Getenv("RR_STORE_LATENCY"); d != "" {
+						// A run by hand: a remote store's round trip on every journal request.
+						a = append(a, "-store-latency", d)
+					}
 					if dir := os.Getenv("RR_WORKER_PROFILES"); dir != "" {
 						// A run by hand: each worker's CPU profile, for where the time goes.
 						a = append(a, "-cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-workers-%d-w%d.pprof", kind.name, workers, i)))
@@ -105,8 +111,8 @@ func TestBlobJournalThroughput(t *testing.T) {
 				span := puts[len(puts)-1].Arrived.Sub(puts[0].Arrived)
 				rate := float64(len(puts)-1) / span.Seconds()
 				rates[workers] = rate
-				t.Logf("%s, %d worker(s) x %d files, %v upload latency: %.1f files/s between the first and last upload (%.2f s), %.1f files/s wall (%.2f s with process start)",
-					kind.name, workers, files, uploadLatency, rate, span.Seconds(), float64(files)/wall.Seconds(), wall.Seconds())
+				t.Logf("%s, %d worker(s) x %d files, %v upload latency, store latency %q: %.1f files/s between the first and last upload (%.2f s), %.1f files/s wall (%.2f s with process start)",
+					kind.name, workers, files, uploadLatency, os.Getenv("RR_STORE_LATENCY"), rate, span.Seconds(), float64(files)/wall.Seconds(), wall.Seconds())
 				count, spent := storeTraffic(runs)
 				var ops []string
 				for op, n := range count {

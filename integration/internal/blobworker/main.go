@@ -60,22 +60,23 @@ type line struct {
 
 func main() {
 	var (
-		store   = flag.String("store", "", "Blob service URL the journal store talks to (straight to Azurite)")
-		proxy   = flag.String("proxy", "", "Blob service URL of the uploads (the test's proxy)")
-		cont    = flag.String("container", "", "container")
-		prefix  = flag.String("prefix", "journal/", "journal prefix")
-		files   = flag.Int("files", 200, "planned files f-000 …")
-		id      = flag.Int("worker", 0, "worker number")
-		seed    = flag.Uint64("seed", 1, "order seed")
-		wait    = flag.Duration("pending-wait", 10*time.Second, "journal.WithPendingWait")
-		short   = flag.Duration("short", 5*time.Second, "a waiting status this short is waited out")
-		approve = flag.Bool("approve", true, "a new approval: never-attempted files are eligible")
-		data    = flag.String("data", "data/", "prefix of the uploaded blobs")
-		par     = flag.Int("parallel", 0, "journal.WithParallel(n) (0: the option is not given)")
-		share   = flag.Int("share", 0, "take the files of shard (or, without shards, index) worker-1 modulo this first, then the rest (0: all, shuffled)")
-		logTo   = flag.String("store-log", "", "append the journal store's requests and the upload attempts to this file")
-		maxRun  = flag.Duration("max-run", 5*time.Minute, "give up (exit 1) after this long")
-		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a run that ends in done)")
+		store    = flag.String("store", "", "Blob service URL the journal store talks to (straight to Azurite)")
+		proxy    = flag.String("proxy", "", "Blob service URL of the uploads (the test's proxy)")
+		cont     = flag.String("container", "", "container")
+		prefix   = flag.String("prefix", "journal/", "journal prefix")
+		files    = flag.Int("files", 200, "planned files f-000 …")
+		id       = flag.Int("worker", 0, "worker number")
+		seed     = flag.Uint64("seed", 1, "order seed")
+		wait     = flag.Duration("pending-wait", 10*time.Second, "journal.WithPendingWait")
+		short    = flag.Duration("short", 5*time.Second, "a waiting status this short is waited out")
+		approve  = flag.Bool("approve", true, "a new approval: never-attempted files are eligible")
+		data     = flag.String("data", "data/", "prefix of the uploaded blobs")
+		par      = flag.Int("parallel", 0, "journal.WithParallel(n) (0: the option is not given)")
+		share    = flag.Int("share", 0, "take the files of shard (or, without shards, index) worker-1 modulo this first, then the rest (0: all, shuffled)")
+		logTo    = flag.String("store-log", "", "append the journal store's requests and the upload attempts to this file")
+		maxRun   = flag.Duration("max-run", 5*time.Minute, "give up (exit 1) after this long")
+		storeLat = flag.Duration("store-latency", 0, "added before every request of the journal store (a remote Blob endpoint's round trip)")
+		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a run that ends in done)")
 	)
 	flag.Parse()
 	if *cpuProf != "" {
@@ -105,6 +106,9 @@ func main() {
 		fail(say, 1, err)
 	}
 	so := blobjournal.ClientOptions()
+	if *storeLat > 0 {
+		so.PerCallPolicies = append(so.PerCallPolicies, delayPolicy(*storeLat))
+	}
 	if log != nil {
 		so.PerCallPolicies = append(so.PerCallPolicies, log)
 	}
@@ -336,6 +340,20 @@ func (l *storeLog) Do(req *policy.Request) (*http.Response, error) {
 	}
 	l.write(StoreEvent{Event: "store", Op: op, Name: name, Status: status, StartNs: start.UnixNano(), EndNs: end.UnixNano()})
 	return resp, err
+}
+
+// delayPolicy waits d before each request of the store's client.
+type delayPolicy time.Duration
+
+func (d delayPolicy) Do(req *policy.Request) (*http.Response, error) {
+	tm := time.NewTimer(time.Duration(d))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-req.Raw().Context().Done():
+		return nil, req.Raw().Context().Err()
+	}
+	return req.Next()
 }
 
 func fail(say func(string, string, string), code int, err error) {
