@@ -219,7 +219,8 @@
 // Any number of worker processes may open the same run (shared-runs). Each Admit,
 // Begin and PlanContinuation lists the store again, so a restriction one
 // worker records blocks every worker before its next network access. The
-// marker serializes their journaled requests: with [WithPendingWait] a
+// marker serializes their journaled requests (a run created [WithParallel]
+// has one per shard: see Parallel runs): with [WithPendingWait] a
 // worker waits (within its context) for another's marker to go; the same
 // marker present for that long is a worker that died in flight, and the
 // run is unresolved for all, as it is for a directory. Receipts are
@@ -246,12 +247,17 @@
 // the transport gives them), so one Journal may have one request in flight
 // per shard, and each request has the one exclusive marker of its shard:
 // every guarantee of a run holds per shard, and no file is sent by two
-// workers. Under each claim the other shards are scanned too (only the
-// records this process has not read yet are read): a restriction recorded
-// in any shard blocks every request claimed after its entry is durable; up
-// to n−1 requests claimed before it may still arrive. Admit, Status,
-// PlanContinuation, RecordedPlan, Verify and Inspect read every shard;
-// findings and reasons name the shard (shard-02/backoff-0003.json).
+// workers. Under each claim the request's own shard is read as in any run,
+// and at the same time every other shard is listed and only what can
+// restrict the request is read: its new backoff entries and reviews, and
+// its marker when the one read last could be abandoned by now (no receipt,
+// part receipt or head). A restriction recorded in any shard thus blocks
+// every request claimed after its entry is durable; up to n−1 requests
+// claimed before it may still arrive. Admit reads the shard of the file
+// its context names (the others as this process last read them; without a
+// file, every shard). Status, PlanContinuation, RecordedPlan, Verify and
+// Inspect read every shard in full — sequence and deletions included —
+// and findings and reasons name the shard (shard-02/backoff-0003.json).
 //
 // Another worker's marker is a request in flight. One present for the
 // pending wait ([WithPendingWait], 30 s by default for a parallel run) —

@@ -316,8 +316,8 @@ type manifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
 	PlanDigest     string `json:"plan_digest"`
 	CreatedAtUTC   int64  `json:"created_at_utc"`
-	// Parallel is the shard count of a parallel run's root (R74's
-	// WithParallel, 2 to 16); omitted at zero, so that the manifest of
+	// Parallel is the shard count of a parallel run's root
+	// (WithParallel, 2 to 16); omitted at zero, so that the manifest of
 	// every other run (a shard's included) keeps its canonical bytes.
 	Parallel int `json:"parallel,omitempty"`
 }

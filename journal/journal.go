@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -231,6 +230,7 @@ type Journal struct {
 	// markerVersion is the store's version of the marker this Journal
 	// created: its conditional delete names it.
 	markerVersion string
+	markerData    []byte // the bytes of that marker
 	failed        string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload this Journal began: its
 	// later parts and its commit continue that upload while every part so
@@ -414,7 +414,13 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 func (j *Journal) refreshLocked() {
-	s, err := scanRun(j.b, j.snap, j.clock.Now())
+	b := j.b
+	if j.inflight != nil && j.markerData != nil {
+		// The marker listed under this Journal's claim is its own: its
+		// bytes are known, no read needed.
+		b = &ownMarkerBackend{backend: j.b, data: j.markerData, version: j.markerVersion}
+	}
+	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
 		s = newSnapshot()
 		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
@@ -484,7 +490,7 @@ func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(
 // ended (recorded for result) or the wait is over.
 func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
 	var re *RestrictedError
-	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) {
+	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
 		return false
 	}
 	now := w.j.clock.Now()
@@ -558,9 +564,9 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		sj := j.par.route(ctx, req)
 		err := sj.Begin(ctx, req)
 		var re *RestrictedError
-		if errors.As(err, &re) && !strings.HasPrefix(re.Status.Reason, "shard-") {
+		if errors.As(err, &re) && !re.Status.named {
 			// The shard's own status: name the shard.
-			re.Status.Reason = shardName(sj.shardNo) + "/" + re.Status.Reason
+			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
 		}
 		return err
 	}
@@ -568,9 +574,9 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 		return err
 	}
 	w := j.newPendingWaiter()
-	for {
+	for try := 0; ; try++ {
 		j.mu.Lock()
-		err := j.beginLocked(ctx, req)
+		err := j.beginLocked(ctx, req, try == 0)
 		id, begun := "", int64(0)
 		if err != nil && j.snap != nil {
 			id, begun = j.snap.pendingID, j.snap.pendingBegun
@@ -604,7 +610,7 @@ func (j *Journal) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest) error {
+func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := markerFile{
 		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
@@ -614,28 +620,50 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
-	j.refreshLocked()
-	if err := j.checkLimits(); err != nil {
-		return err
+	// A shard of a parallel run checks first what it read last (Admit
+	// read it just before), and reads again only when that refuses.
+	cached := first && j.group != nil
+	if !cached {
+		j.refreshLocked()
 	}
 	now := j.clock.Now()
-	if err := j.checkRequest(m, now); err != nil {
+	err := j.checkLimits()
+	if err == nil {
+		err = j.checkRequest(m, now)
+	}
+	if err != nil && cached {
+		j.refreshLocked()
+		if err = j.checkLimits(); err == nil {
+			err = j.checkRequest(m, now)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	m.BegunAtUTC = now.Unix()
 	if err := j.claim(m); err != nil {
 		return err
 	}
-	j.refreshLocked()
+	var others Status
+	if g := j.group; g != nil {
+		// Under the claim, every other shard too, read at the same time
+		// as this one: a restriction any worker recorded blocks this
+		// request (parallel-shards).
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			others = g.others(j.shardNo, j.rootSnap(), j.clock.Now())
+		}()
+		j.refreshLocked()
+		<-done
+	} else {
+		j.refreshLocked()
+	}
 	if err := j.checkRequest(m, j.clock.Now()); err != nil {
 		return j.unclaim(err)
 	}
-	if g := j.group; g != nil {
-		// Under the claim, every other shard too: a restriction any
-		// worker recorded blocks this request (parallel-shards).
-		if st := g.others(j.shardNo, j.rootSnap(), j.clock.Now()); !st.Allows() {
-			return j.unclaim(&RestrictedError{Status: st})
-		}
+	if j.group != nil && !others.Allows() {
+		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
 		round := j.snap.view(m.FileDigest, true).round
@@ -760,7 +788,7 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	j.markerVersion = version
+	j.markerVersion, j.markerData = version, data
 	return nil
 }
 
@@ -807,6 +835,9 @@ func (j *Journal) putRecord(name string, data []byte, digest string, link *runLi
 	hn := headName(link.Seq)
 	hl, err := j.writeAtomic(hn, hd)
 	if hl {
+		if hf, perr := parseHead(hd); perr == nil {
+			s.cache[hn] = hf // immutable: the next scan need not read it
+		}
 		s.files++
 		older := s.heads
 		s.heads = []string{hn}
@@ -840,7 +871,7 @@ func (j *Journal) clearMarker() error {
 	if err := j.b.removeMarker(j.markerVersion); err != nil {
 		return err
 	}
-	j.markerVersion = ""
+	j.markerVersion, j.markerData = "", nil
 	j.snap.gen = scanGen.Add(1)
 	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
 	j.snap.files--
@@ -1142,4 +1173,19 @@ func (s *snapshot) hasEntry(d, file string) bool {
 		}
 	}
 	return false
+}
+
+// ownMarkerBackend is the Journal's backend during a scan under its own
+// claim: the marker's bytes are the ones it wrote.
+type ownMarkerBackend struct {
+	backend
+	data    []byte
+	version string
+}
+
+func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if name == markerName {
+		return o.data, o.version, true
+	}
+	return o.backend.read(s, name, limit)
 }

@@ -163,6 +163,14 @@ func (ld *loader) load(name string, note string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
+	return ld.parsed(name, data, note, before)
+}
+
+// parsed is load of the bytes data read from name; before is the count of
+// findings before the read (a file whose read raised one is not cached).
+func (ld *loader) parsed(name string, data []byte, note string, before int) (any, bool) {
+	s := ld.s
+	k, _ := kindOf(name)
 	v, err := k.parse(data)
 	if err != nil {
 		if note != "" {
@@ -376,6 +384,9 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 
 // checkHeads: the run's sequence, with its head (deletion-detected).
 func checkHeads(s *snapshot, names []string, ld *loader) {
+	if s.light {
+		return // no sequence: the light scan reads no receipt or head
+	}
 	s.heads = names
 	listed := make(map[string]bool, len(s.listed))
 	for _, de := range s.listed {
@@ -384,7 +395,11 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 	before := len(s.findings)
 	s.checkSequence(listed, func(name string) (headFile, bool) {
 		if _, cached := ld.cache[name]; !cached {
-			if _, _, ok := ld.b.read(nil, name, maxRecordBytes); !ok && (s.pending || replacedHead(ld.b, name)) {
+			// Read once: the problems of the read are the head's findings
+			// unless the head was replaced meanwhile.
+			probe := newSnapshot()
+			data, _, ok := ld.b.read(probe, name, maxRecordBytes)
+			if !ok && (s.pending || replacedHead(ld.b, name)) {
 				// A write in progress (the marker) replaces the head, or
 				// another worker's write finished since the listing and a
 				// newer head replaced this one: the listing is older than
@@ -392,6 +407,16 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 				// newer head. A head gone with none newer is a deletion.
 				return headFile{}, false
 			}
+			before := len(s.findings)
+			s.findings = append(s.findings, probe.findings...)
+			if !ok {
+				return headFile{}, false
+			}
+			v, ok := ld.parsed(name, data, "", before)
+			if !ok {
+				return headFile{}, false
+			}
+			return v.(headFile), true
 		}
 		v, ok := ld.load(name, "")
 		if !ok {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,9 +113,12 @@ type parallelRun struct {
 	// mu guards what follows. It is a leaf lock: nothing else is locked
 	// while it is held (a shard's mu may be held when it is taken).
 	mu sync.Mutex
-	// views are this process's scans of each shard for the check across
-	// shards (never a shard Journal's own snapshot, which its mu guards).
+	// views are this process's light scans of each shard for the check
+	// across shards (never a shard Journal's own snapshot, which its mu
+	// guards): its restrictions and marker only (see lightBackend).
 	views []*snapshot
+	// markers are, per shard, the marker bytes a light scan read last.
+	markers []lightMarker
 	// seen is, per shard, the marker last seen and since when.
 	seen    []markerSeen
 	failure string // a shard's persistence failure
@@ -196,9 +200,10 @@ type shardStatus struct {
 }
 
 // shardState computes shard k's part from its snapshot s (and the
-// failure of its Journal, if any). Called with p.mu held.
-func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now time.Time) shardStatus {
-	ss := shardStatus{k: k, marker: s.blocking()}
+// failure of its Journal, if any); judge says whether s is the latest
+// sight of the shard's marker. Called with p.mu held.
+func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
+	ss := shardStatus{k: k, marker: judge && s.blocking()}
 	switch {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
@@ -209,7 +214,9 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 	default:
 		ss.st = s.status(now, true)
 	}
-	ss.stale, ss.age = p.staleLocked(k, s, now)
+	if judge {
+		ss.stale, ss.age = p.staleLocked(k, s, now)
+	}
 	return ss
 }
 
@@ -219,6 +226,12 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 // greatest not-before wins); else elapsed when any restriction passed;
 // else clear. Reasons name the shard.
 func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
+	st := p.mergeParts(root, parts)
+	st.named = true
+	return st
+}
+
+func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 	if len(root.findings) > 0 {
 		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: ErrCorrupt}
 	}
@@ -233,12 +246,12 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 	for i := range parts {
 		ps := &parts[i]
 		st := ps.st
-		st.Reason = shardName(ps.k) + "/" + st.Reason
+		st.Reason = shardReason(ps.k, st.Reason)
 		if st.State == Unresolved {
 			return st
 		}
 		if ps.stale {
-			return Status{State: Unresolved, cause: ErrPending, Reason: fmt.Sprintf(
+			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
 				"%s/%s: present for %d s, at least the pending wait (%d s): its worker died in flight, or is stuck (unresolved until `journal review --pending --marker %s/%s`)",
 				shardName(ps.k), markerName, ps.age, int64(p.wait/time.Second), shardName(ps.k), markerName)}
 		}
@@ -261,7 +274,7 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 		out.Reason = "no backoff entries"
 	}
 	if inflight > 0 {
-		out.Reason += fmt.Sprintf("; %d request(s) of other workers in flight", inflight)
+		out.Reason += fmt.Sprintf("; %d request(s) in flight", inflight)
 	}
 	return out
 }
@@ -270,18 +283,30 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
 func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
+	if refresh {
+		var wg sync.WaitGroup
+		for _, sj := range p.shards {
+			wg.Go(func() { // the shards are read at the same time
+				sj.mu.Lock()
+				sj.refreshLocked()
+				sj.mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
 	out := make([]shardStatus, 0, p.n)
 	for i, sj := range p.shards {
 		sj.mu.Lock()
-		if refresh {
-			sj.refreshLocked()
-		}
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
-		if v := p.views[i]; v != nil && v.gen > s.gen {
-			s = v // a check across shards listed it later
+		v := p.views[i]
+		later := v != nil && v.light && v.gen > s.gen
+		out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
+		if later {
+			// A check across shards listed it later: its restrictions
+			// and marker count too (the full scan's findings still do).
+			out = append(out, p.shardStateLocked(i+1, v, "", now, true))
 		}
-		out = append(out, p.shardStateLocked(i+1, s, failed, now))
 		p.mu.Unlock()
 		sj.mu.Unlock()
 	}
@@ -295,25 +320,38 @@ func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
 // finding or a persistence failure anywhere blocks it too. Called with
 // shard k's mu held.
 func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
-	parts := make([]shardStatus, 0, p.n-1)
+	parts := make([]shardStatus, p.n)
+	var wg sync.WaitGroup
 	for i, sj := range p.shards {
 		if i+1 == k {
 			continue
 		}
-		p.mu.Lock()
-		prev := p.views[i]
-		p.mu.Unlock()
-		s, err := scanRun(sj.b, prev, now)
-		if err != nil {
-			s = newSnapshot()
-			s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
-		}
-		p.mu.Lock()
-		p.views[i] = s
-		parts = append(parts, p.shardStateLocked(i+1, s, "", now))
-		p.mu.Unlock()
+		wg.Go(func() { // the shards are read at the same time
+			p.mu.Lock()
+			prev := p.views[i]
+			p.mu.Unlock()
+			s, err := scanRun(&lightBackend{backend: sj.b, p: p, i: i, now: now}, prev, now)
+			if err != nil {
+				s = newSnapshot()
+				s.light = true
+				s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+			}
+			p.mu.Lock()
+			if v := p.views[i]; v == nil || v.gen < s.gen {
+				p.views[i] = s
+			}
+			parts[i] = p.shardStateLocked(i+1, s, "", now, true)
+			p.mu.Unlock()
+		})
 	}
-	return p.merge(root, parts)
+	wg.Wait()
+	out := make([]shardStatus, 0, p.n-1)
+	for i := range parts {
+		if i+1 != k {
+			out = append(out, parts[i])
+		}
+	}
+	return p.merge(root, out)
 }
 
 // status is the root's Status: every shard's, merged.
@@ -324,9 +362,24 @@ func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
 // parallelAdmit is Admit of a parallel run: every shard read again; a
 // marker of another worker is a request in flight, not a refusal, unless
 // it is abandoned.
+//
+// It reads the shard of the file ctx names ([WithUpload],
+// [WithUploadPart]) and takes the other shards as this process last read
+// them — every Begin reads them all again under its claim, before the
+// send — or, when ctx names no file, reads every shard.
 func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
+	}
+	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
+		sj := j.par.shards[shardIndex(FileDigest(u.id), j.par.n)-1]
+		sj.mu.Lock()
+		sj.refreshLocked()
+		sj.mu.Unlock()
+		if st := j.parallelStatus(now, false); !st.Allows() {
+			return &RestrictedError{Status: st}
+		}
+		return nil
 	}
 	if st := j.parallelStatus(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -348,7 +401,7 @@ func parseMarkerRef(ref string) (int, bool) {
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
 // marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
-// R69's review applied in that shard. An empty marker means the run's only
+// the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
 // abandoned one: in a run without shards its pending-request.json; in a
 // parallel run the one marker present for at least the pending wait — a
 // run with several is refused ([ErrReview]) with their names, and one whose
@@ -539,7 +592,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	j.snap = s
-	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n)}
+	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
 		p.wants = make([]string, n)
 	}
@@ -576,6 +629,9 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 			ss.addFinding(".", "cannot read the shard: %s", redact.Text(bareErr(err).Error()))
 		}
 		sj.snap = ss
+		// The check across shards starts from what the open read (a copy:
+		// the shard's Journal adds to its own cache).
+		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
 		p.shards = append(p.shards, sj)
 	}
 	return j, nil
@@ -694,4 +750,87 @@ func (j *Journal) rootSnap() *snapshot {
 		return newSnapshot()
 	}
 	return j.group.rootSnap
+}
+
+// lightBackend is a shard as the check across shards reads it: only what
+// can restrict a request of another shard — the manifest and plan (read
+// once), the backoff entries, the reviews (a restriction or pending
+// review's wait) and the marker. Receipts, part receipts and heads are
+// left out of its listing, so the scan reads none of them and checks no
+// sequence (the shard's own workers, and every Status, plan, verify and
+// Inspect of the root, check the whole shard). The marker is read again
+// only when the one read last could be abandoned by now (its age, by its
+// begun_at_utc or by this process's sight, at least half the pending
+// wait), or could not be read: a marker younger than that is no
+// abandoned one whatever request it is now.
+type lightBackend struct {
+	backend
+	p   *parallelRun
+	i   int
+	now time.Time
+}
+
+// lightMarker is the marker a light scan read last.
+type lightMarker struct {
+	data    []byte
+	version string
+	begun   int64
+}
+
+func (l *lightBackend) list() ([]listedName, []Finding, error) {
+	names, where, err := l.backend.list()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		k, _ := kindOf(n.name)
+		_, temp := parseTempName(n.name)
+		_, head := parseHeadName(n.name)
+		if temp || head || (k != nil && k.attempted != nil) {
+			continue // a receipt, a part receipt, a head, a write in progress
+		}
+		out = append(out, n)
+	}
+	return out, where, nil
+}
+
+func (l *lightBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if name != markerName {
+		return l.backend.read(s, name, limit)
+	}
+	p := l.p
+	p.mu.Lock()
+	m, since := p.markers[l.i], p.seen[l.i].since
+	p.mu.Unlock()
+	age := time.Duration(0)
+	if !since.IsZero() {
+		age = l.now.Sub(since)
+	}
+	if m.begun > 0 {
+		age = max(age, l.now.Sub(time.Unix(m.begun, 0)))
+	}
+	if m.data != nil && m.begun > 0 && age < p.wait/2 {
+		return m.data, m.version, true
+	}
+	data, version, ok := l.backend.read(s, name, limit)
+	if ok {
+		var begun int64
+		if mf, ok := parseMarker(data); ok {
+			begun = mf.BegunAtUTC
+		}
+		p.mu.Lock()
+		p.markers[l.i] = lightMarker{data: data, version: version, begun: begun}
+		p.mu.Unlock()
+	}
+	return data, version, ok
+}
+
+// shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
+// for a reason that starts with a name of the shard, else "shard-02: …".
+func shardReason(k int, reason string) string {
+	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || isJournalName(name) || strings.Contains(name, ".json")) {
+		return shardName(k) + "/" + reason
+	}
+	return shardName(k) + ": " + reason
 }

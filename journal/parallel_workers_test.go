@@ -23,6 +23,9 @@ import (
 type prefixMem struct{ *memStore }
 
 func (p prefixMem) ListPrefix(_ context.Context, prefix string, limit int) ([]string, error) {
+	if p.delay > 0 {
+		time.Sleep(p.delay)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.check("list", prefix); err != nil {
@@ -392,4 +395,121 @@ func TestParallelClaimSeesOtherShards429(t *testing.T) {
 			require.NoError(t, a.Admit(ctxA, t0.Add(61*time.Second)))
 		})
 	}
+}
+
+// parallel-dead-worker: the check across shards reads another shard's
+// marker again only when the one it read last could be abandoned by now;
+// a shard whose worker keeps sending (a new marker each request, each
+// younger than the pending wait) is never judged abandoned. Worker A keeps
+// a request of shard 1 in flight at t0, t0+20 s and t0+40 s (a new marker
+// each time); worker B's Begins of shard 2 at t0+1, t0+21, t0+41 and
+// t0+62 all go. A marker that stays (A dies at t0+40) blocks B's next
+// Begin once it is 30 s old.
+func TestParallelLiveMarkersNeverStale(t *testing.T) {
+	run := newShardedRun(t, "mem+prefix")
+	plan := manyFiles(40)
+	clk := newFakeClock(t0)
+	a, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(2), withClock(clk))
+	require.NoError(t, err)
+	b, err := OpenStore(context.Background(), run.st, WithPlan(plan), withClock(clk))
+	require.NoError(t, err)
+	var ofA, ofB []string
+	for _, f := range plan {
+		if a.Shard(f.ID) == 1 {
+			ofA = append(ofA, f.ID)
+		} else {
+			ofB = append(ofB, f.ID)
+		}
+	}
+	complete := func(j *Journal, id string) {
+		ctx := WithUpload(context.Background(), id)
+		require.NoError(t, j.Complete(ctx, putReq(t), ok201("ok")))
+	}
+	begin := func(j *Journal, id string) error {
+		return j.Begin(WithUpload(context.Background(), id), putReq(t))
+	}
+	for i, at := range []int64{0, 20, 40} {
+		clk.Set(t0.Add(time.Duration(at) * time.Second))
+		if i > 0 {
+			complete(a, ofA[i-1])
+		}
+		require.NoError(t, begin(a, ofA[i]))
+		clk.Set(t0.Add(time.Duration(at+1) * time.Second))
+		require.NoError(t, begin(b, ofB[i]), "at t0+%d s: A's marker is %d s old", at+1, 1)
+		complete(b, ofB[i])
+	}
+	clk.Set(t0.Add(62 * time.Second)) // A's marker of t0+40 is 22 s old
+	require.NoError(t, begin(b, ofB[3]))
+	complete(b, ofB[3])
+	clk.Set(t0.Add(70 * time.Second)) // 30 s old: A died
+	err = begin(b, ofB[4])
+	require.ErrorIs(t, err, ErrPending)
+	require.Contains(t, err.Error(), "shard-01/pending-request.json: present for 30 s")
+}
+
+// parallel-shards: a pending review in another shard (the unknown
+// restriction of a dead worker's lost response) blocks this shard's claim
+// as the entries do: worker A is admitted; then an operator resolves a
+// dead worker's marker of shard 3; A's Begin is refused waiting until the
+// review time + 30 s, naming shard-03/review-0001.json.
+func TestParallelClaimSeesOtherShardsReview(t *testing.T) {
+	run := newShardedRun(t, "mem+prefix")
+	plan := manyFiles(16)
+	clk := newFakeClock(t0)
+	open := func() *Journal {
+		j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(clk))
+		require.NoError(t, err)
+		return j
+	}
+	a, dead, op := open(), open(), open()
+	fs := filesOfShards(plan, 4)
+	require.NoError(t, dead.Begin(WithUpload(context.Background(), fs[3]), putReq(t)))
+	clk.Set(t0.Add(5 * time.Second))
+	ctxA := WithUpload(context.Background(), fs[1])
+	require.NoError(t, a.Admit(ctxA, clk.Now()))
+	_, err := op.ReviewPendingMarker(context.Background(), markerRef(3), "killed", 0)
+	require.NoError(t, err)
+	err = a.Begin(ctxA, putReq(t))
+	var re *RestrictedError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, Waiting, re.Status.State, re.Status.Reason)
+	require.Equal(t, t0.Unix()+5+30, re.Status.NotBeforeUTC)
+	require.True(t, strings.HasPrefix(re.Status.Reason, "shard-03/review-0001.json: pending review"), re.Status.Reason)
+	require.Empty(t, run.markers(4))
+}
+
+// parallel-shards: one Journal of a parallel run has one request in flight
+// per shard at once (each under its shard's marker), and a request that
+// names no file (a GET, a mutation without WithUpload) goes to the shard
+// of its URL digest; Complete finds each request's shard again.
+func TestParallelOneJournalManyInFlight(t *testing.T) {
+	run := newShardedRun(t, "dir")
+	plan := manyFiles(16)
+	j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(newFakeClock(t0)))
+	require.NoError(t, err)
+	fs := filesOfShards(plan, 4)
+	get := getReq(t)
+	gk := shardIndex(get.URLDigest, 4)
+	var ctxs []context.Context
+	var want []int
+	for k := 1; k <= 4; k++ {
+		if k == gk {
+			continue
+		}
+		ctx := WithUpload(context.Background(), fs[k])
+		require.NoError(t, j.Begin(ctx, putReq(t)), "shard %d", k)
+		ctxs, want = append(ctxs, ctx), append(want, k)
+	}
+	require.NoError(t, j.Begin(context.Background(), get), "the GET in shard %d", gk)
+	require.Equal(t, []int{1, 2, 3, 4}, run.markers(4), "four requests in flight, one per shard")
+	require.NoError(t, j.Complete(context.Background(), get, readrecovery.JournalOutcome{StatusCode: 200}))
+	for _, ctx := range ctxs {
+		require.NoError(t, j.Complete(ctx, putReq(t), ok201("ok")))
+	}
+	require.Empty(t, run.markers(4))
+	sum, err := InspectStore(context.Background(), run.st)
+	require.NoError(t, err)
+	require.Empty(t, sum.Findings)
+	require.Equal(t, 3, sum.Receipts)
+	require.Len(t, want, 3)
 }

@@ -236,6 +236,9 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		}
 		return "names an entry that is not on disk (" + rs.Entry + ")"
 	}
+	if s.light {
+		return "" // a decision about a file restricts nothing: not checked by a light scan
+	}
 	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
 		return "" // a pending review made the file unknown
 	}

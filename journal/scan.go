@@ -117,6 +117,9 @@ type snapshot struct {
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
 	listed    []listedName
+	// light marks a scan of a lightBackend: restrictions and the marker
+	// only, no sequence check.
+	light bool
 	// gen orders the scans of this process (scanGen): of two snapshots
 	// of one run, the one with the greater gen was listed later.
 	gen uint64
@@ -382,6 +385,7 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	}
 	s := newSnapshot()
 	s.files, s.listed = len(des), des
+	_, s.light = b.(*lightBackend)
 	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the

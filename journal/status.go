@@ -61,6 +61,11 @@ type Status struct {
 	Reason string
 
 	cause error // ErrCorrupt or ErrPending for unresolved, or nil
+	// abandoned: the cause is a marker present for the pending wait
+	// already (a parallel run's dead worker): waiting longer is no use.
+	abandoned bool
+	// named: Reason names its shard already (a parallel run's merge).
+	named bool
 }
 
 // Allows reports whether the state lets requests proceed: clear or elapsed.

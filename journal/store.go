@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -365,6 +366,10 @@ type storeBackend struct {
 	// shards and inRoot: as for dirStore.
 	shards int
 	inRoot bool
+	// heads holds the version each head this backend created got, so
+	// that its removal needs no read first.
+	headsMu sync.Mutex
+	heads   map[string]string
 }
 
 func (b *storeBackend) asRoot(n int) backend {
@@ -507,7 +512,15 @@ func (b *storeBackend) initRun(bool) error { return nil }
 func (b *storeBackend) put(name string, data []byte) (bool, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	_, err := b.st.Create(ctx, name, data)
+	version, err := b.st.Create(ctx, name, data)
+	if _, head := parseHeadName(name); head && err == nil && version != "" {
+		b.headsMu.Lock()
+		if b.heads == nil {
+			b.heads = map[string]string{}
+		}
+		b.heads[name] = version
+		b.headsMu.Unlock()
+	}
 	return err == nil, err
 }
 
@@ -518,13 +531,20 @@ func (b *storeBackend) createMarker(data []byte) (string, error) {
 }
 
 // removeHead removes an older head, conditionally on the version it has
-// now (read first: a head may be another worker's).
+// now: the version its creation returned when this backend created it,
+// else read first (a head may be another worker's).
 func (b *storeBackend) removeHead(name string) error {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	_, version, err := b.st.Read(ctx, name, maxRecordBytes)
-	if err != nil {
-		return err
+	b.headsMu.Lock()
+	version, own := b.heads[name]
+	delete(b.heads, name)
+	b.headsMu.Unlock()
+	if !own {
+		var err error
+		if _, version, err = b.st.Read(ctx, name, maxRecordBytes); err != nil {
+			return err
+		}
 	}
 	return b.st.Remove(ctx, name, version)
 }

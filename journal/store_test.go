@@ -27,6 +27,9 @@ type memStore struct {
 	ops   []string
 	fail  func(op, name string) error
 	reads int
+	// delay, when set, is slept before every operation (outside the
+	// lock): a store across a network.
+	delay time.Duration
 }
 
 func newMemStore() *memStore {
@@ -44,6 +47,9 @@ func (m *memStore) check(op, name string) error {
 }
 
 func (m *memStore) Create(_ context.Context, name string, data []byte) (string, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check("create", name); err != nil {
@@ -58,6 +64,9 @@ func (m *memStore) Create(_ context.Context, name string, data []byte) (string, 
 }
 
 func (m *memStore) Read(_ context.Context, name string, limit int64) ([]byte, string, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reads++
@@ -75,6 +84,9 @@ func (m *memStore) Read(_ context.Context, name string, limit int64) ([]byte, st
 }
 
 func (m *memStore) List(_ context.Context, limit int) ([]string, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check("list", ""); err != nil {
@@ -90,6 +102,9 @@ func (m *memStore) List(_ context.Context, limit int) ([]string, error) {
 }
 
 func (m *memStore) Remove(_ context.Context, name, version string) error {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check("remove", name); err != nil {

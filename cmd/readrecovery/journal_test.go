@@ -562,7 +562,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, _ := runJ("status", dir)
 	assert.Equal(t, 0, code, stdout)
 	assert.Contains(t, stdout, `"state":"clear"`)
-	assert.Contains(t, stdout, "1 request(s) of other workers in flight")
+	assert.Contains(t, stdout, "1 request(s) in flight")
 	code, stdout, _ = runJ("plan", "--json", dir)
 	assert.Equal(t, 0, code, stdout)
 	var pj journalcmd.PlanJSON
@@ -593,7 +593,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed shard-02/pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(shard-02/review-0001\.json\); file `+
 		journal.FileDigest(dead)+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
-	at(t, now)
+	at(t, time.Now())
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)
 	assert.Contains(t, stdout, `"reason":"shard-02/review-0001.json: pending review`)
