@@ -253,9 +253,10 @@
 // its marker when the one read last could be abandoned by now (no receipt,
 // part receipt or head). A restriction recorded in any shard thus blocks
 // every request claimed after its entry is durable; up to n−1 requests
-// claimed before it may still arrive. Admit reads the shard of the file
-// its context names (the others as this process last read them; without a
-// file, every shard). Status, PlanContinuation, RecordedPlan, Verify and
+// claimed before it may still arrive. Admit of a request of a file decides
+// from what this process read last (the Begin that follows reads again
+// under its claim) and reads every shard only when that refuses; Admit of
+// a request that names no file reads every shard. Status, PlanContinuation, RecordedPlan, Verify and
 // Inspect read every shard in full — sequence and deletions included —
 // and findings and reasons name the shard (shard-02/backoff-0003.json).
 //

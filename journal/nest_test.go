@@ -110,6 +110,17 @@ func TestParallelShardsNest(t *testing.T) {
 			require.ErrorIs(t, err, ErrNested)
 		})
 	}
+	// A record or a marker in the root itself is not the run's.
+	for _, name := range []string{markerName, "backoff-0001.json"} {
+		root := newRoot(t)
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte("{}\n"), 0o600))
+		j, err := OpenExisting(root)
+		require.NoError(t, err)
+		require.Equal(t, Unresolved, j.Status(t0).State, name)
+		sum, err := Inspect(root)
+		require.NoError(t, err)
+		require.Contains(t, sum.Findings, Finding{name, "in a parallel run's root: its records live in its shards (not a record of this run)"})
+	}
 	root = newRoot(t)
 	require.NoError(t, os.Mkdir(filepath.Join(root, "stray"), 0o700))
 	j, err := OpenExisting(root)

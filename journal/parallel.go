@@ -359,27 +359,22 @@ func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
 	return j.par.merge(j.snap, j.par.parts(now, refresh))
 }
 
-// parallelAdmit is Admit of a parallel run: every shard read again; a
-// marker of another worker is a request in flight, not a refusal, unless
-// it is abandoned.
+// parallelAdmit is Admit of a parallel run: a marker of another worker is
+// a request in flight, not a refusal, unless it is abandoned.
 //
-// It reads the shard of the file ctx names ([WithUpload],
-// [WithUploadPart]) and takes the other shards as this process last read
-// them — every Begin reads them all again under its claim, before the
-// send — or, when ctx names no file, reads every shard.
+// When ctx names a file ([WithUpload], [WithUploadPart]) it decides from
+// what this process read last — every Begin reads its own shard and the
+// others again under its claim, before the send — and reads every shard
+// again only when that refuses (a restriction that passed, a marker a
+// review resolved). When ctx names no file it reads every shard first.
 func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
-	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		sj := j.par.shards[shardIndex(FileDigest(u.id), j.par.n)-1]
-		sj.mu.Lock()
-		sj.refreshLocked()
-		sj.mu.Unlock()
-		if st := j.parallelStatus(now, false); !st.Allows() {
-			return &RestrictedError{Status: st}
+	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
+		if st := j.parallelStatus(now, false); st.Allows() {
+			return nil
 		}
-		return nil
 	}
 	if st := j.parallelStatus(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -591,6 +586,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
+	rootOnly(s)
 	j.snap = s
 	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
@@ -704,6 +700,7 @@ func inspectParallel(b backend, n int) (Summary, error) {
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
+	rootOnly(s)
 	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
@@ -833,4 +830,18 @@ func shardReason(k int, reason string) string {
 		return shardName(k) + "/" + reason
 	}
 	return shardName(k) + ": " + reason
+}
+
+// rootOnly adds a finding for every name in a parallel run's root but its
+// manifest and plan (and a write in progress): its records live in its
+// shards, so a record, a head or a marker in the root is not the run's.
+func rootOnly(s *snapshot) {
+	for _, ln := range s.listed {
+		if _, temp := parseTempName(ln.name); temp || ln.name == manifestName || ln.name == planName {
+			continue
+		}
+		if isJournalName(ln.name) {
+			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
+		}
+	}
 }

@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -121,6 +122,9 @@ func TestParallelRunLayout(t *testing.T) {
 	// Reopened without the option: the same run; with another n: refused.
 	if j2, err := journal.OpenExisting(dir); err != nil || j2.Parallel() != 4 {
 		t.Fatalf("OpenExisting without the option: %v, %v", j2, err)
+	}
+	if _, err := journal.Open(dir, journal.WithPlan(workerPlan(23))); !errors.Is(err, journal.ErrPlanMismatch) {
+		t.Errorf("another plan: %v, want ErrPlanMismatch", err)
 	}
 	if _, err := journal.Open(dir, journal.WithParallel(3)); err == nil || !strings.Contains(err.Error(), "4 shards") {
 		t.Errorf("WithParallel(3) on a run of 4: %v", err)

@@ -513,3 +513,54 @@ func TestParallelOneJournalManyInFlight(t *testing.T) {
 	require.Equal(t, 3, sum.Receipts)
 	require.Len(t, want, 3)
 }
+
+// parallel-shards: Admit of a request of a file decides from what the
+// process read last — no store operation when that allows it (the Begin
+// that follows reads its shard and the others under its claim) — and
+// reads every shard again when that refuses, so that a restriction seen
+// before never blocks for longer than it lasts, and one recorded since is
+// found (the claim check finds it too).
+func TestParallelAdmitReadsOnlyWhenItRefuses(t *testing.T) {
+	m := newMemStore()
+	plan := manyFiles(16)
+	clk := newFakeClock(t0)
+	a, err := OpenStore(context.Background(), prefixMem{m}, WithPlan(plan), WithParallel(4), withClock(clk))
+	require.NoError(t, err)
+	b, err := OpenStore(context.Background(), prefixMem{m}, WithPlan(plan), withClock(clk))
+	require.NoError(t, err)
+	fs := filesOfShards(plan, 4)
+	ops := func(f func()) []string {
+		m.mu.Lock()
+		m.ops = nil
+		m.mu.Unlock()
+		f()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return append([]string(nil), m.ops...)
+	}
+	ctxA := WithUpload(context.Background(), fs[1])
+	require.Empty(t, ops(func() { require.NoError(t, a.Admit(ctxA, clk.Now())) }), "allowed from what it read")
+	record429(t, b, WithUpload(context.Background(), fs[2]), putReq(t), secs(20), timing(t0, 20))
+	require.Empty(t, ops(func() { require.NoError(t, a.Admit(ctxA, clk.Now())) }), "not read yet: the claim check will")
+	var re *RestrictedError
+	require.ErrorAs(t, a.Begin(ctxA, putReq(t)), &re, "found under the claim")
+	require.Equal(t, Waiting, re.Status.State)
+	got := ops(func() {
+		err := a.Admit(ctxA, clk.Now())
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, Waiting, re.Status.State)
+	})
+	require.Len(t, filter(got, "list "), 4, "refused: every shard read again: %v", got)
+	clk.Set(t0.Add(21 * time.Second))
+	require.NoError(t, a.Admit(ctxA, clk.Now()), "elapsed")
+}
+
+func filter(ss []string, prefix string) []string {
+	var out []string
+	for _, s := range ss {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
