@@ -1,14 +1,13 @@
 package integration
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,110 +17,132 @@ import (
 
 // uploadLatency is the upload latency the proxy adds to every data PUT
 // before forwarding it to Azurite: a realistic round trip to a remote
-// store, where loopback Azurite answers in about a millisecond.
-const uploadLatency = 25 * time.Millisecond
+// store, where loopback Azurite answers in about a millisecond. 25 ms;
+// RR_UPLOAD_LATENCY (a Go duration, e.g. 100ms: a small blob's upload
+// over a WAN) sets another for a run by hand, whose figures say so;
+// RR_STORE_LATENCY adds a delay to every request of the workers' journal
+// store (a remote Blob endpoint, where loopback Azurite answers at once).
+var uploadLatency = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("RR_UPLOAD_LATENCY")); err == nil && d >= 0 {
+		return d
+	}
+	return 25 * time.Millisecond
+}()
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestBlobJournalThroughput runs 1, 2 and 4 blobworker processes over one
-// Blob-backed run of 200 files each (a fresh run per worker count), with a
-// 25 ms upload latency, and asserts what must hold whatever the speed:
+// Blob-backed run of 200 files (a fresh run per worker count), with a
+// 25 ms upload latency, on a run created without journal.WithParallel
+// and on a parallel run, and asserts what must hold whatever the speed:
 // every file uploaded exactly once (one 2xx PUT per blob, no other PUT),
-// every worker done (exit 0). The files per second of each worker count
-// are logged, never asserted (a timed assertion on a shared 2-core machine
-// proves nothing): they are the throughput table of the journal's
-// documentation. A run without journal.WithParallel keeps one journaled
-// request in flight across its workers, so more workers add little here.
+// every worker done (exit 0). Each worker takes its own share of the plan
+// first, then what is left (-share). The files per second of each worker
+// count are logged, never asserted (a timed assertion on a shared 2-core
+// machine proves nothing): they are the throughput table of the journal's
+// documentation, with the store traffic per file that explains them. A
+// run without the option keeps one journaled request in flight across its
+// workers, so more workers add nothing there.
 func TestBlobJournalThroughput(t *testing.T) {
 	if testing.Short() {
-		t.Skip("uploads 600 files through Azurite")
+		t.Skip("uploads 1200 files through Azurite")
 	}
 	az := startAzurite(t)
 	bin := buildWorker(t)
 	const files = 200
 	data := "data/"
-	rates := map[int]float64{}
-	for _, workers := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("workers-%d", workers), func(t *testing.T) {
-			r := newRigDelayed(t, az, data)
-			st := blobjournal.New(storeClient(t, az.URL, r.container), "journal/")
-			if _, err := journal.OpenStore(context.Background(), st, journal.WithPlan(workerPlan(files))); err != nil {
-				t.Fatal(err)
-			}
-			codes := make([]int, workers)
-			outs := make([][]workerLine, workers)
-			start := time.Now()
-			var wg sync.WaitGroup
-			for i := range workers {
-				wg.Go(func() {
-					args := []string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
-						"-files", fmt.Sprint(files), "-worker", fmt.Sprint(i + 1), "-seed", "11", "-pending-wait", "30s"}
-					code, out, errb := runProcess(t, exec.Command(bin, args...))
-					codes[i] = code
-					sc := bufio.NewScanner(out)
-					for sc.Scan() {
-						var l workerLine
-						if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-							t.Errorf("worker %d printed %q", i+1, sc.Text())
-							continue
-						}
-						outs[i] = append(outs[i], l)
+	for _, kind := range throughputRuns {
+		rates := map[int]float64{}
+		for _, workers := range []int{1, 2, 4} {
+			t.Run(fmt.Sprintf("%s/workers-%d", kind.name, workers), func(t *testing.T) {
+				r := newRigDelayed(t, az, data)
+				st := blobjournal.New(storeClient(t, az.URL, r.container), "journal/")
+				if _, err := journal.OpenStore(context.Background(), st, append(kind.opts(), journal.WithPlan(workerPlan(files)))...); err != nil {
+					t.Fatal(err)
+				}
+				start, azStart := time.Now(), cpuTime(az.pgid)
+				runs := runWorkers(t, bin, t.TempDir(), workers, func(i int) []string {
+					a := append([]string{"-store", az.URL, "-proxy", r.proxyURL, "-container", r.container,
+						"-files", fmt.Sprint(files), "-seed", "11", "-pending-wait", "30s", "-share", fmt.Sprint(workers)}, kind.args...)
+					if d := os.Getenv("RR_STORE_LATENCY"); d != "" {
+						// A run by hand: a remote store's round trip on every journal request.
+						a = append(a, "-store-latency", d)
 					}
-					if errb.Len() > 0 {
-						t.Logf("worker %d stderr: %s", i+1, errb.String())
+					if dir := os.Getenv("RR_WORKER_PROFILES"); dir != "" {
+						// A run by hand: each worker's CPU profile, for where the time goes.
+						a = append(a, "-cpuprofile", filepath.Join(dir, fmt.Sprintf("%s-workers-%d-w%d.pprof", kind.name, workers, i)))
 					}
+					return a
 				})
-			}
-			wg.Wait()
-			wall := time.Since(start)
+				wall, azCPU := time.Since(start), cpuTime(az.pgid)-azStart
 
-			puts := dataPuts(r, data)
-			seen := map[string]int{}
-			for _, q := range puts {
-				seen[q.Path]++
-				if q.Status != 201 {
-					t.Errorf("PUT %s answered %d, want 201", q.Path, q.Status)
+				puts := dataPuts(r, data)
+				seen := map[string]int{}
+				for _, q := range puts {
+					seen[q.Path]++
+					if q.Status != 201 {
+						t.Errorf("PUT %s answered %d, want 201", q.Path, q.Status)
+					}
 				}
-			}
-			if len(seen) != files {
-				t.Errorf("%d distinct blobs uploaded, want %d", len(seen), files)
-			}
-			for p, n := range seen {
-				if n != 1 {
-					t.Errorf("%s sent %d times, want once", p, n)
+				if len(seen) != files {
+					t.Errorf("%d distinct blobs uploaded, want %d", len(seen), files)
 				}
-			}
-			acked := 0
-			for i, code := range codes {
-				hist := map[string]int{}
-				for _, l := range outs[i] {
-					hist[l.Outcome]++
+				for p, n := range seen {
+					if n != 1 {
+						t.Errorf("%s sent %d times, want once", p, n)
+					}
 				}
-				acked += hist["acked"]
-				if code != 0 || len(outs[i]) == 0 || outs[i][len(outs[i])-1].Outcome != "done" {
-					t.Errorf("worker %d: exit %d, %v; want exit 0 and done", i+1, code, hist)
+				acked := 0
+				for i, w := range runs {
+					acked += w.hist()["acked"]
+					if !w.done() {
+						t.Errorf("worker %d: exit %d, %v; want exit 0 and done", i+1, w.code, w.hist())
+					}
+					t.Logf("worker %d: %v", i+1, w.hist())
 				}
-				t.Logf("worker %d: %v", i+1, hist)
-			}
-			if acked != files {
-				t.Errorf("the workers acked %d files, want %d", acked, files)
-			}
-			if len(puts) < 2 {
-				t.Fatalf("%d uploads", len(puts))
-			}
-			span := puts[len(puts)-1].Arrived.Sub(puts[0].Arrived)
-			rate := float64(len(puts)-1) / span.Seconds()
-			rates[workers] = rate
-			t.Logf("%d worker(s) x %d files, %v upload latency: %.1f files/s between the first and last upload (%.2f s), %.1f files/s wall (%.2f s with process start)",
-				workers, files, uploadLatency, rate, span.Seconds(), float64(files)/wall.Seconds(), wall.Seconds())
-		})
+				if acked != files {
+					t.Errorf("the workers acked %d files, want %d", acked, files)
+				}
+				if len(puts) < 2 {
+					t.Fatalf("%d uploads", len(puts))
+				}
+				span := puts[len(puts)-1].Arrived.Sub(puts[0].Arrived)
+				rate := float64(len(puts)-1) / span.Seconds()
+				rates[workers] = rate
+				t.Logf("%s, %d worker(s) x %d files, %v upload latency, store latency %q: %.1f files/s between the first and last upload (%.2f s), %.1f files/s wall (%.2f s with process start)",
+					kind.name, workers, files, uploadLatency, os.Getenv("RR_STORE_LATENCY"), rate, span.Seconds(), float64(files)/wall.Seconds(), wall.Seconds())
+				count, spent := storeTraffic(runs)
+				var ops []string
+				for op, n := range count {
+					ops = append(ops, fmt.Sprintf("%s %.2f/file %.1f ms each", op, float64(n)/files, float64(spent[op].Microseconds())/1000/float64(n)))
+				}
+				sort.Strings(ops)
+				var workerCPU time.Duration
+				for _, w := range runs {
+					workerCPU += w.cpu
+				}
+				t.Logf("store requests: %s; CPU over the %.2f s: Azurite %.2f s, workers %.2f s (2 cores shared with other sessions)",
+					strings.Join(ops, "; "), wall.Seconds(), azCPU.Seconds(), workerCPU.Seconds())
+			})
+		}
+		if rates[1] > 0 {
+			t.Logf("throughput, %s: 1 worker %.1f files/s; 2 workers %.1f (%.2fx); 4 workers %.1f (%.2fx)",
+				kind.name, rates[1], rates[2], rates[2]/rates[1], rates[4], rates[4]/rates[1])
+		}
 	}
-	if rates[1] > 0 {
-		t.Logf("throughput: 1 worker %.1f files/s; 2 workers %.1f (%.2fx); 4 workers %.1f (%.2fx)",
-			rates[1], rates[2], rates[2]/rates[1], rates[4], rates[4]/rates[1])
-	}
+}
+
+// throughputRuns are the two kinds of run TestBlobJournalThroughput
+// measures: the options that create the run and the workers' flags.
+var throughputRuns = []struct {
+	name string
+	opts func() []journal.Option
+	args []string
+}{
+	{name: "without-option", opts: func() []journal.Option { return nil }},
+	{name: "parallel-4", opts: func() []journal.Option { return []journal.Option{journal.WithParallel(4)} }, args: []string{"-parallel", "4"}},
 }
 
 // newRigDelayed is newRig with slowPuts under the data prefix of its own
