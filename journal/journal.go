@@ -319,7 +319,7 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun))
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), 0)
 		if err != nil && errors.Is(err, fs.ErrExist) {
 			if _, shared := b.(*storeBackend); shared {
 				// Another worker created the run first: open it.
@@ -343,8 +343,11 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 // directory made private), the parent's directory entry durable, then
 // plan.json (the plan's file digests) and last the manifest, each written
 // atomically. A crash before the manifest leaves journal names without a
-// manifest: an unresolved run, never a clear one.
-func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapshot, error) {
+// manifest: an unresolved run, never a clear one. parallel > 0 makes a
+// parallel run's root (its manifest says "parallel": n); its shards follow
+// (openParallel), and a crash before a shard exists leaves a root whose
+// shard is missing: unresolved.
+func (j *Journal) create(plan []string, planDigest string, exists bool, parallel int) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
 		return nil, err
@@ -358,7 +361,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 	if _, err := j.writeAtomic(planName, planData); err != nil {
 		return nil, err
 	}
-	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix()}
+	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
 	data, digest, err := encodeManifest(mb)
 	if err != nil {
 		return nil, err
@@ -366,7 +369,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool) (*snapsh
 	if _, err := j.writeAtomic(manifestName, data); err != nil {
 		return nil, err
 	}
-	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest}
+	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest, parallel: parallel}
 	s := newSnapshot()
 	s.files, s.manifest, s.planFiles = 2, &mi, plan
 	s.cache[manifestName] = mi

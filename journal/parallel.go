@@ -566,7 +566,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.createRoot(planFiles, planDigest, errors.Is(err, errNoRun), n)
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), n)
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
 		}
@@ -614,7 +614,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 		switch {
 		case err == nil:
 		case created:
-			ss, err = sj.create(sub, planDigestOf(sub), false)
+			ss, err = sj.create(sub, planDigestOf(sub), false, 0)
 			if err != nil {
 				return nil, fmt.Errorf("journal: create %s of run %s: %w", shardName(k), escapeName(dir), bareErr(err))
 			}
@@ -638,40 +638,6 @@ func firstFinding(s *snapshot) string {
 		return s.findings[0].String()
 	}
 	return "no run.json"
-}
-
-// createRoot makes a parallel run's root: the directory (or the empty one
-// made private), plan.json (the whole plan), then run.json with its shard
-// count, each written atomically; the shards follow (openParallel). A crash
-// before a shard exists leaves a root whose shard is missing: unresolved.
-func (j *Journal) createRoot(plan []string, planDigest string, exists bool, n int) (*snapshot, error) {
-	planData, err := encodePlanList(plan)
-	if err != nil {
-		return nil, err
-	}
-	if len(planData) > maxPlanBytes {
-		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
-	}
-	if err := j.b.initRun(exists); err != nil {
-		return nil, err
-	}
-	if _, err := j.writeAtomic(planName, planData); err != nil {
-		return nil, err
-	}
-	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: n}
-	data, digest, err := encodeManifest(mb)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := j.writeAtomic(manifestName, data); err != nil {
-		return nil, err
-	}
-	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest, parallel: n}
-	s := newSnapshot()
-	s.files, s.manifest, s.planFiles = 2, &mi, plan
-	s.cache[manifestName] = mi
-	s.cache[planName] = planList{plan, planDigest}
-	return s, nil
 }
 
 // rootParallel returns the shard count the manifest in b declares: 0 for a
