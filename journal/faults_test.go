@@ -518,45 +518,34 @@ func TestCrashAtEveryStep(t *testing.T) {
 		steps := ref.ops
 		require.NotEmpty(t, steps)
 		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
-		for i := 0; i <= len(steps); i++ {
-			for _, torn := range []bool{false, true} {
-				if torn && (i == len(steps) || !strings.HasPrefix(steps[i], "write ")) {
-					continue
+		for _, cp := range crashPoints(steps) {
+			i, torn, label := cp.i, cp.torn, cp.label
+			total++
+			t.Run(sc.name+"/"+label, func(t *testing.T) {
+				ff := newFaultFS()
+				ff.crashAt, ff.torn = i, torn
+				dir, sent, err := runScenario(t, sc, ff)
+				lastRemoval := sc.name == "ReviewPending" && i < len(steps) &&
+					(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+				switch {
+				case lastRemoval:
+					// The review is durable; the marker it resolves
+					// blocks nothing, and a second review removes it
+					// (reported as Removed, not as an error).
+					require.NoError(t, err)
+				case i < len(steps):
+					require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (persistence-failure-is-terminal)")
 				}
-				label := "after all steps"
-				if i < len(steps) {
-					label = fmt.Sprintf("before %02d %s", i, steps[i])
-				}
-				if torn {
-					label = fmt.Sprintf("torn %02d %s", i, steps[i])
-				}
-				total++
-				t.Run(sc.name+"/"+label, func(t *testing.T) {
-					ff := newFaultFS()
-					ff.crashAt, ff.torn = i, torn
-					dir, sent, err := runScenario(t, sc, ff)
-					lastRemoval := sc.name == "ReviewPending" && i < len(steps) &&
-						(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
-					switch {
-					case lastRemoval:
-						// The review is durable; the marker it resolves
-						// blocks nothing, and a second review removes it
-						// (reported as Removed, not as an error).
-						require.NoError(t, err)
-					case i < len(steps):
-						require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (persistence-failure-is-terminal)")
-					}
-					done := func(step string) bool {
-						for k := 0; k < i && k < len(steps); k++ {
-							if steps[k] == step {
-								return true
-							}
+				done := func(step string) bool {
+					for k := 0; k < i && k < len(steps); k++ {
+						if steps[k] == step {
+							return true
 						}
-						return false
 					}
-					sc.want(t, dir, done, sent)
-				})
-			}
+					return false
+				}
+				sc.want(t, dir, done, sent)
+			})
 		}
 	}
 	t.Logf("crash points: %d", total)
@@ -613,4 +602,29 @@ func TestFailAtEveryStep(t *testing.T) {
 			})
 		}
 	}
+}
+
+// crashPoint is one place a run of steps can crash: before step i (after
+// all of them when i is len(steps)), or torn in the middle of write step i.
+type crashPoint struct {
+	i     int
+	torn  bool
+	label string
+}
+
+// crashPoints lists every crash point of steps, in order: before each
+// step, a torn write after each "before" of a write, and after all.
+func crashPoints(steps []string) []crashPoint {
+	var out []crashPoint
+	for i := 0; i <= len(steps); i++ {
+		if i == len(steps) {
+			out = append(out, crashPoint{i: i, label: "after all steps"})
+			break
+		}
+		out = append(out, crashPoint{i: i, label: fmt.Sprintf("before %02d %s", i, steps[i])})
+		if strings.HasPrefix(steps[i], "write ") {
+			out = append(out, crashPoint{i: i, torn: true, label: fmt.Sprintf("torn %02d %s", i, steps[i])})
+		}
+	}
+	return out
 }

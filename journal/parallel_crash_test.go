@@ -3,7 +3,6 @@ package journal
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,40 +228,29 @@ func TestCrashAtEveryStepParallel(t *testing.T) {
 		steps := ref.ops
 		require.NotEmpty(t, steps)
 		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
-		for i := 0; i <= len(steps); i++ {
-			for _, torn := range []bool{false, true} {
-				if torn && (i == len(steps) || !strings.HasPrefix(steps[i], "write ")) {
-					continue
+		for _, cp := range crashPoints(steps) {
+			i, torn, label := cp.i, cp.torn, cp.label
+			total++
+			t.Run(sc.name+"/"+label, func(t *testing.T) {
+				ff := newFaultFS()
+				ff.crashAt, ff.torn = i, torn
+				dir, sent, err := runOne(t, ff)
+				lastRemoval := strings.HasPrefix(sc.name, "ReviewPending") && i < len(steps) &&
+					(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+				if i < len(steps) && !lastRemoval {
+					require.True(t, errors.Is(err, errCrashed), "a crash is reported to the caller: %v", err)
 				}
-				label := "after all steps"
-				if i < len(steps) {
-					label = fmt.Sprintf("before %02d %s", i, steps[i])
-				}
-				if torn {
-					label = fmt.Sprintf("torn %02d %s", i, steps[i])
-				}
-				total++
-				t.Run(sc.name+"/"+label, func(t *testing.T) {
-					ff := newFaultFS()
-					ff.crashAt, ff.torn = i, torn
-					dir, sent, err := runOne(t, ff)
-					lastRemoval := strings.HasPrefix(sc.name, "ReviewPending") && i < len(steps) &&
-						(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
-					if i < len(steps) && !lastRemoval {
-						require.True(t, errors.Is(err, errCrashed), "a crash is reported to the caller: %v", err)
-					}
-					done := func(step string) int {
-						n := 0
-						for k := 0; k < i && k < len(steps); k++ {
-							if steps[k] == step {
-								n++
-							}
+				done := func(step string) int {
+					n := 0
+					for k := 0; k < i && k < len(steps); k++ {
+						if steps[k] == step {
+							n++
 						}
-						return n
 					}
-					sc.want(t, dir, done, sent)
-				})
-			}
+					return n
+				}
+				sc.want(t, dir, done, sent)
+			})
 		}
 	}
 	t.Logf("crash points: %d", total)
