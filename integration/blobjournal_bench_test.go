@@ -29,15 +29,7 @@ func BenchmarkJournaledRequest(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := j.Admit(ctx, time.Now()); err != nil {
-				b.Fatal(err)
-			}
-			if err := j.Begin(ctx, get); err != nil {
-				b.Fatal(err)
-			}
-			if err := j.Complete(ctx, get, ok); err != nil {
-				b.Fatal(err)
-			}
+			journaledGET(b, ctx, j, get, ok)
 		}
 	}
 	b.Run("dir", func(b *testing.B) {
@@ -125,15 +117,7 @@ func BenchmarkJournaledRequestRunSize(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if err := j.Admit(ctx, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-				if err := j.Begin(ctx, get); err != nil {
-					b.Fatal(err)
-				}
-				if err := j.Complete(ctx, get, ok); err != nil {
-					b.Fatal(err)
-				}
+				journaledGET(b, ctx, j, get, ok)
 			}
 			b.ReportMetric(float64(counter.lists.Load())/float64(b.N), "list/op")
 			b.ReportMetric(float64(counter.others.Load())/float64(b.N), "other/op")
@@ -231,5 +215,20 @@ func BenchmarkJournaledUpload(b *testing.B) {
 				b.ReportMetric(float64(lists)/float64(files*batches), "list/file")
 			})
 		}
+	}
+}
+
+// journaledGET is one journaled request of the benchmarks: Admit, Begin and
+// Complete of get with outcome ok.
+func journaledGET(b *testing.B, ctx context.Context, j *journal.Journal, get readrecovery.JournalRequest, ok readrecovery.JournalOutcome) {
+	b.Helper()
+	if err := j.Admit(ctx, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	if err := j.Begin(ctx, get); err != nil {
+		b.Fatal(err)
+	}
+	if err := j.Complete(ctx, get, ok); err != nil {
+		b.Fatal(err)
 	}
 }
