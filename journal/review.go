@@ -146,19 +146,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	}
 	rb.Evidence = s.evidence(d)
 	rb.Run = s.nextLink()
-	data, digest, err := encodeReview(rb)
-	if err != nil {
-		j.fail(err.Error())
-		return ReviewRecord{}, err
-	}
-	name := reviewName(rb.Sequence)
-	linked, err := j.putRecord(name, data, digest, rb.Run)
-	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
-	if linked {
-		s.reviews = append(s.reviews, rec)
-		s.cache[name] = rec.reviewFile
-		s.files++
-	}
+	rec, linked, err := j.putReview(s, rb)
 	if err != nil && !linked {
 		// Nothing was written (the write removed its temporary file): a
 		// review that fails to write leaves nothing behind that blocks,
@@ -166,7 +154,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
 	}
 	if err != nil {
-		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
 		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
@@ -405,20 +393,12 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		Marker:         me,
 		Run:            s.nextLink(),
 	}
-	data, digest, err := encodeReview(rb)
-	if err != nil {
-		return PendingRecord{}, err
-	}
-	name := reviewName(rb.Sequence)
-	linked, err := j.putRecord(name, data, digest, rb.Run)
-	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
+	rec, linked, err := j.putReview(s, rb)
 	if !linked {
 		// Nothing was written: the run is as it was.
 		return PendingRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
-	s.reviews = append(s.reviews, rec)
-	s.cache[name] = rec.reviewFile
-	s.files++
+	name := rec.name
 	s.pendingResolved, s.pendingFile = name, ""
 	out := PendingRecord{ReviewRecord: rec.record(), Marker: markerName, MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
 	if err != nil {
@@ -527,21 +507,12 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		Restriction:    &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
 		Run:            s.nextLink(),
 	}
-	data, digest, err := encodeReview(rb)
-	if err != nil {
-		return ReviewRecord{}, j.unclaim(err)
-	}
-	name := reviewName(rb.Sequence)
-	linked, err := j.putRecord(name, data, digest, rb.Run)
+	rec, linked, err := j.putReview(s, rb)
 	if err != nil && !linked {
 		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
 	}
-	rec := reviewRec{name: name, reviewFile: reviewFile{rb, digest}}
-	s.reviews = append(s.reviews, rec)
-	s.cache[name] = rec.reviewFile
-	s.files++
 	if err != nil {
-		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
 		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
 	}
 	// The entry's finding goes with the review.
@@ -580,4 +551,24 @@ func (j *Journal) claimChecked(m markerFile, check func() error) error {
 		return j.unclaim(err)
 	}
 	return nil
+}
+
+// putReview writes rb as the run's next review and, once it is linked into
+// the run, adds it to s. linked reports whether the file is in the run:
+// false means nothing was written (an encoding or write error, the
+// temporary file removed); true with an error means it is in the run but
+// its write was not made durable.
+func (j *Journal) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
+	data, digest, err := encodeReview(rb)
+	if err != nil {
+		return reviewRec{}, false, err
+	}
+	rec = reviewRec{name: reviewName(rb.Sequence), reviewFile: reviewFile{rb, digest}}
+	linked, err = j.putRecord(rec.name, data, digest, rb.Run)
+	if linked {
+		s.reviews = append(s.reviews, rec)
+		s.cache[rec.name] = rec.reviewFile
+		s.files++
+	}
+	return rec, linked, err
 }
