@@ -771,11 +771,15 @@ func sharedRestriction(ctx context.Context, env *demoEnv, w *workflow) error {
 	ledger := env.srv.Requests()[first:]
 	w.expect("A's read answers 200 after its one wait", statusA == 200)
 	w.expect("B's read answers 200", statusB == 200)
-	ok := len(ledger) == 3 && ledger[0].Status == 429 && ledger[1].Status == 200 && ledger[2].Status == 200
+	// B's place in the release is T and A's the next (10 ms on), but which
+	// of the two the server sees first is the schedulers' to say: the
+	// check is that both came at T or later, each answered 200.
+	ok := len(ledger) == 3 && ledger[0].Status == 429 && ledger[1].Status == 200 && ledger[2].Status == 200 &&
+		ledger[1].Path != ledger[2].Path
 	w.expect("the server saw 3 requests: A's 429, then B and A's re-send", ok)
 	if ok {
 		w.expect("nothing reached the server between A's 429 and T = +2 s",
-			ledger[1].Arrived.Sub(ledger[0].Arrived) >= 2*time.Second && ledger[1].Path == "/checkpoints/c2/definition.json")
+			ledger[1].Arrived.Sub(ledger[0].Arrived) >= 2*time.Second && ledger[2].Arrived.Sub(ledger[0].Arrived) >= 2*time.Second)
 	}
 	r := w.keep(b)
 	w.expect("B waited once (shared-restriction, naming A's 429) and met no 429",

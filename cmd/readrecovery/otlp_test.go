@@ -33,7 +33,7 @@ func TestDemoExportsOTLP(t *testing.T) {
 	defer recv.Close()
 	var out, errOut bytes.Buffer
 	code := runDemo(context.Background(), []string{"--otlp", recv.URL}, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
+	require.Equal(t, 0, code, "%s%s", errOut.String(), failedChecks(out.String()))
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, bodies)
@@ -110,4 +110,15 @@ func TestDemoOTLPBadURL(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, 2, runDemo(context.Background(), []string{"--otlp", "localhost:4318"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "wants an http(s) URL")
+}
+
+// failedChecks is the demo's output lines that report a failed check.
+func failedChecks(out string) string {
+	var b strings.Builder
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "FAIL") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
