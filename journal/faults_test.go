@@ -515,20 +515,10 @@ func TestCrashAtEveryStep(t *testing.T) {
 		} else {
 			require.NoError(t, err)
 		}
-		steps := ref.ops
-		require.NotEmpty(t, steps)
-		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
-		for _, cp := range crashPoints(steps) {
-			i, torn, label := cp.i, cp.torn, cp.label
-			total++
-			t.Run(sc.name+"/"+label, func(t *testing.T) {
-				ff := newFaultFS()
-				ff.crashAt, ff.torn = i, torn
-				dir, sent, err := runScenario(t, sc, ff)
-				lastRemoval := sc.name == "ReviewPending" && i < len(steps) &&
-					(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+		total += crashEach(t, sc.name, ref.ops, func(t *testing.T, ff *faultFS) (string, bool, error) { return runScenario(t, sc, ff) },
+			func(t *testing.T, i int, steps []string, dir string, sent bool, err error) {
 				switch {
-				case lastRemoval:
+				case sc.name == "ReviewPending" && markerRemovalAt(steps, i):
 					// The review is durable; the marker it resolves
 					// blocks nothing, and a second review removes it
 					// (reported as Removed, not as an error).
@@ -536,17 +526,9 @@ func TestCrashAtEveryStep(t *testing.T) {
 				case i < len(steps):
 					require.ErrorIs(t, err, errCrashed, "a crash is reported to the caller (persistence-failure-is-terminal)")
 				}
-				done := func(step string) bool {
-					for k := 0; k < i && k < len(steps); k++ {
-						if steps[k] == step {
-							return true
-						}
-					}
-					return false
-				}
-				sc.want(t, dir, done, sent)
+				before := stepsBefore(steps, i)
+				sc.want(t, dir, func(step string) bool { return before(step) > 0 }, sent)
 			})
-		}
 	}
 	t.Logf("crash points: %d", total)
 }
@@ -627,4 +609,44 @@ func crashPoints(steps []string) []crashPoint {
 		}
 	}
 	return out
+}
+
+// crashEach runs one crash-point table: for every crash point of steps (a
+// reference run's), a subtest runs the scenario on a file system that
+// crashes there, and check judges what came out. It returns the number of
+// points.
+func crashEach(t *testing.T, name string, steps []string, run func(*testing.T, *faultFS) (string, bool, error),
+	check func(t *testing.T, i int, steps []string, dir string, sent bool, err error)) int {
+	t.Helper()
+	require.NotEmpty(t, steps)
+	t.Logf("%s: %d steps: %s", name, len(steps), strings.Join(steps, ", "))
+	points := crashPoints(steps)
+	for _, cp := range points {
+		t.Run(name+"/"+cp.label, func(t *testing.T) {
+			ff := newFaultFS()
+			ff.crashAt, ff.torn = cp.i, cp.torn
+			dir, sent, err := run(t, ff)
+			check(t, cp.i, steps, dir, sent, err)
+		})
+	}
+	return len(points)
+}
+
+// markerRemovalAt reports whether a crash before step i falls at a
+// marker's removal: before it, or just after it.
+func markerRemovalAt(steps []string, i int) bool {
+	return i < len(steps) && (steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+}
+
+// stepsBefore counts, for a crash before step i, how often a step ran.
+func stepsBefore(steps []string, i int) func(step string) int {
+	return func(step string) int {
+		n := 0
+		for k := 0; k < i && k < len(steps); k++ {
+			if steps[k] == step {
+				n++
+			}
+		}
+		return n
+	}
 }

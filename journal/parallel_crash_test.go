@@ -225,33 +225,12 @@ func TestCrashAtEveryStepParallel(t *testing.T) {
 		ref := newFaultFS()
 		_, _, err := runOne(t, ref)
 		require.NoError(t, err)
-		steps := ref.ops
-		require.NotEmpty(t, steps)
-		t.Logf("%s: %d steps: %s", sc.name, len(steps), strings.Join(steps, ", "))
-		for _, cp := range crashPoints(steps) {
-			i, torn, label := cp.i, cp.torn, cp.label
-			total++
-			t.Run(sc.name+"/"+label, func(t *testing.T) {
-				ff := newFaultFS()
-				ff.crashAt, ff.torn = i, torn
-				dir, sent, err := runOne(t, ff)
-				lastRemoval := strings.HasPrefix(sc.name, "ReviewPending") && i < len(steps) &&
-					(steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
-				if i < len(steps) && !lastRemoval {
-					require.True(t, errors.Is(err, errCrashed), "a crash is reported to the caller: %v", err)
-				}
-				done := func(step string) int {
-					n := 0
-					for k := 0; k < i && k < len(steps); k++ {
-						if steps[k] == step {
-							n++
-						}
-					}
-					return n
-				}
-				sc.want(t, dir, done, sent)
-			})
-		}
+		total += crashEach(t, sc.name, ref.ops, runOne, func(t *testing.T, i int, steps []string, dir string, sent bool, err error) {
+			if i < len(steps) && !(strings.HasPrefix(sc.name, "ReviewPending") && markerRemovalAt(steps, i)) {
+				require.True(t, errors.Is(err, errCrashed), "a crash is reported to the caller: %v", err)
+			}
+			sc.want(t, dir, stepsBefore(steps, i), sent)
+		})
 	}
 	t.Logf("crash points: %d", total)
 }
