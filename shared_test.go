@@ -521,26 +521,20 @@ func TestSharedScopesMemoryReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// A base that keeps nothing: the heap is the Transport's.
 		tr := New(always429{}, WithSharedRestrictions(nil))
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapAlloc
-		}
-		before := heap()
+		before := heapAlloc()
 		for i := range 1000 {
 			resp, err := tr.RoundTrip(get(t, context.Background(), fmt.Sprintf("http://h%d.example/c/a", i)))
 			require.NoError(t, err)
 			drain(resp)
 		}
 		assert.Equal(t, 1000, tr.shared.len())
-		grown := heap()
+		grown := heapAlloc()
 		time.Sleep(2 * time.Second)
 		resp, err := tr.RoundTrip(get(t, context.Background(), "http://h0.example/c/a"))
 		require.NoError(t, err)
 		drain(resp)
 		assert.Equal(t, 1, tr.shared.len(), "only the new 429's scope")
-		after := heap()
+		after := heapAlloc()
 		t.Logf("heap: %d before, %d with 1,000 scopes, %d after", before, grown, after)
 		assert.Less(t, int64(after)-int64(before), int64(64<<10))
 	})
@@ -557,19 +551,13 @@ func BenchmarkSharedScopes1000(b *testing.B) {
 	var peak, retained float64
 	for b.Loop() {
 		tab := newRestrictions(nil)
-		heap := func() uint64 {
-			runtime.GC()
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			return m.HeapAlloc
-		}
-		h0 := heap()
+		h0 := heapAlloc()
 		for _, s := range scopes {
 			tab.record(s, t0, t0.Add(s1), sharedPlan("r"), nil)
 		}
-		h1 := heap()
+		h1 := heapAlloc()
 		tab.take("x", t0.Add(s2), nil)
-		h2 := heap()
+		h2 := heapAlloc()
 		peak += float64(int64(h1) - int64(h0))
 		retained += float64(int64(h2) - int64(h0))
 		runtime.KeepAlive(tab)
@@ -589,20 +577,14 @@ func (always429) RoundTrip(*http.Request) (*http.Response, error) {
 // than 16 KiB (a Go map keeps its buckets after deletes: about 54 KB for
 // 1,000 scopes, unless the table copies a map that shrank).
 func TestRestrictionsMemoryReturns(t *testing.T) {
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	tab := newRestrictions(nil)
-	h0 := heap()
+	h0 := heapAlloc()
 	for i := range 1000 {
 		tab.record(fmt.Sprint("https://acct", i, ".blob.core.windows.net"), t0, t0.Add(s1), sharedPlan("r"), nil)
 	}
-	h1 := heap()
+	h1 := heapAlloc()
 	tab.take("x", t0.Add(s2), nil)
-	h2 := heap()
+	h2 := heapAlloc()
 	runtime.KeepAlive(tab)
 	t.Logf("heap: +%d with 1,000 scopes, %+d after", int64(h1)-int64(h0), int64(h2)-int64(h0))
 	assert.Equal(t, 0, tab.len())
@@ -709,4 +691,12 @@ func hostOf(r fakeserver.Request) string {
 		return d.Key
 	}
 	return ""
+}
+
+// heapAlloc is the live heap after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

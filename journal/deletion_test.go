@@ -143,7 +143,7 @@ func deletionTable(t *testing.T, parallel int) {
 	for _, r := range rows {
 		t.Run(r.kind+" "+r.which, func(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "run")
-			copyTree(t, root, d)
+			copyDir(t, root, d)
 			require.NoError(t, os.Remove(filepath.Join(d, prefix+r.name)))
 			st := reopen(t, d, now).Status(now)
 			assert.Equal(t, Unresolved, st.State, "deleting %s", r.name)

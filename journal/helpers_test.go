@@ -155,14 +155,18 @@ func requirePrivate(t testing.TB, dir string) {
 	}
 }
 
-// copyDir copies the regular files of src into a new directory dst (0700,
-// files 0600).
+// copyDir copies the directory tree src (a run, or a parallel run's root
+// with its shards) into a new dst (directories 0700, files 0600).
 func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	require.NoError(t, os.Mkdir(dst, 0o700))
 	des, err := os.ReadDir(src)
 	require.NoError(t, err)
 	for _, de := range des {
+		if de.IsDir() {
+			copyDir(t, filepath.Join(src, de.Name()), filepath.Join(dst, de.Name()))
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(src, de.Name()))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dst, de.Name()), b, 0o600))

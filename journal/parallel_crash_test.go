@@ -65,15 +65,7 @@ func reopenPar(t *testing.T, dir string, now time.Time) *Journal {
 
 func fileOf(t *testing.T, j *Journal, now time.Time, id string) FileDecision {
 	t.Helper()
-	c, err := j.PlanContinuation(parPlan, NewApproval, now)
-	require.NoError(t, err)
-	for _, fd := range c.Files {
-		if fd.ID == id {
-			return fd
-		}
-	}
-	t.Fatalf("%s not planned", id)
-	return FileDecision{}
+	return decisionOf(t, j, parPlan, now, id)
 }
 
 var parScenarios = []parScenario{

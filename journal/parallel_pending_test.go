@@ -41,11 +41,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			run := newShardedRun(t, kind)
 			plan := manyFiles(32)
 			clk := newFakeClock(t0)
-			open := func() *Journal {
-				j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(clk))
-				require.NoError(t, err)
-				return j
-			}
+			open := opener4(t, run.st, plan, clk)
 			dead, live := open(), open()
 			fs := filesOfShards(plan, 4)
 			deadCtx := WithUpload(context.Background(), fs[2])
@@ -139,11 +135,7 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	run := newShardedRun(t, "dir")
 	plan := manyFiles(32)
 	clk := newFakeClock(t0)
-	open := func() *Journal {
-		j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(clk))
-		require.NoError(t, err)
-		return j
-	}
+	open := opener4(t, run.st, plan, clk)
 	fs := filesOfShards(plan, 4)
 	for _, k := range []int{1, 3} {
 		require.NoError(t, open().Begin(WithUpload(context.Background(), fs[k]), putReq(t)))
@@ -169,24 +161,6 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "shard-01/pending-request.json", rec.Marker)
 	require.Empty(t, run.markers(4))
-}
-
-// copyTree copies the directory tree src (a run, or a parallel run's root
-// with its shards) into a new dst (directories 0700, files 0600).
-func copyTree(t testing.TB, src, dst string) {
-	t.Helper()
-	require.NoError(t, os.Mkdir(dst, 0o700))
-	des, err := os.ReadDir(src)
-	require.NoError(t, err)
-	for _, de := range des {
-		if de.IsDir() {
-			copyTree(t, filepath.Join(src, de.Name()), filepath.Join(dst, de.Name()))
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, de.Name()))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dst, de.Name()), b, 0o600))
-	}
 }
 
 // parallelFuzzBase is a parallel run of two shards holding a 60 s

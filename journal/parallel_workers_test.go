@@ -456,11 +456,7 @@ func TestParallelClaimSeesOtherShardsReview(t *testing.T) {
 	run := newShardedRun(t, "mem+prefix")
 	plan := manyFiles(16)
 	clk := newFakeClock(t0)
-	open := func() *Journal {
-		j, err := OpenStore(context.Background(), run.st, WithPlan(plan), WithParallel(4), withClock(clk))
-		require.NoError(t, err)
-		return j
-	}
+	open := opener4(t, run.st, plan, clk)
 	a, dead, op := open(), open(), open()
 	fs := filesOfShards(plan, 4)
 	require.NoError(t, dead.Begin(WithUpload(context.Background(), fs[3]), putReq(t)))
@@ -563,4 +559,14 @@ func filter(ss []string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// opener4 opens workers of the four-shard run in st, on clk.
+func opener4(t *testing.T, st Store, plan []PlannedFile, clk *fakeClock) func() *Journal {
+	return func() *Journal {
+		t.Helper()
+		j, err := OpenStore(context.Background(), st, WithPlan(plan), WithParallel(4), withClock(clk))
+		require.NoError(t, err)
+		return j
+	}
 }

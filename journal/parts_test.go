@@ -31,7 +31,13 @@ func sendPart(t *testing.T, j *Journal, id string, out readrecovery.JournalOutco
 
 func stateOf(t *testing.T, j *Journal, id string) FileDecision {
 	t.Helper()
-	c, err := j.PlanContinuation(plan3, NewApproval, j.clock.Now())
+	return decisionOf(t, j, plan3, j.clock.Now(), id)
+}
+
+// decisionOf is the continuation's decision for file id of plan at now.
+func decisionOf(t *testing.T, j *Journal, plan []PlannedFile, now time.Time, id string) FileDecision {
+	t.Helper()
+	c, err := j.PlanContinuation(plan, NewApproval, now)
 	require.NoError(t, err)
 	for _, f := range c.Files {
 		if f.ID == id {
