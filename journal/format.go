@@ -287,13 +287,7 @@ func PlanDigest(files []PlannedFile) (string, error) {
 		ds = append(ds, d)
 	}
 	sort.Strings(ds)
-	b, err := json.Marshal(struct {
-		Files []string `json:"files"`
-	}{ds})
-	if err != nil {
-		return "", err
-	}
-	return digestOf(b), nil
+	return planDigestOf(ds), nil
 }
 
 // On-disk types. They are local (not the root package's types) so that the

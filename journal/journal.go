@@ -500,13 +500,13 @@ func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun i
 	if id != w.id {
 		w.id, w.since = id, now
 	}
-	left := w.j.pendingWait - now.Sub(w.since)
-	if w.j.group != nil && begun > 0 {
-		// A shard of a parallel run: a marker begun the pending wait ago
-		// (by its own begun_at_utc) is abandoned however recently this
-		// process first saw it, as every other shard judges it.
-		left = min(left, w.j.pendingWait-now.Sub(time.Unix(begun, 0)))
+	if w.j.group == nil {
+		begun = 0 // a run's own marker is judged by this process's sight only
 	}
+	// A shard of a parallel run: a marker begun the pending wait ago (by
+	// its own begun_at_utc) is abandoned however recently this process
+	// first saw it, as every other shard judges it.
+	left := w.j.pendingWait - markerAge(now.Sub(w.since), now, begun)
 	if left <= 0 {
 		return false
 	}
@@ -623,22 +623,23 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
-	// A shard of a parallel run checks first what it read last (Admit
-	// read it just before), and reads again only when that refuses.
+	// A shard of a parallel run checks first what it read last (at its
+	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
 		j.refreshLocked()
 	}
 	now := j.clock.Now()
-	err := j.checkLimits()
-	if err == nil {
-		err = j.checkRequest(m, now)
+	check := func() error {
+		if err := j.checkLimits(); err != nil {
+			return err
+		}
+		return j.checkRequest(m, now)
 	}
+	err := check()
 	if err != nil && cached {
 		j.refreshLocked()
-		if err = j.checkLimits(); err == nil {
-			err = j.checkRequest(m, now)
-		}
+		err = check()
 	}
 	if err != nil {
 		return err

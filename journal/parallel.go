@@ -102,7 +102,6 @@ func planDigestOf(sorted []string) string {
 // workers of this process know across them.
 type parallelRun struct {
 	n        int
-	root     backend
 	rootSnap *snapshot  // the root's own scan at open (read only after)
 	shards   []*Journal // shard k is shards[k-1]
 	// wants are the plan digests each shard's manifest must record (its
@@ -183,11 +182,17 @@ func (p *parallelRun) staleLocked(k int, s *snapshot, now time.Time) (bool, int6
 	if seen.id != s.pendingID || seen.since.IsZero() {
 		*seen = markerSeen{id: s.pendingID, since: now}
 	}
-	age := now.Sub(seen.since)
-	if s.pendingBegun > 0 {
-		age = max(age, now.Sub(time.Unix(s.pendingBegun, 0)))
-	}
+	age := markerAge(now.Sub(seen.since), now, s.pendingBegun)
 	return age >= p.wait, int64(age / time.Second)
+}
+
+// markerAge is a marker's age: as long as this process has seen it
+// (sight), or since its own begun_at_utc (0: unknown) when that is longer.
+func markerAge(sight time.Duration, now time.Time, begun int64) time.Duration {
+	if begun > 0 {
+		return max(sight, now.Sub(time.Unix(begun, 0)))
+	}
+	return sight
 }
 
 // shardStatus is one shard's part of the run's status.
@@ -447,12 +452,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 
 // prefixed names a shard's review by its place in the root.
 func prefixed(k int, r PendingRecord) PendingRecord {
-	if r.Name != "" {
-		r.Name = shardName(k) + "/" + r.Name
-	}
-	if r.Marker != "" {
-		r.Marker = shardName(k) + "/" + r.Marker
-	}
+	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
 	return r
 }
 
@@ -464,27 +464,24 @@ func (j *Journal) parallelReviewRestriction(ctx context.Context, entry, note str
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", ErrReview, escapeName(entry))
 	}
 	rec, err := j.par.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
-	if rec.Name != "" {
-		rec.Name = sh + "/" + rec.Name
-	}
+	rec.Name = inShard(k, rec.Name)
 	return rec, err
 }
 
-// parallelReview is Review of a file: in its shard.
-func (j *Journal) parallelReview(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
-	d := file
-	if !isDigest(file) {
-		if file == "" {
-			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
-		}
-		d = FileDigest(file)
-	}
+// parallelReview is Review of the file with digest d: in its shard.
+func (j *Journal) parallelReview(ctx context.Context, d string, decision Decision, note string) (ReviewRecord, error) {
 	k := shardIndex(d, j.par.n)
 	rec, err := j.par.shards[k-1].Review(ctx, d, decision, note)
-	if rec.Name != "" {
-		rec.Name = shardName(k) + "/" + rec.Name
-	}
+	rec.Name = inShard(k, rec.Name)
 	return rec, err
+}
+
+// inShard names a shard's file by its place in the root ("" stays "").
+func inShard(k int, name string) string {
+	if name == "" {
+		return ""
+	}
+	return shardName(k) + "/" + name
 }
 
 // parallelPlan is PlanContinuation (files given) or RecordedPlan (files
@@ -588,7 +585,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 	}
 	rootOnly(s)
 	j.snap = s
-	p := &parallelRun{n: n, root: rb, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
+	p := &parallelRun{n: n, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
 		p.wants = make([]string, n)
 	}
@@ -766,13 +763,11 @@ func (l *lightBackend) read(s *snapshot, name string, limit int64) ([]byte, stri
 	p.mu.Lock()
 	m, since := p.markers[l.i], p.seen[l.i].since
 	p.mu.Unlock()
-	age := time.Duration(0)
+	sight := time.Duration(0)
 	if !since.IsZero() {
-		age = l.now.Sub(since)
+		sight = l.now.Sub(since)
 	}
-	if m.begun > 0 {
-		age = max(age, l.now.Sub(time.Unix(m.begun, 0)))
-	}
+	age := markerAge(sight, l.now, m.begun)
 	if m.data != nil && m.begun > 0 && age < p.wait/2 {
 		return m.data, m.version, true
 	}

@@ -93,15 +93,15 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
 	}
-	if j.par != nil {
-		return j.parallelReview(ctx, file, decision, note)
-	}
 	d := file
 	if !isDigest(file) {
 		if file == "" {
 			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
 		}
 		d = FileDigest(file)
+	}
+	if j.par != nil {
+		return j.parallelReview(ctx, d, decision, note)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err

@@ -378,7 +378,7 @@ func (b *storeBackend) asRoot(n int) backend {
 
 func (b *storeBackend) shard(k int) backend {
 	p := shardName(k) + "/"
-	return &storeBackend{st: &prefixStore{st: b.st, prefix: p, shards: b.shards}, name: b.name + p, inRoot: true}
+	return &storeBackend{st: &prefixStore{st: b.st, prefix: p}, name: b.name + p, inRoot: true}
 }
 
 // listLimit is how many names a listing of the location asks for: a root
@@ -396,7 +396,6 @@ func ownShardName(name string, shards int) bool {
 type prefixStore struct {
 	st     Store
 	prefix string
-	shards int
 }
 
 func (p *prefixStore) Create(ctx context.Context, name string, data []byte) (string, error) {

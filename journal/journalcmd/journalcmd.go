@@ -322,9 +322,6 @@ func readIDs(path string) (map[string]string, error) {
 	return ids, nil
 }
 
-// escape returns s as it is when it is plain printable ASCII without
-// spaces, quotes or backslashes, else quoted with Go escapes, so that no
-// ID can forge a line or reach a terminal raw.
 // printable returns err's message with control characters, non-ASCII
 // bytes, quotes and backslashes escaped as in a Go string literal (without
 // the surrounding quotes): an error names paths and records that an
@@ -335,6 +332,9 @@ func printable(err error) string {
 	return q[1 : len(q)-1]
 }
 
+// escape returns s as it is when it is plain printable ASCII without
+// spaces, quotes or backslashes, else quoted with Go escapes, so that no
+// ID can forge a line or reach a terminal raw.
 func escape(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
