@@ -18,6 +18,7 @@ type config struct {
 	logger         *slog.Logger
 	clock          clock.Clock
 	shared         *restrictions
+	scopeInFlight  int // WithScopeInFlight, 0: the default
 }
 
 // An Option configures a [Transport].
@@ -107,6 +108,33 @@ func WithSharedRestrictions(scope func(*http.Request) string) Option {
 	return optionFunc(func(c *config) {
 		c.shared = newRestrictions(scope)
 	})
+}
+
+// WithScopeInFlight sets the cap of a scope's room under
+// [WithSharedRestrictions] (docs/policy.md: scope-room): at most n of a
+// scope's requests that carry a Budget are in flight at once, however
+// fast the server answers. n <= 0 means the default: the base's
+// MaxConnsPerHost when the base is an *http.Transport that sets it, else
+// [DefaultScopeInFlight]. Without shared restrictions it does nothing.
+func WithScopeInFlight(n int) Option {
+	return optionFunc(func(c *config) { c.scopeInFlight = n })
+}
+
+// sharedFor returns the table of shared restrictions for base, its
+// rooms' cap set; nil without WithSharedRestrictions.
+func (c config) sharedFor(base http.RoundTripper) *restrictions {
+	if c.shared == nil {
+		return nil
+	}
+	n := c.scopeInFlight
+	if ht, ok := base.(*http.Transport); ok && n <= 0 && ht.MaxConnsPerHost > 0 {
+		n = ht.MaxConnsPerHost
+	}
+	if n <= 0 {
+		n = DefaultScopeInFlight
+	}
+	c.shared.rooms.cap = n
+	return c.shared
 }
 
 // withClock replaces the clock and sleeper; tests only.

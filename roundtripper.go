@@ -60,7 +60,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		metrics: newInstruments(c.meterProvider),
 		logger:  c.logger,
 		clock:   c.clock,
-		shared:  c.shared,
+		shared:  c.sharedFor(base),
 	}
 }
 
@@ -190,6 +190,7 @@ type call struct {
 	scope  string
 	scoped bool
 	place  *place
+	room   roomHold // its part in the scope's room (scope-room)
 }
 
 // sentBody tells when the base transport has closed a request's body
@@ -293,12 +294,32 @@ func (c *call) admit(r request) admission {
 			r.shared, c.place = &f, &p
 		}
 	}
+	if c.t.shared != nil && !r.hold && c.room.n == 0 {
+		// docs/policy.md: scope-room. The hand-off itself: a place in the
+		// scope's room first, or a wait for one.
+		if !c.enterRoom() {
+			if c.room.since.IsZero() {
+				c.room.since = now.get()
+			}
+			host, port := hostPort(c.req)
+			r.noRoom, r.roomSince = true, c.room.since
+			r.roomPlan = &waitPlan{trigger: triggerRoom, method: c.method, host: host, port: port, url: redact.URL(c.req.URL)}
+		} else {
+			c.room.since = time.Time{}
+		}
+	}
 	a := c.b.s.admitAt(&now, r)
 	if a.started {
 		c.b.startCut(&c.t.cuts, clk)
 	}
 	if a.step == stepRefuse {
 		c.givePlaceBack()
+	}
+	if c.t.shared != nil && !(a.step == stepWait && a.room) {
+		c.leaveQueue()
+		if a.step != stepSend {
+			c.giveRoomBack()
+		}
 	}
 	return a
 }
@@ -336,10 +357,20 @@ func (c *call) await(adm admission, own *waitPlan) error {
 			c.endWait(span, err)
 			return err
 		}
+		if span != nil && (span.plan.trigger == triggerRoom) != adm.room {
+			c.endWait(span, nil) // from the room to a window, or back
+			span = nil
+		}
 		if span == nil {
 			span = c.startWait(*adm.plan, adm.until, own != nil)
 		}
-		if err := c.sleepUntil(c.wakeAt(adm.until)); err != nil {
+		var err error
+		if adm.room {
+			err = c.sleepRoom(adm.until)
+		} else {
+			err = c.sleepUntil(c.wakeAt(adm.until))
+		}
+		if err != nil {
 			var se *StopError
 			switch {
 			case errors.As(err, &se):
@@ -350,6 +381,7 @@ func (c *call) await(adm admission, own *waitPlan) error {
 				err = c.stop(StopWaitCanceled, "the request context ended during the wait", own.status, own.requestID, err)
 			}
 			c.givePlaceBack()
+			c.leaveQueue()
 			c.endWait(span, err)
 			return err
 		}
@@ -459,6 +491,9 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 		out = &cp
 	}
 	resp, err := c.t.baseRT().RoundTrip(out)
+	if c.room.n != 0 && (err != nil || !httprule.IsThrottled(resp.StatusCode)) {
+		c.leaveRoom(resp) // a 429 leaves once its restriction is noted (facts429)
+	}
 	if resp != nil && out != req && resp.Request == out {
 		resp.Request = req
 	}
@@ -607,6 +642,9 @@ func (c *call) facts429(resp *http.Response, attempt int) response429 {
 	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
 	if c.t.shared != nil {
 		in.gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, in.plan.requestID, c.place)
+		// Only now may the next request of the scope go: it finds the
+		// restriction this 429 set.
+		c.leaveRoom(resp)
 	}
 	if c.b != nil && c.mutation {
 		in.repeat = c.repeatKey(true)

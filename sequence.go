@@ -124,6 +124,7 @@ const (
 	triggerQueue429
 	triggerWrite429
 	triggerShared // no 429 of the request's own: its scope is restricted (shared.go)
+	triggerRoom   // no 429 at all: the scope has no room for one more request (shared.go)
 )
 
 // triggerFacts is what decides a request's trigger.
@@ -148,6 +149,8 @@ var triggers = [...]struct {
 	{triggerWrite429, otelattr.TriggerWrite429, false, func(f triggerFacts) bool { return f.mutation }},
 	// Set by the scope's restriction at admission, never by a 429.
 	{triggerShared, otelattr.TriggerSharedRestriction, false, func(triggerFacts) bool { return false }},
+	// Set by the scope's room at hand-off, never by a 429.
+	{triggerRoom, otelattr.TriggerScopeRoom, false, func(triggerFacts) bool { return false }},
 }
 
 // triggerOf returns the trigger of a request's 429.
@@ -248,6 +251,12 @@ type request struct {
 	// shared: the request's scope is restricted (WithSharedRestrictions);
 	// nil when it is not, or the Transport shares no restrictions.
 	shared *restricted
+	// room: under shared restrictions, the scope's room (shared.go) has no
+	// place for the request yet; it has waited for one since roomSince,
+	// and roomPlan is what that wait records.
+	noRoom    bool
+	roomSince time.Time
+	roomPlan  *waitPlan
 }
 
 // admission is the policy's answer for a request about to be sent.
@@ -267,6 +276,9 @@ type admission struct {
 	// started: this admission started the sequence's clock; the transport
 	// registers the total's cut-off (startCut).
 	started bool
+	// room: stepWait is a wait for the scope's room (until: the wait
+	// ceiling or the total, whichever comes first), not a window.
+	room bool
 }
 
 // admitAt decides whether r may be sent at now. A refused request that
@@ -310,6 +322,21 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 	}
 	if w := s.win; w != nil && now.get().Before(w.until) {
 		a.step, a.until, a.plan = stepWait, w.until, w.plan
+		return a
+	}
+	if r.noRoom {
+		// docs/policy.md: scope-room. A wait like any other, against the
+		// ceiling and the total, that opens no window: the sequence's one
+		// opportunity to wait stays for the server's 429.
+		end := r.roomSince.Add(s.limits.maxWait())
+		if !now.get().Before(end) {
+			s.claimed--
+			return admission{step: stepRefuse, err: s.stopLocked(StopRestricted, detailRoomCeiling, 0, "", nil)}
+		}
+		if s.deadline.Before(end) {
+			end = s.deadline
+		}
+		a.step, a.room, a.until, a.plan = stepWait, true, end, r.roomPlan
 		return a
 	}
 	a.late = s.win != nil
@@ -474,6 +501,7 @@ const (
 
 	detailRestrictedCeiling = "the scope is restricted by another request's 429 beyond the sequence's wait ceiling"
 	detailRestrictedTotal   = "the scope is restricted by another request's 429 beyond what remains of the sequence's total"
+	detailRoomCeiling       = "the scope had no room for the request (its requests in flight at the limit the server allows) within the sequence's wait ceiling"
 	detailRestrictedUsed    = "the scope is restricted again after the sequence's one wait window: its one opportunity to wait is used"
 )
 

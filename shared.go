@@ -1,7 +1,10 @@
 package readrecovery
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +83,7 @@ func (p *pace) throttled(now, until time.Time) {
 // used: a Transport without the option has a nil table.
 type restrictions struct {
 	scope func(*http.Request) string
+	rooms rooms // the scopes' rooms (scope-room)
 
 	mu       sync.Mutex
 	m        map[string]*restriction
@@ -157,7 +161,7 @@ func newRestrictions(scope func(*http.Request) string) *restrictions {
 	if scope == nil {
 		scope = schemeHost
 	}
-	return &restrictions{scope: scope, m: make(map[string]*restriction)}
+	return &restrictions{scope: scope, m: make(map[string]*restriction), rooms: rooms{m: make(map[string]*room)}}
 }
 
 // schemeHost is the default scope: the request's scheme and host (with
@@ -376,4 +380,308 @@ func (c *call) wakeAt(until time.Time) time.Time {
 		return soon
 	}
 	return until
+}
+
+// The room of a scope (docs/policy.md: scope-room): under shared
+// restrictions, a scope's requests that carry a Budget are handed to the
+// base only while the scope has room, so that a process that has not yet
+// heard the server's pace sends one request, not a burst, into a window
+// it does not know of. The room is an in-flight limit per scope: 1 for a
+// scope not heard from, one more for each 2xx (at most doubling per round
+// trip, as every request in flight adds at most one), halved on a 429 of
+// a request handed over after the last halving (once per round trip),
+// never above the cap. A server that says how much quota remains
+// (docs/policy.md: quota-headers) bounds it further: no more requests are
+// handed over than it said remain, less those in flight; at 0, one at a
+// time. The room keeps no time: its decisions are steps on events, tested
+// as a step table (shared_room_test.go).
+
+// DefaultScopeInFlight is the cap of a scope's room when neither
+// [WithScopeInFlight] nor the base's MaxConnsPerHost sets it.
+const DefaultScopeInFlight = 64
+
+// room is one scope's in-flight limit and what it learned.
+type room struct {
+	inflight int
+	limit    int
+	handed   uint64 // requests handed over so far: the last one's number
+	cutAt    uint64 // a 429 of a request handed at or before it says nothing new
+	quota    int    // what the server said remains, less what went since; -1 unknown
+	queue    []*roomWaiter
+}
+
+func newRoom() *room { return &room{limit: 1, quota: -1} }
+
+// hasRoom reports whether one more request may be handed over now.
+func (r *room) hasRoom(cap int) bool {
+	if r.inflight >= min(r.limit, cap) {
+		return false
+	}
+	return r.quota != 0 || r.inflight == 0
+}
+
+// enter hands a request over when there is room and no one waits before
+// it (w, when it waits already, must be the first); it returns the
+// request's hand-off number, 0 when it must wait.
+func (r *room) enter(cap int, w *roomWaiter) uint64 {
+	if !r.hasRoom(cap) || (len(r.queue) > 0 && r.queue[0] != w) {
+		return 0
+	}
+	if w != nil {
+		r.dequeue(w)
+	}
+	r.inflight++
+	r.handed++
+	if r.quota > 0 {
+		r.quota--
+	}
+	return r.handed
+}
+
+// leave is the response (or error) of the request handed over as number
+// n: status 0 for a transport error; remaining is the quota its headers
+// said, -1 unknown.
+func (r *room) leave(cap int, n uint64, status, remaining int) {
+	r.inflight--
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && remaining == 0:
+		if n > r.cutAt {
+			r.limit = max(r.limit/2, 1)
+			r.cutAt = r.handed
+		}
+	case status >= 200 && status < 300:
+		r.limit = min(r.limit+1, cap)
+	}
+	if remaining >= 0 {
+		r.quota = max(remaining-r.inflight, 0)
+	}
+}
+
+// dequeue removes w from the queue.
+func (r *room) dequeue(w *roomWaiter) {
+	for i, q := range r.queue {
+		if q == w {
+			r.queue = append(r.queue[:i], r.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// wakeHead wakes the first waiter when there is room for it.
+func (r *room) wakeHead(cap int) {
+	if len(r.queue) > 0 && r.hasRoom(cap) {
+		r.queue[0].wakeLocked()
+	}
+}
+
+// roomWaiter is a request waiting for its scope's room.
+type roomWaiter struct {
+	woken bool
+	wake  context.CancelCauseFunc // set while it sleeps
+}
+
+func (w *roomWaiter) wakeLocked() {
+	w.woken = true
+	if w.wake != nil {
+		w.wake(errRoomFree)
+	}
+}
+
+// errRoomFree is the cause that ends a wait for room: there is some.
+var errRoomFree = errors.New("readrecovery: the scope has room")
+
+// rooms is the Transport's table of rooms, beside its restrictions.
+type rooms struct {
+	cap int
+	mu  sync.Mutex
+	m   map[string]*room
+}
+
+// roomHold is a call's part in its scope's room: waiting (w), or handed
+// over (n, its hand-off number).
+type roomHold struct {
+	w     *roomWaiter
+	n     uint64
+	since time.Time // it began to wait for room
+}
+
+// enterRoom tries to hand the call's request over in its scope's room;
+// false: it waits (queued, in order).
+func (c *call) enterRoom() bool {
+	t := c.t.shared
+	scope := c.scopeOf()
+	rs := &t.rooms
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[scope]
+	if r == nil {
+		if len(rs.m) >= MaxSharedScopes {
+			rs.forgetIdleLocked()
+		}
+		r = newRoom()
+		rs.m[scope] = r
+	}
+	if n := r.enter(rs.cap, c.room.w); n != 0 {
+		c.room.w, c.room.n = nil, n
+		r.wakeHead(rs.cap) // room for the next one too
+		return true
+	}
+	if c.room.w == nil {
+		c.room.w = &roomWaiter{}
+		r.queue = append(r.queue, c.room.w)
+	}
+	c.room.w.woken = false
+	return false
+}
+
+// forgetIdleLocked forgets the rooms nothing is in or waits for: a scope
+// then starts again at 1.
+func (rs *rooms) forgetIdleLocked() {
+	for k, r := range rs.m {
+		if r.inflight == 0 && len(r.queue) == 0 {
+			delete(rs.m, k)
+		}
+	}
+}
+
+// leaveRoom tells the scope's room that the call's request came back:
+// with resp (nil for a transport error).
+func (c *call) leaveRoom(resp *http.Response) {
+	if c.room.n == 0 {
+		return
+	}
+	n := c.room.n
+	c.room.n = 0
+	status, remaining := 0, -1
+	if resp != nil {
+		status, remaining = resp.StatusCode, remainingQuota(resp.Header)
+	}
+	rs := &c.t.shared.rooms
+	rs.mu.Lock()
+	if r := rs.m[c.scopeOf()]; r != nil {
+		r.leave(rs.cap, n, status, remaining)
+		r.wakeHead(rs.cap)
+	}
+	rs.mu.Unlock()
+}
+
+// leaveQueue takes the call out of its scope's queue (it waits for
+// something else now, or stopped), waking the next one.
+func (c *call) leaveQueue() {
+	if c.room.w == nil {
+		return
+	}
+	rs := &c.t.shared.rooms
+	rs.mu.Lock()
+	if r := rs.m[c.scopeOf()]; r != nil {
+		r.dequeue(c.room.w)
+		r.wakeHead(rs.cap)
+	}
+	rs.mu.Unlock()
+	c.room.w = nil
+}
+
+// sleepRoom waits until the scope has room for the call, or until until
+// (the wait ceiling or the total), or a stop.
+func (c *call) sleepRoom(until time.Time) error {
+	clk := c.t.clk()
+	d := until.Sub(clk.Now())
+	if d <= 0 {
+		return nil
+	}
+	s := &c.b.s
+	wctx, wake := context.WithCancelCause(c.ctx)
+	defer wake(nil)
+	rs := &c.t.shared.rooms
+	rs.mu.Lock()
+	w := c.room.w
+	woken := w == nil || w.woken
+	if !woken {
+		w.wake = wake
+	}
+	rs.mu.Unlock()
+	if woken {
+		return nil
+	}
+	defer func() {
+		rs.mu.Lock()
+		w.wake = nil
+		rs.mu.Unlock()
+	}()
+	id, ok := s.addWaiter(wake)
+	if !ok {
+		c.release()
+		return s.stopped()
+	}
+	err := clk.Sleep(wctx, d)
+	s.removeWaiter(id)
+	if err == nil || context.Cause(wctx) == errRoomFree {
+		return nil
+	}
+	c.release()
+	now := clk.Now()
+	switch {
+	case context.Cause(wctx) == error(errWokenByStop):
+		return s.stopped()
+	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
+		return s.stopAt(now, StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
+	}
+	return c.ctx.Err()
+}
+
+// The quota headers (docs/policy.md: quota-headers), canonical.
+const (
+	quotaPrefixOpenAI = "X-Ratelimit-Remaining-"    // -Requests, -Tokens (Azure OpenAI)
+	quotaPrefixARM    = "X-Ms-Ratelimit-Remaining-" // -Subscription-Reads, ... (Resource Manager)
+)
+
+// remainingQuota returns the least quota a response's headers say
+// remains, -1 when none says it: a missing, negative or malformed value
+// (not a decimal integer) is unknown.
+func remainingQuota(h http.Header) int {
+	least := -1
+	for k, vs := range h {
+		if len(k) < len(quotaPrefixOpenAI) || k[0] != 'X' || len(vs) == 0 {
+			continue
+		}
+		if !strings.HasPrefix(k, quotaPrefixOpenAI) && !strings.HasPrefix(k, quotaPrefixARM) {
+			continue
+		}
+		if n, ok := quotaValue(vs[0]); ok && (least < 0 || n < least) {
+			least = n
+		}
+	}
+	return least
+}
+
+// quotaValue parses a non-negative decimal integer (at most 9 digits).
+func quotaValue(v string) (int, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 9 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n, true
+}
+
+// giveRoomBack returns a place in the room the call took but will not
+// use now (it waits for a window first, or stopped).
+func (c *call) giveRoomBack() {
+	if c.room.n == 0 {
+		return
+	}
+	c.room.n = 0
+	rs := &c.t.shared.rooms
+	rs.mu.Lock()
+	if r := rs.m[c.scopeOf()]; r != nil {
+		r.inflight--
+		r.wakeHead(rs.cap)
+	}
+	rs.mu.Unlock()
 }

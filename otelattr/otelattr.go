@@ -102,6 +102,10 @@ const (
 	// TriggerSharedRestriction: another request of the Transport met 429 in
 	// the same scope (WithSharedRestrictions); this one waits for its place.
 	TriggerSharedRestriction = "shared-restriction"
+	// TriggerScopeRoom: with shared restrictions, the request waited for
+	// its scope's room (as many of the scope's requests in flight as the
+	// server has shown it takes); no 429 caused it.
+	TriggerScopeRoom = "scope-room"
 )
 
 // WaitInfo is what a wait span records. Every string must already be
