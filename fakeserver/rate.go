@@ -52,6 +52,14 @@ const (
 	// BucketPerHost keeps a bucket per Host header, port included, as a
 	// service-wide limit of one endpoint.
 	BucketPerHost BucketKey = "host"
+	// BucketPerSubscription keeps a bucket per Resource Manager
+	// subscription: the segment after /subscriptions/ in the path (as
+	// Resource Manager throttles), else the Host header.
+	BucketPerSubscription BucketKey = "subscription"
+	// BucketPerDeployment keeps a bucket per Azure OpenAI deployment: the
+	// segment after /openai/deployments/ in the path, else the Host
+	// header.
+	BucketPerDeployment BucketKey = "deployment"
 )
 
 // Bucket is the token bucket of a [TokenBucket] rule.
@@ -63,6 +71,9 @@ type Bucket struct {
 	Burst int
 	// Key is what one bucket is kept per; "" is [BucketPerAccount].
 	Key BucketKey
+	// Quota is the remaining-quota headers the rule's responses carry
+	// ([QuotaHeaders]); "" sends none.
+	Quota QuotaForm
 }
 
 // String describes the bucket: "bucket=200/s,burst=50,per=account".
@@ -171,11 +182,21 @@ func (r *Rule) validateTimed() (field string, err error) {
 		}
 	}
 	if b.Key != "" {
-		if b.Key != BucketPerAccount && b.Key != BucketPerHost {
+		switch b.Key {
+		case BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment:
+		default:
 			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account or host)", string(b.Key))
 		}
 		if b.Rate == 0 {
 			return "token_bucket.key", errors.New("a bucket key needs a token bucket")
+		}
+	}
+	if b.Quota != "" {
+		if b.Quota != QuotaOpenAI && b.Quota != QuotaARM {
+			return "token_bucket.quota_headers", fmt.Errorf("unknown quota headers %q (want openai or arm)", string(b.Quota))
+		}
+		if b.Rate == 0 {
+			return "token_bucket.quota_headers", errors.New("quota headers need a token bucket")
 		}
 	}
 	if r.Fault.retryAfter.remaining() && !r.timed() {
@@ -203,6 +224,8 @@ type Decision struct {
 	// TokensLeft is the whole tokens left in the bucket after the decision
 	// (0 when it fired); nil without a bucket, or outside the window.
 	TokensLeft *int `json:"tokens_left,omitempty"`
+	// quota: the headers the response carries for TokensLeft (quota.go).
+	quota QuotaForm
 	// WindowEnd is when the rule's window ends; zero without a window.
 	WindowEnd time.Time `json:"window_end,omitzero"`
 	// Wait is, when the rule fired, the time to the bucket's next token
@@ -281,13 +304,11 @@ func (r *ruleState) decide(in matchInput) Decision {
 		d.Fired, d.Wait = true, windowLeft
 		return d
 	}
-	key := string(BucketPerAccount) + "=" + in.account
-	if r.Bucket.key() == BucketPerHost {
-		key = string(BucketPerHost) + "=" + in.host
-	}
+	key := bucketKeyOf(r.Bucket.key(), in)
 	d.Key = key
 	left, wait := r.take(key, in.now)
 	d.TokensLeft = &left
+	d.quota = r.Bucket.Quota
 	if wait > 0 {
 		d.Fired, d.Wait = true, wait
 	}
