@@ -492,7 +492,7 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 	}
 	resp, err := c.t.baseRT().RoundTrip(out)
 	if c.room.n != 0 && (err != nil || !httprule.IsThrottled(resp.StatusCode)) {
-		c.leaveRoom(resp) // a 429 leaves once its restriction is noted (facts429)
+		c.leaveRoom(resp, false) // a 429 leaves once its restriction is noted (facts429)
 	}
 	if resp != nil && out != req && resp.Request == out {
 		resp.Request = req
@@ -644,7 +644,7 @@ func (c *call) facts429(resp *http.Response, attempt int) response429 {
 		in.gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, in.plan.requestID, c.place)
 		// Only now may the next request of the scope go: it finds the
 		// restriction this 429 set.
-		c.leaveRoom(resp)
+		c.leaveRoom(resp, in.gen != 0)
 	}
 	if c.b != nil && c.mutation {
 		in.repeat = c.repeatKey(true)

@@ -40,7 +40,7 @@ const (
 	paceStart  = 10 * time.Millisecond
 	paceMin    = 100 * time.Microsecond
 	paceMax    = time.Second
-	paceFast   = 64
+	paceFast   = 2
 	paceSlow   = 4096
 	paceSample = 8 // fewer 2xx than this measure nothing: the spacing doubles
 )
@@ -444,7 +444,7 @@ func (r *room) enter(cap int, w *roomWaiter) uint64 {
 func (r *room) leave(cap int, n uint64, status, remaining int) {
 	r.inflight--
 	switch {
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable && remaining == 0:
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 		if n > r.cutAt {
 			r.limit = max(r.limit/2, 1)
 			r.cutAt = r.handed
@@ -546,7 +546,10 @@ func (rs *rooms) forgetIdleLocked() {
 
 // leaveRoom tells the scope's room that the call's request came back:
 // with resp (nil for a transport error).
-func (c *call) leaveRoom(resp *http.Response) {
+// restricted says whether a 429 restricted the scope (a usable delay):
+// only such a 429 halves the room, as one that says "retry now" tells
+// nothing of the server's pace.
+func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	if c.room.n == 0 {
 		return
 	}
@@ -555,6 +558,9 @@ func (c *call) leaveRoom(resp *http.Response) {
 	status, remaining := 0, -1
 	if resp != nil {
 		status, remaining = resp.StatusCode, remainingQuota(resp.Header)
+		if httprule.IsThrottled(status) && !restricted {
+			status = 0 // neither growth nor halving
+		}
 	}
 	rs := &c.t.shared.rooms
 	rs.mu.Lock()

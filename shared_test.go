@@ -91,7 +91,7 @@ func TestRestrictionsGiveBack(t *testing.T) {
 	assert.Equal(t, t0.Add(s1+3*paceStart), f.until)
 }
 
-// paced-release: the pace quickens by 1/64 per 2xx until a paced request
+// paced-release: the pace quickens by 1/paceFast per 2xx until a paced request
 // meets 429; then the spacing is what the server let through since T plus
 // a quarter, and it quickens by 1/4096 per 2xx; too few 2xx to measure
 // double it; always within [paceMin, paceMax].
@@ -102,7 +102,7 @@ func TestPaceSteps(t *testing.T) {
 	}
 	want := paceStart
 	for range 64 {
-		want -= want / 64
+		want = max(want-want/paceFast, paceMin)
 	}
 	assert.Equal(t, want, p.interval)
 	// 64 2xx in 320 ms: the server's spacing is 5 ms; 6.25 ms with a quarter.
@@ -142,7 +142,7 @@ func TestRestrictionsPace(t *testing.T) {
 	}
 	// Ticket 0 went at T and got its 2xx: tickets 1.. are spaced anew.
 	tab.succeeded(t0.Add(s1), ps[0])
-	iv := paceStart - paceStart/64
+	iv := paceStart - paceStart/paceFast
 	assert.Equal(t, iv, tab.m["a"].pace.interval)
 	f, _, _ := tab.take("a", t0.Add(s1), &ps[3])
 	assert.Equal(t, t0.Add(s1+3*iv), f.until)
@@ -319,13 +319,13 @@ func TestSharedRestrictionHoldsTheScope(t *testing.T) {
 				}
 				// At T: B, which took the first place at +100 ms, then A's
 				// re-send, which asked for its place at T: one place apart
-				// (10 ms, less 1/64 when B's 2xx came first).
+				// (10 ms, less 1/paceFast when B's 2xx came first).
 				assert.Equal(t, []string{
 					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s",
 				}, arrivals(srv, start)[:4])
 				last := srv.Requests()[4]
 				assert.Equal(t, "/c/a 200", fmt.Sprint(last.Path, " ", last.Status))
-				assert.Contains(t, []time.Duration{s2 + paceStart - paceStart/64, s2 + paceStart}, last.Arrived.Sub(start))
+				assert.Contains(t, []time.Duration{s2 + paceStart - paceStart/paceFast, s2 + paceStart}, last.Arrived.Sub(start))
 				id429 := srv.Requests()[0].RequestID
 				rb := b.Report()
 				require.Len(t, rb.WaitLog, 1)

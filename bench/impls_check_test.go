@@ -81,7 +81,7 @@ func TestSpecsOf(t *testing.T) {
 		{"BenchmarkPassThrough", "bare rr-nobudget rr-budget rr-budget-each retryablehttp azcore failsafe"},
 		{"BenchmarkOwnCost", "bare rr-nobudget rr-budget rr-budget-each retryablehttp azcore failsafe"},
 		{"BenchmarkRecovered429", "bare rr-nobudget rr-budget rr-drained retryablehttp azcore failsafe"},
-		{"BenchmarkConcurrentSequences", "bare rr-nobudget rr-budget rr-drained retryablehttp azcore failsafe"},
+		{"BenchmarkConcurrentSequences", "bare rr-nobudget rr-budget rr-drained rr-shared retryablehttp azcore failsafe"},
 		{"BenchmarkRecovered429H2", six},
 		{"BenchmarkRecovered429After1", six},
 		{"BenchmarkThrottleBurst", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},

@@ -95,7 +95,7 @@ var implSpecs = []implSpec{
 	{"rr-budget", true, newReadRecovery(true), nil},
 	{"rr-budget-each", true, newReadRecoveryEach, []string{"BenchmarkPassThrough", "BenchmarkOwnCost"}},
 	{"rr-drained", true, newReadRecoveryDrained, []string{"BenchmarkRecovered429", "BenchmarkConcurrentSequences"}},
-	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy", "BenchmarkThrottleBurst"}},
+	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy", "BenchmarkThrottleBurst", "BenchmarkConcurrentSequences"}},
 	{"retryablehttp", true, newRetryableHTTP, nil},
 	{"azcore", true, newAzcore, nil},
 	{"failsafe", true, newFailsafe, nil},
