@@ -40,7 +40,7 @@ const (
 	paceStart  = 10 * time.Millisecond
 	paceMin    = 100 * time.Microsecond
 	paceMax    = time.Second
-	paceFast   = 2
+	paceFast   = 64
 	paceSlow   = 4096
 	paceSample = 8 // fewer 2xx than this measure nothing: the spacing doubles
 )
