@@ -110,6 +110,16 @@ func WithSharedRestrictions(scope func(*http.Request) string) Option {
 	})
 }
 
+// WithoutSharedRestrictions turns [WithSharedRestrictions] off again: the
+// wirings that turn shared restrictions on by default (rrazure's
+// ClientOptions, rropenai's default transport) take it after their own
+// options, so that rrazure.ClientOptions(readrecovery.WithoutSharedRestrictions())
+// is the transport of readrecovery.New without them. Options apply in
+// order: a WithSharedRestrictions after it turns them on again.
+func WithoutSharedRestrictions() Option {
+	return optionFunc(func(c *config) { c.shared = nil })
+}
+
 // WithScopeInFlight sets the cap of a scope's room under
 // [WithSharedRestrictions] (docs/policy.md: scope-room): at most n of a
 // scope's requests that carry a Budget are in flight at once, however

@@ -96,10 +96,26 @@ var azcoreDefaultStatusCodes = []int{
 // otelhttp.NewTransport), fill a policy.ClientOptions and call [Apply]:
 // StatusCodes set on the result of ClientOptions have no effect, since
 // azcore consults ShouldRetry instead.
+//
+// The transport shares restrictions by Azure's own scopes
+// (readrecovery.WithSharedRestrictions(readrecovery.AzureScope), SPEC R90-R93):
+// a 429 of one request holds the other sequences' requests of its
+// subscription, storage account or deployment, and each scope's requests
+// are handed to the network only while it has room. opts apply after that
+// option: pass readrecovery.WithoutSharedRestrictions() to turn it off, or
+// a WithSharedRestrictions of your own to use another scope.
 func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 	var o policy.ClientOptions
-	Apply(&o, readrecovery.New(nil, opts...))
+	Apply(&o, NewTransport(opts...))
 	return o
+}
+
+// NewTransport returns readrecovery.New(nil, opts...) with shared
+// restrictions by [readrecovery.AzureScope] on before opts (see
+// [ClientOptions]): the transport ClientOptions and a nil t of [Apply]
+// use.
+func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
+	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
 }
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
@@ -109,13 +125,14 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 // ([readrecovery.WithOperation]) is appended to o.PerCallPolicies (once:
 // applying twice adds no second one). Every other field of o is kept. Set
 // o.Retry before Apply: its StatusCodes and ShouldRetry are read once,
-// here. A nil t means readrecovery.New(nil). A nil o does nothing.
+// here. A nil t means [NewTransport](): shared restrictions by Azure's
+// scopes on. A nil o does nothing.
 func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 	if o == nil {
 		return
 	}
 	if t == nil {
-		t = readrecovery.New(nil)
+		t = NewTransport()
 	}
 	o.Transport = transporter{c: &http.Client{
 		Transport: t,

@@ -2,7 +2,7 @@
 // client, github.com/openai/openai-go/v3, and its Azure OpenAI options, in
 // one call:
 //
-//	rt := readrecovery.New(nil) // or readrecovery.New(base, readrecovery.WithLogger(l), ...)
+//	rt := rropenai.NewTransport() // shared restrictions by Azure's scopes; or readrecovery.New(base, ...)
 //	client := rropenai.NewClient(rt,
 //		azure.WithEndpoint("https://my-resource.openai.azure.com", "2024-10-21"),
 //		azure.WithAPIKey(key), // or azure.WithTokenCredential(cred)
@@ -126,7 +126,7 @@ const HeaderShouldRetry = "x-should-retry"
 // client with the ownership of the package documentation:
 // option.WithHTTPClient([HTTPClient](t)) and option.WithMiddleware([Middleware]).
 // Pass them to openai.NewClient (or to a service constructor) after any
-// option.WithHTTPClient of yours. A nil t means readrecovery.New(nil).
+// option.WithHTTPClient of yours. A nil t means [NewTransport]().
 func Options(t *readrecovery.Transport) []option.RequestOption {
 	return []option.RequestOption{
 		option.WithHTTPClient(HTTPClient(t)),
@@ -142,10 +142,10 @@ func NewClient(t *readrecovery.Transport, opts ...option.RequestOption) openai.C
 
 // HTTPClient returns an http.Client over t that returns redirects instead
 // of following them (readrecovery refuses a request produced by following
-// one). A nil t means readrecovery.New(nil).
+// one). A nil t means [NewTransport]().
 func HTTPClient(t *readrecovery.Transport) *http.Client {
 	if t == nil {
-		t = readrecovery.New(nil)
+		t = NewTransport()
 	}
 	return &http.Client{
 		Transport: t,
@@ -153,6 +153,18 @@ func HTTPClient(t *readrecovery.Transport) *http.Client {
 			return http.ErrUseLastResponse
 		},
 	}
+}
+
+// NewTransport returns readrecovery.New(nil, opts...) with shared
+// restrictions by Azure's scopes on before opts
+// (readrecovery.WithSharedRestrictions(readrecovery.AzureScope)): one
+// deployment's 429 holds that deployment's other sequences, and its
+// Budget requests are handed to the network only while it has room. It
+// is what a nil t of [Options], [NewClient] and [HTTPClient] means. Pass
+// readrecovery.WithoutSharedRestrictions() to turn them off; a transport
+// you make with readrecovery.New has them only when you ask.
+func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
+	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
 }
 
 // Middleware is the openai-go middleware of [Options]. On a 429 whose
