@@ -124,8 +124,10 @@ func WithoutSharedRestrictions() Option {
 // [WithSharedRestrictions] (docs/policy.md: scope-room): at most n of a
 // scope's requests that carry a Budget are in flight at once, however
 // fast the server answers. n <= 0 means the default: the base's
-// MaxConnsPerHost when the base is an *http.Transport that sets it, else
-// [DefaultScopeInFlight]. Without shared restrictions it does nothing.
+// MaxConnsPerHost when the base is an *http.Transport that sets it (a
+// room grown to it then holds nothing back: the base's pool queues the
+// rest, as without the room), else [DefaultScopeInFlight]. Without shared
+// restrictions it does nothing.
 func WithScopeInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.scopeInFlight = n })
 }
@@ -138,9 +140,11 @@ func (c config) sharedFor(base http.RoundTripper) *restrictions {
 	}
 	n := c.scopeInFlight
 	if ht, ok := base.(*http.Transport); ok && n <= 0 && ht.MaxConnsPerHost > 0 {
-		n = ht.MaxConnsPerHost
+		// A soft cap: once grown to the base's own limit, the base's pool
+		// queues what is beyond it (shared.go, hasRoom).
+		n = -ht.MaxConnsPerHost
 	}
-	if n <= 0 {
+	if n == 0 {
 		n = DefaultScopeInFlight
 	}
 	c.shared.rooms.cap = n

@@ -291,7 +291,11 @@ func (c *call) admit(r request) admission {
 		// A place whose time has come stays the request's: asked again
 		// (its journal first, or the held re-check), it still goes.
 		if f, p, ok := t.take(c.scopeOf(), now.get(), c.place); ok {
-			r.shared, c.place = &f, &p
+			// Copied into new values here, so that f and p stay on the
+			// stack when the scope is not restricted (most requests).
+			fp, pp := new(restricted), new(place)
+			*fp, *pp = f, p
+			r.shared, c.place = fp, pp
 		}
 	}
 	if c.t.shared != nil && !r.hold && c.room.n == 0 {

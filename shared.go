@@ -412,8 +412,17 @@ type room struct {
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
 
-// hasRoom reports whether one more request may be handed over now.
+// hasRoom reports whether one more request may be handed over now. A
+// negative cap is a soft one (the base's own connection limit): once the
+// limit has grown to it and no quota is known, the room holds nothing back
+// and the base's pool queues what is beyond it, as without the room.
 func (r *room) hasRoom(cap int) bool {
+	if cap < 0 {
+		if r.limit >= -cap && r.quota < 0 {
+			return true
+		}
+		cap = -cap
+	}
 	if r.inflight >= min(r.limit, cap) {
 		return false
 	}
@@ -450,7 +459,7 @@ func (r *room) leave(cap int, n uint64, status, remaining int) {
 			r.cutAt = r.handed
 		}
 	case status >= 200 && status < 300:
-		r.limit = min(r.limit+1, cap)
+		r.limit = min(r.limit+1, max(cap, -cap))
 	}
 	if remaining >= 0 {
 		r.quota = max(remaining-r.inflight, 0)
@@ -492,7 +501,7 @@ var errRoomFree = errors.New("readrecovery: the scope has room")
 
 // rooms is the Transport's table of rooms, beside its restrictions.
 type rooms struct {
-	cap int
+	cap int // the rooms' cap; negative: a soft cap, the base's MaxConnsPerHost (hasRoom)
 	mu  sync.Mutex
 	m   map[string]*room
 }

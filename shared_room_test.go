@@ -160,3 +160,39 @@ func TestRemainingQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomSoftCap: the base's own connection limit is a soft cap (-n):
+// the room ramps to it as to a cap, then holds nothing back while no quota
+// is known; a restricting 429 makes it hold again, and a quota too.
+func TestRoomSoftCap(t *testing.T) {
+	r := newRoom()
+	const soft = -2
+	if r.enter(soft, nil) != 1 || r.enter(soft, nil) != 0 {
+		t.Fatal("start: want one, then wait")
+	}
+	r.leave(soft, 1, 200, -1)
+	if r.enter(soft, nil) != 2 {
+		t.Fatal("after a 2xx: want a second one")
+	}
+	r.leave(soft, 2, 200, -1)
+	if r.limit != 2 {
+		t.Fatalf("limit %d, want 2", r.limit)
+	}
+	for i := range 5 {
+		if r.enter(soft, nil) == 0 {
+			t.Fatalf("grown to the soft cap: request %d held", i)
+		}
+	}
+	if r.inflight != 5 {
+		t.Fatalf("in flight %d, want 5 (counted, not held)", r.inflight)
+	}
+	r.leave(soft, r.handed, http.StatusTooManyRequests, -1)
+	if r.limit != 1 || r.enter(soft, nil) != 0 {
+		t.Fatalf("after a 429: limit %d and not held", r.limit)
+	}
+	r.inflight, r.limit = 1, 2 // (the others came back with statuses that change nothing)
+	r.leave(soft, 0, 200, 3)
+	if r.quota != 3 || r.enter(soft, nil) == 0 || r.enter(soft, nil) == 0 || r.enter(soft, nil) != 0 {
+		t.Fatalf("a known quota: want the hard cap 2 to hold (quota %d)", r.quota)
+	}
+}
