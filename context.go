@@ -2,7 +2,6 @@ package readrecovery
 
 import (
 	"context"
-	"sync"
 )
 
 // stateKey is the one context key of the package: a single lookup on the
@@ -80,28 +79,7 @@ func WithOperation(ctx context.Context) context.Context {
 	return context.WithValue(ctx, stateKey{}, s)
 }
 
-// operation is what WithOperation marks: whether one of its mutations met
-// 429, and that 429's evidence.
-type operation struct {
-	mu        sync.Mutex
-	throttled bool
-	status    int
-	requestID string // sanitized
-}
-
-// markThrottled records that a mutation of the operation met 429.
-func (o *operation) markThrottled(status int, requestID string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.throttled {
-		o.throttled, o.status, o.requestID = true, status, requestID
-	}
-}
-
-// throttledBy reports whether a mutation of the operation met 429, and
-// that 429's status and request ID.
-func (o *operation) throttledBy() (bool, int, string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.throttled, o.status, o.requestID
-}
+// operation is what WithOperation marks: an identity only, entered in the
+// Transport's repeat guard when one of its mutations meets 429
+// (repeatguard.go). Not of size zero: two operations are two pointers.
+type operation struct{ _ byte }

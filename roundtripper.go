@@ -2,14 +2,11 @@ package readrecovery
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,7 +39,7 @@ type Transport struct {
 	cuts    cutoffs       // the totals of the sequences it started
 	shared  *restrictions // WithSharedRestrictions, nil without (shared.go)
 
-	throttled throttledRequests // mutations that met 429 without a Budget
+	guard repeatGuard // the throttled mutations (repeatguard.go)
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -135,10 +132,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &refusedError{method: methodOf(req), url: redact.URL(req.URL)}
 	}
 	s := stateFrom(req.Context())
-	if (s == nil || s.budget == nil) && t.throttled.len() > 0 {
-		if err := t.refuseSameRequest(req); err != nil {
-			return nil, err
-		}
+	mutation := httprule.IsMutation(methodOf(req))
+	if err := t.refuseRepeat(req, s, mutation); err != nil {
+		return nil, err
 	}
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
 		var resp *http.Response
@@ -148,8 +144,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			resp, err = t.baseRT().RoundTrip(req)
 		}
-		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) {
-			t.throttled.add(req, resp.StatusCode, redact.RequestID(resp.Header))
+		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && mutation {
+			t.guard.enter(newMutationID(req, s), throttledBy{resp.StatusCode, redact.RequestID(resp.Header)}, nil)
 		}
 		return resp, err
 	}
@@ -157,8 +153,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, errNilURL
 	}
-	method := methodOf(req)
-	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: method, mutation: httprule.IsMutation(method)}
+	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req), mutation: mutation}
 	return c.roundTrip()
 }
 
@@ -215,10 +210,6 @@ func (b *sentBody) closed() <-chan struct{} {
 }
 
 func (c *call) roundTrip() (*http.Response, error) {
-	if err := c.refuseRepeatedOperation(); err != nil {
-		closeRequestBody(c.req)
-		return nil, err
-	}
 	if err := c.ctx.Err(); err != nil && cutByTotal(c.ctx) == nil {
 		// Nothing to send for a caller that has given up; the sequence
 		// goes on. (A context the total ended is the policy's to refuse.)
@@ -226,11 +217,7 @@ func (c *call) roundTrip() (*http.Response, error) {
 		return nil, err
 	}
 	if c.b != nil {
-		r := request{mutation: c.mutation, hold: c.s.journal != nil}
-		if c.mutation {
-			r.repeat = c.repeatKey(false)
-		}
-		if err := c.await(c.admit(r), nil); err != nil {
+		if err := c.await(c.admit(request{mutation: c.mutation, hold: c.s.journal != nil}), nil); err != nil {
 			closeRequestBody(c.req)
 			return nil, err
 		}
@@ -243,43 +230,6 @@ func (c *call) roundTrip() (*http.Response, error) {
 	}
 	return c.send(c.req, 1, "")
 }
-
-// refuseSameRequest refuses, outside a sequence, a mutation request object
-// that already met 429 (repeat-guard): a caller's loop or go-retryablehttp
-// handing the same *http.Request to the transport again.
-func (t *Transport) refuseSameRequest(req *http.Request) error {
-	if !httprule.IsMutation(methodOf(req)) {
-		return nil
-	}
-	by, ok := t.throttled.lookup(req)
-	if !ok {
-		return nil
-	}
-	closeRequestBody(req)
-	seq := ""
-	if b := BudgetFrom(req.Context()); b != nil {
-		seq = b.Name()
-	}
-	return &StopError{Sequence: seq, Reason: StopRepeatRefused, Detail: detailSameRequest, StatusCode: by.status, RequestID: by.requestID}
-}
-
-// refuseRepeatedOperation refuses a try of an operation whose mutation met
-// 429 (WithOperation).
-func (c *call) refuseRepeatedOperation() error {
-	if c.s.op == nil {
-		return nil
-	}
-	throttled, status, id := c.s.op.throttledBy()
-	if !throttled {
-		return nil
-	}
-	return &StopError{Sequence: c.name(), Reason: StopRepeatRefused, Detail: detailOperation, StatusCode: status, RequestID: id}
-}
-
-const (
-	detailOperation   = "a mutation of this operation already met 429; its later tries are never sent"
-	detailSameRequest = "this mutation request already met 429; the same request is never sent again"
-)
 
 // admit asks the policy about the request now, and starts the total's
 // cut-off at the sequence's first request.
@@ -537,11 +487,8 @@ func (c *call) record(resp *http.Response) {
 // on429 gathers the facts of a 429 and acts on the policy's verdict.
 func (c *call) on429(resp *http.Response, jr JournalRequest, attempt int) (*http.Response, error) {
 	in := c.facts429(resp, attempt)
-	if c.s.op != nil && c.mutation {
-		c.s.op.markThrottled(resp.StatusCode, in.plan.requestID)
-	}
-	if c.b == nil && c.mutation {
-		c.t.throttled.add(c.req, resp.StatusCode, in.plan.requestID)
+	if c.mutation {
+		c.t.guard.enter(newMutationID(c.req, c.s), throttledBy{resp.StatusCode, in.plan.requestID}, c.sent.closed())
 	}
 	if c.b != nil {
 		c.record(resp)
@@ -607,9 +554,6 @@ func (c *call) facts429(resp *http.Response, attempt int) response429 {
 	in.delay, in.plan.floorMs, in.refuse, in.detail = waitOf(w.ra, timing, w.ms, w.msKind)
 	if c.t.shared != nil {
 		in.gen = c.t.shared.note(c.scopeOf(), c.req, receivedAt, w, timing, resp.StatusCode, in.plan.requestID, c.place)
-	}
-	if c.b != nil && c.mutation {
-		in.repeat = c.repeatKey(true)
 	}
 	return in
 }
@@ -759,103 +703,6 @@ func (c *call) name() string {
 // mutationFacts identify the request among the sequence's mutations.
 func (c *call) mutationFacts() mutationFacts {
 	return mutationFacts{op: c.s.op, requestID: clientRequestID(c.req.Header), method: c.method, url: c.req.URL.String()}
-}
-
-// repeatKey returns the mutation's identity for repeat-guard. At admission
-// (after429 false) it is made only when the sequence has a throttled
-// mutation, with its body digest only when one has the same method and
-// URL (and then the throttled one's digest too, if not yet taken); for a
-// 429 (after429) always, keeping GetBody for a digest taken later. A body
-// is read only here, after a mutation's 429, never on the pass-through
-// path, and a throttled request's body only once a new mutation needs
-// telling apart from it: net/http may still be sending it when its 429
-// arrives.
-func (c *call) repeatKey(after429 bool) *repeatKey {
-	if !after429 && !c.b.s.hasRepeats() {
-		return nil
-	}
-	url := c.req.URL.String()
-	k := &repeatKey{req: c.req, method: c.method, url: url, requestID: clientRequestID(c.req.Header)}
-	switch body := c.req.Body; {
-	case body == nil || body == http.NoBody:
-		k.noBody = true
-		return k
-	case reflect.ValueOf(body).Kind() == reflect.Pointer:
-		k.body = body
-	}
-	if c.req.GetBody == nil {
-		return k
-	}
-	if after429 {
-		k.getBody, k.sent = c.req.GetBody, c.sent.closed()
-		return k
-	}
-	if c.b.s.repeatOf(*k) != nil {
-		return k // refused without reading a body
-	}
-	if found, todo := c.b.s.throttled(c.method, url); found {
-		for _, t := range todo {
-			if t.sent != nil {
-				select {
-				case <-t.sent: // net/http is done with that body
-				case <-c.ctx.Done():
-					continue // digest not taken: told apart by the body object only
-				}
-			}
-			c.b.s.setDigest(t.i, bodyDigest(t.getBody))
-		}
-		k.digest, k.digested = bodyDigest(c.req.GetBody), true
-	}
-	return k
-}
-
-// bodyDigest returns the SHA-256 of the body GetBody produces, "" when it
-// fails. Some GetBody functions (azcore's) hand back the very stream the
-// request sends, seeked to its start, rather than a copy: GetBody is
-// called once more to rewind such a stream, and only readers of its own
-// (a second call gave another object) are closed.
-func bodyDigest(getBody func() (io.ReadCloser, error)) string {
-	r, err := getBody()
-	if err != nil || r == nil {
-		return ""
-	}
-	h := sha256.New()
-	_, err = io.Copy(h, r)
-	again, err2 := getBody()
-	if err2 == nil && again != nil && !sameObject(r, again) {
-		r.Close()
-		again.Close()
-	}
-	if err != nil || err2 != nil {
-		return ""
-	}
-	return string(h.Sum(nil))
-}
-
-// sameObject reports whether a and b are the same pointer, or equal
-// comparable values; false for values that cannot be compared.
-func sameObject(a, b any) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
-}
-
-// clientRequestID returns the x-ms-client-request-id of h, its key in any
-// ASCII case; "" without one.
-func clientRequestID(h http.Header) string {
-	const name = "X-Ms-Client-Request-Id"
-	if v := h[name]; len(v) > 0 {
-		return v[0]
-	}
-	for k, v := range h {
-		if len(k) == len(name) && len(v) > 0 && strings.EqualFold(k, name) {
-			return v[0]
-		}
-	}
-	return ""
 }
 
 // hostPort returns the request's host name without the port, and the port
