@@ -340,9 +340,27 @@ func (b *cutBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// wrapBody puts the cut-off on resp's body (not on a missing or empty one).
+// cutWriteBody is a cutBody whose base body is writable too: the body of
+// a 101 Switching Protocols response, which net/http makes an
+// io.ReadWriteCloser (docs/policy.md: pass-through-unchanged). Writes go
+// to the base body untouched.
+type cutWriteBody struct {
+	*cutBody
+	w io.Writer
+}
+
+func (b cutWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// wrapBody puts the cut-off on resp's body (not on a missing or empty
+// one), keeping the interfaces the base gave it (an io.Writer stays one).
 func (c *call) wrapBody(resp *http.Response) {
-	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &cutBody{ReadCloser: resp.Body, ctx: c.ctx, t: c.t, b: c.b}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
 	}
+	cb := &cutBody{ReadCloser: resp.Body, ctx: c.ctx, t: c.t, b: c.b}
+	if w, ok := resp.Body.(io.Writer); ok {
+		resp.Body = cutWriteBody{cb, w}
+		return
+	}
+	resp.Body = cb
 }
