@@ -30,6 +30,14 @@ func (s *ctxState) clone() *ctxState {
 	return &c
 }
 
+// mustParent panics on a nil parent context, as the context package's
+// With functions do (a nil Context is never valid: pass context.TODO).
+func mustParent(ctx context.Context) {
+	if ctx == nil {
+		panic("cannot create context from nil parent")
+	}
+}
+
 // BudgetFrom returns the Budget of the sequence that ctx belongs to, or nil
 // when it has none. Adapters use it to tell which requests the transport
 // owns the 429 of (see the rrazure package of the azure module).
@@ -48,11 +56,9 @@ func BudgetFrom(ctx context.Context) *Budget {
 // may be re-sent once, unchanged, after its wait, using its sequence's one
 // wait window. The request needs GetBody (http.NewRequest sets it for
 // in-memory bodies); without it, there is no re-send. Use it only on File
-// upload requests. A nil ctx is context.Background().
+// upload requests. Like context.WithValue, it panics on a nil ctx.
 func WithQueueRetry(ctx context.Context) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	s := stateFrom(ctx).clone()
 	s.queueRetry = true
 	return context.WithValue(ctx, stateKey{}, s)
@@ -69,11 +75,9 @@ func WithQueueRetry(ctx context.Context) context.Context {
 //
 // Use it once per logical operation, below any retry layer that re-sends
 // it (the rrazure adapter of the azure module marks each azcore operation
-// this way). A nil ctx is context.Background().
+// this way). Like context.WithValue, it panics on a nil ctx.
 func WithOperation(ctx context.Context) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	s := stateFrom(ctx).clone()
 	s.op = &operation{}
 	return context.WithValue(ctx, stateKey{}, s)

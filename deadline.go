@@ -29,8 +29,8 @@ import (
 // WithBudget returns a copy of ctx whose requests belong to the sequence of
 // b. Put the same Budget in the context of every request of one sequence:
 // every page of an inventory, every read of one identity. A nil b returns
-// ctx unchanged (a nil ctx is context.Background()); a request without a
-// Budget gets no delayed recovery.
+// ctx unchanged; like context.WithValue, it panics on a nil ctx. A request
+// without a Budget gets no delayed recovery.
 //
 // The returned context is cut off when the sequence's total runs out,
 // counted from its first request: a request or a body read still running
@@ -42,9 +42,7 @@ import (
 // rather than once per request. Like context.WithCancel, a context made
 // from a cancelable ctx is released when ctx ends or the total runs out.
 func WithBudget(ctx context.Context, b *Budget) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	if b == nil {
 		return ctx
 	}

@@ -89,12 +89,10 @@ type JournalOutcome struct {
 }
 
 // WithJournal returns a copy of ctx whose requests are journaled in j. A nil
-// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; a nil
-// ctx is context.Background().
+// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; like
+// context.WithValue, it panics on a nil ctx.
 func WithJournal(ctx context.Context, j Journal) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	if isNil(j) {
 		return ctx
 	}

@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -490,8 +491,9 @@ func (s *sequence) stopLocked(r StopReason, detail string, status int, requestID
 }
 
 // errWokenByStop is the cause with which a stop ends the waits of its
-// sequence.
-var errWokenByStop = &StopError{Reason: "woken"}
+// sequence: the wait then returns the sequence's stop (wait.go). It is no
+// StopError and never reaches a caller.
+var errWokenByStop = errors.New("readrecovery: woken by the sequence's stop")
 
 // addWaiter registers a wait that a stop ends; false when the sequence has
 // stopped already.
