@@ -87,3 +87,49 @@ func WithOperation(ctx context.Context) context.Context {
 // Transport's repeat guard when one of its mutations meets 429
 // (repeatguard.go). Not of size zero: two operations are two pointers.
 type operation struct{ _ byte }
+
+// WithBudget returns a copy of ctx whose requests belong to the sequence of
+// b. Put the same Budget in the context of every request of one sequence:
+// every page of an inventory, every read of one identity. A nil b returns
+// ctx unchanged; like context.WithValue, it panics on a nil ctx. A request
+// without a Budget gets no delayed recovery.
+//
+// The returned context is cut off when the sequence's total runs out,
+// counted from its first request: a request or a body read still running
+// then ends with an error matching [ErrSequenceStopped] (reason
+// total-exhausted), and context.Cause of the context and of every context
+// derived from it is that stop. Its Deadline is ctx's: the total starts
+// with the first request, so it is not known when the context is made. Use
+// it for the requests of the sequence; call WithBudget once per sequence
+// rather than once per request. Like context.WithCancel, a context made
+// from a cancelable ctx is released when ctx ends or the total runs out.
+func WithBudget(ctx context.Context, b *Budget) context.Context {
+	mustParent(ctx)
+	if b == nil {
+		return ctx
+	}
+	cutCtx, cancel := context.WithCancelCause(ctx)
+	b.addCut(cancel, ctx.Done() != nil)
+	s := stateFrom(ctx)
+	if s == nil {
+		// The common case: nothing else marked on ctx. The Budget holds
+		// the state, which spares an allocation per sequence.
+		return context.WithValue(cutCtx, stateKey{}, &b.state)
+	}
+	s = s.clone()
+	s.budget = b
+	return context.WithValue(cutCtx, stateKey{}, s)
+}
+
+// WithJournal returns a copy of ctx whose requests are journaled in j. A nil
+// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; like
+// context.WithValue, it panics on a nil ctx.
+func WithJournal(ctx context.Context, j Journal) context.Context {
+	mustParent(ctx)
+	if isNil(j) {
+		return ctx
+	}
+	s := stateFrom(ctx).clone()
+	s.journal = j
+	return context.WithValue(ctx, stateKey{}, s)
+}

@@ -337,12 +337,12 @@ func closedWithin(ctx context.Context, sent <-chan struct{}) bool {
 // len returns the number of identities held.
 func (g *repeatGuard) len() int { return int(g.n.Load()) }
 
-// refuseRepeat refuses, before network access, a mutation that repeats one
+// refuse refuses, before network access, a mutation that repeats one
 // that met 429, or any later try of an operation whose mutation met 429:
 // its error carries that 429's status and request ID and does not stop the
 // sequence.
-func (t *Transport) refuseRepeat(req *http.Request, s *ctxState, mutation bool) error {
-	if t.guard.n.Load() == 0 || (!mutation && (s == nil || s.op == nil)) {
+func (g *repeatGuard) refuse(req *http.Request, s *ctxState, mutation bool) error {
+	if g.n.Load() == 0 || (!mutation && (s == nil || s.op == nil)) {
 		return nil
 	}
 	var m mutationID
@@ -351,7 +351,7 @@ func (t *Transport) refuseRepeat(req *http.Request, s *ctxState, mutation bool) 
 	} else {
 		m.op = s.op // a read: a try of its operation only
 	}
-	by, kind, ok := t.guard.lookup(req.Context(), m)
+	by, kind, ok := g.lookup(req.Context(), m)
 	if !ok {
 		return nil
 	}
@@ -410,4 +410,26 @@ func clientRequestID(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// sentBody tells when the base transport has closed a request's body
+// (http.RoundTripper: RoundTrip closes it, maybe after it returned).
+type sentBody struct {
+	io.ReadCloser
+	once sync.Once
+	done chan struct{}
+}
+
+func (b *sentBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { close(b.done) })
+	return err
+}
+
+// closed is closed once the body is; nil for a nil body.
+func (b *sentBody) closed() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	return b.done
 }

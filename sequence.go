@@ -545,3 +545,24 @@ func (s *sequence) takeStopEvent() (*StopError, int, bool) {
 	s.evented = true
 	return s.stop, s.sent, true
 }
+
+// expire runs when the sequence's total runs out: it marks the sequence
+// (the policy then refuses without reading the clock) and cuts off every
+// context it made.
+func (s *sequence) expire() {
+	s.mu.Lock()
+	s.expired = true
+	first := s.cut
+	var more []context.CancelCauseFunc
+	if s.rare != nil {
+		more, s.rare.cuts = s.rare.cuts, nil
+	}
+	s.cut = nil
+	s.mu.Unlock()
+	if first != nil {
+		first(totalStop(s.name))
+	}
+	for _, f := range more {
+		f(totalStop(s.name))
+	}
+}
