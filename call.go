@@ -370,7 +370,7 @@ func (c *call) stop(r StopReason, detail string, status int, id string, cause er
 	if c.b == nil {
 		return &StopError{Reason: r, Detail: detail, StatusCode: status, RequestID: id, Err: cause}
 	}
-	se := c.b.s.stopAt(c.t.clk().Now(), r, detail, status, id, cause)
+	se := c.b.s.stopWith(r, detail, status, id, cause)
 	c.recordStop()
 	return se
 }
@@ -416,7 +416,7 @@ func (c *call) sleepUntil(until time.Time) error {
 	case context.Cause(wctx) == error(errWokenByStop):
 		return s.stopped() // set before the stop woke the wait
 	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
-		return s.stopAt(now, StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
+		return s.stopWith(StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
 	}
 	return c.ctx.Err()
 }

@@ -461,10 +461,10 @@ const (
 	detailRestrictedUsed    = "the scope is restricted again after the sequence's one wait window: its one opportunity to wait is used"
 )
 
-// stopAt stops the sequence (if it is not already) and returns the error
+// stopWith stops the sequence (if it is not already) and returns the error
 // to hand back: the sequence's first stop when it is this one, otherwise
 // this request's own, with its status, ID and cause.
-func (s *sequence) stopAt(_ time.Time, r StopReason, detail string, status int, requestID string, cause error) *StopError {
+func (s *sequence) stopWith(r StopReason, detail string, status int, requestID string, cause error) *StopError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stop != nil {
