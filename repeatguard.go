@@ -48,8 +48,9 @@ const guardEntries = 2048
 // reads that body through GetBody (azcore's GetBody hands back the very
 // stream being sent, so it is never read while net/http may still be
 // sending it). A base that never closes request bodies (http.RoundTripper
-// says it must) costs a later mutation of the same URL this wait, once per
-// throttled body; the new mutation is then told apart without the bytes.
+// says it must) costs a later mutation of the same URL this wait at most,
+// however many throttled bodies it waits for; the new mutation is then told
+// apart from those without their bytes.
 const bodyCloseWait = time.Second
 
 // guardKind is which identity of a mutation a key names.
@@ -275,8 +276,9 @@ func (g *repeatGuard) lookup(ctx context.Context, m mutationID) (throttledBy, gu
 		}
 	}
 	g.mu.Unlock()
+	deadline := time.Now().Add(bodyCloseWait) // one bound for all of them
 	for _, t := range todos {
-		if !closedWithin(ctx, t.lazy.sent) {
+		if !closedBy(ctx, t.lazy.sent, deadline) {
 			continue // the base still holds the body: told apart without its bytes
 		}
 		d := bodyDigest(t.lazy.getBody)
@@ -312,9 +314,9 @@ func (g *repeatGuard) lookup(ctx context.Context, m mutationID) (throttledBy, gu
 	return sl.by, guardBytes, true
 }
 
-// closedWithin waits for sent to close, at most bodyCloseWait and while
-// ctx lasts; true when it closed (or there is nothing to wait for).
-func closedWithin(ctx context.Context, sent <-chan struct{}) bool {
+// closedBy waits for sent to close, until deadline and while ctx lasts;
+// true when it closed (or there is nothing to wait for).
+func closedBy(ctx context.Context, sent <-chan struct{}, deadline time.Time) bool {
 	if sent == nil {
 		return true
 	}
@@ -323,7 +325,7 @@ func closedWithin(ctx context.Context, sent <-chan struct{}) bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(bodyCloseWait)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-sent:

@@ -289,3 +289,26 @@ func TestNonClosingBaseIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// repeat-guard: the bound is one for every throttled body a new mutation
+// waits for: three bodies the base never closed cost it 1 s, not 3 s.
+func TestBodyCloseWaitIsOneBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g repeatGuard
+		ctx := WithBudget(context.Background(), NewBudget("s"))
+		never := make(chan struct{})
+		for _, body := range []string{"a", "b", "c"} {
+			req := mutation(t, ctx, http.MethodPut, base+"/c/x", body)
+			g.enter(newMutationID(req, stateFrom(ctx)), throttledBy{429, "r"}, never)
+		}
+		t0 := time.Now()
+		next := mutation(t, ctx, http.MethodPut, base+"/c/x", "a")
+		_, _, ok := g.lookup(ctx, newMutationID(next, stateFrom(ctx)))
+		assert.False(t, ok, "the bytes could not be read: told apart without them")
+		assert.Equal(t, bodyCloseWait, time.Since(t0))
+		close(never)
+		_, kind, ok := g.lookup(ctx, newMutationID(mutation(t, ctx, http.MethodPut, base+"/c/x", "a"), stateFrom(ctx)))
+		assert.True(t, ok, "once the base closed them, the same bytes are a repeat")
+		assert.Equal(t, guardBytes, kind)
+	})
+}
