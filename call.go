@@ -16,44 +16,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// This file is the call: one request's trip through the policy, and every
-// method of it but the five that admit a request and hold its place in a
-// shared restriction (admit, scopeOf, givePlaceBack, await, release, in
-// roundtripper.go) and the one in shared.go. It gathers the facts
+// This file is the call's methods: one request's trip through the policy,
+// every method of it but those that admit a request and hold its place in
+// a shared restriction (admit, scopeOf, givePlaceBack, await, refusal,
+// release, beside the type call in roundtripper.go) and the one in
+// shared.go; those stay where the throttle work edits them. It gathers the facts
 // (facts429), asks the state machine (sequence.go), acts on the answer:
 // sends, waits (sleepUntil, the wait's span), re-sends, stops; it enters a
 // throttled mutation in the repeat guard (repeatguard.go) and keeps the
 // evidence in the Budget (budget.go).
-
-// call is one request's trip through the policy: it gathers the facts the
-// policy decides on and acts on its decisions.
-type call struct {
-	t        *Transport
-	req      *http.Request
-	ctx      context.Context
-	s        *ctxState
-	b        *Budget
-	method   string
-	mutation bool
-	// What the policy said when the request was admitted: late (a window
-	// existed then: a 429 finds the opportunity used), ordinal (its place
-	// among the requests sent), held (admitted but not yet counted as
-	// sent: its journal must allow it first).
-	late    bool
-	ordinal int
-	held    bool
-	// mutationNo and attempt number the request among the sequence's
-	// mutations (0: not a mutation, or no budget).
-	mutationNo, attempt int
-	// sent is the body of the first send of a mutation in a sequence,
-	// closed by net/http when it is done with it; nil otherwise.
-	sent *sentBody
-	// With shared restrictions: the request's scope (scoped: known), and
-	// its place in the scope's release while it holds one.
-	scope  string
-	scoped bool
-	place  *place
-}
 
 func (c *call) roundTrip() (*http.Response, error) {
 	if err := c.ctx.Err(); err != nil && cutByTotal(c.ctx) == nil {

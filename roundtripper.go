@@ -1,6 +1,7 @@
 package readrecovery
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -150,6 +151,36 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req), mutation: mutation}
 	return c.roundTrip()
+}
+
+// call is one request's trip through the policy: it gathers the facts the
+// policy decides on and acts on its decisions.
+type call struct {
+	t        *Transport
+	req      *http.Request
+	ctx      context.Context
+	s        *ctxState
+	b        *Budget
+	method   string
+	mutation bool
+	// What the policy said when the request was admitted: late (a window
+	// existed then: a 429 finds the opportunity used), ordinal (its place
+	// among the requests sent), held (admitted but not yet counted as
+	// sent: its journal must allow it first).
+	late    bool
+	ordinal int
+	held    bool
+	// mutationNo and attempt number the request among the sequence's
+	// mutations (0: not a mutation, or no budget).
+	mutationNo, attempt int
+	// sent is the body of the first send of a mutation in a sequence,
+	// closed by net/http when it is done with it; nil otherwise.
+	sent *sentBody
+	// With shared restrictions: the request's scope (scoped: known), and
+	// its place in the scope's release while it holds one.
+	scope  string
+	scoped bool
+	place  *place
 }
 
 // admit asks the policy about the request now, and starts the total's
