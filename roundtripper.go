@@ -128,9 +128,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &refusedError{method: methodOf(req), url: redact.URL(req.URL)}
 	}
 	s := stateFrom(req.Context())
-	mutation := httprule.IsMutation(methodOf(req))
-	if err := t.guard.refuse(req, s, mutation); err != nil {
-		return nil, err
+	if t.guard.len() > 0 { // one atomic load while no mutation met 429
+		if err := t.guard.refuse(req, s, httprule.IsMutation(methodOf(req))); err != nil {
+			return nil, err
+		}
 	}
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
 		var resp *http.Response
@@ -140,7 +141,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			resp, err = t.baseRT().RoundTrip(req)
 		}
-		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && mutation {
+		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) {
 			t.guard.enter(newMutationID(req, s), throttledBy{resp.StatusCode, redact.RequestID(resp.Header)}, nil)
 		}
 		return resp, err
@@ -149,7 +150,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, errNilURL
 	}
-	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: methodOf(req), mutation: mutation}
+	method := methodOf(req)
+	c := call{t: t, req: req, ctx: req.Context(), s: s, b: s.budget, method: method, mutation: httprule.IsMutation(method)}
 	return c.roundTrip()
 }
 
