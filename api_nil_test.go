@@ -68,13 +68,17 @@ func TestPublicAPIZeroAndNil(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 429, resp.StatusCode)
 		}},
-		{"nil context everywhere", func(t *testing.T) {
-			for _, ctx := range []context.Context{
-				WithBudget(nilCtx, NewBudget("s")), WithBudget(nilCtx, nil), WithQueueRetry(nilCtx),
-				WithJournal(nilCtx, nil), WithOperation(nilCtx),
+		{"a nil context panics as the context package's does; BudgetFrom(nil) is nil", func(t *testing.T) {
+			const msg = "cannot create context from nil parent"
+			assert.PanicsWithValue(t, msg, func() { _ = context.WithValue(nilCtx, stateKey{}, nil) }, "the context package's own")
+			for name, with := range map[string]func(){
+				"WithBudget":         func() { WithBudget(nilCtx, NewBudget("s")) },
+				"WithBudget, nil b":  func() { WithBudget(nilCtx, nil) },
+				"WithQueueRetry":     func() { WithQueueRetry(nilCtx) },
+				"WithJournal, nil j": func() { WithJournal(nilCtx, nil) },
+				"WithOperation":      func() { WithOperation(nilCtx) },
 			} {
-				require.NotNil(t, ctx)
-				assert.NoError(t, ctx.Err())
+				assert.PanicsWithValue(t, msg, with, name)
 			}
 			assert.Nil(t, BudgetFrom(nilCtx))
 		}},

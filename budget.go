@@ -1,9 +1,12 @@
 package readrecovery
 
 import (
+	"context"
 	"net/http"
 	"time"
+	"weak"
 
+	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
@@ -476,4 +479,57 @@ func (b *Budget) Report() Report {
 		}
 	}
 	return r
+}
+
+// addCut registers the cancel function of a context WithBudget made. A
+// context made from a cancelable parent is pinned: the parent holds it
+// until it is canceled, so its cancel function goes to a list the
+// transport's timer keeps until the deadline even when the Budget is gone.
+// Any other context goes with the Budget.
+func (b *Budget) addCut(cancel context.CancelCauseFunc, pinned bool) {
+	s := &b.s
+	s.mu.Lock()
+	if b.state.budget == nil {
+		b.state.budget = b // a zero Budget; set before any context holds it
+	}
+	if s.expired {
+		s.mu.Unlock()
+		cancel(totalStop(s.name))
+		return
+	}
+	if !pinned {
+		if s.cut == nil {
+			s.cut = cancel
+		} else {
+			r := s.rareLocked()
+			r.cuts = append(r.cuts, cancel)
+		}
+		s.mu.Unlock()
+		return
+	}
+	r := s.rareLocked()
+	if r.pinned == nil {
+		r.pinned = &pinnedCuts{name: s.name}
+	}
+	l, c, deadline := r.pinned, s.cutoffs, s.deadline
+	s.mu.Unlock()
+	if l.add(cancel) && c != nil {
+		// The sequence is in the heap already, without this list.
+		c.add(nil, deadline, cutEntry{pinned: l})
+	}
+}
+
+// startCut queues the sequence on the transport's timer c at its first
+// request (admission.started).
+func (b *Budget) startCut(c *cutoffs, clk clock.Clock) {
+	s := &b.s
+	s.mu.Lock()
+	s.cutoffs = c
+	deadline := s.deadline
+	var pinned *pinnedCuts
+	if s.rare != nil {
+		pinned = s.rare.pinned
+	}
+	s.mu.Unlock()
+	c.add(clk, deadline, cutEntry{weak: weak.Make(b), pinned: pinned})
 }

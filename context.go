@@ -2,7 +2,6 @@ package readrecovery
 
 import (
 	"context"
-	"sync"
 )
 
 // stateKey is the one context key of the package: a single lookup on the
@@ -31,6 +30,14 @@ func (s *ctxState) clone() *ctxState {
 	return &c
 }
 
+// mustParent panics on a nil parent context, as the context package's
+// With functions do (a nil Context is never valid: pass context.TODO).
+func mustParent(ctx context.Context) {
+	if ctx == nil {
+		panic("cannot create context from nil parent")
+	}
+}
+
 // BudgetFrom returns the Budget of the sequence that ctx belongs to, or nil
 // when it has none. Adapters use it to tell which requests the transport
 // owns the 429 of (see the rrazure package of the azure module).
@@ -49,11 +56,9 @@ func BudgetFrom(ctx context.Context) *Budget {
 // may be re-sent once, unchanged, after its wait, using its sequence's one
 // wait window. The request needs GetBody (http.NewRequest sets it for
 // in-memory bodies); without it, there is no re-send. Use it only on File
-// upload requests. A nil ctx is context.Background().
+// upload requests. Like context.WithValue, it panics on a nil ctx.
 func WithQueueRetry(ctx context.Context) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	s := stateFrom(ctx).clone()
 	s.queueRetry = true
 	return context.WithValue(ctx, stateKey{}, s)
@@ -70,38 +75,61 @@ func WithQueueRetry(ctx context.Context) context.Context {
 //
 // Use it once per logical operation, below any retry layer that re-sends
 // it (the rrazure adapter of the azure module marks each azcore operation
-// this way). A nil ctx is context.Background().
+// this way). Like context.WithValue, it panics on a nil ctx.
 func WithOperation(ctx context.Context) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	mustParent(ctx)
 	s := stateFrom(ctx).clone()
 	s.op = &operation{}
 	return context.WithValue(ctx, stateKey{}, s)
 }
 
-// operation is what WithOperation marks: whether one of its mutations met
-// 429, and that 429's evidence.
-type operation struct {
-	mu        sync.Mutex
-	throttled bool
-	status    int
-	requestID string // sanitized
-}
+// operation is what WithOperation marks: an identity only, entered in the
+// Transport's repeat guard when one of its mutations meets 429
+// (repeatguard.go). Not of size zero: two operations are two pointers.
+type operation struct{ _ byte }
 
-// markThrottled records that a mutation of the operation met 429.
-func (o *operation) markThrottled(status int, requestID string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.throttled {
-		o.throttled, o.status, o.requestID = true, status, requestID
+// WithBudget returns a copy of ctx whose requests belong to the sequence of
+// b. Put the same Budget in the context of every request of one sequence:
+// every page of an inventory, every read of one identity. A nil b returns
+// ctx unchanged; like context.WithValue, it panics on a nil ctx. A request
+// without a Budget gets no delayed recovery.
+//
+// The returned context is cut off when the sequence's total runs out,
+// counted from its first request: a request or a body read still running
+// then ends with an error matching [ErrSequenceStopped] (reason
+// total-exhausted), and context.Cause of the context and of every context
+// derived from it is that stop. Its Deadline is ctx's: the total starts
+// with the first request, so it is not known when the context is made. Use
+// it for the requests of the sequence; call WithBudget once per sequence
+// rather than once per request. Like context.WithCancel, a context made
+// from a cancelable ctx is released when ctx ends or the total runs out.
+func WithBudget(ctx context.Context, b *Budget) context.Context {
+	mustParent(ctx)
+	if b == nil {
+		return ctx
 	}
+	cutCtx, cancel := context.WithCancelCause(ctx)
+	b.addCut(cancel, ctx.Done() != nil)
+	s := stateFrom(ctx)
+	if s == nil {
+		// The common case: nothing else marked on ctx. The Budget holds
+		// the state, which spares an allocation per sequence.
+		return context.WithValue(cutCtx, stateKey{}, &b.state)
+	}
+	s = s.clone()
+	s.budget = b
+	return context.WithValue(cutCtx, stateKey{}, s)
 }
 
-// throttledBy reports whether a mutation of the operation met 429, and
-// that 429's status and request ID.
-func (o *operation) throttledBy() (bool, int, string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.throttled, o.status, o.requestID
+// WithJournal returns a copy of ctx whose requests are journaled in j. A nil
+// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; like
+// context.WithValue, it panics on a nil ctx.
+func WithJournal(ctx context.Context, j Journal) context.Context {
+	mustParent(ctx)
+	if isNil(j) {
+		return ctx
+	}
+	s := stateFrom(ctx).clone()
+	s.journal = j
+	return context.WithValue(ctx, stateKey{}, s)
 }

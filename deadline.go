@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"sync"
 	"time"
 	"weak"
@@ -14,7 +13,7 @@ import (
 )
 
 // This file owns a sequence's total (docs/policy.md: total-cuts-off): the
-// context WithBudget returns, which the total cuts off, the transport's one
+// context WithBudget (context.go) returns, which the total cuts off, the transport's one
 // timer that cuts them all, and the body wrapper that turns a body read cut
 // off by the total into the sequence's stop.
 //
@@ -25,115 +24,6 @@ import (
 // the total runs out the timer cancels it with a cause that is the
 // sequence's total-exhausted stop. The heap never holds the Budget (see
 // cutoffs for what it holds).
-
-// WithBudget returns a copy of ctx whose requests belong to the sequence of
-// b. Put the same Budget in the context of every request of one sequence:
-// every page of an inventory, every read of one identity. A nil b returns
-// ctx unchanged (a nil ctx is context.Background()); a request without a
-// Budget gets no delayed recovery.
-//
-// The returned context is cut off when the sequence's total runs out,
-// counted from its first request: a request or a body read still running
-// then ends with an error matching [ErrSequenceStopped] (reason
-// total-exhausted), and context.Cause of the context and of every context
-// derived from it is that stop. Its Deadline is ctx's: the total starts
-// with the first request, so it is not known when the context is made. Use
-// it for the requests of the sequence; call WithBudget once per sequence
-// rather than once per request. Like context.WithCancel, a context made
-// from a cancelable ctx is released when ctx ends or the total runs out.
-func WithBudget(ctx context.Context, b *Budget) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if b == nil {
-		return ctx
-	}
-	cutCtx, cancel := context.WithCancelCause(ctx)
-	b.addCut(cancel, ctx.Done() != nil)
-	s := stateFrom(ctx)
-	if s == nil {
-		// The common case: nothing else marked on ctx. The Budget holds
-		// the state, which spares an allocation per sequence.
-		return context.WithValue(cutCtx, stateKey{}, &b.state)
-	}
-	s = s.clone()
-	s.budget = b
-	return context.WithValue(cutCtx, stateKey{}, s)
-}
-
-// addCut registers the cancel function of a context WithBudget made. A
-// context made from a cancelable parent is pinned: the parent holds it
-// until it is canceled, so its cancel function goes to a list the
-// transport's timer keeps until the deadline even when the Budget is gone.
-// Any other context goes with the Budget.
-func (b *Budget) addCut(cancel context.CancelCauseFunc, pinned bool) {
-	s := &b.s
-	s.mu.Lock()
-	if b.state.budget == nil {
-		b.state.budget = b // a zero Budget; set before any context holds it
-	}
-	if s.expired {
-		s.mu.Unlock()
-		cancel(totalStop(s.name))
-		return
-	}
-	if !pinned {
-		if s.cut == nil {
-			s.cut = cancel
-		} else {
-			r := s.rareLocked()
-			r.cuts = append(r.cuts, cancel)
-		}
-		s.mu.Unlock()
-		return
-	}
-	r := s.rareLocked()
-	if r.pinned == nil {
-		r.pinned = &pinnedCuts{name: s.name}
-	}
-	l, c, deadline := r.pinned, s.cutoffs, s.deadline
-	s.mu.Unlock()
-	if l.add(cancel) && c != nil {
-		// The sequence is in the heap already, without this list.
-		c.add(nil, deadline, cutEntry{pinned: l})
-	}
-}
-
-// startCut queues the sequence on the transport's timer c at its first
-// request (admission.started).
-func (b *Budget) startCut(c *cutoffs, clk clock.Clock) {
-	s := &b.s
-	s.mu.Lock()
-	s.cutoffs = c
-	deadline := s.deadline
-	var pinned *pinnedCuts
-	if s.rare != nil {
-		pinned = s.rare.pinned
-	}
-	s.mu.Unlock()
-	c.add(clk, deadline, cutEntry{weak: weak.Make(b), pinned: pinned})
-}
-
-// expire runs when the sequence's total runs out: it marks the sequence
-// (the policy then refuses without reading the clock) and cuts off every
-// context it made.
-func (s *sequence) expire() {
-	s.mu.Lock()
-	s.expired = true
-	first := s.cut
-	var more []context.CancelCauseFunc
-	if s.rare != nil {
-		more, s.rare.cuts = s.rare.cuts, nil
-	}
-	s.cut = nil
-	s.mu.Unlock()
-	if first != nil {
-		first(totalStop(s.name))
-	}
-	for _, f := range more {
-		f(totalStop(s.name))
-	}
-}
 
 // pinnedCuts are the cancel functions of a sequence's contexts made from a
 // cancelable parent.
@@ -340,9 +230,13 @@ func (b *cutBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// wrapBody puts the cut-off on resp's body (not on a missing or empty one).
-func (c *call) wrapBody(resp *http.Response) {
-	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &cutBody{ReadCloser: resp.Body, ctx: c.ctx, t: c.t, b: c.b}
-	}
+// cutWriteBody is a cutBody whose base body is writable too: the body of
+// a 101 Switching Protocols response, which net/http makes an
+// io.ReadWriteCloser (docs/policy.md: pass-through-unchanged). Writes go
+// to the base body untouched.
+type cutWriteBody struct {
+	*cutBody
+	w io.Writer
 }
+
+func (b cutWriteBody) Write(p []byte) (int, error) { return b.w.Write(p) }

@@ -88,21 +88,6 @@ type JournalOutcome struct {
 	TransportError string
 }
 
-// WithJournal returns a copy of ctx whose requests are journaled in j. A nil
-// j, or a typed nil (a nil *journal.Journal), returns ctx unchanged; a nil
-// ctx is context.Background().
-func WithJournal(ctx context.Context, j Journal) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if isNil(j) {
-		return ctx
-	}
-	s := stateFrom(ctx).clone()
-	s.journal = j
-	return context.WithValue(ctx, stateKey{}, s)
-}
-
 // isNil reports whether v is nil or an interface holding a nil pointer, map,
 // slice, function or channel.
 func isNil(v any) bool {

@@ -2,7 +2,10 @@ package readrecovery
 
 import (
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // The two names under which Azure services send a delay in milliseconds, in
@@ -186,4 +189,72 @@ func raASCIIFoldEqual(k, name string) bool {
 		}
 	}
 	return true
+}
+
+// waitOf turns a parsed Retry-After and Azure's millisecond floor into the
+// server's delay, or says why it must not be waited: oversized,
+// unrepresentable or above MaxServerWait (the Budget's own, lower ceiling
+// is the policy's to apply). A valid millisecond field is a floor whatever
+// the other fields hold (ms is the larger valid one: docs/policy.md:
+// millisecond-floor); floorMs is non-zero when it made the wait longer.
+func waitOf(ra RetryAfter, timing *RetryAfterTiming, ms int64, msKind RetryAfterKind) (delay time.Duration, floorMs int64, refuse StopReason, detail string) {
+	switch {
+	case ra.Kind == RetryAfterOversized:
+		return 0, 0, StopOversized, detailOversized
+	case msKind == RetryAfterOversized:
+		return 0, 0, StopOversized, detailMsOversized
+	case timing == nil:
+		return 0, 0, StopOverlong, "the Retry-After delay is not representable"
+	case ra.Kind == RetryAfterOverlong:
+		return 0, 0, StopOverlong, detailOverlong
+	case msKind == RetryAfterOverlong:
+		return 0, 0, StopOverlong, detailMsOverlong
+	}
+	delay = time.Duration(timing.ServerDelaySeconds) * time.Second
+	if f := time.Duration(ms) * time.Millisecond; f > delay {
+		delay, floorMs = f, ms
+	}
+	return delay, floorMs, "", ""
+}
+
+// The parser-side details, formatted from the constants they name.
+var (
+	detailOversized   = "the Retry-After field is longer than " + strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	detailMsOversized = "a millisecond wait field is longer than " + strconv.Itoa(MaxRetryAfterBytes) + " bytes"
+	detailOverlong    = "the Retry-After delay is above the " + MaxServerWait.String() + " ceiling"
+	detailMsOverlong  = "the millisecond floor is above the " + MaxServerWait.String() + " ceiling"
+)
+
+// withFloor returns the timing a journal keeps for a 429: the Retry-After
+// field's, with its not-before moved out to a longer millisecond floor ms,
+// rounded up to the whole second (the journal keeps whole seconds).
+func withFloor(t *RetryAfterTiming, receivedAt time.Time, ms int64) *RetryAfterTiming {
+	if t == nil || ms <= 0 {
+		return t
+	}
+	end := receivedAt.Add(time.Duration(ms) * time.Millisecond)
+	nb := end.Unix()
+	if end.After(time.Unix(nb, 0)) {
+		nb++
+	}
+	if nb <= t.NotBeforeUTC {
+		return t
+	}
+	if nb > unixtime.Max {
+		return nil // not representable: unresolved, never a failed write
+	}
+	f := *t
+	f.NotBeforeUTC, f.ServerDelaySeconds = nb, nb-t.ReceivedAtUTC
+	return &f
+}
+
+// joinDiag joins two diagnostics.
+func joinDiag(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }

@@ -2,11 +2,12 @@ package readrecovery
 
 import (
 	"context"
-	"github.com/readrecovery/readrecovery/internal/httprule"
 	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/readrecovery/readrecovery/internal/httprule"
 )
 
 // FuzzRecovery429 drives one 429 with an arbitrary Retry-After through the

@@ -2,7 +2,7 @@ package readrecovery
 
 import (
 	"context"
-	"io"
+	"errors"
 	"sync"
 	"time"
 
@@ -54,8 +54,6 @@ type sequence struct {
 // made at first use, so that a live sequence stays small (bench:
 // TestHeapPerLiveBudget).
 type sequenceRare struct {
-	repeats []repeatKey // mutations that met 429 (repeat-guard)
-
 	waiters    map[uint64]context.CancelCauseFunc // waits a stop ends at once
 	nextWaiter uint64
 
@@ -241,7 +239,6 @@ const (
 // request is what the policy knows of a request about to be sent.
 type request struct {
 	mutation bool
-	repeat   *repeatKey // a mutation's identity, for repeat-guard; nil for a read
 	// claimed: the request holds its claim already (it waited, or it is a
 	// re-send reserved by its 429, or its journal allowed it).
 	claimed bool
@@ -298,11 +295,6 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 			s.claimed--
 		}
 		return admission{step: stepRefuse, err: s.stop}
-	}
-	if r.repeat != nil && !r.claimed {
-		if k := s.repeatOfLocked(*r.repeat); k != nil {
-			return admission{step: stepRefuse, err: &StopError{Sequence: s.name, Reason: StopRepeatRefused, Detail: detailRepeat, StatusCode: k.status, RequestID: k.requestID429}}
-		}
 	}
 	if !r.claimed {
 		if s.claimed >= s.limits.maxRequests() {
@@ -409,7 +401,6 @@ type response429 struct {
 	refuse StopReason
 	detail string
 	plan   waitPlan
-	repeat *repeatKey // a mutation's identity, for repeat-guard
 	// gen is the shared restriction this 429 set or joined (shared.go), 0
 	// for none: a window it opens belongs to that restriction's release.
 	gen uint64
@@ -428,12 +419,6 @@ func (s *sequence) on429At(now time.Time, in response429) verdict {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, id := in.plan.status, in.plan.requestID
-	if in.repeat != nil {
-		k := *in.repeat
-		k.status, k.requestID429 = st, id
-		r := s.rareLocked()
-		r.repeats = append(r.repeats, k)
-	}
 	stop := func(r StopReason, detail string) verdict {
 		return verdict{err: s.stopLocked(r, detail, st, id, nil)}
 	}
@@ -497,7 +482,6 @@ const (
 	detailOpportunity  = "a 429 came after the sequence's one wait window: its one opportunity to wait is used"
 	detailWaitCeiling  = "the server's delay is above the sequence's wait ceiling"
 	detailExceedsTotal = "the server's delay is longer than what remains of the sequence's total"
-	detailRepeat       = "this mutation already met 429 in the sequence; it is never sent again"
 
 	detailRestrictedCeiling = "the scope is restricted by another request's 429 beyond the sequence's wait ceiling"
 	detailRestrictedTotal   = "the scope is restricted by another request's 429 beyond what remains of the sequence's total"
@@ -505,10 +489,10 @@ const (
 	detailRestrictedUsed    = "the scope is restricted again after the sequence's one wait window: its one opportunity to wait is used"
 )
 
-// stopAt stops the sequence (if it is not already) and returns the error
+// stopWith stops the sequence (if it is not already) and returns the error
 // to hand back: the sequence's first stop when it is this one, otherwise
 // this request's own, with its status, ID and cause.
-func (s *sequence) stopAt(_ time.Time, r StopReason, detail string, status int, requestID string, cause error) *StopError {
+func (s *sequence) stopWith(r StopReason, detail string, status int, requestID string, cause error) *StopError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stop != nil {
@@ -535,8 +519,9 @@ func (s *sequence) stopLocked(r StopReason, detail string, status int, requestID
 }
 
 // errWokenByStop is the cause with which a stop ends the waits of its
-// sequence.
-var errWokenByStop = &StopError{Reason: "woken"}
+// sequence: the wait then returns the sequence's stop (wait.go). It is no
+// StopError and never reaches a caller.
+var errWokenByStop = errors.New("readrecovery: woken by the sequence's stop")
 
 // addWaiter registers a wait that a stop ends; false when the sequence has
 // stopped already.
@@ -589,113 +574,23 @@ func (s *sequence) takeStopEvent() (*StopError, int, bool) {
 	return s.stop, s.sent, true
 }
 
-// repeatKey identifies a mutation for repeat-guard. Two mutations are the
-// same when they are the same request object; otherwise they need the same
-// method and URL and then: the same x-ms-client-request-id when both have
-// one (the ID azcore keeps across its own tries), or else the same body
-// (its bytes when both digests are known, else the same body object; two
-// mutations without a body are the same).
-type repeatKey struct {
-	req       any // the *http.Request, compared by identity
-	method    string
-	url       string
-	requestID string // x-ms-client-request-id, "" without one
-	noBody    bool
-	digest    string // the body's SHA-256, "" when not taken
-	body      any    // the body object, compared by identity; nil without one
-
-	// getBody of a throttled mutation, kept instead of a digest: its body
-	// is read only when a new mutation with the same method and URL needs
-	// telling apart, never while net/http may still be sending it.
-	getBody  func() (io.ReadCloser, error)
-	sent     <-chan struct{} // closed once net/http is done with the body; nil: it was never sent wrapped
-	digested bool            // getBody was read (digest "" when that failed)
-
-	// The 429 it met: what a refusal of a repeat carries.
-	status       int
-	requestID429 string
-}
-
-// same reports whether k and o identify the same mutation.
-func (k repeatKey) same(o repeatKey) bool {
-	switch {
-	case k.req != nil && k.req == o.req:
-		return true
-	case k.method != o.method || k.url != o.url:
-		return false
-	case k.requestID != "" && o.requestID != "":
-		return k.requestID == o.requestID
-	case k.noBody || o.noBody:
-		return k.noBody && o.noBody
-	case k.digest != "" && o.digest != "":
-		return k.digest == o.digest
-	}
-	return k.body != nil && k.body == o.body
-}
-
-// hasRepeats reports whether a mutation of the sequence met 429.
-func (s *sequence) hasRepeats() bool {
+// expire runs when the sequence's total runs out: it marks the sequence
+// (the policy then refuses without reading the clock) and cuts off every
+// context it made.
+func (s *sequence) expire() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rare != nil && len(s.rare.repeats) > 0
-}
-
-// repeatOf returns the throttled mutation k repeats, or nil.
-func (s *sequence) repeatOf(k repeatKey) *repeatKey {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.repeatOfLocked(k)
-}
-
-// repeatOfLocked returns the throttled mutation k repeats, or nil.
-func (s *sequence) repeatOfLocked(k repeatKey) *repeatKey {
-	if s.rare == nil {
-		return nil
+	s.expired = true
+	first := s.cut
+	var more []context.CancelCauseFunc
+	if s.rare != nil {
+		more, s.rare.cuts = s.rare.cuts, nil
 	}
-	for i := range s.rare.repeats {
-		if s.rare.repeats[i].same(k) {
-			return &s.rare.repeats[i]
-		}
+	s.cut = nil
+	s.mu.Unlock()
+	if first != nil {
+		first(totalStop(s.name))
 	}
-	return nil
-}
-
-// lazyBody is a throttled mutation whose body digest is still to be
-// taken: the i-th of the sequence's repeats.
-type lazyBody struct {
-	i       int
-	getBody func() (io.ReadCloser, error)
-	sent    <-chan struct{} // wait for it before reading getBody
-}
-
-// throttled reports whether a mutation with this method and URL met 429
-// in the sequence (then a new one needs its body digest to be told apart),
-// and returns those of them whose digest is still to be taken. The caller
-// takes the digests outside the lock and gives them back with setDigest.
-func (s *sequence) throttled(method, url string) (bool, []lazyBody) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	found := false
-	var todo []lazyBody
-	if s.rare == nil {
-		return false, nil
-	}
-	for i, r := range s.rare.repeats {
-		if r.method == method && r.url == url {
-			found = true
-			if r.getBody != nil && !r.digested {
-				todo = append(todo, lazyBody{i, r.getBody, r.sent})
-			}
-		}
-	}
-	return found, todo
-}
-
-// setDigest records the body digest of the i-th throttled mutation.
-func (s *sequence) setDigest(i int, digest string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := &s.rare.repeats[i]; !r.digested {
-		r.digest, r.digested, r.getBody = digest, true, nil
+	for _, f := range more {
+		f(totalStop(s.name))
 	}
 }

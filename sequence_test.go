@@ -184,47 +184,19 @@ func TestSequenceRules(t *testing.T) {
 			{at: 0, req: read, want: sendNow(1)},
 			{at: 0, in: read429(s1), want: stopped(StopRequestsExhausted)},
 		}},
-		{"repeat-guard: a mutation that repeats a throttled one is refused; the sequence goes on", limits{}, []decide{
+		// The repeats themselves are refused by the Transport's one table
+		// before the state machine is asked (repeatguard_test.go:
+		// TestRepeatGuardTable): here, the sequence after a write 429.
+		{"repeat-guard: a refused repeat never reaches the policy; the sequence goes on", limits{}, []decide{
 			{at: 0, req: &request{mutation: true}, want: sendNow(1)},
-			{at: 0, in: &response429{trigger: triggerWrite429, delay: s1, repeat: &repeatKey{method: "PUT", url: "u", requestID: "c1"}}, want: outcome{}},
-			{at: s2, req: &request{mutation: true, repeat: &repeatKey{method: "PUT", url: "u", requestID: "c1"}}, want: refused(StopRepeatRefused)},
-			{at: s2, req: &request{mutation: true, repeat: &repeatKey{method: "PUT", url: "u", requestID: "c2"}}, want: sendLate(2)},
+			{at: 0, in: &response429{trigger: triggerWrite429, delay: s1}, want: outcome{}},
+			{at: s2, req: &request{mutation: true}, want: sendLate(2)},
 			{at: s2, req: read, want: sendLate(3)},
 		}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			runSteps(t, &sequence{name: "s", limits: tc.limits}, tc.steps)
 		})
-	}
-}
-
-// repeat-guard: which mutations are the same.
-func TestRepeatKeySame(t *testing.T) {
-	req1, req2 := new(int), new(int)
-	body := new(int)
-	base := repeatKey{method: "PUT", url: "u"}
-	with := func(f func(*repeatKey)) repeatKey { k := base; f(&k); return k }
-	for _, tc := range []struct {
-		name string
-		a, b repeatKey
-		same bool
-	}{
-		{"the same request object", with(func(k *repeatKey) { k.req = req1; k.digest = "x" }), with(func(k *repeatKey) { k.req = req1; k.digest = "y" }), true},
-		{"another URL", with(func(k *repeatKey) { k.digest = "x" }), with(func(k *repeatKey) { k.url = "v"; k.digest = "x" }), false},
-		{"another method", with(func(k *repeatKey) { k.noBody = true }), with(func(k *repeatKey) { k.method = "POST"; k.noBody = true }), false},
-		{"same client request ID", with(func(k *repeatKey) { k.requestID = "c"; k.digest = "x" }), with(func(k *repeatKey) { k.requestID = "c"; k.digest = "y" }), true},
-		{"other client request IDs, same bytes", with(func(k *repeatKey) { k.requestID = "c"; k.digest = "x" }), with(func(k *repeatKey) { k.requestID = "d"; k.digest = "x" }), false},
-		{"one ID missing, same bytes", with(func(k *repeatKey) { k.requestID = "c"; k.digest = "x" }), with(func(k *repeatKey) { k.req = req2; k.digest = "x" }), true},
-		{"same bytes", with(func(k *repeatKey) { k.req = req1; k.digest = "x" }), with(func(k *repeatKey) { k.req = req2; k.digest = "x" }), true},
-		{"other bytes", with(func(k *repeatKey) { k.digest = "x" }), with(func(k *repeatKey) { k.digest = "y" }), false},
-		{"no body either", with(func(k *repeatKey) { k.noBody = true }), with(func(k *repeatKey) { k.noBody = true }), true},
-		{"a body and none", with(func(k *repeatKey) { k.noBody = true }), with(func(k *repeatKey) { k.digest = "x" }), false},
-		{"same body object, no digest", with(func(k *repeatKey) { k.body = body }), with(func(k *repeatKey) { k.body = body }), true},
-		{"nothing to compare", base, base, false},
-	} {
-		if got := tc.a.same(tc.b); got != tc.same {
-			t.Errorf("%s: same = %v, want %v", tc.name, got, tc.same)
-		}
 	}
 }
 

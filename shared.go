@@ -639,7 +639,7 @@ func (c *call) sleepRoom(until time.Time) error {
 	case context.Cause(wctx) == error(errWokenByStop):
 		return s.stopped()
 	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
-		return s.stopAt(now, StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
+		return s.stopWith(StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
 	}
 	return c.ctx.Err()
 }

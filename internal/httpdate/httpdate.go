@@ -20,6 +20,8 @@
 // none of them repeats the input, which usually comes from a server.
 package httpdate
 
+import "time"
+
 // Form is the HTTP-date form of a value.
 type Form uint8
 
@@ -127,10 +129,17 @@ func Validate(v string) (Form, error) {
 // The result can lie outside 0000-9999 for a receipt time near the ends of
 // the int64 range; [Parse] refuses such a year.
 func ResolveRFC850Year(yy, mon, day, hour, minute, sec, recv int64) int64 {
-	rdays := floorDiv(recv, 86400)
-	rsecs := recv - rdays*86400
-	ry, rm, rd := civilFromDays(rdays)
-	y := ry - floorMod(ry, 100) + yy
+	// Beyond about 126,000 years from 1970 every year resolves outside
+	// 0000-9999; the bound keeps time.Unix within its range.
+	recv = min(max(recv, -recvBound), recvBound)
+	year, month, mday := time.Unix(recv, 0).UTC().Date()
+	h, m, sc := time.Unix(recv, 0).UTC().Clock()
+	ry := int64(year)
+	last := ry % 100
+	if last < 0 {
+		last += 100
+	}
+	y := ry - last + yy
 	for y > ry+50 {
 		y -= 100
 	}
@@ -141,13 +150,16 @@ func ResolveRFC850Year(yy, mon, day, hour, minute, sec, recv int64) int64 {
 		// Same calendar year 50 years on: later in the year is more than 50
 		// years in the future.
 		ts := ((mon*32+day)*24+hour)*3600 + minute*60 + sec
-		rs := (rm*32+rd)*86400 + rsecs
+		rs := ((int64(month)*32+int64(mday))*24+int64(h))*3600 + int64(m)*60 + int64(sc)
 		if ts > rs {
 			y -= 100
 		}
 	}
 	return y
 }
+
+// recvBound bounds the receipt time ResolveRFC850Year reads (Unix seconds).
+const recvBound = 4_000_000_000_000
 
 // fields are the syntactic parts of an HTTP-date.
 type fields struct {
@@ -251,16 +263,17 @@ func (f *fields) clockInRange() bool {
 }
 
 // resolve checks the date of f, whose year is a full year in 0000-9999 and
-// whose clock is in range, and returns its UTC Unix seconds.
+// whose clock is in range, and returns its UTC Unix seconds (time.Date:
+// the proleptic Gregorian calendar, without allocating).
 func (f *fields) resolve() (int64, error) {
 	if f.day < 1 || f.day > daysIn(f.mon, f.year) {
 		return 0, ErrDayRange
 	}
-	days := daysFromCivil(f.year, f.mon, f.day)
-	if int(floorMod(days+4, 7)) != f.wday { // 1970-01-01 was a Thursday (4)
+	date := time.Date(int(f.year), time.Month(f.mon), int(f.day), 0, 0, 0, 0, time.UTC)
+	if int(date.Weekday()) != f.wday {
 		return 0, ErrWeekday
 	}
-	return days*86400 + f.hour*3600 + f.min*60 + f.sec, nil
+	return date.Unix() + f.hour*3600 + f.min*60 + f.sec, nil
 }
 
 // index returns the index of the exact (case-sensitive) name s in names, or
@@ -317,48 +330,3 @@ func daysIn(mon, y int64) int64 {
 		return 31
 	}
 }
-
-// daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
-// date (H. Hinnant's algorithm); used for years 0000-9999 only.
-func daysFromCivil(y, m, d int64) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := floorDiv(y, 400)
-	yoe := y - era*400                     // [0, 399]
-	doy := (153*((m+9)%12)+2)/5 + d - 1    // [0, 365], from 1 March
-	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
-	return era*146097 + doe - 719468
-}
-
-// civilFromDays is the inverse of daysFromCivil; it is valid for every day
-// count that Unix seconds in int64 can produce.
-func civilFromDays(z int64) (y, m, d int64) {
-	z += 719468
-	era := floorDiv(z, 146097)
-	doe := z - era*146097
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
-	y = yoe + era*400
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = doy - (153*mp+2)/5 + 1
-	if mp < 10 {
-		m = mp + 3
-	} else {
-		m = mp - 9
-	}
-	if m <= 2 {
-		y++
-	}
-	return y, m, d
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
-
-func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }

@@ -235,3 +235,27 @@ func TestFormString(t *testing.T) {
 		}
 	}
 }
+
+// The three forms and Validate, parsed without allocating (time.Date does
+// the calendar arithmetic on the stack).
+func BenchmarkParse(b *testing.B) {
+	for _, v := range []string{"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"} {
+		_, form, _ := Parse(v, t1994)
+		b.Run(form.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := Parse(v, t1994); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseAllocatesNothing(t *testing.T) {
+	for _, v := range []string{"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Mon, 06 Nov 1994 08:49:37 GMT"} {
+		if n := testing.AllocsPerRun(100, func() { Parse(v, t1994); Validate(v) }); n != 0 {
+			t.Errorf("%q: %v allocations", v, n)
+		}
+	}
+}
