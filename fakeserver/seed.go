@@ -19,7 +19,6 @@ const (
 	maxBlobNameLen    = 1024
 	defaultBlobType   = "application/octet-stream"
 	jsonBlobType      = "application/json"
-	seedSectionHint   = `"indexes", "files", "blobs" or "comment"`
 	seedContentFields = "content, content_base64 or json"
 )
 
