@@ -234,9 +234,12 @@
 //	  ]
 //	}
 //
-// Unknown keys are errors. A bad script fails with a [*ScriptError] that
-// names the rule ("rules[2].retry_after.form (line 7): unknown Retry-After
-// form ...") or the line and column of a JSON syntax error.
+// Scripts are decoded with encoding/json into typed structs, unknown keys
+// refused (keys match without regard to case, as encoding/json does). A
+// bad script fails with a [*LoadError] that names the rule and field with
+// its line and column ("rules[2].retry_after.form (line 7, column 5):
+// unknown Retry-After form ..."): where the decoder stopped for a syntax
+// error or a value of the wrong type, else where the rule starts.
 //
 // # Seeds
 //
@@ -275,9 +278,8 @@
 //
 // A seeded blob is reached through both path layouts. Unknown keys,
 // duplicate index names or blobs, and a second content field are errors: a
-// bad seed fails with a [*SeedError] that names the entry and field
-// ("blobs[1].container (line 7): required") or the line and column of a
-// JSON syntax error, and [Server.Seed] stores nothing of a seed it refuses.
+// bad seed fails with the same [*LoadError], naming the entry and field
+// ("blobs[1].container (line 7, column 5): required"), and [Server.Seed] stores nothing of a seed it refuses.
 //
 // # Example
 //

@@ -59,7 +59,7 @@ func ExampleLoadScript() {
 	}`))
 	fmt.Println(script, err)
 	// Output:
-	// <nil> script: rules[1].retry_after.form (line 5): unknown Retry-After form "serconds" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)
+	// <nil> script: rules[1].retry_after.form (line 5, column 6): unknown Retry-After form "serconds" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)
 }
 
 // A queue-429 on the first upload, then the check a test makes: the one

@@ -34,9 +34,15 @@ type Request struct {
 	// mode, for a forwarded request, the upstream's own x-ms-request-id (or
 	// request-id, x-request-id, apim-request-id), "" when it sent none.
 	RequestID string `json:"request_id"`
-	// Status is the status answered; 0 for a reset, and while a proxied
-	// request waits for its upstream.
+	// Status is the status answered; 0 for a reset, for a request its
+	// client abandoned ([OutcomeAbandoned]), and while a proxied request
+	// waits for its upstream.
 	Status int `json:"status"`
+	// Outcome is "" for a request answered (Status) or reset (Fault), and
+	// [OutcomeAbandoned] for one whose client gave up before the answer: a
+	// proxied request cancelled while it waited for its upstream, which the
+	// fake never answered and which is no server error.
+	Outcome string `json:"outcome,omitempty"`
 	// Fault describes the injected fault ([Fault.String]), "" when none.
 	Fault string `json:"fault,omitempty"`
 	// Rule is the index in the script of the rule that fired; -1 when none.
@@ -51,6 +57,10 @@ type Request struct {
 	// asked, in script order; nil when none was.
 	Decisions []Decision `json:"decisions,omitempty"`
 }
+
+// OutcomeAbandoned is the [Request.Outcome] of a request its client
+// abandoned before the answer.
+const OutcomeAbandoned = "abandoned"
 
 // Mutation reports whether the request's method is PUT, POST, PATCH or
 // DELETE.

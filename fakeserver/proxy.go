@@ -133,11 +133,20 @@ func upstreamRequestID(h http.Header) string {
 	return ""
 }
 
-// proxyError answers 502 when the upstream cannot be reached.
+// proxyError answers 502 when the upstream cannot be reached. A request
+// whose client gave up (its context ended) is not answered: the ledger
+// records it as abandoned, status 0.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	info := infoFrom(r.Context())
 	if info == nil {
 		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	if r.Context().Err() != nil {
+		s.mu.Lock()
+		s.ledger[info.entry].Outcome = OutcomeAbandoned
+		s.mu.Unlock()
+		s.finish(info.entry, 0, "")
 		return
 	}
 	resp := errorFor(info.route, http.StatusBadGateway, "BadGateway", "The upstream could not be reached (fakeserver proxy).")

@@ -310,3 +310,45 @@ func TestProxyLedgerIDs(t *testing.T) {
 	assert.Equal(t, resp.Header.Get("x-ms-request-id"), reqs[1].RequestID)
 	assert.NotEmpty(t, reqs[1].RequestID)
 }
+
+// TestProxyAbandoned: a request its client abandons while the upstream
+// holds it is recorded as abandoned, status 0, not as the proxy's 502.
+func TestProxyAbandoned(t *testing.T) {
+	arrived := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done() // holds the request until the proxy gives up on it
+	}))
+	t.Cleanup(up.Close)
+	done := make(chan Request, 1)
+	p := NewProxy(mustURL(t, up.URL), nil, WithObserver(func(r Request) { done <- r }))
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-arrived; cancel() }()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://proxy.test/c/b", nil)
+	// The client sees its cancellation, or the empty answer the proxy
+	// leaves when both end at once: what counts is the ledger.
+	if resp, err := newClient(t, p.Transport()).Do(req); err == nil {
+		resp.Body.Close()
+	}
+	select {
+	case r := <-done:
+		assert.Equal(t, OutcomeAbandoned, r.Outcome)
+		assert.Equal(t, 0, r.Status)
+		assert.Empty(t, r.RequestID)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned request never finished in the ledger")
+	}
+	reqs := p.Requests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, []int{0}, statusesOf(reqs))
+	assert.Equal(t, OutcomeAbandoned, reqs[0].Outcome)
+
+	// The upstream down, with the client still waiting: a 502, no outcome.
+	up.Close()
+	resp, _ := do(t, newClient(t, p.Transport()), "GET", "http://proxy.test/c/b", nil)
+	assert.Equal(t, 502, resp.StatusCode)
+	<-done
+	assert.Equal(t, "", p.Requests()[1].Outcome)
+	assert.Equal(t, 502, p.Requests()[1].Status)
+}

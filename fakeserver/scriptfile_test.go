@@ -148,76 +148,75 @@ func TestLoadScriptErrors(t *testing.T) {
 		name  string
 		input string
 		msg   string // exact Error()
-		rule  int
-		field string
+		path  string
 	}{
-		{"syntax", "{\n  \"rules\": [\n    {\"route\": \"file.list\",}\n  ]\n}", `script: line 3, column 27: invalid JSON: invalid character '}' looking for beginning of object key string`, -1, ""},
-		{"truncated", `{"rules": [`, `script: line 1, column 12: invalid JSON: unexpected end of JSON input`, -1, ""},
-		{"trailing data", "{\"rules\": []}\n x", `script: line 2, column 2: invalid JSON: data after the script object`, -1, ""},
-		{"two objects", `{"rules": []} {}`, `script: line 1, column 15: invalid JSON: data after the script object`, -1, ""},
-		{"bad utf-8 string", "{\"rules\": [\"\xff\"]}", `script: rules[0] (line 1): want a JSON object`, 0, ""},
-		{"empty", ``, `script: line 1, column 1: invalid JSON: unexpected end of JSON input`, -1, ""},
-		{"not an object", `[1]`, `script: line 1: a script is a JSON object: {"rules": [...]}`, -1, ""},
-		{"no rules", `{}`, `script: line 1: missing "rules"`, -1, ""},
-		{"rules not array", `{"rules": {}}`, `script: rules line 1: want an array of rules`, -1, "rules"},
-		{"unknown top key", "{\"rules\": [],\n \"rule\": []}", `script: "rule" line 2: unknown top-level key (want "rules" or "comment")`, -1, `"rule"`},
-		{"bad comment", `{"comment": 1, "rules": []}`, `script: comment line 1: want a string`, -1, "comment"},
-		{"rule not object", rule(`"x"`), `script: rules[1] (line 3): want a JSON object`, 1, ""},
-		{"unknown route", rule(`{"route":"serch.put","fault":"reset"}`), `script: rules[1].route (line 3): unknown route "serch.put" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, 1, "route"},
-		{"missing route", rule(`{"fault":"reset"}`), `script: rules[1].route (line 3): required`, 1, "route"},
-		{"route type", rule(`{"route":1,"fault":"reset"}`), `script: rules[1].route (line 3): want a string`, 1, "route"},
-		{"unknown field", rule(`{"route":"file.list","nht":3,"fault":"reset"}`), `script: rules[1].nht (line 3): unknown field`, 1, "nht"},
-		{"unknown fault", rule(`{"route":"file.list","fault":"explode"}`), `script: rules[1].fault (line 3): unknown fault "explode" (want one of redirect, reset, server_busy, slow_body, stalled_body, status, throttle)`, 1, "fault"},
-		{"missing fault", rule(`{"route":"file.list"}`), `script: rules[1].fault (line 3): required`, 1, "fault"},
-		{"unknown form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc1123","seconds":1}}`), `script: rules[1].retry_after.form (line 3): unknown Retry-After form "rfc1123" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)`, 1, "retry_after.form"},
-		{"missing form", rule(`{"route":"file.list","fault":"throttle","retry_after":{}}`), `script: rules[1].retry_after.form (line 3): required`, 1, "retry_after.form"},
-		{"missing retry_after", rule(`{"route":"file.list","fault":"throttle"}`), `script: rules[1].retry_after (line 3): a throttle needs a retry_after (use {"form": "missing"} for none)`, 1, "retry_after"},
-		{"retry_after not object", rule(`{"route":"file.list","fault":"throttle","retry_after":5}`), `script: rules[1].retry_after (line 3): want a JSON object`, 1, "retry_after"},
-		{"unknown retry_after field", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","secs":1}}`), `script: rules[1].retry_after.secs (line 3): unknown field`, 1, "retry_after.secs"},
-		{"field of another form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","values":["1"]}}`), `script: rules[1].retry_after.values (line 3): not a field of the seconds form`, 1, "retry_after.values"},
-		{"seconds missing", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds"}}`), `script: rules[1].retry_after.seconds (line 3): required`, 1, "retry_after.seconds"},
-		{"seconds negative", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":-1}}`), `script: rules[1].retry_after.seconds (line 3): must not be negative (use the raw form for "-1")`, 1, "retry_after.seconds"},
-		{"seconds not integer", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":1.5}}`), `script: rules[1].retry_after.seconds (line 3): want an integer`, 1, "retry_after.seconds"},
-		{"date seconds", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc850"}}`), `script: rules[1].retry_after.seconds (line 3): required`, 1, "retry_after.seconds"},
-		{"raw two values", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1","2"]}}`), `script: rules[1].retry_after.values (line 3): the raw form takes exactly one value (use duplicate for more)`, 1, "retry_after.values"},
-		{"duplicate one value", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"duplicate","values":["1"]}}`), `script: rules[1].retry_after.values (line 3): the duplicate form takes two or more values`, 1, "retry_after.values"},
-		{"raw injection", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1\r\nX: y"]}}`), `script: rules[1].retry_after.values (line 3): value 0 holds CR, LF or NUL`, 1, "retry_after.values"},
-		{"raw values type", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":"1"}}`), `script: rules[1].retry_after.values (line 3): want an array of strings`, 1, "retry_after.values"},
-		{"oversized size", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"oversized","size":0}}`), `script: rules[1].retry_after.size (line 3): out of range [1, 65536]`, 1, "retry_after.size"},
-		{"nth zero", rule(`{"route":"file.list","nth":0,"fault":"reset"}`), `script: rules[1].nth (line 3): must be at least 1`, 1, "nth"},
-		{"times type", rule(`{"route":"file.list","times":"2","fault":"reset"}`), `script: rules[1].times (line 3): want an integer`, 1, "times"},
-		{"always type", rule(`{"route":"file.list","always":1,"fault":"reset"}`), `script: rules[1].always (line 3): want true or false`, 1, "always"},
-		{"always and times", rule(`{"route":"file.list","always":true,"times":2,"fault":"reset"}`), `script: rules[1].always (line 3): always and times exclude each other`, 1, "always"},
-		{"method mismatch", rule(`{"route":"file.list","method":"POST","fault":"reset"}`), `script: rules[1].method (line 3): method POST never matches route file.list (which is GET only)`, 1, "method"},
-		{"path prefix", rule(`{"route":"*","path_prefix":"c/","fault":"reset"}`), `script: rules[1].path_prefix (line 3): path prefix "c/" must start with /`, 1, "path_prefix"},
-		{"status for throttle", rule(`{"route":"*","fault":"throttle","status":503,"retry_after":{"form":"missing"}}`), `script: rules[1].status (line 3): not a field of a throttle fault`, 1, "status"},
-		{"status 429", rule(`{"route":"*","fault":"status","status":429}`), `script: rules[1].status (line 3): status 429: want 400 to 599, not 429 (use a throttle)`, 1, "status"},
-		{"status missing", rule(`{"route":"*","fault":"status"}`), `script: rules[1].status (line 3): required`, 1, "status"},
-		{"redirect code", rule(`{"route":"*","fault":"redirect","status":200,"location":"/x"}`), `script: rules[1].status (line 3): status 200: want 301, 302, 303, 307 or 308`, 1, "status"},
-		{"redirect location", rule(`{"route":"*","fault":"redirect","status":307,"location":""}`), `script: rules[1].location (line 3): location must be a non-empty URL without CR, LF or NUL`, 1, "location"},
-		{"body size range", rule(`{"route":"*","fault":"status","status":500,"body_size":99999999999}`), `script: rules[1].body_size (line 3): body size 99999999999 out of range [0, 67108864]`, 1, "body_size"},
-		{"slow delay", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"soon"}`), `script: rules[1].delay (line 3): want a Go duration such as "100ms", got "soon"`, 1, "delay"},
-		{"slow negative", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"-1s"}`), `script: rules[1].delay (line 3): delay must not be negative`, 1, "delay"},
-		{"slow chunk", rule(`{"route":"*","fault":"slow_body","chunk":0,"delay":"1s"}`), `script: rules[1].chunk (line 3): chunk 0 out of range [1, 67108864]`, 1, "chunk"},
-		{"stalled extra", rule(`{"route":"*","fault":"stalled_body","delay":"1s"}`), `script: rules[1].delay (line 3): not a field of a stalled_body fault`, 1, "delay"},
-		{"remaining without timing", rule(`{"route":"*","fault":"throttle","retry_after":{"form":"remaining"}}`), `script: rules[1].retry_after.form (line 3): the remaining form needs a window or a token bucket on the rule`, 1, "retry_after.form"},
-		{"remaining-ms field", rule(`{"route":"*","window":{"duration":"1s"},"fault":"throttle","retry_after":{"form":"remaining-ms","seconds":1}}`), `script: rules[1].retry_after.seconds (line 3): not a field of the remaining-ms form`, 1, "retry_after.seconds"},
-		{"window not object", rule(`{"route":"*","window":"2s","fault":"reset"}`), `script: rules[1].window (line 3): want a JSON object`, 1, "window"},
-		{"window unknown field", rule(`{"route":"*","window":{"duration":"2s","end":"x"},"fault":"reset"}`), `script: rules[1].window.end (line 3): unknown field`, 1, "window.end"},
-		{"window duration missing", rule(`{"route":"*","window":{},"fault":"reset"}`), `script: rules[1].window.duration (line 3): required`, 1, "window.duration"},
-		{"window duration bad", rule(`{"route":"*","window":{"duration":"2"},"fault":"reset"}`), `script: rules[1].window.duration (line 3): want a Go duration such as "2s", got "2"`, 1, "window.duration"},
-		{"window duration zero", rule(`{"route":"*","window":{"duration":"0s"},"fault":"reset"}`), `script: rules[1].window.duration (line 3): the duration must be above 0`, 1, "window.duration"},
-		{"window start bad", rule(`{"route":"*","window":{"start":"10:00","duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3): want an RFC 3339 time such as "2026-12-01T10:00:00Z", got "10:00"`, 1, "window.start"},
-		{"window start type", rule(`{"route":"*","window":{"start":1,"duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3): want a string`, 1, "window.start"},
-		{"bucket not object", rule(`{"route":"*","token_bucket":[1],"fault":"reset"}`), `script: rules[1].token_bucket (line 3): want a JSON object`, 1, "token_bucket"},
-		{"bucket rate missing", rule(`{"route":"*","token_bucket":{"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): required`, 1, "token_bucket.rate"},
-		{"bucket rate type", rule(`{"route":"*","token_bucket":{"rate":"fast","burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): want a number`, 1, "token_bucket.rate"},
-		{"bucket rate zero", rule(`{"route":"*","token_bucket":{"rate":0,"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3): rate 0 out of range [0.001, 1e+09] tokens per second`, 1, "token_bucket.rate"},
-		{"bucket burst missing", rule(`{"route":"*","token_bucket":{"rate":1},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3): required`, 1, "token_bucket.burst"},
-		{"bucket burst zero", rule(`{"route":"*","token_bucket":{"rate":1,"burst":0},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3): burst 0 out of range [1, 1000000]`, 1, "token_bucket.burst"},
-		{"bucket key", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"key":"tenant"},"fault":"reset"}`), `script: rules[1].token_bucket.key (line 3): unknown bucket key "tenant" (want account or host)`, 1, "token_bucket.key"},
-		{"bucket unknown field", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"refill":2},"fault":"reset"}`), `script: rules[1].token_bucket.refill (line 3): unknown field`, 1, "token_bucket.refill"},
-		{"server_busy status", rule(`{"route":"*","fault":"server_busy","status":503}`), `script: rules[1].status (line 3): not a field of a server_busy fault`, 1, "status"},
+		{"syntax", "{\n  \"rules\": [\n    {\"route\": \"file.list\",}\n  ]\n}", `script: line 3, column 27: invalid JSON: invalid character '}' looking for beginning of object key string`, ``},
+		{"truncated", `{"rules": [`, `script: line 1, column 12: invalid JSON: unexpected end of JSON input`, ``},
+		{"trailing data", "{\"rules\": []}\n x", `script: line 2, column 2: invalid JSON: invalid character 'x' after top-level value`, ``},
+		{"two objects", `{"rules": []} {}`, `script: line 1, column 15: invalid JSON: invalid character '{' after top-level value`, ``},
+		{"bad utf-8 string", "{\"rules\": [\"\xff\"]}", `script: rules[0] (line 1, column 12): want a JSON object`, `rules[0]`},
+		{"empty", ``, `script: line 1, column 1: invalid JSON: unexpected end of JSON input`, ``},
+		{"not an object", `[1]`, `script: line 1, column 1: a script is a JSON object: {"rules": [...]}`, ``},
+		{"no rules", `{}`, `script: line 1, column 1: missing "rules"`, ``},
+		{"rules not array", `{"rules": {}}`, `script: rules (line 1, column 8): want an array`, `rules`},
+		{"unknown top key", "{\"rules\": [],\n \"rule\": []}", `script: "rule" (line 2, column 7): unknown top-level key (want "rules" or "comment")`, `"rule"`},
+		{"bad comment", `{"comment": 1, "rules": []}`, `script: comment (line 1, column 10): want a string`, `comment`},
+		{"rule not object", rule(`"x"`), `script: rules[1] (line 3, column 1): want a JSON object`, `rules[1]`},
+		{"unknown route", rule(`{"route":"serch.put","fault":"reset"}`), `script: rules[1].route (line 3, column 1): unknown route "serch.put" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, `rules[1].route`},
+		{"missing route", rule(`{"fault":"reset"}`), `script: rules[1].route (line 3, column 1): required`, `rules[1].route`},
+		{"route type", rule(`{"route":1,"fault":"reset"}`), `script: rules[1].route (line 3, column 10): want a string`, `rules[1].route`},
+		{"unknown field", rule(`{"route":"file.list","nht":3,"fault":"reset"}`), `script: rules[1].nht (line 3, column 1): unknown field`, `rules[1].nht`},
+		{"unknown fault", rule(`{"route":"file.list","fault":"explode"}`), `script: rules[1].fault (line 3, column 1): unknown fault "explode" (want one of redirect, reset, server_busy, slow_body, stalled_body, status, throttle)`, `rules[1].fault`},
+		{"missing fault", rule(`{"route":"file.list"}`), `script: rules[1].fault (line 3, column 1): required`, `rules[1].fault`},
+		{"unknown form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc1123","seconds":1}}`), `script: rules[1].retry_after.form (line 3, column 1): unknown Retry-After form "rfc1123" (want one of seconds, imf-fixdate, rfc850, asctime, raw, duplicate, missing, oversized, overlong, remaining, remaining-ms)`, `rules[1].retry_after.form`},
+		{"missing form", rule(`{"route":"file.list","fault":"throttle","retry_after":{}}`), `script: rules[1].retry_after.form (line 3, column 1): required`, `rules[1].retry_after.form`},
+		{"missing retry_after", rule(`{"route":"file.list","fault":"throttle"}`), `script: rules[1].retry_after (line 3, column 1): a throttle needs a retry_after (use {"form": "missing"} for none)`, `rules[1].retry_after`},
+		{"retry_after not object", rule(`{"route":"file.list","fault":"throttle","retry_after":5}`), `script: rules[1].retry_after (line 3, column 55): want a JSON object`, `rules[1].retry_after`},
+		{"unknown retry_after field", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","secs":1}}`), `script: rules[1].retry_after.secs (line 3, column 1): unknown field`, `rules[1].retry_after.secs`},
+		{"field of another form", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","values":["1"]}}`), `script: rules[1].retry_after.values (line 3, column 1): not a field of the seconds form`, `rules[1].retry_after.values`},
+		{"seconds missing", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds"}}`), `script: rules[1].retry_after.seconds (line 3, column 1): required`, `rules[1].retry_after.seconds`},
+		{"seconds negative", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":-1}}`), `script: rules[1].retry_after.seconds (line 3, column 1): must not be negative (use the raw form for "-1")`, `rules[1].retry_after.seconds`},
+		{"seconds not integer", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"seconds","seconds":1.5}}`), `script: rules[1].retry_after.seconds (line 3, column 85): want an integer`, `rules[1].retry_after.seconds`},
+		{"date seconds", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"rfc850"}}`), `script: rules[1].retry_after.seconds (line 3, column 1): required`, `rules[1].retry_after.seconds`},
+		{"raw two values", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1","2"]}}`), `script: rules[1].retry_after.values (line 3, column 1): the raw form takes exactly one value (use duplicate for more)`, `rules[1].retry_after.values`},
+		{"duplicate one value", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"duplicate","values":["1"]}}`), `script: rules[1].retry_after.values (line 3, column 1): the duplicate form takes two or more values`, `rules[1].retry_after.values`},
+		{"raw injection", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":["1\r\nX: y"]}}`), `script: rules[1].retry_after.values (line 3, column 1): value 0 holds CR, LF or NUL`, `rules[1].retry_after.values`},
+		{"raw values type", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"raw","values":"1"}}`), `script: rules[1].retry_after.values (line 3, column 80): want an array of strings`, `rules[1].retry_after.values`},
+		{"oversized size", rule(`{"route":"file.list","fault":"throttle","retry_after":{"form":"oversized","size":0}}`), `script: rules[1].retry_after.size (line 3, column 1): out of range [1, 65536]`, `rules[1].retry_after.size`},
+		{"nth zero", rule(`{"route":"file.list","nth":0,"fault":"reset"}`), `script: rules[1].nth (line 3, column 1): must be at least 1`, `rules[1].nth`},
+		{"times type", rule(`{"route":"file.list","times":"2","fault":"reset"}`), `script: rules[1].times (line 3, column 32): want an integer`, `rules[1].times`},
+		{"always type", rule(`{"route":"file.list","always":1,"fault":"reset"}`), `script: rules[1].always (line 3, column 31): want true or false`, `rules[1].always`},
+		{"always and times", rule(`{"route":"file.list","always":true,"times":2,"fault":"reset"}`), `script: rules[1].always (line 3, column 1): always and times exclude each other`, `rules[1].always`},
+		{"method mismatch", rule(`{"route":"file.list","method":"POST","fault":"reset"}`), `script: rules[1].method (line 3, column 1): method POST never matches route file.list (which is GET only)`, `rules[1].method`},
+		{"path prefix", rule(`{"route":"*","path_prefix":"c/","fault":"reset"}`), `script: rules[1].path_prefix (line 3, column 1): path prefix "c/" must start with /`, `rules[1].path_prefix`},
+		{"status for throttle", rule(`{"route":"*","fault":"throttle","status":503,"retry_after":{"form":"missing"}}`), `script: rules[1].status (line 3, column 1): not a field of a throttle fault`, `rules[1].status`},
+		{"status 429", rule(`{"route":"*","fault":"status","status":429}`), `script: rules[1].status (line 3, column 1): status 429: want 400 to 599, not 429 (use a throttle)`, `rules[1].status`},
+		{"status missing", rule(`{"route":"*","fault":"status"}`), `script: rules[1].status (line 3, column 1): required`, `rules[1].status`},
+		{"redirect code", rule(`{"route":"*","fault":"redirect","status":200,"location":"/x"}`), `script: rules[1].status (line 3, column 1): status 200: want 301, 302, 303, 307 or 308`, `rules[1].status`},
+		{"redirect location", rule(`{"route":"*","fault":"redirect","status":307,"location":""}`), `script: rules[1].location (line 3, column 1): location must be a non-empty URL without CR, LF or NUL`, `rules[1].location`},
+		{"body size range", rule(`{"route":"*","fault":"status","status":500,"body_size":99999999999}`), `script: rules[1].body_size (line 3, column 1): body size 99999999999 out of range [0, 67108864]`, `rules[1].body_size`},
+		{"slow delay", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"soon"}`), `script: rules[1].delay (line 3, column 1): want a Go duration such as "100ms", got "soon"`, `rules[1].delay`},
+		{"slow negative", rule(`{"route":"*","fault":"slow_body","chunk":1,"delay":"-1s"}`), `script: rules[1].delay (line 3, column 1): delay must not be negative`, `rules[1].delay`},
+		{"slow chunk", rule(`{"route":"*","fault":"slow_body","chunk":0,"delay":"1s"}`), `script: rules[1].chunk (line 3, column 1): chunk 0 out of range [1, 67108864]`, `rules[1].chunk`},
+		{"stalled extra", rule(`{"route":"*","fault":"stalled_body","delay":"1s"}`), `script: rules[1].delay (line 3, column 1): not a field of a stalled_body fault`, `rules[1].delay`},
+		{"remaining without timing", rule(`{"route":"*","fault":"throttle","retry_after":{"form":"remaining"}}`), `script: rules[1].retry_after.form (line 3, column 1): the remaining form needs a window or a token bucket on the rule`, `rules[1].retry_after.form`},
+		{"remaining-ms field", rule(`{"route":"*","window":{"duration":"1s"},"fault":"throttle","retry_after":{"form":"remaining-ms","seconds":1}}`), `script: rules[1].retry_after.seconds (line 3, column 1): not a field of the remaining-ms form`, `rules[1].retry_after.seconds`},
+		{"window not object", rule(`{"route":"*","window":"2s","fault":"reset"}`), `script: rules[1].window (line 3, column 26): want a JSON object`, `rules[1].window`},
+		{"window unknown field", rule(`{"route":"*","window":{"duration":"2s","end":"x"},"fault":"reset"}`), `script: rules[1].window.end (line 3, column 1): unknown field`, `rules[1].window.end`},
+		{"window duration missing", rule(`{"route":"*","window":{},"fault":"reset"}`), `script: rules[1].window.duration (line 3, column 1): required`, `rules[1].window.duration`},
+		{"window duration bad", rule(`{"route":"*","window":{"duration":"2"},"fault":"reset"}`), `script: rules[1].window.duration (line 3, column 1): want a Go duration such as "2s", got "2"`, `rules[1].window.duration`},
+		{"window duration zero", rule(`{"route":"*","window":{"duration":"0s"},"fault":"reset"}`), `script: rules[1].window.duration (line 3, column 1): the duration must be above 0`, `rules[1].window.duration`},
+		{"window start bad", rule(`{"route":"*","window":{"start":"10:00","duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3, column 1): want an RFC 3339 time such as "2026-12-01T10:00:00Z", got "10:00"`, `rules[1].window.start`},
+		{"window start type", rule(`{"route":"*","window":{"start":1,"duration":"1s"},"fault":"reset"}`), `script: rules[1].window.start (line 3, column 32): want a string`, `rules[1].window.start`},
+		{"bucket not object", rule(`{"route":"*","token_bucket":[1],"fault":"reset"}`), `script: rules[1].token_bucket (line 3, column 29): want a JSON object`, `rules[1].token_bucket`},
+		{"bucket rate missing", rule(`{"route":"*","token_bucket":{"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3, column 1): required`, `rules[1].token_bucket.rate`},
+		{"bucket rate type", rule(`{"route":"*","token_bucket":{"rate":"fast","burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3, column 42): want a number`, `rules[1].token_bucket.rate`},
+		{"bucket rate zero", rule(`{"route":"*","token_bucket":{"rate":0,"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3, column 1): rate 0 out of range [0.001, 1e+09] tokens per second`, `rules[1].token_bucket.rate`},
+		{"bucket burst missing", rule(`{"route":"*","token_bucket":{"rate":1},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3, column 1): required`, `rules[1].token_bucket.burst`},
+		{"bucket burst zero", rule(`{"route":"*","token_bucket":{"rate":1,"burst":0},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3, column 1): burst 0 out of range [1, 1000000]`, `rules[1].token_bucket.burst`},
+		{"bucket key", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"key":"tenant"},"fault":"reset"}`), `script: rules[1].token_bucket.key (line 3, column 1): unknown bucket key "tenant" (want account or host)`, `rules[1].token_bucket.key`},
+		{"bucket unknown field", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"refill":2},"fault":"reset"}`), `script: rules[1].token_bucket.refill (line 3, column 1): unknown field`, `rules[1].token_bucket.refill`},
+		{"server_busy status", rule(`{"route":"*","fault":"server_busy","status":503}`), `script: rules[1].status (line 3, column 1): not a field of a server_busy fault`, `rules[1].status`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,17 +224,17 @@ func TestLoadScriptErrors(t *testing.T) {
 			assert.Nil(t, s)
 			require.Error(t, err)
 			assert.Equal(t, tc.msg, err.Error())
-			var se *ScriptError
-			require.True(t, errors.As(err, &se))
-			assert.Equal(t, tc.rule, se.Rule)
-			assert.Equal(t, tc.field, se.Field)
+			var le *LoadError
+			require.True(t, errors.As(err, &le))
+			assert.Equal(t, "script", le.Doc)
+			assert.Equal(t, tc.path, le.Path)
 		})
 	}
 }
 
 func TestLoadScriptLimits(t *testing.T) {
 	_, err := LoadScript(strings.NewReader(`{"rules":[` + strings.Repeat(" ", maxScriptSize) + `]}`))
-	assert.ErrorContains(t, err, "script larger than")
+	assert.EqualError(t, err, "script: larger than 1048576 bytes")
 	_, err = LoadScript(errorReader{})
 	assert.ErrorIs(t, err, errBoom)
 }
@@ -258,8 +257,8 @@ func TestLoadScriptFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"rules":[{"route":"file.lst","fault":"reset"}]}`), 0o600))
 	_, err = LoadScriptFile(bad)
 	require.Error(t, err)
-	assert.Equal(t, bad+`: script: rules[0].route (line 1): unknown route "file.lst" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, err.Error())
-	var se *ScriptError
+	assert.Equal(t, bad+`: script: rules[0].route (line 1, column 11): unknown route "file.lst" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`, err.Error())
+	var se *LoadError
 	assert.True(t, errors.As(err, &se))
 
 	_, err = LoadScriptFile(filepath.Join(dir, "absent.json"))
@@ -280,7 +279,7 @@ func TestLoadedScriptServes(t *testing.T) {
 	assert.Equal(t, "429 retry-after=rfc850(+2s)", srv.Requests()[4].Fault)
 }
 
-// FuzzLoadScript: any input either loads or fails with a *ScriptError or a
+// FuzzLoadScript: any input either loads or fails with a *LoadError or a
 // read error; it never panics.
 func FuzzLoadScript(f *testing.F) {
 	f.Add(docScript)
@@ -297,7 +296,7 @@ func FuzzLoadScript(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input string) {
 		s, err := LoadScript(strings.NewReader(input))
 		if err != nil {
-			var se *ScriptError
+			var se *LoadError
 			require.ErrorAs(t, err, &se)
 			require.Nil(t, s, "a script and an error")
 			return

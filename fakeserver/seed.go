@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 )
 
@@ -20,7 +19,6 @@ const (
 	maxBlobNameLen    = 1024
 	defaultBlobType   = "application/octet-stream"
 	jsonBlobType      = "application/json"
-	seedSectionHint   = `"indexes", "files", "blobs" or "comment"`
 	seedContentFields = "content, content_base64 or json"
 )
 
@@ -74,55 +72,8 @@ type SeedBlob struct {
 	ContentType string
 }
 
-// SeedError is what [LoadSeed] and [Server.Seed] return for a bad seed:
-// where it is wrong and why. Find it with errors.As.
-type SeedError struct {
-	// Section is "indexes", "files" or "blobs"; "" when the error is not
-	// about one entry (invalid JSON, an unknown top-level key).
-	Section string
-	// Index is the 0-based index of the entry in Section; -1 when Section
-	// is "".
-	Index int
-	// Field is the entry's field at fault, such as "container" or
-	// "content_base64"; "" for the entry as a whole. For a top-level
-	// error, the key at fault, quoted, or "".
-	Field string
-	// Line and Column are 1-based: the position of a syntax error, or the
-	// start of the entry or key at fault (Column then 0). 0 when unknown,
-	// as for a Seed built in Go.
-	Line, Column int
-	// Msg says what is wrong.
-	Msg string
-}
-
-func (e *SeedError) Error() string {
-	var b strings.Builder
-	if e.Section != "" {
-		fmt.Fprintf(&b, "%s[%d]", e.Section, e.Index)
-		if e.Field != "" {
-			b.WriteString("." + e.Field)
-		}
-		if e.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", e.Line)
-		}
-	} else {
-		b.WriteString(e.Field)
-		switch {
-		case e.Line > 0 && e.Column > 0:
-			fmt.Fprintf(&b, " line %d, column %d", e.Line, e.Column)
-		case e.Line > 0:
-			fmt.Fprintf(&b, " (line %d)", e.Line)
-		}
-	}
-	where := strings.TrimSpace(b.String())
-	if where == "" {
-		return "seed: " + e.Msg
-	}
-	return "seed: " + where + ": " + e.Msg
-}
-
 // LoadSeedFile reads a JSON seed file (see [LoadSeed]). Errors name the
-// file; a *SeedError inside is found with errors.As.
+// file; a *LoadError inside is found with errors.As.
 func LoadSeedFile(path string) (*Seed, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,65 +88,64 @@ func LoadSeedFile(path string) (*Seed, error) {
 }
 
 // LoadSeed reads a JSON seed (the format is in the package documentation)
-// of at most 64 MiB. A bad seed returns a *SeedError naming the section,
-// the entry's index and the field, with the entry's line, or the line and
-// column of a JSON syntax error. Unknown keys are errors, so that a typo
-// does not silently seed nothing. A seed that loads is accepted whole by
-// [Server.Seed].
+// of at most 64 MiB. A bad seed returns a *LoadError naming the entry and
+// field ("blobs[1].container") with a line and column. Unknown keys are
+// errors, so that a typo does not silently seed nothing. A seed that loads
+// is accepted whole by [Server.Seed].
 func LoadSeed(r io.Reader) (*Seed, error) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(maxSeedSize)+1))
+	data, err := readLimited(r, int64(maxSeedSize), "seed")
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxSeedSize {
-		return nil, &SeedError{Index: -1, Msg: fmt.Sprintf("larger than %d bytes", maxSeedSize)}
-	}
-	if !json.Valid(data) {
-		se := syntaxError(data)
-		return nil, &SeedError{Index: -1, Line: se.Line, Column: se.Column,
-			Msg: strings.Replace(se.Msg, "the script object", "the seed object", 1)}
-	}
-	sections, serr := splitSeed(data)
-	if serr != nil {
-		return nil, serr
-	}
 	seed := &Seed{}
-	for _, raw := range sections["indexes"] {
-		ix, serr := decodeSeedIndex(raw.data)
-		if serr == nil {
-			serr = checkSeedIndex(ix, seed.Indexes)
-		}
-		if serr != nil {
-			return nil, serr.at("indexes", len(seed.Indexes), raw.line)
-		}
-		seed.Indexes = append(seed.Indexes, ix)
-	}
-	for _, raw := range sections["files"] {
-		f, serr := decodeSeedFile(raw.data)
-		if serr == nil {
-			serr = checkSeedFile(f)
-		}
-		if serr != nil {
-			return nil, serr.at("files", len(seed.Files), raw.line)
-		}
-		seed.Files = append(seed.Files, f)
-	}
-	for _, raw := range sections["blobs"] {
-		b, serr := decodeSeedBlob(raw.data)
-		if serr == nil {
-			serr = checkSeedBlob(b, seed.Blobs)
-		}
-		if serr != nil {
-			return nil, serr.at("blobs", len(seed.Blobs), raw.line)
-		}
-		seed.Blobs = append(seed.Blobs, b)
+	doc := &jsonDoc{doc: "seed", data: data, maxEntries: maxSeedEntries}
+	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func(int, []byte) *LoadError{
+		"indexes": func(_ int, raw []byte) *LoadError {
+			var ej seedIndexJSON
+			if e := decodeStrict(raw, &ej); e != nil {
+				return e
+			}
+			ix, e := ej.index()
+			if e == nil {
+				e = checkSeedIndex(ix, seed.Indexes)
+			}
+			seed.Indexes = append(seed.Indexes, ix)
+			return e
+		},
+		"files": func(_ int, raw []byte) *LoadError {
+			var fj seedFileJSON
+			if e := decodeStrict(raw, &fj); e != nil {
+				return e
+			}
+			content, _, e := contentJSON{fj.Content, fj.ContentBase64, fj.JSON}.content()
+			if e != nil {
+				return e
+			}
+			f := SeedFile{Name: fj.Name, Content: content}
+			seed.Files = append(seed.Files, f)
+			return checkSeedFile(f)
+		},
+		"blobs": func(_ int, raw []byte) *LoadError {
+			var bj seedBlobJSON
+			if e := decodeStrict(raw, &bj); e != nil {
+				return e
+			}
+			b, e := bj.blob()
+			if e == nil {
+				e = checkSeedBlob(b, seed.Blobs)
+			}
+			seed.Blobs = append(seed.Blobs, b)
+			return e
+		},
+	}); e != nil {
+		return nil, e
 	}
 	return seed, nil
 }
 
 // Seed stores seed's indexes, files and blobs, without requests: nothing
 // enters the ledger and no script rule counts them. It checks the whole
-// seed first and stores nothing when an entry is bad (a *SeedError naming
+// seed first and stores nothing when an entry is bad (a *LoadError naming
 // it). Seeding adds to what the server holds: an index or blob of the same
 // name is replaced, files are appended to the inventory in order. A nil
 // seed stores nothing. On a proxy it returns [ErrSeedProxy].
@@ -225,92 +175,92 @@ func (s *Server) Seed(seed *Seed) error {
 }
 
 // check validates a Seed built in Go.
-func (seed *Seed) check() *SeedError {
+func (seed *Seed) check() *LoadError {
 	for i, ix := range seed.Indexes {
 		if err := checkSeedIndex(ix, seed.Indexes[:i]); err != nil {
-			return err.at("indexes", i, 0)
+			return err.in("indexes", i)
 		}
 	}
 	for i, f := range seed.Files {
 		if err := checkSeedFile(f); err != nil {
-			return err.at("files", i, 0)
+			return err.in("files", i)
 		}
 	}
 	for i, b := range seed.Blobs {
 		if err := checkSeedBlob(b, seed.Blobs[:i]); err != nil {
-			return err.at("blobs", i, 0)
+			return err.in("blobs", i)
 		}
 	}
 	return nil
 }
 
-func (e *SeedError) at(section string, i, line int) *SeedError {
-	e.Section, e.Index, e.Line = section, i, line
+// in places an entry's error, without a line (a Seed built in Go).
+func (e *LoadError) in(section string, i int) *LoadError {
+	path := fmt.Sprintf("%s[%d]", section, i)
+	if e.Path != "" {
+		path += "." + e.Path
+	}
+	e.Doc, e.Path = "seed", path
 	return e
 }
 
-func seedErr(field, msg string) *SeedError { return &SeedError{Field: field, Msg: msg} }
-
-// fromScript converts an error of the shared field decoders.
-func fromScript(e *ScriptError) *SeedError { return seedErr(e.Field, e.Msg) }
-
-func checkSeedIndex(ix SeedIndex, before []SeedIndex) *SeedError {
+func checkSeedIndex(ix SeedIndex, before []SeedIndex) *LoadError {
 	switch {
 	case ix.Name == "":
-		return seedErr("name", "required")
+		return pathErr("name", "required")
 	case len(ix.Name) > maxIndexNameLen:
-		return seedErr("name", fmt.Sprintf("longer than %d bytes", maxIndexNameLen))
+		return pathErr("name", fmt.Sprintf("longer than %d bytes", maxIndexNameLen))
 	case strings.ContainsAny(ix.Name, "/'") || hasControl(ix.Name):
-		return seedErr("name", fmt.Sprintf("index name %q holds \"/\", \"'\" or a control character", ix.Name))
+		return pathErr("name", fmt.Sprintf("index name %q holds \"/\", \"'\" or a control character", ix.Name))
 	}
 	for j, o := range before {
 		if o.Name == ix.Name {
-			return seedErr("name", fmt.Sprintf("index %q already seeded by indexes[%d]", ix.Name, j))
+			return pathErr("name", fmt.Sprintf("index %q already seeded by indexes[%d]", ix.Name, j))
 		}
 	}
 	var def map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(ix.Definition))
 	if err := dec.Decode(&def); err != nil || def == nil || dec.More() {
-		return seedErr("definition", "want one JSON object")
+		return pathErr("definition", "want one JSON object")
 	}
 	if raw, ok := def["name"]; ok {
 		var n string
 		if err := json.Unmarshal(raw, &n); err != nil || n != ix.Name {
-			return seedErr("definition", fmt.Sprintf("its \"name\" differs from the index name %q", ix.Name))
+			return pathErr("definition", fmt.Sprintf("its \"name\" differs from the index name %q", ix.Name))
 		}
 	}
 	return nil
 }
 
-func checkSeedFile(f SeedFile) *SeedError {
+func checkSeedFile(f SeedFile) *LoadError {
 	if len(f.Name) > maxFileNameLen || strings.ContainsAny(f.Name, "\x00\r\n") {
-		return seedErr("name", fmt.Sprintf("longer than %d bytes or holds NUL, CR or LF", maxFileNameLen))
+		return pathErr("name", fmt.Sprintf("longer than %d bytes or holds NUL, CR or LF", maxFileNameLen))
 	}
 	return nil
 }
 
-func checkSeedBlob(b SeedBlob, before []SeedBlob) *SeedError {
+func checkSeedBlob(b SeedBlob, before []SeedBlob) *LoadError {
 	switch {
 	case b.Container == "":
-		return seedErr("container", "required")
+		return pathErr("container", "required")
 	case len(b.Container) > maxContainerLen:
-		return seedErr("container", fmt.Sprintf("longer than %d bytes", maxContainerLen))
+		return pathErr("container", fmt.Sprintf("longer than %d bytes", maxContainerLen))
 	case strings.Contains(b.Container, "/") || hasControl(b.Container):
-		return seedErr("container", fmt.Sprintf("container %q holds \"/\" or a control character", b.Container))
+		return pathErr("container", fmt.Sprintf("container %q holds \"/\" or a control character", b.Container))
 	case b.Container == "indexes" || b.Container == "files" || "/"+b.Container+"/" == AdminPrefix:
-		return seedErr("container", fmt.Sprintf("container %q is taken by the fake's own routes: no request could reach it", b.Container))
+		return pathErr("container", fmt.Sprintf("container %q is taken by the fake's own routes: no request could reach it", b.Container))
 	case b.Name == "":
-		return seedErr("name", "required")
+		return pathErr("name", "required")
 	case len(b.Name) > maxBlobNameLen:
-		return seedErr("name", fmt.Sprintf("longer than %d bytes", maxBlobNameLen))
+		return pathErr("name", fmt.Sprintf("longer than %d bytes", maxBlobNameLen))
 	case hasControl(b.Name):
-		return seedErr("name", "holds a control character")
+		return pathErr("name", "holds a control character")
 	case len(b.ContentType) > 256 || hasControl(b.ContentType):
-		return seedErr("content_type", "longer than 256 bytes or holds a control character")
+		return pathErr("content_type", "longer than 256 bytes or holds a control character")
 	}
 	for j, o := range before {
 		if o.Container == b.Container && o.Name == b.Name {
-			return seedErr("name", fmt.Sprintf("blob %q already seeded by blobs[%d]", b.Container+"/"+b.Name, j))
+			return pathErr("name", fmt.Sprintf("blob %q already seeded by blobs[%d]", b.Container+"/"+b.Name, j))
 		}
 	}
 	return nil
@@ -320,162 +270,105 @@ func hasControl(s string) bool {
 	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
 }
 
-// Fields of the seed's entries.
-var (
-	seedIndexFields = []string{"comment", "name", "definition"}
-	seedFileFields  = []string{"comment", "name", "content", "content_base64", "json"}
-	seedBlobFields  = []string{"comment", "container", "name", "content", "content_base64", "json", "content_type"}
-)
-
-func decodeSeedIndex(data []byte) (SeedIndex, *SeedError) {
-	var ix SeedIndex
-	obj, err := decodeObject(data, "", seedIndexFields)
-	if err != nil {
-		return ix, fromScript(err)
-	}
-	if ix.Name, err = obj.str("name", true); err != nil {
-		return ix, fromScript(err)
-	}
-	def, ok := obj["definition"]
-	if !ok {
-		return ix, seedErr("definition", "required")
-	}
-	if trimmed := bytes.TrimSpace(def); len(trimmed) == 0 || trimmed[0] != '{' {
-		return ix, seedErr("definition", "want a JSON object")
-	}
-	ix.Definition = bytes.Clone(def)
-	return ix, nil
+// seedIndexJSON is one entry of "indexes".
+type seedIndexJSON struct {
+	Comment    string          `json:"comment"`
+	Name       *string         `json:"name"`
+	Definition json.RawMessage `json:"definition"`
 }
 
-func decodeSeedFile(data []byte) (SeedFile, *SeedError) {
-	var f SeedFile
-	obj, err := decodeObject(data, "", seedFileFields)
-	if err != nil {
-		return f, fromScript(err)
+func (ej *seedIndexJSON) index() (SeedIndex, *LoadError) {
+	switch {
+	case ej.Name == nil:
+		return SeedIndex{}, pathErr("name", "required")
+	case ej.Definition == nil:
+		return SeedIndex{}, pathErr("definition", "required")
+	case ej.Definition[0] != '{':
+		return SeedIndex{}, pathErr("definition", "want a JSON object")
 	}
-	if f.Name, err = obj.str("name", false); err != nil {
-		return f, fromScript(err)
-	}
-	var serr *SeedError
-	f.Content, _, serr = obj.content()
-	return f, serr
+	return SeedIndex{Name: *ej.Name, Definition: ej.Definition}, nil
 }
 
-func decodeSeedBlob(data []byte) (SeedBlob, *SeedError) {
-	var b SeedBlob
-	obj, err := decodeObject(data, "", seedBlobFields)
-	if err != nil {
-		return b, fromScript(err)
+// contentJSON is the one content field of an entry of "files" or "blobs": "content" (text),
+// "content_base64" (standard base64) or "json" (any JSON value, stored
+// compacted).
+type contentJSON struct {
+	Content       *string         `json:"content"`
+	ContentBase64 *string         `json:"content_base64"`
+	JSON          json.RawMessage `json:"json"`
+}
+
+// seedFileJSON is one entry of "files".
+type seedFileJSON struct {
+	Comment       string          `json:"comment"`
+	Name          string          `json:"name"`
+	Content       *string         `json:"content"`
+	ContentBase64 *string         `json:"content_base64"`
+	JSON          json.RawMessage `json:"json"`
+}
+
+// seedBlobJSON is one entry of "blobs".
+type seedBlobJSON struct {
+	Comment     string  `json:"comment"`
+	Container   *string `json:"container"`
+	Name        *string `json:"name"`
+	ContentType string  `json:"content_type"`
+	// The content, as in contentJSON (embedding it would put its name in
+	// the decoder's field paths).
+	Content       *string         `json:"content"`
+	ContentBase64 *string         `json:"content_base64"`
+	JSON          json.RawMessage `json:"json"`
+}
+
+func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {
+	switch {
+	case bj.Container == nil:
+		return SeedBlob{}, pathErr("container", "required")
+	case bj.Name == nil:
+		return SeedBlob{}, pathErr("name", "required")
 	}
-	if b.Container, err = obj.str("container", true); err != nil {
-		return b, fromScript(err)
+	content, field, e := contentJSON{bj.Content, bj.ContentBase64, bj.JSON}.content()
+	if e != nil {
+		return SeedBlob{}, e
 	}
-	if b.Name, err = obj.str("name", true); err != nil {
-		return b, fromScript(err)
-	}
-	if b.ContentType, err = obj.str("content_type", false); err != nil {
-		return b, fromScript(err)
-	}
-	content, field, serr := obj.content()
-	if serr != nil {
-		return b, serr
-	}
-	b.Content = content
+	b := SeedBlob{Container: *bj.Container, Name: *bj.Name, Content: content, ContentType: bj.ContentType}
 	if b.ContentType == "" && field == "json" {
 		b.ContentType = jsonBlobType
 	}
 	return b, nil
 }
 
-// content decodes the one content field of an entry: "content" (text),
-// "content_base64" (standard base64) or "json" (any JSON value, stored
-// compacted). It returns the field used.
-func (obj object) content() ([]byte, string, *SeedError) {
+// content returns the entry's bytes and the field they came from.
+func (cj contentJSON) content() ([]byte, string, *LoadError) {
 	var field string
-	for _, k := range []string{"content", "content_base64", "json"} {
-		if _, ok := obj[k]; !ok {
+	for _, k := range []struct {
+		name    string
+		present bool
+	}{{"content", cj.Content != nil}, {"content_base64", cj.ContentBase64 != nil}, {"json", cj.JSON != nil}} {
+		if !k.present {
 			continue
 		}
 		if field != "" {
-			return nil, "", seedErr(k, fmt.Sprintf("excludes %s: give one of %s", field, seedContentFields))
+			return nil, "", pathErr(k.name, fmt.Sprintf("excludes %s: give one of %s", field, seedContentFields))
 		}
-		field = k
+		field = k.name
 	}
 	switch field {
 	case "":
-		return nil, "", seedErr("", fmt.Sprintf("no content: give one of %s (\"content\": \"\" for an empty one)", seedContentFields))
+		return nil, "", pathErr("", fmt.Sprintf("no content: give one of %s (\"content\": \"\" for an empty one)", seedContentFields))
 	case "content":
-		s, err := obj.str("content", true)
-		if err != nil {
-			return nil, "", fromScript(err)
-		}
-		return []byte(s), field, nil
+		return []byte(*cj.Content), field, nil
 	case "content_base64":
-		s, err := obj.str("content_base64", true)
+		b, err := base64.StdEncoding.DecodeString(*cj.ContentBase64)
 		if err != nil {
-			return nil, "", fromScript(err)
-		}
-		b, derr := base64.StdEncoding.DecodeString(s)
-		if derr != nil {
-			return nil, "", seedErr("content_base64", "not standard base64 (RFC 4648, with padding)")
+			return nil, "", pathErr("content_base64", "not standard base64 (RFC 4648, with padding)")
 		}
 		return b, field, nil
 	default: // json
 		var buf bytes.Buffer
-		if err := json.Compact(&buf, obj["json"]); err != nil { // unreachable: the seed is valid JSON
-			return nil, "", seedErr("json", "invalid JSON")
+		if err := json.Compact(&buf, cj.JSON); err != nil { // unreachable: the seed is valid JSON
+			return nil, "", pathErr("json", "invalid JSON")
 		}
 		return buf.Bytes(), field, nil
 	}
-}
-
-// splitSeed walks the top-level object (already valid JSON) and returns the
-// entries of each section with the line each starts on.
-func splitSeed(data []byte) (map[string][]rawRule, *SeedError) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	at := func() int { line, _ := position(data, skipSpace(data, int(dec.InputOffset()))); return line }
-	tok, _ := dec.Token()
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, &SeedError{Index: -1, Line: 1, Msg: `a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`}
-	}
-	sections := map[string][]rawRule{}
-	seen := map[string]bool{}
-	for dec.More() {
-		line := at()
-		tok, _ := dec.Token()
-		key, _ := tok.(string)
-		if seen[key] {
-			return nil, &SeedError{Index: -1, Field: strconv.Quote(key), Line: line, Msg: "duplicate key"}
-		}
-		seen[key] = true
-		switch key {
-		case "comment":
-			var c string
-			if err := dec.Decode(&c); err != nil {
-				return nil, &SeedError{Index: -1, Field: `"comment"`, Line: line, Msg: "want a string"}
-			}
-		case "indexes", "files", "blobs":
-			tok, _ := dec.Token()
-			if d, ok := tok.(json.Delim); !ok || d != '[' {
-				return nil, &SeedError{Index: -1, Field: strconv.Quote(key), Line: line, Msg: "want an array"}
-			}
-			list := []rawRule{}
-			for dec.More() {
-				line := at()
-				var raw json.RawMessage
-				if err := dec.Decode(&raw); err != nil { // unreachable: data is valid
-					return nil, &SeedError{Section: key, Index: len(list), Line: line, Msg: err.Error()}
-				}
-				if len(list) == maxSeedEntries {
-					return nil, &SeedError{Section: key, Index: len(list), Line: line, Msg: fmt.Sprintf("more than %d entries", maxSeedEntries)}
-				}
-				list = append(list, rawRule{data: raw, line: line})
-			}
-			_, _ = dec.Token() // ']'
-			sections[key] = list
-		default:
-			return nil, &SeedError{Index: -1, Field: strconv.Quote(key), Line: line, Msg: "unknown top-level key (want " + seedSectionHint + ")"}
-		}
-	}
-	return sections, nil
 }

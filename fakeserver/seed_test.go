@@ -116,9 +116,9 @@ func TestServerSeedChecksFirst(t *testing.T) {
 			{Container: "c", Name: "b", Content: []byte("y")},
 		},
 	})
-	var se *SeedError
+	var se *LoadError
 	require.True(t, errors.As(err, &se), "%v", err)
-	assert.Equal(t, &SeedError{Section: "blobs", Index: 1, Field: "name", Msg: `blob "c/b" already seeded by blobs[0]`}, se)
+	assert.Equal(t, &LoadError{Doc: "seed", Path: `blobs[1].name`, Msg: `blob "c/b" already seeded by blobs[0]`}, se)
 	assert.Equal(t, `seed: blobs[1].name: blob "c/b" already seeded by blobs[0]`, err.Error())
 	_, ok := s.Index("ok")
 	assert.False(t, ok, "nothing stored")
@@ -134,51 +134,51 @@ func TestServerSeedChecksFirst(t *testing.T) {
 func TestLoadSeedErrors(t *testing.T) {
 	tests := []struct {
 		name, json string
-		want       SeedError
+		want       LoadError
 		msg        string
 	}{
-		{"syntax", "{\n  \"blobs\": [,]\n}", SeedError{Index: -1, Line: 2, Column: 13, Msg: "invalid JSON: invalid character ',' looking for beginning of value"},
+		{"syntax", "{\n  \"blobs\": [,]\n}", LoadError{Doc: "seed", Line: 2, Column: 13, Msg: "invalid JSON: invalid character ',' looking for beginning of value"},
 			"seed: line 2, column 13: invalid JSON: invalid character ',' looking for beginning of value"},
-		{"truncated", `{"blobs": [`, SeedError{Index: -1, Line: 1, Column: 12, Msg: "invalid JSON: unexpected end of JSON input"}, ""},
-		{"trailing data", `{} {}`, SeedError{Index: -1, Line: 1, Column: 4, Msg: "invalid JSON: data after the seed object"}, ""},
-		{"not an object", `[]`, SeedError{Index: -1, Line: 1, Msg: `a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`}, ""},
-		{"unknown key", "{\n \"blob\": []}", SeedError{Index: -1, Field: `"blob"`, Line: 2, Msg: `unknown top-level key (want "indexes", "files", "blobs" or "comment")`},
-			`seed: "blob" (line 2): unknown top-level key (want "indexes", "files", "blobs" or "comment")`},
-		{"duplicate key", `{"files": [], "files": []}`, SeedError{Index: -1, Field: `"files"`, Line: 1, Msg: "duplicate key"}, ""},
-		{"section not an array", `{"blobs": {}}`, SeedError{Index: -1, Field: `"blobs"`, Line: 1, Msg: "want an array"}, ""},
-		{"comment not a string", `{"comment": 1}`, SeedError{Index: -1, Field: `"comment"`, Line: 1, Msg: "want a string"}, ""},
-		{"entry not an object", `{"files": [1]}`, SeedError{Section: "files", Index: 0, Line: 1, Msg: "want a JSON object"}, "seed: files[0] (line 1): want a JSON object"},
+		{"truncated", `{"blobs": [`, LoadError{Doc: "seed", Line: 1, Column: 12, Msg: "invalid JSON: unexpected end of JSON input"}, ""},
+		{"trailing data", `{} {}`, LoadError{Doc: "seed", Line: 1, Column: 4, Msg: "invalid JSON: invalid character '{' after top-level value"}, ""},
+		{"not an object", `[]`, LoadError{Doc: "seed", Line: 1, Column: 1, Msg: `a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`}, ""},
+		{"unknown key", "{\n \"blob\": []}", LoadError{Doc: "seed", Path: `"blob"`, Line: 2, Column: 7, Msg: `unknown top-level key (want "blobs", "files", "indexes" or "comment")`},
+			`seed: "blob" (line 2, column 7): unknown top-level key (want "blobs", "files", "indexes" or "comment")`},
+		{"duplicate key", `{"files": [], "files": []}`, LoadError{Doc: "seed", Path: `files`, Line: 1, Column: 21, Msg: "duplicate key"}, ""},
+		{"section not an array", `{"blobs": {}}`, LoadError{Doc: "seed", Path: `blobs`, Line: 1, Column: 8, Msg: "want an array"}, ""},
+		{"comment not a string", `{"comment": 1}`, LoadError{Doc: "seed", Path: `comment`, Line: 1, Column: 10, Msg: "want a string"}, ""},
+		{"entry not an object", `{"files": [1]}`, LoadError{Doc: "seed", Path: `files[0]`, Line: 1, Column: 12, Msg: "want a JSON object"}, "seed: files[0] (line 1, column 12): want a JSON object"},
 		{"unknown field", "{\"blobs\": [\n  {\"container\": \"c\", \"name\": \"b\", \"content\": \"\"},\n  {\"container\": \"c\", \"nmae\": \"b\", \"content\": \"\"}]}",
-			SeedError{Section: "blobs", Index: 1, Field: "nmae", Line: 3, Msg: "unknown field"}, "seed: blobs[1].nmae (line 3): unknown field"},
-		{"container missing", `{"blobs": [{"name": "b", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "container", Line: 1, Msg: "required"}, ""},
-		{"container not a string", `{"blobs": [{"container": 7, "name": "b", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "container", Line: 1, Msg: "want a string"}, ""},
-		{"container with slash", `{"blobs": [{"container": "a/b", "name": "b", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "container", Line: 1, Msg: `container "a/b" holds "/" or a control character`}, ""},
-		{"container taken", `{"blobs": [{"container": "files", "name": "b", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "container", Line: 1, Msg: `container "files" is taken by the fake's own routes: no request could reach it`}, ""},
-		{"container admin", `{"blobs": [{"container": "_fakeserver", "name": "b", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "container", Line: 1, Msg: `container "_fakeserver" is taken by the fake's own routes: no request could reach it`}, ""},
-		{"blob name empty", `{"blobs": [{"container": "c", "name": "", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "name", Line: 1, Msg: "required"}, ""},
-		{"blob name control", `{"blobs": [{"container": "c", "name": "a\nb", "content": ""}]}`, SeedError{Section: "blobs", Index: 0, Field: "name", Line: 1, Msg: "holds a control character"}, ""},
+			LoadError{Doc: "seed", Path: `blobs[1].nmae`, Line: 3, Column: 3, Msg: "unknown field"}, "seed: blobs[1].nmae (line 3, column 3): unknown field"},
+		{"container missing", `{"blobs": [{"name": "b", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].container`, Line: 1, Column: 12, Msg: "required"}, ""},
+		{"container not a string", `{"blobs": [{"container": 7, "name": "b", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].container`, Line: 1, Column: 26, Msg: "want a string"}, ""},
+		{"container with slash", `{"blobs": [{"container": "a/b", "name": "b", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].container`, Line: 1, Column: 12, Msg: `container "a/b" holds "/" or a control character`}, ""},
+		{"container taken", `{"blobs": [{"container": "files", "name": "b", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].container`, Line: 1, Column: 12, Msg: `container "files" is taken by the fake's own routes: no request could reach it`}, ""},
+		{"container admin", `{"blobs": [{"container": "_fakeserver", "name": "b", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].container`, Line: 1, Column: 12, Msg: `container "_fakeserver" is taken by the fake's own routes: no request could reach it`}, ""},
+		{"blob name empty", `{"blobs": [{"container": "c", "name": "", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].name`, Line: 1, Column: 12, Msg: "required"}, ""},
+		{"blob name control", `{"blobs": [{"container": "c", "name": "a\nb", "content": ""}]}`, LoadError{Doc: "seed", Path: `blobs[0].name`, Line: 1, Column: 12, Msg: "holds a control character"}, ""},
 		{"duplicate blob", "{\"blobs\": [\n{\"container\": \"c\", \"name\": \"b\", \"content\": \"\"},\n{\"container\": \"c\", \"name\": \"b\", \"json\": 1}]}",
-			SeedError{Section: "blobs", Index: 1, Field: "name", Line: 3, Msg: `blob "c/b" already seeded by blobs[0]`}, ""},
-		{"no content", `{"blobs": [{"container": "c", "name": "b"}]}`, SeedError{Section: "blobs", Index: 0, Line: 1, Msg: `no content: give one of content, content_base64 or json ("content": "" for an empty one)`}, ""},
-		{"two contents", `{"files": [{"content": "x", "json": 1}]}`, SeedError{Section: "files", Index: 0, Field: "json", Line: 1, Msg: "excludes content: give one of content, content_base64 or json"},
-			"seed: files[0].json (line 1): excludes content: give one of content, content_base64 or json"},
-		{"bad base64", `{"files": [{"content_base64": "A!=="}]}`, SeedError{Section: "files", Index: 0, Field: "content_base64", Line: 1, Msg: "not standard base64 (RFC 4648, with padding)"}, ""},
-		{"content not a string", `{"files": [{"content": [1]}]}`, SeedError{Section: "files", Index: 0, Field: "content", Line: 1, Msg: "want a string"}, ""},
-		{"file name with newline", `{"files": [{"name": "a\r\nX-Evil: 1", "content": ""}]}`, SeedError{Section: "files", Index: 0, Field: "name", Line: 1, Msg: "longer than 1024 bytes or holds NUL, CR or LF"}, ""},
-		{"content type control", `{"blobs": [{"container": "c", "name": "b", "content": "", "content_type": "a\nb"}]}`, SeedError{Section: "blobs", Index: 0, Field: "content_type", Line: 1, Msg: "longer than 256 bytes or holds a control character"}, ""},
-		{"index name missing", `{"indexes": [{"definition": {}}]}`, SeedError{Section: "indexes", Index: 0, Field: "name", Line: 1, Msg: "required"}, ""},
-		{"index name quote", `{"indexes": [{"name": "a'b", "definition": {}}]}`, SeedError{Section: "indexes", Index: 0, Field: "name", Line: 1, Msg: `index name "a'b" holds "/", "'" or a control character`}, ""},
-		{"definition missing", `{"indexes": [{"name": "a"}]}`, SeedError{Section: "indexes", Index: 0, Field: "definition", Line: 1, Msg: "required"}, ""},
-		{"definition not an object", `{"indexes": [{"name": "a", "definition": [1]}]}`, SeedError{Section: "indexes", Index: 0, Field: "definition", Line: 1, Msg: "want a JSON object"}, ""},
-		{"definition name differs", `{"indexes": [{"name": "a", "definition": {"name": "b"}}]}`, SeedError{Section: "indexes", Index: 0, Field: "definition", Line: 1, Msg: `its "name" differs from the index name "a"`},
-			`seed: indexes[0].definition (line 1): its "name" differs from the index name "a"`},
-		{"duplicate index", `{"indexes": [{"name": "a", "definition": {}}, {"name": "a", "definition": {}}]}`, SeedError{Section: "indexes", Index: 1, Field: "name", Line: 1, Msg: `index "a" already seeded by indexes[0]`}, ""},
+			LoadError{Doc: "seed", Path: `blobs[1].name`, Line: 3, Column: 1, Msg: `blob "c/b" already seeded by blobs[0]`}, ""},
+		{"no content", `{"blobs": [{"container": "c", "name": "b"}]}`, LoadError{Doc: "seed", Path: `blobs[0]`, Line: 1, Column: 12, Msg: `no content: give one of content, content_base64 or json ("content": "" for an empty one)`}, ""},
+		{"two contents", `{"files": [{"content": "x", "json": 1}]}`, LoadError{Doc: "seed", Path: `files[0].json`, Line: 1, Column: 12, Msg: "excludes content: give one of content, content_base64 or json"},
+			"seed: files[0].json (line 1, column 12): excludes content: give one of content, content_base64 or json"},
+		{"bad base64", `{"files": [{"content_base64": "A!=="}]}`, LoadError{Doc: "seed", Path: `files[0].content_base64`, Line: 1, Column: 12, Msg: "not standard base64 (RFC 4648, with padding)"}, ""},
+		{"content not a string", `{"files": [{"content": [1]}]}`, LoadError{Doc: "seed", Path: `files[0].content`, Line: 1, Column: 24, Msg: "want a string"}, ""},
+		{"file name with newline", `{"files": [{"name": "a\r\nX-Evil: 1", "content": ""}]}`, LoadError{Doc: "seed", Path: `files[0].name`, Line: 1, Column: 12, Msg: "longer than 1024 bytes or holds NUL, CR or LF"}, ""},
+		{"content type control", `{"blobs": [{"container": "c", "name": "b", "content": "", "content_type": "a\nb"}]}`, LoadError{Doc: "seed", Path: `blobs[0].content_type`, Line: 1, Column: 12, Msg: "longer than 256 bytes or holds a control character"}, ""},
+		{"index name missing", `{"indexes": [{"definition": {}}]}`, LoadError{Doc: "seed", Path: `indexes[0].name`, Line: 1, Column: 14, Msg: "required"}, ""},
+		{"index name quote", `{"indexes": [{"name": "a'b", "definition": {}}]}`, LoadError{Doc: "seed", Path: `indexes[0].name`, Line: 1, Column: 14, Msg: `index name "a'b" holds "/", "'" or a control character`}, ""},
+		{"definition missing", `{"indexes": [{"name": "a"}]}`, LoadError{Doc: "seed", Path: `indexes[0].definition`, Line: 1, Column: 14, Msg: "required"}, ""},
+		{"definition not an object", `{"indexes": [{"name": "a", "definition": [1]}]}`, LoadError{Doc: "seed", Path: `indexes[0].definition`, Line: 1, Column: 14, Msg: "want a JSON object"}, ""},
+		{"definition name differs", `{"indexes": [{"name": "a", "definition": {"name": "b"}}]}`, LoadError{Doc: "seed", Path: `indexes[0].definition`, Line: 1, Column: 14, Msg: `its "name" differs from the index name "a"`},
+			`seed: indexes[0].definition (line 1, column 14): its "name" differs from the index name "a"`},
+		{"duplicate index", `{"indexes": [{"name": "a", "definition": {}}, {"name": "a", "definition": {}}]}`, LoadError{Doc: "seed", Path: `indexes[1].name`, Line: 1, Column: 47, Msg: `index "a" already seeded by indexes[0]`}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			seed, err := LoadSeed(strings.NewReader(tc.json))
 			assert.Nil(t, seed)
-			var se *SeedError
+			var se *LoadError
 			require.True(t, errors.As(err, &se), "%v", err)
 			assert.Equal(t, tc.want, *se)
 			if tc.msg != "" {
@@ -199,9 +199,9 @@ func TestLoadSeedFile(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"blobs": [{"container": "c"}]}`), 0o600))
 	_, err = LoadSeedFile(bad)
-	var se *SeedError
+	var se *LoadError
 	require.True(t, errors.As(err, &se), "%v", err)
-	assert.Equal(t, bad+`: seed: blobs[0].name (line 1): required`, err.Error())
+	assert.Equal(t, bad+`: seed: blobs[0].name (line 1, column 12): required`, err.Error())
 
 	_, err = LoadSeedFile(filepath.Join(dir, "missing.json"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
@@ -217,7 +217,7 @@ func TestLoadSeedFile(t *testing.T) {
 }
 
 // FuzzLoadSeed: whatever the input, LoadSeed returns a seed or a
-// *SeedError, never panics; a seed it returns is accepted whole by a
+// *LoadError, never panics; a seed it returns is accepted whole by a
 // Server, which then serves every blob and index in it.
 func FuzzLoadSeed(f *testing.F) {
 	f.Add(docSeed)
@@ -233,7 +233,7 @@ func FuzzLoadSeed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input string) {
 		seed, err := LoadSeed(strings.NewReader(input))
 		if err != nil {
-			var se *SeedError
+			var se *LoadError
 			require.ErrorAs(t, err, &se)
 			require.Nil(t, seed, "a seed and an error")
 			_ = err.Error()

@@ -31,7 +31,7 @@ import (
 // prints its timeline, span tree and reports. It exits 0 only when every
 // workflow ended as designed.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet("readrecovery demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the run as JSON")
 	otlp := fs.String("otlp", "", "also export the demo's spans over OTLP/HTTP (JSON) to this endpoint, e.g. http://localhost:4318")
@@ -39,11 +39,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "usage: readrecovery demo [--json] [--otlp URL]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "readrecovery demo: unexpected argument %q\n", fs.Arg(0))

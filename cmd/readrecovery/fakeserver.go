@@ -39,16 +39,13 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var tf timedFlags
 	tf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]")
-		fmt.Fprintln(stderr, "       [--window 2s [--window-start +5s|RFC3339]] [--token-bucket 200,50 [--bucket-key account|host]]")
-		fmt.Fprintln(stderr, "       [--retry-after-ms | --server-busy] [--route ROUTE]")
+		fmt.Fprintln(fs.Output(), "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]")
+		fmt.Fprintln(fs.Output(), "       [--window 2s [--window-start +5s|RFC3339]] [--token-bucket 200,50 [--bucket-key account|host]]")
+		fmt.Fprintln(fs.Output(), "       [--retry-after-ms | --server-busy] [--route ROUTE]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args, stdout); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "readrecovery: fakeserver: unexpected argument %q\n", fs.Arg(0))
@@ -194,4 +191,27 @@ func logToken(s string) string {
 		}
 	}
 	return s
+}
+
+// parseFlags parses args with fs (whose output is the command's error
+// output). A requested usage (-h, -help or --help where a flag is
+// expected) goes to stdout with exit 0; a bad flag to the error output with
+// exit 2. ok is false when the command must return code.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	stderr := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package's own usage, printed below
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
 }

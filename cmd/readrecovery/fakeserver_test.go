@@ -147,7 +147,7 @@ func testBadScript(t *testing.T, bin string) {
 	require.True(t, errors.As(err, &exit), "%v", err)
 	assert.Equal(t, 2, exit.ExitCode())
 	assert.Empty(t, stdout.String(), "nothing listens")
-	assert.Equal(t, "readrecovery: fakeserver: --script "+script+`: script: rules[1].route (line 3): unknown route "serch.put" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`+"\n", stderr.String())
+	assert.Equal(t, "readrecovery: fakeserver: --script "+script+`: script: rules[1].route (line 3, column 3): unknown route "serch.put" (want one of search.put, search.get, file.upload, file.list, blob.put, blob.get, other, *)`+"\n", stderr.String())
 }
 
 // syncBuffer is a goroutine-safe bytes.Buffer.
@@ -275,7 +275,6 @@ func TestRunFakeserverUsage(t *testing.T) {
 		{[]string{"--seed", "/nonexistent/seed.json", "--upstream", "http://127.0.0.1:10000"}, 2,
 			"readrecovery: fakeserver: --seed preloads the in-memory fake; a proxy's state is its upstream's (drop --seed or --upstream)\n"},
 		{[]string{"--addr", "256.1.1.1:bad"}, 1, "readrecovery: fakeserver: listen tcp"},
-		{[]string{"-h"}, 0, "usage: readrecovery fakeserver"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer
@@ -284,6 +283,11 @@ func TestRunFakeserverUsage(t *testing.T) {
 		assert.Contains(t, stderr.String(), tc.msg, tc.args)
 		assert.Empty(t, stdout.String(), tc.args)
 	}
+	// A requested usage goes to stdout.
+	var stdout, stderr0 bytes.Buffer
+	assert.Equal(t, 0, runFakeserver(t.Context(), []string{"-h"}, &stdout, &stderr0))
+	assert.Contains(t, stdout.String(), "usage: readrecovery fakeserver")
+	assert.Empty(t, stderr0.String())
 	// The address in use: exit 1.
 	base, _, stop := startFakeserver(t)
 	var stderr bytes.Buffer
@@ -384,5 +388,5 @@ func TestRunFakeserverBadSeed(t *testing.T) {
 	code := runFakeserver(t.Context(), []string{"--seed", seed}, &stdout, &stderr)
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout.String())
-	assert.Equal(t, "readrecovery: fakeserver: --seed "+seed+": seed: blobs[1].container (line 3): required\n", stderr.String())
+	assert.Equal(t, "readrecovery: fakeserver: --seed "+seed+": seed: blobs[1].container (line 3, column 3): required\n", stderr.String())
 }

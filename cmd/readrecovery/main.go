@@ -1,18 +1,37 @@
 // Command readrecovery runs the bundled fake server, the demo of the
 // read-recovery transport, and the File journal tools.
 //
-//	readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]
+//	readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]
+//	        [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host]]
+//	        [--retry-after-ms | --server-busy] [--route ROUTE]
 //	readrecovery demo [--json] [--otlp URL]
 //	readrecovery journal status DIR
 //	readrecovery journal verify DIR
-//	readrecovery journal plan [--json] DIR
+//	readrecovery journal plan [--json] [--ids FILE] DIR
 //	readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]
+//	readrecovery journal review DIR --pending [--marker shard-KK/pending-request.json] --note TEXT [--not-before UNIX]
+//	readrecovery journal review DIR --restriction ENTRY --not-before UNIX --note TEXT
 //	readrecovery version
 //
-// --help (or -h) on any command prints its usage and exits 0. SIGINT or
+// -h, -help or --help where a command or a flag is expected (and help in
+// place of a command) prints that command's usage on stdout and exits 0;
+// a help word given as a flag's value (--note help) or as a DIR (journal
+// status help) is that value. Exit codes: 0 done (journal: clear or
+// elapsed, verified clean, recorded); 1 findings (verify), a refused
+// review, a listener that cannot be opened; 2 a usage error, a bad script
+// or seed, or a DIR that is missing or not a journal run; 3 waiting (and a
+// recorded --pending or --restriction review); 4 unresolved. SIGINT or
 // SIGTERM ends every command promptly: it is asked to stop (the fake server
 // shuts down and exits 0), and a command that has not returned after
 // [signalGrace] is abandoned with exit 130 (SIGINT) or 143 (SIGTERM).
+//
+// The demo exports its spans over OTLP/HTTP with the small JSON exporter in
+// otlp.go rather than the OpenTelemetry OTLP exporters: those bring gRPC
+// and protobuf into the library's go.mod, which every user of the
+// transport downloads, for one optional flag of a demo; and a module of
+// its own would split the command users run from the checkout (`go run
+// ./cmd/readrecovery demo`) and from CI's module list. otlp_test.go checks
+// its output against the OTLP JSON encoding.
 package main
 
 import (
@@ -28,14 +47,20 @@ import (
 )
 
 const usage = `usage:
-  readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--upstream URL]
+  readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]
+          [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host]]
+          [--retry-after-ms | --server-busy] [--route ROUTE]
   readrecovery demo [--json] [--otlp URL]
   readrecovery journal status DIR
   readrecovery journal verify DIR
-  readrecovery journal plan [--json] DIR
+  readrecovery journal plan [--json] [--ids FILE] DIR
   readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]
+  readrecovery journal review DIR --pending [--marker shard-KK/pending-request.json] --note TEXT [--not-before UNIX]
+  readrecovery journal review DIR --restriction ENTRY --not-before UNIX --note TEXT
   readrecovery version
---help on any command prints its usage.
+--help (or -h) where a command or flag is expected prints its usage; readrecovery journal --help
+tells what each journal command prints. Exit: 0 done, 1 findings or refused, 2 usage or not a
+journal run, 3 waiting, 4 unresolved.
 `
 
 // signalGrace is how long a command may take to return after SIGINT or
@@ -88,18 +113,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	// `fakeserver help` and `version help`: help in place of the only
+	// argument, where these commands take none but flags.
 	help := len(args) == 2 && isHelp(args[1])
 	switch args[0] {
 	case "fakeserver":
 		if help {
-			// The flag package prints the usage to the command's error
-			// output: a requested usage goes to stdout.
-			return runFakeserver(ctx, args[1:], stdout, stdout)
+			return runFakeserver(ctx, []string{"--help"}, stdout, stderr)
 		}
 		return runFakeserver(ctx, args[1:], stdout, stderr)
 	case "demo":
 		if help {
-			return runDemo(ctx, args[1:], stdout, stdout)
+			return runDemo(ctx, []string{"--help"}, stdout, stderr)
 		}
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "journal":

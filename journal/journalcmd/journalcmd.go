@@ -61,22 +61,26 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprint(stderr, c.Usage)
 		return 2
 	}
-	for _, a := range args {
-		if isHelp(a) {
-			fmt.Fprint(stdout, c.Usage)
-			return 0
-		}
+	// A help word is taken where a subcommand or a flag is expected, never
+	// as a flag's value (--note help) or a run's name (status help).
+	if isHelp(args[0]) {
+		fmt.Fprint(stdout, c.Usage)
+		return 0
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "status", "verify":
-		if len(rest) != 1 || rest[0] == "" {
+		pos, err := parseInterleaved(newFlags(c.Sub+cmd), rest)
+		if err != nil {
+			return c.flagError(err, cmd, stdout, stderr)
+		}
+		if len(pos) != 1 || pos[0] == "" {
 			return c.usageError(stderr, c.Sub+cmd+" takes one "+c.Arg)
 		}
 		if cmd == "status" {
-			return c.status(ctx, rest[0], stdout, stderr)
+			return c.status(ctx, pos[0], stdout, stderr)
 		}
-		return c.verify(ctx, rest[0], stdout, stderr)
+		return c.verify(ctx, pos[0], stdout, stderr)
 	case "plan":
 		return c.plan(ctx, rest, stdout, stderr)
 	case "review":
@@ -87,6 +91,17 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
+
+// flagError answers a flag parse error of subcommand cmd: the usage on
+// stdout and 0 for -h, -help or --help where a flag is expected, else a
+// usage error.
+func (c *Command) flagError(err error, cmd string, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, c.Usage)
+		return 0
+	}
+	return c.usageError(stderr, c.Sub+cmd+": "+err.Error())
+}
 
 func (c *Command) usageError(stderr io.Writer, msg string) int {
 	fmt.Fprintf(stderr, "%s: %s\n%s", c.Prog, msg, c.Usage)
@@ -200,7 +215,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	idsFile := fset.String("ids", "", "")
 	pos, err := parseInterleaved(fset, args)
 	if err != nil {
-		return c.usageError(stderr, c.Sub+"plan: "+err.Error())
+		return c.flagError(err, "plan", stdout, stderr)
 	}
 	if len(pos) != 1 || pos[0] == "" {
 		return c.usageError(stderr, c.Sub+"plan takes one "+c.Arg)
@@ -358,7 +373,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	notBefore := fset.Int64("not-before", 0, "")
 	pos, err := parseInterleaved(fset, args)
 	if err != nil {
-		return c.usageError(stderr, c.Sub+"review: "+err.Error())
+		return c.flagError(err, "review", stdout, stderr)
 	}
 	switch {
 	case len(pos) != 1 || pos[0] == "":

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// TestHostileArguments: a help word is taken only where a command or a
+// flag is expected. As a flag's value, a DIR or an ID it is that value: the
+// command runs (or fails) with its documented exit code and never prints
+// the usage as if it had done its work.
+func TestHostileArguments(t *testing.T) {
+	t.Chdir(t.TempDir()) // no file named help here
+	dir := partsRun(t)
+	at(t, time.Now())
+	a := journal.FileDigest("a.bin")
+	later := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string // a prefix of stdout; "" for none
+		stderr string // a part of stderr
+	}{
+		// The seven of issue 30.
+		{[]string{"journal", "review", dir, "--file", "a.bin", "--decision", "skip", "--note", "help"}, 0, "reviewed " + a + ": skip by ", ""},
+		{[]string{"journal", "review", dir, "--pending", "--note", "help"}, 1, "", "readrecovery: journal: review refused: no pending marker: nothing to resolve\n"},
+		{[]string{"journal", "plan", dir, "--ids", "help"}, 2, "", "readrecovery: journal plan --ids: open help: no such file or directory\n"},
+		{[]string{"journal", "status", "help"}, 2, "", "readrecovery: no journal run: "},
+		{[]string{"journal", "verify", "help"}, 2, "", "readrecovery: no journal run: "},
+		{[]string{"journal", "plan", "help"}, 2, "", "readrecovery: no journal run: "},
+		{[]string{"journal", "review", "help", "--file", "a.bin", "--decision", "skip"}, 2, "", "readrecovery: no journal run: "},
+		// More of the same kind.
+		{[]string{"journal", "review", dir, "--file", "help", "--decision", "skip"}, 1, "", "readrecovery: "},
+		{[]string{"journal", "review", dir, "--file", "--help", "--decision", "skip"}, 1, "", "readrecovery: "},
+		{[]string{"journal", "review", dir, "--restriction", "help", "--not-before", later, "--note", "n"}, 1, "", "readrecovery: "},
+		{[]string{"journal", "review", dir, "--pending", "--marker", "-h", "--note", "n"}, 1, "", "readrecovery: "},
+		{[]string{"journal", "review", dir, "--file", "a.bin", "--decision", "help"}, 2, "", "review needs --decision reupload or --decision skip"},
+		{[]string{"fakeserver", "--script", "help"}, 2, "", "readrecovery: fakeserver: --script open help: no such file or directory\n"},
+		{[]string{"fakeserver", "--seed", "-h"}, 2, "", "readrecovery: fakeserver: --seed open -h: no such file or directory\n"},
+		{[]string{"demo", "--otlp", "help"}, 2, "", `--otlp wants an http(s) URL such as http://localhost:4318, not "help"`},
+	}
+	for _, tc := range tests {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), tc.args, &out, &errb)
+		assert.Equal(t, tc.code, code, "%q: %s", tc.args, errb.String())
+		assert.NotContains(t, out.String(), "usage", "%q", tc.args)
+		if tc.stdout == "" {
+			assert.Empty(t, out.String(), "%q", tc.args)
+		} else {
+			assert.True(t, strings.HasPrefix(out.String(), tc.stdout), "%q: %s", tc.args, out.String())
+		}
+		if tc.stderr == "" {
+			assert.Empty(t, errb.String(), "%q", tc.args)
+		} else {
+			assert.Contains(t, errb.String(), tc.stderr, "%q", tc.args)
+		}
+	}
+	// The first case recorded the note "help".
+	j, err := journal.OpenExisting(dir)
+	require.NoError(t, err)
+	plan, err := j.RecordedPlan(time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, 1, plan.Count(journal.FileReviewed), "a.bin reviewed once, with the note help")
+
+	// Where a command or a flag is expected, a help word prints the
+	// command's usage on stdout and exits 0.
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"-help"}, {"help"},
+		{"fakeserver", "--help"}, {"fakeserver", "-h"}, {"fakeserver", "help"}, {"fakeserver", "--addr", "127.0.0.1:0", "--help"},
+		{"demo", "--help"}, {"demo", "-h"}, {"demo", "help"}, {"demo", "--json", "--help"},
+		{"journal", "--help"}, {"journal", "-h"}, {"journal", "help"},
+		{"journal", "status", "--help"}, {"journal", "status", dir, "-h"}, {"journal", "verify", "--help"},
+		{"journal", "plan", "--help"}, {"journal", "plan", dir, "--json", "-h"},
+		{"journal", "review", "--help"}, {"journal", "review", dir, "--pending", "--help"}, {"journal", "review", dir, "--note", "x", "-h"},
+		{"version", "--help"}, {"version", "help"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), args, &out, &errb)
+		assert.Equal(t, 0, code, "%q: %s", args, errb.String())
+		assert.Contains(t, out.String(), "usage", "%q", args)
+		assert.Empty(t, errb.String(), "%q", args)
+	}
+}
+
+// TestUsageListsEveryFlag: the top-level usage names every command and
+// every flag each command defines.
+func TestUsageListsEveryFlag(t *testing.T) {
+	for _, cmd := range []string{"fakeserver", "demo"} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, run(t.Context(), []string{cmd, "--help"}, &out, &errb))
+		// PrintDefaults lists each flag as "  -name ...".
+		flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(out.String(), -1)
+		require.NotEmpty(t, flags, cmd)
+		for _, f := range flags {
+			assert.Contains(t, usage, "--"+f[1], "%s --%s", cmd, f[1])
+		}
+	}
+	for _, f := range regexp.MustCompile(`--[a-z-]+`).FindAllString(journalUsage, -1) {
+		assert.Contains(t, usage, f, "journal %s", f)
+	}
+	for _, line := range strings.Split(journalUsage, "\n") {
+		if cmd, ok := strings.CutPrefix(line, "  readrecovery journal "); ok {
+			assert.Contains(t, usage, "readrecovery journal "+strings.Fields(cmd)[0], line)
+		}
+	}
+	for _, cmd := range []string{"fakeserver", "demo", "journal status", "journal verify", "journal plan", "journal review", "version"} {
+		assert.Regexp(t, "readrecovery "+cmd+"[ \n]", usage, cmd)
+	}
+}
