@@ -237,6 +237,9 @@ func (d *dirStore) initRun(exists bool) error {
 		return d.fs.Chmod(d.dir, 0o700)
 	}
 	if err := d.fs.Mkdir(d.dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another worker creating the same run made it (0700)
+		}
 		return err
 	}
 	return d.fs.SyncDir(filepath.Dir(d.dir))
@@ -559,9 +562,10 @@ func (b *storeBackend) removeMarker(version string) error {
 // existing one. Any number of processes may open the same run (docs/policy.md: shared-runs):
 // each one's Admit and Begin read the store again, the pending marker
 // serializes their journaled requests, and a restriction one of them
-// records blocks all of them. Create the run once (one OpenStore with the
-// plan) before starting workers that share it. ctx bounds the opening
-// only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+// records blocks all of them. Workers may also create a new run together
+// (docs/policy.md: shared-runs): one of them links the manifest, the others
+// open its run; a creation killed before its manifest is finished by the
+// next OpenStore. ctx bounds the opening only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
 	return openStore(ctx, st, true, opts)
 }
