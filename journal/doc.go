@@ -133,7 +133,11 @@
 // Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
 // before it is read: a symbolic link, FIFO, device or directory under a
 // journal name is a finding (the run is unresolved), and nothing can make a
-// reader hang (hostile-directories). A directory that holds files but no journal name is
+// reader hang (hostile-directories). A directory (the run's, a shard's) is listed and
+// fsynced through an open with O_DIRECTORY|O_NONBLOCK: a FIFO or device
+// where a shard should be is a finding naming it, and where the run
+// directory should be an error wrapping [ErrNotRun] ("is not a directory").
+// A directory that holds files but no journal name is
 // not a run ([ErrNotRun]): Open never writes into it.
 //
 // # The way out of an unresolved run

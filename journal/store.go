@@ -201,7 +201,7 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 		return nil, nil, err
 	}
 	if !info.IsDir() {
-		return nil, nil, fmt.Errorf("%s is not a directory", escapeName(d.dir))
+		return nil, nil, fmt.Errorf("%w: %s is not a directory (%s)", ErrNotRun, escapeName(d.dir), fileType(info.Mode()))
 	}
 	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
 	if err != nil {
@@ -225,6 +225,23 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 		out = append(out, ln)
 	}
 	return out, findings, nil
+}
+
+// fileType names the type of a file that is not what the journal expects.
+func fileType(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t == 0:
+		return "a regular file"
+	}
+	return "not a regular file"
 }
 
 func (d *dirStore) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
