@@ -133,7 +133,11 @@
 // Every file is opened with O_NOFOLLOW|O_NONBLOCK and checked with fstat
 // before it is read: a symbolic link, FIFO, device or directory under a
 // journal name is a finding (the run is unresolved), and nothing can make a
-// reader hang (hostile-directories). A directory that holds files but no journal name is
+// reader hang (hostile-directories). A directory (the run's, a shard's) is listed and
+// fsynced through an open with O_DIRECTORY|O_NONBLOCK: a FIFO or device
+// where a shard should be is a finding naming it, and where the run
+// directory should be an error wrapping [ErrNotRun] ("is not a directory").
+// A directory that holds files but no journal name is
 // not a run ([ErrNotRun]): Open never writes into it.
 //
 // # The way out of an unresolved run
@@ -270,10 +274,13 @@
 // dead worker's lost 429 can go unnoticed, so keep it short, but longer
 // than any one request.
 //
-// The root's manifest and plan are written first, then each shard, so a
-// creation that stopped halfway leaves a root with a missing or unfinished
-// shard: unresolved, never clear, and never completed by a later Open (a
-// shard deleted whole is not made again either). A root whose manifest
+// The root's plan is written first, then each shard, and the root's
+// manifest last: a root with a manifest has all its shards. A creation that
+// stopped before the root's manifest sent nothing, and the next Open
+// (WithParallel, the same plan or none) finishes it; workers that start
+// together on a new run all open it, one of them linking the manifest. A
+// shard missing under a root with a manifest was deleted whole: the run is
+// unresolved, and the shard is not made again. A root whose manifest
 // cannot be read is refused at open: its shards would be runs inside it.
 //
 // # Example

@@ -294,19 +294,18 @@ var scenarios = []scenario{
 			return false, nil
 		},
 		want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
-			// No request was ever sent: a fresh run (clear) or, for a
-			// partial creation, unresolved. Never waiting or elapsed.
+			// No request was ever sent: a fresh run, or a partial
+			// creation that this Open finishes (R84: no dead end; plan.json
+			// is written first, run.json last, so a run without the linked
+			// manifest sent nothing). Clear either way, never waiting or
+			// elapsed, and nothing left that Verify finds.
 			j, err := Open(dir, withClock(newFakeClock(t0)))
 			require.NoError(t, err)
 			st := j.Status(t0)
-			// plan.json is written first, run.json last: any journal
-			// file without the linked manifest is a broken creation (a
-			// temporary file left after the link is not: staleTemp).
-			if done("create plan.json.tmp") && !done("link run.json") {
-				require.Equal(t, Unresolved, st.State)
-			} else {
-				require.Equal(t, Clear, st.State, st.Reason)
-			}
+			require.Equal(t, Clear, st.State, st.Reason)
+			found, err := Verify(dir)
+			require.NoError(t, err)
+			require.Empty(t, found)
 		},
 	},
 }

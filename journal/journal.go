@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,15 +317,19 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		return nil, err
 	}
 	s, err := scanRun(b, nil, cfg.clock.Now())
+	if create && err == nil && unfinishedCreation(s) {
+		// A creation that stopped before its manifest (another worker's,
+		// under way, or one killed partway): finish it.
+		err = errNoRun
+		planFiles, planDigest = adoptPlan(s, cfg.plan != nil, planFiles, planDigest)
+	}
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), 0)
-		if err != nil && errors.Is(err, fs.ErrExist) {
-			if _, shared := b.(*storeBackend); shared {
-				// Another worker created the run first: open it.
-				s, err = scanRun(b, nil, cfg.clock.Now())
-			}
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), 0, nil)
+		if err == nil && s == nil {
+			// Another worker linked the manifest first: open its run.
+			s, err = scanRun(b, nil, cfg.clock.Now())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
@@ -341,13 +346,18 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 
 // create makes a new run: the directory (or, when exists, the empty
 // directory made private), the parent's directory entry durable, then
-// plan.json (the plan's file digests) and last the manifest, each written
-// atomically. A crash before the manifest leaves journal names without a
-// manifest: an unresolved run, never a clear one. parallel > 0 makes a
-// parallel run's root (its manifest says "parallel": n); its shards follow
-// (openParallel), and a crash before a shard exists leaves a root whose
-// shard is missing: unresolved.
-func (j *Journal) create(plan []string, planDigest string, exists bool, parallel int) (*snapshot, error) {
+// plan.json (the plan's file digests), then parts (a parallel run's
+// shards, when not nil) and last the manifest, each written exclusively
+// and atomically. Until the manifest is linked the run is an unfinished
+// creation (unfinishedCreation), which the next Open finishes; it is never
+// clear, and never unresolved for good. Any number of workers may create
+// the same run at once (docs/policy.md: shared-runs): a part that exists
+// with the bytes this creation would write is no error, and a manifest
+// that exists is the winner's — create then returns a nil snapshot, and the
+// caller reads the run. A plan.json that holds another plan is
+// [ErrPlanMismatch]. parallel > 0 makes a parallel run's root (its
+// manifest says "parallel": n).
+func (j *Journal) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
 		return nil, err
@@ -358,8 +368,13 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 	if err := j.b.initRun(exists); err != nil {
 		return nil, err
 	}
-	if _, err := j.writeAtomic(planName, planData); err != nil {
+	if err := j.putPart(planName, planData); err != nil {
 		return nil, err
+	}
+	if parts != nil {
+		if err := parts(); err != nil {
+			return nil, err
+		}
 	}
 	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
 	data, digest, err := encodeManifest(mb)
@@ -367,6 +382,9 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 		return nil, err
 	}
 	if _, err := j.writeAtomic(manifestName, data); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, nil // another worker's: the caller reads it
+		}
 		return nil, err
 	}
 	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest, parallel: parallel}
@@ -375,6 +393,51 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 	s.cache[manifestName] = mi
 	s.cache[planName] = planList{plan, planDigest}
 	return s, nil
+}
+
+// putPart stores the part name of a creation exclusively. A part that
+// exists already (another worker creating the same run, or a creation
+// killed after writing it) is no error when it holds exactly data; one
+// that holds a different plan is [ErrPlanMismatch].
+func (j *Journal) putPart(name string, data []byte) error {
+	_, err := j.writeAtomic(name, data)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	had, _, ok := j.b.read(nil, name, maxPlanBytes)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s exists and cannot be read: %w", name, err)
+	case !bytes.Equal(had, data):
+		return fmt.Errorf("%w: %s records another plan (a creation with another plan)", ErrPlanMismatch, name)
+	}
+	return nil
+}
+
+// unfinishedCreation reports whether s is a run whose creation stopped
+// before its manifest: no run.json, and nothing but plan.json and the
+// temporary files of durable writes (every request is preceded by the
+// manifest, so none was sent).
+func unfinishedCreation(s *snapshot) bool {
+	if s.manifest != nil {
+		return false
+	}
+	for _, de := range s.listed {
+		if _, tmp := parseTempName(de.name); !de.regular || (!tmp && de.name != planName) {
+			return false
+		}
+	}
+	return true
+}
+
+// adoptPlan is the plan with which an opener finishes an unfinished
+// creation: its own when it gave one (given), else the one the creation's
+// plan.json records, when readable.
+func adoptPlan(s *snapshot, given bool, files []string, digest string) ([]string, string) {
+	if pl, ok := s.cache[planName].(planList); ok && !given {
+		return pl.files, pl.digest
+	}
+	return files, digest
 }
 
 // Dir returns the run directory, or for a run opened with [OpenStore] the

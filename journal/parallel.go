@@ -558,16 +558,35 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
-	created := false
 	s, err := scanRun(rb, nil, cfg.clock.Now())
+	if create && err == nil && unfinishedCreation(s) {
+		// A creation that stopped before the root's manifest: finish it.
+		err = errNoRun
+		planFiles, planDigest = adoptPlan(s, cfg.plan != nil, planFiles, planDigest)
+	}
 	switch {
 	case err == nil:
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), n)
+		// The root's plan.json, every shard, and last the root's
+		// manifest: a root with a manifest has all its shards, and a
+		// shard missing later is a deletion (unresolved).
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), n, func() error {
+			for k := 1; k <= n; k++ {
+				sub := shardPlan(planFiles, k, n)
+				sj := &Journal{b: rb.shard(k), clock: cfg.clock}
+				if _, err := sj.create(sub, planDigestOf(sub), false, 0, nil); err != nil {
+					return fmt.Errorf("%s: %w", shardName(k), err)
+				}
+			}
+			return nil
+		})
+		if err == nil && s == nil {
+			// Another worker linked the root's manifest first: open it.
+			s, err = scanRun(rb, nil, cfg.clock.Now())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
 		}
-		created = true
 	default:
 		return nil, dirError(dir, err)
 	}
@@ -610,11 +629,6 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 		ss, err := scanRun(sj.b, nil, cfg.clock.Now())
 		switch {
 		case err == nil:
-		case created:
-			ss, err = sj.create(sub, planDigestOf(sub), false, 0)
-			if err != nil {
-				return nil, fmt.Errorf("journal: create %s of run %s: %w", shardName(k), escapeName(dir), bareErr(err))
-			}
 		default:
 			// A shard missing or unreadable: the run is unresolved (a
 			// deleted shard, or a creation that did not finish).

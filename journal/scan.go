@@ -576,8 +576,10 @@ func dirError(dir string, err error) error {
 	switch {
 	case errors.Is(err, errNoRun):
 		return fmt.Errorf("journal: %s %w: %w", escapeName(dir), errNoRun, fs.ErrNotExist)
-	case errors.Is(err, ErrNotRun):
+	case err == ErrNotRun:
 		return fmt.Errorf("%w: %s", ErrNotRun, escapeName(dir))
+	case errors.Is(err, ErrNotRun):
+		return err // it names dir and why
 	}
 	return fmt.Errorf("journal: %w", err)
 }

@@ -201,7 +201,7 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 		return nil, nil, err
 	}
 	if !info.IsDir() {
-		return nil, nil, fmt.Errorf("%s is not a directory", escapeName(d.dir))
+		return nil, nil, fmt.Errorf("%w: %s is not a directory (%s)", ErrNotRun, escapeName(d.dir), fileType(info.Mode()))
 	}
 	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
 	if err != nil {
@@ -227,6 +227,23 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	return out, findings, nil
 }
 
+// fileType names the type of a file that is not what the journal expects.
+func fileType(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case t == 0:
+		return "a regular file"
+	}
+	return "not a regular file"
+}
+
 func (d *dirStore) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	data, ok := readCapped(d.fs, s, d.dir, name, limit)
 	return data, "", ok
@@ -237,6 +254,9 @@ func (d *dirStore) initRun(exists bool) error {
 		return d.fs.Chmod(d.dir, 0o700)
 	}
 	if err := d.fs.Mkdir(d.dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another worker creating the same run made it (0700)
+		}
 		return err
 	}
 	return d.fs.SyncDir(filepath.Dir(d.dir))
@@ -559,9 +579,10 @@ func (b *storeBackend) removeMarker(version string) error {
 // existing one. Any number of processes may open the same run (docs/policy.md: shared-runs):
 // each one's Admit and Begin read the store again, the pending marker
 // serializes their journaled requests, and a restriction one of them
-// records blocks all of them. Create the run once (one OpenStore with the
-// plan) before starting workers that share it. ctx bounds the opening
-// only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+// records blocks all of them. Workers may also create a new run together
+// (docs/policy.md: shared-runs): one of them links the manifest, the others
+// open its run; a creation killed before its manifest is finished by the
+// next OpenStore. ctx bounds the opening only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
 	return openStore(ctx, st, true, opts)
 }

@@ -10,5 +10,9 @@ import "os"
 // fstat after it.
 const ReadFlags = os.O_RDONLY
 
+// DirFlags are the flags with which the journal opens a directory to list
+// or fsync it; on this platform the caller's Stat says it is one first.
+const DirFlags = os.O_RDONLY
+
 // IsSymlinkRefusal reports false: this platform has no O_NOFOLLOW.
 func IsSymlinkRefusal(err error) bool { return false }

@@ -77,8 +77,10 @@ func (OS) Remove(name string) error { return os.Remove(name) }
 func (OS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 // ReadDir reads at most n entries (all when n <= 0) of the directory name.
+// The directory is opened with [DirFlags]: a FIFO or device under name
+// is refused at once, never waited on.
 func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
-	d, err := os.Open(name)
+	d, err := os.OpenFile(name, DirFlags, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +95,7 @@ func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
 // SyncDir opens the directory and fsyncs it, so that the creation, linking
 // and removal of its entries are durable.
 func (OS) SyncDir(name string) error {
-	d, err := os.Open(name)
+	d, err := os.OpenFile(name, DirFlags, 0)
 	if err != nil {
 		return err
 	}
