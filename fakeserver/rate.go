@@ -76,9 +76,14 @@ type Bucket struct {
 	Quota QuotaForm
 }
 
-// String describes the bucket: "bucket=200/s,burst=50,per=account".
+// String describes the bucket: "bucket=200/s,burst=50,per=account", with
+// ",quota=openai" (or arm) when it sends the remaining-quota headers.
 func (b Bucket) String() string {
-	return fmt.Sprintf("bucket=%s/s,burst=%d,per=%s", strconv.FormatFloat(b.Rate, 'g', -1, 64), b.Burst, b.key())
+	s := fmt.Sprintf("bucket=%s/s,burst=%d,per=%s", strconv.FormatFloat(b.Rate, 'g', -1, 64), b.Burst, b.key())
+	if b.Quota != "" {
+		s += ",quota=" + string(b.Quota)
+	}
+	return s
 }
 
 func (b Bucket) key() BucketKey {
@@ -185,7 +190,7 @@ func (r *Rule) validateTimed() (field string, err error) {
 		switch b.Key {
 		case BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment:
 		default:
-			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account or host)", string(b.Key))
+			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account, host, subscription or deployment)", string(b.Key))
 		}
 		if b.Rate == 0 {
 			return "token_bucket.key", errors.New("a bucket key needs a token bucket")

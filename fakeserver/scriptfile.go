@@ -94,12 +94,14 @@ type windowJSON struct {
 	Duration *string `json:"duration"`
 }
 
-// bucketJSON is {"rate": tokens per second, "burst": N, "key": "account"
-// or "host" (optional)}.
+// bucketJSON is {"rate": tokens per second, "burst": N, "key": "account",
+// "host", "subscription" or "deployment" (optional), "quota_headers":
+// "openai" or "arm" (optional)}.
 type bucketJSON struct {
 	Rate  *float64 `json:"rate"`
 	Burst *int64   `json:"burst"`
 	Key   string   `json:"key"`
+	Quota string   `json:"quota_headers"`
 }
 
 type retryAfterJSON struct {
@@ -371,7 +373,7 @@ func (bj *bucketJSON) bucket() (Bucket, *LoadError) {
 		return Bucket{}, pathErr("token_bucket.burst", fmt.Sprintf("burst %d out of range [1, %d]", *bj.Burst, maxBucketBurst))
 	}
 	// The rate's range and the key are checked by validate.
-	return Bucket{Rate: *bj.Rate, Burst: int(*bj.Burst), Key: BucketKey(bj.Key)}, nil
+	return Bucket{Rate: *bj.Rate, Burst: int(*bj.Burst), Key: BucketKey(bj.Key), Quota: QuotaForm(bj.Quota)}, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -214,7 +214,7 @@ func TestLoadScriptErrors(t *testing.T) {
 		{"bucket rate zero", rule(`{"route":"*","token_bucket":{"rate":0,"burst":1},"fault":"reset"}`), `script: rules[1].token_bucket.rate (line 3, column 1): rate 0 out of range [0.001, 1e+09] tokens per second`, `rules[1].token_bucket.rate`},
 		{"bucket burst missing", rule(`{"route":"*","token_bucket":{"rate":1},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3, column 1): required`, `rules[1].token_bucket.burst`},
 		{"bucket burst zero", rule(`{"route":"*","token_bucket":{"rate":1,"burst":0},"fault":"reset"}`), `script: rules[1].token_bucket.burst (line 3, column 1): burst 0 out of range [1, 1000000]`, `rules[1].token_bucket.burst`},
-		{"bucket key", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"key":"tenant"},"fault":"reset"}`), `script: rules[1].token_bucket.key (line 3, column 1): unknown bucket key "tenant" (want account or host)`, `rules[1].token_bucket.key`},
+		{"bucket key", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"key":"tenant"},"fault":"reset"}`), `script: rules[1].token_bucket.key (line 3, column 1): unknown bucket key "tenant" (want account, host, subscription or deployment)`, `rules[1].token_bucket.key`},
 		{"bucket unknown field", rule(`{"route":"*","token_bucket":{"rate":1,"burst":1,"refill":2},"fault":"reset"}`), `script: rules[1].token_bucket.refill (line 3, column 1): unknown field`, `rules[1].token_bucket.refill`},
 		{"server_busy status", rule(`{"route":"*","fault":"server_busy","status":503}`), `script: rules[1].status (line 3, column 1): not a field of a server_busy fault`, `rules[1].status`},
 	}
@@ -314,4 +314,26 @@ func FuzzLoadScript(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The JSON of R94's buckets (per subscription or deployment, with the
+// remaining-quota headers) loads into the rules the Go API makes.
+func TestLoadQuotaBuckets(t *testing.T) {
+	s, err := LoadScript(strings.NewReader(`{"rules": [
+    {"route": "*", "token_bucket": {"rate": 20, "burst": 10, "key": "subscription", "quota_headers": "arm"},
+     "fault": "throttle", "retry_after": {"form": "remaining"}},
+    {"route": "other", "token_bucket": {"rate": 10, "burst": 5, "key": "deployment", "quota_headers": "openai"},
+     "fault": "throttle", "retry_after": {"form": "remaining-ms"}}]}`))
+	require.NoError(t, err)
+	want := NewScript()
+	want.Add(RouteAny, Throttle(RetryAfterRemaining()), TokenBucket(20, 10), PerSubscription(), QuotaHeaders(QuotaARM))
+	want.Add(RouteOther, Throttle(RetryAfterRemainingMs()), TokenBucket(10, 5), PerDeployment(), QuotaHeaders(QuotaOpenAI))
+	assert.Equal(t, want.Rules(), s.Rules())
+	assert.Equal(t, QuotaARM, s.Rules()[0].Bucket.Quota)
+	assert.Equal(t, BucketPerDeployment, s.Rules()[1].Bucket.Key)
+
+	_, err = LoadScript(strings.NewReader(`{"rules": [{"route": "*", "token_bucket": {"rate": 1, "burst": 1, "quota_headers": "aws"}, "fault": "throttle", "retry_after": {"form": "remaining"}}]}`))
+	var le *LoadError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, "rules[0].token_bucket.quota_headers", le.Path)
 }

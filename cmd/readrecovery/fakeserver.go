@@ -40,7 +40,7 @@ func runFakeserver(ctx context.Context, args []string, stdout, stderr io.Writer)
 	tf.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]")
-		fmt.Fprintln(fs.Output(), "       [--window 2s [--window-start +5s|RFC3339]] [--token-bucket 200,50 [--bucket-key account|host]]")
+		fmt.Fprintln(fs.Output(), "       [--window 2s [--window-start +5s|RFC3339]] [--token-bucket 200,50 [--bucket-key account|host|subscription|deployment] [--quota-headers openai|arm]]")
 		fmt.Fprintln(fs.Output(), "       [--retry-after-ms | --server-busy] [--route ROUTE]")
 		fs.PrintDefaults()
 	}

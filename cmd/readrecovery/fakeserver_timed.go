@@ -22,6 +22,7 @@ type timedFlags struct {
 	windowStart  string
 	tokenBucket  string
 	bucketKey    string
+	quota        string
 	retryAfterMs bool
 	serverBusy   bool
 	route        string
@@ -31,7 +32,8 @@ func (f *timedFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.window, "window", 0, "throttle every request of --route for this `duration` (such as 2s), from the first request or from --window-start; Retry-After is the window's remaining whole seconds")
 	fs.StringVar(&f.windowStart, "window-start", "", "when the --window opens: an RFC 3339 `time`, or +DURATION after the start (such as +5s); default: at the first request")
 	fs.StringVar(&f.tokenBucket, "token-bucket", "", "throttle the requests of --route that find no token in a bucket of BURST tokens refilled at RATE per second (`RATE,BURST`, such as 200,50); Retry-After is the time to the next token, rounded up")
-	fs.StringVar(&f.bucketKey, "bucket-key", "", "what the --token-bucket is kept per: `account` (the default) or host")
+	fs.StringVar(&f.bucketKey, "bucket-key", "", "what the --token-bucket is kept per: `account` (the default), host, subscription (Resource Manager) or deployment (Azure OpenAI)")
+	fs.StringVar(&f.quota, "quota-headers", "", "the --token-bucket's responses carry the remaining quota as `openai` (x-ratelimit-remaining-requests) or arm (x-ms-ratelimit-remaining-subscription-reads/-writes) sends it")
 	fs.BoolVar(&f.retryAfterMs, "retry-after-ms", false, "the 429s of --window and --token-bucket also carry retry-after-ms, as Azure OpenAI sends it")
 	fs.BoolVar(&f.serverBusy, "server-busy", false, "--window and --token-bucket answer 503 ServerBusy (Azure Storage's XML body, no Retry-After) instead of 429; alone, every request of --route")
 	fs.StringVar(&f.route, "route", fakeserver.RouteAny, "the `route` the --window, --token-bucket and --server-busy rules match: search.put, search.get, file.upload, file.list, blob.put, blob.get, other or *")
@@ -51,6 +53,9 @@ func (f *timedFlags) addRules(script *fakeserver.Script, now time.Time) error {
 	}
 	if f.bucketKey != "" && f.tokenBucket == "" {
 		return errors.New("--bucket-key needs --token-bucket")
+	}
+	if f.quota != "" && f.tokenBucket == "" {
+		return errors.New("--quota-headers needs --token-bucket")
 	}
 	if f.retryAfterMs && f.serverBusy {
 		return errors.New("--retry-after-ms and --server-busy exclude each other (a ServerBusy 503 has no Retry-After)")
@@ -92,8 +97,19 @@ func (f *timedFlags) addRules(script *fakeserver.Script, now time.Time) error {
 		case "", "account":
 		case "host":
 			bucket = append(bucket, fakeserver.PerHost())
+		case "subscription":
+			bucket = append(bucket, fakeserver.PerSubscription())
+		case "deployment":
+			bucket = append(bucket, fakeserver.PerDeployment())
 		default:
-			return fmt.Errorf("--bucket-key %q: want account or host", f.bucketKey)
+			return fmt.Errorf("--bucket-key %q: want account, host, subscription or deployment", f.bucketKey)
+		}
+		switch f.quota {
+		case "":
+		case "openai", "arm":
+			bucket = append(bucket, fakeserver.QuotaHeaders(fakeserver.QuotaForm(f.quota)))
+		default:
+			return fmt.Errorf("--quota-headers %q: want openai or arm", f.quota)
 		}
 	}
 	switch {

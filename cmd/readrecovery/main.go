@@ -2,7 +2,7 @@
 // read-recovery transport, and the File journal tools.
 //
 //	readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]
-//	        [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host]]
+//	        [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host|subscription|deployment] [--quota-headers openai|arm]]
 //	        [--retry-after-ms | --server-busy] [--route ROUTE]
 //	readrecovery demo [--json] [--otlp URL]
 //	readrecovery journal status DIR
@@ -48,7 +48,7 @@ import (
 
 const usage = `usage:
   readrecovery fakeserver [--addr 127.0.0.1:0] [--script FILE] [--seed FILE] [--upstream URL] [--account NAME]
-          [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host]]
+          [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host|subscription|deployment] [--quota-headers openai|arm]]
           [--retry-after-ms | --server-busy] [--route ROUTE]
   readrecovery demo [--json] [--otlp URL]
   readrecovery journal status DIR
