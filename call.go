@@ -16,6 +16,168 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// call is one request's trip through the policy: it gathers the facts the
+// policy decides on and acts on its decisions.
+type call struct {
+	t        *Transport
+	req      *http.Request
+	ctx      context.Context
+	s        *ctxState
+	b        *Budget
+	method   string
+	mutation bool
+	// What the policy said when the request was admitted: late (a window
+	// existed then: a 429 finds the opportunity used), ordinal (its place
+	// among the requests sent), held (admitted but not yet counted as
+	// sent: its journal must allow it first).
+	late    bool
+	ordinal int
+	held    bool
+	// mutationNo and attempt number the request among the sequence's
+	// mutations (0: not a mutation, or no budget).
+	mutationNo, attempt int
+	// sent is the body of the first send of a mutation in a sequence,
+	// closed by net/http when it is done with it; nil otherwise.
+	sent *sentBody
+	// With shared restrictions: the request's scope (scoped: known), and
+	// its place in the scope's release while it holds one.
+	scope  string
+	scoped bool
+	place  *place
+	room   roomHold // its part in the scope's room (scope-room)
+}
+
+// admit asks the policy about the request now, and starts the total's
+// cut-off at the sequence's first request.
+func (c *call) admit(r request) admission {
+	clk := c.t.clk()
+	now := instant{clk: clk}
+	if t := c.t.shared; t != nil {
+		// A place whose time has come stays the request's: asked again
+		// (its journal first, or the held re-check), it still goes.
+		if f, p, ok := t.take(c.scopeOf(), now.get(), c.place); ok {
+			// Copied into new values here, so that f and p stay on the
+			// stack when the scope is not restricted (most requests).
+			fp, pp := new(restricted), new(place)
+			*fp, *pp = f, p
+			r.shared, c.place = fp, pp
+		}
+	}
+	if c.t.shared != nil && !r.hold && c.room.n == 0 {
+		// docs/policy.md: scope-room. The hand-off itself: a place in the
+		// scope's room first, or a wait for one.
+		if !c.enterRoom() {
+			if c.room.since.IsZero() {
+				c.room.since = now.get()
+			}
+			host, port := hostPort(c.req)
+			r.noRoom, r.roomSince = true, c.room.since
+			r.roomPlan = &waitPlan{trigger: triggerRoom, method: c.method, host: host, port: port, url: redact.URL(c.req.URL)}
+		} else {
+			c.room.since = time.Time{}
+		}
+	}
+	a := c.b.s.admitAt(&now, r)
+	if a.started {
+		c.b.startCut(&c.t.cuts, clk)
+	}
+	if a.step == stepRefuse {
+		c.givePlaceBack()
+	}
+	if c.t.shared != nil && !(a.step == stepWait && a.room) {
+		c.leaveQueue()
+		if a.step != stepSend {
+			c.giveRoomBack()
+		}
+	}
+	return a
+}
+
+// scopeOf returns the request's scope of shared restrictions.
+func (c *call) scopeOf() string {
+	if !c.scoped {
+		c.scope, c.scoped = c.t.shared.scopeOf(c.req), true
+	}
+	return c.scope
+}
+
+// givePlaceBack returns the request's place in its scope's release when
+// it will not use it.
+func (c *call) givePlaceBack() {
+	if c.place != nil {
+		c.t.shared.giveBack(*c.place)
+		c.place = nil
+	}
+}
+
+// await carries out an admission: waits in the window as long as the
+// policy says, and returns the refusal when it refuses. own is the 429 of
+// a request waiting to be re-sent: a refusal then carries its evidence.
+func (c *call) await(adm admission, own *waitPlan) error {
+	var span *waitSpan
+	for {
+		switch adm.step {
+		case stepSend:
+			c.late, c.ordinal, c.held = adm.late, adm.ordinal, adm.ordinal == 0
+			c.endWait(span, nil)
+			return nil
+		case stepRefuse:
+			err := c.refusal(adm.err, own)
+			c.endWait(span, err)
+			return err
+		}
+		if span != nil && (span.plan.trigger == triggerRoom) != adm.room {
+			c.endWait(span, nil) // from the room to a window, or back
+			span = nil
+		}
+		if span == nil {
+			span = c.startWait(*adm.plan, adm.until, own != nil)
+		}
+		var err error
+		if adm.room {
+			err = c.sleepRoom(adm.until)
+		} else {
+			err = c.sleepUntil(c.wakeAt(adm.until))
+		}
+		if err != nil {
+			var se *StopError
+			switch {
+			case errors.As(err, &se):
+				err = c.refusal(se, own)
+			case own != nil:
+				// The request's own re-send wait: its context ending stops
+				// the sequence.
+				err = c.stop(StopWaitCanceled, "the request context ended during the wait", own.status, own.requestID, err)
+			}
+			c.givePlaceBack()
+			c.leaveQueue()
+			c.endWait(span, err)
+			return err
+		}
+		adm = c.admit(request{mutation: c.mutation, claimed: true, hold: own != nil || c.s.journal != nil})
+	}
+}
+
+// refusal turns the policy's refusal into the error to return: the stop
+// recorded on the request's span once per sequence, and a re-send's own
+// 429 evidence kept.
+func (c *call) refusal(se *StopError, own *waitPlan) error {
+	c.recordStop()
+	if own != nil && (se.StatusCode != own.status || se.RequestID != own.requestID) {
+		cp := *se
+		cp.StatusCode, cp.RequestID = own.status, own.requestID
+		return &cp
+	}
+	return se
+}
+
+// release gives back the claim of a request that will not be sent.
+func (c *call) release() {
+	if c.b != nil {
+		c.b.s.releaseAt(c.t.clk().Now())
+	}
+}
+
 // This file is the call's methods: one request's trip through the policy,
 // every method of it but those that admit a request and hold its place in
 // a shared restriction (admit, scopeOf, givePlaceBack, await, refusal,

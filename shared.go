@@ -348,23 +348,6 @@ func (t *restrictions) note(scope string, req *http.Request, receivedAt time.Tim
 	}, paced)
 }
 
-// passShared sends a request that carries nothing of the policy's: it is
-// never held, but its 429 restricts its scope for the others.
-func (t *Transport) passShared(req *http.Request) (*http.Response, error) {
-	resp, err := t.baseRT().RoundTrip(req)
-	if err == nil && resp != nil && httprule.IsThrottled(resp.StatusCode) {
-		receivedAt := t.clk().Now()
-		var tm RetryAfterTiming
-		w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
-		var timing *RetryAfterTiming
-		if w.hasTiming {
-			timing = &tm
-		}
-		t.shared.note(t.shared.scopeOf(req), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), nil)
-	}
-	return resp, err
-}
-
 // paceRecheck is how long a request holding a place sleeps at most
 // before it asks again: its place follows the pace the release learns
 // meanwhile (earlier when it quickened, later when T moved).
