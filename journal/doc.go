@@ -231,7 +231,12 @@
 // checked under the claim, so no file is uploaded by two workers. The
 // store's own requests never pass through the run's read-recovery
 // transport (shared-runs): a failed create or delete, a 429 of the store included,
-// is a persistence failure (persistence-failure-is-terminal).
+// is a persistence failure (persistence-failure-is-terminal). Every list
+// and read of [OpenStore], [InspectStore], Admit, Begin (its check across
+// shards included) and the reviews ends with the caller's context, and
+// after 30 s at most; the journal's writes are never cut short by the
+// caller (a half-written record is worse than a late one) and end only
+// after their own 30 s.
 //
 // # Parallel runs
 //

@@ -91,7 +91,7 @@ func TestFIFORunDirectory(t *testing.T) {
 
 // TestFIFOShardAndRecord: a FIFO as a shard directory or as a record file
 // makes the run unresolved with a reason naming it, for every opener and
-// command, and nothing blocks (R85).
+// command, Admit refuses it (RestrictedError), and nothing blocks (R85).
 func TestFIFOShardAndRecord(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -129,6 +129,10 @@ func TestFIFOShardAndRecord(t *testing.T) {
 				st := j.Status(time.Now())
 				require.Equal(t, journal.Unresolved, st.State, name)
 				require.Contains(t, st.Reason, tc.reason, name)
+				var re *journal.RestrictedError
+				within(t, name+" Admit", func() { err = j.Admit(context.Background(), time.Now()) })
+				require.ErrorAs(t, err, &re, name)
+				require.Equal(t, journal.Unresolved, re.Status.State, name)
 			}
 			var sum journal.Summary
 			within(t, "InspectStore", func() { sum, err = journal.InspectStore(context.Background(), journal.DirStore(dir)) })

@@ -279,13 +279,16 @@ func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(di
 
 func open(dir string, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openBackend(&dirStore{fs: cfg.fs, dir: dir}, create, opts)
+	return openBackend(context.Background(), &dirStore{fs: cfg.fs, dir: dir}, create, opts)
 }
 
-func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
+// openBackend opens the run in b; ctx bounds every list and read of the
+// opening (R85), never the Journal's later calls (each takes its own).
+func openBackend(ctx context.Context, ub backend, create bool, opts []Option) (*Journal, error) {
+	b := ub.with(ctx)
 	cfg := newConfig(opts)
 	dir := b.where()
-	j := &Journal{dir: dir, b: b, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	j := &Journal{dir: dir, b: ub, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
@@ -308,10 +311,10 @@ func openBackend(b backend, create bool, opts []Option) (*Journal, error) {
 		if cfg.parallelSet && cfg.parallel != n {
 			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
 		}
-		return openParallel(b, false, cfg, planFiles, planDigest, n)
+		return openParallel(ctx, ub, false, cfg, planFiles, planDigest, n)
 	}
 	if cfg.parallelSet {
-		return openParallel(b, create, cfg, planFiles, planDigest, cfg.parallel)
+		return openParallel(ctx, ub, create, cfg, planFiles, planDigest, cfg.parallel)
 	}
 	if err := b.nested(); err != nil {
 		return nil, err
@@ -460,7 +463,7 @@ func (j *Journal) Status(now time.Time) Status {
 		return zeroStatus()
 	}
 	if j.par != nil {
-		return j.parallelStatus(now, false)
+		return j.parallelStatus(context.Background(), now, false) // reads nothing
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -479,12 +482,13 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // refreshLocked re-reads the directory listing and any file it does not
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
-func (j *Journal) refreshLocked() {
-	b := j.b
+// ctx bounds every list and read (R85).
+func (j *Journal) refreshLocked(ctx context.Context) {
+	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {
 		// The marker listed under this Journal's claim is its own: its
 		// bytes are known, no read needed.
-		b = &ownMarkerBackend{backend: j.b, data: j.markerData, version: j.markerVersion}
+		b = &ownMarkerBackend{backend: b, data: j.markerData, version: j.markerVersion}
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -517,7 +521,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	w := j.newPendingWaiter()
 	for {
 		j.mu.Lock()
-		j.refreshLocked()
+		j.refreshLocked(ctx)
 		at := now.Add(w.waited())
 		s := j.statusLocked(at, true)
 		id := j.snap.pendingID
@@ -690,7 +694,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
-		j.refreshLocked()
+		j.refreshLocked(ctx)
 	}
 	now := j.clock.Now()
 	check := func() error {
@@ -701,7 +705,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	err := check()
 	if err != nil && cached {
-		j.refreshLocked()
+		j.refreshLocked(ctx)
 		err = check()
 	}
 	if err != nil {
@@ -719,12 +723,12 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			others = g.others(j.shardNo, j.rootSnap(), j.clock.Now())
+			others = g.others(ctx, j.shardNo, j.rootSnap(), j.clock.Now())
 		}()
-		j.refreshLocked()
+		j.refreshLocked(ctx)
 		<-done
 	} else {
-		j.refreshLocked()
+		j.refreshLocked(ctx)
 	}
 	if err := j.checkRequest(m, j.clock.Now()); err != nil {
 		return j.unclaim(err)

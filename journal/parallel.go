@@ -287,13 +287,13 @@ func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 // partsLocked computes every shard's part from the shard Journals'
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
-func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
+func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
 	if refresh {
 		var wg sync.WaitGroup
 		for _, sj := range p.shards {
 			wg.Go(func() { // the shards are read at the same time
 				sj.mu.Lock()
-				sj.refreshLocked()
+				sj.refreshLocked(ctx)
 				sj.mu.Unlock()
 			})
 		}
@@ -324,7 +324,7 @@ func (p *parallelRun) parts(now time.Time, refresh bool) []shardStatus {
 // recorded, in any shard, blocks this request; an abandoned marker, a
 // finding or a persistence failure anywhere blocks it too. Called with
 // shard k's mu held.
-func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
+func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
 	var wg sync.WaitGroup
 	for i, sj := range p.shards {
@@ -335,7 +335,7 @@ func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
-			s, err := scanRun(&lightBackend{backend: sj.b, p: p, i: i, now: now}, prev, now)
+			s, err := scanRun(&lightBackend{backend: sj.b.with(ctx), p: p, i: i, now: now}, prev, now)
 			if err != nil {
 				s = newSnapshot()
 				s.light = true
@@ -360,8 +360,8 @@ func (p *parallelRun) others(k int, root *snapshot, now time.Time) Status {
 }
 
 // status is the root's Status: every shard's, merged.
-func (j *Journal) parallelStatus(now time.Time, refresh bool) Status {
-	return j.par.merge(j.snap, j.par.parts(now, refresh))
+func (j *Journal) parallelStatus(ctx context.Context, now time.Time, refresh bool) Status {
+	return j.par.merge(j.snap, j.par.parts(ctx, now, refresh))
 }
 
 // parallelAdmit is Admit of a parallel run: a marker of another worker is
@@ -377,11 +377,11 @@ func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
 		return fmt.Errorf("journal: not admitted: %w", err)
 	}
 	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if st := j.parallelStatus(now, false); st.Allows() {
+		if st := j.parallelStatus(ctx, now, false); st.Allows() {
 			return nil
 		}
 	}
-	if st := j.parallelStatus(now, true); !st.Allows() {
+	if st := j.parallelStatus(ctx, now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
 	return nil
@@ -429,7 +429,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	now := j.clock.Now()
 	var stale, live []string
 	k := 0
-	for _, ps := range p.parts(now, true) {
+	for _, ps := range p.parts(ctx, now, true) {
 		switch {
 		case ps.marker && ps.stale:
 			stale, k = append(stale, fmt.Sprintf("%s (%d s old)", markerRef(ps.k), ps.age)), ps.k
@@ -500,7 +500,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, root.manifest.planDigest, want)
 		}
 	}
-	parts := p.parts(now, true)
+	parts := p.parts(context.Background(), now, true)
 	c := Continuation{Status: j.par.merge(root, parts)}
 	var digests []string
 	ids := map[string]string{}
@@ -547,14 +547,15 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 
 // openParallel opens (or, with create, makes) the parallel run whose root
 // is b, of n shards (0: taken from the root's manifest).
-func openParallel(b backend, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
-	dir := b.where()
-	rb := b.asRoot(n)
+func openParallel(ctx context.Context, ub backend, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
+	dir := ub.where()
+	urb := ub.asRoot(n)
+	rb := urb.with(ctx)
 	wait := cfg.pendingWait
 	if wait <= 0 {
 		wait = defaultParallelWait
 	}
-	j := &Journal{dir: dir, b: rb, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	j := &Journal{dir: dir, b: urb, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
@@ -615,7 +616,7 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 		if p.wants != nil {
 			p.wants[k-1] = planDigestOf(sub)
 		}
-		sj := &Journal{dir: dir + "/" + shardName(k), b: rb.shard(k), clock: cfg.clock, pendingWait: wait,
+		sj := &Journal{dir: dir + "/" + shardName(k), b: urb.shard(k), clock: cfg.clock, pendingWait: wait,
 			slot: make(chan struct{}, 1), started: map[string]*ownUpload{}, group: p, shardNo: k}
 		if sub != nil {
 			sj.plan = make(map[string]bool, len(sub))
@@ -623,10 +624,10 @@ func openParallel(b backend, create bool, cfg config, planFiles []string, planDi
 				sj.plan[d] = true
 			}
 		}
-		if err := sj.b.nested(); err != nil {
+		if err := rb.shard(k).nested(); err != nil {
 			return nil, err // a run inside a shard
 		}
-		ss, err := scanRun(sj.b, nil, cfg.clock.Now())
+		ss, err := scanRun(rb.shard(k), nil, cfg.clock.Now())
 		switch {
 		case err == nil:
 		default:

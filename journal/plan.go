@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -127,7 +128,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked()
+	j.refreshLocked(context.Background()) // PlanContinuation takes no context: the store's own bound
 	s := j.snap
 	switch {
 	case s.manifest == nil:
@@ -270,7 +271,7 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked()
+	j.refreshLocked(context.Background()) // RecordedPlan takes no context: the store's own bound
 	s := j.snap
 	if s.manifest == nil {
 		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", ErrCorrupt)

@@ -127,7 +127,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		return nil
 	}
 	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(m, check); err != nil {
+	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil }() // before the unlock: the claim ends with Review
@@ -341,7 +341,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	defer func() { <-j.slot }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked()
+	j.refreshLocked(ctx)
 	s := j.snap
 	switch {
 	case !s.pending:
@@ -489,7 +489,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		return nil
 	}
 	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(m, check); err != nil {
+	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil }()
@@ -535,8 +535,8 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 // journal-claim-then-check), so that no other worker slips between the
 // check and the write. A refusal after the claim gives the marker back;
 // after a nil error the caller ends the claim when its write is done.
-func (j *Journal) claimChecked(m markerFile, check func() error) error {
-	j.refreshLocked()
+func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
+	j.refreshLocked(ctx)
 	if err := j.checkLimits(); err != nil {
 		return err
 	}
@@ -546,7 +546,7 @@ func (j *Journal) claimChecked(m markerFile, check func() error) error {
 	if err := j.claim(m); err != nil {
 		return err
 	}
-	j.refreshLocked()
+	j.refreshLocked(ctx)
 	if err := check(); err != nil {
 		return j.unclaim(err)
 	}

@@ -48,9 +48,11 @@ type Store interface {
 	Remove(ctx context.Context, name, version string) error
 }
 
-// storeTimeout bounds each request of a Store: the journal's writes are
-// never cancelled by the caller's context (a half-done record is worse than
-// a late one), but a store that does not answer is a persistence failure.
+// storeTimeout bounds each request of a Store. Lists and reads are bounded
+// by the caller's context too (R85: OpenStore, InspectStore, Admit, Begin,
+// the reviews); the journal's writes are never cancelled by it (a
+// half-done record is worse than a late one, storeBackend.wctx), but a
+// store that does not answer within storeTimeout is a persistence failure.
 const storeTimeout = 30 * time.Second
 
 // pendingPoll is how often a Journal opened [WithPendingWait] looks again
@@ -93,6 +95,10 @@ type backend interface {
 	asRoot(n int) backend
 	// shard is shard k of a root (asRoot): the location shard-KK inside it.
 	shard(k int) backend
+	// with is the same location bound to the caller's ctx: every list and
+	// read of the copy honours ctx's deadline and cancellation (R85),
+	// while its writes stay detached (see storeBackend.wctx).
+	with(ctx context.Context) backend
 }
 
 // PrefixLister is implemented by a [Store] that can list only the names
@@ -138,6 +144,10 @@ func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir} }
 type dirStore struct {
 	fs  fsys.FS
 	dir string
+	// ctx is the caller's context of the current call (nil: none); a
+	// local read cannot be cancelled once begun, so it is checked before
+	// every list and read.
+	ctx context.Context
 	// shards is the shard count of a parallel run's root (its
 	// subdirectories shard-01 … are its own); inRoot marks a shard, which
 	// lies inside its root by design.
@@ -145,10 +155,26 @@ type dirStore struct {
 	inRoot bool
 }
 
-func (d *dirStore) asRoot(n int) backend { return &dirStore{fs: d.fs, dir: d.dir, shards: n} }
+func (d *dirStore) asRoot(n int) backend {
+	return &dirStore{fs: d.fs, dir: d.dir, shards: n, ctx: d.ctx}
+}
 
 func (d *dirStore) shard(k int) backend {
-	return &dirStore{fs: d.fs, dir: filepath.Join(d.dir, shardName(k)), inRoot: true}
+	return &dirStore{fs: d.fs, dir: filepath.Join(d.dir, shardName(k)), inRoot: true, ctx: d.ctx}
+}
+
+func (d *dirStore) with(ctx context.Context) backend {
+	c := *d
+	c.ctx = ctx
+	return &c
+}
+
+// ctxErr is the caller's context's error, if it has ended.
+func (d *dirStore) ctxErr() error {
+	if d.ctx == nil {
+		return nil
+	}
+	return d.ctx.Err()
 }
 
 // ownShard reports whether name is one of the root's shards.
@@ -196,6 +222,9 @@ func (d *dirStore) nested() error {
 }
 
 func (d *dirStore) list() ([]listedName, []Finding, error) {
+	if err := d.ctxErr(); err != nil {
+		return nil, nil, err
+	}
 	info, err := d.fs.Stat(d.dir)
 	if err != nil {
 		return nil, nil, err
@@ -245,6 +274,12 @@ func fileType(m fs.FileMode) string {
 }
 
 func (d *dirStore) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if err := d.ctxErr(); err != nil {
+		if s != nil {
+			s.addFinding(name, "not read: %s", err)
+		}
+		return nil, "", false
+	}
 	data, ok := readCapped(d.fs, s, d.dir, name, limit)
 	return data, "", ok
 }
@@ -387,18 +422,30 @@ type storeBackend struct {
 	shards int
 	inRoot bool
 	// heads holds the version each head this backend created got, so
-	// that its removal needs no read first.
-	headsMu sync.Mutex
-	heads   map[string]string
+	// that its removal needs no read first; shared by the copies of with.
+	heads *headVersions
+	// ctx is the caller's context of the current call (nil: none).
+	ctx context.Context
+}
+
+type headVersions struct {
+	mu sync.Mutex
+	m  map[string]string
 }
 
 func (b *storeBackend) asRoot(n int) backend {
-	return &storeBackend{st: b.st, name: b.name, shards: n}
+	return &storeBackend{st: b.st, name: b.name, shards: n, heads: &headVersions{}, ctx: b.ctx}
 }
 
 func (b *storeBackend) shard(k int) backend {
 	p := shardName(k) + "/"
-	return &storeBackend{st: &prefixStore{st: b.st, prefix: p}, name: b.name + p, inRoot: true}
+	return &storeBackend{st: &prefixStore{st: b.st, prefix: p}, name: b.name + p, inRoot: true, heads: &headVersions{}, ctx: b.ctx}
+}
+
+func (b *storeBackend) with(ctx context.Context) backend {
+	c := *b
+	c.ctx = ctx
+	return &c
 }
 
 // listLimit is how many names a listing of the location asks for: a root
@@ -458,7 +505,7 @@ func (b *storeBackend) where() string { return b.name }
 // store can tell, [Enclosing]) or lists another run's manifest under it
 // (a flat listing of prefix x/ includes x/y/run.json).
 func (b *storeBackend) nested() error {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.rctx()
 	defer cancel()
 	if e, ok := b.st.(Enclosing); ok && !b.inRoot {
 		outer, err := e.EnclosingRun(ctx)
@@ -484,12 +531,30 @@ func (b *storeBackend) nested() error {
 	return nil
 }
 
-func (b *storeBackend) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), storeTimeout)
+// rctx bounds a list or read: the caller's context (R85), and
+// storeTimeout besides, for a store that never answers.
+func (b *storeBackend) rctx() (context.Context, context.CancelFunc) {
+	ctx := b.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeout(ctx, storeTimeout)
+}
+
+// wctx bounds a write: detached from the caller's cancellation, because a
+// record, head or marker removal left half done is worse than a late one
+// (a marker the caller's cancellation kept would leave the run
+// unresolved), but never longer than its own bound, storeTimeout.
+func (b *storeBackend) wctx() (context.Context, context.CancelFunc) {
+	ctx := context.Background()
+	if b.ctx != nil {
+		ctx = context.WithoutCancel(b.ctx)
+	}
+	return context.WithTimeout(ctx, storeTimeout)
 }
 
 func (b *storeBackend) list() ([]listedName, []Finding, error) {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.rctx()
 	defer cancel()
 	names, err := b.st.List(ctx, b.listLimit())
 	if err != nil {
@@ -512,7 +577,7 @@ func (b *storeBackend) read(s *snapshot, name string, limit int64) ([]byte, stri
 		}
 		return nil, "", false
 	}
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.rctx()
 	defer cancel()
 	data, version, err := b.st.Read(ctx, name, limit)
 	switch {
@@ -529,22 +594,22 @@ func (b *storeBackend) read(s *snapshot, name string, limit int64) ([]byte, stri
 func (b *storeBackend) initRun(bool) error { return nil }
 
 func (b *storeBackend) put(name string, data []byte) (bool, error) {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.wctx()
 	defer cancel()
 	version, err := b.st.Create(ctx, name, data)
 	if _, head := parseHeadName(name); head && err == nil && version != "" {
-		b.headsMu.Lock()
-		if b.heads == nil {
-			b.heads = map[string]string{}
+		b.heads.mu.Lock()
+		if b.heads.m == nil {
+			b.heads.m = map[string]string{}
 		}
-		b.heads[name] = version
-		b.headsMu.Unlock()
+		b.heads.m[name] = version
+		b.heads.mu.Unlock()
 	}
 	return err == nil, err
 }
 
 func (b *storeBackend) createMarker(data []byte) (string, error) {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.wctx()
 	defer cancel()
 	return b.st.Create(ctx, markerName, data)
 }
@@ -553,12 +618,12 @@ func (b *storeBackend) createMarker(data []byte) (string, error) {
 // now: the version its creation returned when this backend created it,
 // else read first (a head may be another worker's).
 func (b *storeBackend) removeHead(name string) error {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.wctx()
 	defer cancel()
-	b.headsMu.Lock()
-	version, own := b.heads[name]
-	delete(b.heads, name)
-	b.headsMu.Unlock()
+	b.heads.mu.Lock()
+	version, own := b.heads.m[name]
+	delete(b.heads.m, name)
+	b.heads.mu.Unlock()
 	if !own {
 		var err error
 		if _, version, err = b.st.Read(ctx, name, maxRecordBytes); err != nil {
@@ -569,7 +634,7 @@ func (b *storeBackend) removeHead(name string) error {
 }
 
 func (b *storeBackend) removeMarker(version string) error {
-	ctx, cancel := b.ctx()
+	ctx, cancel := b.wctx()
 	defer cancel()
 	return b.st.Remove(ctx, markerName, version)
 }
@@ -582,7 +647,9 @@ func (b *storeBackend) removeMarker(version string) error {
 // records blocks all of them. Workers may also create a new run together
 // (docs/policy.md: shared-runs): one of them links the manifest, the others
 // open its run; a creation killed before its manifest is finished by the
-// next OpenStore. ctx bounds the opening only. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+// next OpenStore. ctx bounds every list and read of the opening (its
+// writes, when it creates the run, are detached under their own bound),
+// never the Journal's later calls. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
 	return openStore(ctx, st, true, opts)
 }
@@ -604,7 +671,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	return openBackend(backendOf(st), create, opts)
+	return openBackend(ctx, backendOf(st), create, opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
@@ -636,7 +703,7 @@ func InspectStore(ctx context.Context, st Store) (Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
 	}
-	return inspect(backendOf(st))
+	return inspect(backendOf(st).with(ctx))
 }
 
 // backendOf is the journal's view of st: st itself when it has the
@@ -654,5 +721,5 @@ func newStoreBackend(st Store) *storeBackend {
 	if s, ok := st.(fmt.Stringer); ok {
 		name = s.String()
 	}
-	return &storeBackend{st: st, name: name}
+	return &storeBackend{st: st, name: name, heads: &headVersions{}}
 }
