@@ -16,6 +16,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// This file is the type call and its methods: one request's trip through
+// the policy. It gathers the facts (facts429), asks the state machine
+// (sequence.go), acts on the answer: admits, sends, waits (sleepUntil,
+// sleepFor, the wait's span), re-sends, stops; it enters a throttled
+// mutation in the repeat guard (repeatguard.go) and keeps the evidence in
+// the Budget (budget.go). Only the methods that hold a request to its
+// scope's room live beside the room, in shared.go.
+
 // call is one request's trip through the policy: it gathers the facts the
 // policy decides on and acts on its decisions.
 type call struct {
@@ -177,16 +185,6 @@ func (c *call) release() {
 		c.b.s.releaseAt(c.t.clk().Now())
 	}
 }
-
-// This file is the call's methods: one request's trip through the policy,
-// every method of it but those that admit a request and hold its place in
-// a shared restriction (admit, scopeOf, givePlaceBack, await, refusal,
-// release, beside the type call in roundtripper.go) and the one in
-// shared.go; those stay where the throttle work edits them. It gathers the facts
-// (facts429), asks the state machine (sequence.go), acts on the answer:
-// sends, waits (sleepUntil, the wait's span), re-sends, stops; it enters a
-// throttled mutation in the repeat guard (repeatguard.go) and keeps the
-// evidence in the Budget (budget.go).
 
 func (c *call) roundTrip() (*http.Response, error) {
 	if err := c.ctx.Err(); err != nil && cutByTotal(c.ctx) == nil {
@@ -531,14 +529,24 @@ func (c *call) mutationFacts() mutationFacts {
 // exhausted) or when the request's context ends (with its error). The
 // request's claim is given back in each case.
 func (c *call) sleepUntil(until time.Time) error {
-	clk := c.t.clk()
-	d := until.Sub(clk.Now())
+	d := until.Sub(c.t.clk().Now())
 	if d <= 0 {
 		return nil
 	}
-	s := &c.b.s
 	wctx, wake := context.WithCancelCause(c.ctx)
 	defer wake(nil)
+	return c.sleepFor(wctx, wake, d, nil)
+}
+
+// sleepFor sleeps d in wctx as one of the sequence's waiters, so that a
+// stop wakes it through wake, and says what ended the sleep: nil when d ran
+// out or when wctx was cancelled with the cause done (the waker's good
+// news, such as the room's errRoomFree); else the request's claim is given
+// back and the error is the stop, the total's end or the request's context
+// error. sleepUntil and sleepRoom share it.
+func (c *call) sleepFor(wctx context.Context, wake context.CancelCauseFunc, d time.Duration, done error) error {
+	clk := c.t.clk()
+	s := &c.b.s
 	id, ok := s.addWaiter(wake)
 	if !ok {
 		c.release()
@@ -546,15 +554,14 @@ func (c *call) sleepUntil(until time.Time) error {
 	}
 	err := clk.Sleep(wctx, d)
 	s.removeWaiter(id)
-	if err == nil {
+	if err == nil || (done != nil && context.Cause(wctx) == done) {
 		return nil
 	}
 	c.release()
-	now := clk.Now()
 	switch { // what ended the wait
 	case context.Cause(wctx) == error(errWokenByStop):
 		return s.stopped() // set before the stop woke the wait
-	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
+	case cutByTotal(c.ctx) != nil || s.expiredAt(clk.Now()):
 		return s.stopWith(StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
 	}
 	return c.ctx.Err()

@@ -582,12 +582,10 @@ func (c *call) leaveQueue() {
 // sleepRoom waits until the scope has room for the call, or until until
 // (the wait ceiling or the total), or a stop.
 func (c *call) sleepRoom(until time.Time) error {
-	clk := c.t.clk()
-	d := until.Sub(clk.Now())
+	d := until.Sub(c.t.clk().Now())
 	if d <= 0 {
 		return nil
 	}
-	s := &c.b.s
 	wctx, wake := context.WithCancelCause(c.ctx)
 	defer wake(nil)
 	rs := &c.t.shared.rooms
@@ -606,25 +604,7 @@ func (c *call) sleepRoom(until time.Time) error {
 		w.wake = nil
 		rs.mu.Unlock()
 	}()
-	id, ok := s.addWaiter(wake)
-	if !ok {
-		c.release()
-		return s.stopped()
-	}
-	err := clk.Sleep(wctx, d)
-	s.removeWaiter(id)
-	if err == nil || context.Cause(wctx) == errRoomFree {
-		return nil
-	}
-	c.release()
-	now := clk.Now()
-	switch {
-	case context.Cause(wctx) == error(errWokenByStop):
-		return s.stopped()
-	case cutByTotal(c.ctx) != nil || s.expiredAt(now):
-		return s.stopWith(StopTotalExhausted, detailTotal+" during a wait", 0, "", context.DeadlineExceeded)
-	}
-	return c.ctx.Err()
+	return c.sleepFor(wctx, wake, d, errRoomFree)
 }
 
 // The quota headers (docs/policy.md: quota-headers), canonical.
