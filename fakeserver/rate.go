@@ -280,6 +280,7 @@ func cloneDecisions(ds []Decision) []Decision {
 type timedState struct {
 	opened time.Time            // a zero-start window: when it opened
 	full   map[string]time.Time // bucket key -> when that bucket is full again (GCRA's TAT + interval)
+	latest time.Time            // the latest arrival the buckets have seen
 }
 
 // decide asks the rule's window and bucket about a request arriving at
@@ -328,6 +329,16 @@ func (r *ruleState) take(key string, now time.Time) (left int, wait time.Duratio
 	if r.full == nil {
 		r.full = map[string]time.Time{}
 	}
+	// Arrivals are stamped before the script's lock is taken, so two
+	// concurrent requests can reach the bucket out of order by a few
+	// microseconds; the later-stamped one must not make the earlier one
+	// short of a fraction of a token (a 429 with a wait of 40 µs). The
+	// buckets' clock never goes back: an earlier stamp is taken as the
+	// latest one seen.
+	if now.Before(r.latest) {
+		now = r.latest
+	}
+	r.latest = now
 	iv := r.Bucket.interval()
 	size := time.Duration(r.Bucket.Burst) * iv
 	full, ok := r.full[key]

@@ -199,8 +199,23 @@ func TestTokenBucketSteps(t *testing.T) {
 			{at: 0, status: 200, decision: pass(0)},
 			{at: 0, status: 429, retryAfter: "3", ms: "2500", decision: fired(2500 * time.Millisecond)},
 			{at: 1500 * time.Millisecond, status: 429, retryAfter: "1", ms: "1000", decision: fired(time.Second)},
-			{at: 1499 * time.Millisecond, status: 429, retryAfter: "2", ms: "1001", decision: fired(1001 * time.Millisecond)},
+			// An arrival stamped before the last one the bucket saw is taken
+			// at the latest one (the buckets' clock never goes back).
+			{at: 1499 * time.Millisecond, status: 429, retryAfter: "1", ms: "1000", decision: fired(time.Second)},
 			{at: 2500 * time.Millisecond, status: 200, decision: pass(0)},
+		})
+	})
+	t.Run("concurrent arrivals out of order by microseconds", func(t *testing.T) {
+		// Arrivals are stamped before the script's lock: the one stamped
+		// earlier can reach the bucket second. With burst 2 both pass; a
+		// bucket that went back in time would answer the second with a
+		// 429 for a 40 µs fraction of a token.
+		srv, clock := newClockedServer(t)
+		srv.Script().Add(RouteFileList, Throttle(RetryAfterRemaining()), TokenBucket(0.001, 2))
+		runSteps(t, srv, clock, []step{
+			{at: 40 * time.Microsecond, status: 200, decision: pass(1)},
+			{at: 0, status: 200, decision: pass(0)},
+			{at: 0, status: 429, retryAfter: "1000", decision: fired(1000 * time.Second)},
 		})
 	})
 	t.Run("a fixed Retry-After keeps its value", func(t *testing.T) {
