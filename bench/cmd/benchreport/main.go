@@ -3,16 +3,20 @@
 // the machine, a headline, one table per scenario with the median of every
 // metric and its ratios to the bare transport and to each peer, the
 // Retry-After microbenchmarks, the heap per live budget, the verdict on
-// each target of issues 14 and 6, and benchstat's own tables.
+// each current target with its p-value (targets.go: issue 27's and the
+// standing ones; a target whose benchmark is not in the raw output is "not
+// measured in this run"), and benchstat's own tables.
 //
-// Two contenders exist for the bench only: rr-budget-each (a new Budget
-// per request, scenario 1 and own cost) and rr-drained (scenarios 2 and 3),
+// Three contenders exist for the bench only: rr-budget-each (a new Budget
+// per request, scenario 1 and own cost), rr-drained (scenarios 2 and 3),
 // a control that drains a 429's body before readrecovery closes it unread,
 // so that its connection is kept: not something the library does, only a
-// way to show what R12's re-dial costs.
+// way to show what R12's re-dial costs; and rr-shared, readrecovery with
+// shared restrictions.
 //
 //	go run ./cmd/benchreport -raw raw.txt -benchstat stat.txt -out REPORT.md \
-//		-go "$(go version)" -nproc 2 -cpu "AMD EPYC" -date "$(date -u)" -count 10
+//		-go "$(go version)" -nproc 2 -cpu "AMD EPYC" -date "$(date -u)" -count 10 \
+//		-prev raw.prev.txt   # optional: the previous run, for the own-cost target
 package main
 
 import (
@@ -41,6 +45,7 @@ func main() {
 	flag.StringVar(&o.date, "date", "", "date of the run")
 	flag.StringVar(&o.count, "count", "", "go test -count of the run")
 	flag.StringVar(&o.note, "note", "", "a note on the run (load, shortened counts)")
+	flag.StringVar(&o.prev, "prev", "", "raw output of the previous run, for the own-cost target (optional)")
 	flag.Parse()
 	if o.raw == "" {
 		fmt.Fprintln(os.Stderr, "benchreport: -raw is required")
@@ -53,19 +58,20 @@ func main() {
 }
 
 type options struct {
-	raw, benchstat, out                      string
+	raw, benchstat, out, prev                string
 	goVersion, nproc, cpu, date, count, note string
 }
 
 func run(o options) error {
-	f, err := os.Open(o.raw)
+	res, err := parseFile(o.raw)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	res, err := parse(f)
-	if err != nil {
-		return err
+	var prev results
+	if o.prev != "" {
+		if prev, err = parseFile(o.prev); err != nil {
+			return err
+		}
 	}
 	var stat []byte
 	if o.benchstat != "" {
@@ -74,7 +80,7 @@ func run(o options) error {
 		}
 	}
 	var b strings.Builder
-	write(&b, o, res, string(stat))
+	write(&b, o, res, prev, string(stat))
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 
@@ -83,6 +89,15 @@ func run(o options) error {
 type results map[string][]map[string]float64
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
+
+func parseFile(path string) (results, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parse(f)
+}
 
 // parse reads go test -bench output.
 func parse(r io.Reader) (results, error) {
@@ -166,67 +181,19 @@ func (r results) pvalue(a, b, unit string) (float64, bool) {
 	return c.P, true
 }
 
-// lower says whether a's median is below b's, and whether that is shown
-// (p < 0.05): "yes", "no" (b is shown lower), or "not shown (p=…)".
-func (r results) lower(a, b, unit string) string {
-	ma, oka := r.median(a, unit)
-	mb, okb := r.median(b, unit)
-	if !oka || !okb {
-		return "not measured"
-	}
-	p, ok := r.pvalue(a, b, unit)
-	switch {
-	case !ok:
-		if ma < mb {
-			return "yes (one run)"
-		}
-		return "no (one run)"
-	case p < 0.05 && ma < mb:
-		return fmt.Sprintf("yes (p=%.3f)", p)
-	case p < 0.05:
-		return fmt.Sprintf("no (p=%.3f)", p)
-	default:
-		return fmt.Sprintf("not shown (p=%.2f)", p)
-	}
-}
-
-// higher is lower's mirror: whether a's median is above b's, and whether
-// that is shown (p < 0.05).
-func (r results) higher(a, b, unit string) string {
-	ma, oka := r.median(a, unit)
-	mb, okb := r.median(b, unit)
-	if !oka || !okb {
-		return "not measured"
-	}
-	p, ok := r.pvalue(a, b, unit)
-	switch {
-	case !ok:
-		if ma > mb {
-			return "yes (one run)"
-		}
-		return "no (one run)"
-	case p < 0.05 && ma > mb:
-		return fmt.Sprintf("yes (p=%.3f)", p)
-	case p < 0.05:
-		return fmt.Sprintf("no (p=%.3f)", p)
-	default:
-		return fmt.Sprintf("not shown (p=%.2f)", p)
-	}
-}
-
 func (r results) median(name, unit string) (float64, bool) {
 	s, ok := r.stat(name, unit)
 	return s.median, ok
 }
 
-// The contenders, in report order. ours are readrecovery as users run it
-// (issue 6's targets); variants adds the bench-only contenders:
-// rr-budget-each (a new Budget per request) and rr-drained, a control
-// without R12's re-dial. Each scenario table shows the ones it has data for.
+// The contenders, in report order. variants are readrecovery's: rr-nobudget
+// and rr-budget as users run it, and the bench-only ones: rr-budget-each (a
+// new Budget per request), rr-drained (a control without R12's re-dial) and
+// rr-shared (shared restrictions). Each scenario table shows the ones it has
+// data for.
 var (
-	impls    = []string{"bare", "rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "retryablehttp", "azcore", "failsafe"}
-	ours     = []string{"rr-nobudget", "rr-budget"}
-	variants = []string{"rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained"}
+	impls    = []string{"bare", "rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "rr-shared", "retryablehttp", "azcore", "failsafe"}
+	variants = []string{"rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "rr-shared"}
 	peers    = []string{"retryablehttp", "azcore", "failsafe"}
 )
 
@@ -272,8 +239,27 @@ var scenarios = []scenario{
 	{"BenchmarkThrottleBurst", "Scenario (c): a throttle burst, 200 concurrent sequences × 5 pages meet a 2 s throttle window",
 		"One op opens a 2 s window on the server (every request inside it gets a 429 whose Retry-After is the window's remaining whole seconds) " +
 			"and starts 200 sequences of 5 pages at once. `in-window-reqs/op` counts the requests that reached the server inside the window " +
-			"(200, one per sequence, is the floor); `goodput-pages/s` is pages answered 200 per second of the op. `bare` re-sends once at once, by hand: a client without a policy.",
+			"(200, one per sequence, without shared restrictions; 1 with them, issue 27's target); `goodput-pages/s` is pages answered 200 per second of the op. `bare` re-sends once at once, by hand: a client without a policy.",
 		[]string{"in-window-reqs/op", "failed-pages/op", "goodput-pages/s"}},
+	{"BenchmarkTokenBucket", "Scenario (e): 500 sequences × 10 pages against a 200/s token bucket (burst 50)",
+		"One op runs 500 concurrent sequences of 10 pages against `TokenBucket(200/s, 50)` on one account; a 429's Retry-After is the time to the next token, " +
+			"rounded up to whole seconds. Per op: `completed-seqs/op` sequences finished, `429s/op` throttled answers the server sent, `server-reqs/op` requests it saw, " +
+			"`pages/op` pages answered 200 and `pages/s` their rate over the op, `p99-seq-ms` the p99 time of a completed sequence.",
+		[]string{"completed-seqs/op", "429s/op", "server-reqs/op", "pages/op", "pages/s", "p99-seq-ms"}},
+	{"BenchmarkServerBusy", "Scenario (f): the same bucket answering 503 ServerBusy (no Retry-After)",
+		"Scenario (e) with Azure Storage's 503 ServerBusy instead of the 429: readrecovery passes a 503 on; the peers retry it with their back-off (0 here).",
+		[]string{"completed-seqs/op", "503s/op", "server-reqs/op", "pages/op", "pages/s", "p99-seq-ms"}},
+	{"BenchmarkTwoSubscriptions", "Scenario (g): two subscriptions on one Resource Manager host, one of them throttled",
+		"Sequences of two subscriptions share one host; only the first subscription's bucket throttles. " +
+			"`other-delayed-reqs/op` counts the requests of the other subscription that were held or delayed by the first one's throttle.",
+		[]string{"other-delayed-reqs/op", "completed-seqs/op", "429s/op"}},
+	{"BenchmarkQuotaHeaders/header=on", "Scenario (h): a deployment that reports its remaining quota",
+		"Sequences against an Azure OpenAI deployment whose bucket sends `x-ratelimit-remaining-requests`. " +
+			"`max-429s-per-window` is the most 429s the server sent in one quota window of the op.",
+		[]string{"max-429s-per-window", "completed-seqs/op", "429s/op"}},
+	{"BenchmarkQuotaHeaders/header=off", "Scenario (h) without the header",
+		"The same deployment and bucket without the remaining-quota header: the completions (h) must not fall below.",
+		[]string{"max-429s-per-window", "completed-seqs/op", "429s/op"}},
 	{"BenchmarkGoroutinesInFlight", "Goroutines per in-flight request (blocked server)",
 		"20 GETs of one sequence wait on a blocked loopback server over 20 kept-alive connections (a warm-up round makes them). " +
 			"`goroutines/req` is the growth of `runtime.NumGoroutine` per request (the caller's goroutine and the server's handler included, " +
@@ -287,7 +273,7 @@ var scenarios = []scenario{
 		[]string{"B/seq"}},
 }
 
-func write(w *strings.Builder, o options, r results, stat string) {
+func write(w *strings.Builder, o options, r, prev results, stat string) {
 	fmt.Fprintf(w, "# readrecovery benchmarks\n\n")
 	fmt.Fprintf(w, "Written by `bench/run` (cmd/benchreport); do not edit by hand, re-run it.\n\n")
 	fmt.Fprintf(w, "| machine | |\n|---|---|\n")
@@ -300,8 +286,7 @@ func write(w *strings.Builder, o options, r results, stat string) {
 		"Ratios below 1 mean readrecovery is faster or smaller. benchstat's tables, with confidence intervals and p-values, are at the end.\n\n")
 
 	writeHeadline(w, r)
-	writeIssue14(w, r)
-	writeTargets(w, r)
+	writeTargets(w, r, prev)
 	for _, s := range scenarios {
 		writeScenario(w, r, s)
 	}
@@ -349,240 +334,8 @@ func writeHeadline(w *strings.Builder, r results) {
 	if v, ok := r.median("BenchmarkHeapPerLiveBudget", "B/budget"); ok {
 		fmt.Fprintf(w, "\nHeap per live budget: **%.0f B**.\n", v)
 	}
-	fmt.Fprintf(w, "\n`readrecovery` is `rr-budget` (with a Budget per sequence); `rr-nobudget`, `rr-budget-each` (a Budget per request) "+
-		"and `rr-drained` (a control without R12's re-dial, not the library) are in the scenario tables and in the targets of issue 14.\n\n")
-}
-
-// writeIssue14 gives the verdict on each target of issue 14 that the bench
-// module measures. A comparison with a peer counts only when the test
-// shows it (p < 0.05).
-func writeIssue14(w *strings.Builder, r results) {
-	fmt.Fprintf(w, "## Targets of issue 14\n\n| target | measured (medians) | met |\n|---|---|---|\n")
-	line := func(target, measured, verdict string) {
-		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
-	}
-	rr := func(bench string) string { return name(bench, "rr-budget") }
-	// 0 extra goroutines per request in a sequence.
-	g, ok1 := r.median(rr("BenchmarkGoroutinesInFlight"), "goroutines/req")
-	gb, ok2 := r.median(name("BenchmarkGoroutinesInFlight", "bare"), "goroutines/req")
-	if ok1 && ok2 {
-		line("0 extra goroutines per in-flight request of a sequence", fmt.Sprintf("%+.2f per request (%s vs bare %s)", g-gb, fmtNum(g), fmtNum(gb)), yesNo(g-gb <= 0))
-	}
-	// Heap per finished sequence.
-	if h, ok := r.median(rr("BenchmarkFinishedSequences"), "B/seq"); ok {
-		line("≤ 128 B held per finished sequence while its total would run", fmt.Sprintf("%.0f B", h), yesNo(h <= 128))
-	}
-	// (a) no new connection over HTTP/2.
-	if c, ok := r.median(rr("BenchmarkRecovered429H2"), "conns/op"); ok {
-		line("(a) HTTP/2 + TLS: a recovered 429 opens no new connection", fmt.Sprintf("%s conns/op", fmtNum(c)), yesNo(c == 0))
-	}
-	for _, p := range peers {
-		if v, ok := r.median(rr("BenchmarkRecovered429H2"), "ns/op"); ok {
-			if pv, ok := r.median(name("BenchmarkRecovered429H2", p), "ns/op"); ok {
-				line("(a) faster than "+p+" over HTTP/2 + TLS", fmt.Sprintf("%.2f×", v/pv), r.lower(rr("BenchmarkRecovered429H2"), name("BenchmarkRecovered429H2", p), "ns/op"))
-			}
-		}
-	}
-	// (b) the re-dial's share.
-	for _, proto := range []string{"h1", "h1tls"} {
-		b := "BenchmarkRecovered429After1/proto=" + proto
-		if d, ok := r.median(rr(b), "dial-%"); ok {
-			dn, _ := r.median(rr(b), "dial-ns/op")
-			line("(b) Retry-After: 1 ("+proto+"): the re-dial's share of the recovered request (for the record)", fmt.Sprintf("%.3f%% (%s)", d, fmtNs(dn)), "–")
-		}
-		for _, p := range peers {
-			if v, ok := r.median(rr(b), "ns/op"); ok {
-				if pv, ok := r.median(name(b, p), "ns/op"); ok {
-					line("(b) faster than "+p+" ("+proto+")", fmt.Sprintf("%.4f×", v/pv), r.lower(rr(b), name(b, p), "ns/op"))
-				}
-			}
-		}
-	}
-	// (c) the throttle burst.
-	if n, ok := r.median(rr("BenchmarkThrottleBurst"), "in-window-reqs/op"); ok {
-		line("(c) no request inside the throttle window beyond one per sequence (200)", fmtNum(n), yesNo(n <= 200))
-	}
-	for _, p := range peers {
-		a, b := rr("BenchmarkThrottleBurst"), name("BenchmarkThrottleBurst", p)
-		if v, ok := r.median(a, "goodput-pages/s"); ok {
-			if pv, ok := r.median(b, "goodput-pages/s"); ok {
-				line("(c) goodput above "+p+"'s", fmt.Sprintf("%.3f×", v/pv), r.higher(a, b, "goodput-pages/s"))
-			}
-		}
-	}
-	writeScenario3(line, r)
-	// The loopback ratio and own cost, with a Budget per 10 requests
-	// (rr-budget) and per request (rr-budget-each).
-	bareName := name("BenchmarkPassThrough", "bare")
-	if v, ok := r.median(rr("BenchmarkPassThrough"), "ns/op"); ok {
-		if b, ok := r.median(bareName, "ns/op"); ok {
-			verdict := yesNo(v/b <= 1.02)
-			if p, ok := r.pvalue(rr("BenchmarkPassThrough"), bareName, "ns/op"); ok {
-				verdict += fmt.Sprintf(" (difference to bare: p=%.2f)", p)
-			}
-			line("loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here)", fmt.Sprintf("%.3f×", v/b), verdict)
-		}
-	}
-	each := name("BenchmarkPassThrough", "rr-budget-each")
-	v, ok1 := r.median(each, "ns/op")
-	b, ok2 := r.median(bareName, "ns/op")
-	if ok1 && ok2 {
-		verdict := yesNo(v/b <= 1.02)
-		if p, ok := r.pvalue(each, bareName, "ns/op"); ok {
-			verdict += fmt.Sprintf(" (difference to bare: p=%.2f)", p)
-		}
-		line("loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each)", fmt.Sprintf("%.3f×", v/b), verdict)
-	} else {
-		line("loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each)", "no data", "not measured")
-	}
-	sb, ok1 := r.median(name("BenchmarkOwnCost", "bare"), "ns/op")
-	sa, ok2 := r.median(name("BenchmarkOwnCost", "bare"), "allocs/op")
-	v, ok3 := r.median(rr("BenchmarkOwnCost"), "ns/op")
-	a, ok4 := r.median(rr("BenchmarkOwnCost"), "allocs/op")
-	pv, ok5 := r.median(name("BenchmarkOwnCost", "retryablehttp"), "ns/op")
-	if ok1 && ok2 && ok3 && ok4 && ok5 {
-		line("own cost ≤ 300 ns and ≤ 1 alloc per request, a Budget per 10 requests", fmt.Sprintf("%+.0f ns, %+.0f allocs", v-sb, a-sa), yesNo(v-sb <= 300 && a-sa <= 1))
-		line("own cost below go-retryablehttp's", fmt.Sprintf("%+.0f ns vs %+.0f ns", v-sb, pv-sb), r.lower(rr("BenchmarkOwnCost"), name("BenchmarkOwnCost", "retryablehttp"), "ns/op"))
-	}
-	ev, ok3 := r.median(name("BenchmarkOwnCost", "rr-budget-each"), "ns/op")
-	ea, ok4 := r.median(name("BenchmarkOwnCost", "rr-budget-each"), "allocs/op")
-	if ok1 && ok2 && ok3 && ok4 {
-		line("own cost with a new Budget per request (rr-budget-each; for the record)", fmt.Sprintf("%+.0f ns, %+.0f allocs", ev-sb, ea-sa), "–")
-	} else {
-		line("own cost with a new Budget per request (rr-budget-each; for the record)", "no data", "–")
-	}
-	fmt.Fprintf(w, "\n")
-}
-
-// writeScenario3 writes issue 14's target (d), scenario 3's throughput
-// against the best peer's (the peer with the highest median pages/s):
-// (i) readrecovery as it is (rr-budget, re-dial included); (ii) rr-drained,
-// the control without R12's re-dial, which is the target as the issue
-// words it ("what remains after that is the re-dial the seed requires");
-// (iii) the re-dial's share of rr-drained's throughput and the new
-// connections per op of every contender.
-func writeScenario3(line func(target, measured, verdict string), r results) {
-	const s3 = "BenchmarkConcurrentSequences"
-	best, bestV := "", 0.0
-	for _, p := range peers {
-		if v, ok := r.median(name(s3, p), "pages/s"); ok && v > bestV {
-			best, bestV = p, v
-		}
-	}
-	vsBest := func(im, target string) {
-		v, ok := r.median(name(s3, im), "pages/s")
-		if !ok || best == "" {
-			line(target+" the best peer's", "no data", "not measured")
-			return
-		}
-		verdict := yesNo(v/bestV >= 0.97)
-		if pv, ok := r.pvalue(name(s3, im), name(s3, best), "pages/s"); ok {
-			verdict += fmt.Sprintf(" (difference to %s: p=%.3f)", best, pv)
-		}
-		line(target+" the best peer's ("+best+")", fmt.Sprintf("%.3f× (%s vs %s pages/s)", v/bestV, fmtNum(v), fmtNum(bestV)), verdict)
-	}
-	vsBest("rr-budget", "(d) scenario 3 throughput, readrecovery as it is (rr-budget, re-dials included), ≥ 0.97×")
-	vsBest("rr-drained", "(d) scenario 3 throughput without the re-dial the seed requires (rr-drained, a control, not the library: the target as issue 14 words it) ≥ 0.97×")
-
-	const share = "(d) the re-dial's share of scenario 3's throughput: (rr-drained − rr-budget) ÷ rr-drained (for the record)"
-	d, ok1 := r.median(name(s3, "rr-drained"), "pages/s")
-	v, ok2 := r.median(name(s3, "rr-budget"), "pages/s")
-	if ok1 && ok2 && d != 0 {
-		line(share, fmt.Sprintf("%.1f%% (%s vs %s pages/s)", 100*(d-v)/d, fmtNum(v), fmtNum(d)),
-			"– (rr-budget below rr-drained: "+r.lower(name(s3, "rr-budget"), name(s3, "rr-drained"), "pages/s")+")")
-	} else {
-		line(share, "no data", "–")
-	}
-	var conns []string
-	for _, im := range append([]string{"rr-budget", "rr-drained"}, peers...) {
-		if c, ok := r.median(name(s3, im), "conns/op"); ok {
-			conns = append(conns, fmt.Sprintf("%s %s", im, fmtNum(c)))
-		}
-	}
-	measured := "no data"
-	if len(conns) > 0 {
-		measured = strings.Join(conns, "; ")
-	}
-	line("(d) new connections per op in scenario 3, about 250 pages of 10,000 meet a 429 (for the record)", measured, "–")
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// writeTargets gives the verdict on each target of issue 6. A comparison
-// counts as met only when benchstat's test shows it (p < 0.05); with the
-// noise of a shared machine, a median alone is not enough.
-func writeTargets(w *strings.Builder, r results) {
-	fmt.Fprintf(w, "## Targets of issue 6\n\n| target | measured (medians) | met |\n|---|---|---|\n")
-	line := func(target, measured, verdict string) {
-		fmt.Fprintf(w, "| %s | %s | %s |\n", target, measured, verdict)
-	}
-	bareName := name("BenchmarkPassThrough", "bare")
-	bare, okb := r.median(bareName, "ns/op")
-	for _, im := range ours {
-		n := name("BenchmarkPassThrough", im)
-		v, ok := r.median(n, "ns/op")
-		if !ok || !okb {
-			line("pass-through ≤ 1.02× bare on loopback ("+im+")", "–", "not measured")
-			continue
-		}
-		verdict := "yes"
-		if v/bare > 1.02 {
-			verdict = "no"
-			if p, ok := r.pvalue(n, bareName, "ns/op"); ok && p >= 0.05 {
-				verdict = fmt.Sprintf("not shown: no difference to bare is significant (p=%.2f)", p)
-			}
-		}
-		line("pass-through ≤ 1.02× bare on loopback ("+im+")", fmt.Sprintf("%.3f×", v/bare), verdict)
-	}
-	sb, okb := r.median(name("BenchmarkOwnCost", "bare"), "ns/op")
-	sa, oka := r.median(name("BenchmarkOwnCost", "bare"), "allocs/op")
-	for _, im := range ours {
-		v, ok := r.median(name("BenchmarkOwnCost", im), "ns/op")
-		a, ok2 := r.median(name("BenchmarkOwnCost", im), "allocs/op")
-		if !ok || !ok2 || !okb || !oka {
-			line("own cost ≤ 300 ns and ≤ 2 allocs per request ("+im+")", "–", "not measured")
-			continue
-		}
-		d, da := v-sb, a-sa
-		verdict := "no"
-		if d <= 300 && da <= 2 {
-			verdict = "yes"
-		}
-		line("own cost ≤ 300 ns and ≤ 2 allocs per request ("+im+")", fmt.Sprintf("%+.0f ns, %+.0f allocs", d, da), verdict)
-	}
-	for _, sc := range []string{"BenchmarkPassThrough", "BenchmarkRecovered429", "BenchmarkConcurrentSequences"} {
-		label := map[string]string{"BenchmarkPassThrough": "scenario 1", "BenchmarkRecovered429": "scenario 2",
-			"BenchmarkConcurrentSequences": "scenario 3 (not a target: for the record)"}[sc]
-		for _, im := range ours {
-			v, ok := r.median(name(sc, im), "ns/op")
-			if !ok {
-				continue
-			}
-			for _, p := range peers {
-				pv, pok := r.median(name(sc, p), "ns/op")
-				if !pok {
-					continue
-				}
-				line(fmt.Sprintf("faster than %s, %s (%s)", p, label, im), fmt.Sprintf("%.2f×", v/pv),
-					r.lower(name(sc, im), name(sc, p), "ns/op"))
-			}
-		}
-	}
-	h, ok := r.median("BenchmarkHeapPerLiveBudget", "B/budget")
-	verdict := "not measured"
-	if ok {
-		verdict = "no"
-		if h <= 1024 {
-			verdict = "yes"
-		}
-	}
-	line("≤ 1 KiB heap per live budget", fmt.Sprintf("%.0f B", h), verdict)
-	fmt.Fprintf(w, "\n")
+	fmt.Fprintf(w, "\n`readrecovery` is `rr-budget` (with a Budget per sequence); `rr-nobudget`, `rr-budget-each` (a Budget per request), "+
+		"`rr-drained` (a control without R12's re-dial, not the library) and `rr-shared` (shared restrictions) are in the scenario tables and the targets.\n\n")
 }
 
 func writeScenario(w *strings.Builder, r results, s scenario) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,17 +32,6 @@ func rawRuns(bench string, vals map[string]map[string]float64, step float64) str
 	return b.String()
 }
 
-func issue14(t *testing.T, raw string) string {
-	t.Helper()
-	r, err := parse(strings.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w strings.Builder
-	writeIssue14(&w, r)
-	return w.String()
-}
-
 // s3 is scenario 3 with every contender: rr-drained at 0.98× the best peer
 // (azcore), rr-budget at 0.80×.
 var s3 = rawRuns("BenchmarkConcurrentSequences", map[string]map[string]float64{
@@ -51,84 +42,6 @@ var s3 = rawRuns("BenchmarkConcurrentSequences", map[string]map[string]float64{
 	"azcore":        {"ns/op": 4e8, "pages/s": 25000, "conns/op": 0, "allocs/op": 1000000},
 	"failsafe":      {"ns/op": 4.5e8, "pages/s": 22000, "conns/op": 0, "allocs/op": 900000},
 }, 10)
-
-// loop is scenario 1 and own cost with rr-budget-each; PassThrough's
-// rr-budget-each is 1.01× bare, with runs that overlap bare's.
-var loop = rawRuns("BenchmarkPassThrough", map[string]map[string]float64{
-	"bare":           {"ns/op": 50000},
-	"rr-budget":      {"ns/op": 52000},
-	"rr-budget-each": {"ns/op": 50500},
-}, 400) + rawRuns("BenchmarkOwnCost", map[string]map[string]float64{
-	"bare":           {"ns/op": 900, "allocs/op": 8},
-	"rr-budget":      {"ns/op": 1500, "allocs/op": 8},
-	"rr-budget-each": {"ns/op": 1700, "allocs/op": 10},
-	"retryablehttp":  {"ns/op": 1400, "allocs/op": 13},
-}, 1)
-
-func TestIssue14Rows(t *testing.T) {
-	cases := []struct {
-		name string
-		raw  string
-		want []string // whole rows, in this order
-		not  []string // substrings that must not appear
-	}{
-		{
-			name: "every contender",
-			raw:  s3 + loop,
-			want: []string{
-				"| (d) scenario 3 throughput, readrecovery as it is (rr-budget, re-dials included), ≥ 0.97× the best peer's (azcore) | 0.800× (20000 vs 25000 pages/s) | no (difference to azcore: p=0.008) |",
-				"| (d) scenario 3 throughput without the re-dial the seed requires (rr-drained, a control, not the library: the target as issue 14 words it) ≥ 0.97× the best peer's (azcore) | 0.980× (24500 vs 25000 pages/s) | yes (difference to azcore: p=0.008) |",
-				"| (d) the re-dial's share of scenario 3's throughput: (rr-drained − rr-budget) ÷ rr-drained (for the record) | 18.4% (20000 vs 24500 pages/s) | – (rr-budget below rr-drained: yes (p=0.008)) |",
-				"| (d) new connections per op in scenario 3, about 250 pages of 10,000 meet a 429 (for the record) | rr-budget 250; rr-drained 0; retryablehttp 0; azcore 0; failsafe 0 | – |",
-				"| loopback ratio ≤ 1.02 (rr-budget, a Budget per 10 requests here) | 1.040× | no (difference to bare: p=0.01) |",
-				"| loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each) | 1.010× | yes (difference to bare: p=0.22) |",
-				"| own cost ≤ 300 ns and ≤ 1 alloc per request, a Budget per 10 requests | +600 ns, +0 allocs | no |",
-				"| own cost with a new Budget per request (rr-budget-each; for the record) | +800 ns, +2 allocs | – |",
-			},
-		},
-		{
-			name: "a raw.txt from before the bench-only contenders",
-			raw: strings.NewReplacer("impl=rr-drained", "impl=gone", "impl=rr-budget-each", "impl=gone").Replace(
-				strings.ReplaceAll(s3+loop, "conns/op", "x/op")),
-			want: []string{
-				"| (d) scenario 3 throughput, readrecovery as it is (rr-budget, re-dials included), ≥ 0.97× the best peer's (azcore) | 0.800× (20000 vs 25000 pages/s) | no (difference to azcore: p=0.008) |",
-				"| (d) scenario 3 throughput without the re-dial the seed requires (rr-drained, a control, not the library: the target as issue 14 words it) ≥ 0.97× the best peer's | no data | not measured |",
-				"| (d) the re-dial's share of scenario 3's throughput: (rr-drained − rr-budget) ÷ rr-drained (for the record) | no data | – |",
-				"| (d) new connections per op in scenario 3, about 250 pages of 10,000 meet a 429 (for the record) | no data | – |",
-				"| loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each) | no data | not measured |",
-				"| own cost with a new Budget per request (rr-budget-each; for the record) | no data | – |",
-			},
-		},
-		{
-			name: "nothing measured",
-			raw:  "",
-			want: []string{
-				"| (d) scenario 3 throughput, readrecovery as it is (rr-budget, re-dials included), ≥ 0.97× the best peer's | no data | not measured |",
-				"| (d) scenario 3 throughput without the re-dial the seed requires (rr-drained, a control, not the library: the target as issue 14 words it) ≥ 0.97× the best peer's | no data | not measured |",
-				"| loopback ratio ≤ 1.02 with a new Budget per request (rr-budget-each) | no data | not measured |",
-			},
-			not: []string{"loopback ratio ≤ 1.02 (rr-budget"},
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := issue14(t, tc.raw)
-			rest := got
-			for _, row := range tc.want {
-				i := strings.Index(rest, row+"\n")
-				if i < 0 {
-					t.Fatalf("row missing or out of order:\n%s\nin:\n%s", row, got)
-				}
-				rest = rest[i+len(row):]
-			}
-			for _, s := range tc.not {
-				if strings.Contains(got, s) {
-					t.Errorf("%q present in:\n%s", s, got)
-				}
-			}
-		})
-	}
-}
 
 // TestWriteScenarioVariants checks that scenario 3's table lists
 // rr-drained with its conns/op and that the ratio table has its row.
@@ -150,6 +63,110 @@ func TestWriteScenarioVariants(t *testing.T) {
 		"| rr-drained | 410.00 ms ±0% | 0 | 727000 | 24500 | – | – | – | 0 | 1.025 | +10000000 | +27000 |",
 		"| rr-budget | 500.00 ms ±0% | 0 | 740000 | 20000 | – | – | – | 250 | 1.250 | +100000000 | +40000 |",
 		"| rr-drained | 0.98 (0.96) | 1.02 (0.73) | 0.91 (0.81) |",
+	} {
+		if !strings.Contains(got, row+"\n") {
+			t.Errorf("row missing:\n%s\nin:\n%s", row, got)
+		}
+	}
+}
+
+// wantTargets is the whole target table of testdata/raw.txt against
+// testdata/prev.txt: every target measured, two of them missed ("no"),
+// one (own cost against the previous run) shown above it.
+const wantTargets = "" +
+	"| target | benchmark and metric | measured (medians) | p-value | met |\n" +
+	"|---|---|---|---|---|\n" +
+	"| 27 (c): exactly 1 request inside the 2 s window, in every round (rr-shared) | `BenchmarkThrottleBurst/impl=rr-shared` in-window-reqs/op | rounds: 1, 1, 1, 1, 1 (best peer retryablehttp 200) | 0.008 vs retryablehttp | yes |\n" +
+	"| 27 (c): goodput \u2265 0.95\u00d7 the best peer's (rr-shared) | `BenchmarkThrottleBurst/impl=rr-shared` goodput-pages/s | 0.959\u00d7 (470 vs failsafe 490) | 0.008 vs failsafe | yes |\n" +
+	"| 27 (e): \u2264 100 429s in all (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` 429s/op | 40 (best peer failsafe 1700) | 0.008 vs failsafe | yes |\n" +
+	"| 27 (e): \u2265 495 of 500 sequences completed (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` completed-seqs/op | 497 (best peer retryablehttp 56) | 0.008 vs retryablehttp | yes |\n" +
+	"| 27 (e): \u2265 190 pages/s, 95 % of the bucket's rate (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` pages/s | 192 (best peer failsafe 63) | 0.008 vs failsafe | yes |\n" +
+	"| 27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-shared) | `BenchmarkTwoSubscriptions/impl=rr-shared` other-delayed-reqs/op | rounds: 0, 0, 0, 0, 0 (host scope 40) | 0.008 vs rr-shared-host | yes |\n" +
+	"| 27 (h): a deployment reporting its remaining quota: at most 1 429 per quota window (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` max-429s-per-window | rounds: 1, 1, 0, 1, 1 (without the header 12) | 0.008 vs header=off | yes |\n" +
+	"| 27 (h): completions with the header not below those without (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` completed-seqs/op | 100 vs 90 without | 0.008 vs header=off | yes |\n" +
+	"| 27: scenario 3 (no throttle) with shared restrictions \u2265 0.97\u00d7 the throughput without (rr-shared vs rr-budget) | `BenchmarkConcurrentSequences/impl=rr-shared` pages/s | 0.958\u00d7 (23000 vs 24000 pages/s) | 0.008 vs rr-budget | no |\n" +
+	"| 27: own cost per request not significantly above the previous run's (rr-budget over the stub) | `BenchmarkOwnCost/impl=rr-budget` ns/op | 1150 ns vs 1100 ns before | 0.008 vs previous | no |\n" +
+	"| 14: own cost \u2264 300 ns and \u2264 1 alloc per request, a Budget per 10 requests (rr-budget) | `BenchmarkOwnCost/impl=rr-budget` ns/op | +250 ns, +1 allocs | 0.008 vs bare | yes |\n" +
+	"| 14: pass-through on loopback \u2264 1.02\u00d7 bare, a Budget per 10 requests (rr-budget) | `BenchmarkPassThrough/impl=rr-budget` ns/op | 1.010\u00d7 | 0.008 vs bare | yes |\n" +
+	"| 14: pass-through on loopback \u2264 1.02\u00d7 bare with a new Budget per request (rr-budget-each) | `BenchmarkPassThrough/impl=rr-budget-each` ns/op | 1.120\u00d7 | 0.008 vs bare | no |\n" +
+	"| 14: 0 extra goroutines per in-flight request of a sequence (rr-budget) | `BenchmarkGoroutinesInFlight/impl=rr-budget` goroutines/req | +0.00 (2 vs bare 2) | 1.000 vs bare | yes |\n" +
+	"| 14: \u2264 128 B held per finished sequence while its total would run (rr-budget) | `BenchmarkFinishedSequences/impl=rr-budget` B/seq | 9 B | 0.008 vs bare | yes |\n" +
+	"| 14 (a): over HTTP/2 + TLS a recovered 429 opens no new connection (rr-budget) | `BenchmarkRecovered429H2/impl=rr-budget` conns/op | 0 | 1.000 vs bare | yes |\n" +
+	"| 6: \u2264 1 KiB heap per live budget | `BenchmarkHeapPerLiveBudget` B/budget | 1010 B | \u2013 | yes |\n" +
+	""
+
+func targetTable(t *testing.T, raw, prev string) string {
+	t.Helper()
+	r, err := parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p results
+	if prev != "" {
+		if p, err = parse(strings.NewReader(prev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var w strings.Builder
+	writeTargets(&w, r, p)
+	got := w.String()
+	return got[strings.Index(got, "| target |"):]
+}
+
+func readFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestTargetsTable(t *testing.T) {
+	got := targetTable(t, readFixture(t, "raw.txt"), readFixture(t, "prev.txt"))
+	if got != wantTargets+"\n" {
+		t.Errorf("target table:\n%s\nwant:\n%s", got, wantTargets)
+	}
+}
+
+// TestTargetsFindAliases: the same runs under other spellings (another
+// GOMAXPROCS suffix, sub-benchmark keys in another order, a unit in
+// capitals without "/op", the aliases a target lists) give the same table.
+func TestTargetsFindAliases(t *testing.T) {
+	raw := strings.NewReplacer(
+		"-2 \t", "-8 \t",
+		"BenchmarkQuotaHeaders/header=on/impl=rr-shared", "BenchmarkQuotaHeaders/impl=rr-shared/header=on",
+		"BenchmarkTwoSubscriptions/", "BenchmarkSubscriptions/",
+		"other-delayed-reqs/op", "delayed-reqs/op",
+		"in-window-reqs/op", "In-Window-Reqs",
+	).Replace(readFixture(t, "raw.txt"))
+	if raw == readFixture(t, "raw.txt") {
+		t.Fatal("the replacer changed nothing")
+	}
+	if got := targetTable(t, raw, readFixture(t, "prev.txt")); got != wantTargets+"\n" {
+		t.Errorf("target table:\n%s\nwant:\n%s", got, wantTargets)
+	}
+}
+
+// TestTargetsNotMeasured: with no run at all, every target is "not measured
+// in this run", never "no"; a benchmark without the target's metric says
+// which metric is missing; no previous run leaves the own-cost target
+// unjudged.
+func TestTargetsNotMeasured(t *testing.T) {
+	got := targetTable(t, "", "")
+	for _, line := range strings.Split(strings.TrimSpace(got), "\n")[2:] {
+		if !strings.HasSuffix(line, "| – | – | not measured in this run |") {
+			t.Errorf("row not 'not measured in this run': %s", line)
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2+17 {
+		t.Errorf("%d lines, want a header and 17 rows:\n%s", n, got)
+	}
+	raw := strings.ReplaceAll(readFixture(t, "raw.txt"), "goodput-pages/s", "other/op")
+	got = targetTable(t, raw, "")
+	for _, row := range []string{
+		"| 27 (c): goodput ≥ 0.95× the best peer's (rr-shared) | `BenchmarkThrottleBurst/impl=rr-shared` goodput-pages/s | – | – | not measured in this run (no goodput-pages/s) |",
+		"| 27: own cost per request not significantly above the previous run's (rr-budget over the stub) | `BenchmarkOwnCost/impl=rr-budget` ns/op | 1150 ns | – | not measured in this run (no previous run given: -prev) |",
 	} {
 		if !strings.Contains(got, row+"\n") {
 			t.Errorf("row missing:\n%s\nin:\n%s", row, got)
