@@ -11,13 +11,11 @@ import (
 //	GET /_fakeserver/health  200 {"status":"ok","requests":N}, N the ledger's length
 //	GET /_fakeserver/ledger  200 {"requests":[...]}, the ledger ([Server.Requests]) as JSON
 //
-// (HEAD as well, without the body; another method is a 405, another path
-// under the prefix a 404). A request under AdminPrefix is answered by the
-// fake itself, in proxy mode too (it is never forwarded), before anything
-// else: it never enters the ledger, never reaches the observer
-// ([WithObserver]) and is never matched against the script, so a
-// readiness probe cannot use up a rule's [Nth] or [Times] count. No Azure
-// container name starts with "_", so the prefix hides no blob.
+// (HEAD too; another method is a 405, another path a 404). They are
+// answered by the fake itself, in proxy mode too, and are never in the
+// ledger, shown to the observer or matched against the script, so a
+// readiness probe uses up no rule's count. No Azure container name starts
+// with "_".
 const AdminPrefix = "/_fakeserver/"
 
 // isAdmin reports whether p is an admin path: /_fakeserver or below it.

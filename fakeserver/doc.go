@@ -1,9 +1,9 @@
-// Package fakeserver is a scriptable, in-memory fake of the three Azure
-// surfaces the read-recovery transport serves (AI Search indexes, a File
-// service, Blob checkpoints), with a ledger of every request it saw and a
-// proxy mode that injects the same faults in front of a real upstream such
-// as Azurite. It is a plain net/http fake: it imports only the standard
-// library, and nothing of the readrecovery module.
+// Package fakeserver is a scriptable, in-memory fake of the Azure surfaces
+// the read-recovery transport serves (AI Search indexes, a File service,
+// Blob checkpoints, and an OpenAI-compatible Files and vector-store API),
+// with a ledger of every request it saw and a proxy mode ([NewProxy]) that
+// injects the same faults in front of a real upstream such as Azurite. It
+// imports only the standard library.
 //
 // # Endpoints
 //
@@ -26,139 +26,53 @@
 //	                                   404 with an XML <Error> (BlobNotFound)
 //	anything else         other        404 or 405 with an error body
 //
-// The OpenAI-compatible surface (the Files API and vector-store file
-// batches as openai-go parses them, under /v1, /openai and /openai/v1, with
-// Azure OpenAI's throttling headers: [Server.ThrottleOpenAI]) is described
-// with its route names, [RouteOpenAIFileUpload] and the others.
-//
-// /indexes('{name}') works as /indexes/{name}. A blob name may hold
-// slashes. A request with a "restype" query parameter (container and
-// service operations) is "other". The api-version parameter is accepted,
-// not required. Search and File errors are JSON, Blob errors XML, each with
-// x-ms-error-code. A bad body is a 400 with an error body; a body over
-// 64 MiB a 413; the server never panics on odd client input.
-//
+// The OpenAI surface's routes are listed with [RouteOpenAIFileUpload].
+// /indexes('{name}') works as /indexes/{name}; a blob name may hold
+// slashes; a request with a "restype" query parameter is "other"; the
+// api-version parameter is accepted, not required. Search and File errors
+// are JSON, Blob errors XML, each with x-ms-error-code; a bad body is a 400,
+// a body over 64 MiB a 413, and odd client input never panics the server.
 // Every answer carries a fresh x-ms-request-id (Search routes also
-// request-id; UUID-shaped, unique per server, increasing; not the admin
-// routes') and a Date header from the server's clock ([WithClock]; default
-// time.Now, which inside a testing/synctest bubble is the bubble's fake
-// clock).
-//
-// # Path layouts
-//
-// Every endpoint answers in the plain layout above and in Azurite's
-// path-style layout, behind an account segment: /{account}/{container}/{blob},
-// /{account}/files, /{account}/indexes/{name}. Both reach the same state,
-// so [Server.PutBlob]("checkpoints", "a.json", ...) is read by azblob at
-// /devstoreaccount1/checkpoints/a.json and by a plain client at
-// /checkpoints/a.json. The account segment is recognised by name, never by
-// guessing: a first path segment exactly equal to the configured account
-// ([WithAccount]; default [DefaultAccount], "devstoreaccount1", Azurite's)
-// is the account, and then always is; any other path is plain. So a
-// container literally named devstoreaccount1 is reached only as
-// /devstoreaccount1/devstoreaccount1/{blob}, and WithAccount("") turns the
-// account layout off. The ledger and [MatchPath] see the whole path, account
-// segment included.
+// request-id) and a Date from the server's clock ([WithClock]). Each
+// endpoint also answers behind Azurite's account segment,
+// /{account}/{container}/{blob} ([WithAccount]); the fake's own routes are
+// under [AdminPrefix].
 //
 // # Faults
 //
 // A [Script] holds rules. A rule matches requests by route name (or "*"),
-// optionally by method ([Method]) and decoded path prefix ([MatchPath]), and
-// fires on its [Nth] matching request, on the next n ([Times]), or on every
-// one ([Always], the default). The first rule (in order) that fires injects
-// its [Fault]:
-//
-//   - [Throttle]: 429 with a Retry-After built from the server's clock:
-//     [RetryAfterSeconds], [RetryAfterDate] (IMF-fixdate, RFC 850 or asctime,
-//     clock + d), [RetryAfterRaw] (malformed, or several values: duplicate
-//     fields), [RetryAfterMissing], [RetryAfterOversized] (n bytes),
-//     [RetryAfterOverlong] (such as 60 s). [Fault.WithBodySize] makes the 429
-//     body, for instance, 8 MiB. With Always it is a persistent 429; on
-//     "file.upload" it is the queue-429.
-//   - [Status]: 500, 503 or another error status.
-//   - [ServerBusy]: 503 with Azure Storage's ServerBusy XML error body and
-//     x-ms-error-code, and no Retry-After.
-//   - [Redirect]: 301, 302, 303, 307 or 308 with a Location.
-//   - [SlowBody]: the normal answer, its body trickled chunk by chunk.
-//   - [StalledBody]: the normal answer's headers, then no body until the
-//     client goes away or the server closes.
-//   - [ConnectionReset]: no answer; a TCP RST, or an ECONNRESET error
-//     in-process.
-//
-// Throttle, Status, ServerBusy, Redirect and ConnectionReset replace the
-// answer: the in-memory service (or the proxy's upstream) never sees the
-// request, as with a real gateway's 429. [RetryAfter.Values] gives the
-// exact header bytes a client receives, so a test can assert them.
-//
-// # Rules by time and by rate
-//
-// Azure throttles for a time or at a rate, not on the n-th request. Two
-// more rule options say so, on the server's clock (so a test drives them
-// with [WithClock] or inside a testing/synctest bubble):
-//
-//   - [Window](start, d): the rule fires on every request it matches that
-//     arrives in [start, start+d); a zero start opens the window at the
-//     first request it is asked about.
-//   - [TokenBucket](rate, burst): the rule fires on the requests that find
-//     no token in their bucket (burst tokens, full at first, refilled at
-//     rate per second; a passing request takes one), one bucket per
-//     storage account ([PerAccount], the default) or per host
-//     ([PerHost]). A rule keeps at most 4,096 buckets.
-//
-// With [Throttle]([RetryAfterRemaining]()) the 429's Retry-After is the
-// window's remaining time, or the time to the bucket's next token, in
-// whole seconds rounded up; [RetryAfterRemainingMs] adds Azure OpenAI's
-// retry-after-ms (whole milliseconds, rounded up). With [ServerBusy] the
-// same rules throttle as Azure Storage does, with 503s. A window or a
-// bucket is one more condition besides [Nth] and [Times] (all must hold);
-// a bucket rule is asked only about requests no earlier rule answered, so
-// those take no token.
+// [Method] and [MatchPath], fires on its [Nth] matching request, the next
+// [Times], or [Always] (the default), and, as Azure throttles, only inside
+// a [Window] or when its [TokenBucket] has no token (kept [PerAccount],
+// [PerHost], [PerSubscription] or [PerDeployment], optionally telling the
+// tokens left with [QuotaHeaders]). The first rule that fires injects its
+// [Fault]: [Throttle] (a 429 with any [RetryAfter] form, the remaining
+// window or token wait included), [Status], [ServerBusy] (Storage's 503),
+// [Redirect] and [ConnectionReset] replace the answer; [SlowBody] and
+// [StalledBody] deliver it slowly or never.
 //
 //	srv.Script().Add(fakeserver.RouteBlobGet,
 //		fakeserver.Throttle(fakeserver.RetryAfterRemaining()), fakeserver.TokenBucket(200, 50))
 //
-// # Ledger
-//
-// [Server.Requests] returns every request in arrival order: method, route,
-// decoded path, the query's parameter names (values, such as a SAS "sig",
-// are never kept), arrival time on the server clock, the request ID
-// answered, the status, the fault injected and the body's SHA-256 digest,
-// and the [Decision] of every rule by time or by rate asked about it (which
-// rule, the bucket's key and the tokens left, the window's end, the wait).
-// [Server.Count], [Server.AssertNoMutationSentTwice] (with [AllowResend]
-// for the queue route's one re-send) and [Server.AssertGap] ("the request
-// after the 429 came at least d later") check it.
-//
-// # Admin routes
-//
-// Under [AdminPrefix] the fake answers about itself, not as Azure:
-//
-//	GET /_fakeserver/health  200 {"status":"ok","requests":N}  a readiness probe
-//	GET /_fakeserver/ledger  200 {"requests":[...]}           the ledger as JSON
-//
-// They are not Azure traffic: never in the ledger, never shown to the
-// observer, never matched against the script (so a probe curl does not use
-// up a rule's nth), never forwarded by a proxy.
+// [Server.Requests] is the ledger: one [Request] per request, with the
+// [Decision] of every rule by time or by rate asked about it;
+// [Server.Count], [Server.AssertNoMutationSentTwice] and [Server.AssertGap]
+// check it.
 //
 // # Running
 //
-// [Server.Start] serves on a loopback listener (127.0.0.1:0) and returns
-// its URL; [Server.Close] or [Server.Shutdown] stops it. [Server.Transport]
-// serves in-process, without sockets: use it inside testing/synctest, where
-// a scripted 2 s slow body takes exactly 2 s of fake time and no real time
-// (create the Server inside the bubble, so that its clock and channels are
-// the bubble's).
-// [NewProxy] puts the rules in front of a real upstream; the command
-// "readrecovery fakeserver" runs either from the shell (--script FILE,
-// --seed FILE for the fake, --upstream URL for the proxy, --account NAME;
-// --window, --window-start, --token-bucket, --bucket-key, --retry-after-ms,
-// --server-busy and --route add a rule by time or by rate), and a shell
-// probes it with "curl http://HOST:PORT/_fakeserver/health".
+// [Server.Start] serves on a loopback listener; [Server.Transport] serves
+// in-process, without sockets, so that inside testing/synctest a scripted
+// 2 s slow body takes 2 s of fake time and no real time (create the Server
+// inside the bubble). The command "readrecovery fakeserver" runs the fake
+// or the proxy from the shell: --script FILE, --seed FILE, --upstream URL,
+// --account NAME, and one rule by time or by rate from --window,
+// --window-start, --token-bucket, --bucket-key, --quota-headers,
+// --retry-after-ms, --server-busy and --route.
 //
 // # JSON scripts
 //
-// [LoadScript] and [LoadScriptFile] read the same rules from JSON, for the
-// command's --script flag:
+// [LoadScript] and [LoadScriptFile] read the same rules from JSON:
 //
 //	{
 //	  "comment": "inventory: a 429 on page 3 and on page 5",
@@ -185,8 +99,8 @@
 // A script is an object with "rules" (an array, applied in order) and an
 // optional "comment". A rule has:
 //
-//	route        required: search.put, search.get, file.upload, file.list,
-//	             blob.put, blob.get, other, or "*"
+//	route        required: a route name (search.put, search.get, file.upload, file.list,
+//	             blob.put, blob.get, other, an openai.* route) or "*"
 //	method       optional HTTP method (must agree with a named route)
 //	path_prefix  optional decoded path prefix, starting with "/"
 //	nth          optional 1-based ordinal of the first matching request it fires on
@@ -195,8 +109,9 @@
 //	             when neither nth nor times is given); excludes times
 //	window       optional {"start": RFC 3339 time (optional: the first request),
 //	             "duration": Go duration (required, above 0)}: see [Window]
-//	token_bucket optional {"rate": tokens per second, "burst": N,
-//	             "key": "account" (default) or "host"}: see [TokenBucket]
+//	token_bucket optional {"rate": tokens per second, "burst": N, "key": "account"
+//	             (default), "host", "subscription" or "deployment", "quota_headers":
+//	             "openai" or "arm" (optional)}: see [TokenBucket]
 //	fault        required: throttle, status, server_busy, redirect, slow_body,
 //	             stalled_body, reset
 //	retry_after  throttle (required): {"form": F, ...} where F is
@@ -234,18 +149,19 @@
 //	  ]
 //	}
 //
-// Scripts are decoded with encoding/json into typed structs, unknown keys
-// refused (keys match without regard to case, as encoding/json does). A
-// bad script fails with a [*LoadError] that names the rule and field with
-// its line and column ("rules[2].retry_after.form (line 7, column 5):
-// unknown Retry-After form ..."): where the decoder stopped for a syntax
-// error or a value of the wrong type, else where the rule starts.
+// Scripts and seeds are decoded with encoding/json into typed structs,
+// unknown keys refused (keys match without regard to case, as
+// encoding/json does). A bad one fails with a [*LoadError] that names the
+// entry and field with its line and column ("rules[2].retry_after.form
+// (line 7, column 5): unknown Retry-After form ..."): where the decoder
+// stopped for a syntax error or a value of the wrong type, else where the
+// entry starts.
 //
 // # Seeds
 //
-// [Server.Seed] stores indexes, files and blobs without a request (nothing
-// in the ledger, no rule counts them); [LoadSeed] and [LoadSeedFile] read a
-// [Seed] from JSON, for the command's --seed flag:
+// [Server.Seed] stores a [Seed] of indexes, files and blobs without a
+// request (nothing in the ledger, no rule counts them), all or nothing;
+// [LoadSeed] and [LoadSeedFile] read one from JSON:
 //
 //	{
 //	  "comment": "a checkpoint, an index and a two-page inventory",
@@ -276,27 +192,5 @@
 //	           stored compacted)
 //	comment    optional string, at the top and in every entry, ignored
 //
-// A seeded blob is reached through both path layouts. Unknown keys,
-// duplicate index names or blobs, and a second content field are errors: a
-// bad seed fails with the same [*LoadError], naming the entry and field
-// ("blobs[1].container (line 7, column 5): required"), and [Server.Seed] stores nothing of a seed it refuses.
-//
-// # Example
-//
-//	func TestInventory(t *testing.T) {
-//		synctest.Test(t, func(t *testing.T) {
-//			srv := fakeserver.New()
-//			defer srv.Close()
-//			for i := range 25 {
-//				srv.AddFile(fmt.Sprintf("f%02d", i), []byte{byte(i)})
-//			}
-//			srv.Script().Add(fakeserver.RouteFileList,
-//				fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)), fakeserver.Nth(2))
-//			client := &http.Client{Transport: srv.Transport()}
-//			// ... list the inventory through the transport under test ...
-//			srv.AssertGap(t, fakeserver.RouteFileList, 2, 2*time.Second)
-//			srv.AssertNoMutationSentTwice(t)
-//			_ = client
-//		})
-//	}
+// Duplicate index names or blobs and a second content field are errors.
 package fakeserver

@@ -22,13 +22,14 @@ const (
 	Asctime DateForm = "asctime"
 )
 
-// Go layouts of the three forms. "GMT" is a literal in a Go layout (only
-// "MST" is a zone token), so the times must be in UTC when formatted.
-const (
-	layoutIMFFixdate = "Mon, 02 Jan 2006 15:04:05 GMT"
-	layoutRFC850     = "Monday, 02-Jan-06 15:04:05 GMT"
-	layoutAsctime    = "Mon Jan _2 15:04:05 2006"
-)
+// dateLayouts are the Go layouts of the three forms. "GMT" is a literal in
+// a Go layout (only "MST" is a zone token), so the times must be in UTC
+// when formatted.
+var dateLayouts = map[string]string{
+	string(IMFFixdate): "Mon, 02 Jan 2006 15:04:05 GMT",
+	string(RFC850):     "Monday, 02-Jan-06 15:04:05 GMT",
+	string(Asctime):    "Mon Jan _2 15:04:05 2006",
+}
 
 // The Retry-After forms, as [RetryAfter.Form] reports them and as the JSON
 // script names them.
@@ -192,12 +193,8 @@ func (ra RetryAfter) Values(now time.Time) []string {
 		return []string{strconv.FormatInt(ceilDiv(ra.wait, time.Second), 10)}
 	case formSeconds, formOverlong:
 		return []string{strconv.FormatInt(ra.seconds, 10)}
-	case string(IMFFixdate):
-		return []string{dateAt(now, ra.seconds).Format(layoutIMFFixdate)}
-	case string(RFC850):
-		return []string{dateAt(now, ra.seconds).Format(layoutRFC850)}
-	case string(Asctime):
-		return []string{dateAt(now, ra.seconds).Format(layoutAsctime)}
+	case string(IMFFixdate), string(RFC850), string(Asctime):
+		return []string{now.UTC().Add(time.Duration(ra.seconds) * time.Second).Format(dateLayouts[ra.form])}
 	case formRaw, formDuplicate:
 		return append([]string(nil), ra.values...)
 	case formOversized:
@@ -236,10 +233,6 @@ func (ra RetryAfter) String() string {
 	}
 }
 
-func dateAt(now time.Time, offset int64) time.Time {
-	return now.UTC().Add(time.Duration(offset) * time.Second)
-}
-
 func checkRawValues(values []string) error {
 	for i, v := range values {
 		if strings.ContainsAny(v, "\r\n\x00") {
@@ -274,15 +267,11 @@ var faultNames = map[faultKind]string{
 	kindServerBusy:  "server_busy",
 }
 
-// Fault is what the server does instead of, or on top of, its normal answer
-// when a rule fires. Make one with [Throttle], [Status], [ServerBusy],
-// [Redirect], [SlowBody], [StalledBody] or [ConnectionReset]. The zero
-// Fault is no fault.
-//
-// Throttle, Status, ServerBusy, Redirect and ConnectionReset replace the answer: the
-// request does not reach the in-memory service (nothing is stored) or, in
-// proxy mode, the upstream. SlowBody and StalledBody deliver the normal
-// answer (the service acts on the request) with a scripted body.
+// Fault is what the server does when a rule fires; the zero Fault is none.
+// [Throttle], [Status], [ServerBusy], [Redirect] and [ConnectionReset]
+// replace the answer: the request reaches neither the in-memory service
+// nor a proxy's upstream. [SlowBody] and [StalledBody] deliver the normal
+// answer with a scripted body.
 type Fault struct {
 	kind       faultKind
 	status     int
@@ -303,12 +292,17 @@ func Throttle(ra RetryAfter) Fault {
 
 // Status answers code (400 to 599, not 429: use [Throttle]) with the
 // surface's error body, such as 500 or 503. It panics on another code.
-func Status(code int) Fault {
-	f, err := newStatus(code)
-	if err != nil {
-		panic("fakeserver: Status: " + err.Error())
+func Status(code int) Fault { return must("Status")(newStatus(code)) }
+
+// must(name)(f, err) returns f, or panics with err: the Go constructors
+// panic where a JSON script gets an error.
+func must(name string) func(Fault, error) Fault {
+	return func(f Fault, err error) Fault {
+		if err != nil {
+			panic("fakeserver: " + name + ": " + err.Error())
+		}
+		return f
 	}
-	return f
 }
 
 func newStatus(code int) (Fault, error) {
@@ -325,32 +319,22 @@ func newStatus(code int) (Fault, error) {
 //	RequestId:{x-ms-request-id}
 //	Time:{server clock, 2006-01-02T15:04:05.0000000Z}</Message></Error>
 //
-// (on every route, Search and File ones too), Content-Type application/xml,
-// "x-ms-error-code: ServerBusy", and no Retry-After: Storage leaves the
-// back-off to the client. With [Window] it is a burst of 503s, with
-// [TokenBucket] Storage's per-account throttling. [Fault.WithBodySize]
-// applies.
+// on every route, with "x-ms-error-code: ServerBusy" and no Retry-After
+// (Storage leaves the back-off to the client). With [Window] or
+// [TokenBucket] it throttles as Storage does.
 func ServerBusy() Fault {
 	return Fault{kind: kindServerBusy, status: http.StatusServiceUnavailable, bodySize: -1}
 }
 
-// serverBusyMessage is the Message of a [ServerBusy] body, before the
-// request ID and time lines.
-const serverBusyMessage = "Operations per second is over the account limit."
-
-// serverBusyBody is the exact body of a [ServerBusy] answer.
-func serverBusyBody(requestID string, now time.Time) []byte {
-	return []byte(`<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>` +
-		serverBusyMessage + "\nRequestId:" + requestID + "\nTime:" + now.UTC().Format("2006-01-02T15:04:05.0000000Z") +
-		`</Message></Error>`)
-}
-
-// serverBusyResponse is the answer of a [ServerBusy] fault.
+// serverBusyResponse is the answer of a [ServerBusy] fault, its body as
+// the ServerBusy doc shows it.
 func serverBusyResponse(requestID string, now time.Time) *response {
 	resp := newResponse(http.StatusServiceUnavailable)
 	resp.header.Set("Content-Type", "application/xml")
 	resp.header.Set("x-ms-error-code", "ServerBusy")
-	resp.body = serverBusyBody(requestID, now)
+	resp.body = []byte(`<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>` +
+		"Operations per second is over the account limit.\nRequestId:" + requestID +
+		"\nTime:" + now.UTC().Format("2006-01-02T15:04:05.0000000Z") + `</Message></Error>`)
 	return resp
 }
 
@@ -358,11 +342,7 @@ func serverBusyResponse(requestID string, now time.Time) *response {
 // location" and a short body. It panics on another code or an empty
 // location.
 func Redirect(code int, location string) Fault {
-	f, err := newRedirect(code, location)
-	if err != nil {
-		panic("fakeserver: Redirect: " + err.Error())
-	}
-	return f
+	return must("Redirect")(newRedirect(code, location))
 }
 
 func newRedirect(code int, location string) (Fault, error) {
@@ -382,11 +362,7 @@ func newRedirect(code int, location string) (Fault, error) {
 // bytes takes ceil(n/chunk)*delay. The wait honours the client going away
 // and the server closing. It panics when chunk < 1 or delay < 0.
 func SlowBody(chunk int, delay time.Duration) Fault {
-	f, err := newSlowBody(chunk, delay)
-	if err != nil {
-		panic("fakeserver: SlowBody: " + err.Error())
-	}
-	return f
+	return must("SlowBody")(newSlowBody(chunk, delay))
 }
 
 func newSlowBody(chunk int, delay time.Duration) (Fault, error) {
@@ -415,13 +391,7 @@ func ConnectionReset() Fault { return Fault{kind: kindReset} }
 // longer), such as an 8 MiB 429 body that a client must close unread. It
 // applies to [Throttle], [Status] and [ServerBusy] faults and panics on
 // another fault or n outside [0, 64 MiB].
-func (f Fault) WithBodySize(n int) Fault {
-	g, err := f.withBodySize(n)
-	if err != nil {
-		panic("fakeserver: WithBodySize: " + err.Error())
-	}
-	return g
-}
+func (f Fault) WithBodySize(n int) Fault { return must("WithBodySize")(f.withBodySize(n)) }
 
 func (f Fault) withBodySize(n int) (Fault, error) {
 	if f.kind != kindThrottle && f.kind != kindStatus && f.kind != kindServerBusy {

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -143,7 +146,7 @@ func (d *jsonDoc) syntaxError() *LoadError {
 }
 
 func quotedKeys[V any](m map[string]V) string {
-	keys := sortedKeys(m)
+	keys := slices.Sorted(maps.Keys(m))
 	for i, k := range keys {
 		keys[i] = fmt.Sprintf("%q", k)
 	}
@@ -218,7 +221,7 @@ func unknownField(raw []byte, t reflect.Type) string {
 		}
 	}
 	add(t)
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		ft, ok := fields[strings.ToLower(k)] // encoding/json matches keys without case
 		if !ok {
 			return k
@@ -233,6 +236,21 @@ func unknownField(raw []byte, t reflect.Type) string {
 		}
 	}
 	return ""
+}
+
+// loadFile reads the file at path with load; errors name the file.
+func loadFile[T any](path string, load func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	v, err := load(f)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // readLimited reads at most limit bytes of r; more is an error of doc.

@@ -11,30 +11,20 @@ import (
 	"time"
 )
 
-// NewProxy returns a Server in proxy mode: every request is recorded in the
-// ledger and matched against script (nil: an empty script) exactly as by
-// [New], but what the script leaves alone is forwarded to upstream by an
-// httputil.ReverseProxy and answered with the upstream's response, unchanged.
+// NewProxy returns a Server in proxy mode: every request is recorded and
+// matched against script (nil: an empty one) as by [New], and what the
+// script leaves alone is forwarded to upstream by an httputil.ReverseProxy
+// and answered with the upstream's response, unchanged (its own
+// x-ms-request-id, which the ledger records, and Date).
 //
-// Forwarding keeps the method, the path (upstream's own path, if any, is
-// joined in front), the query, the headers and the body; only the Host
-// header becomes upstream's host, and hop-by-hop and X-Forwarded-* headers
-// are dropped as the ReverseProxy does. Azure Storage Shared Key signatures
-// sign the method, the path, the query and the x-ms-* headers, not the Host,
-// so they still verify at the upstream (give an upstream URL without a path).
-// Upstream responses keep their own x-ms-request-id and Date; the ledger
-// records the upstream's request ID.
-//
-// Replacing faults (throttle, status, redirect, reset) answer without
-// reaching the upstream, with the fake's headers (a fresh x-ms-request-id,
-// Date from the server's clock). Slow and stalled bodies apply to the
-// upstream's response body. An unreachable upstream is answered 502.
-//
-// Route names apply as for [New], so "blob.put" and "blob.get" also match
-// Azurite's path-style /{account}/{container}/{blob} (the account segment
-// recognised as [WithAccount] says); use [MatchPath] to pick a container.
-// The admin routes ([AdminPrefix]) are answered by the proxy itself, never
-// forwarded. It panics on a nil upstream.
+// Forwarding keeps the method, the path (joined behind upstream's own), the
+// query, the headers and the body; only Host becomes upstream's, and
+// hop-by-hop and X-Forwarded-* headers are dropped. Shared Key signatures do
+// not sign the Host, so they still verify (give an upstream URL without a
+// path). Replacing faults answer without reaching the upstream, with the
+// fake's headers; slow and stalled bodies apply to the upstream's body; an
+// unreachable upstream is answered 502. Route names and the admin routes
+// apply as for [New]. It panics on a nil upstream.
 func NewProxy(upstream *url.URL, script *Script, opts ...Option) *Server {
 	if upstream == nil {
 		panic("fakeserver: NewProxy: nil upstream")

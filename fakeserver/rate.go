@@ -11,12 +11,8 @@ import (
 	"time"
 )
 
-// Rules by time and by rate: a [Window] fires on the requests that arrive
-// inside a time span, a [TokenBucket] on those its bucket has no token for,
-// as Azure throttles ("for 2 s", "200 requests a second per account").
-// Their "now" is the server's clock ([WithClock]; time.Now by default, the
-// fake clock inside a testing/synctest bubble), read once per request at
-// its arrival.
+// Rules by time and by rate, as Azure throttles ("for 2 s", "200 requests a
+// second per account"), on the server's clock read at each arrival.
 
 // TimeWindow is the span of a [Window] rule: [Start, Start+Duration).
 type TimeWindow struct {
@@ -110,14 +106,11 @@ const (
 	maxBuckets = 4096
 )
 
-// Window makes the rule fire on every request it matches that arrives
-// inside [start, start+d) on the server's clock, and on none before or
-// after. With [Throttle]([RetryAfterRemaining]()) each gets a 429 whose
-// Retry-After is the window's remaining time in whole seconds rounded up
-// (2 at start for d = 2 s, 1 from 1 s on); with [ServerBusy] the window
-// is a burst of 503s. The zero start opens the window at the first request
-// the rule is asked about. The window is one more condition besides the
-// count: with [Nth] or [Times] every condition must hold. It panics when
+// Window makes the rule fire only on requests that arrive inside [start,
+// start+d) on the server's clock; the zero start opens it at the first
+// request the rule is asked about. With [RetryAfterRemaining] the
+// Retry-After is the time left, rounded up (2 at start for d = 2 s, 1 from
+// 1 s on). With [Nth] or [Times] every condition must hold. It panics when
 // d <= 0.
 func Window(start time.Time, d time.Duration) RuleOption {
 	if d <= 0 {
@@ -126,19 +119,14 @@ func Window(start time.Time, d time.Duration) RuleOption {
 	return ruleOptionFunc(func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} })
 }
 
-// TokenBucket makes the rule fire on the requests it matches that find no
-// token in their bucket: a bucket of burst tokens, full at first, refilled
-// at rate tokens per second; a request that passes takes one token, one
-// the rule fires on takes none. There is one bucket per storage account
-// ([BucketPerAccount], the default) or per host ([PerHost]). With
-// [Throttle]([RetryAfterRemaining]()) the 429's Retry-After is the time to
-// the next token in whole seconds rounded up, and with
-// [RetryAfterRemainingMs] also a retry-after-ms; with [ServerBusy] it
-// throttles as Azure Storage does. Inside a [Window], the bucket applies
-// only in the window. The refill is exact: the bucket is kept as the time
-// it is full again (GCRA), in nanoseconds, with one token every 1/rate
-// (rounded to the nanosecond). It panics when rate is not in [0.001, 1e9]
-// or burst not in [1, 1,000,000].
+// TokenBucket makes the rule fire only on requests that find no token in
+// their bucket: burst tokens, full at first, refilled at rate per second;
+// a request that passes takes one. A bucket is kept per storage account by
+// default ([PerHost], [PerSubscription], [PerDeployment] say otherwise).
+// With [RetryAfterRemaining] the Retry-After is the time to the next token,
+// rounded up; inside a [Window] the bucket applies only in the window. The
+// refill is exact (GCRA, one token every 1/rate to the nanosecond). It
+// panics when rate is not in [0.001, 1e9] or burst not in [1, 1,000,000].
 func TokenBucket(rate float64, burst int) RuleOption {
 	if err := checkBucket(rate, burst); err != nil {
 		panic("fakeserver: TokenBucket: " + err.Error())

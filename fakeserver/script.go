@@ -9,9 +9,8 @@ import (
 	"time"
 )
 
-// Route names. A request's route is decided from its method and decoded
-// path (see the package documentation); a rule names one of them or
-// [RouteAny].
+// Route names: a request's route comes from its method and path (see the
+// package documentation).
 const (
 	RouteSearchPut  = "search.put"  // PUT /indexes/{name}
 	RouteSearchGet  = "search.get"  // GET /indexes/{name}
@@ -179,18 +178,13 @@ func isToken(s string) bool {
 	return true
 }
 
-// Script is an ordered set of fault rules, shared by the server that uses it
-// and the test that writes it: rules may be added while the server runs.
-// Each rule counts the requests it matches from the moment it is added,
-// whether or not it or another rule fires on them; for each request, the
-// first rule (in order of addition) whose conditions hold fires (its count,
-// and its [Window] or [TokenBucket] if it has one). So two Times(1) rules
-// on one route fire on two successive requests, like
-// azcore's mock server's AppendResponse queue, and Nth(3) is the third
-// request of its route whatever other rules did.
-//
-// A Script belongs to one [Server]: its counters are the server's. The zero
-// Script is empty and ready to use; a Script is safe for concurrent use.
+// Script is an ordered set of fault rules; rules may be added while the
+// server runs. Each rule counts the requests it matches from the moment it
+// is added, whether or not a rule fires on them; for each request the
+// first rule whose conditions hold fires. So two Times(1) rules on one
+// route fire on two successive requests, and Nth(3) is the third request
+// of its route whatever other rules did. A Script belongs to one [Server];
+// the zero Script is empty and ready; it is safe for concurrent use.
 type Script struct {
 	mu    sync.Mutex
 	rules []*ruleState
@@ -214,10 +208,8 @@ func NewScript(rules ...Rule) *Script {
 }
 
 // Add appends a rule injecting f on route (a route name or [RouteAny]) when
-// its options say so, and returns s for chaining. It panics on an unknown
-// route, an invalid option (Always with Times, a method the route never
-// has) or the zero Fault: scripts are test code, and
-// a typo must not silently script nothing.
+// its options say so, and returns s. It panics on an unknown route, an
+// invalid option or the zero Fault: a typo must not script nothing.
 //
 //	s.Add(fakeserver.RouteFileList, fakeserver.Throttle(fakeserver.RetryAfterSeconds(1)), fakeserver.Nth(3))
 func (s *Script) Add(route string, f Fault, opts ...RuleOption) *Script {

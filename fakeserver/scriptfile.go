@@ -3,7 +3,7 @@ package fakeserver
 import (
 	"fmt"
 	"io"
-	"os"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -17,18 +17,7 @@ const maxScriptRules = 10000
 
 // LoadScriptFile reads a JSON script file (see [LoadScript]). Errors name
 // the file; a *LoadError inside is found with errors.As.
-func LoadScriptFile(path string) (*Script, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	s, err := LoadScript(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
+func LoadScriptFile(path string) (*Script, error) { return loadFile(path, LoadScript) }
 
 // LoadScript reads a JSON script (the format is in the package
 // documentation). A bad script returns a *LoadError naming the rule and
@@ -151,16 +140,11 @@ func (rj *ruleJSON) rule() (Rule, *LoadError) {
 	kind := *rj.Fault
 	allowed, ok := faultFields[kind]
 	if !ok {
-		return r, pathErr("fault", fmt.Sprintf("unknown fault %q (want one of %s)", kind, strings.Join(sortedKeys(faultFields), ", ")))
+		return r, pathErr("fault", fmt.Sprintf("unknown fault %q (want one of %s)", kind, strings.Join(slices.Sorted(maps.Keys(faultFields)), ", ")))
 	}
-	for _, k := range []struct {
-		name    string
-		present bool
-	}{{"status", rj.Status != nil}, {"location", rj.Location != nil}, {"retry_after", rj.RetryAfter != nil},
-		{"body_size", rj.BodySize != nil}, {"chunk", rj.Chunk != nil}, {"delay", rj.Delay != nil}} {
-		if k.present && !slices.Contains(allowed, k.name) {
-			return r, pathErr(k.name, fmt.Sprintf("not a field of a %s fault", kind))
-		}
+	if k := extraField(allowed, field{"status", rj.Status != nil}, field{"location", rj.Location != nil}, field{"retry_after", rj.RetryAfter != nil},
+		field{"body_size", rj.BodySize != nil}, field{"chunk", rj.Chunk != nil}, field{"delay", rj.Delay != nil}); k != "" {
+		return r, pathErr(k, fmt.Sprintf("not a field of a %s fault", kind))
 	}
 	r.Fault, e = rj.fault(kind)
 	return r, e
@@ -248,11 +232,8 @@ func (rj *ruleJSON) sized(f Fault) (Fault, *LoadError) {
 	if rj.BodySize == nil {
 		return f, nil
 	}
-	if n := *rj.BodySize; n < 0 || n > maxFaultBodySize {
-		return f, pathErr("body_size", fmt.Sprintf("body size %d out of range [0, %d]", n, maxFaultBodySize))
-	}
-	g, err := f.withBodySize(int(*rj.BodySize))
-	if err != nil { // unreachable: the kind and range are checked
+	g, err := f.withBodySize(int(*rj.BodySize)) // the kind is checked, the range here
+	if err != nil {
 		return f, pathErr("body_size", err.Error())
 	}
 	return g, nil
@@ -276,13 +257,8 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		return RetryAfter{}, pathErr("retry_after.form",
 			fmt.Sprintf("unknown Retry-After form %q (want one of %s)", form, strings.Join(retryAfterForms, ", ")))
 	}
-	for _, k := range []struct {
-		name    string
-		present bool
-	}{{"seconds", rj.Seconds != nil}, {"values", rj.Values != nil}, {"size", rj.Size != nil}} {
-		if k.present && !slices.Contains(fields, k.name) {
-			return RetryAfter{}, pathErr("retry_after."+k.name, fmt.Sprintf("not a field of the %s form", form))
-		}
+	if k := extraField(fields, field{"seconds", rj.Seconds != nil}, field{"values", rj.Values != nil}, field{"size", rj.Size != nil}); k != "" {
+		return RetryAfter{}, pathErr("retry_after."+k, fmt.Sprintf("not a field of the %s form", form))
 	}
 	switch form {
 	case formSeconds, formOverlong:
@@ -376,11 +352,19 @@ func (bj *bucketJSON) bucket() (Bucket, *LoadError) {
 	return Bucket{Rate: *bj.Rate, Burst: int(*bj.Burst), Key: BucketKey(bj.Key), Quota: QuotaForm(bj.Quota)}, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// field is a key of a decoded entry and whether it was given.
+type field struct {
+	name    string
+	present bool
+}
+
+// extraField is the first field present that allowed does not list, "" if
+// none.
+func extraField(allowed []string, fields ...field) string {
+	for _, f := range fields {
+		if f.present && !slices.Contains(allowed, f.name) {
+			return f.name
+		}
 	}
-	slices.Sort(keys)
-	return keys
+	return ""
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -74,18 +73,7 @@ type SeedBlob struct {
 
 // LoadSeedFile reads a JSON seed file (see [LoadSeed]). Errors name the
 // file; a *LoadError inside is found with errors.As.
-func LoadSeedFile(path string) (*Seed, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	seed, err := LoadSeed(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return seed, nil
-}
+func LoadSeedFile(path string) (*Seed, error) { return loadFile(path, LoadSeed) }
 
 // LoadSeed reads a JSON seed (the format is in the package documentation)
 // of at most 64 MiB. A bad seed returns a *LoadError naming the entry and

@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -238,9 +239,7 @@ func (s *Server) Close() error {
 	if srv != nil {
 		err = srv.Close()
 	}
-	s.active.Wait()
-	s.conns.wait(5 * time.Second)
-	s.closeUpstream()
+	s.endClose()
 	return err
 }
 
@@ -257,9 +256,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			_ = srv.Close()
 		}
 	}
-	s.active.Wait()
-	s.conns.wait(5 * time.Second)
-	s.closeUpstream()
+	s.endClose()
 	return err
 }
 
@@ -314,7 +311,11 @@ func (s *Server) beginClose() *http.Server {
 	return srv
 }
 
-func (s *Server) closeUpstream() {
+// endClose waits for the handlers and the connections, then closes the
+// proxy's own idle upstream connections.
+func (s *Server) endClose() {
+	s.active.Wait()
+	s.conns.wait(5 * time.Second)
 	if s.ownedProxy != nil {
 		s.ownedProxy.CloseIdleConnections()
 	}
@@ -506,17 +507,17 @@ func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		<-ctx.Done()
 	case kindSlowBody:
 		_ = rc.Flush()
-		body := resp.body
-		for len(body) > 0 {
-			if !sleepCtx(ctx, f.delay) {
+		slow := &slowBody{rc: io.NopCloser(bytes.NewReader(resp.body)), ctx: ctx, chunk: f.chunk, delay: f.delay}
+		buf := make([]byte, f.chunk)
+		for {
+			n, err := slow.Read(buf)
+			if err != nil {
 				return
 			}
-			n := min(f.chunk, len(body))
-			if _, err := w.Write(body[:n]); err != nil {
+			if _, err := w.Write(buf[:n]); err != nil {
 				return
 			}
 			_ = rc.Flush()
-			body = body[n:]
 		}
 	default:
 		writeSized(w, resp)
@@ -529,24 +530,20 @@ func writeSized(w io.Writer, resp *response) {
 		_, _ = w.Write(resp.body)
 		return
 	}
-	body := resp.body
-	if len(body) > resp.size {
-		body = body[:resp.size]
+	body := resp.body[:min(len(resp.body), resp.size)]
+	if _, err := w.Write(body); err == nil {
+		_, _ = io.CopyN(w, spaces{}, int64(resp.size-len(body)))
 	}
-	if _, err := w.Write(body); err != nil {
-		return
+}
+
+// spaces reads as endless spaces: an error body's padding.
+type spaces struct{}
+
+func (spaces) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
 	}
-	pad := make([]byte, min(32<<10, resp.size-len(body)))
-	for i := range pad {
-		pad[i] = ' '
-	}
-	for left := resp.size - len(body); left > 0; {
-		n := min(left, len(pad))
-		if _, err := w.Write(pad[:n]); err != nil {
-			return
-		}
-		left -= n
-	}
+	return len(p), nil
 }
 
 // sleepCtx waits d or until ctx is done; it reports whether d elapsed.
