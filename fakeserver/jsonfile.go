@@ -166,7 +166,7 @@ func decodeStrict(raw []byte, v any) *LoadError {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		e := pathErr(te.Field, "want "+jsonKind(te.Type))
+		e := pathErr(strings.ReplaceAll(te.Field, "contentJSON.", ""), "want "+jsonKind(te.Type))
 		if te.Field != "" { // a field: where its value ends; the entry: where it starts
 			e.off = max(te.Offset-1, 0)
 		}

@@ -100,11 +100,16 @@ func (s *Server) Requests() []Request {
 	defer s.mu.Unlock()
 	out := make([]Request, len(s.ledger))
 	for i, r := range s.ledger {
-		r.QueryKeys = slices.Clone(r.QueryKeys)
-		r.Decisions = cloneDecisions(r.Decisions)
-		out[i] = r
+		out[i] = r.clone()
 	}
 	return out
+}
+
+// clone is r with its own slices.
+func (r Request) clone() Request {
+	r.QueryKeys = slices.Clone(r.QueryKeys)
+	r.Decisions = cloneDecisions(r.Decisions)
+	return r
 }
 
 // Count returns how many requests of route with method the server saw.

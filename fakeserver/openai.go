@@ -18,18 +18,10 @@ import (
 	"time"
 )
 
-// Route names of the OpenAI-compatible surface.
-//
-// The OpenAI-compatible surface: the Files API and vector-store file
-// batches, as github.com/openai/openai-go parses them, under three path
-// prefixes:
-//
-//	/v1/...          OpenAI's own layout (base URL https://HOST/v1/)
-//	/openai/...      Azure OpenAI as openai-go's azure.WithEndpoint addresses
-//	                 it (https://HOST/openai/files?api-version=...)
-//	/openai/v1/...   Azure OpenAI's v1 API
-//
-// Every prefix reaches the same state. The routes:
+// Route names of the OpenAI-compatible surface: the Files API and
+// vector-store file batches as openai-go parses them, under /v1 (OpenAI),
+// /openai (Azure OpenAI through azure.WithEndpoint) and /openai/v1 (its v1
+// API), every prefix {p} reaching the same state:
 //
 //	POST   {p}/files                                  openai.file.upload
 //	GET    {p}/files                                  openai.file.list
@@ -38,30 +30,21 @@ import (
 //	POST   {p}/vector_stores/{vs}/file_batches        openai.file_batch.create
 //	GET    {p}/vector_stores/{vs}/file_batches/{id}   openai.file_batch.get
 //
-// An upload is multipart/form-data with a "purpose" field (assistants,
-// batch, fine-tune, vision, user_data or evals) and a "file" part with a
-// file name; the answer is 200 and the file object
-// {"id","object":"file","bytes","created_at","filename","purpose","status":"processed"}.
-// A list is {"object":"list","data":[...],"first_id","last_id","has_more"},
-// newest first unless order=asc, with limit (1 to 10000, default 10000),
-// after (a file ID: the page starts after it in that order) and purpose.
-// A batch create takes {"file_ids":[...]} (or "files":[{"file_id":...}]),
-// every ID an uploaded file, and answers the batch object with status
-// "in_progress"; each GET of the batch answers "in_progress" (with
-// openai-poll-after-ms: 1000) until [Server.SetOpenAIBatchPolls] GETs
-// have, then "completed". A vector store exists as soon as it is named.
-// Errors are OpenAI's {"error":{"message","type","param","code"}}; the
-// api-version query parameter is accepted, not required. Other methods on
-// these paths are 405, other paths under a prefix keep their old meaning
-// (a blob of container "v1" or "openai").
-//
-// Every answer on these routes carries x-request-id (the same ID as
-// x-ms-request-id), x-ratelimit-limit-requests and
-// x-ratelimit-remaining-requests (a budget of [OpenAIRequestsPerMinute]
-// per server-clock minute, counted but never enforced: only the script
-// throttles), and x-ratelimit-remaining-tokens. [Server.ThrottleOpenAI]
-// scripts Azure OpenAI's 429: retry-after-ms beside Retry-After, and the
-// exhausted limit at 0.
+// An upload is multipart/form-data with a "purpose" (assistants, batch,
+// fine-tune, vision, user_data or evals) and a named "file" part; it
+// answers the file object. A list is newest first unless order=asc, with
+// limit (1 to 10000, the default), after (a file ID) and purpose. A batch
+// create takes "file_ids" (or "files":[{"file_id"}]) of uploaded files;
+// its GETs answer "in_progress" (openai-poll-after-ms: 1000) until
+// [Server.SetOpenAIBatchPolls] have, then "completed". A vector store
+// exists once named. Errors are OpenAI's {"error":{"message","type",
+// "param","code"}}; another method is a 405; another path under a prefix
+// is a blob of container "v1" or "openai". Every answer carries
+// x-request-id (the x-ms-request-id), x-ratelimit-limit-requests,
+// x-ratelimit-remaining-requests (of [OpenAIRequestsPerMinute] per
+// server-clock minute, counted, never enforced) and
+// x-ratelimit-remaining-tokens; [Server.ThrottleOpenAI] scripts Azure
+// OpenAI's 429.
 const (
 	RouteOpenAIFileUpload  = "openai.file.upload"       // POST {p}/files
 	RouteOpenAIFileList    = "openai.file.list"         // GET {p}/files
@@ -93,15 +76,6 @@ var openaiPrefixes = []string{"/openai/v1", "/openai", "/v1"}
 // spells out).
 var openaiRouteNames = []string{RouteOpenAIFileUpload, RouteOpenAIFileList, RouteOpenAIFileGet,
 	RouteOpenAIFileDelete, RouteOpenAIBatchCreate, RouteOpenAIBatchGet}
-
-func init() {
-	// The one method of each route (openai.file.get answers GET and HEAD).
-	routeMethod[RouteOpenAIFileUpload] = http.MethodPost
-	routeMethod[RouteOpenAIFileList] = http.MethodGet
-	routeMethod[RouteOpenAIFileDelete] = http.MethodDelete
-	routeMethod[RouteOpenAIBatchCreate] = http.MethodPost
-	routeMethod[RouteOpenAIBatchGet] = http.MethodGet
-}
 
 // OpenAIFile is one file of the OpenAI-compatible Files API.
 type OpenAIFile struct {
@@ -240,48 +214,43 @@ func (s *Server) addOpenAIFile(filename, purpose string, content []byte, now tim
 	return f
 }
 
-// openaiPath splits a service path into the surface's resource: the part
-// after the prefix and whether it is one of the surface's paths.
-func openaiPath(p string) (rest string, ok bool) {
+// openaiPath returns the segments of a service path after the surface's
+// prefix, and whether the path is one of the surface's resources.
+func openaiPath(p string) ([]string, bool) {
 	for _, pre := range openaiPrefixes {
 		r, found := strings.CutPrefix(p, pre)
 		if !found || (r != "" && r[0] != '/') {
 			continue
 		}
 		segs := strings.Split(strings.TrimPrefix(r, "/"), "/")
-		switch {
-		case len(segs) == 1 && segs[0] == "files",
-			len(segs) == 2 && segs[0] == "files" && segs[1] != "",
-			len(segs) == 3 && segs[0] == "vector_stores" && segs[1] != "" && segs[2] == "file_batches",
-			len(segs) == 4 && segs[0] == "vector_stores" && segs[1] != "" && segs[2] == "file_batches" && segs[3] != "":
-			return r, true
-		}
-		return "", false
+		n := len(segs)
+		files := segs[0] == "files" && (n == 1 || n == 2 && segs[1] != "")
+		batches := (n == 3 || n == 4 && segs[3] != "") && segs[0] == "vector_stores" && segs[1] != "" && segs[2] == "file_batches"
+		return segs, files || batches
 	}
-	return "", false
+	return nil, false
 }
 
 // classifyOpenAI names the route of a request on the surface; ok is false
 // for a path that is not one of its resources. An unknown method on one
 // is RouteOther (answered 405 by serveOpenAI).
 func classifyOpenAI(method, p string) (route string, ok bool) {
-	rest, ok := openaiPath(p)
+	segs, ok := openaiPath(p)
 	if !ok {
 		return "", false
 	}
-	segs := strings.Split(strings.TrimPrefix(rest, "/"), "/")
-	switch {
-	case len(segs) == 1 && method == http.MethodPost:
+	switch n := len(segs); {
+	case n == 1 && method == http.MethodPost:
 		return RouteOpenAIFileUpload, true
-	case len(segs) == 1 && method == http.MethodGet:
+	case n == 1 && method == http.MethodGet:
 		return RouteOpenAIFileList, true
-	case len(segs) == 2 && (method == http.MethodGet || method == http.MethodHead):
+	case n == 2 && (method == http.MethodGet || method == http.MethodHead):
 		return RouteOpenAIFileGet, true
-	case len(segs) == 2 && method == http.MethodDelete:
+	case n == 2 && method == http.MethodDelete:
 		return RouteOpenAIFileDelete, true
-	case len(segs) == 3 && method == http.MethodPost:
+	case n == 3 && method == http.MethodPost:
 		return RouteOpenAIBatchCreate, true
-	case len(segs) == 4 && method == http.MethodGet:
+	case n == 4 && method == http.MethodGet:
 		return RouteOpenAIBatchGet, true
 	}
 	return RouteOther, true
@@ -290,11 +259,10 @@ func classifyOpenAI(method, p string) (route string, ok bool) {
 // serveOpenAI answers a request on the surface; ok is false when p is not
 // one of its paths.
 func (s *Server) serveOpenAI(route string, r *http.Request, p string, body []byte, now time.Time) (*response, bool) {
-	rest, ok := openaiPath(p)
+	segs, ok := openaiPath(p)
 	if !ok {
 		return nil, false
 	}
-	segs := strings.Split(strings.TrimPrefix(rest, "/"), "/")
 	switch route {
 	case RouteOpenAIFileUpload:
 		return s.openaiUpload(r, body, now), true
@@ -309,25 +277,17 @@ func (s *Server) serveOpenAI(route string, r *http.Request, p string, body []byt
 	case RouteOpenAIBatchGet:
 		return s.openaiBatchGet(segs[1], segs[3]), true
 	}
-	return openaiError(http.StatusMethodNotAllowed, "invalid_request_error", "",
-		fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))), true
+	return openaiError(http.StatusMethodNotAllowed, "", fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))), true
 }
 
 // openaiFileJSON is a file object as the Files API answers it.
 type openaiFileJSON struct {
-	ID        string `json:"id"`
-	Object    string `json:"object"`
-	Bytes     int64  `json:"bytes"`
-	CreatedAt int64  `json:"created_at"`
-	Filename  string `json:"filename"`
-	Purpose   string `json:"purpose"`
-	Status    string `json:"status"`
+	OpenAIFile
+	Object string `json:"object"` // "file"
+	Status string `json:"status"` // "processed"
 }
 
-func fileJSON(f OpenAIFile) openaiFileJSON {
-	return openaiFileJSON{ID: f.ID, Object: "file", Bytes: f.Bytes, CreatedAt: f.CreatedAt,
-		Filename: f.Filename, Purpose: f.Purpose, Status: "processed"}
-}
+func fileJSON(f OpenAIFile) openaiFileJSON { return openaiFileJSON{f, "file", "processed"} }
 
 var openaiPurposes = []string{"assistants", "batch", "fine-tune", "vision", "user_data", "evals"}
 
@@ -337,8 +297,7 @@ const maxMultipartParts = 16
 func (s *Server) openaiUpload(r *http.Request, body []byte, now time.Time) *response {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "",
-			"The request must be multipart/form-data with a boundary.")
+		return openaiError(http.StatusBadRequest, "", "The request must be multipart/form-data with a boundary.")
 	}
 	var (
 		purpose, filename string
@@ -352,11 +311,11 @@ func (s *Server) openaiUpload(r *http.Request, body []byte, now time.Time) *resp
 			break
 		}
 		if err != nil || n >= maxMultipartParts {
-			return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The multipart body is malformed.")
+			return openaiError(http.StatusBadRequest, "", "The multipart body is malformed.")
 		}
 		data, err := io.ReadAll(part)
 		if err != nil {
-			return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The multipart body is malformed.")
+			return openaiError(http.StatusBadRequest, "", "The multipart body is malformed.")
 		}
 		switch part.FormName() {
 		case "purpose":
@@ -367,14 +326,14 @@ func (s *Server) openaiUpload(r *http.Request, body []byte, now time.Time) *resp
 	}
 	switch {
 	case purpose == "":
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "purpose", "Missing required parameter: 'purpose'.")
+		return openaiError(http.StatusBadRequest, "purpose", "Missing required parameter: 'purpose'.")
 	case !slices.Contains(openaiPurposes, purpose):
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "purpose",
+		return openaiError(http.StatusBadRequest, "purpose",
 			fmt.Sprintf("Invalid value for 'purpose': %q is not one of %s.", clip(purpose, 32), strings.Join(openaiPurposes, ", ")))
 	case !haveFile:
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "file", "Missing required parameter: 'file'.")
+		return openaiError(http.StatusBadRequest, "file", "Missing required parameter: 'file'.")
 	case filename == "" || len(filename) > maxFileNameLen || strings.ContainsAny(filename, "\x00\r\n"):
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "file", "The file part needs a file name without control characters.")
+		return openaiError(http.StatusBadRequest, "file", "The file part needs a file name without control characters.")
 	}
 	f := s.addOpenAIFile(filename, purpose, content, now)
 	return jsonResponse(http.StatusOK, fileJSON(f))
@@ -392,13 +351,13 @@ type openaiListPage struct {
 func (s *Server) openaiList(r *http.Request) *response {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The query string is malformed.")
+		return openaiError(http.StatusBadRequest, "", "The query string is malformed.")
 	}
 	limit := openaiMaxListLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > openaiMaxListLimit {
-			return openaiError(http.StatusBadRequest, "invalid_request_error", "limit", "limit must be an integer from 1 to 10000.")
+			return openaiError(http.StatusBadRequest, "limit", "limit must be an integer from 1 to 10000.")
 		}
 		limit = n
 	}
@@ -408,7 +367,7 @@ func (s *Server) openaiList(r *http.Request) *response {
 		order = "desc"
 	case "asc", "desc":
 	default:
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "order", "order must be asc or desc.")
+		return openaiError(http.StatusBadRequest, "order", "order must be asc or desc.")
 	}
 	purpose := q.Get("purpose")
 
@@ -427,7 +386,7 @@ func (s *Server) openaiList(r *http.Request) *response {
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(files, func(f OpenAIFile) bool { return f.ID == after })
 		if i < 0 {
-			return openaiError(http.StatusBadRequest, "invalid_request_error", "after", "The after cursor names no file.")
+			return openaiError(http.StatusBadRequest, "after", "The after cursor names no file.")
 		}
 		start = i + 1
 	}
@@ -479,8 +438,7 @@ func (s *Server) openaiDelete(id string) *response {
 }
 
 func openaiNoFile(id string) *response {
-	return openaiError(http.StatusNotFound, "invalid_request_error", "file_id",
-		fmt.Sprintf("No such File object: %s", clip(id, 128)))
+	return openaiError(http.StatusNotFound, "file_id", fmt.Sprintf("No such File object: %s", clip(id, 128)))
 }
 
 // openaiBatchJSON is a vector-store file batch as the API answers it.
@@ -521,14 +479,14 @@ func (s *Server) openaiBatchCreate(vs string, body []byte, now time.Time) *respo
 		} `json:"files"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "", "The body must be one JSON object.")
+		return openaiError(http.StatusBadRequest, "", "The body must be one JSON object.")
 	}
 	ids := slices.Clone(in.FileIDs)
 	for _, f := range in.Files {
 		ids = append(ids, f.FileID)
 	}
 	if len(ids) == 0 || len(ids) > openaiMaxFileIDs {
-		return openaiError(http.StatusBadRequest, "invalid_request_error", "file_ids", "file_ids must hold 1 to 2000 file IDs.")
+		return openaiError(http.StatusBadRequest, "file_ids", "file_ids must hold 1 to 2000 file IDs.")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -549,8 +507,7 @@ func (s *Server) openaiBatchGet(vs, id string) *response {
 	defer s.mu.Unlock()
 	b, ok := s.openai.batches[id]
 	if !ok || b.VectorStoreID != vs {
-		return openaiError(http.StatusNotFound, "invalid_request_error", "batch_id",
-			fmt.Sprintf("No such vector store file batch: %s", clip(id, 128)))
+		return openaiError(http.StatusNotFound, "batch_id", fmt.Sprintf("No such vector store file batch: %s", clip(id, 128)))
 	}
 	b.Polls++
 	if b.Polls > s.openai.polls {
@@ -563,8 +520,9 @@ func (s *Server) openaiBatchGet(vs, id string) *response {
 	return resp
 }
 
-// openaiError is OpenAI's error body: {"error":{"message","type","param","code"}}.
-func openaiError(status int, typ, param, msg string) *response {
+// openaiError is OpenAI's error body: {"error":{"message","type","param","code"}},
+// of type invalid_request_error.
+func openaiError(status int, param, msg string) *response {
 	var e struct {
 		Error struct {
 			Message string  `json:"message"`
@@ -573,7 +531,7 @@ func openaiError(status int, typ, param, msg string) *response {
 			Code    *string `json:"code"`
 		} `json:"error"`
 	}
-	e.Error.Message, e.Error.Type = msg, typ
+	e.Error.Message, e.Error.Type = msg, "invalid_request_error"
 	if param != "" {
 		e.Error.Param = &param
 	}

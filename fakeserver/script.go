@@ -26,11 +26,12 @@ const (
 var routeNames = []string{RouteSearchPut, RouteSearchGet, RouteFileUpload, RouteFileList,
 	RouteBlobPut, RouteBlobGet, RouteOther, RouteAny}
 
-// routeMethod is the one method each named route answers.
+// routeMethod is the one method each named route answers (openai.file.get
+// answers GET and HEAD).
 var routeMethod = map[string]string{
-	RouteSearchPut: "PUT", RouteSearchGet: "GET",
-	RouteFileUpload: "POST", RouteFileList: "GET",
-	RouteBlobPut: "PUT", RouteBlobGet: "GET",
+	RouteSearchPut: "PUT", RouteSearchGet: "GET", RouteFileUpload: "POST", RouteFileList: "GET",
+	RouteBlobPut: "PUT", RouteBlobGet: "GET", RouteOpenAIFileUpload: "POST", RouteOpenAIFileList: "GET",
+	RouteOpenAIFileDelete: "DELETE", RouteOpenAIBatchCreate: "POST", RouteOpenAIBatchGet: "GET",
 }
 
 // Rule is one line of a [Script]: which requests it matches, when it fires,

@@ -105,7 +105,7 @@ func LoadSeed(r io.Reader) (*Seed, error) {
 			if e := decodeStrict(raw, &fj); e != nil {
 				return e
 			}
-			content, _, e := contentJSON{fj.Content, fj.ContentBase64, fj.JSON}.content()
+			content, _, e := fj.content()
 			if e != nil {
 				return e
 			}
@@ -277,9 +277,9 @@ func (ej *seedIndexJSON) index() (SeedIndex, *LoadError) {
 	return SeedIndex{Name: *ej.Name, Definition: ej.Definition}, nil
 }
 
-// contentJSON is the one content field of an entry of "files" or "blobs": "content" (text),
-// "content_base64" (standard base64) or "json" (any JSON value, stored
-// compacted).
+// contentJSON is the one content field of an entry of "files" or "blobs":
+// "content" (text), "content_base64" (standard base64) or "json" (any JSON
+// value, stored compacted). decodeStrict drops its name from field paths.
 type contentJSON struct {
 	Content       *string         `json:"content"`
 	ContentBase64 *string         `json:"content_base64"`
@@ -288,11 +288,9 @@ type contentJSON struct {
 
 // seedFileJSON is one entry of "files".
 type seedFileJSON struct {
-	Comment       string          `json:"comment"`
-	Name          string          `json:"name"`
-	Content       *string         `json:"content"`
-	ContentBase64 *string         `json:"content_base64"`
-	JSON          json.RawMessage `json:"json"`
+	Comment string `json:"comment"`
+	Name    string `json:"name"`
+	contentJSON
 }
 
 // seedBlobJSON is one entry of "blobs".
@@ -301,11 +299,7 @@ type seedBlobJSON struct {
 	Container   *string `json:"container"`
 	Name        *string `json:"name"`
 	ContentType string  `json:"content_type"`
-	// The content, as in contentJSON (embedding it would put its name in
-	// the decoder's field paths).
-	Content       *string         `json:"content"`
-	ContentBase64 *string         `json:"content_base64"`
-	JSON          json.RawMessage `json:"json"`
+	contentJSON
 }
 
 func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {
@@ -315,7 +309,7 @@ func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {
 	case bj.Name == nil:
 		return SeedBlob{}, pathErr("name", "required")
 	}
-	content, field, e := contentJSON{bj.Content, bj.ContentBase64, bj.JSON}.content()
+	content, field, e := bj.content()
 	if e != nil {
 		return SeedBlob{}, e
 	}

@@ -447,9 +447,7 @@ func (s *Server) finish(i, status int, requestID string) {
 	if requestID != "" {
 		s.ledger[i].RequestID = requestID
 	}
-	r := s.ledger[i]
-	r.QueryKeys = append([]string(nil), r.QueryKeys...)
-	r.Decisions = cloneDecisions(r.Decisions)
+	r := s.ledger[i].clone()
 	s.mu.Unlock()
 	if s.cfg.observer != nil {
 		s.cfg.observer(r)
