@@ -63,12 +63,9 @@
 //
 // [Server.Start] serves on a loopback listener; [Server.Transport] serves
 // in-process, without sockets, so that inside testing/synctest a scripted
-// 2 s slow body takes 2 s of fake time and no real time (create the Server
-// inside the bubble). The command "readrecovery fakeserver" runs the fake
-// or the proxy from the shell: --script FILE, --seed FILE, --upstream URL,
-// --account NAME, and one rule by time or by rate from --window,
-// --window-start, --token-bucket, --bucket-key, --quota-headers,
-// --retry-after-ms, --server-busy and --route.
+// 2 s slow body takes 2 s of fake time and no real time. The command
+// "readrecovery fakeserver" runs the fake or the proxy from the shell with
+// a script, a seed and one rule by time or by rate from its flags.
 //
 // # JSON scripts
 //

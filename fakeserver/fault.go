@@ -280,6 +280,7 @@ type Fault struct {
 	bodySize   int // -1: the surface's normal error body
 	chunk      int
 	delay      time.Duration
+	openai     *OpenAIThrottle // a ThrottleOpenAI rule's headers
 }
 
 // Throttle answers 429 Too Many Requests with the Retry-After field ra and

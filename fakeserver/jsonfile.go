@@ -255,12 +255,9 @@ func loadFile[T any](path string, load func(io.Reader) (T, error)) (T, error) {
 
 // readLimited reads at most limit bytes of r; more is an error of doc.
 func readLimited(r io.Reader, limit int64, doc string) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
+	data, err := readAtMost(r, limit)
+	if errors.Is(err, errBodyTooLarge) {
 		return nil, &LoadError{Doc: doc, Msg: fmt.Sprintf("larger than %d bytes", limit)}
 	}
-	return data, nil
+	return data, err
 }

@@ -122,19 +122,17 @@ type OpenAIThrottle struct {
 
 // openaiState is the OpenAI surface's state; the Server's mu guards it.
 type openaiState struct {
-	files     []OpenAIFile
-	batches   map[string]*OpenAIBatch
-	batchSeq  int
-	fileSeq   int
-	polls     int                    // GETs answered in_progress before completed
-	throttles map[int]OpenAIThrottle // by script rule index
-	minute    int64                  // the server-clock minute counted
-	inMinute  int                    // OpenAI requests in it
+	files    []OpenAIFile
+	batches  map[string]*OpenAIBatch
+	batchSeq int
+	fileSeq  int
+	polls    int   // GETs answered in_progress before completed
+	minute   int64 // the server-clock minute counted
+	inMinute int   // OpenAI requests in it
 }
 
 func (st *openaiState) init() {
 	st.batches = map[string]*OpenAIBatch{}
-	st.throttles = map[int]OpenAIThrottle{}
 	st.polls = 1
 }
 
@@ -143,22 +141,15 @@ func (st *openaiState) init() {
 // Azure OpenAI sends it: t's Retry-After and retry-after-ms, and the
 // limit it names at 0. Any route may be named (RouteOther with
 // [MatchPath]("/v1/chat/completions") throttles an inference call). The
-// ledger's Fault shows the Retry-After part; Rule is the rule's index. Do
-// not add rules to the script from another goroutine at the same time: the
-// rule is found by its index. It panics on an invalid rule, as
-// [Script.Add] does, or on a negative RetryAfterMs.
+// ledger's Fault shows the Retry-After part. It panics on an invalid rule,
+// as [Script.Add] does, or on a negative RetryAfterMs.
 func (s *Server) ThrottleOpenAI(route string, t OpenAIThrottle, opts ...RuleOption) {
 	if t.RetryAfterMs < 0 {
 		panic("fakeserver: ThrottleOpenAI: negative retry-after-ms")
 	}
-	idx := s.script.Len()
-	s.script.Add(route, Throttle(t.RetryAfter), opts...)
-	if s.script.Len() != idx+1 {
-		panic("fakeserver: ThrottleOpenAI: rules added concurrently")
-	}
-	s.mu.Lock()
-	s.openai.throttles[idx] = t
-	s.mu.Unlock()
+	f := Throttle(t.RetryAfter)
+	f.openai = &t
+	s.script.Add(route, f, opts...)
 }
 
 // SetOpenAIBatchPolls sets how many GETs of a vector-store file batch
@@ -542,11 +533,11 @@ func openaiError(status int, param, msg string) *response {
 // routes, x-request-id and the rate-limit headers; on the 429 of a
 // ThrottleOpenAI rule (whatever its route), retry-after-ms and the
 // exhausted limit.
-func (s *Server) openaiHeaders(h http.Header, p string, ruleIdx, status int, id string, now time.Time) {
+func (s *Server) openaiHeaders(h http.Header, p string, f Fault, status int, id string, now time.Time) {
 	_, surface := openaiPath(p)
+	t := f.openai
+	throttled := t != nil && status == http.StatusTooManyRequests
 	s.mu.Lock()
-	t, throttled := s.openai.throttles[ruleIdx]
-	throttled = throttled && ruleIdx >= 0 && status == http.StatusTooManyRequests
 	if !surface && !throttled {
 		s.mu.Unlock()
 		return

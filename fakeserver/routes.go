@@ -31,12 +31,8 @@ const (
 const DefaultAccount = "devstoreaccount1"
 
 // servicePath returns the path a request addresses within the account: p
-// without a leading "/{account}" segment when the segment is exactly the
-// configured account name, p itself otherwise (the plain layout). An account
-// of "" recognises no segment. The account segment always wins: with the
-// default account, /devstoreaccount1/c/b is blob b of container c, and a
-// container literally named devstoreaccount1 is reached as
-// /devstoreaccount1/devstoreaccount1/b.
+// without a leading "/{account}" segment exactly equal to account ("": none),
+// as [WithAccount] says.
 func servicePath(account, p string) string {
 	if account == "" {
 		return p
@@ -54,16 +50,8 @@ func servicePath(account, p string) string {
 	return p // a longer first segment, such as /devstoreaccount10
 }
 
-// classify returns the route of a request from its method, its service path
-// (the decoded path without the account segment: see [servicePath]) and its
-// raw query:
-//
-//	/indexes/{name}, /indexes('{name}')  PUT search.put, GET search.get
-//	/files                               POST file.upload, GET file.list
-//	/{a}/{b}[/...]                       PUT blob.put, GET blob.get
-//	                                     (not /indexes/..., /files/...; not
-//	                                     with a "restype" query parameter)
-//	anything else                        other
+// classify returns the route of a request from its method, its service
+// path ([servicePath]) and its raw query, as the package doc's table says.
 func classify(method, p, rawQuery string) string {
 	if route, ok := classifyOpenAI(method, p); ok { // openai.go
 		return route

@@ -404,8 +404,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		resp = s.serveRoute(route, r, svc, body, now)
 	}
-	s.openaiHeaders(resp.header, svc, ruleIdx, resp.status, id, now) // openai.go
-	setQuotaHeaders(resp.header, r.Method, v.decisions)              // quota.go
+	s.openaiHeaders(resp.header, svc, fault, resp.status, id, now) // openai.go
+	setQuotaHeaders(resp.header, r.Method, v.decisions)            // quota.go
 	setCommonHeaders(resp.header, route, id, now)
 	s.finish(entry, resp.status, "")
 	s.emit(ctx, w, r, resp, fault)
@@ -416,17 +416,19 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > limit {
-		return nil, errBodyTooLarge
-	}
-	return b, nil
+	return readAtMost(r.Body, int64(limit))
 }
 
 var errBodyTooLarge = errors.New("request body too large")
+
+// readAtMost reads r whole; more than limit bytes is errBodyTooLarge.
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		return nil, errBodyTooLarge
+	}
+	return b, err
+}
 
 // record appends a ledger entry and returns its index.
 func (s *Server) record(r Request) int {
