@@ -100,15 +100,20 @@ type retryAfterJSON struct {
 	Size    *int64   `json:"size"`
 }
 
-// faultFields says which fault-specific keys each fault takes.
-var faultFields = map[string][]string{
-	"throttle":     {"retry_after", "body_size"},
-	"status":       {"status", "body_size"},
-	"redirect":     {"status", "location"},
-	"slow_body":    {"chunk", "delay"},
+// fields says which specific keys a fault or a Retry-After form takes,
+// and which of them it requires.
+type fields struct{ allowed, required []string }
+
+// faultFields are each fault's keys (a throttle's retry_after is required
+// with a message of its own).
+var faultFields = map[string]fields{
+	"throttle":     {[]string{"retry_after", "body_size"}, nil},
+	"status":       {[]string{"status", "body_size"}, []string{"status"}},
+	"redirect":     {[]string{"status", "location"}, []string{"status", "location"}},
+	"slow_body":    {[]string{"chunk", "delay"}, []string{"chunk", "delay"}},
 	"stalled_body": {},
 	"reset":        {},
-	"server_busy":  {"body_size"},
+	"server_busy":  {[]string{"body_size"}, nil},
 }
 
 func (rj *ruleJSON) rule() (Rule, *LoadError) {
@@ -142,9 +147,10 @@ func (rj *ruleJSON) rule() (Rule, *LoadError) {
 	if !ok {
 		return r, pathErr("fault", fmt.Sprintf("unknown fault %q (want one of %s)", kind, strings.Join(slices.Sorted(maps.Keys(faultFields)), ", ")))
 	}
-	if k := extraField(allowed, field{"status", rj.Status != nil}, field{"location", rj.Location != nil}, field{"retry_after", rj.RetryAfter != nil},
-		field{"body_size", rj.BodySize != nil}, field{"chunk", rj.Chunk != nil}, field{"delay", rj.Delay != nil}); k != "" {
-		return r, pathErr(k, fmt.Sprintf("not a field of a %s fault", kind))
+	if e := allowed.check("", "a "+kind+" fault", field{"status", rj.Status != nil}, field{"location", rj.Location != nil},
+		field{"retry_after", rj.RetryAfter != nil}, field{"body_size", rj.BodySize != nil}, field{"chunk", rj.Chunk != nil},
+		field{"delay", rj.Delay != nil}); e != nil {
+		return r, e
 	}
 	r.Fault, e = rj.fault(kind)
 	return r, e
@@ -174,21 +180,12 @@ func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
 		}
 		return rj.sized(Throttle(ra))
 	case "status":
-		if rj.Status == nil {
-			return Fault{}, pathErr("status", "required")
-		}
 		f, err := newStatus(int(*rj.Status))
 		if err != nil {
 			return Fault{}, pathErr("status", err.Error())
 		}
 		return rj.sized(f)
 	case "redirect":
-		if rj.Status == nil {
-			return Fault{}, pathErr("status", "required")
-		}
-		if rj.Location == nil {
-			return Fault{}, pathErr("location", "required")
-		}
 		code := *rj.Status
 		f, err := newRedirect(int(code), *rj.Location)
 		if err != nil {
@@ -200,12 +197,6 @@ func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
 		}
 		return f, nil
 	case "slow_body":
-		if rj.Chunk == nil {
-			return Fault{}, pathErr("chunk", "required")
-		}
-		if rj.Delay == nil {
-			return Fault{}, pathErr("delay", "required")
-		}
 		d, err := time.ParseDuration(*rj.Delay)
 		if err != nil {
 			return Fault{}, pathErr("delay", fmt.Sprintf("want a Go duration such as \"100ms\", got %q", *rj.Delay))
@@ -239,35 +230,35 @@ func (rj *ruleJSON) sized(f Fault) (Fault, *LoadError) {
 	return g, nil
 }
 
-// retryAfterFields says which keys besides "form" each form takes.
-var retryAfterFields = map[string][]string{
-	formSeconds: {"seconds"}, string(IMFFixdate): {"seconds"}, string(RFC850): {"seconds"},
-	string(Asctime): {"seconds"}, formOverlong: {"seconds"}, formRaw: {"values"},
-	formDuplicate: {"values"}, formMissing: {}, formOversized: {"size"},
+// retryAfterFields are each form's keys besides "form".
+var retryAfterFields = map[string]fields{
+	formSeconds: {seconds, seconds}, string(IMFFixdate): {seconds, seconds}, string(RFC850): {seconds, seconds},
+	string(Asctime): {seconds, seconds}, formOverlong: {seconds, nil}, formRaw: {values, values},
+	formDuplicate: {values, values}, formMissing: {}, formOversized: {[]string{"size"}, nil},
 	formRemaining: {}, formRemainingMs: {},
 }
+
+var seconds, values = []string{"seconds"}, []string{"values"}
 
 func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 	if rj.Form == nil {
 		return RetryAfter{}, pathErr("retry_after.form", "required")
 	}
 	form := *rj.Form
-	fields, ok := retryAfterFields[form]
+	spec, ok := retryAfterFields[form]
 	if !ok {
 		return RetryAfter{}, pathErr("retry_after.form",
 			fmt.Sprintf("unknown Retry-After form %q (want one of %s)", form, strings.Join(retryAfterForms, ", ")))
 	}
-	if k := extraField(fields, field{"seconds", rj.Seconds != nil}, field{"values", rj.Values != nil}, field{"size", rj.Size != nil}); k != "" {
-		return RetryAfter{}, pathErr("retry_after."+k, fmt.Sprintf("not a field of the %s form", form))
+	if e := spec.check("retry_after.", "the "+form+" form", field{"seconds", rj.Seconds != nil}, field{"values", rj.Values != nil},
+		field{"size", rj.Size != nil}); e != nil {
+		return RetryAfter{}, e
 	}
 	switch form {
 	case formSeconds, formOverlong:
 		n := int64(60) // the overlong default
-		switch {
-		case rj.Seconds != nil:
+		if rj.Seconds != nil {
 			n = *rj.Seconds
-		case form == formSeconds:
-			return RetryAfter{}, pathErr("retry_after.seconds", "required")
 		}
 		if n < 0 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "must not be negative (use the raw form for \"-1\")")
@@ -277,9 +268,6 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		}
 		return RetryAfter{form: formOverlong, seconds: n}, nil
 	case string(IMFFixdate), string(RFC850), string(Asctime):
-		if rj.Seconds == nil {
-			return RetryAfter{}, pathErr("retry_after.seconds", "required")
-		}
 		if n := *rj.Seconds; n < -1e9 || n > 1e9 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "out of range [-1e9, 1e9]")
 		}
@@ -287,8 +275,6 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 	case formRaw, formDuplicate:
 		values := rj.Values
 		switch {
-		case values == nil:
-			return RetryAfter{}, pathErr("retry_after.values", "required")
 		case form == formRaw && len(values) != 1:
 			return RetryAfter{}, pathErr("retry_after.values", "the raw form takes exactly one value (use duplicate for more)")
 		case form == formDuplicate && len(values) < 2:
@@ -358,13 +344,19 @@ type field struct {
 	present bool
 }
 
-// extraField is the first field present that allowed does not list, "" if
-// none.
-func extraField(allowed []string, fields ...field) string {
-	for _, f := range fields {
-		if f.present && !slices.Contains(allowed, f.name) {
-			return f.name
+// check refuses the first field given that fs does not allow ("not a field
+// of " + what), then the first it requires that is missing; path prefixes
+// the field's name.
+func (fs fields) check(path, what string, given ...field) *LoadError {
+	for _, f := range given {
+		if f.present && !slices.Contains(fs.allowed, f.name) {
+			return pathErr(path+f.name, "not a field of "+what)
 		}
 	}
-	return ""
+	for _, f := range given {
+		if !f.present && slices.Contains(fs.required, f.name) {
+			return pathErr(path+f.name, "required")
+		}
+	}
+	return nil
 }
