@@ -8,12 +8,9 @@ import (
 	"time"
 )
 
-// Request is one ledger entry: what the server saw and what it answered.
-// Its JSON form (the keys in its field tags) is what GET
-// /_fakeserver/ledger serves ([AdminPrefix]).
-// Nothing secret is kept: of the query string only the parameter names
-// (never a value, so a SAS "sig=" cannot leak), no header, no body (only its
-// digest).
+// Request is one ledger entry: what the server saw and what it answered,
+// in JSON as GET /_fakeserver/ledger serves it. Nothing secret is kept: no
+// query value (a SAS "sig=" cannot leak), no header, no body (its digest).
 type Request struct {
 	// Seq is the 1-based arrival order across the server.
 	Seq int `json:"seq"`
@@ -195,10 +192,9 @@ func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
 	return ok
 }
 
-// Gap returns how long after the n-th request of route (1-based; route may
-// be "*" for arrival order across routes) the next request to arrive at the
-// server, of any route, arrived. It returns an error when there is no n-th
-// request or no request after it.
+// Gap returns how long after the n-th request of route (1-based; "*" for
+// arrival order across routes) the next request, of any route, arrived; an
+// error when there is no n-th request or none after it.
 func (s *Server) Gap(route string, n int) (time.Duration, error) {
 	_, gap, err := s.gap(route, n)
 	return gap, err
@@ -217,12 +213,10 @@ func (s *Server) gap(route string, n int) (Request, time.Duration, error) {
 	return Request{}, 0, fmt.Errorf("fakeserver: no request %s #%d in the ledger (%d requests)", route, n, len(reqs))
 }
 
-// AssertGap checks that the n-th request of route (1-based; "*" for
-// arrival order across routes) was answered 429, and that the next request
-// the server saw arrived at least d after it: "GET n came at least d after
-// the 429". It reports through t and returns whether the assertion held.
-// The next request is the next in arrival order, whatever its route: after
-// a write 429 on "search.put", it is the readback "search.get".
+// AssertGap checks that the n-th request of route (as for [Server.Gap])
+// was answered 429 and that the next request, of any route (after a write
+// 429 on "search.put", the readback "search.get"), arrived at least d
+// after it. It reports through t and returns whether the assertion held.
 func (s *Server) AssertGap(t TB, route string, n int, d time.Duration) bool {
 	t.Helper()
 	r, gap, err := s.gap(route, n)

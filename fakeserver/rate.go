@@ -209,8 +209,9 @@ type Decision struct {
 	// Kind is "token_bucket" for a rule with a bucket, "window" for one
 	// with a window only.
 	Kind string `json:"kind"`
-	// Key is the bucket the request was counted in: "account=NAME" or
-	// "host=HOST:PORT"; "" without a bucket, or outside the rule's window.
+	// Key is the bucket the request was counted in: "account=NAME",
+	// "host=HOST:PORT", "subscription=ID" or "deployment=NAME"; "" without
+	// a bucket, or outside the rule's window.
 	Key string `json:"key,omitempty"`
 	// Fired reports whether the rule fired.
 	Fired bool `json:"fired"`

@@ -56,40 +56,25 @@ func classify(method, p, rawQuery string) string {
 	if route, ok := classifyOpenAI(method, p); ok { // openai.go
 		return route
 	}
+	_, isIndex := indexName(p)
+	_, _, isBlob := blobName(p)
+	var write, read string // the route of PUT (POST for files) and of GET
 	switch {
-	case p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes("):
-		if _, ok := indexName(p); ok {
-			switch method {
-			case http.MethodPut:
-				return RouteSearchPut
-			case http.MethodGet:
-				return RouteSearchGet
-			}
-		}
-		return RouteOther
+	case isIndex:
+		write, read = RouteSearchPut, RouteSearchGet
 	case p == "/files":
-		switch method {
-		case http.MethodPost:
-			return RouteFileUpload
-		case http.MethodGet:
-			return RouteFileList
-		}
-		return RouteOther
-	case strings.HasPrefix(p, "/files/"):
-		return RouteOther
+		write, read = RouteFileUpload, RouteFileList
+	case isBlob && !isSearchOrFile(p) && !slices.Contains(queryKeys(rawQuery), "restype"):
+		write, read = RouteBlobPut, RouteBlobGet
 	}
-	if _, _, ok := blobName(p); ok && !hasQueryKey(rawQuery, "restype") {
-		switch method {
-		case http.MethodPut:
-			return RouteBlobPut
-		case http.MethodGet:
-			return RouteBlobGet
-		}
+	switch {
+	case method == http.MethodGet && read != "":
+		return read
+	case method == routeMethod[write] && write != "":
+		return write
 	}
 	return RouteOther
 }
-
-func hasQueryKey(raw, key string) bool { return slices.Contains(queryKeys(raw), key) }
 
 // indexName extracts the index name of /indexes/{name} or /indexes('{name}').
 func indexName(p string) (string, bool) {
@@ -193,19 +178,23 @@ func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte
 	case RouteBlobGet:
 		return s.blobGet(r, p)
 	}
-	if p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes(") ||
-		p == "/files" || strings.HasPrefix(p, "/files/") {
-		if _, ok := indexName(p); ok || p == "/files" {
-			return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
-				fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method)))
-		}
-		return jsonError(http.StatusNotFound, "ResourceNotFound", "The requested resource does not exist.")
-	}
-	if _, _, ok := blobName(p); ok {
+	_, isIndex := indexName(p)
+	_, _, isBlob := blobName(p)
+	switch {
+	case isIndex || p == "/files":
+		return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
+			fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method)))
+	case isBlob && !isSearchOrFile(p):
 		return xmlError(http.StatusMethodNotAllowed, "UnsupportedHttpVerb",
 			fmt.Sprintf("The resource doesn't support the specified HTTP verb %s.", sanitizeMethod(r.Method)))
 	}
 	return jsonError(http.StatusNotFound, "ResourceNotFound", "The requested resource does not exist.")
+}
+
+// isSearchOrFile reports whether p is under the Search or File routes.
+func isSearchOrFile(p string) bool {
+	return p == "/indexes" || strings.HasPrefix(p, "/indexes/") || strings.HasPrefix(p, "/indexes(") ||
+		p == "/files" || strings.HasPrefix(p, "/files/")
 }
 
 func sanitizeMethod(m string) string {

@@ -55,10 +55,9 @@ func newConfig(opts ...Option) config {
 	return c
 }
 
-// WithClock sets the server's clock: arrival times in the ledger, the Date
-// header and date-form Retry-After values are read from it. Default
-// time.Now, which inside a testing/synctest bubble is the bubble's fake
-// clock. A nil now is ignored.
+// WithClock sets the server's clock, which stamps arrivals, Date headers,
+// date-form Retry-After values and the rules by time and by rate. Default
+// time.Now (inside testing/synctest, the bubble's clock); nil is ignored.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now != nil {
@@ -78,17 +77,14 @@ func WithScript(s *Script) Option {
 }
 
 // WithAccount sets the storage account name recognised as the first
-// segment of a path-style URL, Azurite's layout /{account}/{container}/{blob}
-// (and /{account}/files, /{account}/indexes/{name}). A request whose first
-// path segment is exactly name is served as the path that follows it; any
-// other request as its plain path, /{container}/{blob}. So both layouts
-// reach the same state: [Server.PutBlob]("checkpoints", "a.json", ...) is
-// readable at /checkpoints/a.json and at /devstoreaccount1/checkpoints/a.json.
-// The account segment always wins, so nothing is ambiguous: a container
-// literally named like the account is reached only through the account
-// layout (/devstoreaccount1/devstoreaccount1/b). The ledger and
-// [MatchPath] see the whole path, account segment included. Default
-// [DefaultAccount]; "" recognises no account segment (every path is plain).
+// segment of a path, Azurite's layout /{account}/{container}/{blob} (and
+// /{account}/files, /{account}/indexes/{name}): a request whose first
+// segment is exactly name is served as the path after it, any other as its
+// plain path, so [Server.PutBlob]("checkpoints", "a.json", ...) is read at
+// /checkpoints/a.json and at /devstoreaccount1/checkpoints/a.json. The
+// account segment always wins (a container named like the account is
+// /devstoreaccount1/devstoreaccount1/b). The ledger and [MatchPath] see the
+// whole path. Default [DefaultAccount]; "" recognises none.
 func WithAccount(name string) Option {
 	return optionFunc(func(c *config) { c.account = name })
 }
@@ -106,10 +102,9 @@ func WithObserver(f func(Request)) Option {
 }
 
 // WithUpstreamTransport sets the transport a proxy ([NewProxy]) forwards
-// with, such as another Server's [Server.Transport] so that a proxy test can
-// run in a testing/synctest bubble. Default: a private clone of
-// http.DefaultTransport without transparent compression (so responses pass
-// unchanged), closed with the server. Ignored by [New]; nil is ignored.
+// with, such as another Server's [Server.Transport] (for a proxy test in a
+// testing/synctest bubble). Default: a clone of http.DefaultTransport
+// without transparent compression, closed with the server. Nil is ignored.
 func WithUpstreamTransport(rt http.RoundTripper) Option {
 	return optionFunc(func(c *config) {
 		if rt != nil {
@@ -118,11 +113,9 @@ func WithUpstreamTransport(rt http.RoundTripper) Option {
 	})
 }
 
-// Server is the fake: an http.Handler with in-memory Search, File and Blob
-// state (or, from [NewProxy], a proxy in front of a real upstream), a fault
-// [Script] and a ledger of every request. Serve it on a loopback listener
-// with [Server.Start] or in-process with [Server.Transport]. A Server is
-// safe for concurrent use. Close it when done.
+// Server is the fake: an http.Handler with in-memory state (or, from
+// [NewProxy], a proxy), a fault [Script] and a ledger of every request. It
+// is safe for concurrent use; Close it when done.
 type Server struct {
 	cfg    config
 	script *Script
@@ -229,10 +222,8 @@ func (s *Server) URL() string {
 
 // Close stops the server at once: the listener and its connections close,
 // stalled and slow bodies end (in-process ones with [ErrServerClosed]), and
-// Close returns when every handler has returned and every connection's
-// goroutine has ended (net/http may linger up to half a second on a
-// connection it answered with an error), so that goroutine leak checks pass.
-// Close is idempotent.
+// it returns when every handler and connection goroutine has ended, so
+// that goroutine leak checks pass. Close is idempotent.
 func (s *Server) Close() error {
 	srv := s.beginClose()
 	var err error
@@ -243,11 +234,9 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Shutdown stops the server gracefully: no new connection is accepted,
-// stalled and slow bodies end at once (they would never finish), other
-// requests in flight complete, then idle connections close. When ctx ends
-// first, Shutdown closes everything as [Server.Close] does and returns ctx's
-// error.
+// Shutdown stops the server gracefully: stalled and slow bodies end at
+// once, other requests in flight complete, then the connections close.
+// When ctx ends first, it closes as [Server.Close] and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	srv := s.beginClose()
 	var err error
@@ -332,8 +321,8 @@ func (s *Server) enter() bool {
 	return true
 }
 
-// ServeHTTP serves one request: it reads the body, records the request in
-// the ledger, asks the script for a fault, and answers.
+// ServeHTTP serves one request: it reads the body, asks the script for a
+// fault, records the request in the ledger, and answers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		w.Header().Set("Connection", "close")

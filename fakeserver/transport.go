@@ -16,23 +16,18 @@ import (
 )
 
 // Transport returns an http.RoundTripper that serves s in-process, without
-// sockets: each round trip runs the server's handler on its own goroutine
-// and streams the response body through an io.Pipe, so a slow body arrives
-// as slowly as scripted. Because it uses no network, it works inside a
-// testing/synctest bubble, where the scripted delays run on the bubble's
-// fake clock; create the Server inside the bubble too.
+// sockets: each round trip runs the handler on its own goroutine and
+// streams the body through an io.Pipe, so a slow body arrives as slowly as
+// scripted, and inside a testing/synctest bubble (create the Server there
+// too) on the bubble's clock.
 //
-// The round trip behaves like a network one: it returns a real
-// *http.Response (Status, Proto "HTTP/1.1", headers, ContentLength, Body,
-// Request); it always closes the request body; a request context that is
-// done fails the round trip with the context's error, and ends a response
-// body being read (a slow or stalled one too) with that error; a scripted
-// reset fails it with an error for which errors.Is(err,
-// syscall.ECONNRESET) holds; after [Server.Close] it fails with
-// [ErrServerClosed]. Close every response body: that ends the handler.
-//
-// The request's URL scheme and host are not used to route: every request
-// reaches s. The Host the handler sees is req.Host, else req.URL.Host.
+// The round trip behaves like a network one: a real *http.Response (Proto
+// "HTTP/1.1"); the request body always closed; a done request context
+// fails the round trip, or a body being read, with its error; a scripted
+// reset fails with an error that errors.Is syscall.ECONNRESET; after
+// [Server.Close], [ErrServerClosed]. Close every response body: that ends
+// the handler. Every request reaches s, whatever its URL; the handler sees
+// Host req.Host, else req.URL.Host.
 func (s *Server) Transport() http.RoundTripper { return &inProcess{s: s} }
 
 type inProcess struct{ s *Server }
