@@ -166,26 +166,29 @@ func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
 		}
 	}
 	type key struct{ method, path, digest string }
-	seen := map[key][]int{}
+	type sent struct {
+		route string // the first one's
+		seqs  []int
+	}
+	seen := map[key]*sent{}
 	var order []key
-	var routes = map[key]string{}
 	for _, r := range s.Requests() {
 		if !r.Mutation() {
 			continue
 		}
 		k := key{r.Method, r.Path, r.BodyDigest}
-		if _, ok := seen[k]; !ok {
+		if seen[k] == nil {
+			seen[k] = &sent{route: r.Route}
 			order = append(order, k)
-			routes[k] = r.Route
 		}
-		seen[k] = append(seen[k], r.Seq)
+		seen[k].seqs = append(seen[k].seqs, r.Seq)
 	}
 	ok := true
 	for _, k := range order {
-		allowed := 1 + cfg.resends[routes[k]]
-		if n := len(seen[k]); n > allowed {
+		m := seen[k]
+		if n, allowed := len(m.seqs), 1+cfg.resends[m.route]; n > allowed {
 			t.Errorf("fakeserver: mutation %s %q (%s, body %s) sent %d times, at most %d allowed: requests %v",
-				k.method, k.path, routes[k], k.digest, n, allowed, seen[k])
+				k.method, k.path, m.route, k.digest, n, allowed, m.seqs)
 			ok = false
 		}
 	}

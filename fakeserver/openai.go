@@ -2,8 +2,6 @@ package fakeserver
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,7 +187,6 @@ func (s *Server) OpenAIBatches() []OpenAIBatch {
 }
 
 func (s *Server) addOpenAIFile(filename, purpose string, content []byte, now time.Time) OpenAIFile {
-	sum := sha256.Sum256(content)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.openai.fileSeq++
@@ -199,7 +196,7 @@ func (s *Server) addOpenAIFile(filename, purpose string, content []byte, now tim
 		Purpose:   purpose,
 		Bytes:     int64(len(content)),
 		CreatedAt: now.Unix(),
-		Digest:    "sha256:" + hex.EncodeToString(sum[:]),
+		Digest:    digestOf(content),
 	}
 	s.openai.files = append(s.openai.files, f)
 	return f

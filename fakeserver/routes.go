@@ -3,9 +3,7 @@ package fakeserver
 import (
 	"bytes"
 	"crypto/md5"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -288,8 +286,7 @@ func (s *Server) fileUpload(r *http.Request, body []byte, now time.Time) *respon
 
 // addFile stores an upload.
 func (s *Server) addFile(name string, body []byte, now time.Time) File {
-	sum := sha256.Sum256(body)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	digest := digestOf(body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := File{

@@ -186,29 +186,20 @@ func (s *Server) Start() (string, error) { return s.Listen("127.0.0.1:0") }
 // "http://HOST:PORT". A Server listens at most once.
 func (s *Server) Listen(addr string) (string, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return "", ErrServerClosed
 	}
 	if s.httpSrv != nil {
-		s.mu.Unlock()
 		return "", errors.New("fakeserver: already listening")
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		s.mu.Unlock()
 		return "", fmt.Errorf("fakeserver: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ConnState:         s.conns.track,
-	}
-	s.httpSrv = srv
-	s.baseURL = "http://" + l.Addr().String()
-	s.mu.Unlock()
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20,
+		ErrorLog: log.New(io.Discard, "", 0), ConnState: s.conns.track}
+	s.httpSrv, s.baseURL = srv, "http://"+l.Addr().String()
 	go func() { _ = srv.Serve(l) }()
 	return s.baseURL, nil
 }
@@ -347,8 +338,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := classify(r.Method, svc, r.URL.RawQuery)
 	digest := ""
 	if readErr == nil {
-		sum := sha256.Sum256(body)
-		digest = "sha256:" + hex.EncodeToString(sum[:])
+		digest = digestOf(body)
 	}
 	v := s.script.match(matchInput{route: route, method: r.Method, path: r.URL.Path, now: now,
 		account: requestAccount(s.cfg.account, r.URL.Path, r.Host), host: r.Host})
@@ -361,19 +351,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if fault.kind != kindReset && !forwarded {
 		id = s.newRequestID()
 	}
-	entry := s.record(Request{
-		Method:     r.Method,
-		Route:      route,
-		Path:       r.URL.Path,
-		QueryKeys:  queryKeys(r.URL.RawQuery),
-		Arrived:    now,
-		RequestID:  id,
-		Fault:      fault.String(),
-		Rule:       ruleIdx,
-		BodyDigest: digest,
-		BodySize:   int64(len(body)),
-		Decisions:  v.decisions,
-	})
+	entry := s.record(Request{Method: r.Method, Route: route, Path: r.URL.Path, QueryKeys: queryKeys(r.URL.RawQuery),
+		Arrived: now, RequestID: id, Fault: fault.String(), Rule: ruleIdx, BodyDigest: digest,
+		BodySize: int64(len(body)), Decisions: v.decisions})
 
 	if fault.kind == kindReset {
 		s.finish(entry, 0, "")
@@ -409,6 +389,12 @@ func readBody(r *http.Request, limit int) ([]byte, error) {
 }
 
 var errBodyTooLarge = errors.New("request body too large")
+
+// digestOf is "sha256:" and the hex SHA-256 of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // readAtMost reads r whole; more than limit bytes is errBodyTooLarge.
 func readAtMost(r io.Reader, limit int64) ([]byte, error) {
