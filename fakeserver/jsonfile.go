@@ -153,6 +153,23 @@ func quotedKeys[V any](m map[string]V) string {
 	return strings.Join(keys, ", ")
 }
 
+// entry is the decoder of a list's entries: raw into a J, converted to a
+// T, checked against those before it and appended to list.
+func entry[J, T any](list *[]T, conv func(*J) (T, *LoadError), check func(T, []T) *LoadError) func(int, []byte) *LoadError {
+	return func(_ int, raw []byte) *LoadError {
+		var j J
+		if e := decodeStrict(raw, &j); e != nil {
+			return e
+		}
+		v, e := conv(&j)
+		if e == nil {
+			e = check(v, *list)
+		}
+		*list = append(*list, v)
+		return e
+	}
+}
+
 // decodeStrict decodes one entry, raw, into v (a pointer to a struct with
 // json tags) with unknown fields refused. A value of the wrong type is
 // named by its path and the offset in raw where the decoder stopped; an

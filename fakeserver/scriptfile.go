@@ -28,29 +28,24 @@ func LoadScript(r io.Reader) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Script{}
+	var rules []Rule
 	doc := &jsonDoc{doc: "script", data: data, maxEntries: maxScriptRules}
 	if e := doc.read(`a script is a JSON object: {"rules": [...]}`, map[string]func(int, []byte) *LoadError{
-		"rules": func(_ int, raw []byte) *LoadError {
-			var rj ruleJSON
-			if e := decodeStrict(raw, &rj); e != nil {
-				return e
-			}
-			rule, e := rj.rule()
-			if e != nil {
-				return e
-			}
-			if field, err := rule.validate(); err != nil {
+		"rules": entry(&rules, (*ruleJSON).rule, func(r Rule, _ []Rule) *LoadError {
+			if field, err := r.validate(); err != nil {
 				return pathErr(field, err.Error())
 			}
-			s.rules = append(s.rules, &ruleState{Rule: rule})
 			return nil
-		},
+		}),
 	}); e != nil {
 		return nil, e
 	}
 	if !doc.seen["rules"] {
 		return nil, &LoadError{Doc: "script", Line: 1, Column: 1, Msg: `missing "rules"`}
+	}
+	s := &Script{}
+	for _, r := range rules {
+		s.rules = append(s.rules, &ruleState{Rule: r})
 	}
 	return s, nil
 }

@@ -88,43 +88,9 @@ func LoadSeed(r io.Reader) (*Seed, error) {
 	seed := &Seed{}
 	doc := &jsonDoc{doc: "seed", data: data, maxEntries: maxSeedEntries}
 	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func(int, []byte) *LoadError{
-		"indexes": func(_ int, raw []byte) *LoadError {
-			var ej seedIndexJSON
-			if e := decodeStrict(raw, &ej); e != nil {
-				return e
-			}
-			ix, e := ej.index()
-			if e == nil {
-				e = checkSeedIndex(ix, seed.Indexes)
-			}
-			seed.Indexes = append(seed.Indexes, ix)
-			return e
-		},
-		"files": func(_ int, raw []byte) *LoadError {
-			var fj seedFileJSON
-			if e := decodeStrict(raw, &fj); e != nil {
-				return e
-			}
-			content, _, e := fj.content()
-			if e != nil {
-				return e
-			}
-			f := SeedFile{Name: fj.Name, Content: content}
-			seed.Files = append(seed.Files, f)
-			return checkSeedFile(f)
-		},
-		"blobs": func(_ int, raw []byte) *LoadError {
-			var bj seedBlobJSON
-			if e := decodeStrict(raw, &bj); e != nil {
-				return e
-			}
-			b, e := bj.blob()
-			if e == nil {
-				e = checkSeedBlob(b, seed.Blobs)
-			}
-			seed.Blobs = append(seed.Blobs, b)
-			return e
-		},
+		"indexes": entry(&seed.Indexes, (*seedIndexJSON).index, checkSeedIndex),
+		"files":   entry(&seed.Files, (*seedFileJSON).file, checkSeedFile),
+		"blobs":   entry(&seed.Blobs, (*seedBlobJSON).blob, checkSeedBlob),
 	}); e != nil {
 		return nil, e
 	}
@@ -164,19 +130,20 @@ func (s *Server) Seed(seed *Seed) error {
 
 // check validates a Seed built in Go.
 func (seed *Seed) check() *LoadError {
-	for i, ix := range seed.Indexes {
-		if err := checkSeedIndex(ix, seed.Indexes[:i]); err != nil {
-			return err.in("indexes", i)
-		}
+	if e := checkAll("indexes", seed.Indexes, checkSeedIndex); e != nil {
+		return e
 	}
-	for i, f := range seed.Files {
-		if err := checkSeedFile(f); err != nil {
-			return err.in("files", i)
-		}
+	if e := checkAll("files", seed.Files, checkSeedFile); e != nil {
+		return e
 	}
-	for i, b := range seed.Blobs {
-		if err := checkSeedBlob(b, seed.Blobs[:i]); err != nil {
-			return err.in("blobs", i)
+	return checkAll("blobs", seed.Blobs, checkSeedBlob)
+}
+
+// checkAll checks each entry of a section against those before it.
+func checkAll[T any](section string, list []T, check func(T, []T) *LoadError) *LoadError {
+	for i, v := range list {
+		if e := check(v, list[:i]); e != nil {
+			return e.in(section, i)
 		}
 	}
 	return nil
@@ -220,7 +187,7 @@ func checkSeedIndex(ix SeedIndex, before []SeedIndex) *LoadError {
 	return nil
 }
 
-func checkSeedFile(f SeedFile) *LoadError {
+func checkSeedFile(f SeedFile, _ []SeedFile) *LoadError {
 	if len(f.Name) > maxFileNameLen || strings.ContainsAny(f.Name, "\x00\r\n") {
 		return pathErr("name", fmt.Sprintf("longer than %d bytes or holds NUL, CR or LF", maxFileNameLen))
 	}
@@ -300,6 +267,11 @@ type seedBlobJSON struct {
 	Name        *string `json:"name"`
 	ContentType string  `json:"content_type"`
 	contentJSON
+}
+
+func (fj *seedFileJSON) file() (SeedFile, *LoadError) {
+	content, _, e := fj.content()
+	return SeedFile{Name: fj.Name, Content: content}, e
 }
 
 func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {

@@ -41,7 +41,11 @@ var errBodyClosed = errors.New("fakeserver: response body closed")
 var errServerClosedEOF = fmt.Errorf("%w: %w", ErrServerClosed, io.ErrUnexpectedEOF)
 
 func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
-	closeReqBody := closeOnce(req.Body)
+	closeReqBody := sync.OnceFunc(func() {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+	})
 	if req.URL == nil {
 		closeReqBody()
 		return nil, errors.New("fakeserver: nil Request.URL")
@@ -139,16 +143,6 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.TLS = &tls.ConnectionState{HandshakeComplete: true}
 	}
 	return resp, nil
-}
-
-// closeOnce returns a func closing rc once (nil rc: nothing).
-func closeOnce(rc io.ReadCloser) func() {
-	var once sync.Once
-	return func() {
-		if rc != nil {
-			once.Do(func() { _ = rc.Close() })
-		}
-	}
 }
 
 // serverRequest turns a client request into what a handler sees from
