@@ -23,12 +23,6 @@ func isAdmin(p string) bool {
 	return p == strings.TrimSuffix(AdminPrefix, "/") || strings.HasPrefix(p, AdminPrefix)
 }
 
-// healthBody is the JSON of GET /_fakeserver/health.
-type healthBody struct {
-	Status   string `json:"status"`
-	Requests int    `json:"requests"`
-}
-
 // ledgerBody is the JSON of GET /_fakeserver/ledger.
 type ledgerBody struct {
 	Requests []Request `json:"requests"`
@@ -47,12 +41,12 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 		reqs := s.Requests()
 		if r.URL.Path == AdminPrefix+"health" {
-			resp = jsonResponse(http.StatusOK, healthBody{Status: "ok", Requests: len(reqs)})
+			resp = jsonResponse(http.StatusOK, struct {
+				Status   string `json:"status"`
+				Requests int    `json:"requests"`
+			}{"ok", len(reqs)})
 		} else {
-			if reqs == nil {
-				reqs = []Request{}
-			}
-			resp = jsonResponse(http.StatusOK, ledgerBody{Requests: reqs})
+			resp = jsonResponse(http.StatusOK, ledgerBody{Requests: append([]Request{}, reqs...)})
 		}
 	default:
 		resp = jsonError(http.StatusNotFound, "ResourceNotFound",

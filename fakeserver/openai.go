@@ -121,8 +121,7 @@ type OpenAIThrottle struct {
 // openaiState is the OpenAI surface's state; the Server's mu guards it.
 type openaiState struct {
 	files    []OpenAIFile
-	batches  map[string]*OpenAIBatch
-	batchSeq int
+	batches  []*OpenAIBatch // in creation order
 	fileSeq  int
 	polls    int   // GETs answered in_progress before completed
 	minute   int64 // the server-clock minute counted
@@ -130,7 +129,6 @@ type openaiState struct {
 }
 
 func (st *openaiState) init() {
-	st.batches = map[string]*OpenAIBatch{}
 	st.polls = 1
 }
 
@@ -182,7 +180,6 @@ func (s *Server) OpenAIBatches() []OpenAIBatch {
 		c.FileIDs = slices.Clone(b.FileIDs)
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b OpenAIBatch) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -483,20 +480,20 @@ func (s *Server) openaiBatchCreate(vs string, body []byte, now time.Time) *respo
 			return openaiNoFile(id)
 		}
 	}
-	s.openai.batchSeq++
-	b := &OpenAIBatch{ID: fmt.Sprintf("vsfb_%06d", s.openai.batchSeq), VectorStoreID: vs,
+	b := &OpenAIBatch{ID: fmt.Sprintf("vsfb_%06d", len(s.openai.batches)+1), VectorStoreID: vs,
 		FileIDs: ids, CreatedAt: now.Unix()}
-	s.openai.batches[b.ID] = b
+	s.openai.batches = append(s.openai.batches, b)
 	return jsonResponse(http.StatusOK, batchJSON(b))
 }
 
 func (s *Server) openaiBatchGet(vs, id string) *response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.openai.batches[id]
-	if !ok || b.VectorStoreID != vs {
+	i := slices.IndexFunc(s.openai.batches, func(b *OpenAIBatch) bool { return b.ID == id && b.VectorStoreID == vs })
+	if i < 0 {
 		return openaiError(http.StatusNotFound, "batch_id", fmt.Sprintf("No such vector store file batch: %s", clip(id, 128)))
 	}
+	b := s.openai.batches[i]
 	b.Polls++
 	if b.Polls > s.openai.polls {
 		b.Completed = true

@@ -509,17 +509,13 @@ func faultResponse(f Fault, route, id string, now time.Time) *response {
 		resp = newResponse(f.status)
 		resp.header.Set("Location", f.location)
 		resp.header.Set("Content-Type", "text/html; charset=utf-8")
-		resp.body = []byte("<a href=\"" + htmlEscape(f.location) + "\">" + http.StatusText(f.status) + "</a>.\n")
+		var href bytes.Buffer
+		_ = xml.EscapeText(&href, []byte(f.location))
+		resp.body = []byte("<a href=\"" + href.String() + "\">" + http.StatusText(f.status) + "</a>.\n")
 		return resp
 	}
 	resp.size = f.bodySize
 	return resp
-}
-
-func htmlEscape(s string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
 }
 
 // bodyErrorResponse answers a request whose body could not be read.

@@ -445,13 +445,6 @@ func newResponse(status int) *response {
 	return &response{status: status, header: http.Header{}, size: -1}
 }
 
-func (r *response) length() int {
-	if r.size >= 0 {
-		return r.size
-	}
-	return len(r.body)
-}
-
 // setCommonHeaders adds what every answer of the fake carries.
 func setCommonHeaders(h http.Header, route, id string, now time.Time) {
 	h.Set("x-ms-request-id", id)
@@ -468,8 +461,11 @@ func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		h[k] = v
 	}
 	noBody := r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified
-	if !noBody {
-		h.Set("Content-Length", strconv.Itoa(resp.length()))
+	if n := len(resp.body); !noBody {
+		if resp.size >= 0 {
+			n = resp.size
+		}
+		h.Set("Content-Length", strconv.Itoa(n))
 	}
 	w.WriteHeader(resp.status)
 	if noBody {
