@@ -114,7 +114,20 @@ func (c *call) holdForCaller() error {
 			continue
 		}
 		if c.enterRoom() {
-			return nil
+			// A 429 leaves the room only once its restriction is noted:
+			// a place taken after it finds the restriction, which the
+			// take before may have missed.
+			f, p, ok := c.t.shared.take(c.scopeOf(), clk.Now(), c.place)
+			if !ok {
+				return nil
+			}
+			c.place = &p
+			c.giveRoomBack()
+			if f.until.Sub(now) > MaxServerWait {
+				c.givePlaceBack()
+				return &StopError{Reason: StopRestricted, Detail: detailCallerCeiling, StatusCode: f.plan.status, RequestID: f.plan.requestID}
+			}
+			continue
 		}
 		if roomSince.IsZero() {
 			roomSince = now

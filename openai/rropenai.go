@@ -111,6 +111,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -167,22 +168,30 @@ func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
 	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
 }
 
-// Middleware is the openai-go middleware of [Options]. On a 429 whose
-// request readrecovery owns ([Owns]) it sets [HeaderShouldRetry] to "false",
-// replacing what the server sent, so that openai-go does not retry it; on an
-// error of readrecovery's own decisions (readrecovery.ErrSequenceStopped,
+// Middleware is the openai-go middleware of [Options]. A request whose 429
+// openai-go keeps (not [Owns]: an inference call or a read without a
+// Budget) goes on marked readrecovery.WithCallerRetry, so that the
+// transport holds each of openai-go's attempts at its scope's not-before
+// and room and never re-sends or guards it. On a 429 whose request
+// readrecovery owns it sets [HeaderShouldRetry] to "false", replacing what
+// the server sent, so that openai-go does not retry it; on an error of
+// readrecovery's own decisions (readrecovery.ErrSequenceStopped,
 // ErrRequestRefused, ErrRedirectRefused) it returns the error with a
 // placeholder response carrying the same header, so that openai-go does not
 // retry that either (the call returns the error). Every other response and
 // error passes unchanged.
 func Middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
+	owned, sent := Owns(req), req
+	if !owned {
+		sent = req.WithContext(readrecovery.WithCallerRetry(req.Context()))
+	}
+	resp, err := next(sent)
 	switch {
 	case err != nil:
 		if resp == nil && decided(err) {
 			return notRetried(req), err
 		}
-	case resp != nil && resp.StatusCode == http.StatusTooManyRequests && Owns(req):
+	case resp != nil && resp.StatusCode == http.StatusTooManyRequests && owned:
 		if resp.Header == nil {
 			resp.Header = http.Header{}
 		}
@@ -192,9 +201,12 @@ func Middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, 
 }
 
 // Owns reports whether readrecovery decides the 429 of req: a GET whose
-// context carries a readrecovery.Budget, and every mutation (every method
-// but GET, HEAD, OPTIONS and TRACE, with or without a Budget). A nil req
-// counts as owned: a mutation must never be retried by openai-go.
+// context carries a readrecovery.Budget, an inference call (a POST of the
+// package documentation's list, such as chat/completions or embeddings)
+// whose context carries one, and every other mutation (every method but
+// GET, HEAD, OPTIONS and TRACE, with or without a Budget: uploads, file
+// batches, deletes, jobs). A nil req counts as owned: a mutation must
+// never be retried by openai-go.
 func Owns(req *http.Request) bool {
 	if req == nil {
 		return true
@@ -204,8 +216,46 @@ func Owns(req *http.Request) bool {
 		return readrecovery.BudgetFrom(req.Context()) != nil
 	case http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return false
+	case http.MethodPost:
+		if inference(req) {
+			return readrecovery.BudgetFrom(req.Context()) != nil
+		}
 	}
 	return true
+}
+
+// inferencePaths are the calls whose 429 openai-go keeps without a Budget
+// (the package documentation says why each is on the list): the last
+// segments of a POST's path, after any prefix (/v1, Azure's
+// /openai/deployments/{deployment}, /openai/v1).
+var inferencePaths = []string{
+	"/chat/completions",
+	"/completions",
+	"/embeddings",
+	"/responses",
+	"/responses/input_tokens",
+	"/responses/compact",
+	"/moderations",
+	"/audio/speech",
+	"/audio/transcriptions",
+	"/audio/translations",
+	"/images/generations",
+	"/images/edits",
+	"/images/variations",
+}
+
+// inference reports whether req (a POST) is one of inferencePaths.
+func inference(req *http.Request) bool {
+	if req.URL == nil {
+		return false
+	}
+	p := strings.TrimSuffix(req.URL.Path, "/")
+	for _, s := range inferencePaths {
+		if strings.HasSuffix(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // decided reports whether err is one of readrecovery's own decisions.
