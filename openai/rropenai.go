@@ -19,24 +19,82 @@
 // uploads (POST /files) and vector-store file batches included: a
 // throttled upload would be sent again, up to three times. With rropenai,
 // the 429s the readrecovery policy owns (docs/policy.md,
-// "one-owner-per-429") are never retried by openai-go:
+// "one-owner-per-429") are never retried by openai-go, and the ones
+// openai-go keeps are retried through the scope's room and not-before
+// (docs/policy.md, "caller-retry"):
 //
 //	request                          429                            other statuses
 //	GET with a Budget                readrecovery (one wait, re-sent  openai-go
 //	                                 once, never by openai-go)
-//	GET without a Budget, HEAD,      openai-go                        openai-go
-//	OPTIONS, TRACE
-//	POST, PUT, PATCH, DELETE, any    readrecovery: returned to you,   openai-go
-//	other method (with or without    sent once; with a Budget its
-//	a Budget)                        delay holds the sequence
+//	GET without a Budget, HEAD,      openai-go, each attempt held     openai-go
+//	OPTIONS, TRACE                   at the scope's not-before and
+//	                                 room (shared restrictions)
+//	inference POST (the list below)  openai-go, each attempt held     openai-go
+//	without a Budget                 likewise; never re-sent by
+//	                                 readrecovery
+//	inference POST with a Budget,    readrecovery: returned to you,   openai-go
+//	every other POST, PUT, PATCH,    sent once; with a Budget its
+//	DELETE, any other method         delay holds the sequence
 //
+// One client serves both inference and file workflows: no second client
+// without rropenai is needed for openai-go's retry of chat completions.
 // The tests of this package pin that table against openai-go's real retry
-// loop and the bundled fake (TestOwnershipMatrix).
+// loop and the bundled fake (TestOwnershipMatrix, TestOwns).
+//
+// # Inference calls
+//
+// The inference list is the POSTs whose path ends in one of these (after
+// any prefix: /v1, Azure's /openai/deployments/{deployment}, /openai/v1),
+// read from openai-go v3.98.0's services. Each answers from the model and
+// keeps nothing the caller did not ask to keep, so a 429 (the server did
+// not take the request) is safely tried again:
+//
+//	chat/completions         Chat.Completions.New, NewStreaming. With store: true the
+//	                         server keeps the completion, but only one it answered.
+//	completions              the legacy Completions.New.
+//	embeddings               Embeddings.New.
+//	responses                Responses.New (borderline: it stores the response by
+//	                         default; a throttled one was never created).
+//	responses/input_tokens   token counting; nothing stored.
+//	responses/compact        compaction of a conversation's input; nothing stored
+//	                         (borderline: beta).
+//	moderations              Moderations.New.
+//	audio/speech             text to speech.
+//	audio/transcriptions,    speech to text (borderline: a multipart upload of the
+//	audio/translations       audio; a retry re-sends its bytes but stores nothing).
+//	images/generations,      image generation (borderline for edits and variations,
+//	images/edits,            multipart uploads of the source image, stored nowhere).
+//	images/variations
+//
+// Not on it, so owned and sent once: uploads (files, uploads and their
+// parts, vector-store files and file batches), jobs and objects a
+// duplicate would create twice (batches, fine_tuning/jobs, videos and
+// their edits and extensions, assistants, threads and runs, conversations,
+// containers, evals, realtime sessions and client secrets), a stored
+// completion's metadata update (POST chat/completions/{id}), a response's
+// cancel, and every POST of a newer API not yet read. A PUT, PATCH or
+// DELETE on a listed path stays owned too.
+//
+// With a Budget in its context an inference call is readrecovery's, as
+// every mutation of a sequence is: sent once, its delay holding the
+// sequence's other requests.
 //
 // # How
 //
-// [Middleware], installed with option.WithMiddleware, sets the response
-// header x-should-retry: false on exactly the 429s readrecovery owns.
+// [Middleware], installed with option.WithMiddleware, marks each attempt
+// of a request openai-go retries (not [Owns]) with
+// readrecovery.WithCallerRetry before it goes on: the transport then
+// never re-sends it nor enters it in its repeat guard, and under shared
+// restrictions (on by default in [NewTransport]) holds it until its
+// scope's known not-before and room, so that none of openai-go's attempts
+// is sent inside a restriction the process knows of. The hold never
+// shortens a wait: a place beyond 30 s returns
+// readrecovery.ErrSequenceStopped (reason restricted) at once, which the
+// middleware keeps openai-go from retrying (below). Its 429 restricts the
+// scope for every other request of the transport, Budget or not.
+//
+// On exactly the 429s readrecovery owns, the middleware sets the response
+// header x-should-retry: false.
 // openai-go honours that header before it looks at the status, on every
 // attempt, whatever the caller's option.WithMaxRetries or
 // option.WithMaxRetryDelay say; every other response reaches openai-go's
@@ -68,18 +126,21 @@
 // sequence; it is never shortened. The 429s left to openai-go are waited as
 // openai-go does (v3.98.0: retry-after-ms, else Retry-After, up to 2
 // minutes, else its backoff capped at 8 s; with option.WithMaxRetryDelay a
-// longer server delay ends its retries instead).
+// longer server delay ends its retries instead), each attempt held until
+// the scope's not-before when readrecovery knows a later one.
 //
 // # Token-limit 429s
 //
 // Azure OpenAI's per-deployment token limit answers 429 too
-// (x-ratelimit-remaining-tokens: 0). Inference calls (chat completions,
-// embeddings, responses) are POSTs, so with rropenai their 429 comes back to
-// the caller at once, sent once, never retried by openai-go: readrecovery
-// does not re-send mutations. Give inference a client of its own without
-// rropenai when openai-go's retry suits it, and keep rropenai for the
-// file workflows (uploads, inventories, ingestion polling) whose
-// duplicates cost.
+// (x-ratelimit-remaining-tokens: 0, retry-after-ms). Without a Budget,
+// openai-go retries it after its retry-after-ms, and readrecovery holds
+// that attempt until the deployment's not-before (Retry-After in whole
+// seconds is never shortened), then passes it through the deployment's
+// room: 30 concurrent chat completions against a 10/s deployment all
+// complete with 4 to 7 429s, where openai-go alone completes 7 with 72
+// (TestConcurrentChatsAgainstBucket). The scope is the deployment
+// (readrecovery.AzureScope: openai:{resource}/{deployment}), so one
+// deployment's limit holds no other.
 //
 // # Journaled uploads
 //
@@ -159,8 +220,10 @@ func HTTPClient(t *readrecovery.Transport) *http.Client {
 // NewTransport returns readrecovery.New(nil, opts...) with shared
 // restrictions by Azure's scopes on before opts
 // (readrecovery.WithSharedRestrictions(readrecovery.AzureScope)): one
-// deployment's 429 holds that deployment's other sequences, and its
-// Budget requests are handed to the network only while it has room. It
+// deployment's 429 holds that deployment's other sequences, its Budget
+// requests are handed to the network only while it has room, and each of
+// openai-go's attempts of an inference call or a read without a Budget
+// waits for the deployment's not-before and room ([Middleware]). It
 // is what a nil t of [Options], [NewClient] and [HTTPClient] means. Pass
 // readrecovery.WithoutSharedRestrictions() to turn them off; a transport
 // you make with readrecovery.New has them only when you ask.
