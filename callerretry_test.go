@@ -282,3 +282,14 @@ func TestCallerRetryRoomCeiling(t *testing.T) {
 		}
 	})
 }
+
+// TestWithCallerRetryNil: like context.WithValue, a nil parent panics.
+func TestWithCallerRetryNil(t *testing.T) {
+	var nilCtx context.Context
+	defer func() {
+		if r := recover(); r != "cannot create context from nil parent" {
+			t.Fatalf("WithCallerRetry(nil) panicked with %v", r)
+		}
+	}()
+	WithCallerRetry(nilCtx)
+}
