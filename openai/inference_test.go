@@ -259,3 +259,41 @@ func TestConcurrentChatsAgainstBucket(t *testing.T) {
 		t.Errorf("rropenai: %+v; want at least %d completed with at most %d 429s", with, alone.ok, alone.throttled/2)
 	}
 }
+
+// TestReadWithoutBudgetHeld: a read without a Budget is openai-go's to
+// retry too, and through rropenai its attempts are held likewise: a
+// Files.Get whose first try meets 429 (retry-after-ms 1500, Retry-After 2)
+// is retried by openai-go at +1.5 s and reaches the fake at +2 s, once
+// more; openai-go alone sends it at +1.5 s.
+func TestReadWithoutBudgetHeld(t *testing.T) {
+	for _, tc := range []struct {
+		rr   bool
+		want string
+	}{{true, "429@0s 200@2s"}, {false, "429@0s 200@1.5s"}} {
+		t.Run(fmt.Sprint("rropenai=", tc.rr), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := fakeserver.New()
+				defer srv.Close()
+				f := srv.AddOpenAIFile("a.txt", "assistants", []byte("a"))
+				srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileGet, fakeserver.OpenAIThrottle{RetryAfterMs: 1500, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Nth(1))
+				var rt *readrecovery.Transport
+				if tc.rr {
+					rt = rropenaiTransport(srv)
+				}
+				client := azureClient(srv, rt)
+				start := time.Now()
+				got, err := client.Files.Get(context.Background(), f.ID)
+				if err != nil || got.ID != f.ID {
+					t.Fatalf("Get = %v, %v", got, err)
+				}
+				var seen []string
+				for _, r := range srv.Requests() {
+					seen = append(seen, fmt.Sprintf("%d@%v", r.Status, r.Arrived.Sub(start)))
+				}
+				if s := strings.Join(seen, " "); s != tc.want {
+					t.Fatalf("the fake saw %s, want %s", s, tc.want)
+				}
+			})
+		})
+	}
+}

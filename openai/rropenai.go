@@ -90,8 +90,10 @@
 // is sent inside a restriction the process knows of. The hold never
 // shortens a wait: a place beyond 30 s returns
 // readrecovery.ErrSequenceStopped (reason restricted) at once, which the
-// middleware keeps openai-go from retrying (below). Its 429 restricts the
-// scope for every other request of the transport, Budget or not.
+// middleware keeps openai-go from retrying (below). The hold is part of
+// the attempt: option.WithRequestTimeout and the call's context bound it.
+// Its 429 restricts the scope for every other request of the transport,
+// Budget or not.
 //
 // On exactly the 429s readrecovery owns, the middleware sets the response
 // header x-should-retry: false.
