@@ -113,8 +113,9 @@ var nilTransport Transport
 
 // RoundTrip sends req. A request produced by following a redirect is
 // refused. A request without a Budget, a Journal or an operation mark
-// ([WithOperation]) in its context passes through untouched. Otherwise the
-// policy of docs/policy.md applies.
+// ([WithOperation]) in its context passes through untouched (one marked
+// [WithCallerRetry] is held at its scope's not-before and room first).
+// Otherwise the policy of docs/policy.md applies.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t == nil {
 		t = &nilTransport
@@ -135,12 +136,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s == nil || (s.budget == nil && s.journal == nil && s.op == nil) {
 		var resp *http.Response
 		var err error
-		if t.shared != nil && req.URL != nil {
+		switch {
+		case t.shared != nil && req.URL != nil && callerRetries(req.Context()): // callerretry.go
+			resp, err = t.passHeld(req)
+		case t.shared != nil && req.URL != nil:
 			resp, err = t.passShared(req)
-		} else {
+		default:
 			resp, err = t.baseRT().RoundTrip(req)
 		}
-		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) {
+		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) && !callerRetries(req.Context()) {
 			t.guard.enter(newMutationID(req, s), throttledBy{resp.StatusCode, redact.RequestID(resp.Header)}, nil)
 		}
 		return resp, err

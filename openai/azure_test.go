@@ -73,16 +73,23 @@ func TestAzureOptions(t *testing.T) {
 }
 
 // TestTokenLimit429: a chat completion meeting Azure OpenAI's token limit
-// (429, x-ratelimit-remaining-tokens: 0) is a POST: with rropenai it is
-// sent once and its 429 comes back at once, with the server's headers for
-// the caller to read. A client without rropenai (the split the package
-// documentation suggests for inference) retries it as openai-go does.
+// (429, x-ratelimit-remaining-tokens: 0, retry-after-ms 6000) is an
+// inference call: without a Budget rropenai leaves its 429 to openai-go,
+// which retries it after exactly the 6 s the server asked, twice, as
+// openai-go alone does; the last 429 comes back with the server's headers
+// for the caller to read. With a Budget it is readrecovery's: sent once,
+// its 429 back at once.
 func TestTokenLimit429(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		wired bool
-		sends int
-	}{{"rropenai", true, 1}, {"inference client without rropenai", false, 3}} {
+		name   string
+		wired  bool
+		budget bool
+		sends  int
+	}{
+		{"rropenai", true, false, 3},
+		{"rropenai, Budget", true, true, 1},
+		{"openai-go alone", false, false, 3},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t)
@@ -94,8 +101,12 @@ func TestTokenLimit429(t *testing.T) {
 				e.srv.ThrottleOpenAI(fakeserver.RouteOther,
 					fakeserver.OpenAIThrottle{RetryAfterMs: 6000, RetryAfter: fakeserver.RetryAfterSeconds(6), Tokens: true},
 					fakeserver.Method("POST"), fakeserver.MatchPath("/openai/deployments/gpt-4o/chat/completions"))
+				ctx := context.Background()
+				if tc.budget {
+					ctx = readrecovery.WithBudget(ctx, readrecovery.NewBudget("chat"))
+				}
 				start := time.Now()
-				_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+				_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 					Model:    "gpt-4o",
 					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
 				})

@@ -21,11 +21,19 @@ import (
 // The statuses of the ownership matrix.
 var matrixStatuses = []int{429, 503, 408, 200}
 
+// methodChat is the ownership matrix's inference row: a POST of
+// Chat.Completions.New.
+const methodChat = "POST chat/completions"
+
 // call sends one request of method through the real openai-go client: the
-// API call that uses it (Files.Get, Files.New, Files.Delete) or, for HEAD,
-// client.Execute. It returns the fake's route for the method.
+// API call that uses it (Files.Get, Files.New, Files.Delete,
+// Chat.Completions.New for methodChat) or, for HEAD, client.Execute. It
+// returns the fake's route for the method.
 func call(ctx context.Context, c openai.Client, method, fileID string) (string, error) {
 	switch method {
+	case methodChat:
+		_, err := chat(ctx, c)
+		return fakeserver.RouteOther, err
 	case http.MethodGet:
 		_, err := c.Files.Get(ctx, fileID)
 		return fakeserver.RouteOpenAIFileGet, err
@@ -60,10 +68,14 @@ func script(srv *fakeserver.Server, route string, status int) {
 // real retry loop with its default settings (2 retries: at most 3
 // attempts) and the fake's ledger: for each method, with and without a
 // Budget, every request answered 429, 503, 408 or 200. A 429 readrecovery
-// owns (GET with a Budget, every mutation) is never retried by openai-go:
-// a GET with a Budget is re-sent once by readrecovery after exactly the
-// 20 s the server asked (then stops, persistent-429), a POST or DELETE is
-// sent once. Every other 429, and 503 and 408 for every method, is
+// owns (GET with a Budget, an inference call with a Budget, every other
+// mutation) is never retried by openai-go: a GET with a Budget is re-sent
+// once by readrecovery after exactly the 20 s the server asked (then
+// stops, persistent-429), an upload, a DELETE or a chat completion with a
+// Budget is sent once. A chat completion without a Budget is an inference
+// call whose 429 openai-go keeps (docs/policy.md: caller-retry), on the
+// Azure OpenAI fake (the fake's proxy over an inference upstream). Every
+// other 429, and 503 and 408 for every method, is
 // retried by openai-go: a 429 after exactly its retry-after-ms, a 503 or
 // 408 after its jittered backoff (0.5 s and 1 s, less up to a quarter).
 func TestOwnershipMatrix(t *testing.T) {
@@ -85,15 +97,24 @@ func TestOwnershipMatrix(t *testing.T) {
 		{http.MethodPost, false, [4]cell{{sends: 1}, {sends: 3}, {sends: 3}, {sends: 1}}},
 		{http.MethodDelete, true, [4]cell{{1, "write-429", ""}, {sends: 3}, {sends: 3}, {sends: 1}}},
 		{http.MethodDelete, false, [4]cell{{sends: 1}, {sends: 3}, {sends: 3}, {sends: 1}}},
+		{methodChat, true, [4]cell{{1, "write-429", ""}, {sends: 3}, {sends: 3}, {sends: 1}}},
+		{methodChat, false, [4]cell{{sends: 3}, {sends: 3}, {sends: 3}, {sends: 1}}},
 	} {
 		for i, status := range matrixStatuses {
 			want := row.want[i]
 			t.Run(fmt.Sprintf("%s budget=%t %d", row.method, row.budget, status), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					e := newEnv(t)
+					if row.method == methodChat {
+						srv := newAzureOpenAIFake(t)
+						e.srv, e.rt = srv, readrecovery.New(srv.Transport())
+						e.client = azureClient(srv, e.rt)
+					}
 					f := e.srv.AddOpenAIFile("seed.txt", "assistants", []byte("seed"))
 					var route string
 					switch row.method {
+					case methodChat:
+						route = fakeserver.RouteOther
 					case http.MethodGet, http.MethodHead:
 						route = fakeserver.RouteOpenAIFileGet
 					case http.MethodPost:
@@ -122,8 +143,8 @@ func TestOwnershipMatrix(t *testing.T) {
 						t.Fatalf("the fake saw %d requests (%d of %s), want %d", len(e.srv.Requests()), len(sent), route, want.sends)
 					}
 					for _, r := range sent {
-						if r.Method != row.method {
-							t.Fatalf("the fake saw %s, want only %s", r.Method, row.method)
+						if want, _, _ := strings.Cut(row.method, " "); r.Method != want {
+							t.Fatalf("the fake saw %s, want only %s", r.Method, want)
 						}
 					}
 					for k, g := range gaps(sent) {
@@ -319,6 +340,51 @@ func TestOwns(t *testing.T) {
 		req, _ := http.NewRequestWithContext(tc.ctx, tc.method, "https://h/v1/files", nil)
 		if got := rropenai.Owns(req); got != tc.want {
 			t.Errorf("Owns(%q, budget=%t) = %t, want %t", tc.method, tc.ctx != bg, got, tc.want)
+		}
+	}
+	// The inference list (package documentation): a POST of one of its
+	// paths, after any prefix, is openai-go's without a Budget; every
+	// other POST (uploads, file batches, jobs, a stored completion's
+	// update) and every other method on those paths stays readrecovery's.
+	for _, tc := range []struct {
+		method, path string
+		want         bool
+	}{
+		{"POST", "/v1/chat/completions", false},
+		{"POST", "/openai/deployments/gpt-4o/chat/completions", false},
+		{"POST", "/openai/v1/chat/completions/", false},
+		{"POST", "/v1/completions", false},
+		{"POST", "/openai/deployments/emb/embeddings", false},
+		{"POST", "/v1/responses", false},
+		{"POST", "/v1/responses/input_tokens", false},
+		{"POST", "/v1/responses/compact", false},
+		{"POST", "/v1/moderations", false},
+		{"POST", "/v1/audio/speech", false},
+		{"POST", "/openai/deployments/whisper/audio/transcriptions", false},
+		{"POST", "/v1/audio/translations", false},
+		{"POST", "/v1/images/generations", false},
+		{"POST", "/v1/images/edits", false},
+		{"POST", "/v1/images/variations", false},
+		{"POST", "/v1/chat/completions/chatcmpl-1", true}, // updates a stored completion
+		{"POST", "/v1/responses/resp_1/cancel", true},
+		{"POST", "/v1/files", true},
+		{"POST", "/v1/uploads", true},
+		{"POST", "/v1/vector_stores/vs_1/file_batches", true},
+		{"POST", "/v1/vector_stores/vs_1/files", true},
+		{"POST", "/v1/batches", true},
+		{"POST", "/v1/fine_tuning/jobs", true},
+		{"POST", "/v1/videos", true},
+		{"POST", "/v1/realtime/client_secrets", true},
+		{"POST", "/v1/conversations", true},
+		{"PUT", "/v1/chat/completions", true},
+		{"DELETE", "/v1/responses", true},
+	} {
+		for _, ctx := range []context.Context{bg, withBudget} {
+			req, _ := http.NewRequestWithContext(ctx, tc.method, "https://h"+tc.path, nil)
+			want := tc.want || ctx == withBudget
+			if got := rropenai.Owns(req); got != want {
+				t.Errorf("Owns(%s %s, budget=%t) = %t, want %t", tc.method, tc.path, ctx != bg, got, want)
+			}
 		}
 	}
 	if !rropenai.Owns(nil) {

@@ -19,24 +19,84 @@
 // uploads (POST /files) and vector-store file batches included: a
 // throttled upload would be sent again, up to three times. With rropenai,
 // the 429s the readrecovery policy owns (docs/policy.md,
-// "one-owner-per-429") are never retried by openai-go:
+// "one-owner-per-429") are never retried by openai-go, and the ones
+// openai-go keeps are retried through the scope's room and not-before
+// (docs/policy.md, "caller-retry"):
 //
 //	request                          429                            other statuses
 //	GET with a Budget                readrecovery (one wait, re-sent  openai-go
 //	                                 once, never by openai-go)
-//	GET without a Budget, HEAD,      openai-go                        openai-go
-//	OPTIONS, TRACE
-//	POST, PUT, PATCH, DELETE, any    readrecovery: returned to you,   openai-go
-//	other method (with or without    sent once; with a Budget its
-//	a Budget)                        delay holds the sequence
+//	GET without a Budget, HEAD,      openai-go, each attempt held     openai-go
+//	OPTIONS, TRACE                   at the scope's not-before and
+//	                                 room (shared restrictions)
+//	inference POST (the list below)  openai-go, each attempt held     openai-go
+//	without a Budget                 likewise; never re-sent by
+//	                                 readrecovery
+//	inference POST with a Budget,    readrecovery: returned to you,   openai-go
+//	every other POST, PUT, PATCH,    sent once; with a Budget its
+//	DELETE, any other method         delay holds the sequence
 //
+// One client serves both inference and file workflows: no second client
+// without rropenai is needed for openai-go's retry of chat completions.
 // The tests of this package pin that table against openai-go's real retry
-// loop and the bundled fake (TestOwnershipMatrix).
+// loop and the bundled fake (TestOwnershipMatrix, TestOwns).
+//
+// # Inference calls
+//
+// The inference list is the POSTs whose path ends in one of these (after
+// any prefix: /v1, Azure's /openai/deployments/{deployment}, /openai/v1),
+// read from openai-go v3.98.0's services. Each answers from the model and
+// keeps nothing the caller did not ask to keep, so a 429 (the server did
+// not take the request) is safely tried again:
+//
+//	chat/completions         Chat.Completions.New, NewStreaming. With store: true the
+//	                         server keeps the completion, but only one it answered.
+//	completions              the legacy Completions.New.
+//	embeddings               Embeddings.New.
+//	responses                Responses.New (borderline: it stores the response by
+//	                         default; a throttled one was never created).
+//	responses/input_tokens   token counting; nothing stored.
+//	responses/compact        compaction of a conversation's input; nothing stored
+//	                         (borderline: beta).
+//	moderations              Moderations.New.
+//	audio/speech             text to speech.
+//	audio/transcriptions,    speech to text (borderline: a multipart upload of the
+//	audio/translations       audio; a retry re-sends its bytes but stores nothing).
+//	images/generations,      image generation (borderline for edits and variations,
+//	images/edits,            multipart uploads of the source image, stored nowhere).
+//	images/variations
+//
+// Not on it, so owned and sent once: uploads (files, uploads and their
+// parts, vector-store files and file batches), jobs and objects a
+// duplicate would create twice (batches, fine_tuning/jobs, videos and
+// their edits and extensions, assistants, threads and runs, conversations,
+// containers, evals, realtime sessions and client secrets), a stored
+// completion's metadata update (POST chat/completions/{id}), a response's
+// cancel, and every POST of a newer API not yet read. A PUT, PATCH or
+// DELETE on a listed path stays owned too.
+//
+// With a Budget in its context an inference call is readrecovery's, as
+// every mutation of a sequence is: sent once, its delay holding the
+// sequence's other requests.
 //
 // # How
 //
-// [Middleware], installed with option.WithMiddleware, sets the response
-// header x-should-retry: false on exactly the 429s readrecovery owns.
+// [Middleware], installed with option.WithMiddleware, marks each attempt
+// of a request openai-go retries (not [Owns]) with
+// readrecovery.WithCallerRetry before it goes on: the transport then
+// never re-sends it nor enters it in its repeat guard, and under shared
+// restrictions (on by default in [NewTransport]) holds it until its
+// scope's known not-before and room, so that none of openai-go's attempts
+// is sent inside a restriction the process knows of. The hold never
+// shortens a wait: a place beyond 30 s returns
+// readrecovery.ErrSequenceStopped (reason restricted) at once, which the
+// middleware keeps openai-go from retrying (below). The hold is part of
+// the attempt: option.WithRequestTimeout and the call's context bound it.
+// Its 429 restricts the scope for every other request of the transport,
+// Budget or not.
+//
+// On exactly the 429s readrecovery owns, the middleware sets the response
+// header x-should-retry: false.
 // openai-go honours that header before it looks at the status, on every
 // attempt, whatever the caller's option.WithMaxRetries or
 // option.WithMaxRetryDelay say; every other response reaches openai-go's
@@ -68,18 +128,22 @@
 // sequence; it is never shortened. The 429s left to openai-go are waited as
 // openai-go does (v3.98.0: retry-after-ms, else Retry-After, up to 2
 // minutes, else its backoff capped at 8 s; with option.WithMaxRetryDelay a
-// longer server delay ends its retries instead).
+// longer server delay ends its retries instead), each attempt held until
+// the scope's not-before when readrecovery knows a later one.
 //
 // # Token-limit 429s
 //
 // Azure OpenAI's per-deployment token limit answers 429 too
-// (x-ratelimit-remaining-tokens: 0). Inference calls (chat completions,
-// embeddings, responses) are POSTs, so with rropenai their 429 comes back to
-// the caller at once, sent once, never retried by openai-go: readrecovery
-// does not re-send mutations. Give inference a client of its own without
-// rropenai when openai-go's retry suits it, and keep rropenai for the
-// file workflows (uploads, inventories, ingestion polling) whose
-// duplicates cost.
+// (x-ratelimit-remaining-tokens: 0, retry-after-ms). Without a Budget,
+// openai-go retries it after its retry-after-ms, and readrecovery holds
+// that attempt until the deployment's not-before (Retry-After in whole
+// seconds is never shortened), then passes it through the deployment's
+// room: 30 concurrent chat completions against a 10/s deployment all
+// complete with 4 429s in most runs (4 to 8 seen), where openai-go alone
+// completes 7 with 72
+// (TestConcurrentChatsAgainstBucket). The scope is the deployment
+// (readrecovery.AzureScope: openai:{resource}/{deployment}), so one
+// deployment's limit holds no other.
 //
 // # Journaled uploads
 //
@@ -111,6 +175,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -158,8 +223,10 @@ func HTTPClient(t *readrecovery.Transport) *http.Client {
 // NewTransport returns readrecovery.New(nil, opts...) with shared
 // restrictions by Azure's scopes on before opts
 // (readrecovery.WithSharedRestrictions(readrecovery.AzureScope)): one
-// deployment's 429 holds that deployment's other sequences, and its
-// Budget requests are handed to the network only while it has room. It
+// deployment's 429 holds that deployment's other sequences, its Budget
+// requests are handed to the network only while it has room, and each of
+// openai-go's attempts of an inference call or a read without a Budget
+// waits for the deployment's not-before and room ([Middleware]). It
 // is what a nil t of [Options], [NewClient] and [HTTPClient] means. Pass
 // readrecovery.WithoutSharedRestrictions() to turn them off; a transport
 // you make with readrecovery.New has them only when you ask.
@@ -167,22 +234,30 @@ func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
 	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
 }
 
-// Middleware is the openai-go middleware of [Options]. On a 429 whose
-// request readrecovery owns ([Owns]) it sets [HeaderShouldRetry] to "false",
-// replacing what the server sent, so that openai-go does not retry it; on an
-// error of readrecovery's own decisions (readrecovery.ErrSequenceStopped,
+// Middleware is the openai-go middleware of [Options]. A request whose 429
+// openai-go keeps (not [Owns]: an inference call or a read without a
+// Budget) goes on marked readrecovery.WithCallerRetry, so that the
+// transport holds each of openai-go's attempts at its scope's not-before
+// and room and never re-sends or guards it. On a 429 whose request
+// readrecovery owns it sets [HeaderShouldRetry] to "false", replacing what
+// the server sent, so that openai-go does not retry it; on an error of
+// readrecovery's own decisions (readrecovery.ErrSequenceStopped,
 // ErrRequestRefused, ErrRedirectRefused) it returns the error with a
 // placeholder response carrying the same header, so that openai-go does not
 // retry that either (the call returns the error). Every other response and
 // error passes unchanged.
 func Middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
+	owned, sent := Owns(req), req
+	if !owned {
+		sent = req.WithContext(readrecovery.WithCallerRetry(req.Context()))
+	}
+	resp, err := next(sent)
 	switch {
 	case err != nil:
 		if resp == nil && decided(err) {
 			return notRetried(req), err
 		}
-	case resp != nil && resp.StatusCode == http.StatusTooManyRequests && Owns(req):
+	case resp != nil && resp.StatusCode == http.StatusTooManyRequests && owned:
 		if resp.Header == nil {
 			resp.Header = http.Header{}
 		}
@@ -192,9 +267,12 @@ func Middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, 
 }
 
 // Owns reports whether readrecovery decides the 429 of req: a GET whose
-// context carries a readrecovery.Budget, and every mutation (every method
-// but GET, HEAD, OPTIONS and TRACE, with or without a Budget). A nil req
-// counts as owned: a mutation must never be retried by openai-go.
+// context carries a readrecovery.Budget, an inference call (a POST of the
+// package documentation's list, such as chat/completions or embeddings)
+// whose context carries one, and every other mutation (every method but
+// GET, HEAD, OPTIONS and TRACE, with or without a Budget: uploads, file
+// batches, deletes, jobs). A nil req counts as owned: a mutation must
+// never be retried by openai-go.
 func Owns(req *http.Request) bool {
 	if req == nil {
 		return true
@@ -204,8 +282,46 @@ func Owns(req *http.Request) bool {
 		return readrecovery.BudgetFrom(req.Context()) != nil
 	case http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return false
+	case http.MethodPost:
+		if inference(req) {
+			return readrecovery.BudgetFrom(req.Context()) != nil
+		}
 	}
 	return true
+}
+
+// inferencePaths are the calls whose 429 openai-go keeps without a Budget
+// (the package documentation says why each is on the list): the last
+// segments of a POST's path, after any prefix (/v1, Azure's
+// /openai/deployments/{deployment}, /openai/v1).
+var inferencePaths = []string{
+	"/chat/completions",
+	"/completions",
+	"/embeddings",
+	"/responses",
+	"/responses/input_tokens",
+	"/responses/compact",
+	"/moderations",
+	"/audio/speech",
+	"/audio/transcriptions",
+	"/audio/translations",
+	"/images/generations",
+	"/images/edits",
+	"/images/variations",
+}
+
+// inference reports whether req (a POST) is one of inferencePaths.
+func inference(req *http.Request) bool {
+	if req.URL == nil {
+		return false
+	}
+	p := strings.TrimSuffix(req.URL.Path, "/")
+	for _, s := range inferencePaths {
+		if strings.HasSuffix(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // decided reports whether err is one of readrecovery's own decisions.
