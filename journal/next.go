@@ -45,7 +45,8 @@ type nextState struct {
 	lanes [][]string        // per lane, its files' digests in plan order
 
 	mu   sync.Mutex
-	last int // the lane of this Journal's last claim, tried first (0: none)
+	last int   // the lane of this Journal's last claim, tried first (0: none)
+	left []int // per lane, the eligible files seen last
 	seen markerSeen
 
 	claimed string // guarded by the lane Journal's mu
@@ -93,7 +94,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
 		}
 		if j.par != nil {
-			if st := j.parallelStatus(ctx, j.clock.Now(), false); !st.Allows() {
+			if st := j.nx.runStatus(j.par, j.clock.Now()); !st.Allows() {
 				return PlannedFile{}, &RestrictedError{Status: st}
 			}
 		}
@@ -142,6 +143,33 @@ func (n *nextState) split(j *Journal) func() {
 	}
 }
 
+// runStatus is the parallel run's status as [Journal.Status] merges it
+// from what this process read last (parallelRun.parts without a
+// refresh), reading nothing and never waiting for a shard that is in the
+// middle of a request of this Journal (its mu held: a Complete's fsyncs):
+// that shard is left out, as its own request checks the run under its
+// claim, and the claim Next is about to make is checked across shards by
+// its Begin.
+func (n *nextState) runStatus(p *parallelRun, now time.Time) Status {
+	parts := make([]shardStatus, 0, p.n)
+	for i, sj := range p.shards {
+		if !sj.mu.TryLock() {
+			continue
+		}
+		s, failed := sj.snap, sj.failed
+		p.mu.Lock()
+		v := p.views[i]
+		later := v != nil && v.light && v.gen > s.gen
+		parts = append(parts, p.shardStateLocked(i+1, s, failed, now, !later))
+		if later {
+			parts = append(parts, p.shardStateLocked(i+1, v, "", now, true))
+		}
+		p.mu.Unlock()
+		sj.mu.Unlock()
+	}
+	return p.merge(p.rootSnap, parts)
+}
+
 // order returns the lanes (1-based) to try: the lane of the last claim
 // first, then the others by the files they have left, most first (so that
 // the longest shard is worked on from the start and the run ends when the
@@ -149,9 +177,21 @@ func (n *nextState) split(j *Journal) func() {
 // spread across the shards).
 func (n *nextState) order(lanes []*Journal, a Approval) []int {
 	left := make([]int, len(lanes))
+	n.mu.Lock()
+	last := n.last
+	if n.left == nil {
+		n.left = make([]int, len(lanes))
+	}
+	copy(left, n.left)
+	n.mu.Unlock()
 	for i, lane := range lanes {
-		lane.mu.Lock()
+		// A lane in the middle of a request of this Journal keeps the
+		// count seen last: Next does not wait for its fsyncs.
+		if !lane.mu.TryLock() {
+			continue
+		}
 		st := Status{State: Clear}
+		left[i] = 0
 		for _, d := range n.lanes[i] {
 			if lane.snap.decide(d, a, st, true).Upload {
 				left[i]++
@@ -160,7 +200,7 @@ func (n *nextState) order(lanes []*Journal, a Approval) []int {
 		lane.mu.Unlock()
 	}
 	n.mu.Lock()
-	last := n.last
+	copy(n.left, left)
 	n.mu.Unlock()
 	out := rand.Perm(len(lanes))
 	for i := range out {
@@ -208,8 +248,16 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		}
 		return lane.snap.status(now, true)
 	}
+	j.nx.mu.Lock()
+	sticky := j.nx.last == k
+	j.nx.mu.Unlock()
 	for try := 0; try < 3; try++ {
-		lane.refreshLocked(ctx)
+		if try > 0 || !sticky {
+			// The lane of this Journal's last claim is read again only
+			// under the new claim: its other workers' records, if any,
+			// are found there.
+			lane.refreshLocked(ctx)
+		}
 		if err := ctx.Err(); err != nil {
 			release()
 			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
@@ -366,17 +414,12 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
 	}
 	j.inflight = &m
+	// The run (or shard) was read under the claim by Next, and nothing
+	// of it can change while the claim is held (every write of a run is
+	// made under its marker); only the other shards are read again.
 	var others Status
 	if g := j.group; g != nil {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			others = g.others(ctx, j.shardNo, j.rootSnap(), now)
-		}()
-		j.refreshLocked(ctx)
-		<-done
-	} else {
-		j.refreshLocked(ctx)
+		others = g.others(ctx, j.shardNo, j.rootSnap(), now)
 	}
 	err = j.checkLimits()
 	if err == nil {
