@@ -466,11 +466,12 @@ func (j *Journal) Status(now time.Time) Status {
 		return zeroStatus()
 	}
 	if j.par != nil {
-		return j.parallelStatus(context.Background(), now, false) // reads nothing
+		return j.glance(j.parallelStatus(context.Background(), now, false), now) // reads nothing
 	}
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.statusLocked(now, false)
+	st := j.statusLocked(now, false)
+	j.mu.Unlock()
+	return j.glance(st, now) // statusview.go
 }
 
 // statusLocked: with ignoreOwn, the marker of this Journal's own request in

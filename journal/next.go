@@ -45,9 +45,9 @@ type nextState struct {
 	lanes [][]string        // per lane, its files' digests in plan order
 
 	mu   sync.Mutex
-	last int   // the lane of this Journal's last claim, tried first (0: none)
-	left []int // per lane, the eligible files seen last
-	seen markerSeen
+	last int        // the lane of this Journal's last claim, tried first (0: none)
+	left []int      // per lane, the eligible files seen last
+	seen markerSeen // a run without shards: its marker, and since when (markerDead)
 
 	claimed string // guarded by the lane Journal's mu
 }
@@ -286,7 +286,9 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			return "", laneEmpty, nil
 		case s.blocking():
 			release()
-			if !j.markerLive(lane, k, s, now) {
+			if (j.par == nil && j.pendingWait <= 0) || j.markerDead(k, s, now) {
+				// Dead (statusview.go), or a run of one worker
+				// (no WithPendingWait): nothing waits for it.
 				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
 					Reason: laneName(j, k) + ": " + pendingProblem}}
 			}
@@ -330,34 +332,6 @@ func laneName(j *Journal, k int) string {
 		return markerRef(k)
 	}
 	return markerName
-}
-
-// markerLive reports whether the marker that snapshot s of lane k shows
-// (another worker's) is a request still in flight. It is the one place
-// where Next judges liveness, to be replaced by the store's own answer
-// (R83: a lock on a directory, a lease on Blob Storage). Until then it is
-// the journal's pending-wait rule: in a parallel run the shard's marker as
-// the check across shards judges it (present for the pending wait, by this
-// process's sight or its begun_at_utc); in a run without shards, a marker
-// this process has seen for the pending wait, and any marker when the
-// Journal was opened without [WithPendingWait] (a run of one worker).
-// Called with lane's mu held.
-func (j *Journal) markerLive(lane *Journal, k int, s *snapshot, now time.Time) bool {
-	if p := j.par; p != nil {
-		p.mu.Lock()
-		stale, _ := p.staleLocked(k, s, now)
-		p.mu.Unlock()
-		return !stale
-	}
-	if j.pendingWait <= 0 {
-		return false
-	}
-	j.nx.mu.Lock()
-	defer j.nx.mu.Unlock()
-	if j.nx.seen.id != s.pendingID || j.nx.seen.since.IsZero() {
-		j.nx.seen = markerSeen{id: s.pendingID, since: now}
-	}
-	return now.Sub(j.nx.seen.since) < j.pendingWait
 }
 
 // Release gives back the file f that [Journal.Next] handed out and whose
