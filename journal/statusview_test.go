@@ -96,7 +96,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	r := open(t0.Add(6 * time.Second))
 	_, err = r.Review(context.Background(), failed, DecisionReupload, "")
 	require.NoError(t, err)
-	assert.Equal(t, 1, r.Status(t0.Add(6*time.Second)).Files[FileReviewed])
+	assert.Equal(t, 1, r.Status(t0.Add(6 * time.Second)).Files[FileReviewed])
 }
 
 func sortedDigests(plan []PlannedFile) []string {
