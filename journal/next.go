@@ -317,7 +317,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
-		if err := lane.unclaim(nil); err != nil {
+		if err := lane.giveBack(); err != nil {
 			release()
 			return "", laneFailed, err
 		}
@@ -357,9 +357,21 @@ func (j *Journal) Release(f PlannedFile) error {
 		return nil
 	}
 	lane.nx.claimed = ""
-	err := lane.unclaim(nil)
+	err := lane.giveBack()
 	<-lane.slot
 	return err
+}
+
+// giveBack removes the marker of Next's claim that no request adopted.
+// A failure is a persistence failure: the Journal is unresolved. Called
+// with the lane's mu held.
+func (lane *Journal) giveBack() error {
+	lane.inflight = nil
+	if err := lane.clearMarker(); err != nil {
+		lane.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
+	}
+	return nil
 }
 
 // beginClaimed is Begin of the first request of the file this Journal's

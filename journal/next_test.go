@@ -422,3 +422,31 @@ func TestNextKilledWorkersFileIsUnknown(t *testing.T) {
 	assert.Equal(t, killed, f.ID, "a reupload review makes it eligible again")
 	require.NoError(t, j.Release(f))
 }
+
+// A claim whose marker cannot be removed (Release, the store's delete
+// failing) is a persistence failure: Release returns it, the marker stays
+// and the run is unresolved for this Journal; nothing is handed out.
+func TestNextReleaseFailureIsPersistenceFailure(t *testing.T) {
+	st := newMemStore()
+	j := openMem(t, st, t0)
+	f, err := j.Next(context.Background(), NewApproval)
+	require.NoError(t, err)
+	st.mu.Lock()
+	st.fail = func(op, name string) error {
+		if op == "remove" && name == markerName {
+			return errors.New("mem: 503 Server Busy")
+		}
+		return nil
+	}
+	st.mu.Unlock()
+	err = j.Release(f)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the claim's marker could not be removed")
+	assert.True(t, st.has(markerName), "the marker stays")
+	stt := j.Status(t0)
+	assert.Equal(t, Unresolved, stt.State)
+	assert.Contains(t, stt.Reason, "persistence failure")
+	_, err = j.Next(context.Background(), NewApproval)
+	var re *RestrictedError
+	require.ErrorAs(t, err, &re)
+}
