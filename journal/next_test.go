@@ -321,7 +321,9 @@ func TestNextFourProcesses(t *testing.T) {
 	}
 	wg.Wait()
 	handed := map[string]int{}
+	per := make([]int, len(outs))
 	for w, lines := range outs {
+		per[w] = len(lines) - 1
 		require.NotEmpty(t, lines, "worker %d", w+1)
 		assert.Equal(t, "end true", lines[len(lines)-1], "worker %d ends with ErrNoMoreFiles", w+1)
 		for _, l := range lines {
@@ -331,6 +333,7 @@ func TestNextFourProcesses(t *testing.T) {
 			assert.False(t, strings.HasPrefix(l, "error "), "worker %d: %s", w+1, l)
 		}
 	}
+	t.Logf("files handed out per worker process: %v", per)
 	for _, f := range manyFiles(files) {
 		assert.Equal(t, 1, handed[f.ID], "%s handed out", f.ID)
 		assert.Equal(t, 1, srv.puts[f.ID], "%s sent", f.ID)
