@@ -234,7 +234,11 @@ func (c *call) journalRefusal(err error, reason StopReason, detail string) error
 	case errors.Is(err, ErrReplayRefused):
 		return &StopError{Sequence: c.name(), Reason: StopReplayRefused,
 			Detail: "the journal holds this upload's outcome: it is not sent again", Err: err}
-	case c.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case c.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(cutByTotal(c.ctx) != nil && errors.As(err, &restricted) && !errors.As(err, &full))):
+		// A restriction found once the total cut the context off is the
+		// total's doing (a list or read it cut short is a finding to the
+		// journal): the stop is the total's (journalhook.go).
 		if c.b != nil && (cutByTotal(c.ctx) != nil || c.b.s.expiredAt(c.t.clk().Now())) {
 			return c.stop(StopTotalExhausted, detailTotal+" waiting for the journal", 0, "", context.DeadlineExceeded)
 		}

@@ -34,6 +34,12 @@ import (
 //   - wrapping the context's error while that context has ended: the
 //     caller's context error is returned, or a total-exhausted stop when
 //     the sequence's total ran out;
+//   - a restriction (below) once the sequence's total has cut the
+//     context off (the journal waited for another worker's request, or
+//     for its store, past the total, and a read cut short left it
+//     unresolved): a total-exhausted stop, not journal-restricted. Either
+//     way the error matches [ErrSequenceStopped] (through azcore too:
+//     see the azure module's Apply);
 //   - having a JournalFull() method (found with errors.As, before the
 //     next case): the journal's limits leave no room to record the
 //     request; the sequence stops as journal-full (nothing failed to be

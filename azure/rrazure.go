@@ -62,6 +62,9 @@
 package rrazure
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -157,10 +160,27 @@ func Apply(o *policy.ClientOptions, t *readrecovery.Transport) {
 // or without a Budget, whatever retry options azcore was given: a
 // per-call policy.WithRetryOptions that puts 429 back into azcore still
 // cannot send a throttled PUT twice. A new call is a new operation.
+//
+// It also keeps the sequence's stop visible: once the operation's context
+// has ended, azcore's retry policy returns the context's bare error in
+// place of its transport's (context.Canceled when a Budget's total ran
+// out while the request waited, for the journal or a window). When the
+// context's cause is readrecovery's stop, operationPolicy returns that
+// stop wrapped with the context's error, so that errors.Is(err,
+// readrecovery.ErrSequenceStopped) and errors.Is(err, context.Canceled)
+// both hold and errors.As finds the *readrecovery.StopError.
 type operationPolicy struct{}
 
 func (operationPolicy) Do(req *policy.Request) (*http.Response, error) {
-	return req.WithContext(readrecovery.WithOperation(req.Raw().Context())).Next()
+	ctx := req.Raw().Context()
+	resp, err := req.WithContext(readrecovery.WithOperation(ctx)).Next()
+	if err != nil && ctx.Err() != nil && !errors.Is(err, readrecovery.ErrSequenceStopped) {
+		var se *readrecovery.StopError
+		if errors.As(context.Cause(ctx), &se) {
+			err = fmt.Errorf("%w: %w", se, err)
+		}
+	}
+	return resp, err
 }
 
 func isOperationPolicy(p policy.Policy) bool {

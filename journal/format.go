@@ -396,6 +396,10 @@ type markerFile struct {
 	BegunAtUTC     int64  `json:"begun_at_utc"`
 	// Part is true for a part of an upload ([WithUploadPart]).
 	Part bool `json:"part,omitempty"`
+	// Host and PID name the worker that holds the marker, for `journal
+	// status` (nothing secret).
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
 }
 
 // seal encodes body, digests it, and returns the file bytes of full (which

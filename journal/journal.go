@@ -246,6 +246,8 @@ type Journal struct {
 	par     *parallelRun
 	group   *parallelRun
 	shardNo int
+
+	nx nextState // Next's plan and claim (next.go)
 }
 
 // ownUpload is the state of an upload this Journal began (see started).
@@ -289,6 +291,7 @@ func openBackend(ctx context.Context, ub backend, create bool, opts []Option) (*
 	cfg := newConfig(opts)
 	dir := b.where()
 	j := &Journal{dir: dir, b: ub, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	j.nx.plan = cfg.plan
 	planDigest, err := PlanDigest(cfg.plan)
 	if err != nil {
 		return nil, err
@@ -463,11 +466,12 @@ func (j *Journal) Status(now time.Time) Status {
 		return zeroStatus()
 	}
 	if j.par != nil {
-		return j.parallelStatus(context.Background(), now, false) // reads nothing
+		return j.glance(j.parallelStatus(context.Background(), now, false), now) // reads nothing
 	}
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.statusLocked(now, false)
+	st := j.statusLocked(now, false)
+	j.mu.Unlock()
+	return j.glance(st, now) // statusview.go
 }
 
 // statusLocked: with ignoreOwn, the marker of this Journal's own request in
@@ -638,6 +642,9 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 			// The shard's own status: name the shard.
 			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
 		}
+		return err
+	}
+	if ok, err := j.beginClaimed(ctx, req); ok { // the file Next claimed (next.go)
 		return err
 	}
 	if err := j.acquire(ctx); err != nil {
@@ -817,6 +824,7 @@ func (j *Journal) checkFile(m markerFile) error {
 // Journal then holds it (inflight). An existing marker is another
 // request's: a *RestrictedError wrapping ErrPending, nothing written.
 func (j *Journal) claim(m markerFile) error {
+	m.Host, m.PID = workerHost, workerPID
 	data, err := marshalLine(m)
 	if err != nil {
 		return err

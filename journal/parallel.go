@@ -556,6 +556,7 @@ func openParallel(ctx context.Context, ub backend, create bool, cfg config, plan
 		wait = defaultParallelWait
 	}
 	j := &Journal{dir: dir, b: urb, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	j.nx.plan = cfg.plan
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}

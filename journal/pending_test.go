@@ -99,6 +99,8 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	// A later invocation: waiting 30 s, then elapsed; the file is unknown.
 	at := func(d time.Duration) time.Time { return t0.Add(time.Minute + d) }
 	st := reopen(t, dir, at(0)).Status(at(0))
+	assert.Equal(t, map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 2, FileUnknown: 1, FileReviewed: 0}, st.Files)
+	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
 	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at(0).Unix(), NotBeforeUTC: at(30 * time.Second).Unix(),
 		ServerDelaySeconds: 30, RemainingSeconds: 30,
 		Reason: "review-0001.json: pending review of an abandoned request, whose restriction is unknown: waits 30 s until not_before_utc"}, st)
@@ -277,6 +279,7 @@ func TestRestrictionReview(t *testing.T) {
 	require.ErrorIs(t, err, ErrReview, "bounded already")
 
 	st := reopen(t, j.Dir(), time.Unix(at, 0)).Status(time.Unix(at, 0))
+	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
 	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at, NotBeforeUTC: at + 600, ServerDelaySeconds: 600, RemainingSeconds: 600,
 		Reason: "review-0001.json: restriction review of backoff-0001.json, whose server restriction has no timing: waits 600 s until not_before_utc"}, st)
 	later := reopen(t, j.Dir(), time.Unix(at+600, 0))

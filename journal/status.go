@@ -60,6 +60,16 @@ type Status struct {
 	// Reason says why, naming the file that decides.
 	Reason string
 
+	// Files is the run at a glance: its planned files per class
+	// (acked, in-flight, never-attempted, unknown, reviewed; a file under
+	// an abandoned marker is unknown), as [Journal.Status] saw them. It is
+	// nil in every other Status, and for a run without plan.json.
+	Files map[FileState]int
+	// Shards has one line per shard of a parallel run (one line for a run
+	// without shards): its state, marker, worker and files. It is nil in
+	// every Status but [Journal.Status]'s.
+	Shards []ShardView
+
 	cause error // ErrCorrupt or ErrPending for unresolved, or nil
 	// abandoned: the cause is a marker present for the pending wait
 	// already (a parallel run's dead worker): waiting longer is no use.
@@ -110,14 +120,18 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalStatus encodes s as the command prints it:
-// {"file_batch":{"backoff":{...}}}.
+// {"file_batch":{"backoff":{...}}}, followed, for the status of
+// [Journal.Status], by the run at a glance: "files" (the counts per class)
+// and "shards" (one object per shard, see [ShardView]).
 func MarshalStatus(s Status) ([]byte, error) {
 	type fileBatch struct {
-		Backoff Status `json:"backoff"`
+		Backoff Status            `json:"backoff"`
+		Files   map[FileState]int `json:"files,omitempty"`
+		Shards  []ShardView       `json:"shards,omitempty"`
 	}
 	return json.Marshal(struct {
 		FileBatch fileBatch `json:"file_batch"`
-	}{fileBatch{s}})
+	}{fileBatch{s, s.Files, s.Shards}})
 }
 
 // status computes the state of snapshot s at now (docs/policy.md: status-before-network, not-before-survives). Rules, in

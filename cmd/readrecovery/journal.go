@@ -10,8 +10,12 @@ import (
 )
 
 const journalUsage = `usage:
-  readrecovery journal status DIR
-      print {"file_batch":{"backoff":{...}}}; exit 0 clear or elapsed, 3 waiting, 4 unresolved
+  readrecovery journal status [--text] [--watch [--interval 2s]] DIR
+      print {"file_batch":{"backoff":{...},"files":{...},"shards":[...]}}: the status, the planned files
+      per class (acked, in-flight, never-attempted, unknown, reviewed) and one line per shard (its marker
+      live or dead, the worker's host and pid); --text prints the same as text; --watch redraws that text
+      every --interval until the run is done (nothing in flight, nothing never attempted) or unresolved,
+      or until SIGINT; exit 0 clear or elapsed, 3 waiting, 4 unresolved (--watch: of its last status)
   readrecovery journal verify DIR
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   readrecovery journal plan [--json] [--ids FILE] DIR

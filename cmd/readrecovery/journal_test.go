@@ -60,11 +60,39 @@ func fixture(t *testing.T, ra readrecovery.RetryAfter, tm *readrecovery.RetryAft
 	return dir
 }
 
-func statusJSON(state, timing, remaining, reason string) string {
+func statusJSON(state, timing, remaining, reason, glance string) string {
 	if timing == "" {
 		timing = `"received_at_utc":null,"not_before_utc":null,"server_delay_seconds":null`
 	}
-	return fmt.Sprintf(`{"file_batch":{"backoff":{"state":%q,%s,"remaining_seconds":%s,"reason":%q}}}`+"\n", state, timing, remaining, reason)
+	return fmt.Sprintf(`{"file_batch":{"backoff":{"state":%q,%s,"remaining_seconds":%s,"reason":%q},%s}}`+"\n", state, timing, remaining, reason, glance)
+}
+
+// glanceJSON is the run at a glance of a fixture (one planned file, of
+// class class; its one line in state state), with marker the marker's
+// fields ("" for none).
+func glanceJSON(class journal.FileState, state journal.State, marker string) string {
+	files := map[journal.FileState]int{journal.FileAcked: 0, journal.FileInFlight: 0, journal.FileNeverAttempted: 0, journal.FileUnknown: 0, journal.FileReviewed: 0}
+	files[class] = 1
+	b, _ := json.Marshal(files)
+	if marker == "" {
+		marker = `"marker":""`
+	}
+	return fmt.Sprintf(`"files":%s,"shards":[{"shard":".","state":%q,%s,"files":%s}]`, b, state, marker, b)
+}
+
+// fixtureMarker is the glance's fields of the marker of a fixture made
+// with pending, at now: dead (present for the pending wait), a GET of this
+// process.
+func fixtureMarker(t *testing.T, dir string, now time.Time) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "pending-request.json"))
+	require.NoError(t, err)
+	var m struct {
+		Begun int64 `json:"begun_at_utc"`
+	}
+	require.NoError(t, json.Unmarshal(data, &m))
+	host, _ := os.Hostname()
+	return fmt.Sprintf(`"marker":"dead","method":"GET","host":%q,"pid":%d,"age_seconds":%d`, host, os.Getpid(), now.Unix()-m.Begun)
 }
 
 // TestJournalStatusCommand asserts the exact output and exit code of
@@ -83,6 +111,7 @@ func TestJournalStatusCommand(t *testing.T) {
 		return readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: n}
 	}
 
+	pending := fixture(t, secs(1), tm(1), true)
 	cases := []struct {
 		name     string
 		dir      string
@@ -92,17 +121,22 @@ func TestJournalStatusCommand(t *testing.T) {
 		inStderr string
 	}{
 		{"clear", fixture(t, readrecovery.RetryAfter{}, nil, false), rcv, 0,
-			statusJSON("clear", "", "0", "no backoff entries"), ""},
+			statusJSON("clear", "", "0", "no backoff entries", glanceJSON(journal.FileNeverAttempted, journal.Clear, "")), ""},
 		{"waiting 60 s overlong", fixture(t, overlong, tm(60), false), rcv.Add(15 * time.Second), 3,
-			statusJSON("waiting", timingOf(60), "45", "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"), ""},
+			statusJSON("waiting", timingOf(60), "45", "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc",
+				glanceJSON(journal.FileUnknown, journal.Waiting, "")), ""},
 		{"elapsed", fixture(t, secs(5), tm(5), false), rcv.Add(5 * time.Second), 0,
-			statusJSON("elapsed", timingOf(5), "0", "backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed"), ""},
-		{"unresolved: pending request", fixture(t, secs(1), tm(1), true), rcv.Add(time.Hour), 4,
-			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"), ""},
+			statusJSON("elapsed", timingOf(5), "0", "backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed",
+				glanceJSON(journal.FileUnknown, journal.Elapsed, "")), ""},
+		{"unresolved: pending request", pending, rcv.Add(time.Hour), 4,
+			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)",
+				glanceJSON(journal.FileUnknown, journal.Elapsed, fixtureMarker(t, pending, rcv.Add(time.Hour)))), ""},
 		{"unresolved: no timing", fixture(t, overlong, nil, false), rcv.Add(time.Hour), 4,
-			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)"), ""},
+			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)",
+				glanceJSON(journal.FileUnknown, journal.Unresolved, "")), ""},
 		{"unresolved: clock regression", fixture(t, secs(5), tm(5), false), rcv.Add(-time.Second), 4,
-			statusJSON("unresolved", timingOf(5), "null", fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in backoff-0001.json", r-1, r)), ""},
+			statusJSON("unresolved", timingOf(5), "null", fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in backoff-0001.json", r-1, r),
+				glanceJSON(journal.FileUnknown, journal.Unresolved, "")), ""},
 		{"missing dir", filepath.Join(t.TempDir(), "nope"), rcv, 2, "", "readrecovery: no journal run: journal: stat "},
 	}
 	for _, tc := range cases {
@@ -140,7 +174,7 @@ func TestJournalStatusRealClock(t *testing.T) {
 	code, stdout, _ = runJ("status", past)
 	require.Equal(t, 0, code)
 	assert.Equal(t, statusJSON("elapsed", fmt.Sprintf(`"received_at_utc":%d,"not_before_utc":%d,"server_delay_seconds":5`, now-100, now-95), "0",
-		"backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed"), stdout)
+		"backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed", glanceJSON(journal.FileUnknown, journal.Elapsed, "")), stdout)
 }
 
 // TestJournalVerifyCommand: a clean run exits 0 and says ok with its
@@ -188,7 +222,7 @@ func TestJournalCommandUsage(t *testing.T) {
 	}
 	code, stdout, _ := runJ("--help")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, "readrecovery journal status DIR")
+	assert.Contains(t, stdout, "readrecovery journal status [--text] [--watch [--interval 2s]] DIR")
 
 	var out, errb bytes.Buffer
 	assert.Equal(t, 2, run(context.Background(), []string{"journal"}, &out, &errb), "main dispatches to runJournal")

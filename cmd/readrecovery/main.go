@@ -5,7 +5,7 @@
 //	        [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host|subscription|deployment] [--quota-headers openai|arm]]
 //	        [--retry-after-ms | --server-busy] [--route ROUTE]
 //	readrecovery demo [--json] [--otlp URL]
-//	readrecovery journal status DIR
+//	readrecovery journal status [--text] [--watch [--interval 2s]] DIR
 //	readrecovery journal verify DIR
 //	readrecovery journal plan [--json] [--ids FILE] DIR
 //	readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]
@@ -51,7 +51,7 @@ const usage = `usage:
           [--window 2s [--window-start +5s|RFC3339]] [--token-bucket RATE,BURST [--bucket-key account|host|subscription|deployment] [--quota-headers openai|arm]]
           [--retry-after-ms | --server-busy] [--route ROUTE]
   readrecovery demo [--json] [--otlp URL]
-  readrecovery journal status DIR
+  readrecovery journal status [--text] [--watch [--interval 2s]] DIR
   readrecovery journal verify DIR
   readrecovery journal plan [--json] [--ids FILE] DIR
   readrecovery journal review DIR --file ID --decision reupload|skip [--note TEXT]

@@ -55,7 +55,8 @@ func (c *Command) now() time.Time {
 // ctx ends a review's wait. Exit codes: 0 clear or elapsed (status), clean
 // (verify), done (plan, review); 1 findings (verify) or a refused review; 2
 // a usage error or a run that is missing, unreadable or not a journal run; 3
-// waiting; 4 unresolved.
+// waiting; 4 unresolved. `status --watch` exits with the code of its last
+// status once the run is done or stopped, or when ctx ends.
 func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, c.Usage)
@@ -69,16 +70,15 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
-	case "status", "verify":
+	case "status":
+		return c.statusCommand(ctx, rest, stdout, stderr) // watch.go
+	case "verify":
 		pos, err := parseInterleaved(newFlags(c.Sub+cmd), rest)
 		if err != nil {
 			return c.flagError(err, cmd, stdout, stderr)
 		}
 		if len(pos) != 1 || pos[0] == "" {
 			return c.usageError(stderr, c.Sub+cmd+" takes one "+c.Arg)
-		}
-		if cmd == "status" {
-			return c.status(ctx, pos[0], stdout, stderr)
 		}
 		return c.verify(ctx, pos[0], stdout, stderr)
 	case "plan":

@@ -27,8 +27,11 @@ import (
 )
 
 const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_STRING gives the account):
-  rrjournal status RUN
-      print {"file_batch":{"backoff":{...}}}; exit 0 clear or elapsed, 3 waiting, 4 unresolved
+  rrjournal status [--text] [--watch [--interval 2s]] RUN
+      print {"file_batch":{"backoff":{...},"files":{...},"shards":[...]}}: the status, the planned files
+      per class and one line per shard (its marker live or dead, the worker's host and pid); --text prints
+      the same as text; --watch redraws that text every --interval until the run is done or unresolved;
+      exit 0 clear or elapsed, 3 waiting, 4 unresolved (--watch: of its last status)
   rrjournal verify RUN
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   rrjournal plan [--json] [--ids FILE] RUN

@@ -1,0 +1,173 @@
+package journalcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/readrecovery/readrecovery/journal"
+)
+
+// This file is `status`: the run's status as JSON (the default), or at a
+// glance as text (--text), redrawn until the run is done or stopped
+// (--watch).
+
+// defaultInterval is how often --watch redraws without --interval.
+const defaultInterval = 2 * time.Second
+
+// clearScreen moves a terminal's cursor home and clears it: --watch
+// redraws in place on a terminal, and appends frames anywhere else.
+const clearScreen = "\x1b[H\x1b[2J"
+
+// statusCommand runs `status [--text] [--watch [--interval D]] RUN`.
+func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fset := newFlags(c.Sub + "status")
+	text := fset.Bool("text", false, "")
+	watch := fset.Bool("watch", false, "")
+	interval := fset.Duration("interval", defaultInterval, "")
+	pos, err := parseInterleaved(fset, args)
+	if err != nil {
+		return c.flagError(err, "status", stdout, stderr)
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return c.usageError(stderr, c.Sub+"status takes one "+c.Arg)
+	}
+	if *interval <= 0 {
+		return c.usageError(stderr, fmt.Sprintf("%sstatus: --interval %v: must be positive", c.Sub, *interval))
+	}
+	if !*watch {
+		if *text {
+			return c.statusText(ctx, pos[0], stdout, stderr)
+		}
+		return c.status(ctx, pos[0], stdout, stderr)
+	}
+	return c.watch(ctx, pos[0], *interval, stdout, stderr)
+}
+
+// statusText prints the run at a glance once.
+func (c *Command) statusText(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+	j, err := c.Open(ctx, dir)
+	if err != nil {
+		return c.unreadable(err, stderr)
+	}
+	st := j.Status(c.now())
+	writeGlance(stdout, st)
+	return stateCode(st.State)
+}
+
+// watch redraws the run at a glance every interval, reading the run again
+// each time, until it is done (every planned file acked, unknown or
+// reviewed: none in flight, none never attempted), stopped (unresolved), or
+// ctx ends (SIGINT, SIGTERM). It exits with the code of the last status: 0
+// clear or elapsed, 3 waiting, 4 unresolved; 2 when the run cannot be read.
+func (c *Command) watch(ctx context.Context, dir string, interval time.Duration, stdout, stderr io.Writer) int {
+	redraw := isTerminal(stdout)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	last := -1
+	for frame := 0; ; frame++ {
+		select {
+		case <-ctx.Done():
+			if last < 0 {
+				return 2
+			}
+			return last
+		case <-t.C:
+		}
+		j, err := c.Open(ctx, dir)
+		if err != nil {
+			if ctx.Err() != nil && last >= 0 {
+				return last // stopped while reading (SIGINT)
+			}
+			return c.unreadable(err, stderr)
+		}
+		now := c.now()
+		st := j.Status(now)
+		last = stateCode(st.State)
+		var b strings.Builder
+		if redraw {
+			b.WriteString(clearScreen)
+		} else if frame > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "%s %sstatus --watch %s: %s, every %v\n", c.Prog, c.Sub, escape(dir), now.UTC().Format(time.RFC3339), interval)
+		writeGlance(&b, st)
+		end := ""
+		switch {
+		case st.State == journal.Unresolved:
+			end = "stopped: the run is unresolved"
+		case st.Files != nil && st.Files[journal.FileInFlight] == 0 && st.Files[journal.FileNeverAttempted] == 0:
+			end = "done: no file in flight, none never attempted"
+		}
+		if end != "" {
+			fmt.Fprintln(&b, end)
+		}
+		_, _ = io.WriteString(stdout, b.String())
+		if end != "" {
+			return last
+		}
+		t.Reset(interval)
+	}
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// glanceClasses are the classes of the run at a glance, in print order.
+var glanceClasses = []journal.FileState{journal.FileAcked, journal.FileInFlight, journal.FileNeverAttempted, journal.FileUnknown, journal.FileReviewed}
+
+// writeGlance prints st at a glance: the run's state and reason, the
+// counts per class, and a line per shard.
+func writeGlance(w io.Writer, st journal.Status) {
+	fmt.Fprintf(w, "run: %s", st.State)
+	if st.State == journal.Waiting {
+		fmt.Fprintf(w, " (%d s remaining, until not_before_utc %d)", st.RemainingSeconds, st.NotBeforeUTC)
+	}
+	fmt.Fprintf(w, ": %s\n", st.Reason)
+	if st.Files != nil {
+		total := 0
+		counts := make([]string, 0, len(glanceClasses))
+		for _, k := range glanceClasses {
+			total += st.Files[k]
+			counts = append(counts, fmt.Sprintf("%d %s", st.Files[k], k))
+		}
+		fmt.Fprintf(w, "files: %d planned: %s\n", total, strings.Join(counts, ", "))
+	} else {
+		fmt.Fprintln(w, "files: no plan.json (a run written before it existed): not counted")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tSTATE\tMARKER\tMETHOD\tFILE\tWORKER\tAGE\tACKED\tIN-FLIGHT\tNEVER-ATTEMPTED\tUNKNOWN\tREVIEWED")
+	for _, sv := range st.Shards {
+		marker, method, file, worker, age := "-", "-", "-", "-", "-"
+		if sv.Marker != "" {
+			marker, method, age = sv.Marker, escape(sv.Method), fmt.Sprintf("%d s", sv.AgeSeconds)
+			if sv.FileDigest != "" {
+				file = sv.FileDigest
+			}
+			if sv.Host != "" || sv.PID != 0 {
+				worker = fmt.Sprintf("%s pid %d", escape(sv.Host), sv.PID)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", sv.Shard, sv.State, marker, method, file, worker, age)
+		for _, k := range glanceClasses {
+			if sv.Files == nil {
+				fmt.Fprint(tw, "\t-")
+				continue
+			}
+			fmt.Fprintf(tw, "\t%d", sv.Files[k])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}

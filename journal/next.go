@@ -1,0 +1,438 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/httprule"
+	"github.com/readrecovery/readrecovery/internal/redact"
+)
+
+// This file is the journal as the work queue of a run's workers
+// (docs/policy.md: next-hands-out-work, R86): [Journal.Next] claims the
+// next eligible file for the calling worker with the exclusive marker of
+// its shard, the claim's first request adopts that marker (beginClaimed),
+// and [Journal.Release] gives back a file that was not sent.
+
+// ErrNoMoreFiles is the error of [Journal.Next] when no file of the plan is
+// left to hand out: every one is acked, unknown, skipped, or needs an
+// approval this continuation does not have, and no other worker holds a
+// file that could still come back. It is wrapped: test with errors.Is.
+var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
+
+// claimMethod is the method a marker of [Journal.Next]'s claim names: not
+// an HTTP method. The claim's first request is sent under that marker, so
+// a worker that dies leaves it, and its file is unknown until a review
+// (never handed out again as eligible).
+const claimMethod = "CLAIM"
+
+// nextState is what [Journal.Next] keeps of a Journal. On the Journal that
+// Open returned: the plan's IDs and each lane's files (lanes are the
+// shards of a parallel run, or the run itself). On a lane's Journal:
+// claimed, the file digest of Next's claim whose request has not begun.
+type nextState struct {
+	plan []PlannedFile // the plan given to Open (WithPlan); nil when none
+
+	once  sync.Once
+	ids   map[string]string // file digest → ID
+	lanes [][]string        // per lane, its files' digests in plan order
+
+	mu   sync.Mutex
+	last int        // the lane of this Journal's last claim, tried first (0: none)
+	left []int      // per lane, the eligible files seen last
+	seen markerSeen // a run without shards: its marker, and since when (markerDead)
+
+	claimed string // guarded by the lane Journal's mu
+}
+
+// Next hands the calling worker the next file of the plan that is
+// eligible under the run's status and approval a (see
+// [Journal.PlanContinuation]: never-attempted, or reviewed for a reupload,
+// with [NewApproval], while the run is clear or elapsed) and whose shard
+// has no request in flight, claimed for it: the shard's exclusive
+// pending-request.json is created for the file (method "CLAIM", the
+// worker's host and pid) before Next returns, and checked under it, so no
+// other worker, in this process or another, is handed the same file. The
+// worker then uploads it through the transport with [WithUpload] (and
+// [WithUploadPart]) and this Journal: the upload's first journaled request
+// is sent under the claim's marker, which it clears as any request does. A
+// worker that does not send the file gives it back with [Journal.Release];
+// a worker that dies holding a claim leaves the marker, and the file is
+// unknown until a review, never handed out again as eligible.
+//
+// While every shard that may still have a file is busy (another request
+// in flight), Next waits, polling, within ctx. It returns an error
+// wrapping [ErrNoMoreFiles] when no file is left, a *[RestrictedError]
+// when the run is waiting or unresolved (an abandoned marker included),
+// ctx's error (wrapped) when ctx ends, and any other error when the claim
+// cannot be written or removed (a persistence failure). The Journal must
+// have been opened [WithPlan]: the journal stores file digests, never IDs.
+func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
+	if j.zero() {
+		return PlannedFile{}, errZero
+	}
+	if ctx == nil {
+		return PlannedFile{}, errors.New("journal: next: nil context")
+	}
+	if j.nx.plan == nil {
+		return PlannedFile{}, errors.New("journal: next: the run was opened without WithPlan: Next hands out the plan's files by ID")
+	}
+	j.nx.once.Do(j.nx.split(j))
+	lanes := []*Journal{j}
+	if j.par != nil {
+		lanes = j.par.shards
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
+		}
+		if j.par != nil {
+			if st := j.nx.runStatus(j.par, j.clock.Now()); !st.Allows() {
+				return PlannedFile{}, &RestrictedError{Status: st}
+			}
+		}
+		busy := false
+		for _, k := range j.nx.order(lanes, a) {
+			d, res, err := j.tryLane(ctx, lanes[k-1], k, a)
+			switch res {
+			case laneClaimed:
+				j.nx.mu.Lock()
+				j.nx.last = k
+				j.nx.mu.Unlock()
+				return PlannedFile{ID: j.nx.ids[d]}, nil
+			case laneFailed:
+				return PlannedFile{}, err
+			case laneBusy:
+				busy = true
+			}
+		}
+		if !busy {
+			return PlannedFile{}, fmt.Errorf("%w: every planned file is acked, unknown, skipped or not approved", ErrNoMoreFiles)
+		}
+		if err := j.clock.Sleep(ctx, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll)))); err != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: while every shard with a file left was busy: %w", err)
+		}
+	}
+}
+
+// split returns the function that fills ids and lanes from the plan.
+func (n *nextState) split(j *Journal) func() {
+	return func() {
+		lanes := 1
+		if j.par != nil {
+			lanes = j.par.n
+		}
+		n.ids = make(map[string]string, len(n.plan))
+		n.lanes = make([][]string, lanes)
+		for _, f := range n.plan {
+			d := FileDigest(f.ID)
+			n.ids[d] = f.ID
+			k := 1
+			if j.par != nil {
+				k = shardIndex(d, j.par.n)
+			}
+			n.lanes[k-1] = append(n.lanes[k-1], d)
+		}
+	}
+}
+
+// runStatus is the parallel run's status as [Journal.Status] merges it
+// from what this process read last (parallelRun.parts without a
+// refresh), reading nothing and never waiting for a shard that is in the
+// middle of a request of this Journal (its mu held: a Complete's fsyncs):
+// that shard is left out, as its own request checks the run under its
+// claim, and the claim Next is about to make is checked across shards by
+// its Begin.
+func (n *nextState) runStatus(p *parallelRun, now time.Time) Status {
+	parts := make([]shardStatus, 0, p.n)
+	for i, sj := range p.shards {
+		if !sj.mu.TryLock() {
+			continue
+		}
+		s, failed := sj.snap, sj.failed
+		p.mu.Lock()
+		v := p.views[i]
+		later := v != nil && v.light && v.gen > s.gen
+		parts = append(parts, p.shardStateLocked(i+1, s, failed, now, !later))
+		if later {
+			parts = append(parts, p.shardStateLocked(i+1, v, "", now, true))
+		}
+		p.mu.Unlock()
+		sj.mu.Unlock()
+	}
+	return p.merge(p.rootSnap, parts)
+}
+
+// order returns the lanes (1-based) to try: the lane of the last claim
+// first, then the others by the files they have left, most first (so that
+// the longest shard is worked on from the start and the run ends when the
+// shards do), ties in random order (so that workers that start together
+// spread across the shards).
+func (n *nextState) order(lanes []*Journal, a Approval) []int {
+	left := make([]int, len(lanes))
+	n.mu.Lock()
+	last := n.last
+	if n.left == nil {
+		n.left = make([]int, len(lanes))
+	}
+	copy(left, n.left)
+	n.mu.Unlock()
+	for i, lane := range lanes {
+		// A lane in the middle of a request of this Journal keeps the
+		// count seen last: Next does not wait for its fsyncs.
+		if !lane.mu.TryLock() {
+			continue
+		}
+		st := Status{State: Clear}
+		left[i] = 0
+		for _, d := range n.lanes[i] {
+			if lane.snap.decide(d, a, st, true).Upload {
+				left[i]++
+			}
+		}
+		lane.mu.Unlock()
+	}
+	n.mu.Lock()
+	copy(n.left, left)
+	n.mu.Unlock()
+	out := rand.Perm(len(lanes))
+	for i := range out {
+		out[i]++
+	}
+	sort.SliceStable(out, func(x, y int) bool {
+		kx, ky := out[x], out[y]
+		if (kx == last) != (ky == last) {
+			return kx == last && left[kx-1] > 0
+		}
+		return left[kx-1] > left[ky-1]
+	})
+	return out
+}
+
+type laneResult int
+
+const (
+	laneEmpty   laneResult = iota // no eligible file left in the lane
+	laneClaimed                   // a file claimed
+	laneBusy                      // a request in flight there: maybe later
+	laneFailed                    // an error that ends Next
+)
+
+// tryLane claims the first eligible file of lane k, if any: this
+// Journal's slot of the lane first (another request of this Journal in
+// flight there makes it busy), then the lane read again, then the claim's
+// marker, then the lane read and the file checked again under it
+// (journal-claim-then-check). On laneClaimed the slot stays held and the
+// marker stays until the claim's request ends or Release.
+func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval) (string, laneResult, error) {
+	select {
+	case lane.slot <- struct{}{}:
+	default:
+		return "", laneBusy, nil
+	}
+	lane.mu.Lock()
+	defer lane.mu.Unlock()
+	release := func() { <-lane.slot }
+	// The lane's own status, markers left out (another worker's is judged
+	// by markerLive, the claim's own never counts).
+	status := func(now time.Time) Status {
+		if lane.failed != "" {
+			return lane.statusLocked(now, false)
+		}
+		return lane.snap.status(now, true)
+	}
+	j.nx.mu.Lock()
+	sticky := j.nx.last == k
+	j.nx.mu.Unlock()
+	for try := 0; try < 3; try++ {
+		if try > 0 || !sticky {
+			// The lane of this Journal's last claim is read again only
+			// under the new claim: its other workers' records, if any,
+			// are found there.
+			lane.refreshLocked(ctx)
+		}
+		if err := ctx.Err(); err != nil {
+			release()
+			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
+		}
+		now := lane.clock.Now()
+		s := lane.snap
+		st := status(now)
+		if !st.Allows() {
+			release()
+			return "", laneFailed, &RestrictedError{Status: st}
+		}
+		d := ""
+		left := false
+		for _, c := range j.nx.lanes[k-1] {
+			if s.decide(c, a, st, true).Upload {
+				left = true
+				if !s.blocking() || s.pendingFile != c {
+					d = c
+					break
+				}
+			}
+		}
+		switch {
+		case !left:
+			release()
+			return "", laneEmpty, nil
+		case s.blocking():
+			release()
+			if (j.par == nil && j.pendingWait <= 0) || j.markerDead(k, s, now) {
+				// Dead (statusview.go), or a run of one worker
+				// (no WithPendingWait): nothing waits for it.
+				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
+					Reason: laneName(j, k) + ": " + pendingProblem}}
+			}
+			return "", laneBusy, nil
+		case d == "":
+			release()
+			return "", laneBusy, nil
+		}
+		if err := lane.checkLimits(); err != nil {
+			release()
+			return "", laneFailed, err
+		}
+		m := markerFile{BackoffVersion: BackoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
+		if err := lane.claim(m); err != nil {
+			release()
+			if errors.Is(err, ErrPending) {
+				return "", laneBusy, nil // another worker claimed the lane first
+			}
+			return "", laneFailed, err
+		}
+		lane.refreshLocked(ctx)
+		st = status(lane.clock.Now())
+		if lane.snap.decide(d, a, st, true).Upload && lane.checkLimits() == nil {
+			lane.nx.claimed = d
+			return d, laneClaimed, nil
+		}
+		// Another worker's record of d came between the read and the
+		// claim: give the claim back and look again.
+		if err := lane.giveBack(); err != nil {
+			release()
+			return "", laneFailed, err
+		}
+	}
+	release()
+	return "", laneBusy, nil
+}
+
+// laneName names lane k in a reason: its shard, or the run's marker.
+func laneName(j *Journal, k int) string {
+	if j.par != nil {
+		return markerRef(k)
+	}
+	return markerName
+}
+
+// Release gives back the file f that [Journal.Next] handed out and whose
+// upload did not begin (the worker could not read it, its context ended,
+// Admit refused it): the claim's marker is removed and the file is
+// eligible again, for any worker. A file whose upload began (its first
+// request adopted the claim), or that Next did not hand out to this
+// Journal, is left alone: Release then does nothing and returns nil. An
+// error means the marker could not be removed: the run is unresolved, as
+// after any persistence failure.
+func (j *Journal) Release(f PlannedFile) error {
+	if j.zero() {
+		return errZero
+	}
+	d := FileDigest(f.ID)
+	lane := j
+	if j.par != nil {
+		lane = j.par.shards[shardIndex(d, j.par.n)-1]
+	}
+	lane.mu.Lock()
+	defer lane.mu.Unlock()
+	if lane.nx.claimed != d || lane.inflight == nil {
+		return nil
+	}
+	lane.nx.claimed = ""
+	err := lane.giveBack()
+	<-lane.slot
+	return err
+}
+
+// giveBack removes the marker of Next's claim that no request adopted.
+// A failure is a persistence failure: the Journal is unresolved. Called
+// with the lane's mu held.
+func (lane *Journal) giveBack() error {
+	lane.inflight = nil
+	if err := lane.clearMarker(); err != nil {
+		lane.fail("remove pending-request.json: " + redact.Text(err.Error()))
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
+	}
+	return nil
+}
+
+// beginClaimed is Begin of the first request of the file this Journal's
+// Next claimed (handled false for any other request): the claim's marker
+// becomes the request's (it names the file already, so a crash from here
+// on leaves the file unknown, as any marker does), and the request is
+// checked under it as beginLocked checks under its own claim: the run's
+// status, the plan, the file's records, the other shards. A refusal
+// removes the marker and gives the slot back. Begin calls it for a run or
+// a shard, never for a parallel run's root.
+func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
+	u, ok := ctx.Value(uploadKey{}).(uploadMark)
+	if !ok || !httprule.IsMutation(req.Method) {
+		return false, nil
+	}
+	d := FileDigest(u.id)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.nx.claimed == "" || j.nx.claimed != d || j.inflight == nil {
+		return false, nil
+	}
+	j.nx.claimed = ""
+	now := j.clock.Now()
+	m := markerFile{
+		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
+	}
+	j.inflight = &m
+	// The run (or shard) was read under the claim by Next, and nothing
+	// of it can change while the claim is held (every write of a run is
+	// made under its marker); only the other shards are read again.
+	var others Status
+	if g := j.group; g != nil {
+		others = g.others(ctx, j.shardNo, j.rootSnap(), now)
+	}
+	err = j.checkLimits()
+	if err == nil {
+		err = j.checkRequest(m, j.clock.Now())
+	}
+	if err == nil && j.group != nil && !others.Allows() {
+		err = &RestrictedError{Status: others}
+	}
+	if err != nil {
+		err = j.unclaim(err)
+		<-j.slot
+		return true, err
+	}
+	round := j.snap.view(d, true).round
+	if o := j.started[d]; o == nil || o.round != round {
+		j.started[d] = &ownUpload{round: round}
+	}
+	return true, nil
+}
+
+// workerHost and workerPID name the worker in its marker, for an
+// operator's `journal status`: the host name (sanitized, at most 64
+// bytes; nothing secret) and the process ID.
+var workerHost, workerPID = func() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return redact.Text(sanitizeNote(h, 64))
+}(), os.Getpid()

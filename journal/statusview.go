@@ -1,0 +1,157 @@
+package journal
+
+import (
+	"strings"
+	"time"
+)
+
+// This file is the run at a glance (issue 28): the counts of files per
+// class and one line per shard that [Journal.Status] adds to the status,
+// and that `journal status` prints.
+
+// ShardView is one shard's line of a run at a glance ([Status.Shards]):
+// its state, its marker and the worker that holds it, and its files per
+// class. A run without shards has one line, for the run itself.
+type ShardView struct {
+	// Shard names it: "shard-01" … in a parallel run, "." for a run
+	// without shards.
+	Shard string `json:"shard"`
+	// State is the shard's own state (its markers left out).
+	State State `json:"state"`
+	// Marker is "" without a marker; "live" for a request in flight (of
+	// this Journal, or another worker's that is not abandoned); "dead"
+	// for an abandoned one (its worker died, or is stuck: see
+	// [Journal.ReviewPendingMarker]); "resolved" for one a pending review
+	// resolved and that is still there.
+	Marker string `json:"marker"`
+	// Method is the marker's: an HTTP method, CLAIM for a file
+	// [Journal.Next] handed out, REVIEW for a review being written.
+	Method string `json:"method,omitempty"`
+	// FileDigest is the file the marker names, if any.
+	FileDigest string `json:"file_digest,omitempty"`
+	// Host and PID name the worker that wrote the marker, when it says.
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	// AgeSeconds is the marker's age by its begun_at_utc.
+	AgeSeconds int64 `json:"age_seconds,omitempty"`
+	// Files counts the shard's planned files per class (as Status.Files).
+	Files map[FileState]int `json:"files"`
+}
+
+// Marker states of a [ShardView].
+const (
+	markerLive     = "live"
+	markerDead     = "dead"
+	markerResolved = "resolved"
+)
+
+// glance adds the counts and the shard lines to st, the status
+// [Journal.Status] computed, from what this Journal read last (nothing is
+// read). A file under a live marker is in-flight, under a dead one
+// unknown.
+func (j *Journal) glance(st Status, now time.Time) Status {
+	lanes := []*Journal{j}
+	if j.par != nil {
+		lanes = j.par.shards
+	}
+	total := map[FileState]int{}
+	known := true
+	for i, lane := range lanes {
+		k := i + 1
+		lane.mu.Lock()
+		v := lane.viewLocked(j, k, now)
+		lane.mu.Unlock()
+		if v.Files == nil {
+			known = false
+		}
+		for c, n := range v.Files {
+			total[c] += n
+		}
+		st.Shards = append(st.Shards, v)
+	}
+	if known {
+		st.Files = total
+	}
+	return st
+}
+
+// viewLocked is lane k's line (root is the Journal Open returned). Called
+// with the lane's mu held.
+func (lane *Journal) viewLocked(root *Journal, k int, now time.Time) ShardView {
+	s := lane.snap
+	v := ShardView{Shard: ".", State: s.status(now, true).State}
+	if root.par != nil {
+		v.Shard = shardName(k)
+	}
+	if lane.failed != "" {
+		v.State = Unresolved
+	}
+	if s.pending {
+		v.Marker = markerLive
+		switch {
+		case s.pendingResolved != "":
+			v.Marker = markerResolved
+		case lane.inflight == nil && root.markerDead(k, s, now):
+			v.Marker = markerDead
+		}
+		if m, ok := markerOf(s); ok {
+			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
+			if m.BegunAtUTC > 0 {
+				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)
+			}
+		}
+	}
+	if s.planFiles == nil {
+		return v // no plan.json: the planned files are unknown
+	}
+	v.Files = map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 0, FileUnknown: 0, FileReviewed: 0}
+	ok := Status{State: Clear}
+	for _, d := range s.planFiles {
+		c := s.decide(d, NoNewApproval, ok, true).State
+		if s.blocking() && s.pendingFile == d && c != FileAcked {
+			c = FileInFlight
+			if v.Marker == markerDead {
+				c = FileUnknown
+			}
+		}
+		v.Files[c]++
+	}
+	return v
+}
+
+// markerOf parses the marker snapshot s read (its pendingID is the
+// marker's version, a NUL, and its bytes).
+func markerOf(s *snapshot) (markerFile, bool) {
+	_, data, ok := strings.Cut(s.pendingID, "\x00")
+	if !ok {
+		return markerFile{}, false
+	}
+	return parseMarker([]byte(data))
+}
+
+// markerDead reports whether the marker that snapshot s of lane k (1 for
+// a run without shards) shows, another worker's, is abandoned: its worker
+// died in flight, or is stuck. It is the one place where [Journal.Next]
+// and the run at a glance judge liveness, to be replaced by the store's own
+// answer (R83: a lock on a directory, a lease on Blob Storage). Until then
+// it is the pending-wait rule of a parallel run: the marker present for
+// the pending wait ([WithPendingWait], 30 s by default), as this process
+// saw it or by its own begun_at_utc. Called with lane k's mu held.
+func (j *Journal) markerDead(k int, s *snapshot, now time.Time) bool {
+	if p := j.par; p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		stale, _ := p.staleLocked(k, s, now)
+		return stale
+	}
+	wait := j.pendingWait
+	if wait <= 0 {
+		wait = defaultParallelWait
+	}
+	j.nx.mu.Lock()
+	defer j.nx.mu.Unlock()
+	if j.nx.seen.id != s.pendingID || j.nx.seen.since.IsZero() {
+		j.nx.seen = markerSeen{id: s.pendingID, since: now}
+	}
+	return markerAge(now.Sub(j.nx.seen.since), now, s.pendingBegun) >= wait
+}
