@@ -38,10 +38,17 @@ var (
 	// as a persistence failure.
 	ErrLimit = errors.New("journal: run limit reached")
 
-	// ErrPending means pending-request.json already exists: an earlier
-	// request never finished (or another process is sending one). The run
-	// is unresolved.
+	// ErrPending means pending-request.json already exists: another
+	// process is sending a request (its worker holds the marker live), or
+	// an earlier request never finished (its worker died). The run is
+	// unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
+
+	// ErrLive means a pending review named a marker whose worker holds it
+	// live (R83: its lock or lease): its request is in flight, and the
+	// review is refused and writes nothing. errors.Is(err, ErrReview)
+	// holds too.
+	ErrLive = errors.New("journal: the marker's worker is alive")
 
 	// ErrPlanMismatch means the plan given to [Open] or
 	// [Journal.PlanContinuation] is not the plan the run recorded, or a
@@ -232,7 +239,10 @@ type Journal struct {
 	// created: its conditional delete names it.
 	markerVersion string
 	markerData    []byte // the bytes of that marker
-	failed        string // a persistence failure; the Journal stays unresolved
+	// markerHold ends the store's hold of that marker (Store.Hold): its
+	// lock or lease, which tells every other process it is live (R83).
+	markerHold func()
+	failed     string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload this Journal began: its
 	// later parts and its commit continue that upload while every part so
 	// far was accepted; after a 429 only the transport's queue-429 re-send
@@ -530,7 +540,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		err := error(&RestrictedError{Status: s})
-		if !w.again(ctx, err, id, 0) {
+		if !w.again(ctx, err, id) {
 			return w.result(err)
 		}
 	}
@@ -555,10 +565,13 @@ func (j *Journal) newPendingWaiter() *pendingWaiter {
 func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(w.start), 0) }
 
 // again reports whether err, a refusal because of the marker id, is worth
-// waiting out: another worker's marker, present for less than the wait
-// allowed. It sleeps one poll interval first; false when the context
-// ended (recorded for result) or the wait is over.
-func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
+// waiting out: another worker's marker that the store does not show dead
+// (R83), seen for less than the wait allowed. It sleeps one poll interval
+// first; false when the context ended (recorded for result) or the wait
+// is over. The wait is this process's own sight of the marker, never a
+// comparison with a time another machine wrote: a live marker at the end
+// of it is still a request in flight (refused as such, never judged dead).
+func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
 	var re *RestrictedError
 	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
 		return false
@@ -567,13 +580,7 @@ func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun i
 	if id != w.id {
 		w.id, w.since = id, now
 	}
-	if w.j.group == nil {
-		begun = 0 // a run's own marker is judged by this process's sight only
-	}
-	// A shard of a parallel run: a marker begun the pending wait ago (by
-	// its own begun_at_utc) is abandoned however recently this process
-	// first saw it, as every other shard judges it.
-	left := w.j.pendingWait - markerAge(now.Sub(w.since), now, begun)
+	left := w.j.pendingWait - now.Sub(w.since)
 	if left <= 0 {
 		return false
 	}
@@ -647,15 +654,15 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	for try := 0; ; try++ {
 		j.mu.Lock()
 		err := j.beginLocked(ctx, req, try == 0)
-		id, begun := "", int64(0)
+		id := ""
 		if err != nil && j.snap != nil {
-			id, begun = j.snap.pendingID, j.snap.pendingBegun
+			id = j.snap.pendingID
 		}
 		j.mu.Unlock()
 		if err == nil {
 			return nil
 		}
-		if !w.again(ctx, err, id, begun) {
+		if !w.again(ctx, err, id) {
 			<-j.slot
 			return w.result(err)
 		}
@@ -845,7 +852,7 @@ func (j *Journal) unclaim(refusal error) error {
 // failure after the creation removes it again (nothing was sent) when it
 // can; the Journal stays unresolved either way.
 func (j *Journal) writeMarker(data []byte) error {
-	version, err := j.b.createMarker(data)
+	version, hold, err := j.b.createMarker(data)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another request's marker: the run is unresolved on disk;
@@ -859,8 +866,19 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	j.markerVersion, j.markerData = version, data
+	j.markerVersion, j.markerData, j.markerHold = version, data, hold
 	return nil
+}
+
+// release ends the hold of this Journal's marker, once its request (or
+// review) is over: a marker still present after that (a write that
+// failed) is dead for every other process at once, and an operator's
+// pending review resolves it.
+func (j *Journal) release() {
+	if j.markerHold != nil {
+		j.markerHold()
+		j.markerHold = nil
+	}
 }
 
 func writeSyncClose(f fsys.File, data []byte) error {
@@ -939,7 +957,9 @@ func (j *Journal) writeAtomic(name string, data []byte) (linked bool, err error)
 // clearMarker removes the marker this Journal created (conditionally on
 // its version, in a store that has versions).
 func (j *Journal) clearMarker() error {
-	if err := j.b.removeMarker(j.markerVersion); err != nil {
+	err := j.b.removeMarker(j.markerVersion)
+	j.release() // after the removal: the marker is never unheld while present and in flight
+	if err != nil {
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
@@ -953,6 +973,7 @@ func (j *Journal) clearMarker() error {
 // and the next Begin may proceed.
 func (j *Journal) finish() {
 	j.inflight = nil
+	j.release()
 	<-j.slot
 }
 
@@ -1253,6 +1274,9 @@ type ownMarkerBackend struct {
 	data    []byte
 	version string
 }
+
+// live: the marker listed under this Journal's claim is its own, held.
+func (o *ownMarkerBackend) live() (liveness, string) { return markerLive, o.version }
 
 func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	if name == markerName {

@@ -34,6 +34,7 @@ func abandoned(t *testing.T) string {
 	j, _ := newRun(t)
 	a := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
+	kill(j)
 	return j.Dir() // the process is gone: nothing completes the request
 }
 
@@ -108,7 +109,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	c, err := j2.PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, FileUnknown, c.Files[0].State)
-	assert.Equal(t, "review-0001.json: its request was in flight under an abandoned marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
+	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), ErrReplay)
 
@@ -132,6 +133,7 @@ func TestPendingReviewNotBefore(t *testing.T) {
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	_, err := j.ReviewPending(context.Background(), "", 1<<62)
 	require.ErrorIs(t, err, ErrReview)
+	kill(j)
 	j2 := reopen(t, j.Dir(), t0)
 	rec, err := j2.ReviewPending(context.Background(), "", t0.Unix()+600)
 	require.NoError(t, err)

@@ -98,9 +98,10 @@ type snapshot struct {
 	// names the pending review that resolves that very marker (pending-review):
 	// a resolved marker blocks no status and names no file in flight.
 	pendingDigest, pendingVersion, pendingResolved string
-	// pendingBegun is the marker's begun_at_utc, when readable.
-	pendingBegun int64
-	findings     []Finding
+	// pendingLive is what the store tells of the marker's worker (R83):
+	// live while it holds the marker's lock or lease.
+	pendingLive liveness
+	findings    []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -288,12 +289,35 @@ func (s *snapshot) inPlan(d string) bool {
 func (s *snapshot) allFindings() []Finding {
 	out := append([]Finding(nil), s.findings...)
 	if s.blocking() {
-		out = append(out, Finding{File: markerName, Problem: pendingProblem})
+		out = append(out, Finding{File: markerName, Problem: s.markerProblem()})
 	}
 	return out
 }
 
-const pendingProblem = "unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"
+// The marker's problem, by what the store tells of its worker (R83).
+const (
+	pendingProblem = "unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`"
+	liveProblem    = "a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)"
+	unknownProblem = "unfinished request: the store cannot tell whether its worker lives (a file system without locks): unresolved; once no worker is sending it, `journal review --pending` resolves it"
+)
+
+// markerProblem says what the marker is: in flight, or dead.
+func (s *snapshot) markerProblem() string {
+	switch s.pendingLive {
+	case markerLive, markerGone:
+		return liveProblem
+	case markerUnknown:
+		return unknownProblem
+	}
+	return pendingProblem
+}
+
+// markerDead reports whether the blocking marker's worker is dead, or
+// cannot be told alive (treated as dead: it blocks every worker and may
+// be reviewed).
+func (s *snapshot) markerDead() bool {
+	return s.blocking() && (s.pendingLive == markerDead || s.pendingLive == markerUnknown)
+}
 
 // bounded reports whether a restriction review bounds the entry name.
 func (s *snapshot) bounded(name string) bool {
@@ -458,13 +482,13 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
 	if s.pending {
+		// Liveness first, then the bytes: a marker made after the
+		// probe is another request's, whose own probe will come.
+		s.pendingLive, _ = b.live()
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version
 			m, ok := parseMarker(data)
-			if ok {
-				s.pendingBegun = m.BegunAtUTC
-			}
 			if ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest

@@ -381,7 +381,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *pending && (*file != "" || *decision != ""):
 		return c.usageError(stderr, c.Sub+"review --pending takes no --file or --decision (review the file afterwards)")
 	case *pending && *note == "":
-		return c.usageError(stderr, c.Sub+"review --pending needs --note TEXT (why the marker is abandoned)")
+		return c.usageError(stderr, c.Sub+"review --pending needs --note TEXT (why the marker's worker is dead)")
 	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
