@@ -508,6 +508,51 @@ func (j *Journal) refreshLocked(ctx context.Context) {
 	j.snap = s
 }
 
+// refreshFinishing is refreshLocked, then the end of what a review that
+// died or failed left behind (finishDeadReview), read again when it wrote.
+// Only the calls that may write use it (Admit, Begin, the reviews).
+func (j *Journal) refreshFinishing(ctx context.Context) {
+	j.refreshLocked(ctx)
+	if j.finishDeadReview() {
+		j.refreshLocked(ctx)
+	}
+}
+
+// finishDeadReview ends what a review left behind when it died or failed
+// after its claim: the run's last record without its head, or a marker
+// that sent nothing and blocks every worker. It applies to a marker of a
+// review (method REVIEW) whose worker is dead (R83), and to a marker a
+// pending review resolved; such a marker's request, if any, is over. When
+// the run's last record has no head (the review's record, whose head
+// failed), the head is written as its writer would have; then the marker
+// is removed while it is still the one read. It reports whether it wrote;
+// any failure leaves the run as it was (unresolved by the marker).
+func (j *Journal) finishDeadReview() bool {
+	s := j.snap
+	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
+		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == markerDead)) {
+		return false
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	if n := s.lastSeq; n > 0 && h == n-1 {
+		r := s.seq[n]
+		hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: n, Record: r.name, RecordDigest: r.digest})
+		if err != nil {
+			return false
+		}
+		if _, err := j.writeAtomic(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false
+		}
+	} else if h != n {
+		return false
+	}
+	return j.removeResolved(s) == nil
+}
+
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
 // *RestrictedError with the status (docs/policy.md: status-before-network), or, when ctx has already
@@ -531,7 +576,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	w := j.newPendingWaiter()
 	for {
 		j.mu.Lock()
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 		at := now.Add(w.waited())
 		s := j.statusLocked(at, true)
 		id := j.snap.pendingID
@@ -701,7 +746,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 	}
 	now := j.clock.Now()
 	check := func() error {
@@ -712,7 +757,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	err := check()
 	if err != nil && cached {
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 		err = check()
 	}
 	if err != nil {

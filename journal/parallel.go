@@ -261,7 +261,7 @@ func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []
 		for _, sj := range p.shards {
 			wg.Go(func() { // the shards are read at the same time
 				sj.mu.Lock()
-				sj.refreshLocked(ctx)
+				sj.refreshFinishing(ctx)
 				sj.mu.Unlock()
 			})
 		}

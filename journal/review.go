@@ -344,7 +344,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	defer func() { <-j.slot }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked(ctx)
+	j.refreshFinishing(ctx)
 	s := j.snap
 	switch {
 	case !s.pending:
@@ -543,7 +543,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 // check and the write. A refusal after the claim gives the marker back;
 // after a nil error the caller ends the claim when its write is done.
 func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
-	j.refreshLocked(ctx)
+	j.refreshFinishing(ctx)
 	if err := j.checkLimits(); err != nil {
 		return err
 	}

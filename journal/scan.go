@@ -101,7 +101,10 @@ type snapshot struct {
 	// pendingLive is what the store tells of the marker's worker (R83):
 	// live while it holds the marker's lock or lease.
 	pendingLive liveness
-	findings    []Finding
+	// pendingReview: the marker is a review's (method REVIEW), which
+	// sends nothing.
+	pendingReview bool
+	findings      []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -485,10 +488,15 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		// Liveness first, then the bytes: a marker made after the
 		// probe is another request's, whose own probe will come.
 		s.pendingLive, _ = b.live()
-		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
+		// The check across shards needs a live marker's bytes never: a
+		// live marker is a request in flight whatever it names, and no
+		// review resolves it (R83). Only a dead one is read.
+		skip := s.light && (s.pendingLive == markerLive || s.pendingLive == markerGone)
+		if data, version, ok := b.read(nil, markerName, maxRecordBytes); !skip && ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version
 			m, ok := parseMarker(data)
+			s.pendingReview = ok && m.Method == reviewMethod
 			if ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
