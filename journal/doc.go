@@ -183,7 +183,12 @@
 // it names is unknown, and the run waits until the review time plus the
 // 30 s wait ceiling — the lost response's restriction is unknown — or the
 // later --not-before. Then `review --file ID --decision …` decides the
-// file as usual. A review that fails to write leaves nothing that blocks.
+// file as usual. A review that fails to write leaves nothing that blocks:
+// nothing is written, or its record is in the run and the next Admit,
+// Begin or review finishes it (the head its writer would have written,
+// then its marker, a review's, which sent nothing, or the one a pending
+// review resolved, removed). A marker whose worker is live is refused
+// ([ErrLive]).
 //
 // A backoff entry without timing (a Retry-After beyond the end of year
 // 9999, an oversized field) leaves the run unresolved, since nobody knows

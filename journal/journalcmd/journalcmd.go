@@ -448,7 +448,7 @@ func (c *Command) reviewPending(ctx context.Context, dir, marker, note string, n
 	fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
 		escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
 	if !rec.Removed {
-		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
+		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
 	}
 	return 3 // waiting
 }
