@@ -530,7 +530,7 @@ func (j *Journal) refreshFinishing(ctx context.Context) {
 func (j *Journal) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == markerDead)) {
+		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == holdNone)) {
 		return false
 	}
 	h := 0
@@ -1321,7 +1321,7 @@ type ownMarkerBackend struct {
 }
 
 // live: the marker listed under this Journal's claim is its own, held.
-func (o *ownMarkerBackend) live() (liveness, string) { return markerLive, o.version }
+func (o *ownMarkerBackend) live() (liveness, string) { return holdLive, o.version }
 
 func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	if name == markerName {

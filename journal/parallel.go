@@ -189,7 +189,7 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 		ss.st = s.status(now, true)
 	}
 	if judge {
-		ss.stale, ss.problem = s.markerDead(), s.markerProblem()
+		ss.stale, ss.problem = s.deadMarker(), s.markerProblem()
 	}
 	return ss
 }

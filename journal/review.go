@@ -353,7 +353,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case s.pendingDigest == "":
 		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
-	case s.pendingResolved == "" && !s.markerDead():
+	case s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
 		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", ErrReview, ErrLive, markerName)

@@ -307,19 +307,19 @@ const (
 // markerProblem says what the marker is: in flight, or dead.
 func (s *snapshot) markerProblem() string {
 	switch s.pendingLive {
-	case markerLive, markerGone:
+	case holdLive, holdGone:
 		return liveProblem
-	case markerUnknown:
+	case holdUnknown:
 		return unknownProblem
 	}
 	return pendingProblem
 }
 
-// markerDead reports whether the blocking marker's worker is dead, or
+// deadMarker reports whether the blocking marker's worker is dead, or
 // cannot be told alive (treated as dead: it blocks every worker and may
 // be reviewed).
-func (s *snapshot) markerDead() bool {
-	return s.blocking() && (s.pendingLive == markerDead || s.pendingLive == markerUnknown)
+func (s *snapshot) deadMarker() bool {
+	return s.blocking() && (s.pendingLive == holdNone || s.pendingLive == holdUnknown)
 }
 
 // bounded reports whether a restriction review bounds the entry name.
@@ -491,7 +491,7 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 		// The check across shards needs a live marker's bytes never: a
 		// live marker is a request in flight whatever it names, and no
 		// review resolves it (R83). Only a dead one is read.
-		skip := s.light && (s.pendingLive == markerLive || s.pendingLive == markerGone)
+		skip := s.light && (s.pendingLive == holdLive || s.pendingLive == holdGone)
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); !skip && ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version

@@ -153,7 +153,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		return unresolved(ErrCorrupt, s.findings[0].String())
 	case s.blocking() && !ignorePending:
 		st := unresolved(ErrPending, markerName+": "+s.markerProblem())
-		st.abandoned = s.pendingLive == markerDead
+		st.abandoned = s.pendingLive == holdNone
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",

@@ -70,10 +70,10 @@ type Store interface {
 type liveness int
 
 const (
-	markerDead    liveness = iota // no lock or lease: its worker died, or the marker was made by hand
-	markerLive                    // its worker holds it: a request in flight
-	markerUnknown                 // the store cannot tell (no locks): treated as dead
-	markerGone                    // removed since the listing
+	holdNone    liveness = iota // no lock or lease: its worker died, or the marker was made by hand
+	holdLive                    // its worker holds it: a request in flight
+	holdUnknown                 // the store cannot tell (no locks): treated as dead
+	holdGone                    // removed since the listing
 )
 
 // storeTimeout bounds each request of a Store. Lists and reads are bounded
@@ -373,7 +373,7 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 // process that probes it meanwhile finds it locked (live), and the kernel
 // releases the lock when this process dies (dead at once). A file system
 // that keeps no locks gives a marker whose liveness nobody can tell
-// (markerUnknown for every other process), not a refusal: see the package
+// (holdUnknown for every other process), not a refusal: see the package
 // documentation. A failure before the link removes the temporary file;
 // one after it removes the marker again (nothing was sent) when it can.
 func (d *dirStore) createMarker(data []byte) (string, func(), error) {
@@ -422,26 +422,26 @@ func (d *dirStore) createMarker(data []byte) (string, func(), error) {
 // lock is released at once (the file is closed).
 func (d *dirStore) live() (liveness, string) {
 	if d.ctxErr() != nil {
-		return markerUnknown, ""
+		return holdUnknown, ""
 	}
 	f, err := d.fs.OpenFile(filepath.Join(d.dir, markerName), fsys.ReadFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return markerGone, ""
+		return holdGone, ""
 	case err != nil:
-		return markerDead, "" // a symbolic link, say: never a worker's marker
+		return holdNone, "" // a symbolic link, say: never a worker's marker
 	}
 	defer f.Close()
 	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return markerDead, "" // a FIFO, a device: never a worker's marker
+		return holdNone, "" // a FIFO, a device: never a worker's marker
 	}
 	switch err := f.Lock(false); {
 	case err == nil:
-		return markerDead, ""
+		return holdNone, ""
 	case errors.Is(err, fsys.ErrLocked):
-		return markerLive, ""
+		return holdLive, ""
 	}
-	return markerUnknown, ""
+	return holdUnknown, ""
 }
 
 // removeMarker removes the marker and fsyncs the directory.
@@ -494,11 +494,11 @@ func (d *dirStore) Live(_ context.Context, name string) (bool, string, error) {
 		return false, "", errors.New("journal: only the marker is held")
 	}
 	switch lv, _ := d.live(); lv {
-	case markerLive:
+	case holdLive:
 		return true, "", nil
-	case markerDead:
+	case holdNone:
 		return false, "", nil
-	case markerGone:
+	case holdGone:
 		return false, "", fs.ErrNotExist
 	}
 	return false, "", fsys.ErrNoLocks
@@ -797,13 +797,13 @@ func (b *storeBackend) live() (liveness, string) {
 	live, version, err := b.st.Live(ctx, markerName)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return markerGone, ""
+		return holdGone, ""
 	case err != nil:
-		return markerUnknown, ""
+		return holdUnknown, ""
 	case live:
-		return markerLive, version
+		return holdLive, version
 	}
-	return markerDead, version
+	return holdNone, version
 }
 
 // removeHead removes an older head, conditionally on the version it has
