@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,4 +222,48 @@ func TestNoLocksFilesystem(t *testing.T) {
 		_, err = b.ReviewPendingMarker(context.Background(), "", "no worker runs", 0)
 		require.NoError(t, err)
 	})
+}
+
+// probeFS is the real file system that runs hook once, right after it
+// opens a marker to read it: another process acting between a probe's
+// open and its lock.
+type probeFS struct {
+	fsys.OS
+	once sync.Once
+	hook func()
+}
+
+func (p *probeFS) OpenFile(name string, flag int, perm os.FileMode) (fsys.File, error) {
+	f, err := p.OS.OpenFile(name, flag, perm)
+	if err == nil && filepath.Base(name) == markerName && flag == fsys.ReadFlags {
+		p.once.Do(p.hook)
+	}
+	return f, err
+}
+
+// R83: a probe that opened a marker whose worker then ended its request
+// (removed the marker, let its lock go) before the probe's lock is no
+// dead marker: the name is gone. Worker B opens the run just as A
+// completes (its open probes A's marker): the run is clear, never
+// unresolved by a dead marker, and B's Begin in another shard goes.
+func TestProbeOfAMarkerRemovedMeanwhile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	plan := manyFiles(8)
+	a, err := Open(dir, withClock(newFakeClock(t0)), WithPlan(plan), WithParallel(2))
+	require.NoError(t, err)
+	fs := filesOfShards(plan, 2)
+	ctxA := WithUpload(context.Background(), fs[1])
+	require.NoError(t, a.Begin(ctxA, putReq(t)))
+	pf := &probeFS{hook: func() { require.NoError(t, a.Complete(ctxA, putReq(t), ok201("a"))) }}
+	b, err := OpenExisting(dir, withFS(pf), withClock(newFakeClock(t0)), WithPlan(plan))
+	require.NoError(t, err)
+	st := b.Status(t0)
+	require.Equal(t, Clear, st.State, st.Reason)
+	ctxB := WithUpload(context.Background(), fs[2])
+	require.NoError(t, b.Begin(ctxB, putReq(t)), "A's marker, removed during the probe, is no dead one")
+	require.NoError(t, b.Complete(ctxB, putReq(t), ok201("b")))
+	sum, err := Inspect(dir)
+	require.NoError(t, err)
+	require.Empty(t, sum.Findings)
+	require.Equal(t, 2, sum.Receipts)
 }

@@ -424,7 +424,8 @@ func (d *dirStore) live() (liveness, string) {
 	if d.ctxErr() != nil {
 		return holdUnknown, ""
 	}
-	f, err := d.fs.OpenFile(filepath.Join(d.dir, markerName), fsys.ReadFlags, 0)
+	path := filepath.Join(d.dir, markerName)
+	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return holdGone, ""
@@ -432,11 +433,17 @@ func (d *dirStore) live() (liveness, string) {
 		return holdNone, "" // a symbolic link, say: never a worker's marker
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
 		return holdNone, "" // a FIFO, a device: never a worker's marker
 	}
 	switch err := f.Lock(false); {
 	case err == nil:
+		// Unlocked: dead, unless its worker removed it (and let its lock
+		// go) since this open; then the name is gone, or another marker's.
+		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
+			return holdGone, ""
+		}
 		return holdNone, ""
 	case errors.Is(err, fsys.ErrLocked):
 		return holdLive, ""
