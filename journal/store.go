@@ -59,7 +59,11 @@ type Store interface {
 	Hold(ctx context.Context, name, version string) (release func(), err error)
 	// Live reports whether a process holds name (Hold) now, and the
 	// version of name when the store has versions ("" otherwise). A
-	// missing name: errors.Is(err, fs.ErrNotExist). Any other error means
+	// marker is live from its Create on: a store whose hold begins only
+	// at Hold counts the moments between as live by its own means (Blob
+	// Storage: a marker younger than a few seconds by the service's
+	// clock), so that no process judges a marker dead while its creator
+	// takes the hold. A missing name: errors.Is(err, fs.ErrNotExist). Any other error means
 	// the store cannot tell (a file system without locks): the journal
 	// then treats the marker as it treats a dead one (see the package
 	// documentation).

@@ -63,6 +63,14 @@ func (m *memStore) Create(_ context.Context, name string, data []byte) (string, 
 	}
 	m.n++
 	m.objs[name], m.vers[name] = append([]byte(nil), data...), fmt.Sprintf(`"v%d"`, m.n)
+	if strings.HasSuffix(name, markerName) {
+		// Live from its creation, as Store.Live requires (Blob Storage:
+		// its creation grace), until its Hold's release.
+		if m.held == nil {
+			m.held = map[string]string{}
+		}
+		m.held[name] = m.vers[name]
+	}
 	return m.vers[name], nil
 }
 
@@ -131,13 +139,9 @@ func (m *memStore) Hold(_ context.Context, name, version string) (func(), error)
 			return nil, err
 		}
 	}
-	if m.vers[name] != version {
+	if m.vers[name] != version || m.held[name] != version {
 		return nil, fmt.Errorf("mem: hold %s: version %s, not %s", name, m.vers[name], version)
 	}
-	if m.held == nil {
-		m.held = map[string]string{}
-	}
-	m.held[name] = version
 	return func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
