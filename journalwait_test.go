@@ -77,6 +77,22 @@ func (s *blockingStore) Remove(_ context.Context, name, _ string) error {
 	return nil
 }
 
+// Hold and Live: every marker of this store is its creator's while it
+// exists (the test's workers never die).
+func (s *blockingStore) Hold(context.Context, string, string) (func(), error) { return func() {}, nil }
+
+func (s *blockingStore) Live(ctx context.Context, name string) (bool, string, error) {
+	if err := s.wait(ctx); err != nil {
+		return false, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objs[name]; !ok {
+		return false, "", fs.ErrNotExist
+	}
+	return true, "", nil
+}
+
 // The stop is visible (issue 28): a Budget's total that runs out while the
 // journal waits ends the request with a total-exhausted stop that matches
 // ErrSequenceStopped, whatever the wait: another worker's marker of a run

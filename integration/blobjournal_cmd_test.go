@@ -93,6 +93,26 @@ func TestRRJournalCommand(t *testing.T) {
 	if _, err := st.Create(context.Background(), "pending-request.json", []byte(marker)); err != nil {
 		t.Fatal(err)
 	}
+	// R83: a marker without a lease is live only while it is younger than
+	// blobjournal's creation grace (5 s by the service's clock: its worker
+	// takes the lease right after the create); then it is dead. Until
+	// then a review of it is refused and writes nothing.
+	code, _, errs = rrj("review", runArg, "--pending", "--note", "too early")
+	if code != 1 || !strings.Contains(errs, "held by its worker") {
+		t.Fatalf("review --pending of a marker in its creation grace: exit %d, %q", code, errs)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		live, _, err := st.Live(context.Background(), "pending-request.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a marker without a lease is still live after 10 s")
+		}
+	}
 	code, _, _ = rrj("status", runArg)
 	if code != 4 {
 		t.Fatalf("status with the dead worker's marker: exit %d, want 4", code)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +19,43 @@ import (
 // killTrials is how many times TestBlobJournalKill kills a worker.
 const killTrials = 50
 
+// leaseBound is how long after its worker's death a marker may still be
+// live on Blob Storage (R83): one lease (blobjournal's 15 s, expired by
+// Azurite's clock), plus 3 s for the service's whole-second expiry and
+// the polling.
+const leaseBound = 18 * time.Second
+
+// deadMarker polls the store until the marker's lease is gone (Live
+// false), from killed; it returns how long that took, or fails once
+// leaseBound is over.
+func deadMarker(t *testing.T, trial int, st *blobjournal.Store, killed time.Time) (time.Duration, bool) {
+	t.Helper()
+	for {
+		live, _, err := st.Live(context.Background(), "pending-request.json")
+		if err != nil {
+			t.Errorf("trial %d: Live: %v", trial, err)
+			return 0, false
+		}
+		if !live {
+			return time.Since(killed), true
+		}
+		if time.Since(killed) > leaseBound {
+			t.Errorf("trial %d: the marker is still live %v after its worker's death (R83: within one lease)", trial, time.Since(killed))
+			return 0, false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // shared-runs, crash-never-loses-restriction: a worker is SIGKILLed at a random moment while it uploads
 // files that all meet 429 (Retry-After: 0, so each one writes an entry and
 // the worker goes on): it is killed while it holds the marker, writes an
 // entry, or reads the run. Afterwards every 429 the proxy sent is either
 // an entry in the container or the marker remains (the run is
 // unresolved): a fresh worker never finds the run clear after a 429.
+// A remaining marker is dead within one lease of the kill (R83); the
+// pending reviews of the trials run once it is, all trials' leases
+// expiring together.
 func TestBlobJournalKill(t *testing.T) {
 	// Parallel: most of this test is a wait, which the other parallel
 	// tests of the package use.
@@ -35,6 +67,16 @@ func TestBlobJournalKill(t *testing.T) {
 		fakeserver.MatchPath(r.blobPath("kill/")))
 	rng := rand.New(rand.NewPCG(42, 12))
 	var withMarker, without429, reviewed int
+	type pendingTrial struct {
+		trial  int
+		j      *journal.Journal
+		st     *blobjournal.Store
+		killed time.Time
+		wg     sync.WaitGroup
+		took   time.Duration
+		dead   bool
+	}
+	var pendings []*pendingTrial
 	for trial := range killTrials {
 		prefix := fmt.Sprintf("kill/%02d/", trial)
 		st := blobjournal.New(storeClient(t, az.URL, r.container), prefix+"journal/")
@@ -50,6 +92,7 @@ func TestBlobJournalKill(t *testing.T) {
 		time.Sleep(time.Duration(60+rng.IntN(340)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
+		killed := time.Now()
 
 		n429 := 0
 		for _, q := range dataPuts(r, prefix+"data/") {
@@ -98,9 +141,22 @@ func TestBlobJournalKill(t *testing.T) {
 			}
 		}
 		if pending {
-			reviewed += checkPendingReview(t, trial, fresh, st)
+			// Watched from the kill on, while the next trials run.
+			p := &pendingTrial{trial: trial, j: fresh, st: st, killed: killed}
+			p.wg.Go(func() { p.took, p.dead = deadMarker(t, trial, st, killed) })
+			pendings = append(pendings, p)
 		}
 	}
+	var slowest time.Duration
+	for _, p := range pendings {
+		p.wg.Wait()
+		if !p.dead {
+			continue
+		}
+		slowest = max(slowest, p.took)
+		reviewed += checkPendingReview(t, p.trial, p.j, p.st)
+	}
+	t.Logf("%d dead markers, each dead within %v of its worker's kill", len(pendings), slowest.Round(100*time.Millisecond))
 	t.Logf("%d trials: %d pending reviews brought the run back to waiting, then elapsed, with the dead worker's file unknown", killTrials, reviewed)
 	if withMarker == 0 || withMarker == killTrials {
 		t.Errorf("%d of %d kills left the marker: the moments do not cover both sides", withMarker, killTrials)

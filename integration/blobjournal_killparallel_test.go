@@ -25,7 +25,7 @@ import (
 // run.
 const (
 	parallelKillTrials      = 50
-	parallelKillConcurrency = 5
+	parallelKillConcurrency = 10
 	parallelKillFiles       = 12
 )
 
@@ -35,10 +35,12 @@ const (
 // the worker goes on); worker 1 is SIGKILLed at a random moment of its
 // uploads (up to 300 ms after its first attempt began), worker 2
 // goes on (with a 1 s pending wait) until it is done or finds the dead
-// worker's marker stale. Afterwards no file was sent twice; every 429 the
-// proxy sent is an entry in the run or the dead worker's marker remains;
-// a remaining marker makes the run unresolved once it is older than the
-// pending wait, and the run is never clear after a 429; and the review of
+// worker's marker dead (R83: its lease expired by Azurite's clock), never
+// stopped by a marker whose worker was alive. Afterwards no file was sent
+// twice; every 429 the proxy sent is an entry in the run or the dead
+// worker's marker remains; a remaining marker makes the run unresolved
+// within one lease (15 s) of the kill, and the run is never clear after a
+// 429; and the review of
 // that marker (rrjournal review RUN --pending --marker
 // shard-NN/pending-request.json, in odd trials Journal.ReviewPendingMarker)
 // brings the run back to waiting until the
@@ -56,6 +58,7 @@ func TestBlobJournalParallelKill(t *testing.T) {
 
 	var mu sync.Mutex
 	var withMarker, survivorStopped, stoppedLive, reviewed, lostEntry, sent int
+	var deadAfter time.Duration
 	trials := make(chan int)
 	var wg sync.WaitGroup
 	for range parallelKillConcurrency {
@@ -69,12 +72,12 @@ func TestBlobJournalParallelKill(t *testing.T) {
 				if res.survivorStopped {
 					survivorStopped++
 					if !res.marker {
-						// It found a marker stale that its worker then
-						// removed: a live marker judged by its whole-second
-						// begun_at_utc against the 1 s wait (the safe side).
+						// It stopped for a marker that its worker then
+						// removed: a live marker judged dead (R83 forbids).
 						stoppedLive++
 					}
 				}
+				deadAfter = max(deadAfter, res.deadAfter)
 				if res.reviewed {
 					reviewed++
 				}
@@ -91,8 +94,11 @@ func TestBlobJournalParallelKill(t *testing.T) {
 	}
 	close(trials)
 	wg.Wait()
-	t.Logf("%d trials, %d uploads (each met 429, none sent twice): %d killed while the dead worker's marker was held (%d of them between a 429 and its entry; each reviewed: %d brought back to waiting, then elapsed, with the dead worker's file unknown); worker 2 stopped as unresolved in %d (%d of them by a marker its live worker then removed)",
-		parallelKillTrials, sent, withMarker, lostEntry, reviewed, survivorStopped, stoppedLive)
+	t.Logf("%d trials, %d uploads (each met 429, none sent twice): %d killed while the dead worker's marker was held (%d of them between a 429 and its entry; each reviewed: %d brought back to waiting, then elapsed, with the dead worker's file unknown); worker 2 stopped as unresolved in %d (%d of them by a marker its live worker then removed); a dead marker was seen dead at most %v after the kill",
+		parallelKillTrials, sent, withMarker, lostEntry, reviewed, survivorStopped, stoppedLive, deadAfter.Round(100*time.Millisecond))
+	if stoppedLive != 0 {
+		t.Errorf("worker 2 stopped %d times for a live worker's marker (R83: a live marker is never judged dead)", stoppedLive)
+	}
 	if withMarker == 0 || withMarker == parallelKillTrials {
 		t.Errorf("%d of %d kills left the marker: the moments do not cover both sides", withMarker, parallelKillTrials)
 	}
@@ -105,6 +111,9 @@ type killResult struct {
 	marker, survivorStopped, reviewed bool
 	lostEntry                         bool // killed between a 429 and its entry: the marker stands for it
 	sent                              int  // uploads (all 429) of the trial
+	// deadAfter is how long after the kill the marker was first seen
+	// dead (the run unresolved): within one lease (R83).
+	deadAfter time.Duration
 }
 
 func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, cs string) killResult {
@@ -148,6 +157,7 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 	time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 	_ = victim.Process.Signal(syscall.SIGKILL)
 	_ = victim.Wait()
+	killed := time.Now()
 	survErr := survivor.Wait()
 	code := survivor.ProcessState.ExitCode()
 	var last workerLine
@@ -198,16 +208,18 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 		t.Errorf("trial %d: %d 429s sent, %d entries, markers %v", trial, len(puts), sum.Entries, markers)
 	}
 
-	// As any worker sees the run, until a remaining marker is stale (older
-	// than the 1 s pending wait): never clear after a 429; unresolved then
-	// exactly when the dead worker's marker remains.
+	// As any worker sees the run, until a remaining marker's lease expires
+	// (R83: within one lease of the kill, 15 s, by Azurite's clock): never
+	// clear after a 429; unresolved then exactly when the dead worker's
+	// marker remains.
 	fresh, err := journal.OpenExistingStore(context.Background(), st, journal.WithPendingWait(time.Second))
 	if err != nil {
 		t.Errorf("trial %d: %v", trial, err)
 		return res
 	}
 	var state journal.State
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := killed.Add(leaseBound); ; time.Sleep(100 * time.Millisecond) {
+		_ = fresh.Admit(context.Background(), time.Now()) // reads every shard again
 		state = fresh.Status(time.Now()).State
 		if len(puts) > 0 && state == journal.Clear {
 			t.Errorf("trial %d: %d 429s sent, the run is clear", trial, len(puts))
@@ -216,8 +228,11 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 			break
 		}
 	}
+	if res.marker && state == journal.Unresolved {
+		res.deadAfter = time.Since(killed)
+	}
 	if res.marker != (state == journal.Unresolved) {
-		t.Errorf("trial %d: markers %v, state %s", trial, markers, state)
+		t.Errorf("trial %d: markers %v, state %s %v after the kill (a dead marker is known within one lease)", trial, markers, state, time.Since(killed))
 	}
 	if !res.marker {
 		return res

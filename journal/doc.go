@@ -107,9 +107,11 @@
 //
 // # Durability
 //
-// The marker is created with O_EXCL (an existing one is [ErrPending]),
-// written, fsynced and closed, then the directory is fsynced — before the
-// request is sent. Begin claims the marker first and only then checks,
+// The marker is written to its temporary file (O_EXCL), locked, fsynced
+// and linked to pending-request.json (the link fails if a marker exists:
+// [ErrPending]), then the directory is fsynced — before the request is
+// sent; the file stays open, locked, until after the marker's removal
+// (see Liveness). Begin claims the marker first and only then checks,
 // under it, the status, the plan and the file's records (docs/policy.md: journal-claim-then-check), so that
 // no other process can be authorised between a check and a send; a
 // refusal found under the claim removes the marker again. An entry or receipt is written to a
@@ -140,10 +142,40 @@
 // A directory that holds files but no journal name is
 // not a run ([ErrNotRun]): Open never writes into it.
 //
+// # Liveness
+//
+// Whether a marker's worker is alive comes from the store, never from a
+// clock (docs/policy.md: marker-liveness, R83). While a journaled request
+// is in flight its worker holds the marker live in a way the store itself
+// can tell ([Store.Hold], [Store.Live]):
+//
+//	store                 live while                         dead                                  known dead
+//	directory             the worker's flock on the marker   no lock: the kernel released it       at once (the next read)
+//	Blob Storage          a 15 s lease, renewed every 5 s    no lease: expired by the service      within one lease (15 s)
+//	no locks (ENOLCK …)   cannot tell                        treated as dead                       at once
+//
+// A live marker is a request in flight however long the request takes and
+// whatever any worker's clock says: it is never judged abandoned, a
+// pending review of it is refused ([ErrLive]) and writes nothing, and in a
+// parallel run the other shards keep sending. A dead one is a worker that
+// died in flight: the run is unresolved for every worker until the
+// pending review below. A marker made by hand, a FIFO or a link under the
+// marker's name holds no lock: dead.
+//
+// On a file system that keeps no locks (flock(2) fails with ENOLCK,
+// EOPNOTSUPP or ENOSYS: some network and FUSE file systems, platforms
+// without flock) a worker still sends, but no other process can tell
+// whether it lives: every other process treats its marker as a dead one
+// (fail closed). A run without shards is unresolved by it as by any
+// marker, and a Begin waits (WithPendingWait) for it to go; in a parallel
+// run every other shard's Begin is refused while it exists, so keep
+// parallel runs where locks work; `journal review --pending` of such a
+// marker is accepted as the operator's word that no worker sends it.
+//
 // # The way out of an unresolved run
 //
 // A killed worker leaves its pending marker: the run is unresolved for
-// every worker. Once no worker is still sending that request, an operator
+// every worker. Once the store shows the marker dead, an operator
 // records `readrecovery journal review DIR --pending --note TEXT
 // [--not-before UNIX]` ([Journal.ReviewPending]): an immutable review bound
 // to the digest of the marker's bytes, which deletes or edits no record.
@@ -151,7 +183,12 @@
 // it names is unknown, and the run waits until the review time plus the
 // 30 s wait ceiling — the lost response's restriction is unknown — or the
 // later --not-before. Then `review --file ID --decision …` decides the
-// file as usual. A review that fails to write leaves nothing that blocks.
+// file as usual. A review that fails to write leaves nothing that blocks:
+// nothing is written, or its record is in the run and the next Admit,
+// Begin or review finishes it (the head its writer would have written,
+// then its marker, a review's, which sent nothing, or the one a pending
+// review resolved, removed). A marker whose worker is live is refused
+// ([ErrLive]).
 //
 // A backoff entry without timing (a Retry-After beyond the end of year
 // 9999, an oversized field) leaves the run unresolved, since nobody knows
@@ -225,9 +262,9 @@
 // worker records blocks every worker before its next network access. The
 // marker serializes their journaled requests (a run created [WithParallel]
 // has one per shard: see Parallel runs): with [WithPendingWait] a
-// worker waits (within its context) for another's marker to go; the same
-// marker present for that long is a worker that died in flight, and the
-// run is unresolved for all, as it is for a directory. Receipts are
+// worker waits (within its context) for another's marker to go; a marker
+// whose lease has expired (see Liveness) is a worker that died in flight,
+// and the run is unresolved for all, as it is for a directory. Receipts are
 // checked under the claim, so no file is uploaded by two workers. The
 // store's own requests never pass through the run's read-recovery
 // transport (shared-runs): a failed create or delete, a 429 of the store included,
@@ -259,7 +296,7 @@
 // workers. Under each claim the request's own shard is read as in any run,
 // and at the same time every other shard is listed and only what can
 // restrict the request is read: its new backoff entries and reviews, and
-// its marker when the one read last could be abandoned by now (no receipt,
+// its marker's liveness, and its bytes when they changed (no receipt,
 // part receipt or head). A restriction recorded in any shard thus blocks
 // every request claimed after its entry is durable; up to n−1 requests
 // claimed before it may still arrive. Admit of a request of a file decides
@@ -269,15 +306,13 @@
 // Inspect read every shard in full — sequence and deletions included —
 // and findings and reasons name the shard (shard-02/backoff-0003.json).
 //
-// Another worker's marker is a request in flight. One present for the
-// pending wait ([WithPendingWait], 30 s by default for a parallel run) —
-// as this process saw it, or by its own begun_at_utc — is a worker that
-// died in flight (docs/policy.md: parallel-dead-worker): the run is
-// unresolved for every worker until [Journal.ReviewPendingMarker] (`journal
-// review DIR --pending --marker shard-03/pending-request.json`). Until that
-// age the other shards keep sending: the pending wait bounds the time a
-// dead worker's lost 429 can go unnoticed, so keep it short, but longer
-// than any one request.
+// Another worker's marker is a request in flight while its worker holds
+// it (see Liveness). One whose worker is dead makes the run unresolved for
+// every worker (docs/policy.md: parallel-dead-worker) until
+// [Journal.ReviewPendingMarker] (`journal review DIR --pending --marker
+// shard-03/pending-request.json`); the other shards keep sending until
+// then. On a directory that is the next read after the death; on Blob
+// Storage within one lease.
 //
 // The root's plan is written first, then each shard, and the root's
 // manifest last: a root with a manifest has all its shards. A creation that
@@ -311,5 +346,5 @@
 // for JSON), with each ID beside its digest when FILE lists the planned IDs;
 // `readrecovery journal review DIR --file ID --decision reupload|skip
 // --note TEXT` records a review, and `review DIR --pending --note TEXT`
-// resolves an abandoned marker.
+// resolves a dead marker.
 package journal

@@ -21,7 +21,9 @@ func durable(name string) []string {
 
 // marker is the exclusive creation of the pending marker, durable before
 // the request is sent.
-var marker = []string{"create pending-request.json", "write pending-request.json", "fsync pending-request.json", "close pending-request.json", "syncdir run"}
+// marker is written through its locked temporary file (R83) and stays
+// open, locked, until after its removal (unmark).
+var marker = []string{"create pending-request.json.tmp", "write pending-request.json.tmp", "fsync pending-request.json.tmp", "link pending-request.json", "syncdir run", "remove pending-request.json.tmp", "syncdir run"}
 
 var unmark = []string{"remove pending-request.json", "syncdir run"}
 
@@ -65,6 +67,7 @@ func TestDurabilityOrder(t *testing.T) {
 		}, join(marker, durable("review-0001.json"), durable("head-0004.json"), []string{"remove head-0003.json", "syncdir run"}, unmark)},
 		{"pending review", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t)))
+			kill(j) // its worker dies: the lock goes with its open file
 			j2, err := OpenExisting(j.Dir(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.b.(*dirStore).fs), WithPlan(plan3))
 			require.NoError(t, err)
 			_, err = j2.ReviewPending(context.Background(), "killed", 0)

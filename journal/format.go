@@ -196,17 +196,18 @@ func tempName(final string) string {
 	return final + tempInfix + hex.EncodeToString(b[:])
 }
 
-// parseTempName returns the record name of a temporary file of the durable
-// write path (see tempName); ok is false for any other name, "x.tmp" and
-// the temporary name of a non-record (the marker is created in place)
-// included.
+// parseTempName returns the record name (or the marker's) of a temporary
+// file of the durable write path (see tempName); ok is false for any
+// other name, "x.tmp" and the temporary name of a non-journal name
+// included. The marker is written through one too, so that it appears
+// locked (R83).
 func parseTempName(name string) (final string, ok bool) {
 	i := len(name) - tempHexLen - len(tempInfix)
 	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) {
 		return "", false
 	}
 	final = name[:i]
-	if final == markerName || !isJournalName(final) {
+	if !isJournalName(final) {
 		return "", false
 	}
 	return final, true

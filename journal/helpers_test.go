@@ -232,3 +232,19 @@ func ids(files []PlannedFile) []string {
 	}
 	return out
 }
+
+// kill is, for j's markers, the death of j's process: the store's hold of
+// every marker j holds ends (the kernel's release of a directory lock, a
+// lease that expires), and nothing else happens — no removal, no record.
+// A Journal killed mid-request is never used again by the tests.
+func kill(j *Journal) {
+	js := []*Journal{j}
+	if j.par != nil {
+		js = append(js, j.par.shards...)
+	}
+	for _, x := range js {
+		x.mu.Lock()
+		x.release()
+		x.mu.Unlock()
+	}
+}

@@ -38,10 +38,17 @@ var (
 	// as a persistence failure.
 	ErrLimit = errors.New("journal: run limit reached")
 
-	// ErrPending means pending-request.json already exists: an earlier
-	// request never finished (or another process is sending one). The run
-	// is unresolved.
+	// ErrPending means pending-request.json already exists: another
+	// process is sending a request (its worker holds the marker live), or
+	// an earlier request never finished (its worker died). The run is
+	// unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
+
+	// ErrLive means a pending review named a marker whose worker holds it
+	// live (R83: its lock or lease): its request is in flight, and the
+	// review is refused and writes nothing. errors.Is(err, ErrReview)
+	// holds too.
+	ErrLive = errors.New("journal: the marker's worker is alive")
 
 	// ErrPlanMismatch means the plan given to [Open] or
 	// [Journal.PlanContinuation] is not the plan the run recorded, or a
@@ -232,7 +239,10 @@ type Journal struct {
 	// created: its conditional delete names it.
 	markerVersion string
 	markerData    []byte // the bytes of that marker
-	failed        string // a persistence failure; the Journal stays unresolved
+	// markerHold ends the store's hold of that marker (Store.Hold): its
+	// lock or lease, which tells every other process it is live (R83).
+	markerHold func()
+	failed     string // a persistence failure; the Journal stays unresolved
 	// started holds, by file digest, the upload this Journal began: its
 	// later parts and its commit continue that upload while every part so
 	// far was accepted; after a 429 only the transport's queue-429 re-send
@@ -502,6 +512,51 @@ func (j *Journal) refreshLocked(ctx context.Context) {
 	j.snap = s
 }
 
+// refreshFinishing is refreshLocked, then the end of what a review that
+// died or failed left behind (finishDeadReview), read again when it wrote.
+// Only the calls that may write use it (Admit, Begin, the reviews).
+func (j *Journal) refreshFinishing(ctx context.Context) {
+	j.refreshLocked(ctx)
+	if j.finishDeadReview() {
+		j.refreshLocked(ctx)
+	}
+}
+
+// finishDeadReview ends what a review left behind when it died or failed
+// after its claim: the run's last record without its head, or a marker
+// that sent nothing and blocks every worker. It applies to a marker of a
+// review (method REVIEW) whose worker is dead (R83), and to a marker a
+// pending review resolved; such a marker's request, if any, is over. When
+// the run's last record has no head (the review's record, whose head
+// failed), the head is written as its writer would have; then the marker
+// is removed while it is still the one read. It reports whether it wrote;
+// any failure leaves the run as it was (unresolved by the marker).
+func (j *Journal) finishDeadReview() bool {
+	s := j.snap
+	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
+		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == holdNone)) {
+		return false
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	if n := s.lastSeq; n > 0 && h == n-1 {
+		r := s.seq[n]
+		hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: n, Record: r.name, RecordDigest: r.digest})
+		if err != nil {
+			return false
+		}
+		if _, err := j.writeAtomic(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+			return false
+		}
+	} else if h != n {
+		return false
+	}
+	return j.removeResolved(s) == nil
+}
+
 // Admit reports whether a request of this run may access the network at
 // now: nil only when the status is clear or elapsed, else a
 // *RestrictedError with the status (docs/policy.md: status-before-network), or, when ctx has already
@@ -525,7 +580,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	w := j.newPendingWaiter()
 	for {
 		j.mu.Lock()
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 		at := now.Add(w.waited())
 		s := j.statusLocked(at, true)
 		id := j.snap.pendingID
@@ -534,7 +589,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		err := error(&RestrictedError{Status: s})
-		if !w.again(ctx, err, id, 0) {
+		if !w.again(ctx, err, id) {
 			return w.result(err)
 		}
 	}
@@ -559,10 +614,13 @@ func (j *Journal) newPendingWaiter() *pendingWaiter {
 func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(w.start), 0) }
 
 // again reports whether err, a refusal because of the marker id, is worth
-// waiting out: another worker's marker, present for less than the wait
-// allowed. It sleeps one poll interval first; false when the context
-// ended (recorded for result) or the wait is over.
-func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun int64) bool {
+// waiting out: another worker's marker that the store does not show dead
+// (R83), seen for less than the wait allowed. It sleeps one poll interval
+// first; false when the context ended (recorded for result) or the wait
+// is over. The wait is this process's own sight of the marker, never a
+// comparison with a time another machine wrote: a live marker at the end
+// of it is still a request in flight (refused as such, never judged dead).
+func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
 	var re *RestrictedError
 	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
 		return false
@@ -571,13 +629,7 @@ func (w *pendingWaiter) again(ctx context.Context, err error, id string, begun i
 	if id != w.id {
 		w.id, w.since = id, now
 	}
-	if w.j.group == nil {
-		begun = 0 // a run's own marker is judged by this process's sight only
-	}
-	// A shard of a parallel run: a marker begun the pending wait ago (by
-	// its own begun_at_utc) is abandoned however recently this process
-	// first saw it, as every other shard judges it.
-	left := w.j.pendingWait - markerAge(now.Sub(w.since), now, begun)
+	left := w.j.pendingWait - now.Sub(w.since)
 	if left <= 0 {
 		return false
 	}
@@ -654,15 +706,15 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	for try := 0; ; try++ {
 		j.mu.Lock()
 		err := j.beginLocked(ctx, req, try == 0)
-		id, begun := "", int64(0)
+		id := ""
 		if err != nil && j.snap != nil {
-			id, begun = j.snap.pendingID, j.snap.pendingBegun
+			id = j.snap.pendingID
 		}
 		j.mu.Unlock()
 		if err == nil {
 			return nil
 		}
-		if !w.again(ctx, err, id, begun) {
+		if !w.again(ctx, err, id) {
 			<-j.slot
 			return w.result(err)
 		}
@@ -701,7 +753,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 	}
 	now := j.clock.Now()
 	check := func() error {
@@ -712,7 +764,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 	}
 	err := check()
 	if err != nil && cached {
-		j.refreshLocked(ctx)
+		j.refreshFinishing(ctx)
 		err = check()
 	}
 	if err != nil {
@@ -853,7 +905,7 @@ func (j *Journal) unclaim(refusal error) error {
 // failure after the creation removes it again (nothing was sent) when it
 // can; the Journal stays unresolved either way.
 func (j *Journal) writeMarker(data []byte) error {
-	version, err := j.b.createMarker(data)
+	version, hold, err := j.b.createMarker(data)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another request's marker: the run is unresolved on disk;
@@ -867,8 +919,19 @@ func (j *Journal) writeMarker(data []byte) error {
 		j.fail("create pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: %w", err)
 	}
-	j.markerVersion, j.markerData = version, data
+	j.markerVersion, j.markerData, j.markerHold = version, data, hold
 	return nil
+}
+
+// release ends the hold of this Journal's marker, once its request (or
+// review) is over: a marker still present after that (a write that
+// failed) is dead for every other process at once, and an operator's
+// pending review resolves it.
+func (j *Journal) release() {
+	if j.markerHold != nil {
+		j.markerHold()
+		j.markerHold = nil
+	}
 }
 
 func writeSyncClose(f fsys.File, data []byte) error {
@@ -947,7 +1010,9 @@ func (j *Journal) writeAtomic(name string, data []byte) (linked bool, err error)
 // clearMarker removes the marker this Journal created (conditionally on
 // its version, in a store that has versions).
 func (j *Journal) clearMarker() error {
-	if err := j.b.removeMarker(j.markerVersion); err != nil {
+	err := j.b.removeMarker(j.markerVersion)
+	j.release() // after the removal: the marker is never unheld while present and in flight
+	if err != nil {
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
@@ -961,6 +1026,7 @@ func (j *Journal) clearMarker() error {
 // and the next Begin may proceed.
 func (j *Journal) finish() {
 	j.inflight = nil
+	j.release()
 	<-j.slot
 }
 
@@ -1261,6 +1327,9 @@ type ownMarkerBackend struct {
 	data    []byte
 	version string
 }
+
+// live: the marker listed under this Journal's claim is its own, held.
+func (o *ownMarkerBackend) live() (liveness, string) { return holdLive, o.version }
 
 func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	if name == markerName {

@@ -45,9 +45,8 @@ type nextState struct {
 	lanes [][]string        // per lane, its files' digests in plan order
 
 	mu   sync.Mutex
-	last int        // the lane of this Journal's last claim, tried first (0: none)
-	left []int      // per lane, the eligible files seen last
-	seen markerSeen // a run without shards: its marker, and since when (markerDead)
+	last int   // the lane of this Journal's last claim, tried first (0: none)
+	left []int // per lane, the eligible files seen last
 
 	claimed string // guarded by the lane Journal's mu
 }
@@ -286,9 +285,9 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			return "", laneEmpty, nil
 		case s.blocking():
 			release()
-			if (j.par == nil && j.pendingWait <= 0) || j.markerDead(k, s, now) {
-				// Dead (statusview.go), or a run of one worker
-				// (no WithPendingWait): nothing waits for it.
+			if s.deadMarker() {
+				// No lock or lease holds it (R83): its worker died in
+				// flight, and nothing waits for it.
 				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
 					Reason: laneName(j, k) + ": " + pendingProblem}}
 			}

@@ -26,8 +26,9 @@ const MaxParallel = 16
 const minParallel = 2
 
 // defaultParallelWait is the pending wait of a Journal of a parallel run
-// opened without [WithPendingWait]: another worker's marker is normal
-// there, and only one present for this long is a worker that died.
+// opened without [WithPendingWait]: how long a Begin waits for another
+// request's marker of its own shard to go. It decides nothing about
+// death: only the store does (R83).
 const defaultParallelWait = 30 * time.Second
 
 // WithParallel makes a new run a parallel one of n shards (2 to
@@ -118,14 +119,7 @@ type parallelRun struct {
 	views []*snapshot
 	// markers are, per shard, the marker bytes a light scan read last.
 	markers []lightMarker
-	// seen is, per shard, the marker last seen and since when.
-	seen    []markerSeen
 	failure string // a shard's persistence failure
-}
-
-type markerSeen struct {
-	id    string
-	since time.Time
 }
 
 // Parallel returns n for a run created [WithParallel](n), else 0.
@@ -169,39 +163,14 @@ func (p *parallelRun) noteFailure(k int, why string) {
 	}
 }
 
-// stale reports, for shard k whose snapshot s shows a marker, whether it
-// is abandoned: the same marker seen by this process for the pending
-// wait, or begun (by its own begun_at_utc) that long ago. It returns the
-// marker's age in seconds. Called with p.mu held.
-func (p *parallelRun) staleLocked(k int, s *snapshot, now time.Time) (bool, int64) {
-	if !s.blocking() {
-		p.seen[k-1] = markerSeen{}
-		return false, 0
-	}
-	seen := &p.seen[k-1]
-	if seen.id != s.pendingID || seen.since.IsZero() {
-		*seen = markerSeen{id: s.pendingID, since: now}
-	}
-	age := markerAge(now.Sub(seen.since), now, s.pendingBegun)
-	return age >= p.wait, int64(age / time.Second)
-}
-
-// markerAge is a marker's age: as long as this process has seen it
-// (sight), or since its own begun_at_utc (0: unknown) when that is longer.
-func markerAge(sight time.Duration, now time.Time, begun int64) time.Duration {
-	if begun > 0 {
-		return max(sight, now.Sub(time.Unix(begun, 0)))
-	}
-	return sight
-}
-
 // shardStatus is one shard's part of the run's status.
 type shardStatus struct {
-	k      int
-	st     Status // the shard's status, its markers left out
-	stale  bool   // its marker is abandoned
-	age    int64
-	marker bool // it shows a marker no review resolves
+	k     int
+	st    Status // the shard's status, its markers left out
+	stale bool   // its marker's worker is dead, or cannot be told alive (R83)
+	// problem says what a stale marker is (dead, or liveness unknown).
+	problem string
+	marker  bool // it shows a marker no review resolves
 }
 
 // shardState computes shard k's part from its snapshot s (and the
@@ -220,14 +189,14 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 		ss.st = s.status(now, true)
 	}
 	if judge {
-		ss.stale, ss.age = p.staleLocked(k, s, now)
+		ss.stale, ss.problem = s.deadMarker(), s.markerProblem()
 	}
 	return ss
 }
 
 // merge is the run's status from its shards' (docs/policy.md:
 // parallel-shards): unresolved when the root or any shard is (an
-// abandoned marker included); else waiting while any shard waits (the
+// dead marker included); else waiting while any shard waits (the
 // greatest not-before wins); else elapsed when any restriction passed;
 // else clear. Reasons name the shard.
 func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
@@ -257,8 +226,7 @@ func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 		}
 		if ps.stale {
 			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
-				"%s/%s: present for %d s, at least the pending wait (%d s): its worker died in flight, or is stuck (unresolved until `journal review --pending --marker %s/%s`)",
-				shardName(ps.k), markerName, ps.age, int64(p.wait/time.Second), shardName(ps.k), markerName)}
+				"%s: %s (`journal review --pending --marker %s`)", markerRef(ps.k), ps.problem, markerRef(ps.k))}
 		}
 		if ps.marker {
 			inflight++
@@ -293,7 +261,7 @@ func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []
 		for _, sj := range p.shards {
 			wg.Go(func() { // the shards are read at the same time
 				sj.mu.Lock()
-				sj.refreshLocked(ctx)
+				sj.refreshFinishing(ctx)
 				sj.mu.Unlock()
 			})
 		}
@@ -321,7 +289,7 @@ func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []
 // others is the check across shards under shard k's claim (docs/policy.md:
 // parallel-shards): every other shard scanned again (reading only the
 // records this process has not seen), so that a restriction another worker
-// recorded, in any shard, blocks this request; an abandoned marker, a
+// recorded, in any shard, blocks this request; a dead marker, a
 // finding or a persistence failure anywhere blocks it too. Called with
 // shard k's mu held.
 func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now time.Time) Status {
@@ -365,7 +333,7 @@ func (j *Journal) parallelStatus(ctx context.Context, now time.Time, refresh boo
 }
 
 // parallelAdmit is Admit of a parallel run: a marker of another worker is
-// a request in flight, not a refusal, unless it is abandoned.
+// a request in flight, not a refusal, unless its worker is dead (R83).
 //
 // When ctx names a file ([WithUpload], [WithUploadPart]) it decides from
 // what this process read last — every Begin reads its own shard and the
@@ -402,11 +370,11 @@ func parseMarkerRef(ref string) (int, bool) {
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
 // marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
 // the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
-// abandoned one: in a run without shards its pending-request.json; in a
-// parallel run the one marker present for at least the pending wait — a
-// run with several is refused ([ErrReview]) with their names, and one whose
-// markers are all younger (their workers may still be sending) is refused
-// too. Name a younger marker only once no worker is still sending it.
+// dead one: in a run without shards its pending-request.json; in a
+// parallel run the one marker whose worker the store shows dead (R83) — a
+// run with several is refused ([ErrReview]) with their names, and one
+// whose markers are all held live is refused with [ErrLive]. A named
+// marker that is live is refused with ErrLive too.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
 	if j.zero() {
 		return PendingRecord{}, errZero
@@ -432,17 +400,16 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	for _, ps := range p.parts(ctx, now, true) {
 		switch {
 		case ps.marker && ps.stale:
-			stale, k = append(stale, fmt.Sprintf("%s (%d s old)", markerRef(ps.k), ps.age)), ps.k
+			stale, k = append(stale, markerRef(ps.k)), ps.k
 		case ps.marker:
-			live = append(live, fmt.Sprintf("%s (%d s old)", markerRef(ps.k), ps.age))
+			live = append(live, markerRef(ps.k))
 		}
 	}
 	switch {
 	case len(stale) > 1:
-		return PendingRecord{}, fmt.Errorf("%w: %d abandoned markers: %s; name one with --marker", ErrReview, len(stale), strings.Join(stale, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", ErrReview, len(stale), strings.Join(stale, ", "))
 	case len(stale) == 0 && len(live) > 0:
-		return PendingRecord{}, fmt.Errorf("%w: no marker is older than the pending wait (%d s): %s; its worker may still be sending it: name it with --marker once none is",
-			ErrReview, int64(p.wait/time.Second), strings.Join(live, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", ErrReview, ErrLive, strings.Join(live, ", "))
 	case len(stale) == 0:
 		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", ErrReview)
 	}
@@ -487,7 +454,7 @@ func inShard(k int, name string) string {
 // parallelPlan is PlanContinuation (files given) or RecordedPlan (files
 // nil) of a parallel run: each file decided in its shard, under the run's
 // merged status. A file under another worker's live marker is in-flight;
-// under an abandoned one, unknown (the run is unresolved then anyway).
+// under a dead one, unknown (the run is unresolved then anyway).
 func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	p := j.par
 	root := j.snap
@@ -531,7 +498,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
 				if parts[i].stale {
 					fd.State, fd.Decision, fd.Upload = FileUnknown, "", false
-					fd.Reason = markerRef(i+1) + ": abandoned marker: its upload's outcome is unknown"
+					fd.Reason = markerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				} else {
 					fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 					fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
@@ -606,7 +573,7 @@ func openParallel(ctx context.Context, ub backend, create bool, cfg config, plan
 	}
 	rootOnly(s)
 	j.snap = s
-	p := &parallelRun{n: n, wait: wait, views: make([]*snapshot, n), seen: make([]markerSeen, n), markers: make([]lightMarker, n)}
+	p := &parallelRun{n: n, wait: wait, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
 		p.wants = make([]string, n)
 	}
@@ -734,23 +701,29 @@ func (j *Journal) rootSnap() *snapshot {
 // review's wait) and the marker. Receipts, part receipts and heads are
 // left out of its listing, so the scan reads none of them and checks no
 // sequence (the shard's own workers, and every Status, plan, verify and
-// Inspect of the root, check the whole shard). The marker is read again
-// only when the one read last could be abandoned by now (its age, by its
-// begun_at_utc or by this process's sight, at least half the pending
-// wait), or could not be read: a marker younger than that is no
-// abandoned one whatever request it is now.
+// Inspect of the root, check the whole shard). The marker's liveness is
+// asked of the store at every scan (R83); its bytes are read again only
+// when its version (Blob: the ETag the liveness probe returned) is not the
+// one read last, or the store has no versions.
 type lightBackend struct {
 	backend
 	p   *parallelRun
 	i   int
 	now time.Time
+	// probed is the marker's version the liveness probe returned.
+	probed string
 }
 
 // lightMarker is the marker a light scan read last.
 type lightMarker struct {
 	data    []byte
 	version string
-	begun   int64
+}
+
+func (l *lightBackend) live() (liveness, string) {
+	lv, version := l.backend.live()
+	l.probed = version
+	return lv, version
 }
 
 func (l *lightBackend) list() ([]listedName, []Finding, error) {
@@ -777,24 +750,15 @@ func (l *lightBackend) read(s *snapshot, name string, limit int64) ([]byte, stri
 	}
 	p := l.p
 	p.mu.Lock()
-	m, since := p.markers[l.i], p.seen[l.i].since
+	m := p.markers[l.i]
 	p.mu.Unlock()
-	sight := time.Duration(0)
-	if !since.IsZero() {
-		sight = l.now.Sub(since)
-	}
-	age := markerAge(sight, l.now, m.begun)
-	if m.data != nil && m.begun > 0 && age < p.wait/2 {
+	if m.data != nil && l.probed != "" && m.version == l.probed {
 		return m.data, m.version, true
 	}
 	data, version, ok := l.backend.read(s, name, limit)
 	if ok {
-		var begun int64
-		if mf, ok := parseMarker(data); ok {
-			begun = mf.BegunAtUTC
-		}
 		p.mu.Lock()
-		p.markers[l.i] = lightMarker{data: data, version: version, begun: begun}
+		p.markers[l.i] = lightMarker{data: data, version: version}
 		p.mu.Unlock()
 	}
 	return data, version, ok

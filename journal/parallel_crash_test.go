@@ -51,6 +51,7 @@ func parSetup(dead bool) func(t *testing.T, dir string) {
 		if dead {
 			clk.Set(t0.Add(-90 * time.Second))
 			require.NoError(t, j.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
+			kill(j) // its worker dies: its marker is dead at once (R83)
 		}
 	}
 }

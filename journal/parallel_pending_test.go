@@ -27,14 +27,14 @@ func filesOfShards(plan []PlannedFile, n int) map[int]string {
 }
 
 // parallel-dead-worker: in a parallel run another worker's marker is a
-// request in flight, not a restriction: while it is younger than the
-// pending wait (30 s by default) other shards send, the plan shows its
-// file in-flight, and the status is clear. From the pending wait on it is
-// abandoned: Admit and every shard's Begin refuse, unresolved, naming
-// shard-02/pending-request.json. ReviewPendingMarker without a name finds
-// it (the only one that old); the run then waits until the review time +
-// 30 s, then is elapsed, the dead worker's file unknown and the others
-// eligible.
+// request in flight, not a restriction: while its worker holds it (R83)
+// other shards send, the plan shows its file in-flight, the status is
+// clear, and a pending review is refused (ErrLive) and writes nothing.
+// Once its worker dies it is dead at once: Admit and every shard's Begin
+// refuse, unresolved, naming shard-02/pending-request.json.
+// ReviewPendingMarker without a name finds it (the only dead one); the run
+// then waits until the review time + 30 s, then is elapsed, the dead
+// worker's file unknown and the others eligible.
 func TestParallelDeadWorkerMarker(t *testing.T) {
 	for _, kind := range []string{"dir", "mem+prefix"} {
 		t.Run(kind, func(t *testing.T) {
@@ -45,7 +45,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			dead, live := open(), open()
 			fs := filesOfShards(plan, 4)
 			deadCtx := WithUpload(context.Background(), fs[2])
-			require.NoError(t, dead.Begin(deadCtx, putReq(t))) // and the worker dies
+			require.NoError(t, dead.Begin(deadCtx, putReq(t))) // its request in flight; the worker dies later
 
 			send := func(j *Journal, k int) error {
 				ctx := WithUpload(context.Background(), fs[k])
@@ -74,17 +74,20 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 					require.True(t, fd.Upload)
 				}
 			}
+			before := run.files(t)
 			_, err = live.ReviewPendingMarker(context.Background(), "", "too early", 0)
 			require.ErrorIs(t, err, ErrReview)
-			require.Contains(t, err.Error(), "shard-02/pending-request.json (10 s old)")
+			require.ErrorIs(t, err, ErrLive, "R83: its worker holds it")
+			require.Contains(t, err.Error(), "shard-02/pending-request.json")
+			require.Equal(t, before, run.files(t), "a refused review writes nothing")
 
-			clk.Set(t0.Add(30 * time.Second))
+			kill(dead)                                   // R83: dead at once, at the same clock reading
 			for _, j := range []*Journal{live, open()} { // a worker that saw it, and a new one
 				err := j.Admit(context.Background(), clk.Now())
 				var re *RestrictedError
 				require.ErrorAs(t, err, &re)
 				require.ErrorIs(t, err, ErrPending)
-				require.True(t, strings.HasPrefix(re.Status.Reason, "shard-02/pending-request.json: present for 30 s"), re.Status.Reason)
+				require.Equal(t, "shard-02/pending-request.json: "+pendingProblem+" (`journal review --pending --marker shard-02/pending-request.json`)", re.Status.Reason)
 				err = send(j, 3)
 				require.ErrorIs(t, err, ErrPending, "every shard's Begin refuses")
 			}
@@ -128,7 +131,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 	}
 }
 
-// parallel-dead-worker: with two abandoned markers ReviewPendingMarker
+// parallel-dead-worker: with two dead markers ReviewPendingMarker
 // without a name refuses and lists both; --marker names one; a name that
 // is not a shard's marker is refused.
 func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
@@ -137,14 +140,19 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	clk := newFakeClock(t0)
 	open := opener4(t, run.st, plan, clk)
 	fs := filesOfShards(plan, 4)
+	var ws []*Journal
 	for _, k := range []int{1, 3} {
-		require.NoError(t, open().Begin(WithUpload(context.Background(), fs[k]), putReq(t)))
+		w := open()
+		require.NoError(t, w.Begin(WithUpload(context.Background(), fs[k]), putReq(t)))
+		ws = append(ws, w)
 	}
-	clk.Set(t0.Add(45 * time.Second))
+	for _, w := range ws {
+		kill(w) // both workers die
+	}
 	op := open()
 	_, err := op.ReviewPendingMarker(context.Background(), "", "n", 0)
 	require.ErrorIs(t, err, ErrReview)
-	require.Contains(t, err.Error(), "2 abandoned markers: shard-01/pending-request.json (45 s old), shard-03/pending-request.json (45 s old)")
+	require.Contains(t, err.Error(), "2 dead markers: shard-01/pending-request.json, shard-03/pending-request.json")
 	for _, bad := range []string{"pending-request.json", "shard-05/pending-request.json", "shard-01/review-0001.json", "../shard-01/pending-request.json"} {
 		_, err = op.ReviewPendingMarker(context.Background(), bad, "n", 0)
 		require.ErrorIs(t, err, ErrReview, bad)
@@ -156,7 +164,7 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "shard-03/pending-request.json", rec.Marker)
 	require.Equal(t, []int{1}, run.markers(4))
-	// ReviewPending is the unnamed form: the one abandoned marker left.
+	// ReviewPending is the unnamed form: the one dead marker left.
 	rec, err = op.ReviewPending(context.Background(), "killed too", 0)
 	require.NoError(t, err)
 	require.Equal(t, "shard-01/pending-request.json", rec.Marker)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,6 +67,30 @@ func newShardedRun(t testing.TB, kind string) *shardedRun {
 		r.st = prefixMem{r.mem}
 	}
 	return r
+}
+
+// files returns every record of the run, by name, with its bytes.
+func (r *shardedRun) files(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if r.mem != nil {
+		r.mem.mu.Lock()
+		for n, b := range r.mem.objs {
+			out[n] = string(b)
+		}
+		r.mem.mu.Unlock()
+		return out
+	}
+	require.NoError(t, filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(r.dir, p)
+		out[rel] = string(b)
+		return err
+	}))
+	return out
 }
 
 // markers returns the shards (1-based) whose marker exists now.
@@ -397,14 +422,13 @@ func TestParallelClaimSeesOtherShards429(t *testing.T) {
 	}
 }
 
-// parallel-dead-worker: the check across shards reads another shard's
-// marker again only when the one it read last could be abandoned by now;
-// a shard whose worker keeps sending (a new marker each request, each
-// younger than the pending wait) is never judged abandoned. Worker A keeps
-// a request of shard 1 in flight at t0, t0+20 s and t0+40 s (a new marker
-// each time); worker B's Begins of shard 2 at t0+1, t0+21, t0+41 and
-// t0+62 all go. A marker that stays (A dies at t0+40) blocks B's next
-// Begin once it is 30 s old.
+// parallel-dead-worker (R83): a shard whose worker keeps sending (a new
+// marker each request) is never judged dead, and neither is one marker
+// held for long: worker A keeps a request of shard 1 in flight at t0,
+// t0+20 s and t0+40 s (a new marker each time); worker B's Begins of
+// shard 2 at t0+1, t0+21, t0+41, t0+62 and t0+70 (A's last marker 30 s
+// old, more than the pending wait) all go. Once A dies, B's next Begin is
+// refused at once, at the same clock reading.
 func TestParallelLiveMarkersNeverStale(t *testing.T) {
 	run := newShardedRun(t, "mem+prefix")
 	plan := manyFiles(40)
@@ -441,10 +465,13 @@ func TestParallelLiveMarkersNeverStale(t *testing.T) {
 	clk.Set(t0.Add(62 * time.Second)) // A's marker of t0+40 is 22 s old
 	require.NoError(t, begin(b, ofB[3]))
 	complete(b, ofB[3])
-	clk.Set(t0.Add(70 * time.Second)) // 30 s old: A died
-	err = begin(b, ofB[4])
+	clk.Set(t0.Add(70 * time.Second)) // 30 s old, and held: in flight
+	require.NoError(t, begin(b, ofB[4]))
+	complete(b, ofB[4])
+	kill(a)
+	err = begin(b, ofB[5])
 	require.ErrorIs(t, err, ErrPending)
-	require.Contains(t, err.Error(), "shard-01/pending-request.json: present for 30 s")
+	require.Contains(t, err.Error(), "shard-01/pending-request.json: "+pendingProblem)
 }
 
 // parallel-shards: a pending review in another shard (the unknown
@@ -463,6 +490,7 @@ func TestParallelClaimSeesOtherShardsReview(t *testing.T) {
 	clk.Set(t0.Add(5 * time.Second))
 	ctxA := WithUpload(context.Background(), fs[1])
 	require.NoError(t, a.Admit(ctxA, clk.Now()))
+	kill(dead)
 	_, err := op.ReviewPendingMarker(context.Background(), markerRef(3), "killed", 0)
 	require.NoError(t, err)
 	err = a.Begin(ctxA, putReq(t))

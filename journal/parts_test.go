@@ -216,7 +216,7 @@ type hookFS struct {
 }
 
 func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (fsys.File, error) {
-	if filepath.Base(name) == markerName && flag&os.O_EXCL != 0 {
+	if final, _ := parseTempName(filepath.Base(name)); final == markerName && flag&os.O_EXCL != 0 {
 		if h.beforeClaim != nil {
 			f := h.beforeClaim
 			h.beforeClaim = nil

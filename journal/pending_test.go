@@ -34,6 +34,7 @@ func abandoned(t *testing.T) string {
 	j, _ := newRun(t)
 	a := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
+	kill(j)
 	return j.Dir() // the process is gone: nothing completes the request
 }
 
@@ -110,7 +111,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	c, err := j2.PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, FileUnknown, c.Files[0].State)
-	assert.Equal(t, "review-0001.json: its request was in flight under an abandoned marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
+	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), ErrReplay)
 
@@ -134,6 +135,7 @@ func TestPendingReviewNotBefore(t *testing.T) {
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	_, err := j.ReviewPending(context.Background(), "", 1<<62)
 	require.ErrorIs(t, err, ErrReview)
+	kill(j)
 	j2 := reopen(t, j.Dir(), t0)
 	rec, err := j2.ReviewPending(context.Background(), "", t0.Unix()+600)
 	require.NoError(t, err)
@@ -191,16 +193,25 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		fs, err := Verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
-		j3 := reopen(t, dir, t0.Add(30*time.Second))
-		err = j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t))
-		require.ErrorIs(t, err, ErrPending)
-		assert.Contains(t, err.Error(), "resolved by review-0001.json but still present")
-		again, err := j3.ReviewPending(context.Background(), "", 0)
+		// While its removal keeps failing, a second review is the same
+		// review, and a Begin is refused naming it.
+		again, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
 		assert.Equal(t, rec.ReviewRecord, again.ReviewRecord, "the same review, no second one")
-		assert.True(t, again.Removed)
-		assert.Equal(t, []string{"plan.json", "review-0001.json", "run.json"}, names(t, dir))
-		require.NoError(t, reopen(t, dir, t0.Add(30*time.Second)).Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
+		assert.False(t, again.Removed)
+		jf, err := OpenExisting(dir, withClock(newFakeClock(t0.Add(30*time.Second))), withFS(&failFS{removeFails: true}), WithPlan(plan3))
+		require.NoError(t, err)
+		err = jf.Begin(WithUpload(context.Background(), "b.bin"), putReq(t))
+		require.ErrorIs(t, err, ErrPending)
+		assert.Contains(t, err.Error(), "resolved by review-0001.json but still present")
+		// The next Begin that can remove it finishes it, then goes.
+		j3 := reopen(t, dir, t0.Add(30*time.Second))
+		require.NoError(t, j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
+		require.NoError(t, j3.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
+		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(FileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
+		fs, err = Verify(dir)
+		require.NoError(t, err)
+		assert.Empty(t, fs)
 	})
 }
 
@@ -308,4 +319,55 @@ func TestRestrictionReview(t *testing.T) {
 	writeRun(t, dir, plan3, t0, []int64{5}, nil)
 	_, err = reopen(t, dir, t0).ReviewRestriction(context.Background(), "backoff-0001.json", "", t0.Unix()+600)
 	require.ErrorIs(t, err, ErrReview)
+}
+
+// pending-review, R83: a review whose head cannot be written leaves
+// nothing that blocks for long: its record is in the run, its marker (a
+// review's, which sends nothing: dead once the review returns) stays, and
+// the next call that may write (here Admit, then Begin) writes the head
+// its writer would have written and removes the marker. The run then
+// verifies clean and the review counts. The same for a pending review:
+// the marker it resolved goes.
+func TestReviewWithoutHeadIsFinished(t *testing.T) {
+	t.Run("decision review", func(t *testing.T) {
+		dir := unknownRun(t).Dir()
+		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
+		require.NoError(t, err)
+		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "checked")
+		require.ErrorIs(t, err, errInjected)
+		require.Contains(t, names(t, dir), markerName, "the review's marker is left")
+		require.Contains(t, names(t, dir), "review-0001.json")
+		st := reopen(t, dir, t0).Status(t0)
+		require.Equal(t, Unresolved, st.State, st.Reason)
+
+		k := reopen(t, dir, t0)
+		require.NoError(t, k.Admit(WithUpload(context.Background(), "b.bin"), t0))
+		require.NotContains(t, names(t, dir), markerName)
+		fs, err := Verify(dir)
+		require.NoError(t, err)
+		require.Empty(t, fs)
+		c, err := k.PlanContinuation(plan3, NewApproval, t0)
+		require.NoError(t, err)
+		require.Equal(t, FileReviewed, c.Files[0].State, c.Files[0].Reason)
+		require.Equal(t, DecisionSkip, c.Files[0].Decision)
+	})
+	t.Run("pending review", func(t *testing.T) {
+		dir := abandoned(t)
+		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
+		require.NoError(t, err)
+		_, err = j.ReviewPending(context.Background(), "killed", 0)
+		require.ErrorIs(t, err, errInjected)
+		require.Contains(t, names(t, dir), markerName)
+
+		k := reopen(t, dir, t0.Add(30*time.Second))
+		require.NoError(t, k.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
+		require.NoError(t, k.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
+		require.NotContains(t, names(t, dir), markerName)
+		fs, err := Verify(dir)
+		require.NoError(t, err)
+		require.Empty(t, fs)
+		c, err := k.PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
+	})
 }

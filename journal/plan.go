@@ -209,7 +209,7 @@ type fileView struct {
 	bad         string // a receipt or part receipt of the file that fails verification
 	record      string // the first record of the round naming the file, as a reason; "" when none
 	// pending is a pending review of the file since its last decision
-	// review: the file's request was in flight under an abandoned marker.
+	// review: the file's request was in flight under a dead marker.
 	pending *reviewRec
 }
 
@@ -246,7 +246,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		return v
 	}
 	if v.pending = pending; pending != nil {
-		v.record = pending.name + ": its request was in flight under an abandoned marker (pending review): outcome unknown"
+		v.record = pending.name + ": its request was in flight under a dead marker (pending review): outcome unknown"
 		return v
 	}
 	if s.blocking() && !ignorePending && s.pendingFile == d {

@@ -130,7 +130,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
-	defer func() { j.inflight = nil }() // before the unlock: the claim ends with Review
+	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with Review
 
 	s := j.snap
 	rb := reviewBody{
@@ -306,10 +306,13 @@ type PendingRecord struct {
 	Removed bool
 }
 
-// ReviewPending resolves an abandoned pending marker (pending-review): a worker
+// ReviewPending resolves a dead pending marker (pending-review): a worker
 // killed while its request was in flight, an interrupted read, a review
-// that died while writing. Call it only once no worker is still sending
-// that request. It appends an immutable review-NNNN.json (decision
+// that died while writing. A marker its worker still holds live (R83: its
+// lock or lease, however old it is and whatever any clock says) is
+// refused with [ErrLive] and nothing is written; on a store that cannot
+// tell (a file system without locks) the review is the operator's word
+// that no worker still sends it. It appends an immutable review-NNNN.json (decision
 // "pending", chained like every review) bound to the digest of the
 // marker's bytes and naming what the marker named; it deletes and edits no
 // record. From then on that marker blocks nothing, the file it names is
@@ -320,7 +323,7 @@ type PendingRecord struct {
 // a Store with versions, only while it is still the one reviewed).
 //
 // Errors: [ErrReview] (wrapped) when no marker exists, when notBefore is
-// not representable; a *RestrictedError when the run has a finding other
+// not representable, when the marker is live ([ErrLive] too); a *RestrictedError when the run has a finding other
 // than the marker (verification must be clean: another finding is not the
 // marker's to resolve); a persistence failure when the review cannot be
 // written, which leaves nothing new behind: the run is as it was. A marker
@@ -341,7 +344,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	defer func() { <-j.slot }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked(ctx)
+	j.refreshFinishing(ctx)
 	s := j.snap
 	switch {
 	case !s.pending:
@@ -350,6 +353,10 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case s.pendingDigest == "":
 		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
+	case s.pendingResolved == "" && !s.deadMarker():
+		// R83: a marker its worker holds is a request in flight, however
+		// old: its own receipt or entry will end it.
+		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", ErrReview, ErrLive, markerName)
 	}
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
@@ -492,7 +499,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
-	defer func() { j.inflight = nil }()
+	defer func() { j.inflight = nil; j.release() }()
 	s := j.snap
 	rb := reviewBody{
 		ReviewVersion:  ReviewVersion,
@@ -536,7 +543,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 // check and the write. A refusal after the claim gives the marker back;
 // after a nil error the caller ends the claim when its write is done.
 func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
-	j.refreshLocked(ctx)
+	j.refreshFinishing(ctx)
 	if err := j.checkLimits(); err != nil {
 		return err
 	}

@@ -98,9 +98,13 @@ type snapshot struct {
 	// names the pending review that resolves that very marker (pending-review):
 	// a resolved marker blocks no status and names no file in flight.
 	pendingDigest, pendingVersion, pendingResolved string
-	// pendingBegun is the marker's begun_at_utc, when readable.
-	pendingBegun int64
-	findings     []Finding
+	// pendingLive is what the store tells of the marker's worker (R83):
+	// live while it holds the marker's lock or lease.
+	pendingLive liveness
+	// pendingReview: the marker is a review's (method REVIEW), which
+	// sends nothing.
+	pendingReview bool
+	findings      []Finding
 	// leftovers are the temporary files of durable writes older than
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
@@ -288,12 +292,35 @@ func (s *snapshot) inPlan(d string) bool {
 func (s *snapshot) allFindings() []Finding {
 	out := append([]Finding(nil), s.findings...)
 	if s.blocking() {
-		out = append(out, Finding{File: markerName, Problem: pendingProblem})
+		out = append(out, Finding{File: markerName, Problem: s.markerProblem()})
 	}
 	return out
 }
 
-const pendingProblem = "unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)"
+// The marker's problem, by what the store tells of its worker (R83).
+const (
+	pendingProblem = "unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`"
+	liveProblem    = "a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)"
+	unknownProblem = "unfinished request: the store cannot tell whether its worker lives (a file system without locks): unresolved; once no worker is sending it, `journal review --pending` resolves it"
+)
+
+// markerProblem says what the marker is: in flight, or dead.
+func (s *snapshot) markerProblem() string {
+	switch s.pendingLive {
+	case holdLive, holdGone:
+		return liveProblem
+	case holdUnknown:
+		return unknownProblem
+	}
+	return pendingProblem
+}
+
+// deadMarker reports whether the blocking marker's worker is dead, or
+// cannot be told alive (treated as dead: it blocks every worker and may
+// be reviewed).
+func (s *snapshot) deadMarker() bool {
+	return s.blocking() && (s.pendingLive == holdNone || s.pendingLive == holdUnknown)
+}
 
 // bounded reports whether a restriction review bounds the entry name.
 func (s *snapshot) bounded(name string) bool {
@@ -458,13 +485,18 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
 	if s.pending {
-		if data, version, ok := b.read(nil, markerName, maxRecordBytes); ok {
+		// Liveness first, then the bytes: a marker made after the
+		// probe is another request's, whose own probe will come.
+		s.pendingLive, _ = b.live()
+		// The check across shards needs a live marker's bytes never: a
+		// live marker is a request in flight whatever it names, and no
+		// review resolves it (R83). Only a dead one is read.
+		skip := s.light && (s.pendingLive == holdLive || s.pendingLive == holdGone)
+		if data, version, ok := b.read(nil, markerName, maxRecordBytes); !skip && ok {
 			s.pendingID = version + "\x00" + string(data)
 			s.pendingDigest, s.pendingVersion = digestOf(data), version
 			m, ok := parseMarker(data)
-			if ok {
-				s.pendingBegun = m.BegunAtUTC
-			}
+			s.pendingReview = ok && m.Method == reviewMethod
 			if ok && m.Method != reviewMethod {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest

@@ -23,7 +23,7 @@ const (
 	// Unresolved: the journal cannot bound the restriction in time, or
 	// cannot be trusted. Network access is blocked; no file timestamp,
 	// approval or edit repairs it. The ways out, each keeping every
-	// record: an abandoned pending marker, [Journal.ReviewPending]
+	// record: a dead pending marker, [Journal.ReviewPending]
 	// (`journal review --pending`); an entry without timing,
 	// [Journal.ReviewRestriction] (`journal review --restriction`); a
 	// clock before a recorded receipt time, the clock's correction. A run
@@ -71,8 +71,8 @@ type Status struct {
 	Shards []ShardView
 
 	cause error // ErrCorrupt or ErrPending for unresolved, or nil
-	// abandoned: the cause is a marker present for the pending wait
-	// already (a parallel run's dead worker): waiting longer is no use.
+	// abandoned: the cause is a marker whose worker the store shows dead
+	// (R83): waiting for it is no use.
 	abandoned bool
 	// named: Reason names its shard already (a parallel run's merge).
 	named bool
@@ -166,7 +166,9 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	case len(s.findings) > 0:
 		return unresolved(ErrCorrupt, s.findings[0].String())
 	case s.blocking() && !ignorePending:
-		return unresolved(ErrPending, markerName+": "+pendingProblem)
+		st := unresolved(ErrPending, markerName+": "+s.markerProblem())
+		st.abandoned = s.pendingLive == holdNone
+		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
 			now.Unix(), maxReceived, maxReceivedName))

@@ -91,7 +91,7 @@ func (lane *Journal) viewLocked(root *Journal, k int, now time.Time) ShardView {
 		switch {
 		case s.pendingResolved != "":
 			v.Marker = markerResolved
-		case lane.inflight == nil && root.markerDead(k, s, now):
+		case lane.inflight == nil && s.deadMarker():
 			v.Marker = markerDead
 		}
 		if m, ok := markerOf(s); ok {
@@ -127,31 +127,4 @@ func markerOf(s *snapshot) (markerFile, bool) {
 		return markerFile{}, false
 	}
 	return parseMarker([]byte(data))
-}
-
-// markerDead reports whether the marker that snapshot s of lane k (1 for
-// a run without shards) shows, another worker's, is abandoned: its worker
-// died in flight, or is stuck. It is the one place where [Journal.Next]
-// and the run at a glance judge liveness, to be replaced by the store's own
-// answer (R83: a lock on a directory, a lease on Blob Storage). Until then
-// it is the pending-wait rule of a parallel run: the marker present for
-// the pending wait ([WithPendingWait], 30 s by default), as this process
-// saw it or by its own begun_at_utc. Called with lane k's mu held.
-func (j *Journal) markerDead(k int, s *snapshot, now time.Time) bool {
-	if p := j.par; p != nil {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		stale, _ := p.staleLocked(k, s, now)
-		return stale
-	}
-	wait := j.pendingWait
-	if wait <= 0 {
-		wait = defaultParallelWait
-	}
-	j.nx.mu.Lock()
-	defer j.nx.mu.Unlock()
-	if j.nx.seen.id != s.pendingID || j.nx.seen.since.IsZero() {
-		j.nx.seen = markerSeen{id: s.pendingID, since: now}
-	}
-	return markerAge(now.Sub(j.nx.seen.since), now, s.pendingBegun) >= wait
 }

@@ -81,16 +81,25 @@ func TestStatusAtAGlance(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"files":{"acked":1,"in-flight":1,"never-attempted":5,"reviewed":0,"unknown":1},"shards":[{"shard":"shard-01",`)
 
-	// The pending wait later, the marker is abandoned: dead, its file unknown.
-	later := t0.Add(31 * time.Second)
+	// An hour later by the reader's clock the marker is still live: its
+	// worker holds its lock (R83), so the file is in flight, not unknown.
+	later := t0.Add(time.Hour)
 	st = open(later).Status(later)
+	assert.Equal(t, Clear, st.State)
+	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 1, FileNeverAttempted: 5, FileUnknown: 1, FileReviewed: 0}, st.Files)
+	assert.Equal(t, "live", st.Shards[k-1].Marker)
+
+	// The Journal whose request is in flight sees its own marker live.
+	assert.Equal(t, "live", w.Status(later).Shards[k-1].Marker)
+
+	// Its worker dies (the lock ends with it): the marker is dead at once,
+	// its file unknown.
+	kill(w)
+	st = open(t0.Add(5 * time.Second)).Status(t0.Add(5 * time.Second))
 	assert.Equal(t, Unresolved, st.State)
 	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 0, FileNeverAttempted: 5, FileUnknown: 2, FileReviewed: 0}, st.Files)
 	assert.Equal(t, "dead", st.Shards[k-1].Marker)
 	assert.Equal(t, 1, st.Shards[k-1].Files[FileUnknown])
-
-	// The Journal whose request is in flight sees its own marker live.
-	assert.Equal(t, "live", w.Status(later).Shards[k-1].Marker)
 
 	// A reviewed file is counted as reviewed.
 	r := open(t0.Add(6 * time.Second))

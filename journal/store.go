@@ -46,7 +46,39 @@ type Store interface {
 	// head replaced, with the version Read returned. A store without
 	// versions ignores it.
 	Remove(ctx context.Context, name, version string) error
+	// Hold keeps the pending marker name, which this process has just
+	// created (version is what Create returned), live (R83): until
+	// release is called, Live tells every process that asks that the
+	// marker's worker is alive, however long its request takes and
+	// whatever any clock says. A process that dies ends the hold by the
+	// store's own means, without release: on a directory the kernel
+	// releases the lock, on Blob Storage the lease expires by the
+	// service's clock. The journal calls release after the marker's
+	// removal (or its failure). A failed Hold is a persistence failure:
+	// the journal removes the marker again and sends nothing.
+	Hold(ctx context.Context, name, version string) (release func(), err error)
+	// Live reports whether a process holds name (Hold) now, and the
+	// version of name when the store has versions ("" otherwise). A
+	// marker is live from its Create on: a store whose hold begins only
+	// at Hold counts the moments between as live by its own means (Blob
+	// Storage: a marker younger than a few seconds by the service's
+	// clock), so that no process judges a marker dead while its creator
+	// takes the hold. A missing name: errors.Is(err, fs.ErrNotExist). Any other error means
+	// the store cannot tell (a file system without locks): the journal
+	// then treats the marker as it treats a dead one (see the package
+	// documentation).
+	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
+
+// liveness is what the store tells of a marker's worker (R83).
+type liveness int
+
+const (
+	holdNone    liveness = iota // no lock or lease: its worker died, or the marker was made by hand
+	holdLive                    // its worker holds it: a request in flight
+	holdUnknown                 // the store cannot tell (no locks): treated as dead
+	holdGone                    // removed since the listing
+)
 
 // storeTimeout bounds each request of a Store. Lists and reads are bounded
 // by the caller's context too (R85: OpenStore, InspectStore, Admit, Begin,
@@ -77,9 +109,13 @@ type backend interface {
 	// put stores an immutable record exclusively; stored reports whether
 	// name exists durably (it may, even with an error).
 	put(name string, data []byte) (stored bool, err error)
-	// createMarker creates the pending marker exclusively; an existing
-	// marker is an error wrapping fs.ErrExist.
-	createMarker(data []byte) (version string, err error)
+	// createMarker creates the pending marker exclusively and holds it
+	// live (Store.Hold) until release; an existing marker is an error
+	// wrapping fs.ErrExist.
+	createMarker(data []byte) (version string, release func(), err error)
+	// live tells whether the marker's worker holds it now, and the
+	// marker's version when the store has versions.
+	live() (liveness, string)
 	// removeMarker removes the marker created with version.
 	removeMarker(version string) error
 	// removeHead removes a run head that a newer one replaced.
@@ -138,7 +174,7 @@ type listedName struct {
 // (temporary file, fsync, link to a name that did not exist, directory
 // fsync). [Open](dir) is [OpenStore] of DirStore(dir), with the checks only
 // a directory has (file types and modes, private-run-directory and hostile-directories).
-func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir} }
+func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir, held: &heldMarker{}} }
 
 // dirStore is the local directory: a Store and the journal's backend.
 type dirStore struct {
@@ -153,6 +189,8 @@ type dirStore struct {
 	// lies inside its root by design.
 	shards int
 	inRoot bool
+	// held is the marker Create made for the Store's Hold (DirStore).
+	held *heldMarker
 }
 
 func (d *dirStore) asRoot(n int) backend {
@@ -329,25 +367,92 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	return true, d.fs.SyncDir(d.dir)
 }
 
-// createMarker creates the marker with O_EXCL and makes it durable. A
-// failure after the creation removes it again (nothing was sent) when it
-// can.
-func (d *dirStore) createMarker(data []byte) (string, error) {
+// createMarker creates the marker held live by an exclusive lock (R83):
+// its temporary file is created (O_EXCL, 0600) and locked, written and
+// fsynced, then linked to pending-request.json (which fails if a marker
+// exists), the directory fsynced, the temporary file removed and the
+// directory fsynced again. The marker's name thus appears with its whole
+// content and its lock already held, and the open file keeps the lock
+// until release closes it, after the marker's removal: every other
+// process that probes it meanwhile finds it locked (live), and the kernel
+// releases the lock when this process dies (dead at once). A file system
+// that keeps no locks gives a marker whose liveness nobody can tell
+// (holdUnknown for every other process), not a refusal: see the package
+// documentation. A failure before the link removes the temporary file;
+// one after it removes the marker again (nothing was sent) when it can.
+func (d *dirStore) createMarker(data []byte) (string, func(), error) {
 	path := filepath.Join(d.dir, markerName)
-	f, err := d.fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := filepath.Join(d.dir, tempName(markerName))
+	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	err = writeSyncClose(f, data)
-	if err == nil {
-		if err = d.fs.SyncDir(d.dir); err == nil {
-			return "", nil
+	fail := func(err error, linked bool) (string, func(), error) {
+		f.Close()
+		if linked && d.fs.Remove(path) == nil {
+			_ = d.fs.SyncDir(d.dir)
 		}
+		_ = d.fs.Remove(tmp)
+		return "", nil, err
 	}
-	if d.fs.Remove(path) == nil {
-		_ = d.fs.SyncDir(d.dir)
+	if err := f.Lock(true); err != nil && !errors.Is(err, fsys.ErrNoLocks) {
+		return fail(err, false)
 	}
-	return "", err
+	if _, err := f.Write(data); err != nil {
+		return fail(err, false)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err, false)
+	}
+	if err := d.fs.Link(tmp, path); err != nil {
+		return fail(err, false)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fail(err, true)
+	}
+	if err := d.fs.Remove(tmp); err != nil {
+		return fail(err, true)
+	}
+	if err := d.fs.SyncDir(d.dir); err != nil {
+		return fail(err, true)
+	}
+	var once sync.Once
+	return "", func() { once.Do(func() { f.Close() }) }, nil
+}
+
+// live probes the marker's lock: a shared lock taken without waiting
+// means no process holds the exclusive one (dead: its worker died, or
+// it was made by hand); one refused means its worker lives. The probe's
+// lock is released at once (the file is closed).
+func (d *dirStore) live() (liveness, string) {
+	if d.ctxErr() != nil {
+		return holdUnknown, ""
+	}
+	path := filepath.Join(d.dir, markerName)
+	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return holdGone, ""
+	case err != nil:
+		return holdNone, "" // a symbolic link, say: never a worker's marker
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return holdNone, "" // a FIFO, a device: never a worker's marker
+	}
+	switch err := f.Lock(false); {
+	case err == nil:
+		// Unlocked: dead, unless its worker removed it (and let its lock
+		// go) since this open; then the name is gone, or another marker's.
+		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
+			return holdGone, ""
+		}
+		return holdNone, ""
+	case errors.Is(err, fsys.ErrLocked):
+		return holdLive, ""
+	}
+	return holdUnknown, ""
 }
 
 // removeMarker removes the marker and fsyncs the directory.
@@ -369,14 +474,77 @@ func (d *dirStore) removeHead(name string) error {
 	return d.fs.SyncDir(d.dir)
 }
 
-// Create implements [Store]: the marker is created in place with O_EXCL,
-// any other name atomically through its temporary file.
+// Create implements [Store]: any name atomically through its temporary
+// file; the marker held by its lock from before its name appears, until
+// [dirStore.Hold]'s release.
 func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
 	if name == markerName {
-		return d.createMarker(data)
+		_, release, err := d.createMarker(data)
+		if err == nil {
+			d.held.put(release)
+		}
+		return "", err
 	}
 	_, err := d.put(name, data)
 	return "", err
+}
+
+// Hold implements [Store]: the marker's lock is taken by Create already;
+// release closes the locked file.
+func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
+	release := d.held.take()
+	if name != markerName || release == nil {
+		return nil, errors.New("journal: only a marker this store created is held")
+	}
+	return release, nil
+}
+
+// Live implements [Store] with the lock probe of [dirStore.live].
+func (d *dirStore) Live(_ context.Context, name string) (bool, string, error) {
+	if name != markerName {
+		return false, "", errors.New("journal: only the marker is held")
+	}
+	switch lv, _ := d.live(); lv {
+	case holdLive:
+		return true, "", nil
+	case holdNone:
+		return false, "", nil
+	case holdGone:
+		return false, "", fs.ErrNotExist
+	}
+	return false, "", fsys.ErrNoLocks
+}
+
+// heldMarker is the release of the marker a dirStore's Create made, until
+// Hold takes it. A dirStore without one (the journal's own, which calls
+// createMarker) releases at once what Create makes.
+type heldMarker struct {
+	mu      sync.Mutex
+	release func()
+}
+
+func (h *heldMarker) put(f func()) {
+	if h == nil {
+		f()
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.release != nil {
+		h.release()
+	}
+	h.release = f
+}
+
+func (h *heldMarker) take() func() {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.release
+	h.release = nil
+	return f
 }
 
 // Read implements [Store] with the checks of the directory: a regular,
@@ -475,6 +643,14 @@ func (p *prefixStore) Read(ctx context.Context, name string, limit int64) ([]byt
 
 func (p *prefixStore) Remove(ctx context.Context, name, version string) error {
 	return p.st.Remove(ctx, p.prefix+name, version)
+}
+
+func (p *prefixStore) Hold(ctx context.Context, name, version string) (func(), error) {
+	return p.st.Hold(ctx, p.prefix+name, version)
+}
+
+func (p *prefixStore) Live(ctx context.Context, name string) (bool, string, error) {
+	return p.st.Live(ctx, p.prefix+name)
 }
 
 // List lists the shard's names: with the Store's ListPrefix when it has
@@ -608,10 +784,37 @@ func (b *storeBackend) put(name string, data []byte) (bool, error) {
 	return err == nil, err
 }
 
-func (b *storeBackend) createMarker(data []byte) (string, error) {
+// createMarker creates the marker and holds it live (Store.Hold); a hold
+// that fails removes the marker again: nothing is sent under a marker
+// that no other worker could tell alive.
+func (b *storeBackend) createMarker(data []byte) (string, func(), error) {
 	ctx, cancel := b.wctx()
 	defer cancel()
-	return b.st.Create(ctx, markerName, data)
+	version, err := b.st.Create(ctx, markerName, data)
+	if err != nil {
+		return "", nil, err
+	}
+	release, err := b.st.Hold(ctx, markerName, version)
+	if err != nil {
+		_ = b.st.Remove(ctx, markerName, version)
+		return "", nil, fmt.Errorf("hold %s live: %w", markerName, err)
+	}
+	return version, release, nil
+}
+
+func (b *storeBackend) live() (liveness, string) {
+	ctx, cancel := b.rctx()
+	defer cancel()
+	live, version, err := b.st.Live(ctx, markerName)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return holdGone, ""
+	case err != nil:
+		return holdUnknown, ""
+	case live:
+		return holdLive, version
+	}
+	return holdNone, version
 }
 
 // removeHead removes an older head, conditionally on the version it has
@@ -678,10 +881,11 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 // for the pending marker of another worker's request to go, instead of
 // refusing at once with an unresolved status ([ErrPending]): the marker
 // serializes the journaled requests of workers sharing one run (docs/policy.md: shared-runs).
-// The wait honours the caller's context. The same marker present for d
-// (a worker that died while its request was in flight) leaves the run
-// unresolved for every worker, as without the option. Default: 0, no wait.
-// A negative d is ignored.
+// The wait honours the caller's context. A marker whose worker the store
+// shows dead (R83: no lock, no lease) ends the wait at once: the run is
+// unresolved for every worker, as without the option. One still live
+// after d is refused as a request in flight (never judged dead by its
+// age). Default: 0, no wait. A negative d is ignored.
 func WithPendingWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {

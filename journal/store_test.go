@@ -30,6 +30,9 @@ type memStore struct {
 	// delay, when set, is slept before every operation (outside the
 	// lock): a store across a network.
 	delay time.Duration
+	// held is the version of each name a live worker holds (Hold), as a
+	// lease that ends only with its release (the tests' kill).
+	held map[string]string
 }
 
 func newMemStore() *memStore {
@@ -60,6 +63,14 @@ func (m *memStore) Create(_ context.Context, name string, data []byte) (string, 
 	}
 	m.n++
 	m.objs[name], m.vers[name] = append([]byte(nil), data...), fmt.Sprintf(`"v%d"`, m.n)
+	if strings.HasSuffix(name, markerName) {
+		// Live from its creation, as Store.Live requires (Blob Storage:
+		// its creation grace), until its Hold's release.
+		if m.held == nil {
+			m.held = map[string]string{}
+		}
+		m.held[name] = m.vers[name]
+	}
 	return m.vers[name], nil
 }
 
@@ -116,6 +127,42 @@ func (m *memStore) Remove(_ context.Context, name, version string) error {
 	delete(m.objs, name)
 	delete(m.vers, name)
 	return nil
+}
+
+// Hold holds name at version until release (a lease that never expires
+// while its worker lives); not logged in ops, but fail applies.
+func (m *memStore) Hold(_ context.Context, name, version string) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		if err := m.fail("hold", name); err != nil {
+			return nil, err
+		}
+	}
+	if m.vers[name] != version || m.held[name] != version {
+		return nil, fmt.Errorf("mem: hold %s: version %s, not %s", name, m.vers[name], version)
+	}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.held[name] == version {
+			delete(m.held, name)
+		}
+	}, nil
+}
+
+// Live reports whether name is held at its current version.
+func (m *memStore) Live(_ context.Context, name string) (bool, string, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.vers[name]
+	if !ok {
+		return false, "", fmt.Errorf("mem: %s: %w", name, fs.ErrNotExist)
+	}
+	return m.held[name] == v, v, nil
 }
 
 func (m *memStore) has(name string) bool {

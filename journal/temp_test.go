@@ -30,11 +30,11 @@ func TestTempNames(t *testing.T) {
 		{tempName("backoff-0001.json"), "backoff-0001.json"},
 		{"review-0002.json.tmp-0123456789abcdef", "review-0002.json"},
 		{"run.json.tmp-0123456789abcdef", "run.json"},
-		{"backoff-0001.json.tmp", ""},                     // the old pattern
-		{"backoff-0001.json.tmp-0123456789ABCDEF", ""},    // upper-case hex
-		{"backoff-0001.json.tmp-0123456789abcde", ""},     // 15 digits
-		{"pending-request.json.tmp-0123456789abcdef", ""}, // the marker is created in place
-		{"notes.txt.tmp-0123456789abcdef", ""},            // not a record
+		{"backoff-0001.json.tmp", ""},                                         // the old pattern
+		{"backoff-0001.json.tmp-0123456789ABCDEF", ""},                        // upper-case hex
+		{"backoff-0001.json.tmp-0123456789abcde", ""},                         // 15 digits
+		{"pending-request.json.tmp-0123456789abcdef", "pending-request.json"}, // the marker, written locked (R83)
+		{"notes.txt.tmp-0123456789abcdef", ""},                                // not a record
 		{".tmp-0123456789abcdef", ""},
 	} {
 		final, ok := parseTempName(tc.name)
@@ -90,11 +90,15 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 }
 
 // killFS is the real file system that kills its own process (SIGKILL)
-// just before the link of a record: the temporary file is written,
-// fsynced and closed, the record not yet there.
+// just before the link of a record (the marker's own link goes through):
+// the temporary file is written, fsynced and closed, the record not yet
+// there.
 type killFS struct{ fsys.OS }
 
-func (killFS) Link(oldname, newname string) error {
+func (k killFS) Link(oldname, newname string) error {
+	if filepath.Base(newname) == markerName {
+		return k.OS.Link(oldname, newname)
+	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	time.Sleep(time.Minute)
 	return errors.New("not killed")

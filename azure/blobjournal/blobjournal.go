@@ -12,8 +12,11 @@
 // never replaces one that exists) and carries the MD5 of its content for
 // the service to check; the journal checks each record's own digest when it
 // reads it, as on disk. The pending marker is deleted with If-Match on the
-// ETag its creation returned, so that a worker never deletes another's
-// marker; the run's head (head-NNNN.json), the only other blob ever
+// ETag its creation returned (and its lease), so that a worker never
+// deletes another's marker; while its request is in flight the worker
+// holds a 15 s lease on it, renewed every 5 s ([Store.Hold]): a marker
+// without a lease is a dead worker's ([Store.Live], R83), known within one
+// lease by the service's own clock; the run's head (head-NNNN.json), the only other blob ever
 // deleted, with If-Match on the ETag read just before, once a newer head
 // replaced it. A prefix that lies inside another run's prefix is refused
 // by journal.OpenStore ([Store.EnclosingRun]).
@@ -37,6 +40,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -45,6 +50,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/hashicorp/go-cleanhttp"
 
 	"github.com/readrecovery/readrecovery/journal"
@@ -55,6 +61,11 @@ import (
 type Store struct {
 	c      *container.Client
 	prefix string
+
+	mu sync.Mutex
+	// leases are the lease IDs of the markers this Store holds (Hold),
+	// by name: Remove deletes a leased marker with its lease.
+	leases map[string]string
 }
 
 var _ journal.Store = (*Store)(nil)
@@ -98,7 +109,7 @@ func (s *Store) String() string {
 // BlobAlreadyExists; any other 409 is a plain failure) and fs.ErrNotExist
 // for a missing blob (404).
 type Error struct {
-	Op         string // "create", "read", "list" or "remove"
+	Op         string // "create", "read", "list", "remove", "hold" or "live"
 	Name       string
 	StatusCode int    // 0 without a response
 	ErrorCode  string // the service's x-ms-error-code, if any
@@ -287,8 +298,9 @@ func (s *Store) EnclosingRun(ctx context.Context) (string, error) {
 
 var _ journal.Enclosing = (*Store)(nil)
 
-// Remove deletes prefix+name with If-Match: version. A blob changed or
-// gone since is not deleted: the error says so (412 or 404).
+// Remove deletes prefix+name with If-Match: version (and, for a marker
+// this Store holds, its lease ID). A blob changed or gone since is not
+// deleted: the error says so (412 or 404).
 func (s *Store) Remove(ctx context.Context, name, version string) error {
 	if s.zero() {
 		return errZero("remove", name)
@@ -297,11 +309,125 @@ func (s *Store) Remove(ctx context.Context, name, version string) error {
 		return &Error{Op: "remove", Name: name, Transport: "no version to match (refused: an unconditional delete)"}
 	}
 	etag := azcore.ETag(version)
-	_, err := s.c.NewBlobClient(s.prefix+name).Delete(ctx, &blob.DeleteOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
-	})
+	ac := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
+	s.mu.Lock()
+	id, held := s.leases[name]
+	s.mu.Unlock()
+	if held {
+		ac.LeaseAccessConditions = &blob.LeaseAccessConditions{LeaseID: &id}
+	}
+	_, err := s.c.NewBlobClient(s.prefix+name).Delete(ctx, &blob.DeleteOptions{AccessConditions: ac})
 	if err != nil {
 		return s.fail("remove", name, err)
 	}
+	if held {
+		s.mu.Lock()
+		delete(s.leases, name) // gone with its blob: nothing to release
+		s.mu.Unlock()
+	}
 	return nil
+}
+
+// The pending marker's lease (R83). 15 s is the shortest lease Blob
+// Storage grants, so a dead worker's marker is known dead within 15 s
+// by the service's own clock; renewed every 5 s, a live worker's lease
+// survives two lost renewals in a row, and an expired lease of a blob
+// nobody changed is renewed again by the same ID (a longer outage makes
+// the marker look dead only while it lasts). A marker younger than
+// createGrace by the service's clock (its Date against the blob's
+// Last-Modified) is live without a lease: its worker takes the lease
+// right after the create.
+const (
+	leaseSeconds = 15
+	renewEvery   = 5 * time.Second
+	createGrace  = 5 * time.Second
+)
+
+// Hold implements [journal.Store]: it takes a 15 s lease on the marker
+// prefix+name while its ETag is still version, and renews it every 5 s
+// until release. A worker that dies stops renewing, and the service
+// expires the lease. release after a failed Remove gives the lease back
+// at once, so that the marker left is dead for every worker without the
+// wait.
+func (s *Store) Hold(ctx context.Context, name, version string) (func(), error) {
+	if s.zero() {
+		return nil, errZero("hold", name)
+	}
+	lc, err := lease.NewBlobClient(s.c.NewBlobClient(s.prefix+name), nil)
+	if err != nil {
+		return nil, &Error{Op: "hold", Name: name, Transport: safeText(err.Error())}
+	}
+	etag := azcore.ETag(version)
+	if _, err := lc.AcquireLease(ctx, leaseSeconds, &lease.BlobAcquireOptions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	}); err != nil {
+		return nil, s.fail("hold", name, err)
+	}
+	s.mu.Lock()
+	if s.leases == nil {
+		s.leases = map[string]string{}
+	}
+	s.leases[name] = *lc.LeaseID()
+	s.mu.Unlock()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(renewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), renewEvery)
+				_, _ = lc.RenewLease(rctx, nil) // a lost renewal: the next one, or the lease expires
+				cancel()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+			s.mu.Lock()
+			_, still := s.leases[name]
+			delete(s.leases, name)
+			s.mu.Unlock()
+			if still { // the marker's removal failed: give the lease back
+				rctx, cancel := context.WithTimeout(context.Background(), renewEvery)
+				_, _ = lc.ReleaseLease(rctx, nil)
+				cancel()
+			}
+		})
+	}, nil
+}
+
+// Live implements [journal.Store]: the marker prefix+name is live while
+// the service shows a lease on it (leased, or breaking), or while it is
+// younger than createGrace by the service's clock; it returns the
+// blob's ETag.
+func (s *Store) Live(ctx context.Context, name string) (bool, string, error) {
+	if s.zero() {
+		return false, "", errZero("live", name)
+	}
+	resp, err := s.c.NewBlobClient(s.prefix+name).GetProperties(ctx, nil)
+	if err != nil {
+		e := s.fail("live", name, err).(*Error)
+		if e.StatusCode == http.StatusNotFound {
+			e.kind = fs.ErrNotExist
+		}
+		return false, "", e
+	}
+	version := ""
+	if resp.ETag != nil {
+		version = string(*resp.ETag)
+	}
+	if st := resp.LeaseState; st != nil && (*st == lease.StateTypeLeased || *st == lease.StateTypeBreaking) {
+		return true, version, nil
+	}
+	if resp.Date != nil && resp.LastModified != nil && resp.Date.Sub(*resp.LastModified) < createGrace {
+		return true, version, nil
+	}
+	return false, version, nil
 }

@@ -55,7 +55,8 @@ func fixture(t *testing.T, ra readrecovery.RetryAfter, tm *readrecovery.RetryAft
 		require.NoError(t, err)
 	}
 	if pending {
-		require.NoError(t, j.Begin(context.Background(), readrecovery.JournalRequest{Method: "GET", URLDigest: redact.URLDigest(u), Attempt: 1}))
+		// A worker that began a GET and died (R83: its marker is dead).
+		startWorker(t, dir, "").kill()
 	}
 	return dir
 }
@@ -81,18 +82,21 @@ func glanceJSON(class journal.FileState, state journal.State, marker string) str
 }
 
 // fixtureMarker is the glance's fields of the marker of a fixture made
-// with pending, at now: dead (present for the pending wait), a GET of this
-// process.
+// with pending, at now: dead (its worker was killed: no lock holds it), a
+// GET of that worker process.
 func fixtureMarker(t *testing.T, dir string, now time.Time) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "pending-request.json"))
 	require.NoError(t, err)
 	var m struct {
 		Begun int64 `json:"begun_at_utc"`
+		PID   int   `json:"pid"`
 	}
 	require.NoError(t, json.Unmarshal(data, &m))
+	require.NotZero(t, m.PID)
+	require.NotEqual(t, os.Getpid(), m.PID, "the marker is the killed worker's")
 	host, _ := os.Hostname()
-	return fmt.Sprintf(`"marker":"dead","method":"GET","host":%q,"pid":%d,"age_seconds":%d`, host, os.Getpid(), now.Unix()-m.Begun)
+	return fmt.Sprintf(`"marker":"dead","method":"GET","host":%q,"pid":%d,"age_seconds":%d`, host, m.PID, now.Unix()-m.Begun)
 }
 
 // TestJournalStatusCommand asserts the exact output and exit code of
@@ -129,7 +133,7 @@ func TestJournalStatusCommand(t *testing.T) {
 			statusJSON("elapsed", timingOf(5), "0", "backoff-0001.json: restriction elapsed; only otherwise eligible uploads may proceed",
 				glanceJSON(journal.FileUnknown, journal.Elapsed, "")), ""},
 		{"unresolved: pending request", pending, rcv.Add(time.Hour), 4,
-			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)",
+			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`",
 				glanceJSON(journal.FileUnknown, journal.Elapsed, fixtureMarker(t, pending, rcv.Add(time.Hour)))), ""},
 		{"unresolved: no timing", fixture(t, overlong, nil, false), rcv.Add(time.Hour), 4,
 			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)",
@@ -398,7 +402,7 @@ func TestHostileRunDirectory(t *testing.T) {
 	assert.Equal(t, 1, vcode)
 	assert.Equal(t, "pending-request.json: not a regular file\n"+
 		`"x\nok: forged\x1b[2J": unexpected file in the run directory`+"\n"+
-		"pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)\n", vout)
+		"pending-request.json: unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`\n", vout)
 }
 
 // TestSignalsEndPromptly: a signal cancels the command's context; a
@@ -483,11 +487,9 @@ func TestJournalPlanIDs(t *testing.T) {
 func TestJournalReviewPendingCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	plan := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}
-	j, err := journal.Open(dir, journal.WithPlan(plan))
+	_, err := journal.Open(dir, journal.WithPlan(plan))
 	require.NoError(t, err)
-	u, _ := url.Parse("https://acct.blob.core.windows.net/c/a.bin")
-	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: redact.URLDigest(u), Attempt: 1}
-	require.NoError(t, j.Begin(journal.WithUpload(context.Background(), "a.bin"), req)) // then killed
+	w := startWorker(t, dir, "a.bin") // a worker in flight, killed below
 	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.FileDigest("a.bin"), "sha256:")[:32]+".json.tmp-0123456789abcdef")
 	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
 	old := time.Now().Add(-2 * time.Minute)
@@ -508,6 +510,12 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 		assert.Equal(t, 2, code, "%q", args)
 		assert.Contains(t, stderr, "usage:", "%q", args)
 	}
+	before := dirFiles(t, dir)
+	code, _, stderr = runJ("review", dir, "--pending", "--note", "too early")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "pending-request.json is held by its worker (a request in flight): nothing written")
+	assert.Equal(t, before, dirFiles(t, dir))
+	w.kill()
 
 	notBefore := time.Now().Unix() + 120
 	code, stdout, stderr := runJ("review", dir, "--pending", "--note", "worker 2 killed", "--not-before", strconv.FormatInt(notBefore, 10))
@@ -558,12 +566,13 @@ func TestJournalReviewRestrictionCommand(t *testing.T) {
 	assert.Equal(t, 1, code, stderr)
 }
 
-// parallel-dead-worker: the journal commands on a parallel run's root.
-// A killed worker's marker in one shard is a request in flight while it is
-// young (status clear, exit 0; plan shows its file in-flight) and makes the
-// run unresolved once older than the pending wait (exit 4, naming the
-// shard's marker); verify names it with its shard. `review --pending`
-// without --marker refuses a marker that young (exit 1, naming it);
+// parallel-dead-worker (R83): the journal commands on a parallel run's
+// root. A live worker's marker in one shard (a process that holds it) is
+// a request in flight however old (status clear, exit 0, a minute later
+// too; plan shows its file in-flight; verify names it with its shard as in
+// flight); `review --pending`, with or without --marker, refuses it (exit
+// 1, naming it, writing nothing). Once the worker is SIGKILLed the very
+// next status is unresolved (exit 4, naming the shard's dead marker);
 // `--pending --marker shard-KK/pending-request.json` records the review in
 // that shard (exit 3: the run waits), after which verify is clean and the
 // file is reviewed as usual, in its shard.
@@ -589,7 +598,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	ctx := journal.WithUpload(context.Background(), done)
 	require.NoError(t, j.Begin(ctx, req(done)))
 	require.NoError(t, j.Complete(ctx, req(done), readrecovery.JournalOutcome{StatusCode: 201}))
-	require.NoError(t, j.Begin(journal.WithUpload(context.Background(), dead), req(dead))) // then killed
+	w := startWorker(t, dir, dead) // its request in flight, in another process
 
 	now := time.Now()
 	at(t, now)
@@ -609,16 +618,25 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	assert.Equal(t, "acked", classes[journal.FileDigest(done)], stdout)
 	code, stdout, _ = runJ("verify", dir)
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "shard-02/pending-request.json: unfinished request: its outcome is unknown (unresolved; once no worker is sending it, `journal review --pending` resolves it)\n", stdout)
+	assert.Equal(t, "shard-02/pending-request.json: a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)\n", stdout)
 
-	at(t, now.Add(time.Minute))
+	at(t, now.Add(time.Minute)) // a minute, or a clock a minute fast: still in flight
 	code, stdout, _ = runJ("status", dir)
-	assert.Equal(t, 4, code, stdout)
-	assert.Regexp(t, `"reason":"shard-02/pending-request\.json: present for 6\d s, at least the pending wait \(30 s\)`, stdout)
-
+	assert.Equal(t, 0, code, stdout)
+	assert.Contains(t, stdout, "1 request(s) in flight")
+	before := dirFiles(t, dir)
 	code, _, stderr := runJ("review", dir, "--pending", "--note", "killed")
 	assert.Equal(t, 1, code, stderr)
-	assert.Regexp(t, `no marker is older than the pending wait \(30 s\): shard-02/pending-request\.json \(\d s old\)`, stderr)
+	assert.Contains(t, stderr, "every marker is held by its live worker: shard-02/pending-request.json")
+	code, _, stderr = runJ("review", dir, "--pending", "--marker", "shard-02/pending-request.json", "--note", "killed")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "held by its worker (a request in flight): nothing written")
+	assert.Equal(t, before, dirFiles(t, dir), "a refused review writes nothing")
+
+	w.kill()
+	code, stdout, _ = runJ("status", dir)
+	assert.Equal(t, 4, code, stdout)
+	assert.Contains(t, stdout, `"reason":"shard-02/pending-request.json: unfinished request: its worker died in flight (no lock or lease holds the marker)`)
 	code, _, stderr = runJ("review", dir, "--marker", "shard-02/pending-request.json", "--note", "killed")
 	assert.Equal(t, 2, code, stderr)
 	code, _, stderr = runJ("review", dir, "--pending", "--marker", "shard-03/pending-request.json", "--note", "killed")

@@ -381,7 +381,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *pending && (*file != "" || *decision != ""):
 		return c.usageError(stderr, c.Sub+"review --pending takes no --file or --decision (review the file afterwards)")
 	case *pending && *note == "":
-		return c.usageError(stderr, c.Sub+"review --pending needs --note TEXT (why the marker is abandoned)")
+		return c.usageError(stderr, c.Sub+"review --pending needs --note TEXT (why the marker's worker is dead)")
 	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
@@ -448,7 +448,7 @@ func (c *Command) reviewPending(ctx context.Context, dir, marker, note string, n
 	fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
 		escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
 	if !rec.Removed {
-		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: run the same review again to remove it\n")
+		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
 	}
 	return 3 // waiting
 }

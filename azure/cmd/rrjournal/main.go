@@ -42,10 +42,10 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
       record an operator's review of an unknown file (ID, or its sha256: digest as plan prints it);
       exit 0 recorded, 1 refused (the file is not unknown), 4 the run is unresolved
   rrjournal review RUN --pending [--marker shard-KK/pending-request.json] --note TEXT [--not-before UNIX]
-      resolve an abandoned pending-request.json (a killed worker: make sure none still sends it); keeps
+      resolve a dead pending-request.json (a killed worker: its lease expired, within 15 s); keeps
       every record, makes the marker's file unknown, and the run waits 30 s or until --not-before;
-      in a parallel run --marker names the shard's marker (without it: the only one older than the
-      pending wait); exit 3 recorded (the run waits), 1 refused (no marker), 4 the run has other findings
+      in a parallel run --marker names the shard's marker (without it: the only dead one); exit 3
+      recorded (the run waits), 1 refused (no marker, or its worker is live), 4 other findings
   rrjournal review RUN --restriction ENTRY --not-before UNIX --note TEXT
       bound a backoff entry whose restriction has no timing (a Retry-After beyond year 9999, an
       oversized field): the run waits until --not-before (at least 30 s from now); keeps every record;

@@ -45,7 +45,22 @@ type File interface {
 	Sync() error
 	// Stat describes the open file.
 	Stat() (fs.FileInfo, error)
+	// Lock takes an advisory lock on the open file without waiting
+	// (flock(2) with LOCK_NB): exclusive, or shared. The kernel releases
+	// it when the file is closed, by Close or by the death of the
+	// process. A lock another open file holds is an error wrapping
+	// [ErrLocked]; a file system that keeps no locks gives one wrapping
+	// [ErrNoLocks].
+	Lock(exclusive bool) error
 }
+
+var (
+	// ErrLocked means another open file holds a conflicting lock.
+	ErrLocked = errors.New("fsys: locked by another open file")
+	// ErrNoLocks means the file system keeps no locks (ENOLCK,
+	// EOPNOTSUPP, ENOSYS, or a platform without flock).
+	ErrNoLocks = errors.New("fsys: the file system keeps no locks")
+)
 
 // OS is the real file system of the os package.
 type OS struct{}
@@ -64,8 +79,13 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
+
+// osFile is an *os.File with [File.Lock].
+type osFile struct{ *os.File }
+
+func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
 
 // Link calls os.Link.
 func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
