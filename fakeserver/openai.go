@@ -19,14 +19,8 @@ import (
 // Route names of the OpenAI-compatible surface: the Files API and
 // vector-store file batches as openai-go parses them, under /v1 (OpenAI),
 // /openai (Azure OpenAI through azure.WithEndpoint) and /openai/v1 (its v1
-// API), every prefix {p} reaching the same state:
-//
-//	POST   {p}/files                                  openai.file.upload
-//	GET    {p}/files                                  openai.file.list
-//	GET    {p}/files/{id}  (HEAD too)                 openai.file.get
-//	DELETE {p}/files/{id}                             openai.file.delete
-//	POST   {p}/vector_stores/{vs}/file_batches        openai.file_batch.create
-//	GET    {p}/vector_stores/{vs}/file_batches/{id}   openai.file_batch.get
+// API), every prefix {p} reaching the same state (each name's comment
+// gives its method and path).
 //
 // An upload is multipart/form-data with a "purpose" (assistants, batch,
 // fine-tune, vision, user_data or evals) and a named "file" part; it
