@@ -67,127 +67,14 @@
 // "readrecovery fakeserver" runs the fake or the proxy from the shell with
 // a script, a seed and one rule by time or by rate from its flags.
 //
-// # JSON scripts
+// # JSON scripts and seeds
 //
-// [LoadScript] and [LoadScriptFile] read the same rules from JSON:
-//
-//	{
-//	  "comment": "inventory: a 429 on page 3 and on page 5",
-//	  "rules": [
-//	    {"route": "file.list", "nth": 3, "fault": "throttle",
-//	     "retry_after": {"form": "seconds", "seconds": 1}},
-//	    {"route": "file.list", "nth": 5, "fault": "throttle",
-//	     "retry_after": {"form": "rfc850", "seconds": 2}},
-//	    {"route": "search.put", "times": 1, "fault": "throttle",
-//	     "retry_after": {"form": "duplicate", "values": ["1", "2"]}, "body_size": 8388608},
-//	    {"route": "blob.get", "path_prefix": "/devstoreaccount1/checkpoints/",
-//	     "fault": "throttle", "retry_after": {"form": "imf-fixdate", "seconds": 1}},
-//	    {"route": "file.upload", "always": true, "fault": "throttle",
-//	     "retry_after": {"form": "missing"}},
-//	    {"route": "*", "method": "DELETE", "fault": "status", "status": 503},
-//	    {"route": "blob.get", "nth": 2, "fault": "redirect", "status": 307,
-//	     "location": "https://elsewhere.example/c/b"},
-//	    {"route": "search.get", "fault": "slow_body", "chunk": 16, "delay": "100ms"},
-//	    {"route": "blob.get", "nth": 4, "fault": "stalled_body"},
-//	    {"route": "other", "fault": "reset"}
-//	  ]
-//	}
-//
-// A script is an object with "rules" (an array, applied in order) and an
-// optional "comment". A rule has:
-//
-//	route        required: a route name (search.put, search.get, file.upload, file.list,
-//	             blob.put, blob.get, other, an openai.* route) or "*"
-//	method       optional HTTP method (must agree with a named route)
-//	path_prefix  optional decoded path prefix, starting with "/"
-//	nth          optional 1-based ordinal of the first matching request it fires on
-//	times        optional: fire at most this many times
-//	always       optional true: fire on every matching request (the default
-//	             when neither nth nor times is given); excludes times
-//	window       optional {"start": RFC 3339 time (optional: the first request),
-//	             "duration": Go duration (required, above 0)}: see [Window]
-//	token_bucket optional {"rate": tokens per second, "burst": N, "key": "account"
-//	             (default), "host", "subscription" or "deployment", "quota_headers":
-//	             "openai" or "arm" (optional)}: see [TokenBucket]
-//	fault        required: throttle, status, server_busy, redirect, slow_body,
-//	             stalled_body, reset
-//	retry_after  throttle (required): {"form": F, ...} where F is
-//	               seconds      {"seconds": N}        "Retry-After: N"
-//	               imf-fixdate, rfc850, asctime
-//	                            {"seconds": N}        the server clock + N s (N may be < 0)
-//	               raw          {"values": ["1.5"]}   exactly that one value
-//	               duplicate    {"values": ["1","2"]} one header line per value
-//	               missing      {}                    no Retry-After
-//	               oversized    {"size": 200}         a 200-byte value (default 200)
-//	               overlong     {"seconds": 60}       like seconds (default 60)
-//	               remaining    {}                    the window's or bucket's wait, whole
-//	                                                  seconds rounded up (needs a window
-//	                                                  or a token_bucket)
-//	               remaining-ms {}                    the same, and retry-after-ms
-//	status       status: 400-599 but 429; redirect: 301, 302, 303, 307, 308
-//	location     redirect (required): the Location value
-//	body_size    throttle, status, server_busy: the exact error body length in bytes
-//	chunk, delay slow_body (required): bytes per chunk and a Go duration ("100ms")
-//	comment      optional, ignored
-//
-// Rules by time and by rate, and Storage's 503:
-//
-//	{
-//	  "comment": "Azure-like throttling: a 2 s window, a per-account bucket, Storage's 503",
-//	  "rules": [
-//	    {"route": "file.list", "window": {"duration": "2s"}, "fault": "throttle",
-//	     "retry_after": {"form": "remaining"}},
-//	    {"route": "search.get", "window": {"start": "2026-12-01T10:00:00Z", "duration": "1m"},
-//	     "fault": "throttle", "retry_after": {"form": "remaining-ms"}},
-//	    {"route": "blob.get", "token_bucket": {"rate": 200, "burst": 50},
-//	     "fault": "throttle", "retry_after": {"form": "remaining"}},
-//	    {"route": "*", "token_bucket": {"rate": 20, "burst": 5, "key": "host"},
-//	     "fault": "server_busy"}
-//	  ]
-//	}
-//
-// Scripts and seeds are decoded with encoding/json into typed structs,
-// unknown keys refused (keys match without regard to case, as
-// encoding/json does). A bad one fails with a [*LoadError] that names the
-// entry and field with its line and column ("rules[2].retry_after.form
-// (line 7, column 5): unknown Retry-After form ..."): where the decoder
-// stopped for a syntax error or a value of the wrong type, else where the
-// entry starts.
-//
-// # Seeds
-//
-// [Server.Seed] stores a [Seed] of indexes, files and blobs without a
-// request (nothing in the ledger, no rule counts them), all or nothing;
-// [LoadSeed] and [LoadSeedFile] read one from JSON:
-//
-//	{
-//	  "comment": "a checkpoint, an index and a two-page inventory",
-//	  "indexes": [
-//	    {"name": "hotels", "definition": {"fields": [{"name": "id", "type": "Edm.String", "key": true}]}}
-//	  ],
-//	  "files": [
-//	    {"name": "a.csv", "content": "id,name\n1,x\n"},
-//	    {"name": "b.bin", "content_base64": "AAEC"}
-//	  ],
-//	  "blobs": [
-//	    {"container": "checkpoints", "name": "c1/source.json", "json": {"source": 1}},
-//	    {"container": "checkpoints", "name": "c1/raw.bin", "content_base64": "AAEC",
-//	     "content_type": "application/x-raw"}
-//	  ]
-//	}
-//
-// Every key is optional; the sections are arrays, stored in order:
-//
-//	indexes[]  name (required; no "/" or "'"), definition (required: a JSON
-//	           object, its "name", if any, equal to name)
-//	files[]    name (optional x-ms-file-name), and the content
-//	blobs[]    container (required; not "indexes", "files", "_fakeserver"),
-//	           name (required; may hold "/"), the content, content_type
-//	           (default application/octet-stream, application/json for json)
-//	content    exactly one of: content (a string, stored as UTF-8),
-//	           content_base64 (standard base64), json (any JSON value,
-//	           stored compacted)
-//	comment    optional string, at the top and in every entry, ignored
-//
-// Duplicate index names or blobs and a second content field are errors.
+// [LoadScript] and [LoadScriptFile] read the same rules from JSON, and
+// [LoadSeed] and [LoadSeedFile] a [Seed] of indexes, files and blobs that
+// [Server.Seed] stores without a request (nothing in the ledger, no rule
+// counts them), all or nothing. Both are decoded with encoding/json into
+// typed structs, unknown keys refused; a bad one fails with a [*LoadError]
+// naming the entry and field with its line and column. The formats, with
+// examples, are in docs/fakeserver.md:
+// https://github.com/readrecovery/readrecovery/blob/main/docs/fakeserver.md
 package fakeserver

@@ -280,7 +280,9 @@ type Fault struct {
 	bodySize   int // -1: the surface's normal error body
 	chunk      int
 	delay      time.Duration
-	openai     *OpenAIThrottle // a ThrottleOpenAI rule's headers
+	openai     bool  // WithRetryAfterMs: Azure OpenAI's 429 (openai.go's openaiHeaders),
+	openaiMs   int64 // its retry-after-ms (0: none)
+	tokens     bool  // and x-ratelimit-remaining-tokens at 0 (else -requests)
 }
 
 // Throttle answers 429 Too Many Requests with the Retry-After field ra and
@@ -289,6 +291,20 @@ type Fault struct {
 // [Always] it is a persistent 429.
 func Throttle(ra RetryAfter) Fault {
 	return Fault{kind: kindThrottle, status: http.StatusTooManyRequests, retryAfter: ra, bodySize: -1}
+}
+
+// WithRetryAfterMs returns the throttle f as Azure OpenAI sends it, on any
+// route ([MatchPath]("/v1/chat/completions") throttles an inference call):
+// "retry-after-ms: ms" beside its Retry-After (none for 0), the OpenAI
+// surface's rate-limit headers, and the limit it names at 0:
+// x-ratelimit-remaining-tokens with tokens, else -requests. The ledger's
+// Fault shows the Retry-After part. It panics on another fault or ms < 0.
+func (f Fault) WithRetryAfterMs(ms int64, tokens bool) Fault {
+	if f.kind != kindThrottle || ms < 0 {
+		panic("fakeserver: WithRetryAfterMs: a throttle and ms >= 0 only")
+	}
+	f.openai, f.openaiMs, f.tokens = true, ms, tokens
+	return f
 }
 
 // Status answers code (400 to 599, not 429: use [Throttle]) with the

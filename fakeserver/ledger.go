@@ -131,21 +131,17 @@ type TB interface {
 }
 
 // AssertOption relaxes an assertion.
-type AssertOption interface{ applyAssert(*assertConfig) }
+type AssertOption func(*assertConfig)
 
 type assertConfig struct {
 	resends map[string]int
 }
 
-type assertOptionFunc func(*assertConfig)
-
-func (f assertOptionFunc) applyAssert(c *assertConfig) { f(c) }
-
 // AllowResend lets each distinct mutation of route be sent n extra times,
 // such as AllowResend("file.upload", 1) for the queue-429 route's single
 // re-send.
 func AllowResend(route string, n int) AssertOption {
-	return assertOptionFunc(func(c *assertConfig) {
+	return AssertOption(func(c *assertConfig) {
 		if c.resends == nil {
 			c.resends = map[string]int{}
 		}
@@ -162,7 +158,7 @@ func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
 	var cfg assertConfig
 	for _, o := range opts {
 		if o != nil {
-			o.applyAssert(&cfg)
+			o(&cfg)
 		}
 	}
 	type key struct{ method, path, digest string }

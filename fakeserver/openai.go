@@ -19,14 +19,8 @@ import (
 // Route names of the OpenAI-compatible surface: the Files API and
 // vector-store file batches as openai-go parses them, under /v1 (OpenAI),
 // /openai (Azure OpenAI through azure.WithEndpoint) and /openai/v1 (its v1
-// API), every prefix {p} reaching the same state:
-//
-//	POST   {p}/files                                  openai.file.upload
-//	GET    {p}/files                                  openai.file.list
-//	GET    {p}/files/{id}  (HEAD too)                 openai.file.get
-//	DELETE {p}/files/{id}                             openai.file.delete
-//	POST   {p}/vector_stores/{vs}/file_batches        openai.file_batch.create
-//	GET    {p}/vector_stores/{vs}/file_batches/{id}   openai.file_batch.get
+// API), every prefix {p} reaching the same state (each name's comment
+// gives its method and path).
 //
 // An upload is multipart/form-data with a "purpose" (assistants, batch,
 // fine-tune, vision, user_data or evals) and a named "file" part; it
@@ -41,7 +35,7 @@ import (
 // x-request-id (the x-ms-request-id), x-ratelimit-limit-requests,
 // x-ratelimit-remaining-requests (of [OpenAIRequestsPerMinute] per
 // server-clock minute, counted, never enforced) and
-// x-ratelimit-remaining-tokens; [Server.ThrottleOpenAI] scripts Azure
+// x-ratelimit-remaining-tokens; [Fault.WithRetryAfterMs] scripts Azure
 // OpenAI's 429.
 const (
 	RouteOpenAIFileUpload  = "openai.file.upload"       // POST {p}/files
@@ -104,20 +98,6 @@ type OpenAIBatch struct {
 	Completed bool
 }
 
-// OpenAIThrottle is a 429 as Azure OpenAI sends it, for
-// [Server.ThrottleOpenAI].
-type OpenAIThrottle struct {
-	// RetryAfterMs is the retry-after-ms value; 0 sends none.
-	RetryAfterMs int64
-	// RetryAfter is the Retry-After field, as for [Throttle]; the zero
-	// value sends none.
-	RetryAfter RetryAfter
-	// Tokens makes it a token-limit 429 (x-ratelimit-remaining-tokens: 0);
-	// otherwise it is a request-limit 429 (x-ratelimit-remaining-requests:
-	// 0).
-	Tokens bool
-}
-
 // openaiState is the OpenAI surface's state; the Server's mu guards it.
 type openaiState struct {
 	files    []OpenAIFile
@@ -130,22 +110,6 @@ type openaiState struct {
 
 func (st *openaiState) init() {
 	st.polls = 1
-}
-
-// ThrottleOpenAI adds a rule to the server's script that answers route's
-// matching requests (narrowed by opts, as for [Script.Add]) with a 429 as
-// Azure OpenAI sends it: t's Retry-After and retry-after-ms, and the
-// limit it names at 0. Any route may be named (RouteOther with
-// [MatchPath]("/v1/chat/completions") throttles an inference call). The
-// ledger's Fault shows the Retry-After part. It panics on an invalid rule,
-// as [Script.Add] does, or on a negative RetryAfterMs.
-func (s *Server) ThrottleOpenAI(route string, t OpenAIThrottle, opts ...RuleOption) {
-	if t.RetryAfterMs < 0 {
-		panic("fakeserver: ThrottleOpenAI: negative retry-after-ms")
-	}
-	f := Throttle(t.RetryAfter)
-	f.openai = &t
-	s.script.Add(route, f, opts...)
 }
 
 // SetOpenAIBatchPolls sets how many GETs of a vector-store file batch
@@ -525,12 +489,11 @@ func openaiError(status int, param, msg string) *response {
 
 // openaiHeaders adds the surface's headers to an answer: on the OpenAI
 // routes, x-request-id and the rate-limit headers; on the 429 of a
-// ThrottleOpenAI rule (whatever its route), retry-after-ms and the
-// exhausted limit.
+// [Fault.WithRetryAfterMs] throttle (whatever its route), retry-after-ms
+// and the exhausted limit.
 func (s *Server) openaiHeaders(h http.Header, p string, f Fault, status int, id string, now time.Time) {
 	_, surface := openaiPath(p)
-	t := f.openai
-	throttled := t != nil && status == http.StatusTooManyRequests
+	throttled := f.openai && status == http.StatusTooManyRequests
 	s.mu.Lock()
 	if !surface && !throttled {
 		s.mu.Unlock()
@@ -545,10 +508,10 @@ func (s *Server) openaiHeaders(h http.Header, p string, f Fault, status int, id 
 
 	tokens := openaiTokensRemaining
 	if throttled {
-		if t.RetryAfterMs > 0 {
-			h.Set("retry-after-ms", strconv.FormatInt(t.RetryAfterMs, 10))
+		if f.openaiMs > 0 {
+			h.Set("retry-after-ms", strconv.FormatInt(f.openaiMs, 10))
 		}
-		if t.Tokens {
+		if f.tokens {
 			tokens = 0
 		} else {
 			remaining = 0

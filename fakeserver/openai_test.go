@@ -251,17 +251,17 @@ func TestOpenAIBatchPolling(t *testing.T) {
 	require.Len(t, s.OpenAIBatches(), 1)
 }
 
-// TestOpenAIThrottleHeaders: a ThrottleOpenAI rule answers 429 with
-// retry-after-ms beside Retry-After and the named limit at 0; a plain
-// answer reports the per-minute request budget; a ThrottleOpenAI rule on
-// a path outside the surface (an inference call) carries the same
-// headers.
+// TestOpenAIThrottleHeaders: a WithRetryAfterMs throttle answers 429
+// with retry-after-ms beside Retry-After and the named limit at 0; a
+// plain answer reports the per-minute request budget; a WithRetryAfterMs
+// throttle on a path outside the surface (an inference call) carries the
+// same headers.
 func TestOpenAIThrottleHeaders(t *testing.T) {
 	s := New(fixedClock())
 	defer s.Close()
 	s.Script().Add(RouteFileList, Throttle(RetryAfterSeconds(3)), Nth(1)) // rule 0: not an OpenAI throttle
-	s.ThrottleOpenAI(RouteOpenAIFileList, OpenAIThrottle{RetryAfterMs: 20000, RetryAfter: RetryAfterSeconds(8)}, Nth(2))
-	s.ThrottleOpenAI(RouteOther, OpenAIThrottle{RetryAfterMs: 1500, RetryAfter: RetryAfterSeconds(2), Tokens: true},
+	s.Script().Add(RouteOpenAIFileList, Throttle(RetryAfterSeconds(8)).WithRetryAfterMs(20000, false), Nth(2))
+	s.Script().Add(RouteOther, Throttle(RetryAfterSeconds(2)).WithRetryAfterMs(1500, true),
 		Method("POST"), MatchPath("/openai/deployments/"))
 
 	status, h, _ := openaiDo(t, s, http.MethodGet, "/v1/files", "", nil)
@@ -300,9 +300,11 @@ func TestOpenAIThrottleHeaders(t *testing.T) {
 	rs := s.Requests()
 	require.Equal(t, []int{-1, 1, 2, 0}, []int{rs[0].Rule, rs[1].Rule, rs[2].Rule, rs[3].Rule})
 	require.Equal(t, "429 retry-after=seconds(8)", rs[1].Fault)
-	require.Panics(t, func() { s.ThrottleOpenAI(RouteOpenAIFileList, OpenAIThrottle{RetryAfterMs: -1}) })
-	require.Panics(t, func() { s.ThrottleOpenAI("openai.nope", OpenAIThrottle{}) })
-	require.Panics(t, func() { s.ThrottleOpenAI(RouteOpenAIFileUpload, OpenAIThrottle{}, Method("GET")) })
+	require.Panics(t, func() { s.Script().Add(RouteOpenAIFileList, Throttle(RetryAfterMissing()).WithRetryAfterMs(-1, false)) })
+	require.Panics(t, func() { s.Script().Add("openai.nope", Throttle(RetryAfterMissing()).WithRetryAfterMs(0, false)) })
+	require.Panics(t, func() {
+		s.Script().Add(RouteOpenAIFileUpload, Throttle(RetryAfterMissing()).WithRetryAfterMs(0, false), Method("GET"))
+	})
 }
 
 // TestOpenAIRequestBudgetResetsEachMinute: x-ratelimit-remaining-requests

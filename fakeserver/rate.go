@@ -136,15 +136,14 @@ func TokenBucket(rate float64, burst int) RuleOption {
 
 // PerAccount keeps the rule's [TokenBucket] per storage account (see
 // [BucketPerAccount]); it is the default.
-func PerAccount() RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerAccount })
-}
+func PerAccount() RuleOption { return perKey(BucketPerAccount) }
 
 // PerHost keeps the rule's [TokenBucket] per Host header (see
 // [BucketPerHost]).
-func PerHost() RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerHost })
-}
+func PerHost() RuleOption { return perKey(BucketPerHost) }
+
+// perKey keeps the rule's bucket per k (PerAccount, PerHost, quota.go's).
+func perKey(k BucketKey) RuleOption { return func(r *Rule) { r.Bucket.Key = k } }
 
 func checkBucket(rate float64, burst int) error {
 	if math.IsNaN(rate) || rate < minBucketRate || rate > maxBucketRate {

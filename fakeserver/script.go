@@ -93,11 +93,9 @@ func (r Rule) String() string {
 }
 
 // RuleOption narrows a rule or sets when it fires.
-type RuleOption interface{ apply(*Rule) }
+type RuleOption func(*Rule)
 
-type ruleOptionFunc func(*Rule)
-
-func (f ruleOptionFunc) apply(r *Rule) { f(r) }
+type ruleOptionFunc = RuleOption
 
 // Nth makes the rule fire on the n-th request (1-based) that it matches, and
 // on that one only unless [Times] or [Always] is given too: Nth(3) on
@@ -217,7 +215,7 @@ func (s *Script) Add(route string, f Fault, opts ...RuleOption) *Script {
 	r := Rule{Route: route, Fault: f}
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&r)
+			o(&r)
 		}
 	}
 	s.addRule(r)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// docScript is the example of the package documentation.
+// docScript is the example of docs/fakeserver.md.
 const docScript = `{
   "comment": "inventory: a 429 on page 3 and on page 5",
   "rules": [
@@ -36,7 +36,7 @@ const docScript = `{
   ]
 }`
 
-// docTimedScript is the package documentation's example of rules by time
+// docTimedScript is docs/fakeserver.md's example of rules by time
 // and by rate.
 const docTimedScript = `{
   "comment": "Azure-like throttling: a 2 s window, a per-account bucket, Storage's 503",
@@ -53,14 +53,10 @@ const docTimedScript = `{
 }`
 
 func TestDocScriptMatchesDoc(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
+	doc, err := os.ReadFile("../docs/fakeserver.md")
 	require.NoError(t, err)
 	for name, script := range map[string]string{"docScript": docScript, "docTimedScript": docTimedScript} {
-		var lines []string
-		for _, l := range strings.Split(script, "\n") {
-			lines = append(lines, "//\t"+l)
-		}
-		assert.Contains(t, string(doc), strings.Join(lines, "\n"), "the package doc shows %s", name)
+		assert.Contains(t, string(doc), "```json\n"+script+"\n```\n", "docs/fakeserver.md shows %s", name)
 	}
 }
 

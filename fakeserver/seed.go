@@ -75,7 +75,7 @@ type SeedBlob struct {
 // file; a *LoadError inside is found with errors.As.
 func LoadSeedFile(path string) (*Seed, error) { return loadFile(path, LoadSeed) }
 
-// LoadSeed reads a JSON seed (the format is in the package documentation)
+// LoadSeed reads a JSON seed (the format is in docs/fakeserver.md)
 // of at most 64 MiB. A bad seed returns a *LoadError naming the entry and
 // field ("blobs[1].container") with a line and column. Unknown keys are
 // errors, so that a typo does not silently seed nothing. A seed that loads

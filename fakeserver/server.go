@@ -31,11 +31,7 @@ const maxRequestBody = 64 << 20
 var ErrServerClosed = errors.New("fakeserver: server closed")
 
 // Option configures a [Server].
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
+type Option func(*config)
 
 type config struct {
 	now       func() time.Time
@@ -49,7 +45,7 @@ func newConfig(opts ...Option) config {
 	c := config{now: time.Now, account: DefaultAccount}
 	for _, o := range opts {
 		if o != nil {
-			o.apply(&c)
+			o(&c)
 		}
 	}
 	return c
@@ -59,7 +55,7 @@ func newConfig(opts ...Option) config {
 // date-form Retry-After values and the rules by time and by rate. Default
 // time.Now (inside testing/synctest, the bubble's clock); nil is ignored.
 func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) {
+	return Option(func(c *config) {
 		if now != nil {
 			c.now = now
 		}
@@ -69,7 +65,7 @@ func WithClock(now func() time.Time) Option {
 // WithScript sets the fault script. Default: an empty script, which
 // [Server.Script] returns for adding rules. A nil s is ignored.
 func WithScript(s *Script) Option {
-	return optionFunc(func(c *config) {
+	return Option(func(c *config) {
 		if s != nil {
 			c.script = s
 		}
@@ -86,7 +82,7 @@ func WithScript(s *Script) Option {
 // /devstoreaccount1/devstoreaccount1/b). The ledger and [MatchPath] see the
 // whole path. Default [DefaultAccount]; "" recognises none.
 func WithAccount(name string) Option {
-	return optionFunc(func(c *config) { c.account = name })
+	return Option(func(c *config) { c.account = name })
 }
 
 // WithObserver calls f with each ledger entry once its status is known
@@ -94,7 +90,7 @@ func WithAccount(name string) Option {
 // the request's goroutine, possibly concurrently with itself, and must not
 // block. Default none; a nil f is ignored.
 func WithObserver(f func(Request)) Option {
-	return optionFunc(func(c *config) {
+	return Option(func(c *config) {
 		if f != nil {
 			c.observer = f
 		}
@@ -106,7 +102,7 @@ func WithObserver(f func(Request)) Option {
 // testing/synctest bubble). Default: a clone of http.DefaultTransport
 // without transparent compression, closed with the server. Nil is ignored.
 func WithUpstreamTransport(rt http.RoundTripper) Option {
-	return optionFunc(func(c *config) {
+	return Option(func(c *config) {
 		if rt != nil {
 			c.upstreamT = rt
 		}

@@ -42,8 +42,8 @@ func TestAzureOptions(t *testing.T) {
 		client := newAzureClient(e)
 		want := seedInventory(e.srv)
 		throttlePage(e.srv, 3, 2500, 1)
-		e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload,
-			fakeserver.OpenAIThrottle{RetryAfterMs: 2000, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Always())
+		e.srv.Script().Add(fakeserver.RouteOpenAIFileUpload,
+			fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(2000, false), fakeserver.Always())
 
 		b := readrecovery.NewBudget("azure inventory")
 		ids, err := listAll(readrecovery.WithBudget(context.Background(), b), client)
@@ -98,8 +98,8 @@ func TestTokenLimit429(t *testing.T) {
 					client = openai.NewClient(azure.WithEndpoint(azureEndpoint, "2024-10-21"), azure.WithAPIKey(apiKey),
 						option.WithHTTPClient(&http.Client{Transport: e.srv.Transport()}))
 				}
-				e.srv.ThrottleOpenAI(fakeserver.RouteOther,
-					fakeserver.OpenAIThrottle{RetryAfterMs: 6000, RetryAfter: fakeserver.RetryAfterSeconds(6), Tokens: true},
+				e.srv.Script().Add(fakeserver.RouteOther,
+					fakeserver.Throttle(fakeserver.RetryAfterSeconds(6)).WithRetryAfterMs(6000, true),
 					fakeserver.Method("POST"), fakeserver.MatchPath("/openai/deployments/gpt-4o/chat/completions"))
 				ctx := context.Background()
 				if tc.budget {

@@ -23,8 +23,8 @@ import (
 func Example() {
 	srv := fakeserver.New()
 	defer srv.Close()
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 0, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Nth(1))
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileList, fakeserver.OpenAIThrottle{RetryAfterMs: 0, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Nth(1))
+	srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)).WithRetryAfterMs(0, false), fakeserver.Nth(1))
+	srv.Script().Add(fakeserver.RouteOpenAIFileList, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)).WithRetryAfterMs(0, false), fakeserver.Nth(1))
 
 	rt := readrecovery.New(srv.Transport()) // readrecovery.New(nil) against a real endpoint
 	client := rropenai.NewClient(rt,
@@ -67,9 +67,9 @@ func Example_oneClient() {
 	u, _ := url.Parse("https://my-resource.openai.azure.com")
 	srv := fakeserver.NewProxy(u, nil, fakeserver.WithUpstreamTransport(inferenceUpstream{files.Transport()}))
 	defer srv.Close()
-	srv.ThrottleOpenAI(fakeserver.RouteOther, fakeserver.OpenAIThrottle{RetryAfterMs: 200, RetryAfter: fakeserver.RetryAfterMissing()},
+	srv.Script().Add(fakeserver.RouteOther, fakeserver.Throttle(fakeserver.RetryAfterMissing()).WithRetryAfterMs(200, false),
 		fakeserver.MatchPath(chatPath), fakeserver.Nth(1))
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 200, RetryAfter: fakeserver.RetryAfterSeconds(1)}, fakeserver.Always())
+	srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(1)).WithRetryAfterMs(200, false), fakeserver.Always())
 
 	// rropenai.NewTransport() against a real endpoint: shared restrictions
 	// by readrecovery.AzureScope.

@@ -30,10 +30,10 @@ func TestFileBatchJournaled(t *testing.T) {
 		for i := range 3 {
 			fileIDs = append(fileIDs, e.srv.AddOpenAIFile(fmt.Sprintf("f%d", i), "assistants", []byte{byte(i)}).ID)
 		}
-		e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIBatchCreate,
-			fakeserver.OpenAIThrottle{RetryAfterMs: 60000, RetryAfter: fakeserver.RetryAfterSeconds(60)}, fakeserver.Nth(1))
-		e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIBatchGet,
-			fakeserver.OpenAIThrottle{RetryAfterMs: 1500, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Nth(1))
+		e.srv.Script().Add(fakeserver.RouteOpenAIBatchCreate,
+			fakeserver.Throttle(fakeserver.RetryAfterSeconds(60)).WithRetryAfterMs(60000, false), fakeserver.Nth(1))
+		e.srv.Script().Add(fakeserver.RouteOpenAIBatchGet,
+			fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(1500, false), fakeserver.Nth(1))
 		dir := filepath.Join(t.TempDir(), "run")
 		params := openai.VectorStoreFileBatchNewParams{FileIDs: fileIDs}
 

@@ -120,7 +120,7 @@ func TestInferenceRetriedByOpenAIGo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newAzureOpenAIFake(t)
-				srv.ThrottleOpenAI(fakeserver.RouteOther, fakeserver.OpenAIThrottle{RetryAfterMs: 1500, RetryAfter: fakeserver.RetryAfterSeconds(2)},
+				srv.Script().Add(fakeserver.RouteOther, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(1500, false),
 					fakeserver.Method(http.MethodPost), fakeserver.MatchPath(chatPath), fakeserver.Nth(1))
 				var rt *readrecovery.Transport
 				if tc.rr {
@@ -163,7 +163,7 @@ func TestInferenceRetriedByOpenAIGo(t *testing.T) {
 				if !tc.rr {
 					return
 				}
-				srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 2000, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Always())
+				srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(2000, false), fakeserver.Always())
 				for _, opts := range [][]option.RequestOption{nil, {option.WithMaxRetries(5)}} {
 					before := srv.Count(fakeserver.RouteOpenAIFileUpload, http.MethodPost)
 					_, err := client.Files.New(context.Background(), openai.FileNewParams{
@@ -275,7 +275,7 @@ func TestReadWithoutBudgetHeld(t *testing.T) {
 				srv := fakeserver.New()
 				defer srv.Close()
 				f := srv.AddOpenAIFile("a.txt", "assistants", []byte("a"))
-				srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileGet, fakeserver.OpenAIThrottle{RetryAfterMs: 1500, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Nth(1))
+				srv.Script().Add(fakeserver.RouteOpenAIFileGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(1500, false), fakeserver.Nth(1))
 				var rt *readrecovery.Transport
 				if tc.rr {
 					rt = rropenaiTransport(srv)

@@ -38,8 +38,8 @@ func seedInventory(srv *fakeserver.Server) []string {
 
 // throttlePage makes the n-th page request a 429 as Azure OpenAI sends it.
 func throttlePage(srv *fakeserver.Server, n int, ms int64, seconds int64) {
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileList,
-		fakeserver.OpenAIThrottle{RetryAfterMs: ms, RetryAfter: fakeserver.RetryAfterSeconds(seconds)}, fakeserver.Nth(n))
+	srv.Script().Add(fakeserver.RouteOpenAIFileList,
+		fakeserver.Throttle(fakeserver.RetryAfterSeconds(seconds)).WithRetryAfterMs(ms, false), fakeserver.Nth(n))
 }
 
 // TestInventoryOneWindow: the 5 pages of one inventory share one Budget.

@@ -62,8 +62,8 @@ func TestJournaledUploadBatch(t *testing.T) {
 			plan = append(plan, journal.PlannedFile{ID: id})
 			ids = append(ids, id)
 		}
-		e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload,
-			fakeserver.OpenAIThrottle{RetryAfterMs: 60000, RetryAfter: fakeserver.RetryAfterSeconds(60)}, fakeserver.Nth(8))
+		e.srv.Script().Add(fakeserver.RouteOpenAIFileUpload,
+			fakeserver.Throttle(fakeserver.RetryAfterSeconds(60)).WithRetryAfterMs(60000, false), fakeserver.Nth(8))
 		bg := context.Background()
 		t0 := time.Now()
 

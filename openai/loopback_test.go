@@ -31,8 +31,8 @@ func TestLoopback(t *testing.T) {
 	defer rt.CloseIdleConnections()
 	client := rropenai.NewClient(rt, option.WithBaseURL(base+"/v1/"), option.WithAPIKey(apiKey))
 	f := srv.AddOpenAIFile("a.txt", "assistants", []byte("a"))
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 100, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Always())
-	srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileGet, fakeserver.OpenAIThrottle{RetryAfterMs: 150, RetryAfter: fakeserver.RetryAfterSeconds(0)}, fakeserver.Nth(1))
+	srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)).WithRetryAfterMs(100, false), fakeserver.Always())
+	srv.Script().Add(fakeserver.RouteOpenAIFileGet, fakeserver.Throttle(fakeserver.RetryAfterSeconds(0)).WithRetryAfterMs(150, false), fakeserver.Nth(1))
 
 	_, err = client.Files.New(context.Background(), openai.FileNewParams{
 		File: openai.File(strings.NewReader("x"), "b.txt", "text/plain"), Purpose: openai.FilePurposeAssistants})

@@ -89,7 +89,7 @@ func TestCallersMiddleware(t *testing.T) {
 			}
 		}
 		e := newEnv(t, option.WithMiddleware(count(&outer)))
-		e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 1000, RetryAfter: fakeserver.RetryAfterSeconds(1)}, fakeserver.Always())
+		e.srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(1)).WithRetryAfterMs(1000, false), fakeserver.Always())
 		_, err := e.client.Files.New(context.Background(), openai.FileNewParams{
 			File: openai.File(strings.NewReader("x"), "a.txt", "text/plain"), Purpose: openai.FilePurposeAssistants},
 			option.WithMiddleware(count(&inner)), option.WithMaxRetries(4))

@@ -58,7 +58,7 @@ func call(ctx context.Context, c openai.Client, method, fileID string) (string, 
 func script(srv *fakeserver.Server, route string, status int) {
 	switch status {
 	case 429:
-		srv.ThrottleOpenAI(route, fakeserver.OpenAIThrottle{RetryAfterMs: 20000, RetryAfter: fakeserver.RetryAfterSeconds(20)}, fakeserver.Always())
+		srv.Script().Add(route, fakeserver.Throttle(fakeserver.RetryAfterSeconds(20)).WithRetryAfterMs(20000, false), fakeserver.Always())
 	case 503, 408:
 		srv.Script().Add(route, fakeserver.Status(status), fakeserver.Always())
 	}
@@ -210,7 +210,7 @@ func TestMillisecondFloors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t)
 				f := e.srv.AddOpenAIFile("seed.txt", "assistants", []byte("seed"))
-				e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileGet, fakeserver.OpenAIThrottle{RetryAfterMs: tc.ms, RetryAfter: tc.retryAfter}, fakeserver.Nth(1))
+				e.srv.Script().Add(fakeserver.RouteOpenAIFileGet, fakeserver.Throttle(tc.retryAfter).WithRetryAfterMs(tc.ms, false), fakeserver.Nth(1))
 				ctx := context.Background()
 				var b *readrecovery.Budget
 				if tc.budget {
@@ -289,7 +289,7 @@ func TestUploadSentOnce(t *testing.T) {
 					client = openai.NewClient(append([]option.RequestOption{option.WithBaseURL(baseURL), option.WithAPIKey(apiKey),
 						option.WithHTTPClient(&http.Client{Transport: rt})}, opts...)...)
 				}
-				e.srv.ThrottleOpenAI(fakeserver.RouteOpenAIFileUpload, fakeserver.OpenAIThrottle{RetryAfterMs: 2000, RetryAfter: fakeserver.RetryAfterSeconds(2)}, fakeserver.Always())
+				e.srv.Script().Add(fakeserver.RouteOpenAIFileUpload, fakeserver.Throttle(fakeserver.RetryAfterSeconds(2)).WithRetryAfterMs(2000, false), fakeserver.Always())
 				ctx := context.Background()
 				var b *readrecovery.Budget
 				if tc.budget {
