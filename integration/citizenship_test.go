@@ -45,15 +45,30 @@ func bucketRig(t *testing.T, az *azurite) *rig {
 // serverCount is what the proxy's ledger holds for the rig's container.
 type serverCount struct {
 	requests, throttled int
+	// cycles is, for each 429 after the first, its arrival after the first
+	// request and how many requests passed since the 429 before it: how the
+	// sender met the bucket again.
+	cycles []string
 }
 
 func countAtServer(r *rig) serverCount {
 	var c serverCount
+	var first time.Time
+	passed := 0
 	for _, q := range r.ledger() {
-		c.requests++
-		if q.Status == http.StatusTooManyRequests {
-			c.throttled++
+		if c.requests == 0 {
+			first = q.Arrived
 		}
+		c.requests++
+		if q.Status != http.StatusTooManyRequests {
+			passed++
+			continue
+		}
+		if c.throttled > 0 && len(c.cycles) < 12 {
+			c.cycles = append(c.cycles, fmt.Sprintf("+%v after %d passed", q.Arrived.Sub(first).Round(time.Millisecond), passed))
+		}
+		c.throttled++
+		passed = 0
 	}
 	return c
 }
@@ -67,6 +82,7 @@ type checkpointRow struct {
 	stops     map[string]int // the Budgets' stop reasons ("" counted as "none")
 	triggers  map[string]int // the Budgets' wait triggers
 	errs      map[string]int // the first error of each failed sequence, shortened
+	failed    []string       // the reports of the failed sequences, in brief
 }
 
 func (c checkpointRow) String() string {
@@ -125,6 +141,7 @@ func runCheckpoints(t *testing.T, az *azurite, name string, o policy.ClientOptio
 				row.completed++
 			} else {
 				row.errs[failure]++
+				row.failed = append(row.failed, briefReport(rep))
 			}
 			stop := string(rep.Stop)
 			if stop == "" {
@@ -141,6 +158,24 @@ func runCheckpoints(t *testing.T, az *azurite, name string, o policy.ClientOptio
 	row.elapsed = time.Since(start)
 	row.server = countAtServer(r)
 	return row
+}
+
+// briefReport is a failed sequence's report in one line: its stop, its
+// window and each wait (trigger, re-send or not, planned and actual).
+func briefReport(rep readrecovery.Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: requests %d stop %q", rep.Sequence, rep.Requests, rep.Stop)
+	if w := rep.Window; w != nil {
+		fmt.Fprintf(&b, " window{%s retry-after %v length %v joined %d}", w.Trigger, w.RetryAfter, w.Length.Round(time.Millisecond), w.Joined)
+	}
+	for _, w := range rep.WaitLog {
+		fmt.Fprintf(&b, " wait{%s %s resend=%v planned %v actual %v}", w.Trigger, w.Method, w.Resend,
+			w.Planned.Round(time.Millisecond), w.Actual.Round(time.Millisecond))
+	}
+	if rep.StopDetail != "" {
+		fmt.Fprintf(&b, " detail %q", rep.StopDetail)
+	}
+	return b.String()
 }
 
 // shortError names an error by its status and code (or its kind), never
@@ -174,6 +209,10 @@ func TestCheckpointsUnderTokenBucket(t *testing.T) {
 	t.Logf("%s", alone)
 	wired := runCheckpoints(t, az, "rrazure.ClientOptions()", rrazure.ClientOptions())
 	t.Logf("%s", wired)
+	t.Logf("rrazure.ClientOptions(): the 429s after the first at the server: %v", wired.server.cycles)
+	for _, f := range wired.failed {
+		t.Logf("failed: %s", f)
+	}
 
 	if alone.server.throttled == 0 {
 		t.Fatalf("azcore alone met no 429 from the bucket (%d requests): the scenario does not throttle", alone.server.requests)
@@ -254,6 +293,10 @@ func TestParallelDownloadUnderTokenBucket(t *testing.T) {
 	t.Logf("%s", alone)
 	wired := runDownload(t, az, "rrazure.ClientOptions()", data, rrazure.ClientOptions())
 	t.Logf("%s", wired)
+	if !wired.intact {
+		t.Logf("rrazure.ClientOptions(): the 429s after the first at the server: %v", wired.server.cycles)
+		t.Logf("report: %s", briefReport(wired.report))
+	}
 
 	if alone.server.throttled == 0 {
 		t.Fatalf("azcore alone met no 429 from the bucket (%d requests): the scenario does not throttle", alone.server.requests)
