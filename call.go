@@ -52,7 +52,8 @@ type call struct {
 	scope  string
 	scoped bool
 	place  *place
-	room   roomHold // its part in the scope's room (scope-room)
+	sentAt time.Time // when the request holding place was handed to the base
+	room   roomHold  // its part in the scope's room (scope-room)
 }
 
 // admit asks the policy about the request now, and starts the total's
@@ -289,6 +290,9 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 		cp.Body = c.sent
 		out = &cp
 	}
+	if c.place != nil {
+		c.sentAt = c.t.clk().Now() // a paced request: its release learns from when it went
+	}
 	resp, err := c.t.baseRT().RoundTrip(out)
 	if c.room.n != 0 && (err != nil || !httprule.IsThrottled(resp.StatusCode)) {
 		c.leaveRoom(resp, false) // a 429 leaves once its restriction is noted (facts429)
@@ -331,7 +335,7 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Respons
 	if c.b != nil {
 		c.record(resp)
 		if ok && c.place != nil {
-			c.t.shared.succeeded(c.t.clk().Now(), *c.place)
+			c.t.shared.succeeded(c.t.clk().Now(), c.sentAt, *c.place)
 		}
 	}
 	if c.s.journal != nil {
