@@ -80,7 +80,7 @@ func (c *call) admit(r request) admission {
 				c.room.since = now.get()
 			}
 			host, port := hostPort(c.req)
-			r.noRoom, r.roomSince = true, c.room.since
+			r.noRoom, r.roomSince, r.roomRenew = true, c.room.since, c.room.renew
 			r.roomPlan = &waitPlan{trigger: triggerRoom, method: c.method, host: host, port: port, url: redact.URL(c.req.URL)}
 		} else {
 			c.room.since = time.Time{}
@@ -144,7 +144,11 @@ func (c *call) await(adm admission, own *waitPlan) error {
 		}
 		var err error
 		if adm.room {
-			err = c.sleepRoom(adm.until)
+			until := adm.until
+			if !c.room.renew.IsZero() && c.room.renew.Before(until) {
+				until = c.room.renew // the quota renews: ask again then
+			}
+			err = c.sleepRoom(until)
 		} else {
 			err = c.sleepUntil(c.wakeAt(adm.until))
 		}

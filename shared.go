@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -566,6 +567,13 @@ type room struct {
 	okFirst time.Time
 	cut0    uint64
 	late0   int
+	// quotaUntil: the quota is 0 until then, as the server's reset
+	// headers said (quota-headers); zero when none said it. quotaPeak is
+	// the most the server ever said remain, plus the one that asked: the
+	// quota a reset renews.
+	quotaUntil time.Time
+	quotaPeak  int
+	quotaN     uint64 // the requests handed over when the quota was said
 }
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
@@ -584,7 +592,32 @@ func (r *room) hasRoom(cap int) bool {
 	if r.inflight >= min(r.limit, cap) {
 		return false
 	}
-	return r.quota != 0 || r.inflight == 0
+	return r.quota != 0 || (r.inflight == 0 && r.quotaUntil.IsZero())
+}
+
+// renew ends a quota's hold at its reset, at now or after: the quota is
+// what it was at its most (the server resets it to its initial state;
+// the next answers say it exactly). It returns when the hold ends, zero
+// when there is none (any more).
+func (r *room) renew(now time.Time) time.Time {
+	if !r.quotaUntil.IsZero() && !now.Before(r.quotaUntil) {
+		r.quotaUntil, r.quota, r.quotaN = time.Time{}, max(r.quotaPeak, 1), r.handed
+	}
+	return r.quotaUntil
+}
+
+// noteReset keeps, for the quota the room now knows (remaining), when a
+// quota of 0 renews: now + reset (the latest such time wins); a quota
+// above 0 ends the hold.
+func (r *room) noteReset(now time.Time, remaining int, reset time.Duration) {
+	switch {
+	case remaining > 0:
+		r.quotaUntil = time.Time{}
+	case remaining == 0 && reset > 0:
+		if until := now.Add(reset); until.After(r.quotaUntil) {
+			r.quotaUntil = until
+		}
+	}
 }
 
 // enter hands a request over when there is room and no one waits before
@@ -607,8 +640,13 @@ func (r *room) enter(cap int, w *roomWaiter) uint64 {
 
 // leave is the response (or error) of the request handed over as number
 // n: status 0 for a transport error; remaining is the quota its headers
-// said, -1 unknown.
-func (r *room) leave(cap int, n uint64, status, remaining int) {
+// said, -1 unknown. What it says is that many less the requests still in
+// flight; the answers of requests in flight together may have reached
+// the server in any order, so a higher quota than the one known is taken
+// only from a request handed over after the known one was said (newer
+// news: a renewal), a lower or equal one always. leave reports whether it
+// took the quota.
+func (r *room) leave(cap int, n uint64, status, remaining int) bool {
 	r.inflight--
 	switch {
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
@@ -624,9 +662,16 @@ func (r *room) leave(cap int, n uint64, status, remaining int) {
 			r.okN++
 		}
 	}
-	if remaining >= 0 {
-		r.quota = max(remaining-r.inflight, 0)
+	if remaining < 0 {
+		return false
 	}
+	r.quotaPeak = max(r.quotaPeak, min(remaining, maxQuotaPeak-1)+1)
+	q := max(remaining-r.inflight, 0)
+	if r.quota >= 0 && n <= r.quotaN && q > r.quota {
+		return false
+	}
+	r.quota, r.quotaN = q, r.handed
+	return true
 }
 
 // dequeue removes w from the queue.
@@ -675,6 +720,7 @@ type roomHold struct {
 	w     *roomWaiter
 	n     uint64
 	since time.Time // it began to wait for room
+	renew time.Time // the scope's quota renews then: the wait ends no later (zero: none)
 }
 
 // enterRoom tries to hand the call's request over in its scope's room;
@@ -692,6 +738,12 @@ func (c *call) enterRoom() bool {
 		}
 		r = newRoom()
 		rs.m[scope] = r
+	}
+	c.room.renew = time.Time{}
+	if !r.quotaUntil.IsZero() {
+		// A quota at 0 until its reset (quota-headers): the clock is read
+		// only while one is held.
+		c.room.renew = r.renew(c.t.clk().Now())
 	}
 	if n := r.enter(rs.cap, c.room.w); n != 0 {
 		c.room.w, c.room.n = nil, n
@@ -727,9 +779,12 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	}
 	n := c.room.n
 	c.room.n = 0
-	status, remaining := 0, -1
+	status, remaining, reset := 0, -1, time.Duration(-1)
 	if resp != nil {
 		status, remaining = resp.StatusCode, remainingQuota(resp.Header)
+		if remaining == 0 {
+			reset = quotaReset(resp.Header)
+		}
 		if httprule.IsThrottled(status) && !restricted {
 			status = 0 // neither growth nor halving
 		}
@@ -740,7 +795,17 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 		if r.okN == 0 && httprule.IsSuccess(status) && n > r.cut0 {
 			r.okFirst = c.t.clk().Now() // once per restriction: the clock is read rarely
 		}
-		r.leave(rs.cap, n, status, remaining)
+		if r.leave(rs.cap, n, status, remaining) && (r.quota > 0 || reset > 0) {
+			held := r.quotaUntil
+			r.noteReset(c.t.clk().Now(), r.quota, reset)
+			if r.quotaUntil.After(held) {
+				// A new hold: every waiter asks again, to learn when it
+				// ends (it sleeps until then, not until its ceiling).
+				for _, w := range r.queue {
+					w.wakeLocked()
+				}
+			}
+		}
 		r.wakeHead(rs.cap)
 	}
 	rs.mu.Unlock()
@@ -841,6 +906,54 @@ func remainingQuota(h http.Header) int {
 		}
 	}
 	return least
+}
+
+// The reset headers of the quota (Azure OpenAI, OpenAI), canonical: the
+// time until the requests' or the tokens' quota is renewed.
+var quotaResets = [...]string{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens"}
+
+// maxQuotaPeak bounds the quota a reset renews.
+const maxQuotaPeak = 1 << 20
+
+// maxQuotaReset bounds a reset header's value: a longer one is unknown.
+const maxQuotaReset = time.Hour
+
+// quotaReset returns the longest valid reset a response's headers give,
+// -1 when none does. A value is a duration as OpenAI writes it ("1s",
+// "6m0s", "12ms", "1.5s") or a decimal number of seconds ("1", "0.5"),
+// above 0 and at most maxQuotaReset; anything else is unknown.
+func quotaReset(h http.Header) time.Duration {
+	longest := time.Duration(-1)
+	for _, k := range quotaResets {
+		vs := h[k]
+		if len(vs) == 0 {
+			continue
+		}
+		if d, ok := resetValue(vs[0]); ok && d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
+// resetValue parses one reset value (see quotaReset).
+func resetValue(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 32 {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || math.IsNaN(f) || f > maxQuotaReset.Seconds() {
+			return 0, false
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 || d > maxQuotaReset {
+		return 0, false
+	}
+	return d, true
 }
 
 // quotaValue parses a non-negative decimal integer (at most 9 digits).
