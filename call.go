@@ -70,6 +70,14 @@ func (c *call) admit(r request) admission {
 			fp, pp := new(restricted), new(place)
 			*fp, *pp = f, p
 			r.shared, c.place = fp, pp
+		} else if p.went {
+			// Its place's time came: kept, so that asked again (the held
+			// re-check) it still goes at once.
+			if c.place == nil || *c.place != p {
+				pp := new(place)
+				*pp = p
+				c.place = pp
+			}
 		}
 	}
 	if c.t.shared != nil && !r.hold && c.room.n == 0 {
