@@ -404,6 +404,12 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 		}
 	}
 	if !now.Before(at) {
+		if iv := r.pace.interval; iv > 0 && now.Sub(at) > 2*iv && p.k >= r.baseK {
+			// The release fell behind its places (its waiters woke late):
+			// it goes on from now, a spacing apart, and does not burst to
+			// catch up.
+			r.base, r.baseK = now, p.k
+		}
 		p.went = true
 		r.goneAt, r.done = now, r.done+1
 		return restricted{}, p, false

@@ -830,3 +830,38 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// paced-release: places go at least half a spacing apart in fact (a
+// waiter that woke late does not go with the next one), and a release
+// that fell behind its places goes on from now, a spacing apart, instead
+// of bursting to catch up.
+func TestRestrictionsOneByOneInFact(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
+	var ps []place
+	for range 4 {
+		_, p, _ := tab.take("a", t0, nil)
+		ps = append(ps, p)
+	}
+	T := t0.Add(s1)
+	_, p0, ok := tab.take("a", T, &ps[0])
+	require.False(t, ok, "ticket 0 goes at T")
+	assert.True(t, p0.went)
+	_, _, ok = tab.take("a", T.Add(5*time.Millisecond), &p0)
+	assert.False(t, ok, "asked again, a place that went still goes")
+	// Ticket 1 is due at T+10ms; its waiter woke 4 ms late: it goes, and
+	// ticket 2, due at T+20ms, keeps its place.
+	_, p1, ok := tab.take("a", T.Add(14*time.Millisecond), &ps[1])
+	require.False(t, ok)
+	f, _, _ := tab.take("a", T.Add(14*time.Millisecond), &ps[2])
+	assert.Equal(t, T.Add(20*time.Millisecond), f.until)
+	_ = p1
+	// Ticket 2's waiter wakes 50 ms late (more than two spacings): it
+	// goes, and ticket 3 is due a spacing after it, not at once.
+	now := T.Add(70 * time.Millisecond)
+	_, _, ok = tab.take("a", now, &ps[2])
+	require.False(t, ok)
+	f, _, ok = tab.take("a", now, &ps[3])
+	require.True(t, ok)
+	assert.Equal(t, now.Add(paceStart), f.until)
+}
