@@ -52,7 +52,8 @@ type call struct {
 	scope  string
 	scoped bool
 	place  *place
-	room   roomHold // its part in the scope's room (scope-room)
+	sentAt time.Time // when the request holding place was handed to the base
+	room   roomHold  // its part in the scope's room (scope-room)
 }
 
 // admit asks the policy about the request now, and starts the total's
@@ -69,6 +70,14 @@ func (c *call) admit(r request) admission {
 			fp, pp := new(restricted), new(place)
 			*fp, *pp = f, p
 			r.shared, c.place = fp, pp
+		} else if p.went {
+			// Its place's time came: kept, so that asked again (the held
+			// re-check) it still goes at once.
+			if c.place == nil || *c.place != p {
+				pp := new(place)
+				*pp = p
+				c.place = pp
+			}
 		}
 	}
 	if c.t.shared != nil && !r.hold && c.room.n == 0 {
@@ -79,7 +88,7 @@ func (c *call) admit(r request) admission {
 				c.room.since = now.get()
 			}
 			host, port := hostPort(c.req)
-			r.noRoom, r.roomSince = true, c.room.since
+			r.noRoom, r.roomSince, r.roomRenew = true, c.room.since, c.room.renew
 			r.roomPlan = &waitPlan{trigger: triggerRoom, method: c.method, host: host, port: port, url: redact.URL(c.req.URL)}
 		} else {
 			c.room.since = time.Time{}
@@ -143,7 +152,11 @@ func (c *call) await(adm admission, own *waitPlan) error {
 		}
 		var err error
 		if adm.room {
-			err = c.sleepRoom(adm.until)
+			until := adm.until
+			if !c.room.renew.IsZero() && c.room.renew.Before(until) {
+				until = c.room.renew // the quota renews: ask again then
+			}
+			err = c.sleepRoom(until)
 		} else {
 			err = c.sleepUntil(c.wakeAt(adm.until))
 		}
@@ -293,6 +306,9 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 		cp.Body = c.sent
 		out = &cp
 	}
+	if c.place != nil {
+		c.sentAt = c.t.clk().Now() // a paced request: its release learns from when it went
+	}
 	resp, err := c.t.baseRT().RoundTrip(out)
 	if c.room.n != 0 && (err != nil || !httprule.IsThrottled(resp.StatusCode)) {
 		c.leaveRoom(resp, false) // a 429 leaves once its restriction is noted (facts429)
@@ -335,7 +351,7 @@ func (c *call) onResponse(resp *http.Response, jr JournalRequest) (*http.Respons
 	if c.b != nil {
 		c.record(resp)
 		if ok && c.place != nil {
-			c.t.shared.succeeded(c.t.clk().Now(), *c.place)
+			c.t.shared.succeeded(c.t.clk().Now(), c.sentAt, *c.place)
 		}
 	}
 	if c.s.journal != nil {

@@ -67,6 +67,7 @@ func (t *Transport) passHeld(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, err
 	}
+	c.sentAt = t.clk().Now() // a paced attempt: its release learns from when it went
 	resp, err := t.baseRT().RoundTrip(req)
 	switch {
 	case err != nil || resp == nil:
@@ -86,7 +87,7 @@ func (t *Transport) passHeld(req *http.Request) (*http.Response, error) {
 	default:
 		c.leaveRoom(resp, false)
 		if c.place != nil && httprule.IsSuccess(resp.StatusCode) {
-			t.shared.succeeded(t.clk().Now(), *c.place)
+			t.shared.succeeded(t.clk().Now(), c.sentAt, *c.place)
 		}
 	}
 	return resp, err
@@ -112,6 +113,10 @@ func (c *call) holdForCaller() error {
 				return err
 			}
 			continue
+		} else if p.went {
+			// Its place's time came: kept, so that asked again below
+			// it still goes at once (as admit keeps it).
+			c.place = &p
 		}
 		if c.enterRoom() {
 			// A 429 leaves the room only once its restriction is noted:
@@ -119,6 +124,9 @@ func (c *call) holdForCaller() error {
 			// take before may have missed.
 			f, p, ok := c.t.shared.take(c.scopeOf(), clk.Now(), c.place)
 			if !ok {
+				if p.went {
+					c.place = &p // its place: the release learns from its answer
+				}
 				return nil
 			}
 			c.place = &p
@@ -138,7 +146,11 @@ func (c *call) holdForCaller() error {
 			c.givePlaceBack()
 			return &StopError{Reason: StopRestricted, Detail: detailCallerRoom}
 		}
-		if err := c.sleepCallerRoom(end.Sub(now)); err != nil {
+		wake := end
+		if !c.room.renew.IsZero() && c.room.renew.Before(wake) {
+			wake = c.room.renew // the quota renews: ask again then
+		}
+		if err := c.sleepCallerRoom(wake.Sub(now)); err != nil {
 			c.leaveQueue()
 			c.givePlaceBack()
 			return err

@@ -254,6 +254,9 @@ type request struct {
 	noRoom    bool
 	roomSince time.Time
 	roomPlan  *waitPlan
+	// roomRenew: the scope's quota is 0 until then (its reset headers);
+	// zero when no reset is known.
+	roomRenew time.Time
 }
 
 // admission is the policy's answer for a request about to be sent.
@@ -321,9 +324,16 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 		// ceiling and the total, that opens no window: the sequence's one
 		// opportunity to wait stays for the server's 429.
 		end := r.roomSince.Add(s.limits.maxWait())
-		if !now.get().Before(end) {
+		renew := r.roomRenew
+		switch {
+		case !now.get().Before(end), renew.After(end):
+			// (docs/policy.md: quota-headers) A quota that renews beyond
+			// the ceiling stops the sequence now, not at the ceiling.
 			s.claimed--
 			return admission{step: stepRefuse, err: s.stopLocked(StopRestricted, detailRoomCeiling, 0, "", nil)}
+		case !renew.Before(s.deadline):
+			s.claimed--
+			return admission{step: stepRefuse, err: s.stopLocked(StopRestricted, detailRoomTotal, 0, "", nil)}
 		}
 		if s.deadline.Before(end) {
 			end = s.deadline
@@ -486,6 +496,7 @@ const (
 	detailRestrictedCeiling = "the scope is restricted by another request's 429 beyond the sequence's wait ceiling"
 	detailRestrictedTotal   = "the scope is restricted by another request's 429 beyond what remains of the sequence's total"
 	detailRoomCeiling       = "the scope had no room for the request (its requests in flight at the limit the server allows) within the sequence's wait ceiling"
+	detailRoomTotal         = "the scope's quota renews only after the sequence's total ends"
 	detailRestrictedUsed    = "the scope is restricted again after the sequence's one wait window: its one opportunity to wait is used"
 )
 

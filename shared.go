@@ -3,7 +3,9 @@ package readrecovery
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,54 +31,183 @@ import (
 // as if it had none (each sequence then meets the server's 429 itself).
 const MaxSharedScopes = 4096
 
-// The pace of a release (docs/policy.md: paced-release) is the spacing of
-// the places handed out from T on. It starts at paceStart and quickens by
-// 1/paceFast of itself on every 2xx a paced request gets, until a paced
-// request meets 429: the server's pace is then what it let through since
-// the release began, the places' spacing becomes that, plus a quarter, and
-// from then on it quickens by 1/paceSlow per 2xx only. Always within
-// [paceMin, paceMax].
+// The pace of a release (docs/policy.md: paced-release, release-ramp) is
+// the spacing of the places handed out from T on: the release hands
+// requests over no faster than the rate the scope's server is known to
+// let through, and ramps up while it answers 2xx.
+//
+//   - Nothing known (no request of the scope passed before its first 429:
+//     a closed window): the spacing starts at paceStart and halves with
+//     every 2xx of a paced request, as fast as the server accepts; below
+//     paceMin it is 0, and the release ends as soon as its places are
+//     handed out (a server whose window has closed is not made to wait).
+//   - A rate known (requests passed before the 429, or a paced 429 after
+//     a ramp): the spacing starts at 1/rate and the rate doubles every
+//     paceDouble of paced 2xx (a ramp, not a burst).
+//   - A paced 429 ends a cycle: the rate the server let through is
+//     learnt from it (pace.learn), the spacing becomes 1/rate, and from
+//     then on the rate doubles only every paceSettled (it settles).
+//
+// Always within [paceMin, paceMax], or 0.
 const (
-	paceStart  = 10 * time.Millisecond
-	paceMin    = 100 * time.Microsecond
-	paceMax    = time.Second
-	paceFast   = 64
-	paceSlow   = 4096
-	paceSample = 8 // fewer 2xx than this measure nothing: the spacing doubles
+	paceStart   = 10 * time.Millisecond
+	paceMin     = 100 * time.Microsecond
+	paceMax     = time.Second
+	paceDouble  = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
+	paceSettled = 10 * time.Minute       // a learnt rate's: doubled in this much
+	paceTimes   = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
 )
 
-// pace is a release's spacing and what it learned.
+// The modes of a pace.
+const (
+	paceUnknown uint8 = iota // nothing known: slow start
+	paceRamp                 // a rate known, not yet met the limit: the ramp
+	paceSettle               // a rate learnt from a paced 429: settled
+)
+
+// pace is a release's spacing and what it learned in its current cycle
+// (from T, the release's latest start, to the next paced 429).
 type pace struct {
 	interval time.Duration
-	settled  bool      // a paced 429 came: the slow quickening
-	since    time.Time // the release (re)started then: T
-	ok       int       // 2xx of paced requests since then
-	cutK     uint64    // a 429 of a ticket before it was in flight at the last slow-down
+	mode     uint8
+	burst    float64     // what the server lets through at once, as far as known (0: unknown)
+	since    time.Time   // the cycle began then: T
+	ok       int         // 2xx of paced requests since then
+	times    []time.Time // their arrivals (the first paceTimes)
+	cutK     uint64      // a 429 of a ticket before it was in flight at the last slow-down
+	// stragglers: the burst is the room's history, without the requests
+	// then in flight that passed later (restrictions.record adds them).
+	stragglers bool
 }
 
-func newPace(t time.Time) pace { return pace{interval: paceStart, since: t} }
+// history is what a scope's room saw before its first 429: ok requests
+// passed since first (zero: none).
+type history struct {
+	ok    int
+	first time.Time
+}
 
-// succeeded counts a paced request's 2xx and quickens the pace.
-func (p *pace) succeeded() {
+// newPace is the pace of a release that starts at T = t, after the
+// scope's history h up to the 429 received at now: nothing passed, the
+// slow start; else the rate it let through, penalty included (the ok
+// requests over the time from the first to T), as the start of a ramp,
+// and the part of them beyond that rate as the server's burst.
+func newPace(now, t time.Time, h history) pace {
+	p := pace{interval: paceStart, since: t}
+	if h.ok <= 0 || !t.After(h.first) {
+		return p
+	}
+	rate := float64(h.ok) / t.Sub(h.first).Seconds()
+	p.mode, p.stragglers = paceRamp, true
+	p.interval = intervalOf(rate)
+	p.burst = max(float64(h.ok)-rate*max(now.Sub(h.first), 0).Seconds(), 1)
+	return p
+}
+
+// intervalOf is the spacing of rate requests per second, within [paceMin,
+// paceMax].
+func intervalOf(rate float64) time.Duration {
+	if rate <= 0 {
+		return paceMax
+	}
+	return min(max(time.Duration(math.Round(float64(time.Second)/rate)), paceMin), paceMax)
+}
+
+// succeeded counts the 2xx of a paced request sent at sent, and ramps
+// the pace up.
+func (p *pace) succeeded(sent time.Time) {
 	p.ok++
-	shrink := time.Duration(paceFast)
-	if p.settled {
-		shrink = paceSlow
+	if len(p.times) < paceTimes {
+		p.times = append(p.times, sent)
 	}
-	p.interval = max(p.interval-p.interval/shrink, paceMin)
+	switch p.mode {
+	case paceUnknown:
+		if p.interval /= 2; p.interval < paceMin {
+			p.interval = 0
+		}
+	case paceRamp:
+		p.interval = p.grown(paceDouble)
+	case paceSettle:
+		p.interval = p.grown(paceSettled)
+	}
 }
 
-// throttled slows the pace for a 429 received at now of a paced request,
-// the release restarting at until (the new T). (The table asks only for a
-// ticket issued after the last slow-down: one due before it was in flight
-// then and says nothing new.)
-func (p *pace) throttled(now, until time.Time) {
-	iv := 2 * p.interval
-	if p.ok >= paceSample && now.After(p.since) {
-		iv = max(now.Sub(p.since)/time.Duration(p.ok), p.interval) * 5 / 4
+// grown is the spacing after one more 2xx when the rate doubles in d of
+// paced time: each 2xx is one spacing of it.
+func (p *pace) grown(d time.Duration) time.Duration {
+	if p.interval == 0 {
+		return 0
 	}
-	p.interval = min(max(iv, paceMin), paceMax)
-	p.settled, p.since, p.ok = true, until, 0
+	iv := time.Duration(float64(p.interval) * math.Exp2(-float64(p.interval)/float64(d)))
+	return max(iv, paceMin)
+}
+
+// throttled ends the cycle at a 429 received at now of a paced request,
+// the release restarting at until (the new T). (The table asks only for
+// a ticket issued after the last slow-down: one due before it was in
+// flight then and says nothing new.)
+func (p *pace) throttled(now, until time.Time) {
+	switch {
+	case p.ok == 0:
+		// Nothing passed since T: the server is still closed; slower.
+		p.interval = min(max(2*p.interval, paceStart), paceMax)
+	case p.mode == paceUnknown:
+		// The first cycle that let some through: its rate (penalty
+		// included) starts a ramp, and what passed beyond it is the
+		// burst.
+		*p = newPace(now, until, history{ok: p.ok, first: p.since})
+		p.stragglers = false // every one of them was paced
+		return
+	default:
+		p.interval = intervalOf(p.learn(now, until))
+		p.mode = paceSettle
+	}
+	p.since, p.ok, p.times = until, 0, p.times[:0]
+}
+
+// learn returns the rate the server let through in the cycle that a 429
+// received at now ends, with its penalty until until: the least refill
+// rate of a token bucket of the known burst, full at T, that passes every
+// 2xx of the cycle at its time (as a bucket server does), at least the
+// cycle's own rate with its penalty (what passed over the time from T to
+// until) and at most the rate the pace sent at.
+func (p *pace) learn(now, until time.Time) float64 {
+	floor := float64(p.ok) / until.Sub(p.since).Seconds()
+	ceil := float64(time.Second) / float64(max(p.interval, paceMin))
+	if p.ok > len(p.times) || p.burst < 1 || ceil <= floor {
+		return floor
+	}
+	lo, hi := floor, ceil
+	if !bucketPasses(p.times, p.since, p.burst, hi) {
+		return hi
+	}
+	for range 40 {
+		mid := (lo + hi) / 2
+		if bucketPasses(p.times, p.since, p.burst, mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// bucketPasses reports whether a token bucket of burst tokens, full at
+// start and refilled at rate per second, has a token for a request at
+// every one of times.
+func bucketPasses(times []time.Time, start time.Time, burst, rate float64) bool {
+	tokens, last := burst, start
+	for _, t := range times {
+		if t.After(last) {
+			tokens = min(burst, tokens+rate*t.Sub(last).Seconds())
+			last = t
+		}
+		if tokens < 1-1e-9 {
+			return false
+		}
+		tokens--
+	}
+	return true
 }
 
 // restrictions is the table of one Transport. The zero value is not
@@ -106,6 +237,8 @@ type restriction struct {
 	baseK  uint64
 	pace   pace      // the release's spacing
 	plan   *waitPlan // the 429 that set until: what the waits record (never changed, replaced)
+	goneAt time.Time // the last ticket went then: the next goes a spacing after it
+	done   uint64    // tickets that went or were given back
 }
 
 // due is when ticket k may go: never before T.
@@ -121,8 +254,19 @@ func (r *restriction) due(k uint64) time.Time {
 }
 
 // end is when the restriction is over: T passed and every ticket handed
-// out is due.
-func (r *restriction) end() time.Time { return r.due(r.issued) }
+// out is due, and has had its spacing after the one that went last.
+func (r *restriction) end() time.Time {
+	e := r.due(r.issued)
+	if held := r.issued - min(r.done, r.issued); held > 0 && r.pace.interval > 0 {
+		// Tickets that have not gone yet are still held: each goes at
+		// least half a spacing after the one before, and its waiter
+		// comes within paceRecheck of its place.
+		if g := r.goneAt.Add(time.Duration(held)*r.pace.interval/2 + paceRecheck); g.After(e) {
+			e = g
+		}
+	}
+	return e
+}
 
 // rebase makes the first ticket not yet due at now the base, due when it
 // was, or at from when that is later (a new T): the pace may change after.
@@ -144,6 +288,7 @@ type place struct {
 	scope string
 	gen   uint64
 	k     uint64
+	went  bool // its time came (take said so): asked again, it goes
 }
 
 // restricted is the fact the policy decides on: the request's scope is
@@ -197,6 +342,12 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 		}
 		if paced != nil && paced.gen == r.gen && paced.k >= r.pace.cutK {
 			r.rebase(now, r.until)
+			if r.pace.stragglers {
+				// The requests in flight at the first 429 that passed
+				// after it: the burst too.
+				r.pace.burst += float64(t.rooms.takeStragglers(scope))
+				r.pace.stragglers = false
+			}
 			r.pace.throttled(now, r.until)
 			r.pace.cutK = r.baseK
 		}
@@ -209,7 +360,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 		t.evictLocked()
 	}
 	t.gens++
-	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(until), plan: plan}
+	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, t.rooms.takeHistory(scope)), plan: plan}
 	t.m[scope] = r
 	t.peak = max(t.peak, len(t.m))
 	t.noteEndLocked(r)
@@ -235,13 +386,32 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 	}
 	p := place{scope: scope, gen: r.gen, k: r.issued}
 	if held != nil && held.scope == scope && held.gen == r.gen {
+		if held.went {
+			return restricted{}, *held, false // its time came: it still goes
+		}
 		p = *held
 	} else {
 		r.issued++
 		t.noteEndLocked(r)
 	}
 	at := r.due(p.k)
+	if r.pace.interval > 0 {
+		// One by one in fact, not only on paper: a ticket whose waiter
+		// woke late does not go with the next one; they catch up at no
+		// more than twice the pace.
+		if next := r.goneAt.Add(r.pace.interval / 2); next.After(at) {
+			at = next
+		}
+	}
 	if !now.Before(at) {
+		if iv := r.pace.interval; iv > 0 && now.Sub(at) > 2*iv && p.k >= r.baseK {
+			// The release fell behind its places (its waiters woke late):
+			// it goes on from now, a spacing apart, and does not burst to
+			// catch up.
+			r.base, r.baseK = now, p.k
+		}
+		p.went = true
+		r.goneAt, r.done = now, r.done+1
 		return restricted{}, p, false
 	}
 	return restricted{t: r.until, until: at, gen: r.gen, plan: r.plan}, p, true
@@ -254,19 +424,23 @@ func (t *restrictions) giveBack(p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.m[p.scope]
-	if r != nil && r.gen == p.gen && p.k+1 == r.issued && p.k >= r.baseK {
+	switch {
+	case r == nil || r.gen != p.gen || p.went:
+	case p.k+1 == r.issued && p.k >= r.baseK:
 		r.issued--
+	default:
+		r.done++ // a gap: no one holds it
 	}
 }
 
-// succeeded tells the scope's release that the request sent from the
-// place p got a 2xx: the pace quickens a little.
-func (t *restrictions) succeeded(now time.Time, p place) {
+// succeeded tells the scope's release at now that the request sent at
+// sent from the place p got a 2xx: the pace ramps up.
+func (t *restrictions) succeeded(now, sent time.Time, p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.m[p.scope]; r != nil && r.gen == p.gen {
 		r.rebase(now, r.until)
-		r.pace.succeeded()
+		r.pace.succeeded(sent)
 	}
 }
 
@@ -391,6 +565,21 @@ type room struct {
 	cutAt    uint64 // a 429 of a request handed at or before it says nothing new
 	quota    int    // what the server said remains, less what went since; -1 unknown
 	queue    []*roomWaiter
+	// The 2xx since the scope's last restriction (okFirst: the first's
+	// arrival): what a new restriction's pace starts from (newPace); and
+	// the 2xx of the requests handed over before it (numbers up to cut0)
+	// that came back after it (late0).
+	okN     int
+	okFirst time.Time
+	cut0    uint64
+	late0   int
+	// quotaUntil: the quota is 0 until then, as the server's reset
+	// headers said (quota-headers); zero when none said it. quotaPeak is
+	// the most the server ever said remain, plus the one that asked: the
+	// quota a reset renews.
+	quotaUntil time.Time
+	quotaPeak  int
+	quotaN     uint64 // the requests handed over when the quota was said
 }
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
@@ -409,7 +598,32 @@ func (r *room) hasRoom(cap int) bool {
 	if r.inflight >= min(r.limit, cap) {
 		return false
 	}
-	return r.quota != 0 || r.inflight == 0
+	return r.quota != 0 || (r.inflight == 0 && r.quotaUntil.IsZero())
+}
+
+// renew ends a quota's hold at its reset, at now or after: the quota is
+// what it was at its most (the server resets it to its initial state;
+// the next answers say it exactly). It returns when the hold ends, zero
+// when there is none (any more).
+func (r *room) renew(now time.Time) time.Time {
+	if !r.quotaUntil.IsZero() && !now.Before(r.quotaUntil) {
+		r.quotaUntil, r.quota, r.quotaN = time.Time{}, max(r.quotaPeak, 1), r.handed
+	}
+	return r.quotaUntil
+}
+
+// noteReset keeps, for the quota the room now knows (remaining), when a
+// quota of 0 renews: now + reset (the latest such time wins); a quota
+// above 0 ends the hold.
+func (r *room) noteReset(now time.Time, remaining int, reset time.Duration) {
+	switch {
+	case remaining > 0:
+		r.quotaUntil = time.Time{}
+	case remaining == 0 && reset > 0:
+		if until := now.Add(reset); until.After(r.quotaUntil) {
+			r.quotaUntil = until
+		}
+	}
 }
 
 // enter hands a request over when there is room and no one waits before
@@ -432,8 +646,13 @@ func (r *room) enter(cap int, w *roomWaiter) uint64 {
 
 // leave is the response (or error) of the request handed over as number
 // n: status 0 for a transport error; remaining is the quota its headers
-// said, -1 unknown.
-func (r *room) leave(cap int, n uint64, status, remaining int) {
+// said, -1 unknown. What it says is that many less the requests still in
+// flight; the answers of requests in flight together may have reached
+// the server in any order, so a higher quota than the one known is taken
+// only from a request handed over after the known one was said (newer
+// news: a renewal), a lower or equal one always. leave reports whether it
+// took the quota.
+func (r *room) leave(cap int, n uint64, status, remaining int) bool {
 	r.inflight--
 	switch {
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
@@ -443,10 +662,22 @@ func (r *room) leave(cap int, n uint64, status, remaining int) {
 		}
 	case status >= 200 && status < 300:
 		r.limit = min(r.limit+1, max(cap, -cap))
+		if n <= r.cut0 {
+			r.late0++
+		} else {
+			r.okN++
+		}
 	}
-	if remaining >= 0 {
-		r.quota = max(remaining-r.inflight, 0)
+	if remaining < 0 {
+		return false
 	}
+	r.quotaPeak = max(r.quotaPeak, min(remaining, maxQuotaPeak-1)+1)
+	q := max(remaining-r.inflight, 0)
+	if r.quota >= 0 && n <= r.quotaN && q > r.quota {
+		return false
+	}
+	r.quota, r.quotaN = q, r.handed
+	return true
 }
 
 // dequeue removes w from the queue.
@@ -495,6 +726,7 @@ type roomHold struct {
 	w     *roomWaiter
 	n     uint64
 	since time.Time // it began to wait for room
+	renew time.Time // the scope's quota renews then: the wait ends no later (zero: none)
 }
 
 // enterRoom tries to hand the call's request over in its scope's room;
@@ -512,6 +744,12 @@ func (c *call) enterRoom() bool {
 		}
 		r = newRoom()
 		rs.m[scope] = r
+	}
+	c.room.renew = time.Time{}
+	if !r.quotaUntil.IsZero() {
+		// A quota at 0 until its reset (quota-headers): the clock is read
+		// only while one is held.
+		c.room.renew = r.renew(c.t.clk().Now())
 	}
 	if n := r.enter(rs.cap, c.room.w); n != 0 {
 		c.room.w, c.room.n = nil, n
@@ -547,9 +785,12 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	}
 	n := c.room.n
 	c.room.n = 0
-	status, remaining := 0, -1
+	status, remaining, reset := 0, -1, time.Duration(-1)
 	if resp != nil {
 		status, remaining = resp.StatusCode, remainingQuota(resp.Header)
+		if remaining == 0 {
+			reset = quotaReset(resp.Header)
+		}
 		if httprule.IsThrottled(status) && !restricted {
 			status = 0 // neither growth nor halving
 		}
@@ -557,10 +798,51 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	rs := &c.t.shared.rooms
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
-		r.leave(rs.cap, n, status, remaining)
+		if r.okN == 0 && httprule.IsSuccess(status) && n > r.cut0 {
+			r.okFirst = c.t.clk().Now() // once per restriction: the clock is read rarely
+		}
+		if r.leave(rs.cap, n, status, remaining) && (r.quota > 0 || reset > 0) {
+			held := r.quotaUntil
+			r.noteReset(c.t.clk().Now(), r.quota, reset)
+			if r.quotaUntil.After(held) {
+				// A new hold: every waiter asks again, to learn when it
+				// ends (it sleeps until then, not until its ceiling).
+				for _, w := range r.queue {
+					w.wakeLocked()
+				}
+			}
+		}
 		r.wakeHead(rs.cap)
 	}
 	rs.mu.Unlock()
+}
+
+// takeHistory returns what the scope's room saw pass since its last
+// restriction and starts counting again: a 429 restricts it now.
+func (rs *rooms) takeHistory(scope string) history {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[scope]
+	if r == nil {
+		return history{}
+	}
+	h := history{ok: r.okN, first: r.okFirst}
+	r.okN, r.okFirst, r.cut0, r.late0 = 0, time.Time{}, r.handed, 0
+	return h
+}
+
+// takeStragglers returns how many requests handed over before the scope's
+// last restriction passed after it.
+func (rs *rooms) takeStragglers(scope string) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r := rs.m[scope]
+	if r == nil {
+		return 0
+	}
+	n := r.late0
+	r.late0 = 0
+	return n
 }
 
 // leaveQueue takes the call out of its scope's queue (it waits for
@@ -630,6 +912,54 @@ func remainingQuota(h http.Header) int {
 		}
 	}
 	return least
+}
+
+// The reset headers of the quota (Azure OpenAI, OpenAI), canonical: the
+// time until the requests' or the tokens' quota is renewed.
+var quotaResets = [...]string{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens"}
+
+// maxQuotaPeak bounds the quota a reset renews.
+const maxQuotaPeak = 1 << 20
+
+// maxQuotaReset bounds a reset header's value: a longer one is unknown.
+const maxQuotaReset = time.Hour
+
+// quotaReset returns the longest valid reset a response's headers give,
+// -1 when none does. A value is a duration as OpenAI writes it ("1s",
+// "6m0s", "12ms", "1.5s") or a decimal number of seconds ("1", "0.5"),
+// above 0 and at most maxQuotaReset; anything else is unknown.
+func quotaReset(h http.Header) time.Duration {
+	longest := time.Duration(-1)
+	for _, k := range quotaResets {
+		vs := h[k]
+		if len(vs) == 0 {
+			continue
+		}
+		if d, ok := resetValue(vs[0]); ok && d > longest {
+			longest = d
+		}
+	}
+	return longest
+}
+
+// resetValue parses one reset value (see quotaReset).
+func resetValue(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" || len(v) > 32 {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || math.IsNaN(f) || f > maxQuotaReset.Seconds() {
+			return 0, false
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 || d > maxQuotaReset {
+		return 0, false
+	}
+	return d, true
 }
 
 // quotaValue parses a non-negative decimal integer (at most 9 digits).

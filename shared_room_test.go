@@ -3,6 +3,7 @@ package readrecovery
 import (
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestRoomSteps is the step table of a scope's room (docs/policy.md:
@@ -190,9 +191,145 @@ func TestRoomSoftCap(t *testing.T) {
 	if r.limit != 1 || r.enter(soft, nil) != 0 {
 		t.Fatalf("after a 429: limit %d and not held", r.limit)
 	}
-	r.inflight, r.limit = 1, 2 // (the others came back with statuses that change nothing)
-	r.leave(soft, 0, 200, 3)
+	r.inflight, r.limit = 1, 2      // (the others came back with statuses that change nothing)
+	r.leave(soft, r.handed, 200, 3) // the latest request's answer
 	if r.quota != 3 || r.enter(soft, nil) == 0 || r.enter(soft, nil) == 0 || r.enter(soft, nil) != 0 {
 		t.Fatalf("a known quota: want the hard cap 2 to hold (quota %d)", r.quota)
+	}
+}
+
+func TestQuotaReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    map[string]string
+		want time.Duration
+	}{
+		{"none", map[string]string{"x-ratelimit-remaining-requests": "0"}, -1},
+		{"openai duration", map[string]string{"x-ratelimit-reset-requests": "1s"}, time.Second},
+		{"openai minutes", map[string]string{"x-ratelimit-reset-tokens": "6m0s"}, 6 * time.Minute},
+		{"above an hour is unknown", map[string]string{"x-ratelimit-reset-tokens": "61m"}, -1},
+		{"openai milliseconds", map[string]string{"x-ratelimit-reset-requests": "12ms"}, 12 * time.Millisecond},
+		{"the longer of requests and tokens", map[string]string{"x-ratelimit-reset-requests": "200ms", "x-ratelimit-reset-tokens": "1.5s"}, 1500 * time.Millisecond},
+		{"decimal seconds", map[string]string{"x-ratelimit-reset-requests": "0.25"}, 250 * time.Millisecond},
+		{"zero is unknown", map[string]string{"x-ratelimit-reset-requests": "0s"}, -1},
+		{"negative is unknown", map[string]string{"x-ratelimit-reset-requests": "-1s"}, -1},
+		{"malformed is unknown", map[string]string{"x-ratelimit-reset-requests": "soon"}, -1},
+		{"NaN is unknown", map[string]string{"x-ratelimit-reset-requests": "NaN"}, -1},
+		{"a date is unknown", map[string]string{"x-ratelimit-reset-requests": "Wed, 02 Dec 2026 01:00:00 GMT"}, -1},
+		{"a malformed one leaves the valid other", map[string]string{"x-ratelimit-reset-requests": "x", "x-ratelimit-reset-tokens": "2s"}, 2 * time.Second},
+	} {
+		h := http.Header{}
+		for k, v := range tc.h {
+			h.Set(k, v)
+		}
+		if got := quotaReset(h); got != tc.want {
+			t.Errorf("%s: quotaReset = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRoomQuotaResetSteps (docs/policy.md: quota-headers), at fixed times:
+// a quota at 0 with a reset holds every request, the one-at-a-time probe
+// included, until the reset; at the reset the quota is unknown again and
+// the room hands over as its limit allows; a quota above 0 ends a hold.
+func TestRoomQuotaResetSteps(t *testing.T) {
+	r := newRoom()
+	if r.enter(4, nil) != 1 {
+		t.Fatal("start: want one")
+	}
+	r.leave(4, 1, 200, 0)
+	r.noteReset(t0, 0, time.Second)
+	if r.quota != 0 || !r.quotaUntil.Equal(t0.Add(time.Second)) {
+		t.Fatalf("quota %d until %v, want 0 until +1s", r.quota, r.quotaUntil)
+	}
+	if got := r.renew(t0.Add(999 * time.Millisecond)); !got.Equal(t0.Add(time.Second)) {
+		t.Fatalf("renew before the reset = %v, want the hold kept", got)
+	}
+	if r.enter(4, nil) != 0 {
+		t.Fatal("held: the probe went before the reset, with nothing in flight")
+	}
+	r.noteReset(t0, 0, 500*time.Millisecond)
+	if !r.quotaUntil.Equal(t0.Add(time.Second)) {
+		t.Fatal("a shorter reset shortened the hold")
+	}
+	if got := r.renew(t0.Add(time.Second)); !got.IsZero() || r.quota != 1 {
+		t.Fatalf("at the reset: hold %v quota %d, want none and the peak (0 remained after the one that asked: 1)", got, r.quota)
+	}
+	if r.enter(4, nil) != 2 || r.enter(4, nil) != 0 {
+		t.Fatal("renewed: want the peak quota (1) handed over, no more")
+	}
+	r.quota = -1 // (as if a peak of 2 had been seen)
+	if r.enter(4, nil) != 3 {
+		t.Fatal("renewed: want the room's limit (2)")
+	}
+	// The answers of 2 and 3 come back in the other order: 3 says 5
+	// remain (4 less 2 in flight), 2 then says 0: the lower wins, and its
+	// reset holds again.
+	if !r.leave(4, 3, 200, 5) || r.quota != 4 {
+		t.Fatalf("3's answer: quota %d, want 4", r.quota)
+	}
+	r.noteReset(t0.Add(time.Second), r.quota, -1)
+	if !r.leave(4, 2, 200, 0) || r.quota != 0 {
+		t.Fatalf("2's answer: quota %d, want 0", r.quota)
+	}
+	r.noteReset(t0.Add(time.Second), r.quota, time.Second)
+	if !r.quotaUntil.Equal(t0.Add(2 * time.Second)) {
+		t.Fatalf("hold until %v, want +2s", r.quotaUntil)
+	}
+	// An answer of a request handed over before 2's answer came, saying
+	// more remain, is older news.
+	r.inflight++ // (one more, handed over before 2's answer came)
+	if r.leave(4, 3, 200, 7) || r.quota != 0 {
+		t.Fatalf("an older answer raised the quota to %d", r.quota)
+	}
+	// A quota above 0 from a request handed over later ends a hold.
+	r.noteReset(t0.Add(time.Second), 5, -1)
+	if !r.quotaUntil.IsZero() {
+		t.Fatalf("a quota of 5 kept the hold until %v", r.quotaUntil)
+	}
+}
+
+// TestRoomRules: the state machine's decision for a request the scope's
+// room has no place for (docs/policy.md: scope-room, quota-headers), as
+// step rows at fixed times: a wait against the ceiling and the total that
+// opens no window; a quota that renews (its reset headers) beyond the
+// ceiling or the total stops the sequence at once, before any network
+// access, not when the ceiling comes.
+func TestRoomRules(t *testing.T) {
+	noRoom := func(renew time.Duration, claimed bool) *request {
+		r := &request{noRoom: true, roomSince: t0, claimed: claimed, roomPlan: &waitPlan{trigger: triggerRoom}}
+		if renew > 0 {
+			r.roomRenew = t0.Add(renew)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		rule   string
+		limits limits
+		steps  []decide
+	}{
+		{"scope-room: no room is a wait until the ceiling; it opens no window", limits{}, []decide{
+			{at: 0, req: noRoom(0, false), want: waitTill(MaxServerWait)},
+			{at: s1, req: &request{claimed: true}, want: sendNow(1)},
+			{at: s1, in: read429(s1), want: resendAt(s2)}, // its own 429 still has its window
+		}},
+		{"scope-room: past the ceiling the sequence stops as restricted", limits{wait: s1, waitSet: true}, []decide{
+			{at: 0, req: noRoom(0, false), want: waitTill(s1)},
+			{at: s1, req: noRoom(0, true), want: refused(StopRestricted)},
+		}},
+		{"quota-headers: a quota that renews within the ceiling waits (the call asks again at the renewal)", limits{}, []decide{
+			{at: 0, req: noRoom(s1, false), want: waitTill(MaxServerWait)},
+			{at: s1, req: &request{claimed: true}, want: sendNow(1)},
+		}},
+		{"quota-headers: a quota that renews beyond the ceiling stops at once", limits{wait: s1, waitSet: true}, []decide{
+			{at: 0, req: noRoom(s2, false), want: refused(StopRestricted)},
+		}},
+		{"quota-headers: a quota that renews at the total's end stops at once", limits{total: s2}, []decide{
+			{at: 0, req: noRoom(s2, false), want: refused(StopRestricted)},
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			runSteps(t, &sequence{name: "s", limits: tc.limits}, tc.steps)
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"runtime"
@@ -91,39 +92,121 @@ func TestRestrictionsGiveBack(t *testing.T) {
 	assert.Equal(t, t0.Add(s1+3*paceStart), f.until)
 }
 
-// paced-release: the pace quickens by 1/paceFast per 2xx until a paced request
-// meets 429; then the spacing is what the server let through since T plus
-// a quarter, and it quickens by 1/4096 per 2xx; too few 2xx to measure
-// double it; always within [paceMin, paceMax].
+// TestPaceSteps is the step table of a release's pace (docs/policy.md:
+// paced-release, release-ramp), at fixed times: each row is one event on
+// the pace, in order, and the spacing, mode and burst after it. Events:
+// "ok" a paced 2xx of a request sent at +at, "429" a paced 429 received at
+// +at whose restriction lasts until +until, "oks" n 2xx sent every
+// +every from +at. Times are after T = t0.
 func TestPaceSteps(t *testing.T) {
-	p := newPace(t0)
-	for range 64 {
-		p.succeeded()
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	type row struct {
+		name      string
+		op        string
+		at, until time.Duration
+		n         int
+		every     time.Duration
+		interval  time.Duration // -1: not checked
+		same      bool          // the interval is the one before the event
+		mode      uint8
+		burst     float64
 	}
-	want := paceStart
-	for range 64 {
-		want = max(want-want/paceFast, paceMin)
+	for _, tc := range []struct {
+		name  string
+		start pace
+		rows  []row
+	}{
+		{"start: nothing passed before the 429 (a closed window): the slow start", newPace(t0, t0, history{}), []row{
+			{name: "start", op: "", interval: paceStart, mode: paceUnknown},
+			{name: "growth: each 2xx halves the spacing", op: "ok", interval: 5 * time.Millisecond, mode: paceUnknown},
+			{op: "ok", interval: 2500 * time.Microsecond, mode: paceUnknown},
+			{op: "ok", interval: 1250 * time.Microsecond, mode: paceUnknown},
+			{op: "ok", interval: 625 * time.Microsecond, mode: paceUnknown},
+			{op: "ok", interval: 312500 * time.Nanosecond, mode: paceUnknown},
+			{op: "ok", interval: 156250 * time.Nanosecond, mode: paceUnknown},
+			{name: "release ramp: below paceMin the release goes at once (the window has closed)", op: "ok", interval: 0, mode: paceUnknown},
+			{op: "ok", interval: 0, mode: paceUnknown},
+		}},
+		{"halving: still closed at the new T, then the cap", newPace(t0, t0, history{}), []row{
+			{name: "a 429 before any 2xx: the rate halves", op: "429", at: 0, until: s1, interval: 2 * paceStart, mode: paceUnknown},
+			{op: "429", at: s1, until: s2, interval: 4 * paceStart, mode: paceUnknown},
+			{op: "429", at: s2, until: s3, interval: 8 * paceStart, mode: paceUnknown},
+			{op: "429", at: s3, until: 4 * s1, interval: 16 * paceStart, mode: paceUnknown},
+			{op: "429", at: 4 * s1, until: 5 * s1, interval: 32 * paceStart, mode: paceUnknown},
+			{op: "429", at: 5 * s1, until: 6 * s1, interval: 64 * paceStart, mode: paceUnknown},
+			{name: "cap: never slower than paceMax", op: "429", at: 6 * s1, until: 7 * s1, interval: paceMax, mode: paceUnknown},
+			{op: "429", at: 7 * s1, until: 8 * s1, interval: paceMax, mode: paceUnknown},
+		}},
+		{"start: 50 passed in a burst before the 429 at T-1s: the ramp starts at 50/s", newPace(t0.Add(-s1), t0, history{ok: 50, first: t0.Add(-s1)}), []row{
+			{name: "start: 50 requests over the second from the first to T, penalty included", op: "", interval: 20 * time.Millisecond, mode: paceRamp, burst: 50},
+			{name: "growth: the rate doubles in paceDouble of paced time (20 ms of 500 ms: 2^-0.04)", op: "ok", at: 0, interval: 19453098, mode: paceRamp, burst: 50},
+		}},
+		{"start: 100 passed over 4 s before a 429 with a 1 s penalty: 20/s, burst 20", newPace(t0.Add(-s1), t0, history{ok: 100, first: t0.Add(-5 * s1)}), []row{
+			{name: "start: 100 over 5 s is 20/s; the burst is what passed beyond 20/s over the 4 s before the 429", op: "", interval: 50 * time.Millisecond, mode: paceRamp, burst: 20},
+		}},
+		{"settling: a ramp meets 429; the rate is what a bucket of the burst must refill at to pass every 2xx", pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: t0}, []row{
+			// 250 requests sent 4 ms apart from T: the 250th (at 996 ms) is
+			// the 200th beyond the burst: 200/0.996 s = 200.8/s.
+			{name: "250 2xx at 250/s", op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 50, interval: -1},
+			{name: "settling rate: 200.8/s (the 429 at 1 s, 1 s penalty)", op: "429", at: s1, until: s2, interval: 4980000, mode: paceSettle, burst: 50},
+			{name: "settled: the rate doubles only in paceSettled", op: "ok", at: s2, interval: 4979971, mode: paceSettle, burst: 50},
+		}},
+		{"settling: never below what passed per cycle, penalty included", pace{interval: 10 * time.Millisecond, mode: paceRamp, burst: 1000, since: t0}, []row{
+			{op: "oks", at: 0, n: 100, every: 10 * time.Millisecond, mode: paceRamp, burst: 1000, interval: -1},
+			{name: "a bucket of 1,000 passes 100 with no refill: the floor, 100 over 2 s, holds", op: "429", at: s1, until: s2, interval: 20 * time.Millisecond, mode: paceSettle, burst: 1000},
+		}},
+		{"settling: never above the rate the pace sent at", pace{interval: 10 * time.Millisecond, mode: paceRamp, burst: 1, since: t0}, []row{
+			{op: "oks", at: 0, n: 10, every: ms(0.5), mode: paceRamp, burst: 1, interval: -1},
+			{name: "a bucket of 1 cannot pass 10 in 5 ms at the pace's rate: the pace's own rate", op: "429", at: s1, until: s2, interval: -1, same: true, mode: paceSettle, burst: 1},
+		}},
+		{"a slow start meets 429: what it let through starts a ramp", newPace(t0, t0, history{}), []row{
+			{op: "oks", at: 0, n: 3, every: time.Millisecond, mode: paceUnknown, interval: 1250 * time.Microsecond},
+			{name: "3 passed over the 1 s from T to the new T: 3/s, burst 3", op: "429", at: 0, until: s1, interval: 333333333, mode: paceRamp, burst: 3},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.start
+			for i, r := range tc.rows {
+				before := p.interval
+				switch r.op {
+				case "ok":
+					p.succeeded(t0.Add(r.at))
+				case "oks":
+					for k := range r.n {
+						p.succeeded(t0.Add(r.at + time.Duration(k)*r.every))
+					}
+				case "429":
+					p.throttled(t0.Add(r.at), t0.Add(r.until))
+				}
+				if r.same && p.interval != before {
+					t.Fatalf("row %d %q: interval %v, want %v as before", i, r.name, p.interval, before)
+				}
+				if r.interval >= 0 && p.interval != r.interval {
+					t.Fatalf("row %d %q: interval %v (%d), want %v", i, r.name, p.interval, int64(p.interval), r.interval)
+				}
+				if p.mode != r.mode || math.Abs(p.burst-r.burst) > 1e-9 {
+					t.Fatalf("row %d %q: mode %d burst %v, want %d %v", i, r.name, p.mode, p.burst, r.mode, r.burst)
+				}
+			}
+		})
 	}
-	assert.Equal(t, want, p.interval)
-	// 64 2xx in 320 ms: the server's spacing is 5 ms; 6.25 ms with a quarter.
-	p.throttled(t0.Add(320*time.Millisecond), t0.Add(1320*time.Millisecond))
-	assert.Equal(t, 6250*time.Microsecond, p.interval)
-	assert.True(t, p.settled)
-	p.succeeded()
-	assert.Equal(t, 6250*time.Microsecond-6250*time.Microsecond/4096, p.interval)
-	// Too few 2xx since: doubled.
-	iv := p.interval
-	p.throttled(t0.Add(1400*time.Millisecond), t0.Add(2400*time.Millisecond))
-	assert.Equal(t, 2*iv, p.interval)
-	for range 20 {
-		p.throttled(t0.Add(3*time.Second), t0.Add(100*time.Second))
+}
+
+// The pace's bucket: a full bucket passes its burst at once, then one per
+// refill; a request in between finds none.
+func TestBucketPasses(t *testing.T) {
+	at := func(ms ...int) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
 	}
-	assert.Equal(t, paceMax, p.interval)
-	q := newPace(t0)
-	for range 100_000 {
-		q.succeeded()
-	}
-	assert.Equal(t, paceMin, q.interval)
+	assert.True(t, bucketPasses(at(0, 0, 100), t0, 2, 10))
+	assert.False(t, bucketPasses(at(0, 0, 99), t0, 2, 10))
+	assert.True(t, bucketPasses(at(0, 0, 99), t0, 2, 10.2))
+	assert.False(t, bucketPasses(at(0, 0, 0), t0, 2, 1e6))
+	assert.True(t, bucketPasses(nil, t0, 1, 0))
 }
 
 // paced-release through the table: a 2xx of a paced request quickens the
@@ -140,24 +223,67 @@ func TestRestrictionsPace(t *testing.T) {
 		_, p, _ := tab.take("a", t0, nil)
 		ps = append(ps, p)
 	}
-	// Ticket 0 went at T and got its 2xx: tickets 1.. are spaced anew.
-	tab.succeeded(t0.Add(s1), ps[0])
-	iv := paceStart - paceStart/paceFast
+	// Ticket 0 went at T and got its 2xx: nothing had passed before (the
+	// slow start), the spacing halves and tickets 1.. are spaced anew.
+	tab.succeeded(t0.Add(s1), t0.Add(s1), ps[0])
+	iv := paceStart / 2
 	assert.Equal(t, iv, tab.m["a"].pace.interval)
 	f, _, _ := tab.take("a", t0.Add(s1), &ps[3])
 	assert.Equal(t, t0.Add(s1+3*iv), f.until)
-	// Ticket 1 meets 429 "Retry-After: 1" at T+10 ms: fewer than 8 2xx
-	// measured, the spacing doubles; tickets 2.. restart at the new T.
+	// Ticket 1 meets 429 "Retry-After: 1" at T+10 ms: one request passed
+	// from T to the new T (1.01 s), so the release ramps from that rate
+	// (slower than paceMax: paceMax); tickets 2.. restart at the new T.
 	T2 := t0.Add(s2 + 10*time.Millisecond)
 	assert.Equal(t, gen, tab.record("a", t0.Add(s1+10*time.Millisecond), T2, sharedPlan("r3"), &ps[1]))
-	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
+	assert.Equal(t, paceMax, tab.m["a"].pace.interval)
+	assert.Equal(t, paceRamp, tab.m["a"].pace.mode)
 	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[2])
 	assert.Equal(t, T2, f.until)
 	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[3])
-	assert.Equal(t, T2.Add(2*iv), f.until)
+	assert.Equal(t, T2.Add(paceMax), f.until)
 	// A 429 of ticket 0 (due before the slow-down) changes no pace.
 	tab.record("a", t0.Add(s1+20*time.Millisecond), T2, sharedPlan("r4"), &ps[0])
-	assert.Equal(t, 2*iv, tab.m["a"].pace.interval)
+	assert.Equal(t, paceMax, tab.m["a"].pace.interval)
+}
+
+// release-ramp through the table: a new restriction's pace starts from
+// what the scope's room saw pass since its last restriction (50 2xx, the
+// first at t0, before a 429 at t0+10 ms with "Retry-After: 1"): 50 over
+// the 1.01 s to T; the 2xx of requests handed over before the 429 that
+// come back after it (5) join the burst at the first paced 429, once.
+func TestRestrictionsPaceFromHistory(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.rooms.cap = 64
+	r := newRoom()
+	tab.rooms.m["a"] = r
+	for n := range 60 {
+		r.enter(64, nil)
+		if n < 50 {
+			r.leave(64, uint64(n+1), 200, -1)
+		}
+	}
+	r.okFirst = t0
+	T := t0.Add(1010 * time.Millisecond)
+	gen := tab.record("a", t0.Add(10*time.Millisecond), T, sharedPlan("r1"), nil)
+	p := tab.m["a"].pace
+	assert.Equal(t, paceRamp, p.mode)
+	assert.Equal(t, time.Duration(float64(time.Second)*1.01/50), p.interval)
+	assert.InDelta(t, 50-50/1.01*0.01, p.burst, 1e-9)
+	assert.Equal(t, history{}, tab.rooms.takeHistory("a"), "the room counts again from the restriction")
+	// 5 of the 10 in flight pass after the 429, 5 meet 429 (in flight
+	// before T: no pace change).
+	for n := 51; n <= 55; n++ {
+		r.leave(64, uint64(n), 200, -1)
+	}
+	assert.Equal(t, 0, r.okN, "a request handed over before the restriction is not the next history")
+	assert.Equal(t, 5, r.late0)
+	_, pl, _ := tab.take("a", T.Add(-time.Millisecond), nil)
+	_, pl2, _ := tab.take("a", T.Add(-time.Millisecond), nil)
+	tab.succeeded(T, T, pl)
+	assert.Equal(t, gen, tab.record("a", T.Add(5*time.Millisecond), T.Add(1005*time.Millisecond), sharedPlan("r2"), &pl2))
+	assert.InDelta(t, 55-50/1.01*0.01, tab.m["a"].pace.burst, 1e-9)
+	assert.Equal(t, 0, r.late0)
+	assert.Equal(t, paceSettle, tab.m["a"].pace.mode)
 }
 
 // The table's memory: 1,000 scopes are forgotten at the first use after
@@ -319,13 +445,16 @@ func TestSharedRestrictionHoldsTheScope(t *testing.T) {
 				}
 				// At T: B, which took the first place at +100 ms, then A's
 				// re-send, which asked for its place at T: one place apart
-				// (10 ms, less 1/paceFast when B's 2xx came first).
+				// (10 ms, or less when B's 2xx came first: the slow start
+				// halves the spacing, as nothing passed before A's 429; and
+				// never less than half a spacing after B).
 				assert.Equal(t, []string{
 					"GET /c/a 429 +0s", "GET /c/c 200 +200ms", "GET /c/c 200 +300ms", "GET /c/b 200 +2s",
 				}, arrivals(srv, start)[:4])
 				last := srv.Requests()[4]
 				assert.Equal(t, "/c/a 200", fmt.Sprint(last.Path, " ", last.Status))
-				assert.Contains(t, []time.Duration{s2 + paceStart - paceStart/paceFast, s2 + paceStart}, last.Arrived.Sub(start))
+				gap := last.Arrived.Sub(start) - s2
+				assert.True(t, gap >= paceStart/4 && gap <= paceStart, "A's re-send %v after B", gap)
 				id429 := srv.Requests()[0].RequestID
 				rb := b.Report()
 				require.Len(t, rb.WaitLog, 1)
@@ -499,6 +628,7 @@ func TestSharedRestrictionPacedRelease(t *testing.T) {
 		// (the pace quickens with each 2xx; a sleeping waiter wakes at its
 		// estimate, never sooner).
 		require.Len(t, at, 5)
+		t.Logf("arrivals %v", at)
 		assert.Equal(t, s2, at[0])
 		for i := 1; i < len(at); i++ {
 			gap := at[i] - at[i-1]
@@ -699,4 +829,39 @@ func heapAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// paced-release: places go at least half a spacing apart in fact (a
+// waiter that woke late does not go with the next one), and a release
+// that fell behind its places goes on from now, a spacing apart, instead
+// of bursting to catch up.
+func TestRestrictionsOneByOneInFact(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
+	var ps []place
+	for range 4 {
+		_, p, _ := tab.take("a", t0, nil)
+		ps = append(ps, p)
+	}
+	T := t0.Add(s1)
+	_, p0, ok := tab.take("a", T, &ps[0])
+	require.False(t, ok, "ticket 0 goes at T")
+	assert.True(t, p0.went)
+	_, _, ok = tab.take("a", T.Add(5*time.Millisecond), &p0)
+	assert.False(t, ok, "asked again, a place that went still goes")
+	// Ticket 1 is due at T+10ms; its waiter woke 4 ms late: it goes, and
+	// ticket 2, due at T+20ms, keeps its place.
+	_, p1, ok := tab.take("a", T.Add(14*time.Millisecond), &ps[1])
+	require.False(t, ok)
+	f, _, _ := tab.take("a", T.Add(14*time.Millisecond), &ps[2])
+	assert.Equal(t, T.Add(20*time.Millisecond), f.until)
+	_ = p1
+	// Ticket 2's waiter wakes 50 ms late (more than two spacings): it
+	// goes, and ticket 3 is due a spacing after it, not at once.
+	now := T.Add(70 * time.Millisecond)
+	_, _, ok = tab.take("a", now, &ps[2])
+	require.False(t, ok)
+	f, _, ok = tab.take("a", now, &ps[3])
+	require.True(t, ok)
+	assert.Equal(t, now.Add(paceStart), f.until)
 }

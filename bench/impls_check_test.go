@@ -89,6 +89,7 @@ func TestSpecsOf(t *testing.T) {
 		{"BenchmarkFinishedSequences", six},
 		{"BenchmarkTokenBucket", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},
 		{"BenchmarkServerBusy", "bare rr-nobudget rr-budget rr-shared retryablehttp azcore failsafe"},
+		{"BenchmarkSubscriptions", "bare rr-nobudget rr-budget rr-shared rr-azure retryablehttp azcore failsafe"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.bench, func(t *testing.T) {

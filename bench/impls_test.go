@@ -73,7 +73,7 @@ type implSpec struct {
 //     connection limit, and scenario (e) does, once 64 pages have run out
 //     of retries); closing them is what a careful user must add.
 //
-// Three variants of rr-budget exist for the bench only, each in the
+// Four variants of rr-budget exist for the bench only, each in the
 // benchmarks where it answers a question:
 //
 //   - rr-budget-each (scenario 1 and own cost): a new Budget for every
@@ -83,6 +83,8 @@ type implSpec struct {
 //     made WithSharedRestrictions(nil), so that a 429 of one sequence
 //     holds every sequence of the same scheme and host until its T, and
 //     releases them at a pace (issue 21).
+//   - rr-azure (scenario (g)): rr-shared with AzureScope as the scope, so
+//     that two subscriptions on one Resource Manager host are two scopes.
 //   - rr-drained (scenarios 2 and 3): a control, not something the
 //     library does. rr-budget over a base that drains every 429's body
 //     into memory (drain429) before readrecovery sees it, so that when
@@ -95,7 +97,8 @@ var implSpecs = []implSpec{
 	{"rr-budget", true, newReadRecovery(true), nil},
 	{"rr-budget-each", true, newReadRecoveryEach, []string{"BenchmarkPassThrough", "BenchmarkOwnCost"}},
 	{"rr-drained", true, newReadRecoveryDrained, []string{"BenchmarkRecovered429", "BenchmarkConcurrentSequences"}},
-	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy", "BenchmarkThrottleBurst", "BenchmarkConcurrentSequences"}},
+	{"rr-shared", true, newReadRecoveryNamed("rr-shared", readrecovery.WithSharedRestrictions(nil)), []string{"BenchmarkTokenBucket", "BenchmarkServerBusy", "BenchmarkThrottleBurst", "BenchmarkConcurrentSequences", "BenchmarkSubscriptions"}},
+	{"rr-azure", true, newReadRecoveryNamed("rr-azure", readrecovery.WithSharedRestrictions(readrecovery.AzureScope)), []string{"BenchmarkSubscriptions"}},
 	{"retryablehttp", true, newRetryableHTTP, nil},
 	{"azcore", true, newAzcore, nil},
 	{"failsafe", true, newFailsafe, nil},

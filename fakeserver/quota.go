@@ -33,15 +33,11 @@ func QuotaHeaders(form QuotaForm) RuleOption {
 
 // PerSubscription keeps the rule's [TokenBucket] per Resource Manager
 // subscription (see [BucketPerSubscription]).
-func PerSubscription() RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerSubscription })
-}
+func PerSubscription() RuleOption { return perKey(BucketPerSubscription) }
 
 // PerDeployment keeps the rule's [TokenBucket] per Azure OpenAI deployment
 // (see [BucketPerDeployment]).
-func PerDeployment() RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Key = BucketPerDeployment })
-}
+func PerDeployment() RuleOption { return perKey(BucketPerDeployment) }
 
 // bucketKeyOf is the bucket a request takes its token from.
 func bucketKeyOf(k BucketKey, in matchInput) string {

@@ -246,14 +246,15 @@ func TestConcurrentChatsAgainstBucket(t *testing.T) {
 	if alone != (result{7, 72, 79, 47}) {
 		t.Errorf("openai-go alone: %+v, want 7 completed, 72 429s (47 after 0 s), 79 sent", alone)
 	}
-	// rropenai: all 30 complete; after the first instant, exactly one 429
-	// per restriction cycle of the bucket (at +1.05 s, +2.14 s, +3.40 s).
-	// At 0 s, 1 429 in most runs (84 of 100), up to 5 seen: responses
-	// that come back at the same instant bound the room by the quota they
-	// report in the order the scheduler runs them, so more than one
-	// request can be in flight when the bucket empties.
-	if with.ok != 30 || with.later != 3 || with.throttled < 4 || with.sent != with.ok+with.throttled {
-		t.Errorf("rropenai: %+v, want 30 completed, 3 429s after 0 s and at least 1 at 0 s, nothing else sent", with)
+	// rropenai: all 30 complete; after the first instant exactly one 429,
+	// the one the release needs to learn the bucket's rate (docs/policy.md:
+	// release-ramp), and none after that. At 0 s, 1 429 in most runs (25
+	// of 30), 2 in the others: responses that come back at the same
+	// instant bound the room by the quota they report in the order the
+	// scheduler runs them, so more than one request can be in flight when
+	// the bucket empties.
+	if with.ok != 30 || with.later != 1 || with.throttled < 2 || with.sent != with.ok+with.throttled {
+		t.Errorf("rropenai: %+v, want 30 completed, 1 429 after 0 s and at least 1 at 0 s, nothing else sent", with)
 	}
 	if with.ok < alone.ok || 2*with.throttled > alone.throttled {
 		t.Errorf("rropenai: %+v; want at least %d completed with at most %d 429s", with, alone.ok, alone.throttled/2)

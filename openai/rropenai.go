@@ -139,7 +139,7 @@
 // that attempt until the deployment's not-before (Retry-After in whole
 // seconds is never shortened), then passes it through the deployment's
 // room: 30 concurrent chat completions against a 10/s deployment all
-// complete with 4 429s in most runs (4 to 8 seen), where openai-go alone
+// complete with 2 429s in most runs (2 to 3 seen), where openai-go alone
 // completes 7 with 72
 // (TestConcurrentChatsAgainstBucket). The scope is the deployment
 // (readrecovery.AzureScope: openai:{resource}/{deployment}), so one
