@@ -27,7 +27,8 @@ const (
 )
 
 // QuotaHeaders makes the rule's [TokenBucket] tell every request it is
-// asked about how many tokens its bucket has left, in the headers of form.
+// asked about how many tokens its bucket has left, in the headers of form
+// (and, for [QuotaOpenAI], when the bucket is full again).
 // It panics on a form other than [QuotaOpenAI] and [QuotaARM].
 func QuotaHeaders(form QuotaForm) RuleOption {
 	if form != QuotaOpenAI && form != QuotaARM {
