@@ -45,8 +45,10 @@
 // [Times], or [Always] (the default), and, as Azure throttles, only inside
 // a [Window] or when its [TokenBucket] has no token (kept [PerAccount],
 // [PerHost], [PerSubscription] or [PerDeployment], optionally telling the
-// tokens left with [QuotaHeaders]). The first rule that fires injects its
-// [Fault]: [Throttle] (a 429 with any [RetryAfter] form, the remaining
+// tokens left with [QuotaHeaders]: Azure OpenAI's remaining count and its
+// reset, the time to a full bucket, or Resource Manager's remaining count
+// without a reset). The first rule that fires injects its [Fault]:
+// [Throttle] (a 429 with any [RetryAfter] form, the remaining
 // window or token wait included), [Status], [ServerBusy] (Storage's 503),
 // [Redirect] and [ConnectionReset] replace the answer; [SlowBody] and
 // [StalledBody] deliver it slowly or never.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // QuotaForm is which remaining-quota headers a [TokenBucket] rule's
@@ -13,7 +14,11 @@ type QuotaForm string
 
 // The forms of [QuotaHeaders].
 const (
-	// QuotaOpenAI sends Azure OpenAI's x-ratelimit-remaining-requests.
+	// QuotaOpenAI sends Azure OpenAI's x-ratelimit-remaining-requests and
+	// x-ratelimit-reset-requests: the time until the bucket is full again
+	// (OpenAI's "resets to its initial state"), rounded up to the
+	// millisecond in OpenAI's form ("100ms", "1s", "1.5s", "6m0s"), on
+	// every answer the bucket decides, 429s included.
 	QuotaOpenAI QuotaForm = "openai"
 	// QuotaARM sends Resource Manager's
 	// x-ms-ratelimit-remaining-subscription-reads (GET, HEAD) or
@@ -22,7 +27,8 @@ const (
 )
 
 // QuotaHeaders makes the rule's [TokenBucket] tell every request it is
-// asked about how many tokens its bucket has left, in the headers of form.
+// asked about how many tokens its bucket has left, in the headers of form
+// (and, for [QuotaOpenAI], when the bucket is full again).
 // It panics on a form other than [QuotaOpenAI] and [QuotaARM].
 func QuotaHeaders(form QuotaForm) RuleOption {
 	if form != QuotaOpenAI && form != QuotaARM {
@@ -83,6 +89,7 @@ func setQuotaHeaders(h http.Header, method string, ds []Decision) {
 		switch d.quota {
 		case QuotaOpenAI:
 			h.Set("x-ratelimit-remaining-requests", v)
+			h.Set("x-ratelimit-reset-requests", resetForm(d.refill))
 		case QuotaARM:
 			if method == http.MethodGet || method == http.MethodHead {
 				h.Set("x-ms-ratelimit-remaining-subscription-reads", v)
@@ -92,4 +99,11 @@ func setQuotaHeaders(h http.Header, method string, ds []Decision) {
 		}
 		return
 	}
+}
+
+// resetForm writes a reset as OpenAI does: a Go duration rounded up to
+// the millisecond, at least 1 ms ("1ms", "120ms", "1s", "1.5s", "6m0s").
+func resetForm(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return (max(ms, 1) * time.Millisecond).String()
 }

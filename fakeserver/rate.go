@@ -219,6 +219,10 @@ type Decision struct {
 	TokensLeft *int `json:"tokens_left,omitempty"`
 	// quota: the headers the response carries for TokensLeft (quota.go).
 	quota QuotaForm
+	// refill: the time until the bucket is full again, after the
+	// decision (x-ratelimit-reset-requests, quota.go); 0 without quota
+	// headers.
+	refill time.Duration
 	// WindowEnd is when the rule's window ends; zero without a window.
 	WindowEnd time.Time `json:"window_end,omitzero"`
 	// Wait is, when the rule fired, the time to the bucket's next token
@@ -303,6 +307,9 @@ func (r *ruleState) decide(in matchInput) Decision {
 	left, wait := r.take(key, in.now)
 	d.TokensLeft = &left
 	d.quota = r.Bucket.Quota
+	if d.quota != "" {
+		d.refill = r.full[key].Sub(r.latest) // take set both
+	}
 	if wait > 0 {
 		d.Fired, d.Wait = true, wait
 	}

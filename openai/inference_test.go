@@ -184,7 +184,7 @@ func TestInferenceRetriedByOpenAIGo(t *testing.T) {
 // chat completions, no Budget, against an Azure OpenAI deployment's
 // TokenBucket(10/s, burst 5) that answers 429 with retry-after-ms (the
 // time to its next token), Retry-After in whole seconds and
-// x-ratelimit-remaining-requests. Both contenders in one test, counted in
+// x-ratelimit-remaining-requests with x-ratelimit-reset-requests. Both contenders in one test, counted in
 // the fake's ledger: openai-go alone retries each 429 after its
 // retry-after-ms, all together, and completes 7 of 30 with 72 429s; with
 // one rropenai client every attempt passes the deployment's room and

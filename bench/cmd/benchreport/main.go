@@ -192,7 +192,7 @@ func (r results) median(name, unit string) (float64, bool) {
 // rr-shared (shared restrictions). Each scenario table shows the ones it has
 // data for.
 var (
-	impls    = []string{"bare", "rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "rr-shared", "retryablehttp", "azcore", "failsafe"}
+	impls    = []string{"bare", "rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "rr-shared", "rr-azure", "retryablehttp", "azcore", "failsafe"}
 	variants = []string{"rr-nobudget", "rr-budget", "rr-budget-each", "rr-drained", "rr-shared"}
 	peers    = []string{"retryablehttp", "azcore", "failsafe"}
 )
@@ -249,7 +249,7 @@ var scenarios = []scenario{
 	{"BenchmarkServerBusy", "Scenario (f): the same bucket answering 503 ServerBusy (no Retry-After)",
 		"Scenario (e) with Azure Storage's 503 ServerBusy instead of the 429: readrecovery passes a 503 on; the peers retry it with their back-off (0 here).",
 		[]string{"completed-seqs/op", "503s/op", "server-reqs/op", "pages/op", "pages/s", "p99-seq-ms"}},
-	{"BenchmarkTwoSubscriptions", "Scenario (g): two subscriptions on one Resource Manager host, one of them throttled",
+	{"BenchmarkSubscriptions", "Scenario (g): two subscriptions on one Resource Manager host, one of them throttled",
 		"Sequences of two subscriptions share one host; only the first subscription's bucket throttles. " +
 			"`other-delayed-reqs/op` counts the requests of the other subscription that were held or delayed by the first one's throttle.",
 		[]string{"other-delayed-reqs/op", "completed-seqs/op", "429s/op"}},

@@ -81,7 +81,7 @@ const wantTargets = "" +
 	"| 27 (e): \u2264 100 429s in all (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` 429s/op | 40 (best peer failsafe 1700) | 0.008 vs failsafe | yes |\n" +
 	"| 27 (e): \u2265 495 of 500 sequences completed (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` completed-seqs/op | 497 (best peer retryablehttp 56) | 0.008 vs retryablehttp | yes |\n" +
 	"| 27 (e): \u2265 190 pages/s, 95 % of the bucket's rate (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` pages/s | 192 (best peer failsafe 63) | 0.008 vs failsafe | yes |\n" +
-	"| 27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-shared) | `BenchmarkTwoSubscriptions/impl=rr-shared` other-delayed-reqs/op | rounds: 0, 0, 0, 0, 0 (host scope 40) | 0.008 vs rr-shared-host | yes |\n" +
+	"| 27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-azure: shared restrictions by AzureScope) | `BenchmarkSubscriptions/impl=rr-azure` other-delayed-reqs/op | rounds: 0, 0, 0, 0, 0 (host scope, rr-shared: 40) | 0.008 vs rr-shared | yes |\n" +
 	"| 27 (h): a deployment reporting its remaining quota: at most 1 429 per quota window (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` max-429s-per-window | rounds: 1, 1, 0, 1, 1 (without the header 12) | 0.008 vs header=off | yes |\n" +
 	"| 27 (h): completions with the header not below those without (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` completed-seqs/op | 100 vs 90 without | 0.008 vs header=off | yes |\n" +
 	"| 27: scenario 3 (no throttle) with shared restrictions \u2265 0.97\u00d7 the throughput without (rr-shared vs rr-budget) | `BenchmarkConcurrentSequences/impl=rr-shared` pages/s | 0.958\u00d7 (23000 vs 24000 pages/s) | 0.008 vs rr-budget | no |\n" +
@@ -136,7 +136,7 @@ func TestTargetsFindAliases(t *testing.T) {
 	raw := strings.NewReplacer(
 		"-2 \t", "-8 \t",
 		"BenchmarkQuotaHeaders/header=on/impl=rr-shared", "BenchmarkQuotaHeaders/impl=rr-shared/header=on",
-		"BenchmarkTwoSubscriptions/", "BenchmarkSubscriptions/",
+		"BenchmarkSubscriptions/", "BenchmarkTwoSubscriptions/",
 		"other-delayed-reqs/op", "delayed-reqs/op",
 		"in-window-reqs/op", "In-Window-Reqs",
 	).Replace(readFixture(t, "raw.txt"))

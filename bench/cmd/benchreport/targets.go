@@ -197,7 +197,7 @@ var (
 	bucket429s     = m("BenchmarkTokenBucket", "rr-shared", "429s/op", "throttled/op")
 	bucketDone     = m("BenchmarkTokenBucket", "rr-shared", "completed-seqs/op", "completed/op")
 	bucketPages    = m("BenchmarkTokenBucket", "rr-shared", "pages/s")
-	subsDelayed    = m("BenchmarkTwoSubscriptions|BenchmarkSubscriptions", "rr-shared", "other-delayed-reqs/op", "delayed-reqs/op")
+	subsDelayed    = m("BenchmarkSubscriptions|BenchmarkTwoSubscriptions", "rr-azure", "other-delayed-reqs/op", "delayed-reqs/op")
 	quotaPerWin    = m("BenchmarkQuotaHeaders/header=on|BenchmarkQuotaHeaders/quota=on", "rr-shared", "max-429s-per-window", "429s-per-window")
 	quotaPerWinOff = m("BenchmarkQuotaHeaders/header=off|BenchmarkQuotaHeaders/quota=off", "rr-shared", "max-429s-per-window", "429s-per-window")
 	quotaDone      = m("BenchmarkQuotaHeaders/header=on|BenchmarkQuotaHeaders/quota=on", "rr-shared", "completed-seqs/op", "completed/op")
@@ -281,15 +281,15 @@ func targets(r, prev results) []row {
 	add("27 (e): ≤ 100 429s in all (rr-shared)", bucket429s, vsPeer(bucket429s, false, func(v float64) bool { return v <= 100 }))
 	add("27 (e): ≥ 495 of 500 sequences completed (rr-shared)", bucketDone, vsPeer(bucketDone, true, func(v float64) bool { return v >= 495 }))
 	add("27 (e): ≥ 190 pages/s, 95 % of the bucket's rate (rr-shared)", bucketPages, vsPeer(bucketPages, true, func(v float64) bool { return v >= 190 }))
-	add("27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-shared)", subsDelayed, func() (string, string, string) {
+	add("27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-azure: shared restrictions by AzureScope)", subsDelayed, func() (string, string, string) {
 		s, miss := r.get(subsDelayed)
 		if miss != "" {
 			return missing(miss)
 		}
 		measured, pv := "rounds: "+runsList(s.vals), "–"
-		if hs, miss := r.get(subsDelayed.with("rr-shared-host")); miss == "" {
-			measured += " (host scope " + fmtNum(hs.med) + ")"
-			pv = p(s, hs) + " vs rr-shared-host"
+		if hs, miss := r.get(subsDelayed.with("rr-shared")); miss == "" {
+			measured += " (host scope, rr-shared: " + fmtNum(hs.med) + ")"
+			pv = p(s, hs) + " vs rr-shared"
 		}
 		return measured, pv, yesNo(all(s.vals, func(v float64) bool { return v == 0 }))
 	})
