@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httprule"
-	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
 // This file is the path of the requests a retry layer above the transport
@@ -73,14 +72,7 @@ func (t *Transport) passHeld(req *http.Request) (*http.Response, error) {
 	case err != nil || resp == nil:
 		c.leaveRoom(nil, false)
 	case httprule.IsThrottled(resp.StatusCode):
-		receivedAt := t.clk().Now()
-		var tm RetryAfterTiming
-		w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
-		var timing *RetryAfterTiming
-		if w.hasTiming {
-			timing = &tm
-		}
-		gen := t.shared.note(c.scopeOf(), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), c.place)
+		gen := t.noteThrottle(c.scopeOf(), req, resp, c.place)
 		// Only now may the scope's next request go: it finds the
 		// restriction this 429 set.
 		c.leaveRoom(resp, gen != 0)
@@ -164,21 +156,12 @@ func (c *call) holdForCaller() error {
 func (c *call) sleepCallerRoom(d time.Duration) error {
 	wctx, wake := context.WithCancelCause(c.ctx)
 	defer wake(nil)
-	rs := &c.t.shared.rooms
-	rs.mu.Lock()
-	w := c.room.w
-	woken := w == nil || w.woken
-	if !woken {
-		w.wake = wake
-	}
-	rs.mu.Unlock()
-	if woken {
+	unregister, waiting := c.onRoomWake(wake)
+	if !waiting {
 		return nil
 	}
 	err := c.t.clk().Sleep(wctx, d)
-	rs.mu.Lock()
-	w.wake = nil
-	rs.mu.Unlock()
+	unregister()
 	if err == nil || context.Cause(wctx) == errRoomFree {
 		return nil
 	}

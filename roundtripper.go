@@ -191,14 +191,21 @@ func closeRequestBody(req *http.Request) {
 func (t *Transport) passShared(req *http.Request) (*http.Response, error) {
 	resp, err := t.baseRT().RoundTrip(req)
 	if err == nil && resp != nil && httprule.IsThrottled(resp.StatusCode) {
-		receivedAt := t.clk().Now()
-		var tm RetryAfterTiming
-		w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
-		var timing *RetryAfterTiming
-		if w.hasTiming {
-			timing = &tm
-		}
-		t.shared.note(t.shared.scopeOf(req), req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), nil)
+		t.noteThrottle(t.shared.scopeOf(req), req, resp, nil)
 	}
 	return resp, err
+}
+
+// noteThrottle records the 429 resp of req, received now, in the table of
+// shared restrictions for scope (paced: the place it went from, if any)
+// and returns the restriction's generation (0: none set).
+func (t *Transport) noteThrottle(scope string, req *http.Request, resp *http.Response, paced *place) uint64 {
+	receivedAt := t.clk().Now()
+	var tm RetryAfterTiming
+	w := parseWaitFieldsAt(resp.Header, receivedAt, &tm)
+	var timing *RetryAfterTiming
+	if w.hasTiming {
+		timing = &tm
+	}
+	return t.shared.note(scope, req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), paced)
 }

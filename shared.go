@@ -870,23 +870,32 @@ func (c *call) sleepRoom(until time.Time) error {
 	}
 	wctx, wake := context.WithCancelCause(c.ctx)
 	defer wake(nil)
-	rs := &c.t.shared.rooms
-	rs.mu.Lock()
-	w := c.room.w
-	woken := w == nil || w.woken
-	if !woken {
-		w.wake = wake
-	}
-	rs.mu.Unlock()
-	if woken {
+	unregister, waiting := c.onRoomWake(wake)
+	if !waiting {
 		return nil
 	}
-	defer func() {
+	defer unregister()
+	return c.sleepFor(wctx, wake, d, errRoomFree)
+}
+
+// onRoomWake makes wake the wake-up of the call's place in its scope's
+// room queue (the room calls it with errRoomFree when the place's turn
+// comes). waiting is false when the call has no place in the queue or its
+// turn came already: then nothing is registered. unregister undoes it.
+func (c *call) onRoomWake(wake context.CancelCauseFunc) (unregister func(), waiting bool) {
+	rs := &c.t.shared.rooms
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	w := c.room.w
+	if w == nil || w.woken {
+		return nil, false
+	}
+	w.wake = wake
+	return func() {
 		rs.mu.Lock()
 		w.wake = nil
 		rs.mu.Unlock()
-	}()
-	return c.sleepFor(wctx, wake, d, errRoomFree)
+	}, true
 }
 
 // The quota headers (docs/policy.md: quota-headers), canonical.
