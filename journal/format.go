@@ -327,9 +327,8 @@ type provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
 	ResendOf   string `json:"resend_of"`
-	// Part is true for a request marked [WithUploadPart]. It is omitted
-	// when false, so that entries written before parts existed keep their
-	// canonical form.
+	// Part is true for a request marked [WithUploadPart]; omitted when
+	// false.
 	Part bool `json:"part,omitempty"`
 }
 
@@ -339,7 +338,6 @@ type entryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
 	PlanDigest     string         `json:"plan_digest"`
-	PreviousDigest string         `json:"previous_digest"`
 	Method         string         `json:"method"`
 	URLDigest      string         `json:"url_digest"`
 	RequestID      string         `json:"request_id"`
@@ -347,8 +345,8 @@ type entryBody struct {
 	RetryAfter     retryAfterJSON `json:"retry_after"`
 	Timing         *timingJSON    `json:"timing"`
 	Provenance     provenance     `json:"provenance"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -375,8 +373,8 @@ type receiptBody struct {
 	// Round is the file's upload round when above 1 (after a reupload
 	// review); omitted for round 1, the only round before reviews existed.
 	Round int `json:"round,omitempty"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -447,8 +445,9 @@ type manifestInfo struct {
 	legacy     bool
 	version    string
 	planDigest string
-	// genesis is the previous_digest of backoff-0001.json: the manifest's
-	// own digest (1.0) or the digest of the manifest file's bytes (legacy).
+	// genesis is the run.previous_digest of the run's record 1: the
+	// manifest's own digest (1.0) or the digest of the manifest file's
+	// bytes (legacy).
 	genesis string
 	// parallel is the shard count of a parallel run's root, else 0.
 	parallel int
@@ -613,8 +612,6 @@ func validEntry(e entryBody) error {
 	switch {
 	case e.Sequence < 1 || e.Sequence > MaxEntries:
 		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
-	case !isDigest(e.PreviousDigest):
-		return errors.New("previous_digest is not a sha256 digest")
 	case e.PlanDigest != "" && !isDigest(e.PlanDigest):
 		return errors.New("plan_digest is not a sha256 digest")
 	case e.RequestID != redact.ID(e.RequestID):
@@ -693,13 +690,11 @@ func marshalLine(v any) ([]byte, error) {
 
 // partBody is the canonical content of a part receipt: the outcome of one
 // request marked [WithUploadPart]. Its 2xx is never the file's ACK, so the
-// field is "accepted", not "ack". previous_digest chains the parts of one
-// file: "" for part 1, else the part_digest of the part before.
+// field is "accepted", not "ack".
 type partBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
 	Part           int    `json:"part"`
-	PreviousDigest string `json:"previous_digest"`
 	Method         string `json:"method"`
 	URLDigest      string `json:"url_digest"`
 	Attempt        int    `json:"attempt"`
@@ -710,8 +705,8 @@ type partBody struct {
 	ETag           string `json:"etag"`
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -734,31 +729,27 @@ type reviewEvidence struct {
 }
 
 // reviewBody is the canonical content of review-NNNN.json: an operator's
-// decision about one unknown file (docs/policy.md: operator-review). previous_digest chains the
-// reviews: review 0001 names the manifest's digest, every later one the
-// review_digest of the one before.
+// decision about one unknown file (docs/policy.md: operator-review).
 type reviewBody struct {
-	ReviewVersion  string         `json:"review_version"`
-	Sequence       int            `json:"sequence"`
-	PlanDigest     string         `json:"plan_digest"`
-	PreviousDigest string         `json:"previous_digest"`
-	FileDigest     string         `json:"file_digest"`
-	Decision       Decision       `json:"decision"`
-	Reviewer       string         `json:"reviewer"`
-	ReviewedAtUTC  int64          `json:"reviewed_at_utc"`
-	Note           string         `json:"note"`
-	Evidence       reviewEvidence `json:"evidence"`
+	ReviewVersion string         `json:"review_version"`
+	Sequence      int            `json:"sequence"`
+	PlanDigest    string         `json:"plan_digest"`
+	FileDigest    string         `json:"file_digest"`
+	Decision      Decision       `json:"decision"`
+	Reviewer      string         `json:"reviewer"`
+	ReviewedAtUTC int64          `json:"reviewed_at_utc"`
+	Note          string         `json:"note"`
+	Evidence      reviewEvidence `json:"evidence"`
 	// Marker is set for a pending review (decision "pending") only, and
-	// omitted otherwise, so that reviews written before keep their
-	// canonical form. A pending review's file_digest is "": the file is
+	// omitted otherwise. A pending review's file_digest is "": the file is
 	// the marker's.
 	Marker *markerEvidence `json:"marker,omitempty"`
 	// Restriction is set for a restriction review (decision
 	// "restriction") only: the operator's bound on an entry whose
 	// restriction has no timing.
 	Restriction *restrictionEvidence `json:"restriction,omitempty"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
@@ -833,10 +824,6 @@ func parsePart(data []byte) (partFile, error) {
 		return partFile{}, errors.New("plan_digest is not a sha256 digest")
 	case p.Part < 1 || p.Part > maxParts:
 		return partFile{}, fmt.Errorf("part %d outside 1..%d", p.Part, maxParts)
-	case (p.Part == 1) != (p.PreviousDigest == ""):
-		return partFile{}, errors.New("previous_digest must be empty exactly for part 1")
-	case p.PreviousDigest != "" && !isDigest(p.PreviousDigest):
-		return partFile{}, errors.New("previous_digest is not a sha256 digest")
 	case p.Accepted != httprule.IsSuccess(p.Status):
 		return partFile{}, errors.New("accepted does not agree with status")
 	case httprule.IsThrottled(p.Status):
@@ -877,8 +864,6 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, fmt.Errorf("unsupported review_version %q", r.ReviewVersion)
 	case r.Sequence < 1 || r.Sequence > maxReviews:
 		return reviewFile{}, fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
-	case !isDigest(r.PreviousDigest):
-		return reviewFile{}, errors.New("previous_digest is not a sha256 digest")
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
 	case r.Decision == DecisionPending:

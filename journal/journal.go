@@ -1077,7 +1077,6 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		BackoffVersion: BackoffVersion,
 		Sequence:       len(s.entries) + 1,
 		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastDigest(),
 		Method:         req.Method,
 		URLDigest:      req.URLDigest,
 		RequestID:      redact.ID(out.RequestID),
@@ -1191,9 +1190,6 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC: j.clock.Now().Unix(), Run: link,
-		}
-		if len(prior) > 0 {
-			p.PreviousDigest = prior[len(prior)-1].PartDigest
 		}
 		if p.Part > maxParts {
 			j.fail("part limit")

@@ -165,7 +165,6 @@ func TestEntryFields(t *testing.T) {
 		"backoff_version": "1.0",
 		"sequence":        float64(2),
 		"plan_digest":     pd,
-		"previous_digest": d1,
 		"method":          "PUT",
 		"url_digest":      urlDigest(t, secretURL),
 		"request_id":      e["request_id"],
@@ -186,14 +185,14 @@ func TestEntryFields(t *testing.T) {
 	body, _ := json.Marshal(ef.entryBody)
 	assert.Equal(t, digestOf(body), d2)
 
-	// The first entry chains to the manifest's own digest.
+	// The first record of the run's chain names the manifest's own digest.
 	b1, _ := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
 	m, _ := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
 	mi, err := parseManifest(m)
 	require.NoError(t, err)
 	e1, err := parseEntry(b1)
 	require.NoError(t, err)
-	assert.Equal(t, mi.genesis, e1.PreviousDigest)
+	assert.Equal(t, &runLink{Seq: 1, Previous: manifestName, PreviousDigest: mi.genesis}, e1.Run)
 	assert.Equal(t, d1, e1.EventDigest)
 }
 
@@ -652,7 +651,7 @@ func TestEntryLimit(t *testing.T) {
 func TestFileLimit(t *testing.T) {
 	plan := manyFiles(1000)
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:998]))
+	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:997])) // run.json, 997 receipts and the head
 	require.Len(t, allNames(t, dir), 999)
 
 	ff := &faultFS{crashAt: -1, failAt: -1}
@@ -669,14 +668,14 @@ func TestFileLimit(t *testing.T) {
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
 	assert.Equal(t, MaxFiles, peak, "the peak is exactly the limit (marker, receipt, head and its temporary file)")
-	require.Len(t, allNames(t, dir), 1001)
+	require.Len(t, allNames(t, dir), 1000, "the new head replaced the old one")
 
 	err = j.Begin(context.Background(), getReq(t))
 	require.ErrorIs(t, err, ErrLimit)
-	require.Len(t, allNames(t, dir), 1001, "no marker was created")
+	require.Len(t, allNames(t, dir), 1000, "no marker was created")
 
 	// 1003 files: still readable, still refusing.
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("extra"+itoa4(i)))), nil, 0o600))
 	}
 	j3, err := OpenExisting(dir)

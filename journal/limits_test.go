@@ -37,7 +37,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 
 	plan := manyFiles(1001)
 	dir2 := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:1000])) // run.json and 1000 receipts
+	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:999])) // run.json, 999 receipts and the head
 	j, err := OpenExisting(dir2, withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),

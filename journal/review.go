@@ -134,15 +134,14 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		FileDigest:     d,
-		Decision:       decision,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  j.clock.Now().Unix(),
-		Note:           sanitizeNote(note, maxNoteBytes),
+		ReviewVersion: ReviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		FileDigest:    d,
+		Decision:      decision,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(),
+		Note:          sanitizeNote(note, maxNoteBytes),
 	}
 	rb.Evidence = s.evidence(d)
 	rb.Run = s.nextLink()
@@ -388,17 +387,16 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		me.BegunAtUTC = 0
 	}
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		Decision:       DecisionPending,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  now,
-		Note:           sanitizeNote(note, maxNoteBytes),
-		Evidence:       s.evidence(""),
-		Marker:         me,
-		Run:            s.nextLink(),
+		ReviewVersion: ReviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		Decision:      DecisionPending,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: now,
+		Note:          sanitizeNote(note, maxNoteBytes),
+		Evidence:      s.evidence(""),
+		Marker:        me,
+		Run:           s.nextLink(),
 	}
 	rec, linked, err := j.putReview(s, rb)
 	if !linked {
@@ -502,17 +500,16 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 	defer func() { j.inflight = nil; j.release() }()
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		Decision:       DecisionRestriction,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  j.clock.Now().Unix(),
-		Note:           sanitizeNote(note, maxNoteBytes),
-		Evidence:       s.evidence(""),
-		Restriction:    &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
-		Run:            s.nextLink(),
+		ReviewVersion: ReviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		Decision:      DecisionRestriction,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(),
+		Note:          sanitizeNote(note, maxNoteBytes),
+		Evidence:      s.evidence(""),
+		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
+		Run:           s.nextLink(),
 	}
 	rec, linked, err := j.putReview(s, rb)
 	if err != nil && !linked {

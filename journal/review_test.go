@@ -68,7 +68,9 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
-	assert.Equal(t, review1["review_digest"], review2["previous_digest"], "reviews are chained")
+	assert.Equal(t, "review-0001.json", review2["run"].(map[string]any)["previous"], "reviews are in the run's one chain")
+	assert.Equal(t, review1["review_digest"], review2["run"].(map[string]any)["previous_digest"])
+	assert.Nil(t, review2["previous_digest"], "no second chain beside the run's")
 	assert.Equal(t, rec2.Digest, review2["review_digest"])
 	assert.Equal(t, 2.0, review2["evidence"].(map[string]any)["parts"])
 
@@ -134,8 +136,8 @@ func TestVerifyChecksReviews(t *testing.T) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
 		data, _, err := encodeReview(reviewBody{ReviewVersion: ReviewVersion, Sequence: 3, PlanDigest: pd,
-			PreviousDigest: s.lastReviewDigest(), FileDigest: FileDigest(file), Decision: DecisionReupload,
-			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
+			FileDigest: FileDigest(file), Decision: DecisionReupload,
+			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev, Run: s.nextLink()})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
 	}

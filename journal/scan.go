@@ -167,6 +167,13 @@ func linkOf(v any) (*runLink, string) {
 func (s *snapshot) register(name string, v any) {
 	l, d := linkOf(v)
 	if l == nil {
+		if d != "" && s.manifest != nil && !s.manifest.legacy {
+			// Only a legacy run (no backoff_version) holds records
+			// without a place in the run's chain: its legacy evidence.
+			// In a 1.0 run it is an earlier, never released format of
+			// this project's, or a record made by hand.
+			s.addFinding(name, "no run link: not in the run's chain (an earlier, unreleased format, or made by hand)")
+		}
 		return
 	}
 	if prior, ok := s.seq[l.Seq]; ok && prior.name != name {
@@ -249,26 +256,6 @@ func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (
 
 func (s *snapshot) addFinding(file, format string, args ...any) {
 	s.findings = append(s.findings, Finding{File: file, Problem: fmt.Sprintf(format, args...)})
-}
-
-func (s *snapshot) lastDigest() string {
-	if n := len(s.entries); n > 0 {
-		return s.entries[n-1].EventDigest
-	}
-	if s.manifest != nil {
-		return s.manifest.genesis
-	}
-	return ""
-}
-
-func (s *snapshot) lastReviewDigest() string {
-	if n := len(s.reviews); n > 0 {
-		return s.reviews[n-1].ReviewDigest
-	}
-	if s.manifest != nil {
-		return s.manifest.genesis
-	}
-	return ""
 }
 
 func (s *snapshot) planDigest() string {
@@ -516,14 +503,6 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 type planList struct {
 	files  []string
 	digest string
-}
-
-// lastReviewName is the name of the last verified review, or run.json.
-func (s *snapshot) lastReviewName() string {
-	if n := len(s.reviews); n > 0 {
-		return s.reviews[n-1].name
-	}
-	return manifestName
 }
 
 // readCapped reads dir/name after checking, on the open file, that it is a
