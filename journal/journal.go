@@ -224,8 +224,8 @@ func withFS(f fsys.FS) Option {
 // requests of one run are sent one at a time: Begin waits (honouring its
 // context) while another request of this Journal is in flight.
 type Journal struct {
-	dir         string  // where the run is, for messages
-	b           backend // the run's storage
+	dir         string // where the run is, for messages
+	b           *loc   // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
@@ -291,12 +291,12 @@ func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(di
 
 func open(dir string, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openBackend(context.Background(), &dirStore{fs: cfg.fs, dir: dir}, create, opts)
+	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), create, opts)
 }
 
-// openBackend opens the run in b; ctx bounds every list and read of the
+// openLoc opens the run kept in ub; ctx bounds every list and read of the
 // opening (R85), never the Journal's later calls (each takes its own).
-func openBackend(ctx context.Context, ub backend, create bool, opts []Option) (*Journal, error) {
+func openLoc(ctx context.Context, ub *loc, create bool, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
 	dir := b.where()
@@ -502,7 +502,7 @@ func (j *Journal) refreshLocked(ctx context.Context) {
 	if j.inflight != nil && j.markerData != nil {
 		// The marker listed under this Journal's claim is its own: its
 		// bytes are known, no read needed.
-		b = &ownMarkerBackend{backend: b, data: j.markerData, version: j.markerVersion}
+		b.own = &lightMarker{data: j.markerData, version: j.markerVersion}
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -1314,22 +1314,4 @@ func (s *snapshot) hasEntry(d, file string) bool {
 		}
 	}
 	return false
-}
-
-// ownMarkerBackend is the Journal's backend during a scan under its own
-// claim: the marker's bytes are the ones it wrote.
-type ownMarkerBackend struct {
-	backend
-	data    []byte
-	version string
-}
-
-// live: the marker listed under this Journal's claim is its own, held.
-func (o *ownMarkerBackend) live() (liveness, string) { return holdLive, o.version }
-
-func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name == markerName {
-		return o.data, o.version, true
-	}
-	return o.backend.read(s, name, limit)
 }

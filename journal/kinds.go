@@ -143,7 +143,7 @@ func isRecordName(name string) bool {
 // cache when it has them.
 type loader struct {
 	s     *snapshot
-	b     backend
+	b     *loc
 	cache map[string]any
 }
 
@@ -415,7 +415,7 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 // replacedHead reports whether the head name, listed but unreadable, is
 // gone from a fresh listing that holds a newer head: another worker's write
 // replaced it after the listing was taken.
-func replacedHead(b backend, name string) bool {
+func replacedHead(b *loc, name string) bool {
 	k, ok := parseHeadName(name)
 	if !ok {
 		return false

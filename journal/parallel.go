@@ -115,7 +115,7 @@ type parallelRun struct {
 	mu sync.Mutex
 	// views are this process's light scans of each shard for the check
 	// across shards (never a shard Journal's own snapshot, which its mu
-	// guards): its restrictions and marker only (see lightBackend).
+	// guards): its restrictions and marker only (see lightView).
 	views []*snapshot
 	// markers are, per shard, the marker bytes a light scan read last.
 	markers []lightMarker
@@ -303,7 +303,9 @@ func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now tim
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
-			s, err := scanRun(&lightBackend{backend: sj.b.with(ctx), p: p, i: i, now: now}, prev, now)
+			l := sj.b.with(ctx)
+			l.light = &lightView{p: p, i: i}
+			s, err := scanRun(l, prev, now)
 			if err != nil {
 				s = newSnapshot()
 				s.light = true
@@ -514,7 +516,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 
 // openParallel opens (or, with create, makes) the parallel run whose root
 // is b, of n shards (0: taken from the root's manifest).
-func openParallel(ctx context.Context, ub backend, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
+func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
 	dir := ub.where()
 	urb := ub.asRoot(n)
 	rb := urb.with(ctx)
@@ -622,7 +624,7 @@ func firstFinding(s *snapshot) string {
 
 // rootParallel returns the shard count the manifest in b declares: 0 for a
 // run without shards, a missing or unreadable manifest.
-func rootParallel(b backend) int {
+func rootParallel(b *loc) int {
 	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
 	if !ok {
 		return 0
@@ -636,7 +638,7 @@ func rootParallel(b backend) int {
 
 // inspectParallel is Inspect of a parallel run: the root's findings and
 // every shard's, each named with its shard ("shard-02/backoff-0003.json").
-func inspectParallel(b backend, n int) (Summary, error) {
+func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
 	if err := rb.nested(); err != nil {
 		return Summary{}, err
@@ -695,7 +697,7 @@ func (j *Journal) rootSnap() *snapshot {
 	return j.group.rootSnap
 }
 
-// lightBackend is a shard as the check across shards reads it: only what
+// lightView makes a scan of a shard the check across shards: only what
 // can restrict a request of another shard — the manifest and plan (read
 // once), the backoff entries, the reviews (a restriction or pending
 // review's wait) and the marker. Receipts, part receipts and heads are
@@ -705,60 +707,51 @@ func (j *Journal) rootSnap() *snapshot {
 // asked of the store at every scan (R83); its bytes are read again only
 // when its version (Blob: the ETag the liveness probe returned) is not the
 // one read last, or the store has no versions.
-type lightBackend struct {
-	backend
-	p   *parallelRun
-	i   int
-	now time.Time
+type lightView struct {
+	p *parallelRun
+	i int
 	// probed is the marker's version the liveness probe returned.
 	probed string
 }
 
-// lightMarker is the marker a light scan read last.
+// lightMarker is a marker's bytes and version, as read last (lightView)
+// or as written (the Journal's own, loc.own).
 type lightMarker struct {
 	data    []byte
 	version string
 }
 
-func (l *lightBackend) live() (liveness, string) {
-	lv, version := l.backend.live()
-	l.probed = version
-	return lv, version
-}
-
-func (l *lightBackend) list() ([]listedName, []Finding, error) {
-	names, where, err := l.backend.list()
-	if err != nil {
-		return nil, nil, err
-	}
+// filter leaves out a receipt, a part receipt, a head and a write in
+// progress.
+func (v *lightView) filter(names []listedName) []listedName {
 	out := names[:0:0]
 	for _, n := range names {
 		k, _ := kindOf(n.name)
 		_, temp := parseTempName(n.name)
 		_, head := parseHeadName(n.name)
-		if temp || head || (k != nil && k.attempted != nil) {
-			continue // a receipt, a part receipt, a head, a write in progress
+		if !temp && !head && (k == nil || k.attempted == nil) {
+			out = append(out, n)
 		}
-		out = append(out, n)
 	}
-	return out, where, nil
+	return out
 }
 
-func (l *lightBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name != markerName {
-		return l.backend.read(s, name, limit)
-	}
-	p := l.p
+// read reads the marker of l unless its probed version is the one read
+// last.
+func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
+	p := v.p
 	p.mu.Lock()
-	m := p.markers[l.i]
+	m := p.markers[v.i]
 	p.mu.Unlock()
-	if m.data != nil && l.probed != "" && m.version == l.probed {
+	if m.data != nil && v.probed != "" && m.version == v.probed {
 		return m.data, m.version, true
 	}
-	data, version, ok := l.backend.read(s, name, limit)
+	plain := *l
+	plain.light = nil
+	data, version, ok := plain.read(s, markerName, limit)
 	if ok {
 		p.mu.Lock()
-		p.markers[l.i] = lightMarker{data: data, version: version}
+		p.markers[v.i] = lightMarker{data: data, version: version}
 		p.mu.Unlock()
 	}
 	return data, version, ok

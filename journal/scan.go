@@ -121,7 +121,7 @@ type snapshot struct {
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
 	listed    []listedName
-	// light marks a scan of a lightBackend: restrictions and the marker
+	// light marks a scan of a lightView: restrictions and the marker
 	// only, no sequence check.
 	light bool
 	// gen orders the scans of this process (scanGen): of two snapshots
@@ -329,7 +329,7 @@ func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == ""
 // not a directory, unlistable), is empty (errNoRun) or holds no journal
 // name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(&dirStore{fs: fsy, dir: dir}, prev, time.Now())
+	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
 // staleTemp is the age from which the temporary file of a durable write
@@ -345,7 +345,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 const staleTemp = 60 * time.Second
 
 // scanRun is scan of the run kept in b at now (the age of temporary files).
-func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	// A listing is not atomic: one taken while another worker writes may
 	// hold a record without the head that follows it, or a head without
 	// the old one it replaced. When the sequence looks broken, list again:
@@ -389,7 +389,7 @@ func sameNames(a []listedName, b []listedName) bool {
 }
 
 // scanOnce is one scan of the run kept in b.
-func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	des, where, err := b.list()
 	if err != nil {
 		return nil, err
@@ -399,7 +399,7 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	}
 	s := newSnapshot()
 	s.files, s.listed = len(des), des
-	_, s.light = b.(*lightBackend)
+	s.light = b.light != nil
 	s.findings = append(s.findings, where...)
 	if len(des) > MaxFiles {
 		// Fail closed without reading anything: the bound on work is the
@@ -615,9 +615,9 @@ type Summary struct {
 
 // Inspect is [Verify] with the counts of what the run holds, for a report
 // such as `readrecovery journal verify`'s "ok" line. Its error is Verify's.
-func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
+func Inspect(dir string) (Summary, error) { return inspect(locOf(DirStore(dir))) }
 
-func inspect(b backend) (Summary, error) {
+func inspect(b *loc) (Summary, error) {
 	if n := rootParallel(b); n > 0 {
 		return inspectParallel(b, n)
 	}
