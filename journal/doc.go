@@ -26,10 +26,10 @@
 // before (no plan.json, receipts without round, entries without "part")
 // opens, verifies and takes new records unchanged.
 //
-// At most [MaxEntries] (200) entries and [MaxFiles] (1003) directory
+// At most 200 entries and 1003 directory
 // entries, whatever they are, at every instant: a request needs room for
 // four (marker, entry or receipt, the new head and its temporary file), so
-// Begin refuses with a *[FullError] (journal-full, [ErrLimit]) — before any
+// Begin refuses with a *[FullError] (journal-full) — before any
 // network access — a run holding 200 entries or more than 999 files. A new
 // run (manifest, plan.json and the head) can thus hold 200 entries and 797
 // receipts, part receipts and reviews.
@@ -48,7 +48,7 @@
 // kind, the run's last record included — or the head leaves a record that
 // names a missing one, a head that names a missing record, or a last
 // record without a head; an edited record fails its own digest and a
-// reordered one the link of the record after it: [Verify] names what is
+// reordered one the link of the record after it: [Inspect] names what is
 // wrong and the run is unresolved (deletion-detected). A record without a
 // "run" link is a finding in a 1.0 run (this project's earlier formats
 // were never released and do not open); only a legacy run (below) holds
@@ -88,7 +88,7 @@
 // no userinfo, no credential reaches a file (nothing-secret-leaves). A receipt records an
 // upload's outcome: status, ack (true for a 2xx), sanitized request ID,
 // ETag, attempt, resend_of and receipt_digest. Plans are stored only as
-// [PlanDigest], files only as [FileDigest].
+// digestOfPlan, files only as [FileDigest].
 //
 // A part receipt records a part's outcome: part number, method, URL digest, attempt,
 // resend_of, status, accepted (2xx — never an ACK), request ID, ETag and
@@ -213,7 +213,7 @@
 //
 // [Journal.Status] computes, without sleeping and without any monotonic
 // deadline carried across processes: unresolved for any verification
-// finding (see [Verify]), a pending marker, an entry without usable timing
+// finding (see [Inspect]), a pending marker, an entry without usable timing
 // (typed-only missing/invalid/overlong, unrepresentable, oversized), or a
 // clock before a recorded received_at_utc; else clear with no entries;
 // else waiting while now is before the greatest not_before_utc — a valid

@@ -324,7 +324,7 @@ var scenarios = []scenario{
 			require.NoError(t, err)
 			st := j.Status(t0)
 			require.Equal(t, Clear, st.State, st.Reason)
-			found, err := Verify(dir)
+			found, err := verify(dir)
 			require.NoError(t, err)
 			require.Empty(t, found)
 		},
@@ -396,7 +396,7 @@ func init() {
 				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(FileDigest("a.bin"))) {
 					return
 				}
-				pd, err := PlanDigest(plan3)
+				pd, err := digestOfPlan(plan3)
 				require.NoError(t, err)
 				appendRecord(t, dir, receiptName(FileDigest("a.bin")), func(l *runLink) ([]byte, string, error) {
 					return encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",

@@ -20,18 +20,18 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// BackoffVersion is the format version a new run declares in its manifest
+// backoffVersion is the format version a new run declares in its manifest
 // and every backoff entry carries (docs/policy.md: private-run-directory).
-const BackoffVersion = "1.0"
+const backoffVersion = "1.0"
 
 // Limits of one run directory (docs/policy.md: bounded-journal).
 const (
-	// MaxEntries is the number of backoff entries a run may hold:
+	// maxEntries is the number of backoff entries a run may hold:
 	// backoff-0001.json to backoff-0200.json.
-	MaxEntries = 200
-	// MaxFiles is the number of directory entries a run may hold, whatever
+	maxEntries = 200
+	// maxFiles is the number of directory entries a run may hold, whatever
 	// they are, at every instant (including the temporary file of a write).
-	MaxFiles = 1003
+	maxFiles = 1003
 )
 
 // File names inside a run directory.
@@ -269,11 +269,11 @@ type PlannedFile struct {
 	ID string
 }
 
-// PlanDigest returns the digest a run binds for a plan: "sha256:" and the
+// digestOfPlan returns the digest a run binds for a plan: "sha256:" and the
 // hex SHA-256 of the canonical JSON {"files":[...]} of the sorted file
 // identity digests. The order of files does not matter. It fails for an
 // empty or duplicated ID.
-func PlanDigest(files []PlannedFile) (string, error) {
+func digestOfPlan(files []PlannedFile) (string, error) {
 	ds := make([]string, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
@@ -474,8 +474,8 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if err := decodeStrict(data, &mf); err != nil {
 		return manifestInfo{}, err
 	}
-	if mf.BackoffVersion != BackoffVersion {
-		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
+	if mf.BackoffVersion != backoffVersion {
+		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, backoffVersion)
 	}
 	want, d, err := encodeManifest(mf.manifestBody)
 	if err != nil {
@@ -493,8 +493,8 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if mf.CreatedAtUTC <= 0 {
 		return manifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
 	}
-	if p := mf.Parallel; p != 0 && (p < minParallel || p > MaxParallel) {
-		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, MaxParallel)
+	if p := mf.Parallel; p != 0 && (p < minParallel || p > maxParallel) {
+		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, maxParallel)
 	}
 	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest, parallel: mf.Parallel}, nil
 }
@@ -517,7 +517,7 @@ func parseEntry(data []byte) (entryFile, error) {
 	if !bytes.Equal(want, data) {
 		return entryFile{}, errors.New("not in canonical form (edited)")
 	}
-	if ef.BackoffVersion != BackoffVersion {
+	if ef.BackoffVersion != backoffVersion {
 		return entryFile{}, fmt.Errorf("unsupported backoff_version %q", ef.BackoffVersion)
 	}
 	if err := validEntry(ef.entryBody); err != nil {
@@ -610,8 +610,8 @@ func validEntry(e entryBody) error {
 		return err
 	}
 	switch {
-	case e.Sequence < 1 || e.Sequence > MaxEntries:
-		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
+	case e.Sequence < 1 || e.Sequence > maxEntries:
+		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, maxEntries)
 	case e.PlanDigest != "" && !isDigest(e.PlanDigest):
 		return errors.New("plan_digest is not a sha256 digest")
 	case e.RequestID != redact.ID(e.RequestID):
@@ -788,8 +788,8 @@ type restrictionEvidence struct {
 // response could have carried that the run would have waited for.
 const pendingWaitSeconds = 30
 
-// ReviewVersion is the format version of a review entry.
-const ReviewVersion = "1.0"
+// reviewVersion is the format version of a review entry.
+const reviewVersion = "1.0"
 
 func encodePart(p partBody) ([]byte, string, error) {
 	return seal(p, func(d string) any { return partFile{p, d} })
@@ -860,13 +860,13 @@ func parseReview(data []byte) (reviewFile, error) {
 	r := rf.reviewBody
 	ev := r.Evidence
 	switch {
-	case r.ReviewVersion != ReviewVersion:
+	case r.ReviewVersion != reviewVersion:
 		return reviewFile{}, fmt.Errorf("unsupported review_version %q", r.ReviewVersion)
 	case r.Sequence < 1 || r.Sequence > maxReviews:
 		return reviewFile{}, fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
-	case r.Decision == DecisionPending:
+	case r.Decision == decisionPending:
 		if err := validMarkerEvidence(r); err != nil {
 			return reviewFile{}, err
 		}
@@ -875,7 +875,7 @@ func parseReview(data []byte) (reviewFile, error) {
 		}
 	case r.Marker != nil:
 		return reviewFile{}, errors.New("marker is set on a review that is not pending")
-	case r.Decision == DecisionRestriction:
+	case r.Decision == decisionRestriction:
 		rs := r.Restriction
 		switch {
 		case rs == nil:
@@ -899,7 +899,7 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("note is not sanitized")
 	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
 		return reviewFile{}, fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
-	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
+	case ev.Entries < 0 || ev.Entries > maxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
 		return reviewFile{}, errors.New("evidence entries and last_event_digest disagree")
 	case ev.Parts < 0 || ev.Parts > maxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
 		return reviewFile{}, errors.New("evidence parts and last_part_digest disagree")
@@ -940,7 +940,7 @@ func validMarkerEvidence(r reviewBody) error {
 
 // parsePlanList parses plan.json: exactly the canonical
 // {"files":[...]} of sorted, distinct file identity digests whose digest
-// is the run's plan digest (see [PlanDigest]), plus "\n".
+// is the run's plan digest (see digestOfPlan), plus "\n".
 func parsePlanList(data []byte) ([]string, string, error) {
 	var pl struct {
 		Files []string `json:"files"`
@@ -1064,8 +1064,8 @@ type headFile struct {
 	HeadDigest string `json:"head_digest"`
 }
 
-// HeadVersion is the format version of a run's head.
-const HeadVersion = "1.0"
+// headVersion is the format version of a run's head.
+const headVersion = "1.0"
 
 func encodeHead(h headBody) ([]byte, string, error) {
 	return seal(h, func(d string) any { return headFile{h, d} })
@@ -1086,7 +1086,7 @@ func parseHead(data []byte) (headFile, error) {
 		return headFile{}, errors.New("head_digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
 		return headFile{}, errors.New("not in canonical form (edited)")
-	case hf.HeadVersion != HeadVersion:
+	case hf.HeadVersion != headVersion:
 		return headFile{}, fmt.Errorf("unsupported head_version %q", hf.HeadVersion)
 	case hf.Seq < 1 || hf.Seq > maxRunSeq:
 		return headFile{}, fmt.Errorf("seq %d outside 1..%d", hf.Seq, maxRunSeq)

@@ -151,7 +151,7 @@ func validSecondWithHead(t testing.TB, base fstest.MapFS) (entry []byte, head st
 	e.Timing = &timingJSON{t0.Unix() + 1, t0.Unix() + 2, 1}
 	b, d, err := encodeEntry(e)
 	require.NoError(t, err)
-	hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: e.Run.Seq, Record: "backoff-0002.json", RecordDigest: d})
+	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: e.Run.Seq, Record: "backoff-0002.json", RecordDigest: d})
 	require.NoError(t, err)
 	return b, headName(e.Run.Seq), hd
 }

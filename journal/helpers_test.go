@@ -180,9 +180,9 @@ func copyDir(t testing.TB, src, dst string) {
 func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delays []int64, acked []string) {
 	t.Helper()
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	pd, err := PlanDigest(plan)
+	pd, err := digestOfPlan(plan)
 	require.NoError(t, err)
-	data, prev, err := encodeManifest(manifestBody{BackoffVersion: BackoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
+	data, prev, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, manifestName), data, 0o600))
 	seq, prevName := 0, manifestName
@@ -194,7 +194,7 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 	for i, d := range delays {
 		r := rcv.Unix() + int64(i)
 		e := entryBody{
-			BackoffVersion: BackoffVersion, Sequence: i + 1, PlanDigest: pd,
+			BackoffVersion: backoffVersion, Sequence: i + 1, PlanDigest: pd,
 			Method: "PUT", URLDigest: ud, RequestID: "req-" + string(rune('a'+i%26)), Status: 429,
 			RetryAfter: retryAfterJSON{Kind: "seconds", Value: d},
 			Timing:     &timingJSON{r, r + d, d},
@@ -215,7 +215,7 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
 	}
 	if seq > 0 {
-		data, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: seq, Record: prevName, RecordDigest: prev})
+		data, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: seq, Record: prevName, RecordDigest: prev})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), data, 0o600))
 	}
@@ -232,12 +232,21 @@ func appendRecord(t testing.TB, dir, name string, enc func(*runLink) ([]byte, st
 	data, digest, err := enc(l)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
-	hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: l.Seq, Record: name, RecordDigest: digest})
+	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: l.Seq, Record: name, RecordDigest: digest})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, headName(l.Seq)), hd, 0o600))
 	for _, h := range s.heads {
 		require.NoError(t, os.Remove(filepath.Join(dir, h)))
 	}
+}
+
+// verify is Inspect(dir)'s findings.
+func verify(dir string) ([]Finding, error) {
+	sum, err := Inspect(dir)
+	if err != nil {
+		return nil, err
+	}
+	return sum.Findings, nil
 }
 
 // manyFiles is a plan of n files named f0000.bin...

@@ -72,7 +72,7 @@ func kindTable() []*fileKind {
 		{
 			what:     "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered",
 			match:    parseEntryName,
-			maxN:     MaxEntries,
+			maxN:     maxEntries,
 			maxBytes: maxRecordBytes,
 			parse:    func(b []byte) (any, error) { return parseEntry(b) },
 			record:   true,

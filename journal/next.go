@@ -300,7 +300,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			release()
 			return "", laneFailed, err
 		}
-		m := markerFile{BackoffVersion: BackoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
+		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			release()
 			if errors.Is(err, ErrPending) {
@@ -395,7 +395,7 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 	j.nx.claimed = ""
 	now := j.clock.Now()
 	m := markerFile{
-		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
 	}
 	j.inflight = &m

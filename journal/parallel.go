@@ -19,9 +19,9 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// MaxParallel is the most shards (journaled requests in flight at once)
+// maxParallel is the most shards (journaled requests in flight at once)
 // a run created [WithParallel] may have.
-const MaxParallel = 16
+const maxParallel = 16
 
 const minParallel = 2
 
@@ -32,7 +32,7 @@ const minParallel = 2
 const defaultParallelWait = 30 * time.Second
 
 // WithParallel makes a new run a parallel one of n shards (2 to
-// [MaxParallel]; anything else is an error at open): up to n journaled
+// 16; anything else is an error at open): up to n journaled
 // requests in flight at once across all the run's workers, each preceded
 // by its own exclusive marker (docs/policy.md: parallel-shards). The run's
 // root holds run.json (with "parallel": n), plan.json (the whole plan) and
@@ -47,13 +47,13 @@ func WithParallel(n int) Option {
 // shardName is the name of shard k (1-based) inside its root.
 func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
 
-// parseShardName returns k for "shard-KK" (two digits, 1 to MaxParallel).
+// parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
 func parseShardName(name string) (int, bool) {
 	if len(name) != len("shard-00") || !strings.HasPrefix(name, "shard-") {
 		return 0, false
 	}
 	k, err := strconv.Atoi(name[len("shard-"):])
-	if err != nil || k < 1 || k > MaxParallel || shardName(k) != name {
+	if err != nil || k < 1 || k > maxParallel || shardName(k) != name {
 		return 0, false
 	}
 	return k, true
@@ -88,7 +88,7 @@ func shardPlan(plan []string, k, n int) []string {
 	return out
 }
 
-// planDigestOf is PlanDigest of sorted file digests.
+// planDigestOf is digestOfPlan of sorted file digests.
 func planDigestOf(sorted []string) string {
 	if sorted == nil {
 		sorted = []string{}
@@ -182,9 +182,9 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case s.manifest != nil && s.manifest.parallel != 0:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: ErrCorrupt}
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: errCorrupt}
 	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: ErrCorrupt}
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: errCorrupt}
 	default:
 		ss.st = s.status(now, true)
 	}
@@ -207,7 +207,7 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 
 func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 	if len(root.findings) > 0 {
-		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: ErrCorrupt}
+		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: errCorrupt}
 	}
 	p.mu.Lock()
 	failure := p.failure
@@ -374,7 +374,7 @@ func parseMarkerRef(ref string) (int, bool) {
 // the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
 // dead one: in a run without shards its pending-request.json; in a
 // parallel run the one marker whose worker the store shows dead (R83) — a
-// run with several is refused ([ErrReview]) with their names, and one
+// run with several is refused with their names, and one
 // whose markers are all held live is refused with [ErrLive]. A named
 // marker that is live is refused with ErrLive too.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
@@ -383,7 +383,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	}
 	if j.par == nil {
 		if marker != "" && marker != markerName {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", ErrReview, escapeName(marker), markerName)
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
 		}
 		return j.ReviewPending(ctx, note, notBefore)
 	}
@@ -391,7 +391,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	if marker != "" {
 		k, ok := parseMarkerRef(marker)
 		if !ok || k > p.n {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", ErrReview, escapeName(marker), markerName, markerRef(p.n))
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
 		}
 		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 		return prefixed(k, rec), err
@@ -409,11 +409,11 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	}
 	switch {
 	case len(stale) > 1:
-		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", ErrReview, len(stale), strings.Join(stale, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
 	case len(stale) == 0 && len(live) > 0:
-		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", ErrReview, ErrLive, strings.Join(live, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, ErrLive, strings.Join(live, ", "))
 	case len(stale) == 0:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", ErrReview)
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 	}
 	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 	return prefixed(k, rec), err
@@ -430,7 +430,7 @@ func (j *Journal) parallelReviewRestriction(ctx context.Context, entry, note str
 	sh, name, ok := strings.Cut(entry, "/")
 	k, isShard := parseShardName(sh)
 	if !ok || !isShard || k > j.par.n {
-		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", ErrReview, escapeName(entry))
+		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
 	rec, err := j.par.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
 	rec.Name = inShard(k, rec.Name)
@@ -461,7 +461,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 	p := j.par
 	root := j.snap
 	if files != nil {
-		want, err := PlanDigest(files)
+		want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
@@ -481,7 +481,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 	} else {
 		digests = root.planFiles
 		if digests == nil {
-			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", ErrCorrupt)
+			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
 		}
 	}
 	byShard := make([][]int, p.n)
@@ -568,7 +568,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		if s.manifest != nil {
 			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
 		}
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", ErrCorrupt, escapeName(dir), firstFinding(s))
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), firstFinding(s))
 	}
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)

@@ -87,7 +87,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 		require.ErrorIs(t, err, ErrReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "refusal-says-what-it-is: the transport stops it as replay-refused")
 	}
-	findings, err := Verify(j.Dir())
+	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
 	require.NotContains(t, names(t, j.Dir()), markerName)
@@ -306,7 +306,7 @@ func TestEarlierFormatDoesNotOpen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	copyDir(t, filepath.Join("testdata", "run-93c5847"), dir) // git keeps no 0600/0700
 	before := names(t, dir)
-	findings, err := Verify(dir)
+	findings, err := verify(dir)
 	require.NoError(t, err)
 	var lines []string
 	for _, f := range findings {

@@ -28,14 +28,14 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
-	// DecisionPending is the decision of a pending review
+	// decisionPending is the decision of a pending review
 	// ([Journal.ReviewPending]): the abandoned marker it names no longer
 	// blocks, its file is unknown, and the run waits.
-	DecisionPending Decision = "pending"
-	// DecisionRestriction is the decision of a restriction review
+	decisionPending Decision = "pending"
+	// decisionRestriction is the decision of a restriction review
 	// ([Journal.ReviewRestriction]): a backoff entry without timing is
 	// bounded by the operator's not-before, and the run waits until then.
-	DecisionRestriction Decision = "restriction"
+	decisionRestriction Decision = "restriction"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -79,7 +79,7 @@ func (r reviewRec) record() ReviewRecord {
 // 64 hex digits, as `readrecovery journal plan` prints it).
 //
 // Like [Journal.Begin], Review first claims the exclusive pending marker,
-// then checks under it. Errors: [ErrReview] (wrapped) for a decision that
+// then checks under it. Errors: a refusal for a decision that
 // is neither reupload nor skip, a file outside the plan, or a file that is
 // not unknown (acked, never-attempted, already reviewed); a
 // *RestrictedError for a run with a verification finding or another
@@ -91,12 +91,12 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		return ReviewRecord{}, errZero
 	}
 	if decision != DecisionReupload && decision != DecisionSkip {
-		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
+		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, sanitizeNote(string(decision), 32))
 	}
 	d := file
 	if !isDigest(file) {
 		if file == "" {
-			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
+			return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 		}
 		d = FileDigest(file)
 	}
@@ -116,17 +116,17 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 			return &RestrictedError{Status: st}
 		}
 		if (j.plan != nil && !j.plan[d]) || !s.inPlan(d) {
-			return fmt.Errorf("%w: %s is not a file of the run's plan", ErrReview, d)
+			return fmt.Errorf("%w: %s is not a file of the run's plan", errReviewRefused, d)
 		}
 		if fd := s.decide(d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
-			return fmt.Errorf("%w: %s is %s, not unknown (%s)", ErrReview, d, fd.State, fd.Reason)
+			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
 		if len(s.reviews) >= maxReviews {
 			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
+	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
@@ -134,7 +134,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion: ReviewVersion,
+		ReviewVersion: reviewVersion,
 		Sequence:      len(s.reviews) + 1,
 		PlanDigest:    s.planDigest(),
 		FileDigest:    d,
@@ -321,7 +321,7 @@ type PendingRecord struct {
 // seconds, 0 for none) when that is later. Then the marker is removed (in
 // a Store with versions, only while it is still the one reviewed).
 //
-// Errors: [ErrReview] (wrapped) when no marker exists, when notBefore is
+// Errors: a refusal when no marker exists, when notBefore is
 // not representable, when the marker is live ([ErrLive] too); a *RestrictedError when the run has a finding other
 // than the marker (verification must be clean: another finding is not the
 // marker's to resolve); a persistence failure when the review cannot be
@@ -332,7 +332,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		return PendingRecord{}, errZero
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
-		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
+		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
 	if j.par != nil {
 		return j.ReviewPendingMarker(ctx, "", note, notBefore)
@@ -347,15 +347,15 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	s := j.snap
 	switch {
 	case !s.pending:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", ErrReview)
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
 	case len(s.findings) > 0:
 		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case s.pendingDigest == "":
-		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
+		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
 	case s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
-		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", ErrReview, ErrLive, markerName)
+		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, ErrLive, markerName)
 	}
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
@@ -387,10 +387,10 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		me.BegunAtUTC = 0
 	}
 	rb := reviewBody{
-		ReviewVersion: ReviewVersion,
+		ReviewVersion: reviewVersion,
 		Sequence:      len(s.reviews) + 1,
 		PlanDigest:    s.planDigest(),
-		Decision:      DecisionPending,
+		Decision:      decisionPending,
 		Reviewer:      osUser(),
 		ReviewedAtUTC: now,
 		Note:          sanitizeNote(note, maxNoteBytes),
@@ -443,7 +443,7 @@ func (j *Journal) removeResolved(s *snapshot) error {
 // no record; the run is then waiting until notBefore, and the entry's file
 // stays unknown (its upload met 429).
 //
-// Errors: [ErrReview] (wrapped) for an entry that is not on record or has
+// Errors: a refusal for an entry that is not on record or has
 // its own timing, an entry already bounded, or a notBefore too early or
 // not representable; a *RestrictedError when the run has any finding but
 // entries without timing, or another request's marker; the context's
@@ -476,13 +476,13 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		now := j.clock.Now().Unix()
 		switch {
 		case !found:
-			return fmt.Errorf("%w: %s is not a backoff entry of the run", ErrReview, escapeName(entry))
+			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, escapeName(entry))
 		case untimed(target.entryBody) == "":
-			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", ErrReview, entry, target.Timing.NotBeforeUTC)
+			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.Timing.NotBeforeUTC)
 		case s.bounded(entry):
-			return fmt.Errorf("%w: %s is bounded by a review already", ErrReview, entry)
+			return fmt.Errorf("%w: %s is bounded by a review already", errReviewRefused, entry)
 		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
-			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", ErrReview, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
+			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
 		case len(s.reviews) >= maxReviews:
 			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
@@ -493,17 +493,17 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
+	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil; j.release() }()
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion: ReviewVersion,
+		ReviewVersion: reviewVersion,
 		Sequence:      len(s.reviews) + 1,
 		PlanDigest:    s.planDigest(),
-		Decision:      DecisionRestriction,
+		Decision:      decisionRestriction,
 		Reviewer:      osUser(),
 		ReviewedAtUTC: j.clock.Now().Unix(),
 		Note:          sanitizeNote(note, maxNoteBytes),

@@ -168,7 +168,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 			break
 		}
 	}
-	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
 	if err != nil {
 		return nil
 	}
@@ -198,7 +198,7 @@ func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Fin
 	if !info.IsDir() {
 		return nil, nil, fmt.Errorf("%w: %s is not a directory (%s)", ErrNotRun, escapeName(d.dir), fileType(info.Mode()))
 	}
-	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -589,7 +589,7 @@ func (l *loc) with(ctx context.Context) *loc {
 
 // listLimit is how many names a listing of the location asks for: a root
 // lists its shards' names too (and leaves them out).
-func (l *loc) listLimit() int { return (MaxFiles + 1) * (l.shards + 1) }
+func (l *loc) listLimit() int { return (maxFiles + 1) * (l.shards + 1) }
 
 // ownShardName reports whether name lies in one of the root's shards.
 func ownShardName(name string, shards int) bool {
@@ -632,7 +632,7 @@ func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 	if pl, ok := p.st.(PrefixLister); ok {
 		names, err = pl.ListPrefix(ctx, p.prefix, limit)
 	} else {
-		names, err = p.st.List(ctx, (MaxFiles+1)*(MaxParallel+1))
+		names, err = p.st.List(ctx, (maxFiles+1)*(maxParallel+1))
 	}
 	if err != nil {
 		return nil, err
