@@ -11,7 +11,7 @@
 //
 // A run is one private directory (mode 0700; every file 0600):
 //
-//	run.json                    the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"manifest_digest":…}
+//	run.json                    the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"digest":…}
 //	plan.json                   the plan's sorted file digests: {"files":[…]}; its digest is plan_digest
 //	pending-request.json        present only while a journaled request (or a review) is in flight
 //	backoff-0001.json …         one immutable entry per 429, numbered from 0001 to 0200 without gaps
@@ -66,7 +66,9 @@
 // # Formats
 //
 // Every file is one line of JSON produced by encoding/json from a struct
-// with a fixed field order, plus "\n". A record's own digest is "sha256:"
+// with a fixed field order, plus "\n". The manifest, every record and the head end with
+// "digest", its own digest (one name in every kind; a backoff entry's is
+// the "event digest" a re-send and a review name): "sha256:"
 // and the hex SHA-256 of the encoding of the same struct without the digest
 // field; a loader re-encodes what it parsed and refuses any file that is not
 // byte for byte that encoding (an edited, truncated, reformatted or
@@ -80,24 +82,24 @@
 //	 "timing":{"received_at_utc":1700000005,"not_before_utc":1700000065,"server_delay_seconds":60},
 //	 "provenance":{"file_digest":"sha256:…","attempt":2,"resend_of":"sha256:…"},
 //	 "run":{"seq":5,"previous":"receipt-….json","previous_digest":"sha256:…"},
-//	 "event_digest":"sha256:…"}
+//	 "digest":"sha256:…"}
 //
 // The entries are chained through the run's chain ("run"); sequence and
 // the name's number count the entries alone (0001 without gaps). timing
 // is null when no timing is known. url_digest is the digest of scheme://host/path: no query,
 // no userinfo, no credential reaches a file (nothing-secret-leaves). A receipt records an
 // upload's outcome: status, ack (true for a 2xx), sanitized request ID,
-// ETag, attempt, resend_of and receipt_digest. Plans are stored only as
+// ETag, attempt, resend_of and digest. Plans are stored only as
 // digestOfPlan, files only as [FileDigest].
 //
 // A part receipt records a part's outcome: part number, method, URL digest, attempt,
 // resend_of, status, accepted (2xx — never an ACK), request ID, ETag and
-// part_digest. A review records review_version, sequence, plan_digest,
+// digest. A review records review_version, sequence, plan_digest,
 // file_digest, decision (reupload or skip), reviewer (the OS
 // user), reviewed_at_utc, note (sanitized: printable, no URL query or
 // userinfo, at most 256 bytes) and its evidence (the run's entry count and
 // last event digest, the file's part count and last part digest, the
-// digest of the file's commit receipt of the round), plus review_digest.
+// digest of the file's commit receipt of the round), plus digest.
 // Verify checks a review like an entry (canonical form, digest, numbering,
 // run link, plan) and checks that its evidence is on disk and shows the file
 // unknown: a review of an acked or never-attempted file is a finding.
@@ -285,7 +287,7 @@
 // to n journaled requests be in flight at once across its workers. It is n
 // ordinary runs, its shards, under a root:
 //
-//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"manifest_digest":…}
+//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"digest":…}
 //	plan.json                   the whole plan
 //	shard-01/ … shard-04/       each a run of the layout above (Blob: names prefixed shard-NN/)
 //

@@ -319,7 +319,7 @@ type manifestBody struct {
 
 type manifestFile struct {
 	manifestBody
-	ManifestDigest string `json:"manifest_digest"`
+	Digest string `json:"digest"`
 }
 
 // provenance is the upload-attempt provenance of a journaled request.
@@ -352,7 +352,7 @@ type entryBody struct {
 
 type entryFile struct {
 	entryBody
-	EventDigest string `json:"event_digest"`
+	Digest string `json:"digest"`
 }
 
 // receiptBody is the canonical content of a receipt; receipt_digest is the
@@ -380,7 +380,7 @@ type receiptBody struct {
 
 type receiptFile struct {
 	receiptBody
-	ReceiptDigest string `json:"receipt_digest"`
+	Digest string `json:"digest"`
 }
 
 // markerFile is the content of pending-request.json. Its presence, not its
@@ -481,8 +481,8 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if err != nil {
 		return manifestInfo{}, err
 	}
-	if d != mf.ManifestDigest {
-		return manifestInfo{}, errors.New("manifest_digest does not match the content (edited)")
+	if d != mf.Digest {
+		return manifestInfo{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return manifestInfo{}, errors.New("not in canonical form (edited)")
@@ -496,7 +496,7 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if p := mf.Parallel; p != 0 && (p < minParallel || p > maxParallel) {
 		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, maxParallel)
 	}
-	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest, parallel: mf.Parallel}, nil
+	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.Digest, parallel: mf.Parallel}, nil
 }
 
 // parseEntry parses and self-verifies a backoff entry: format, canonical
@@ -511,8 +511,8 @@ func parseEntry(data []byte) (entryFile, error) {
 	if err != nil {
 		return entryFile{}, err
 	}
-	if d != ef.EventDigest {
-		return entryFile{}, errors.New("event_digest does not match the content (edited)")
+	if d != ef.Digest {
+		return entryFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return entryFile{}, errors.New("not in canonical form (edited)")
@@ -536,8 +536,8 @@ func parseReceipt(data []byte) (receiptFile, error) {
 	if err != nil {
 		return receiptFile{}, err
 	}
-	if d != rf.ReceiptDigest {
-		return receiptFile{}, errors.New("receipt_digest does not match the content (edited)")
+	if d != rf.Digest {
+		return receiptFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return receiptFile{}, errors.New("not in canonical form (edited)")
@@ -712,7 +712,7 @@ type partBody struct {
 
 type partFile struct {
 	partBody
-	PartDigest string `json:"part_digest"`
+	Digest string `json:"digest"`
 }
 
 // reviewEvidence is what a review saw of its file: the number of backoff
@@ -755,7 +755,7 @@ type reviewBody struct {
 
 type reviewFile struct {
 	reviewBody
-	ReviewDigest string `json:"review_digest"`
+	Digest string `json:"digest"`
 }
 
 // markerEvidence is what a pending review (pending-review) saw of the abandoned
@@ -810,8 +810,8 @@ func parsePart(data []byte) (partFile, error) {
 	if err != nil {
 		return partFile{}, err
 	}
-	if d != pf.PartDigest {
-		return partFile{}, errors.New("part_digest does not match the content (edited)")
+	if d != pf.Digest {
+		return partFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return partFile{}, errors.New("not in canonical form (edited)")
@@ -851,8 +851,8 @@ func parseReview(data []byte) (reviewFile, error) {
 	if err != nil {
 		return reviewFile{}, err
 	}
-	if d != rf.ReviewDigest {
-		return reviewFile{}, errors.New("review_digest does not match the content (edited)")
+	if d != rf.Digest {
+		return reviewFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return reviewFile{}, errors.New("not in canonical form (edited)")
@@ -1061,7 +1061,7 @@ type headBody struct {
 
 type headFile struct {
 	headBody
-	HeadDigest string `json:"head_digest"`
+	Digest string `json:"digest"`
 }
 
 // headVersion is the format version of a run's head.
@@ -1082,8 +1082,8 @@ func parseHead(data []byte) (headFile, error) {
 		return headFile{}, err
 	}
 	switch {
-	case d != hf.HeadDigest:
-		return headFile{}, errors.New("head_digest does not match the content (edited)")
+	case d != hf.Digest:
+		return headFile{}, errors.New("digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
 		return headFile{}, errors.New("not in canonical form (edited)")
 	case hf.HeadVersion != headVersion:

@@ -1308,7 +1308,7 @@ func uploadFrom(ctx context.Context) (id string, part bool, ok bool) {
 // a file, the same file.
 func (s *snapshot) hasEntry(d, file string) bool {
 	for _, e := range s.entries {
-		if e.EventDigest == d {
+		if e.Digest == d {
 			f := e.Provenance.FileDigest
 			return f == "" || file == "" || f == file
 		}

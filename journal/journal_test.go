@@ -34,7 +34,7 @@ func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 	assert.Equal(t, pd, m["plan_digest"])
 	assert.Equal(t, float64(t0.Unix()), m["created_at_utc"])
 	assert.Len(t, m, 4)
-	assert.True(t, isDigest(m["manifest_digest"].(string)))
+	assert.True(t, isDigest(m["digest"].(string)))
 	assert.Equal(t, Clear, j.Status(t0).State)
 }
 
@@ -172,9 +172,9 @@ func TestEntryFields(t *testing.T) {
 		"retry_after":     map[string]any{"kind": "overlong", "value": float64(0)},
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
-		"provenance":   map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
-		"run":          map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
-		"event_digest": d2,
+		"provenance": map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"run":        map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
+		"digest":     d2,
 	}
 	assert.Equal(t, want, e)
 	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "sanitized-request-ids: sanitized request ID")
@@ -193,7 +193,7 @@ func TestEntryFields(t *testing.T) {
 	e1, err := parseEntry(b1)
 	require.NoError(t, err)
 	assert.Equal(t, &runLink{Seq: 1, Previous: manifestName, PreviousDigest: mi.genesis}, e1.Run)
-	assert.Equal(t, d1, e1.EventDigest)
+	assert.Equal(t, d1, e1.Digest)
 }
 
 // TestResendMustNameAnEntry: a re-send whose resend_of names no entry

@@ -229,7 +229,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{"review-0001.json", "review_digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a

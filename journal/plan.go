@@ -230,7 +230,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		}
 	}
 	// A skip review keeps the round: the receipt it saw is covered by it.
-	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.ReceiptDigest != mark.ReceiptDigest) {
+	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.Digest != mark.ReceiptDigest) {
 		v.receipt, v.receiptName = &r, receiptNameRound(d, v.round)
 	}
 	v.bad = s.badFiles[fileHex(d)]

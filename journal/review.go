@@ -60,7 +60,7 @@ type ReviewRecord struct {
 
 func (r reviewRec) record() ReviewRecord {
 	return ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
-		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.ReviewDigest}
+		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.Digest}
 }
 
 // Review records an operator's decision about a file classed unknown (see
@@ -167,16 +167,16 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 func (s *snapshot) evidence(d string) reviewEvidence {
 	var ev reviewEvidence
 	if n := len(s.entries); n > 0 {
-		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].EventDigest
+		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].Digest
 	}
 	if d == "" {
 		return ev // a pending review: the run's entries only
 	}
 	if ps := s.parts[d]; len(ps) > 0 {
-		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].PartDigest
+		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].Digest
 	}
 	if r, ok := s.receipts[d][s.view(d, true).round]; ok {
-		ev.ReceiptDigest = r.ReceiptDigest
+		ev.ReceiptDigest = r.Digest
 	}
 	return ev
 }
@@ -194,7 +194,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if d != "" && !s.inPlan(d) {
 		return "names a file outside plan.json"
 	}
-	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].EventDigest != ev.LastEventDigest {
+	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].Digest != ev.LastEventDigest {
 		return "evidence names backoff entries that are not on disk (edited)"
 	}
 	for _, p := range s.reviews {
@@ -209,7 +209,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	}
 	if rs := r.Restriction; rs != nil {
 		for _, e := range s.entries {
-			if e.name == rs.Entry && e.EventDigest == rs.EventDigest {
+			if e.name == rs.Entry && e.Digest == rs.EventDigest {
 				if untimed(e.entryBody) == "" {
 					return "bounds " + rs.Entry + ", which has its own timing"
 				}
@@ -230,7 +230,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		return "" // a pending review made the file unknown
 	}
 	ps := s.parts[d]
-	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].PartDigest != ev.LastPartDigest {
+	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].Digest != ev.LastPartDigest {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
 	round, mark := 1, reviewEvidence{}
@@ -252,7 +252,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	switch {
 	case hasReceipt && rc.ACK:
 		return "reviews an acked file (a review never applies to an ACK)"
-	case hasReceipt && rc.ReceiptDigest != ev.ReceiptDigest:
+	case hasReceipt && rc.Digest != ev.ReceiptDigest:
 		return "evidence does not name the receipt of the reviewed round"
 	case !hasReceipt && ev.ReceiptDigest != "":
 		return "evidence names a receipt that is not on disk"
@@ -508,7 +508,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		ReviewedAtUTC: j.clock.Now().Unix(),
 		Note:          sanitizeNote(note, maxNoteBytes),
 		Evidence:      s.evidence(""),
-		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
+		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore},
 		Run:           s.nextLink(),
 	}
 	rec, linked, err := j.putReview(s, rb)

@@ -69,9 +69,9 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
 	assert.Equal(t, "review-0001.json", review2["run"].(map[string]any)["previous"], "reviews are in the run's one chain")
-	assert.Equal(t, review1["review_digest"], review2["run"].(map[string]any)["previous_digest"])
+	assert.Equal(t, review1["digest"], review2["run"].(map[string]any)["previous_digest"])
 	assert.Nil(t, review2["previous_digest"], "no second chain beside the run's")
-	assert.Equal(t, rec2.Digest, review2["review_digest"])
+	assert.Equal(t, rec2.Digest, review2["digest"])
 	assert.Equal(t, 2.0, review2["evidence"].(map[string]any)["parts"])
 
 	_, err = j.Review(ctx, "a.bin", DecisionSkip, "again")

@@ -152,13 +152,13 @@ type seqRec struct {
 func linkOf(v any) (*runLink, string) {
 	switch r := v.(type) {
 	case entryFile:
-		return r.Run, r.EventDigest
+		return r.Run, r.Digest
 	case receiptFile:
-		return r.Run, r.ReceiptDigest
+		return r.Run, r.Digest
 	case partFile:
-		return r.Run, r.PartDigest
+		return r.Run, r.Digest
 	case reviewFile:
-		return r.Run, r.ReviewDigest
+		return r.Run, r.Digest
 	}
 	return nil, ""
 }
