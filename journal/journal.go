@@ -1297,13 +1297,6 @@ func WithUploadPart(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id, part: true})
 }
 
-// uploadFrom returns the file identity set by [WithUpload] or
-// [WithUploadPart]; part reports which.
-func uploadFrom(ctx context.Context) (id string, part bool, ok bool) {
-	u, ok := ctx.Value(uploadKey{}).(uploadMark)
-	return u.id, u.part, ok
-}
-
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
 func (s *snapshot) hasEntry(d, file string) bool {
