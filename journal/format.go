@@ -500,7 +500,7 @@ func parseManifest(data []byte) (manifestInfo, error) {
 }
 
 // parseEntry parses and self-verifies a backoff entry: format, canonical
-// form, event digest and field validity. Sequence, plan and chain are
+// form, own digest and field validity. Sequence, plan and run link are
 // checked by the caller, which knows the neighbours.
 func parseEntry(data []byte) (entryFile, error) {
 	var ef entryFile
@@ -799,8 +799,8 @@ func encodeReview(r reviewBody) ([]byte, string, error) {
 	return seal(r, func(d string) any { return reviewFile{r, d} })
 }
 
-// parsePart parses and self-verifies a part receipt. The chain, the plan
-// and the name are checked by the caller.
+// parsePart parses and self-verifies a part receipt. The run link, the
+// plan and the name are checked by the caller.
 func parsePart(data []byte) (partFile, error) {
 	var pf partFile
 	if err := decodeStrict(data, &pf); err != nil {
@@ -840,7 +840,7 @@ func parsePart(data []byte) (partFile, error) {
 	return pf, nil
 }
 
-// parseReview parses and self-verifies a review entry. Sequence, chain,
+// parseReview parses and self-verifies a review entry. Sequence, run link,
 // plan and evidence are checked by the caller.
 func parseReview(data []byte) (reviewFile, error) {
 	var rf reviewFile

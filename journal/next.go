@@ -283,6 +283,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		case !left:
 			release()
 			return "", laneEmpty, nil
+		case try == 0 && sticky && (s.blocking() || d == ""):
+			// This lane was not read again: the marker or record that makes
+			// it look busy may be gone (another worker's, seen by this
+			// Journal's last refresh). Read it again before calling it busy,
+			// or a worker whose other lanes are empty would wait forever.
+			continue
 		case s.blocking():
 			release()
 			if s.deadMarker() {

@@ -65,8 +65,8 @@ func (r reviewRec) record() ReviewRecord {
 
 // Review records an operator's decision about a file classed unknown (see
 // [Journal.PlanContinuation]): the only way out of unknown (docs/policy.md: operator-review). It
-// appends an immutable review-NNNN.json, chained to the review before it
-// (the first to run.json), naming the file's digest, the decision, the OS
+// appends an immutable review-NNNN.json, linked into the run's chain,
+// naming the file's digest, the decision, the OS
 // user, the UTC time, the note (sanitized: printable, no URL query or
 // userinfo, at most 256 bytes) and the evidence it saw — the run's backoff
 // entries and the file's part receipts and commit receipt at that time.
@@ -312,7 +312,7 @@ type PendingRecord struct {
 // refused with [ErrLive] and nothing is written; on a store that cannot
 // tell (a file system without locks) the review is the operator's word
 // that no worker still sends it. It appends an immutable review-NNNN.json (decision
-// "pending", chained like every review) bound to the digest of the
+// "pending", in the run's chain like every record) bound to the digest of the
 // marker's bytes and naming what the marker named; it deletes and edits no
 // record. From then on that marker blocks nothing, the file it names is
 // unknown (a `--file … --decision` review decides it as usual), and the
@@ -437,7 +437,7 @@ func (j *Journal) removeResolved(s *snapshot) error {
 // run unresolved for good, since nobody knows how long the server asked
 // to wait. An operator who knows (the service's documentation, its
 // support) appends an immutable review-NNNN.json (decision
-// "restriction", chained like every review) that names the entry by name
+// "restriction", in the run's chain like every record) that names the entry by name
 // and event digest and gives its not-before, notBefore in Unix seconds, at
 // least the review time plus the 30 s wait ceiling. It deletes and edits
 // no record; the run is then waiting until notBefore, and the entry's file
