@@ -216,9 +216,9 @@ func TestStagedUploadJournaled(t *testing.T) {
 			t.Fatalf("the committed blob: %d bytes, %v", len(got), err)
 		}
 		r.proxy.AssertNoMutationSentTwice(t, fakeserver.AllowResend(fakeserver.RouteBlobPut, 1))
-		findings, err := journal.Verify(dir)
-		if err != nil || len(findings) != 0 {
-			t.Fatalf("verify: %v %v", findings, err)
+		sum, err := journal.Inspect(dir)
+		if err != nil || len(sum.Findings) != 0 {
+			t.Fatalf("verify: %v %v", sum.Findings, err)
 		}
 	})
 

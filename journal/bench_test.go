@@ -21,7 +21,7 @@ func BenchmarkAppendEntry(b *testing.B) {
 	req := putReq(b)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		if j == nil || n == MaxEntries {
+		if j == nil || n == maxEntries {
 			b.StopTimer()
 			clk = newFakeClock(t0)
 			var err error
@@ -52,7 +52,7 @@ func BenchmarkStatusFull(b *testing.B) {
 		b.Run(fmt.Sprintf("receipts=%d", receipts), func(b *testing.B) {
 			dir := filepath.Join(b.TempDir(), "run")
 			plan := manyFiles(receipts)
-			writeRun(b, dir, plan, t0, make([]int64, MaxEntries), ids(plan))
+			writeRun(b, dir, plan, t0, make([]int64, maxEntries), ids(plan))
 			now := t0.Add(time.Hour)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

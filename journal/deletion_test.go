@@ -113,7 +113,7 @@ func deletionTable(t *testing.T, parallel int) {
 		prefix += "/"
 	}
 	require.Equal(t, Elapsed, reopen(t, root, now).Status(now).State)
-	fs, err := Verify(root)
+	fs, err := verify(root)
 	require.NoError(t, err)
 	require.Empty(t, fs)
 	heads := 0
@@ -147,7 +147,7 @@ func deletionTable(t *testing.T, parallel int) {
 			require.NoError(t, os.Remove(filepath.Join(d, prefix+r.name)))
 			st := reopen(t, d, now).Status(now)
 			assert.Equal(t, Unresolved, st.State, "deleting %s", r.name)
-			fs, err := Verify(d)
+			fs, err := verify(d)
 			require.NoError(t, err)
 			named := false
 			for _, f := range fs {

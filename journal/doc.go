@@ -11,7 +11,7 @@
 //
 // A run is one private directory (mode 0700; every file 0600):
 //
-//	run.json                    the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"manifest_digest":…}
+//	run.json                    the run manifest: {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"digest":…}
 //	plan.json                   the plan's sorted file digests: {"files":[…]}; its digest is plan_digest
 //	pending-request.json        present only while a journaled request (or a review) is in flight
 //	backoff-0001.json …         one immutable entry per 429, numbered from 0001 to 0200 without gaps
@@ -26,30 +26,33 @@
 // before (no plan.json, receipts without round, entries without "part")
 // opens, verifies and takes new records unchanged.
 //
-// At most [MaxEntries] (200) entries and [MaxFiles] (1003) directory
+// At most 200 entries and 1003 directory
 // entries, whatever they are, at every instant: a request needs room for
 // four (marker, entry or receipt, the new head and its temporary file), so
-// Begin refuses with a *[FullError] (journal-full, [ErrLimit]) — before any
+// Begin refuses with a *[FullError] (journal-full) — before any
 // network access — a run holding 200 entries or more than 999 files. A new
 // run (manifest, plan.json and the head) can thus hold 200 entries and 797
 // receipts, part receipts and reviews.
 //
 // # Deletion
 //
-// Every record written since runs have a head (backoff entries, commit
-// receipts, part receipts, reviews) carries "run":{"seq":N,"previous":
-// name,"previous_digest":…}: its place in the run's one sequence of
-// records, across kinds, and the name and digest of the record before it
-// (run.json and the manifest's digest for record 1). head-NNNN.json names
-// the last record by number, name and digest; it is written after the
-// record and replaces the one before (the only file besides the marker
-// that the journal removes). So removing any one record — the first, a
-// middle one or the last of its kind, the run's last record included — or
-// the head leaves a record that names a missing one, a head that names a
-// missing record, or a last record without a head: [Verify] names what is
-// missing and the run is unresolved (deletion-detected). A record written before
-// the head existed carries no "run" and keeps only the older checks
-// (numbering and chains of entries, parts and reviews).
+// Every record (backoff entries, commit receipts, part receipts, reviews)
+// carries "run":{"seq":N,"previous":name,"previous_digest":…}: its place
+// in the run's one chain of records, across kinds, and the name and digest
+// of the record before it (run.json and the manifest's digest for record
+// 1). head-NNNN.json names the last record by number, name and digest; it
+// is written after the record and replaces the one before (the only file
+// besides the marker that the journal removes). This chain and its head
+// are the run's one integrity mechanism: no kind has a chain of its own.
+// So removing any one record — the first, a middle one or the last of its
+// kind, the run's last record included — or the head leaves a record that
+// names a missing one, a head that names a missing record, or a last
+// record without a head; an edited record fails its own digest and a
+// reordered one the link of the record after it: [Inspect] names what is
+// wrong and the run is unresolved (deletion-detected). A record without a
+// "run" link is a finding in a 1.0 run (this project's earlier formats
+// were never released and do not open); only a legacy run (below) holds
+// records without one.
 //
 // What the digests do not protect against: they detect a crash, a
 // truncated or edited file, a copied, reordered or single deleted file,
@@ -63,47 +66,50 @@
 // # Formats
 //
 // Every file is one line of JSON produced by encoding/json from a struct
-// with a fixed field order, plus "\n". A record's own digest is "sha256:"
+// with a fixed field order, plus "\n". The manifest, every record and the head end with
+// "digest", its own digest (one name in every kind; a backoff entry's is
+// the "event digest" a re-send and a review name): "sha256:"
 // and the hex SHA-256 of the encoding of the same struct without the digest
 // field; a loader re-encodes what it parsed and refuses any file that is not
 // byte for byte that encoding (an edited, truncated, reformatted or
-// duplicated-key file). A field added since the first format ("part" of
-// an entry's provenance, "round" of a receipt) is omitted at its zero
-// value, so that older files keep their canonical bytes. A backoff entry:
+// duplicated-key file). An optional field ("part" of an entry's
+// provenance, "round" of a receipt) is omitted at its zero value. A
+// backoff entry:
 //
 //	{"backoff_version":"1.0","sequence":2,"plan_digest":"sha256:…",
-//	 "previous_digest":"sha256:…","method":"PUT","url_digest":"sha256:…",
+//	 "method":"PUT","url_digest":"sha256:…",
 //	 "request_id":"…","status":429,"retry_after":{"kind":"overlong","value":0},
 //	 "timing":{"received_at_utc":1700000005,"not_before_utc":1700000065,"server_delay_seconds":60},
 //	 "provenance":{"file_digest":"sha256:…","attempt":2,"resend_of":"sha256:…"},
-//	 "event_digest":"sha256:…"}
+//	 "run":{"seq":5,"previous":"receipt-….json","previous_digest":"sha256:…"},
+//	 "digest":"sha256:…"}
 //
-// previous_digest chains the entries: entry 0001 names the manifest's own
-// digest, every later one the event_digest of the one before, so a swapped,
-// renamed or deleted middle entry breaks the chain. timing is null when no
-// timing is known. url_digest is the digest of scheme://host/path: no query,
+// The entries are chained through the run's chain ("run"); sequence and
+// the name's number count the entries alone (0001 without gaps). timing
+// is null when no timing is known. url_digest is the digest of scheme://host/path: no query,
 // no userinfo, no credential reaches a file (nothing-secret-leaves). A receipt records an
 // upload's outcome: status, ack (true for a 2xx), sanitized request ID,
-// ETag, attempt, resend_of and receipt_digest. Plans are stored only as
-// [PlanDigest], files only as [FileDigest].
+// ETag, attempt, resend_of and digest. Plans are stored only as
+// digestOfPlan, files only as [FileDigest].
 //
-// A part receipt records a part's outcome: part number, previous_digest
-// (the file's part before, "" for part 1), method, URL digest, attempt,
+// A part receipt records a part's outcome: part number, method, URL digest, attempt,
 // resend_of, status, accepted (2xx — never an ACK), request ID, ETag and
-// part_digest. A review records review_version, sequence, plan_digest,
-// previous_digest (run.json's digest for review 0001, else the review
-// before), file_digest, decision (reupload or skip), reviewer (the OS
+// digest. A review records review_version, sequence, plan_digest,
+// file_digest, decision (reupload or skip), reviewer (the OS
 // user), reviewed_at_utc, note (sanitized: printable, no URL query or
 // userinfo, at most 256 bytes) and its evidence (the run's entry count and
 // last event digest, the file's part count and last part digest, the
-// digest of the file's commit receipt of the round), plus review_digest.
+// digest of the file's commit receipt of the round), plus digest.
 // Verify checks a review like an entry (canonical form, digest, numbering,
-// chain, plan) and checks that its evidence is on disk and shows the file
+// run link, plan) and checks that its evidence is on disk and shows the file
 // unknown: a review of an acked or never-attempted file is a finding.
 //
 // A manifest without backoff_version is a legacy run: its receipts remain
-// evidence, and any backoff file that is not a verifiable 1.0 entry is a
-// legacy 429 without timing, which makes the run unresolved.
+// evidence (without a "run" link: a legacy run's records have none), and
+// any backoff file that is not a verifiable 1.0 entry is a legacy 429
+// without timing, which makes the run unresolved. What the journal writes
+// into a legacy run is linked into a chain whose genesis is the digest of
+// the legacy manifest's bytes.
 //
 // # Durability
 //
@@ -209,7 +215,7 @@
 //
 // [Journal.Status] computes, without sleeping and without any monotonic
 // deadline carried across processes: unresolved for any verification
-// finding (see [Verify]), a pending marker, an entry without usable timing
+// finding (see [Inspect]), a pending marker, an entry without usable timing
 // (typed-only missing/invalid/overlong, unrepresentable, oversized), or a
 // clock before a recorded received_at_utc; else clear with no entries;
 // else waiting while now is before the greatest not_before_utc — a valid
@@ -281,7 +287,7 @@
 // to n journaled requests be in flight at once across its workers. It is n
 // ordinary runs, its shards, under a root:
 //
-//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"manifest_digest":…}
+//	run.json                    {"backoff_version":"1.0","plan_digest":…,"created_at_utc":…,"parallel":4,"digest":…}
 //	plan.json                   the whole plan
 //	shard-01/ … shard-04/       each a run of the layout above (Blob: names prefixed shard-NN/)
 //

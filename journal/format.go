@@ -20,18 +20,18 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// BackoffVersion is the format version a new run declares in its manifest
+// backoffVersion is the format version a new run declares in its manifest
 // and every backoff entry carries (docs/policy.md: private-run-directory).
-const BackoffVersion = "1.0"
+const backoffVersion = "1.0"
 
 // Limits of one run directory (docs/policy.md: bounded-journal).
 const (
-	// MaxEntries is the number of backoff entries a run may hold:
+	// maxEntries is the number of backoff entries a run may hold:
 	// backoff-0001.json to backoff-0200.json.
-	MaxEntries = 200
-	// MaxFiles is the number of directory entries a run may hold, whatever
+	maxEntries = 200
+	// maxFiles is the number of directory entries a run may hold, whatever
 	// they are, at every instant (including the temporary file of a write).
-	MaxFiles = 1003
+	maxFiles = 1003
 )
 
 // File names inside a run directory.
@@ -269,11 +269,11 @@ type PlannedFile struct {
 	ID string
 }
 
-// PlanDigest returns the digest a run binds for a plan: "sha256:" and the
+// digestOfPlan returns the digest a run binds for a plan: "sha256:" and the
 // hex SHA-256 of the canonical JSON {"files":[...]} of the sorted file
 // identity digests. The order of files does not matter. It fails for an
 // empty or duplicated ID.
-func PlanDigest(files []PlannedFile) (string, error) {
+func digestOfPlan(files []PlannedFile) (string, error) {
 	ds := make([]string, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
@@ -319,7 +319,7 @@ type manifestBody struct {
 
 type manifestFile struct {
 	manifestBody
-	ManifestDigest string `json:"manifest_digest"`
+	Digest string `json:"digest"`
 }
 
 // provenance is the upload-attempt provenance of a journaled request.
@@ -327,9 +327,8 @@ type provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
 	ResendOf   string `json:"resend_of"`
-	// Part is true for a request marked [WithUploadPart]. It is omitted
-	// when false, so that entries written before parts existed keep their
-	// canonical form.
+	// Part is true for a request marked [WithUploadPart]; omitted when
+	// false.
 	Part bool `json:"part,omitempty"`
 }
 
@@ -339,7 +338,6 @@ type entryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
 	PlanDigest     string         `json:"plan_digest"`
-	PreviousDigest string         `json:"previous_digest"`
 	Method         string         `json:"method"`
 	URLDigest      string         `json:"url_digest"`
 	RequestID      string         `json:"request_id"`
@@ -347,14 +345,14 @@ type entryBody struct {
 	RetryAfter     retryAfterJSON `json:"retry_after"`
 	Timing         *timingJSON    `json:"timing"`
 	Provenance     provenance     `json:"provenance"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
 type entryFile struct {
 	entryBody
-	EventDigest string `json:"event_digest"`
+	Digest string `json:"digest"`
 }
 
 // receiptBody is the canonical content of a receipt; receipt_digest is the
@@ -375,14 +373,14 @@ type receiptBody struct {
 	// Round is the file's upload round when above 1 (after a reupload
 	// review); omitted for round 1, the only round before reviews existed.
 	Round int `json:"round,omitempty"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
 type receiptFile struct {
 	receiptBody
-	ReceiptDigest string `json:"receipt_digest"`
+	Digest string `json:"digest"`
 }
 
 // markerFile is the content of pending-request.json. Its presence, not its
@@ -447,8 +445,9 @@ type manifestInfo struct {
 	legacy     bool
 	version    string
 	planDigest string
-	// genesis is the previous_digest of backoff-0001.json: the manifest's
-	// own digest (1.0) or the digest of the manifest file's bytes (legacy).
+	// genesis is the run.previous_digest of the run's record 1: the
+	// manifest's own digest (1.0) or the digest of the manifest file's
+	// bytes (legacy).
 	genesis string
 	// parallel is the shard count of a parallel run's root, else 0.
 	parallel int
@@ -475,15 +474,15 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if err := decodeStrict(data, &mf); err != nil {
 		return manifestInfo{}, err
 	}
-	if mf.BackoffVersion != BackoffVersion {
-		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
+	if mf.BackoffVersion != backoffVersion {
+		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, backoffVersion)
 	}
 	want, d, err := encodeManifest(mf.manifestBody)
 	if err != nil {
 		return manifestInfo{}, err
 	}
-	if d != mf.ManifestDigest {
-		return manifestInfo{}, errors.New("manifest_digest does not match the content (edited)")
+	if d != mf.Digest {
+		return manifestInfo{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return manifestInfo{}, errors.New("not in canonical form (edited)")
@@ -494,14 +493,14 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	if mf.CreatedAtUTC <= 0 {
 		return manifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
 	}
-	if p := mf.Parallel; p != 0 && (p < minParallel || p > MaxParallel) {
-		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, MaxParallel)
+	if p := mf.Parallel; p != 0 && (p < minParallel || p > maxParallel) {
+		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, maxParallel)
 	}
-	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.ManifestDigest, parallel: mf.Parallel}, nil
+	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.Digest, parallel: mf.Parallel}, nil
 }
 
 // parseEntry parses and self-verifies a backoff entry: format, canonical
-// form, event digest and field validity. Sequence, plan and chain are
+// form, own digest and field validity. Sequence, plan and run link are
 // checked by the caller, which knows the neighbours.
 func parseEntry(data []byte) (entryFile, error) {
 	var ef entryFile
@@ -512,13 +511,13 @@ func parseEntry(data []byte) (entryFile, error) {
 	if err != nil {
 		return entryFile{}, err
 	}
-	if d != ef.EventDigest {
-		return entryFile{}, errors.New("event_digest does not match the content (edited)")
+	if d != ef.Digest {
+		return entryFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return entryFile{}, errors.New("not in canonical form (edited)")
 	}
-	if ef.BackoffVersion != BackoffVersion {
+	if ef.BackoffVersion != backoffVersion {
 		return entryFile{}, fmt.Errorf("unsupported backoff_version %q", ef.BackoffVersion)
 	}
 	if err := validEntry(ef.entryBody); err != nil {
@@ -537,8 +536,8 @@ func parseReceipt(data []byte) (receiptFile, error) {
 	if err != nil {
 		return receiptFile{}, err
 	}
-	if d != rf.ReceiptDigest {
-		return receiptFile{}, errors.New("receipt_digest does not match the content (edited)")
+	if d != rf.Digest {
+		return receiptFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return receiptFile{}, errors.New("not in canonical form (edited)")
@@ -611,10 +610,8 @@ func validEntry(e entryBody) error {
 		return err
 	}
 	switch {
-	case e.Sequence < 1 || e.Sequence > MaxEntries:
-		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
-	case !isDigest(e.PreviousDigest):
-		return errors.New("previous_digest is not a sha256 digest")
+	case e.Sequence < 1 || e.Sequence > maxEntries:
+		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, maxEntries)
 	case e.PlanDigest != "" && !isDigest(e.PlanDigest):
 		return errors.New("plan_digest is not a sha256 digest")
 	case e.RequestID != redact.ID(e.RequestID):
@@ -693,13 +690,11 @@ func marshalLine(v any) ([]byte, error) {
 
 // partBody is the canonical content of a part receipt: the outcome of one
 // request marked [WithUploadPart]. Its 2xx is never the file's ACK, so the
-// field is "accepted", not "ack". previous_digest chains the parts of one
-// file: "" for part 1, else the part_digest of the part before.
+// field is "accepted", not "ack".
 type partBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
 	Part           int    `json:"part"`
-	PreviousDigest string `json:"previous_digest"`
 	Method         string `json:"method"`
 	URLDigest      string `json:"url_digest"`
 	Attempt        int    `json:"attempt"`
@@ -710,14 +705,14 @@ type partBody struct {
 	ETag           string `json:"etag"`
 	TransportError string `json:"transport_error"`
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
 type partFile struct {
 	partBody
-	PartDigest string `json:"part_digest"`
+	Digest string `json:"digest"`
 }
 
 // reviewEvidence is what a review saw of its file: the number of backoff
@@ -734,37 +729,33 @@ type reviewEvidence struct {
 }
 
 // reviewBody is the canonical content of review-NNNN.json: an operator's
-// decision about one unknown file (docs/policy.md: operator-review). previous_digest chains the
-// reviews: review 0001 names the manifest's digest, every later one the
-// review_digest of the one before.
+// decision about one unknown file (docs/policy.md: operator-review).
 type reviewBody struct {
-	ReviewVersion  string         `json:"review_version"`
-	Sequence       int            `json:"sequence"`
-	PlanDigest     string         `json:"plan_digest"`
-	PreviousDigest string         `json:"previous_digest"`
-	FileDigest     string         `json:"file_digest"`
-	Decision       Decision       `json:"decision"`
-	Reviewer       string         `json:"reviewer"`
-	ReviewedAtUTC  int64          `json:"reviewed_at_utc"`
-	Note           string         `json:"note"`
-	Evidence       reviewEvidence `json:"evidence"`
+	ReviewVersion string         `json:"review_version"`
+	Sequence      int            `json:"sequence"`
+	PlanDigest    string         `json:"plan_digest"`
+	FileDigest    string         `json:"file_digest"`
+	Decision      Decision       `json:"decision"`
+	Reviewer      string         `json:"reviewer"`
+	ReviewedAtUTC int64          `json:"reviewed_at_utc"`
+	Note          string         `json:"note"`
+	Evidence      reviewEvidence `json:"evidence"`
 	// Marker is set for a pending review (decision "pending") only, and
-	// omitted otherwise, so that reviews written before keep their
-	// canonical form. A pending review's file_digest is "": the file is
+	// omitted otherwise. A pending review's file_digest is "": the file is
 	// the marker's.
 	Marker *markerEvidence `json:"marker,omitempty"`
 	// Restriction is set for a restriction review (decision
 	// "restriction") only: the operator's bound on an entry whose
 	// restriction has no timing.
 	Restriction *restrictionEvidence `json:"restriction,omitempty"`
-	// Run links the record into the run's one sequence of records
-	// (deletion-detected); omitted in records written before it existed.
+	// Run links the record into the run's one chain of records
+	// (deletion-detected); omitted only in a legacy run's records.
 	Run *runLink `json:"run,omitempty"`
 }
 
 type reviewFile struct {
 	reviewBody
-	ReviewDigest string `json:"review_digest"`
+	Digest string `json:"digest"`
 }
 
 // markerEvidence is what a pending review (pending-review) saw of the abandoned
@@ -797,8 +788,8 @@ type restrictionEvidence struct {
 // response could have carried that the run would have waited for.
 const pendingWaitSeconds = 30
 
-// ReviewVersion is the format version of a review entry.
-const ReviewVersion = "1.0"
+// reviewVersion is the format version of a review entry.
+const reviewVersion = "1.0"
 
 func encodePart(p partBody) ([]byte, string, error) {
 	return seal(p, func(d string) any { return partFile{p, d} })
@@ -808,8 +799,8 @@ func encodeReview(r reviewBody) ([]byte, string, error) {
 	return seal(r, func(d string) any { return reviewFile{r, d} })
 }
 
-// parsePart parses and self-verifies a part receipt. The chain, the plan
-// and the name are checked by the caller.
+// parsePart parses and self-verifies a part receipt. The run link, the
+// plan and the name are checked by the caller.
 func parsePart(data []byte) (partFile, error) {
 	var pf partFile
 	if err := decodeStrict(data, &pf); err != nil {
@@ -819,8 +810,8 @@ func parsePart(data []byte) (partFile, error) {
 	if err != nil {
 		return partFile{}, err
 	}
-	if d != pf.PartDigest {
-		return partFile{}, errors.New("part_digest does not match the content (edited)")
+	if d != pf.Digest {
+		return partFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return partFile{}, errors.New("not in canonical form (edited)")
@@ -833,10 +824,6 @@ func parsePart(data []byte) (partFile, error) {
 		return partFile{}, errors.New("plan_digest is not a sha256 digest")
 	case p.Part < 1 || p.Part > maxParts:
 		return partFile{}, fmt.Errorf("part %d outside 1..%d", p.Part, maxParts)
-	case (p.Part == 1) != (p.PreviousDigest == ""):
-		return partFile{}, errors.New("previous_digest must be empty exactly for part 1")
-	case p.PreviousDigest != "" && !isDigest(p.PreviousDigest):
-		return partFile{}, errors.New("previous_digest is not a sha256 digest")
 	case p.Accepted != httprule.IsSuccess(p.Status):
 		return partFile{}, errors.New("accepted does not agree with status")
 	case httprule.IsThrottled(p.Status):
@@ -853,7 +840,7 @@ func parsePart(data []byte) (partFile, error) {
 	return pf, nil
 }
 
-// parseReview parses and self-verifies a review entry. Sequence, chain,
+// parseReview parses and self-verifies a review entry. Sequence, run link,
 // plan and evidence are checked by the caller.
 func parseReview(data []byte) (reviewFile, error) {
 	var rf reviewFile
@@ -864,8 +851,8 @@ func parseReview(data []byte) (reviewFile, error) {
 	if err != nil {
 		return reviewFile{}, err
 	}
-	if d != rf.ReviewDigest {
-		return reviewFile{}, errors.New("review_digest does not match the content (edited)")
+	if d != rf.Digest {
+		return reviewFile{}, errors.New("digest does not match the content (edited)")
 	}
 	if !bytes.Equal(want, data) {
 		return reviewFile{}, errors.New("not in canonical form (edited)")
@@ -873,15 +860,13 @@ func parseReview(data []byte) (reviewFile, error) {
 	r := rf.reviewBody
 	ev := r.Evidence
 	switch {
-	case r.ReviewVersion != ReviewVersion:
+	case r.ReviewVersion != reviewVersion:
 		return reviewFile{}, fmt.Errorf("unsupported review_version %q", r.ReviewVersion)
 	case r.Sequence < 1 || r.Sequence > maxReviews:
 		return reviewFile{}, fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
-	case !isDigest(r.PreviousDigest):
-		return reviewFile{}, errors.New("previous_digest is not a sha256 digest")
 	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
 		return reviewFile{}, errors.New("plan_digest is not a sha256 digest")
-	case r.Decision == DecisionPending:
+	case r.Decision == decisionPending:
 		if err := validMarkerEvidence(r); err != nil {
 			return reviewFile{}, err
 		}
@@ -890,7 +875,7 @@ func parseReview(data []byte) (reviewFile, error) {
 		}
 	case r.Marker != nil:
 		return reviewFile{}, errors.New("marker is set on a review that is not pending")
-	case r.Decision == DecisionRestriction:
+	case r.Decision == decisionRestriction:
 		rs := r.Restriction
 		switch {
 		case rs == nil:
@@ -914,7 +899,7 @@ func parseReview(data []byte) (reviewFile, error) {
 		return reviewFile{}, errors.New("note is not sanitized")
 	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
 		return reviewFile{}, fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
-	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
+	case ev.Entries < 0 || ev.Entries > maxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
 		return reviewFile{}, errors.New("evidence entries and last_event_digest disagree")
 	case ev.Parts < 0 || ev.Parts > maxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
 		return reviewFile{}, errors.New("evidence parts and last_part_digest disagree")
@@ -955,7 +940,7 @@ func validMarkerEvidence(r reviewBody) error {
 
 // parsePlanList parses plan.json: exactly the canonical
 // {"files":[...]} of sorted, distinct file identity digests whose digest
-// is the run's plan digest (see [PlanDigest]), plus "\n".
+// is the run's plan digest (see digestOfPlan), plus "\n".
 func parsePlanList(data []byte) ([]string, string, error) {
 	var pl struct {
 		Files []string `json:"files"`
@@ -1076,11 +1061,11 @@ type headBody struct {
 
 type headFile struct {
 	headBody
-	HeadDigest string `json:"head_digest"`
+	Digest string `json:"digest"`
 }
 
-// HeadVersion is the format version of a run's head.
-const HeadVersion = "1.0"
+// headVersion is the format version of a run's head.
+const headVersion = "1.0"
 
 func encodeHead(h headBody) ([]byte, string, error) {
 	return seal(h, func(d string) any { return headFile{h, d} })
@@ -1097,11 +1082,11 @@ func parseHead(data []byte) (headFile, error) {
 		return headFile{}, err
 	}
 	switch {
-	case d != hf.HeadDigest:
-		return headFile{}, errors.New("head_digest does not match the content (edited)")
+	case d != hf.Digest:
+		return headFile{}, errors.New("digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
 		return headFile{}, errors.New("not in canonical form (edited)")
-	case hf.HeadVersion != HeadVersion:
+	case hf.HeadVersion != headVersion:
 		return headFile{}, fmt.Errorf("unsupported head_version %q", hf.HeadVersion)
 	case hf.Seq < 1 || hf.Seq > maxRunSeq:
 		return headFile{}, fmt.Errorf("seq %d outside 1..%d", hf.Seq, maxRunSeq)

@@ -131,32 +131,51 @@ func FuzzLoadManifest(f *testing.F) {
 	})
 }
 
-// validSecond is a valid backoff-0002.json chained to the base run's entry
-// whose own restriction (1 s at t0+1) has passed by the fuzzers' time.
+// validSecond is a valid backoff-0002.json, the next record of the base
+// run's chain, whose own restriction (1 s at t0+1) has passed by the
+// fuzzers' time.
 func validSecond(t testing.TB, base fstest.MapFS) []byte {
+	e, _, _ := validSecondWithHead(t, base)
+	return e
+}
+
+// validSecondWithHead is validSecond and the head that names it.
+func validSecondWithHead(t testing.TB, base fstest.MapFS) (entry []byte, head string, headData []byte) {
 	e1, err := parseEntry(base["run/backoff-0001.json"].Data)
 	require.NoError(t, err)
+	s, err := scan(memFS{base}, "run", nil)
+	require.NoError(t, err)
 	e := e1.entryBody
-	e.Sequence, e.PreviousDigest = 2, e1.EventDigest
+	e.Sequence, e.Run = 2, s.nextLink()
 	e.RetryAfter = retryAfterJSON{Kind: "seconds", Value: 1}
 	e.Timing = &timingJSON{t0.Unix() + 1, t0.Unix() + 2, 1}
-	b, _, err := encodeEntry(e)
+	b, d, err := encodeEntry(e)
 	require.NoError(t, err)
-	return b
+	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: e.Run.Seq, Record: "backoff-0002.json", RecordDigest: d})
+	require.NoError(t, err)
+	return b, headName(e.Run.Seq), hd
 }
 
 // TestFuzzBaseIsWaiting makes sure the fuzzers start from a waiting run,
-// and that a valid later entry with a shorter restriction keeps it waiting
-// (the latest not_before wins).
+// and that a valid later entry with a shorter restriction (and the head
+// that names it) keeps it waiting (the latest not_before wins).
 func TestFuzzBaseIsWaiting(t *testing.T) {
 	base, now := fuzzBase(t)
 	st := statusWith(t, base, "run.json", base["run/run.json"].Data, now)
 	require.Equal(t, Waiting, st.State, st.Reason)
 	require.Equal(t, int64(30), st.RemainingSeconds)
-	st = statusWith(t, base, "backoff-0002.json", validSecond(t, base), now)
+	e2, hn, hd := validSecondWithHead(t, base)
+	withHead := fstest.MapFS{}
+	for k, v := range base {
+		withHead[k] = v
+	}
+	withHead["run/"+hn] = &fstest.MapFile{Data: hd, Mode: 0o600}
+	st = statusWith(t, withHead, "backoff-0002.json", e2, now)
 	require.Equal(t, Waiting, st.State, st.Reason)
 	require.Equal(t, int64(30), st.RemainingSeconds)
-	require.Equal(t, Elapsed, statusWith(t, base, "backoff-0002.json", validSecond(t, base), t0.Add(time.Minute)).State)
+	require.Equal(t, Elapsed, statusWith(t, withHead, "backoff-0002.json", e2, t0.Add(time.Minute)).State)
+	st = statusWith(t, base, "backoff-0002.json", e2, now)
+	require.Equal(t, Unresolved, st.State, "without the head that names it, the new last record is a finding")
 }
 
 // fuzzBaseNew is a run in the format with parts and reviews, waiting at

@@ -175,36 +175,78 @@ func copyDir(t testing.TB, src, dst string) {
 
 // writeRun writes a run directly (no fsync, for speed): a 1.0 manifest for
 // plan, then one timed 429 entry per element of delays, received at rcv
-// plus one second per entry, then an ACK receipt for each of acked.
+// plus one second per entry, then an ACK receipt for each of acked, each
+// record linked into the run's chain, and the head naming the last one.
 func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delays []int64, acked []string) {
 	t.Helper()
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	pd, err := PlanDigest(plan)
+	pd, err := digestOfPlan(plan)
 	require.NoError(t, err)
-	data, prev, err := encodeManifest(manifestBody{BackoffVersion: BackoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
+	data, prev, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, manifestName), data, 0o600))
+	seq, prevName := 0, manifestName
+	link := func() *runLink {
+		seq++
+		return &runLink{Seq: seq, Previous: prevName, PreviousDigest: prev}
+	}
 	ud := urlDigest(t, secretURL)
 	for i, d := range delays {
 		r := rcv.Unix() + int64(i)
 		e := entryBody{
-			BackoffVersion: BackoffVersion, Sequence: i + 1, PlanDigest: pd, PreviousDigest: prev,
+			BackoffVersion: backoffVersion, Sequence: i + 1, PlanDigest: pd,
 			Method: "PUT", URLDigest: ud, RequestID: "req-" + string(rune('a'+i%26)), Status: 429,
 			RetryAfter: retryAfterJSON{Kind: "seconds", Value: d},
 			Timing:     &timingJSON{r, r + d, d},
 			Provenance: provenance{Attempt: 1},
+			Run:        link(),
 		}
 		data, prev, err = encodeEntry(e)
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, entryName(i+1)), data, 0o600))
+		prevName = entryName(i + 1)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
 	}
 	for _, id := range acked {
 		fd := FileDigest(id)
-		data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
-			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix()})
+		data, prev, err = encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
+			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix(), Run: link()})
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fd)), data, 0o600))
+		prevName = receiptName(fd)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
 	}
+	if seq > 0 {
+		data, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: seq, Record: prevName, RecordDigest: prev})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), data, 0o600))
+	}
+}
+
+// appendRecord writes the record name into the run dir as another worker
+// would (no fsync, for speed): encoded by enc with the run's next link,
+// then the head naming it, then the old heads removed.
+func appendRecord(t testing.TB, dir, name string, enc func(*runLink) ([]byte, string, error)) {
+	t.Helper()
+	s, err := scan(osFS, dir, nil)
+	require.NoError(t, err)
+	l := s.nextLink()
+	data, digest, err := enc(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
+	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: l.Seq, Record: name, RecordDigest: digest})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, headName(l.Seq)), hd, 0o600))
+	for _, h := range s.heads {
+		require.NoError(t, os.Remove(filepath.Join(dir, h)))
+	}
+}
+
+// verify is Inspect(dir)'s findings.
+func verify(dir string) ([]Finding, error) {
+	sum, err := Inspect(dir)
+	if err != nil {
+		return nil, err
+	}
+	return sum.Findings, nil
 }
 
 // manyFiles is a plan of n files named f0000.bin...

@@ -68,7 +68,7 @@ func TestOnlyRegularFilesAreOpened(t *testing.T) {
 				_ = os.Remove(p)
 				make(t, p)
 				within(t, "the journal", func() {
-					findings, err := Verify(dir)
+					findings, err := verify(dir)
 					require.NoError(t, err)
 					require.Contains(t, findings, Finding{File: name, Problem: "not a regular file"})
 					j, err := Open(dir, withClock(newFakeClock(t0.Add(time.Minute))))
@@ -97,7 +97,7 @@ func TestNotAJournalRun(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotRun)
 	_, err = Open(dir)
 	require.ErrorIs(t, err, ErrNotRun, "Open never writes a run into a foreign directory")
-	_, err = Verify(dir)
+	_, err = verify(dir)
 	require.ErrorIs(t, err, ErrNotRun)
 	require.Equal(t, []string{"passwd"}, names(t, dir))
 	require.Equal(t, 1, strings.Count(err.Error(), "journal:"), "no stutter: %s", err)
@@ -105,7 +105,7 @@ func TestNotAJournalRun(t *testing.T) {
 	j, _ := newRun(t)
 	record429(t, j, context.Background(), getReq(t), secs(1), timing(t0, 1))
 	require.NoError(t, os.Remove(filepath.Join(j.Dir(), manifestName)))
-	findings, err := Verify(j.Dir())
+	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Contains(t, findings, Finding{File: manifestName, Problem: "missing run manifest"})
 }
@@ -117,7 +117,7 @@ func TestNamesAreEscaped(t *testing.T) {
 	for _, n := range []string{"x\nrun.json: ok", "\x1b[2J\x1b[31mred", "sp ace", `q"uote`} {
 		require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), n), nil, 0o600))
 	}
-	findings, err := Verify(j.Dir())
+	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	var lines []string
 	for _, f := range findings {

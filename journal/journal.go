@@ -21,22 +21,22 @@ import (
 // Errors of the journal. They are wrapped, never returned bare: test for
 // them with errors.Is.
 var (
-	// ErrCorrupt means the run directory failed verification: a missing,
+	// errCorrupt means the run directory failed verification: a missing,
 	// unreadable, oversized, edited, truncated, reordered or unexpected
 	// file, a broken chain, or too many files. Such a run is unresolved;
 	// [Journal.Admit] and [Journal.Begin] return a *RestrictedError that
-	// wraps ErrCorrupt too.
-	ErrCorrupt = errors.New("journal: run failed verification")
+	// wraps errCorrupt too.
+	errCorrupt = errors.New("journal: run failed verification")
 
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
-	// ErrLimit means a request could need a backoff entry or a file beyond
-	// the limits ([MaxEntries] entries, [MaxFiles] files): Begin refuses it
+	// errLimit means a request could need a backoff entry or a file beyond
+	// the limits (200 entries, 1003 files): Begin refuses it
 	// before any network access, with a *FullError (journal-full), never
 	// as a persistence failure.
-	ErrLimit = errors.New("journal: run limit reached")
+	errLimit = errors.New("journal: run limit reached")
 
 	// ErrPending means pending-request.json already exists: another
 	// process is sending a request (its worker holds the marker live), or
@@ -46,7 +46,7 @@ var (
 
 	// ErrLive means a pending review named a marker whose worker holds it
 	// live (R83: its lock or lease): its request is in flight, and the
-	// review is refused and writes nothing. errors.Is(err, ErrReview)
+	// review is refused and writes nothing. errors.Is(err, errReviewRefused)
 	// holds too.
 	ErrLive = errors.New("journal: the marker's worker is alive")
 
@@ -63,10 +63,10 @@ var (
 	// transport stops the sequence as replay-refused (docs/policy.md: refusal-says-what-it-is).
 	ErrReplay = errors.New("journal: upload not sent again")
 
-	// ErrReview means [Journal.Review] refused a review: a decision that
+	// errReviewRefused means [Journal.Review] refused a review: a decision that
 	// is neither reupload nor skip, a file outside the plan, or a file
 	// that is not unknown.
-	ErrReview = errors.New("journal: review refused")
+	errReviewRefused = errors.New("journal: review refused")
 )
 
 // refusal is the error of a request the journal refuses to send because of
@@ -85,11 +85,11 @@ func refuse(sentinel error, format string, args ...any) error {
 }
 
 // FullError is the error of a request, a review or a record refused
-// because the run is full: [MaxEntries] backoff entries, [MaxFiles] files,
+// because the run is full: 200 backoff entries, 1003 files,
 // or a per-file or per-run numbering limit (docs/policy.md: bounded-journal). Nothing
 // failed to be written: the refusal happens before any network access
 // (for a request) and its reason is journal-full, never
-// persistence-failed. errors.Is(err, ErrLimit) holds.
+// persistence-failed. errors.Is(err, errLimit) holds.
 type FullError struct {
 	// Detail says which limit, with the counts.
 	Detail string
@@ -97,8 +97,8 @@ type FullError struct {
 
 func (e *FullError) Error() string { return "journal-full: " + e.Detail }
 
-// Unwrap returns ErrLimit.
-func (e *FullError) Unwrap() error { return ErrLimit }
+// Unwrap returns errLimit.
+func (e *FullError) Unwrap() error { return errLimit }
 
 // JournalFull marks the error as the run's limits (not a failed write),
 // for a transport that looks for the method with errors.As and stops the
@@ -130,7 +130,7 @@ func zeroStatus() Status {
 
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
-// for an unresolved run errors.Is also finds ErrCorrupt (failed
+// for an unresolved run errors.Is also finds errCorrupt (failed
 // verification) or ErrPending (an unfinished request) when one is the cause.
 type RestrictedError struct {
 	// Status is the run's status at the time of the question.
@@ -186,7 +186,7 @@ func newConfig(opts []Option) config {
 }
 
 // WithPlan gives the files of the batch. A new run records their
-// [PlanDigest] in its manifest; an existing run must have recorded the same
+// digestOfPlan in its manifest; an existing run must have recorded the same
 // digest, or Open fails with [ErrPlanMismatch]. Begin then refuses an upload
 // of a file outside the plan. Default: an empty plan for a new run and no
 // check for an existing one. A nil slice is ignored; an empty one is the
@@ -224,8 +224,8 @@ func withFS(f fsys.FS) Option {
 // requests of one run are sent one at a time: Begin waits (honouring its
 // context) while another request of this Journal is in flight.
 type Journal struct {
-	dir         string  // where the run is, for messages
-	b           backend // the run's storage
+	dir         string // where the run is, for messages
+	b           *loc   // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
@@ -277,7 +277,7 @@ var _ readrecovery.Journal = (*Journal)(nil)
 // Open opens the run in dir, creating a new one when dir does not exist or
 // is an empty directory: the directory (mode 0700) and a run manifest
 // run.json (0600) declaring backoff_version "1.0" and the plan digest. An
-// existing run is verified (see [Verify]); a run that fails verification
+// existing run is verified (see [Inspect]); a run that fails verification
 // still opens, with status unresolved and a reason naming the file, so
 // that it can be reported; it never opens as clear. Open fails only when
 // dir cannot be read or created, or on [ErrPlanMismatch]. The parent of dir
@@ -291,18 +291,18 @@ func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(di
 
 func open(dir string, create bool, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openBackend(context.Background(), &dirStore{fs: cfg.fs, dir: dir}, create, opts)
+	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), create, opts)
 }
 
-// openBackend opens the run in b; ctx bounds every list and read of the
+// openLoc opens the run kept in ub; ctx bounds every list and read of the
 // opening (R85), never the Journal's later calls (each takes its own).
-func openBackend(ctx context.Context, ub backend, create bool, opts []Option) (*Journal, error) {
+func openLoc(ctx context.Context, ub *loc, create bool, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
 	dir := b.where()
 	j := &Journal{dir: dir, b: ub, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	j.nx.plan = cfg.plan
-	planDigest, err := PlanDigest(cfg.plan)
+	planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +317,8 @@ func openBackend(ctx context.Context, ub backend, create bool, opts []Option) (*
 			j.plan[d] = true
 		}
 	}
-	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > MaxParallel) {
-		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, MaxParallel)
+	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
+		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
 	}
 	if n := rootParallel(b); n > 0 {
 		if cfg.parallelSet && cfg.parallel != n {
@@ -392,7 +392,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 			return nil, err
 		}
 	}
-	mb := manifestBody{BackoffVersion: BackoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
+	mb := manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
 	data, digest, err := encodeManifest(mb)
 	if err != nil {
 		return nil, err
@@ -403,7 +403,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 		}
 		return nil, err
 	}
-	mi := manifestInfo{version: BackoffVersion, planDigest: planDigest, genesis: digest, parallel: parallel}
+	mi := manifestInfo{version: backoffVersion, planDigest: planDigest, genesis: digest, parallel: parallel}
 	s := newSnapshot()
 	s.files, s.manifest, s.planFiles = 2, &mi, plan
 	s.cache[manifestName] = mi
@@ -502,7 +502,7 @@ func (j *Journal) refreshLocked(ctx context.Context) {
 	if j.inflight != nil && j.markerData != nil {
 		// The marker listed under this Journal's claim is its own: its
 		// bytes are known, no read needed.
-		b = &ownMarkerBackend{backend: b, data: j.markerData, version: j.markerVersion}
+		b.own = &lightMarker{data: j.markerData, version: j.markerVersion}
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -544,7 +544,7 @@ func (j *Journal) finishDeadReview() bool {
 	}
 	if n := s.lastSeq; n > 0 && h == n-1 {
 		r := s.seq[n]
-		hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: n, Record: r.name, RecordDigest: r.digest})
+		hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: n, Record: r.name, RecordDigest: r.digest})
 		if err != nil {
 			return false
 		}
@@ -670,7 +670,7 @@ func (w *pendingWaiter) result(err error) error {
 //     waiting or unresolved, or another request's marker exists
 //     ([ErrPending]). Nothing was written.
 //   - anything else is a persistence failure (persistence-failure-is-terminal): the marker could not
-//     be written or removed, a limit would be exceeded ([ErrLimit]), or the
+//     be written or removed, a limit would be exceeded, or the
 //     request cannot be recorded (an invalid method, digest or resend-of).
 //     After a write failure the Journal stays unresolved.
 //
@@ -741,7 +741,7 @@ func (j *Journal) acquire(ctx context.Context) error {
 
 func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := markerFile{
-		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
 	}
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
@@ -812,11 +812,11 @@ func (j *Journal) checkLimits() error {
 	if j.inflight != nil {
 		files-- // the marker of the claim counts in footprint
 	}
-	if len(s.entries) >= MaxEntries {
+	if len(s.entries) >= maxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", len(s.entries), len(s.entries)+1)
 	}
-	if files+footprint > MaxFiles {
-		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, MaxFiles)
+	if files+footprint > maxFiles {
+		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, maxFiles)
 	}
 	return nil
 }
@@ -970,7 +970,7 @@ func (j *Journal) putRecord(name string, data []byte, digest string, link *runLi
 	s := j.snap
 	s.seq[link.Seq] = seqRec{name, digest, *link}
 	s.lastSeq = max(s.lastSeq, link.Seq)
-	hd, _, err := encodeHead(headBody{HeadVersion: HeadVersion, Seq: link.Seq, Record: name, RecordDigest: digest})
+	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: link.Seq, Record: name, RecordDigest: digest})
 	if err != nil {
 		return true, err
 	}
@@ -1074,10 +1074,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 	}
 	s := j.snap
 	e := entryBody{
-		BackoffVersion: BackoffVersion,
+		BackoffVersion: backoffVersion,
 		Sequence:       len(s.entries) + 1,
 		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastDigest(),
 		Method:         req.Method,
 		URLDigest:      req.URLDigest,
 		RequestID:      redact.ID(out.RequestID),
@@ -1091,9 +1090,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 		// recorded without it (the run is unresolved), never refused.
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
 	}
-	if e.Sequence > MaxEntries {
+	if e.Sequence > maxEntries {
 		j.fail("entry limit")
-		return "", full("entry %d is beyond the %d a run holds", e.Sequence, MaxEntries)
+		return "", full("entry %d is beyond the %d a run holds", e.Sequence, maxEntries)
 	}
 	if err := validEntry(e); err != nil {
 		j.fail("invalid backoff entry: " + err.Error())
@@ -1191,9 +1190,6 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC: j.clock.Now().Unix(), Run: link,
-		}
-		if len(prior) > 0 {
-			p.PreviousDigest = prior[len(prior)-1].PartDigest
 		}
 		if p.Part > maxParts {
 			j.fail("part limit")
@@ -1301,39 +1297,14 @@ func WithUploadPart(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id, part: true})
 }
 
-// UploadFrom returns the file identity set by [WithUpload] or
-// [WithUploadPart]; part reports which.
-func UploadFrom(ctx context.Context) (id string, part bool, ok bool) {
-	u, ok := ctx.Value(uploadKey{}).(uploadMark)
-	return u.id, u.part, ok
-}
-
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
 func (s *snapshot) hasEntry(d, file string) bool {
 	for _, e := range s.entries {
-		if e.EventDigest == d {
+		if e.Digest == d {
 			f := e.Provenance.FileDigest
 			return f == "" || file == "" || f == file
 		}
 	}
 	return false
-}
-
-// ownMarkerBackend is the Journal's backend during a scan under its own
-// claim: the marker's bytes are the ones it wrote.
-type ownMarkerBackend struct {
-	backend
-	data    []byte
-	version string
-}
-
-// live: the marker listed under this Journal's claim is its own, held.
-func (o *ownMarkerBackend) live() (liveness, string) { return holdLive, o.version }
-
-func (o *ownMarkerBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name == markerName {
-		return o.data, o.version, true
-	}
-	return o.backend.read(s, name, limit)
 }

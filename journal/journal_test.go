@@ -29,12 +29,12 @@ func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
-	pd, _ := PlanDigest(plan3)
+	pd, _ := digestOfPlan(plan3)
 	assert.Equal(t, "1.0", m["backoff_version"])
 	assert.Equal(t, pd, m["plan_digest"])
 	assert.Equal(t, float64(t0.Unix()), m["created_at_utc"])
 	assert.Len(t, m, 4)
-	assert.True(t, isDigest(m["manifest_digest"].(string)))
+	assert.True(t, isDigest(m["digest"].(string)))
 	assert.Equal(t, Clear, j.Status(t0).State)
 }
 
@@ -132,7 +132,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	// Reopened, the run says the same.
 	j2 := reopen(t, dir, later)
 	assert.Equal(t, Elapsed, j2.Status(later).State)
-	findings, err := Verify(dir)
+	findings, err := verify(dir)
 	require.NoError(t, err)
 	assert.Empty(t, findings)
 }
@@ -160,12 +160,11 @@ func TestEntryFields(t *testing.T) {
 	}
 	var e map[string]any
 	require.NoError(t, json.Unmarshal(b, &e))
-	pd, _ := PlanDigest(plan3)
+	pd, _ := digestOfPlan(plan3)
 	want := map[string]any{
 		"backoff_version": "1.0",
 		"sequence":        float64(2),
 		"plan_digest":     pd,
-		"previous_digest": d1,
 		"method":          "PUT",
 		"url_digest":      urlDigest(t, secretURL),
 		"request_id":      e["request_id"],
@@ -173,9 +172,9 @@ func TestEntryFields(t *testing.T) {
 		"retry_after":     map[string]any{"kind": "overlong", "value": float64(0)},
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
-		"provenance":   map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
-		"run":          map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
-		"event_digest": d2,
+		"provenance": map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"run":        map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
+		"digest":     d2,
 	}
 	assert.Equal(t, want, e)
 	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "sanitized-request-ids: sanitized request ID")
@@ -186,15 +185,15 @@ func TestEntryFields(t *testing.T) {
 	body, _ := json.Marshal(ef.entryBody)
 	assert.Equal(t, digestOf(body), d2)
 
-	// The first entry chains to the manifest's own digest.
+	// The first record of the run's chain names the manifest's own digest.
 	b1, _ := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
 	m, _ := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
 	mi, err := parseManifest(m)
 	require.NoError(t, err)
 	e1, err := parseEntry(b1)
 	require.NoError(t, err)
-	assert.Equal(t, mi.genesis, e1.PreviousDigest)
-	assert.Equal(t, d1, e1.EventDigest)
+	assert.Equal(t, &runLink{Seq: 1, Previous: manifestName, PreviousDigest: mi.genesis}, e1.Run)
+	assert.Equal(t, d1, e1.Digest)
 }
 
 // TestResendMustNameAnEntry: a re-send whose resend_of names no entry
@@ -459,7 +458,7 @@ func TestTamperIsUnresolved(t *testing.T) {
 		copyDir(t, base, dir)
 		f(dir)
 		st := reopen(t, dir, now).Status(now)
-		findings, err := Verify(dir)
+		findings, err := verify(dir)
 		require.NoError(t, err)
 		return st, findings
 	}
@@ -560,7 +559,7 @@ func copyFile(t *testing.T, dir, from, to string) {
 func TestLegacyRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "legacy")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	pd, _ := PlanDigest(plan3)
+	pd, _ := digestOfPlan(plan3)
 	// Written by hand, as an older version would have.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
 		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))
@@ -613,11 +612,11 @@ func states(c Continuation) []FileState {
 	return out
 }
 
-// TestEntryLimit: with 200 entries, Begin fails closed with ErrLimit
+// TestEntryLimit: with 200 entries, Begin fails closed with errLimit
 // before any network access and writes nothing (entry 201).
 func TestEntryLimit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	delays := make([]int64, MaxEntries)
+	delays := make([]int64, maxEntries)
 	writeRun(t, dir, plan3, t0.Add(-time.Hour), delays, nil)
 	j := reopen(t, dir, t0)
 	require.Equal(t, Elapsed, j.Status(t0).State)
@@ -627,32 +626,32 @@ func TestEntryLimit(t *testing.T) {
 	if err == nil {
 		sent++
 	}
-	require.ErrorIs(t, err, ErrLimit)
+	require.ErrorIs(t, err, errLimit)
 	assert.Contains(t, err.Error(), "entry 201")
 	assert.Equal(t, 0, sent, "nothing is sent")
 	assert.NotContains(t, names(t, dir), "pending-request.json")
-	assert.Len(t, names(t, dir), MaxEntries+1)
+	assert.Len(t, names(t, dir), maxEntries+1)
 
 	// 199 entries: the 200th can be written.
 	dir2 := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir2, plan3, t0.Add(-time.Hour), delays[:MaxEntries-1], nil)
+	writeRun(t, dir2, plan3, t0.Add(-time.Hour), delays[:maxEntries-1], nil)
 	j2 := reopen(t, dir2, t0)
 	record429(t, j2, context.Background(), getReq(t), secs(1), timing(t0, 1))
 	assert.Contains(t, names(t, dir2), "backoff-0200.json")
 	j2 = reopen(t, dir2, t0.Add(time.Second))
 	require.NoError(t, j2.Admit(context.Background(), t0.Add(time.Second)))
-	require.ErrorIs(t, j2.Begin(context.Background(), getReq(t)), ErrLimit)
+	require.ErrorIs(t, j2.Begin(context.Background(), getReq(t)), errLimit)
 }
 
 // TestFileLimit: a journaled request needs room for its marker, its
 // temporary file and its entry or receipt. With 1000 files it proceeds and
 // the directory never holds more than 1003; with 1001 files (and with 1003)
-// Begin fails closed with ErrLimit before any network access: file 1004 is
+// Begin fails closed with errLimit before any network access: file 1004 is
 // never created. A directory that already holds 1004 files is unresolved.
 func TestFileLimit(t *testing.T) {
 	plan := manyFiles(1000)
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:998]))
+	writeRun(t, dir, plan, t0.Add(-time.Hour), nil, ids(plan[:997])) // run.json, 997 receipts and the head
 	require.Len(t, allNames(t, dir), 999)
 
 	ff := &faultFS{crashAt: -1, failAt: -1}
@@ -668,27 +667,27 @@ func TestFileLimit(t *testing.T) {
 	ctx := WithUpload(context.Background(), plan[999].ID)
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
-	assert.Equal(t, MaxFiles, peak, "the peak is exactly the limit (marker, receipt, head and its temporary file)")
-	require.Len(t, allNames(t, dir), 1001)
+	assert.Equal(t, maxFiles, peak, "the peak is exactly the limit (marker, receipt, head and its temporary file)")
+	require.Len(t, allNames(t, dir), 1000, "the new head replaced the old one")
 
 	err = j.Begin(context.Background(), getReq(t))
-	require.ErrorIs(t, err, ErrLimit)
-	require.Len(t, allNames(t, dir), 1001, "no marker was created")
+	require.ErrorIs(t, err, errLimit)
+	require.Len(t, allNames(t, dir), 1000, "no marker was created")
 
 	// 1003 files: still readable, still refusing.
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("extra"+itoa4(i)))), nil, 0o600))
 	}
 	j3, err := OpenExisting(dir)
 	require.NoError(t, err)
-	require.ErrorIs(t, j3.Begin(context.Background(), getReq(t)), ErrLimit)
+	require.ErrorIs(t, j3.Begin(context.Background(), getReq(t)), errLimit)
 
 	// 1004 files: unresolved, and nothing is read.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "extra"), nil, 0o600))
 	st := reopen(t, dir, t0).Status(t0)
 	assert.Equal(t, Unresolved, st.State)
 	assert.Equal(t, ".: more than 1003 files (limit exceeded)", st.Reason)
-	findings, err := Verify(dir)
+	findings, err := verify(dir)
 	require.NoError(t, err)
 	assert.Equal(t, []Finding{{".", "more than 1003 files (limit exceeded)"}}, findings)
 }
@@ -697,6 +696,6 @@ func TestFileLimit(t *testing.T) {
 func TestRestrictedErrorUnwrap(t *testing.T) {
 	err := error(&RestrictedError{Status: Status{State: Waiting, NotBeforeUTC: 5, RemainingSeconds: 2, Reason: "r"}})
 	assert.True(t, errors.Is(err, ErrRestricted))
-	assert.False(t, errors.Is(err, ErrCorrupt))
+	assert.False(t, errors.Is(err, errCorrupt))
 	assert.Equal(t, "journal: run waiting until not_before_utc 5 (2 s remaining): r", err.Error())
 }

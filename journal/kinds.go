@@ -53,7 +53,7 @@ func init() { fileKinds = kindTable() }
 func kindTable() []*fileKind {
 	return []*fileKind{
 		{
-			what:     "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of every chain",
+			what:     "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of the run's chain",
 			match:    exact(manifestName),
 			maxBytes: maxManifestBytes,
 			parse:    func(b []byte) (any, error) { return parseManifest(b) },
@@ -72,7 +72,7 @@ func kindTable() []*fileKind {
 		{
 			what:     "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered",
 			match:    parseEntryName,
-			maxN:     MaxEntries,
+			maxN:     maxEntries,
 			maxBytes: maxRecordBytes,
 			parse:    func(b []byte) (any, error) { return parseEntry(b) },
 			record:   true,
@@ -143,7 +143,7 @@ func isRecordName(name string) bool {
 // cache when it has them.
 type loader struct {
 	s     *snapshot
-	b     backend
+	b     *loc
 	cache map[string]any
 }
 
@@ -217,10 +217,9 @@ func checkPlan(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkEntries: contiguous numbering, each self-verified, then the chain.
+// checkEntries: contiguous numbering and sequence, each self-verified
+// (the run's one chain and head detect deletion, edits and reordering).
 func checkEntries(s *snapshot, names []string, ld *loader) {
-	prevDigest := s.lastDigest()
-	prevName := manifestName
 	legacyNote := ""
 	if s.manifest != nil && s.manifest.legacy {
 		legacyNote = "legacy 429 without verifiable timing (%v)"
@@ -232,7 +231,6 @@ func checkEntries(s *snapshot, names []string, ld *loader) {
 		}
 		v, ok := ld.load(name, legacyNote)
 		if !ok {
-			prevDigest, prevName = "", name
 			continue
 		}
 		ef := v.(entryFile)
@@ -242,16 +240,12 @@ func checkEntries(s *snapshot, names []string, ld *loader) {
 		if s.manifest != nil && ef.PlanDigest != s.manifest.planDigest {
 			s.addFinding(name, "plan_digest differs from run.json")
 		}
-		if prevDigest == "" || ef.PreviousDigest != prevDigest {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
 		if untimed(ef.entryBody) != "" {
 			// A finding unless a restriction review bounds it (checked
 			// with the reviews).
 			s.untimed = append(s.untimed, name)
 		}
 		s.entries = append(s.entries, entryRec{name: name, entryFile: ef})
-		prevDigest, prevName = ef.EventDigest, name
 	}
 }
 
@@ -283,8 +277,8 @@ func checkReceipts(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkParts: per file, numbered from 0001 without gaps and chained,
-// self-verified, bound to the plan.
+// checkParts: per file, numbered from 0001 without gaps, self-verified,
+// bound to the plan.
 func checkParts(s *snapshot, names []string, ld *loader) {
 	for _, name := range names {
 		prefix, n, _ := parsePartName(name)
@@ -300,8 +294,6 @@ func checkParts(s *snapshot, names []string, ld *loader) {
 			s.addFinding(name, "file_digest or part number does not match the file name (renamed)")
 		case n != len(prior)+1:
 			s.addFinding(name, "numbering not contiguous: %s is missing", partName(pf.FileDigest, len(prior)+1))
-		case n > 1 && pf.PreviousDigest != prior[n-2].PartDigest:
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prior[n-2].name)
 		case s.manifest != nil && pf.PlanDigest != s.manifest.planDigest:
 			s.addFinding(name, "plan_digest differs from run.json")
 		case !s.inPlan(pf.FileDigest):
@@ -314,12 +306,11 @@ func checkParts(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkReviews: contiguous, chained, each about a file that its evidence
+// checkReviews: contiguous, each about a file that its evidence
 // shows was unknown; then a commit receipt of a round after the first
 // needs the reupload review that opened the round, and every receipt
 // names a planned file.
 func checkReviews(s *snapshot, names []string, ld *loader) {
-	prevName := manifestName
 	for i, name := range names {
 		n, _ := parseReviewName(name)
 		if n != i+1 {
@@ -327,7 +318,6 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 		}
 		v, ok := ld.load(name, "")
 		if !ok {
-			prevName = name
 			continue
 		}
 		rv := v.(reviewFile)
@@ -337,16 +327,11 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 		if s.manifest != nil && rv.PlanDigest != s.manifest.planDigest {
 			s.addFinding(name, "plan_digest differs from run.json")
 		}
-		if rv.PreviousDigest != s.lastReviewDigest() || prevName != s.lastReviewName() {
-			s.addFinding(name, "chain broken: previous_digest does not match %s", prevName)
-		}
 		if why := s.reviewProblem(rv.reviewBody); why != "" {
 			s.addFinding(name, "%s", why)
-			prevName = name
 			continue // a review that does not hold never takes a file out of unknown
 		}
 		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
-		prevName = name
 	}
 	// An entry without timing is unresolved until a restriction review
 	// bounds it.
@@ -430,7 +415,7 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 // replacedHead reports whether the head name, listed but unreadable, is
 // gone from a fresh listing that holds a newer head: another worker's write
 // replaced it after the listing was taken.
-func replacedHead(b backend, name string) bool {
+func replacedHead(b *loc, name string) bool {
 	k, ok := parseHeadName(name)
 	if !ok {
 		return false

@@ -16,12 +16,12 @@ import (
 )
 
 // requireFull asserts a journal-full refusal: a *FullError that wraps
-// ErrLimit, says journal-full, and is never a persistence failure.
+// errLimit, says journal-full, and is never a persistence failure.
 func requireFull(t *testing.T, err error, detail string) {
 	t.Helper()
 	var fe *FullError
 	require.ErrorAs(t, err, &fe)
-	assert.ErrorIs(t, err, ErrLimit)
+	assert.ErrorIs(t, err, errLimit)
 	assert.Equal(t, "journal-full: "+detail, err.Error())
 	var full interface{ JournalFull() }
 	assert.True(t, errors.As(err, &full), "the transport finds JournalFull")
@@ -31,13 +31,13 @@ func requireFull(t *testing.T, err error, detail string) {
 // refusals, before any network access, that name the limit.
 func TestLimitsAreJournalFull(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, plan3, t0.Add(-time.Hour), make([]int64, MaxEntries), nil)
+	writeRun(t, dir, plan3, t0.Add(-time.Hour), make([]int64, maxEntries), nil)
 	requireFull(t, reopen(t, dir, t0).Begin(context.Background(), getReq(t)),
 		"200 backoff entries recorded, the most a run holds: entry 201 could not be written, so nothing is sent")
 
 	plan := manyFiles(1001)
 	dir2 := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:1000])) // run.json and 1000 receipts
+	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:999])) // run.json, 999 receipts and the head
 	j, err := OpenExisting(dir2, withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),

@@ -61,7 +61,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					require.ErrorIs(t, err, ErrLive)
 					_, err = b.ReviewPendingMarker(context.Background(), markerRef(2), "looks old", 0)
 					require.ErrorIs(t, err, ErrLive)
-					require.ErrorIs(t, err, ErrReview)
+					require.ErrorIs(t, err, errReviewRefused)
 					require.Equal(t, before, run.files(t), "a refused review writes nothing")
 				}
 				send(fs[1])

@@ -283,6 +283,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		case !left:
 			release()
 			return "", laneEmpty, nil
+		case try == 0 && sticky && (s.blocking() || d == ""):
+			// This lane was not read again: the marker or record that makes
+			// it look busy may be gone (another worker's, seen by this
+			// Journal's last refresh). Read it again before calling it busy,
+			// or a worker whose other lanes are empty would wait forever.
+			continue
 		case s.blocking():
 			release()
 			if s.deadMarker() {
@@ -300,7 +306,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			release()
 			return "", laneFailed, err
 		}
-		m := markerFile{BackoffVersion: BackoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
+		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			release()
 			if errors.Is(err, ErrPending) {
@@ -395,7 +401,7 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 	j.nx.claimed = ""
 	now := j.clock.Now()
 	m := markerFile{
-		BackoffVersion: BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
 	}
 	j.inflight = &m

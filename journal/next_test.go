@@ -135,7 +135,7 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	m, ok := parseMarker(data)
 	require.True(t, ok, "%s", data)
 	host, _ := os.Hostname()
-	assert.Equal(t, markerFile{BackoffVersion: BackoffVersion, Method: claimMethod, FileDigest: FileDigest("a.bin"),
+	assert.Equal(t, markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: FileDigest("a.bin"),
 		BegunAtUTC: m.BegunAtUTC, Host: host, PID: os.Getpid()}, m)
 	assert.Equal(t, Unresolved, reopen(t, dir, time.Now()).Status(time.Now()).State, "a claim is a request in flight")
 

@@ -19,9 +19,9 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// MaxParallel is the most shards (journaled requests in flight at once)
+// maxParallel is the most shards (journaled requests in flight at once)
 // a run created [WithParallel] may have.
-const MaxParallel = 16
+const maxParallel = 16
 
 const minParallel = 2
 
@@ -32,7 +32,7 @@ const minParallel = 2
 const defaultParallelWait = 30 * time.Second
 
 // WithParallel makes a new run a parallel one of n shards (2 to
-// [MaxParallel]; anything else is an error at open): up to n journaled
+// 16; anything else is an error at open): up to n journaled
 // requests in flight at once across all the run's workers, each preceded
 // by its own exclusive marker (docs/policy.md: parallel-shards). The run's
 // root holds run.json (with "parallel": n), plan.json (the whole plan) and
@@ -47,13 +47,13 @@ func WithParallel(n int) Option {
 // shardName is the name of shard k (1-based) inside its root.
 func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
 
-// parseShardName returns k for "shard-KK" (two digits, 1 to MaxParallel).
+// parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
 func parseShardName(name string) (int, bool) {
 	if len(name) != len("shard-00") || !strings.HasPrefix(name, "shard-") {
 		return 0, false
 	}
 	k, err := strconv.Atoi(name[len("shard-"):])
-	if err != nil || k < 1 || k > MaxParallel || shardName(k) != name {
+	if err != nil || k < 1 || k > maxParallel || shardName(k) != name {
 		return 0, false
 	}
 	return k, true
@@ -88,7 +88,7 @@ func shardPlan(plan []string, k, n int) []string {
 	return out
 }
 
-// planDigestOf is PlanDigest of sorted file digests.
+// planDigestOf is digestOfPlan of sorted file digests.
 func planDigestOf(sorted []string) string {
 	if sorted == nil {
 		sorted = []string{}
@@ -115,7 +115,7 @@ type parallelRun struct {
 	mu sync.Mutex
 	// views are this process's light scans of each shard for the check
 	// across shards (never a shard Journal's own snapshot, which its mu
-	// guards): its restrictions and marker only (see lightBackend).
+	// guards): its restrictions and marker only (see lightView).
 	views []*snapshot
 	// markers are, per shard, the marker bytes a light scan read last.
 	markers []lightMarker
@@ -182,9 +182,9 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case s.manifest != nil && s.manifest.parallel != 0:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: ErrCorrupt}
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: errCorrupt}
 	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: ErrCorrupt}
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: errCorrupt}
 	default:
 		ss.st = s.status(now, true)
 	}
@@ -207,7 +207,7 @@ func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
 
 func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 	if len(root.findings) > 0 {
-		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: ErrCorrupt}
+		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: errCorrupt}
 	}
 	p.mu.Lock()
 	failure := p.failure
@@ -303,7 +303,9 @@ func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now tim
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
-			s, err := scanRun(&lightBackend{backend: sj.b.with(ctx), p: p, i: i, now: now}, prev, now)
+			l := sj.b.with(ctx)
+			l.light = &lightView{p: p, i: i}
+			s, err := scanRun(l, prev, now)
 			if err != nil {
 				s = newSnapshot()
 				s.light = true
@@ -372,7 +374,7 @@ func parseMarkerRef(ref string) (int, bool) {
 // the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
 // dead one: in a run without shards its pending-request.json; in a
 // parallel run the one marker whose worker the store shows dead (R83) — a
-// run with several is refused ([ErrReview]) with their names, and one
+// run with several is refused with their names, and one
 // whose markers are all held live is refused with [ErrLive]. A named
 // marker that is live is refused with ErrLive too.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
@@ -381,7 +383,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	}
 	if j.par == nil {
 		if marker != "" && marker != markerName {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", ErrReview, escapeName(marker), markerName)
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
 		}
 		return j.ReviewPending(ctx, note, notBefore)
 	}
@@ -389,7 +391,7 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	if marker != "" {
 		k, ok := parseMarkerRef(marker)
 		if !ok || k > p.n {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", ErrReview, escapeName(marker), markerName, markerRef(p.n))
+			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
 		}
 		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 		return prefixed(k, rec), err
@@ -407,11 +409,11 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	}
 	switch {
 	case len(stale) > 1:
-		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", ErrReview, len(stale), strings.Join(stale, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
 	case len(stale) == 0 && len(live) > 0:
-		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", ErrReview, ErrLive, strings.Join(live, ", "))
+		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, ErrLive, strings.Join(live, ", "))
 	case len(stale) == 0:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", ErrReview)
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 	}
 	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 	return prefixed(k, rec), err
@@ -428,7 +430,7 @@ func (j *Journal) parallelReviewRestriction(ctx context.Context, entry, note str
 	sh, name, ok := strings.Cut(entry, "/")
 	k, isShard := parseShardName(sh)
 	if !ok || !isShard || k > j.par.n {
-		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", ErrReview, escapeName(entry))
+		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
 	rec, err := j.par.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
 	rec.Name = inShard(k, rec.Name)
@@ -459,7 +461,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 	p := j.par
 	root := j.snap
 	if files != nil {
-		want, err := PlanDigest(files)
+		want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
@@ -479,7 +481,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 	} else {
 		digests = root.planFiles
 		if digests == nil {
-			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", ErrCorrupt)
+			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
 		}
 	}
 	byShard := make([][]int, p.n)
@@ -514,7 +516,7 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 
 // openParallel opens (or, with create, makes) the parallel run whose root
 // is b, of n shards (0: taken from the root's manifest).
-func openParallel(ctx context.Context, ub backend, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
+func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
 	dir := ub.where()
 	urb := ub.asRoot(n)
 	rb := urb.with(ctx)
@@ -566,7 +568,7 @@ func openParallel(ctx context.Context, ub backend, create bool, cfg config, plan
 		if s.manifest != nil {
 			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
 		}
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", ErrCorrupt, escapeName(dir), firstFinding(s))
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), firstFinding(s))
 	}
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
@@ -622,7 +624,7 @@ func firstFinding(s *snapshot) string {
 
 // rootParallel returns the shard count the manifest in b declares: 0 for a
 // run without shards, a missing or unreadable manifest.
-func rootParallel(b backend) int {
+func rootParallel(b *loc) int {
 	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
 	if !ok {
 		return 0
@@ -636,7 +638,7 @@ func rootParallel(b backend) int {
 
 // inspectParallel is Inspect of a parallel run: the root's findings and
 // every shard's, each named with its shard ("shard-02/backoff-0003.json").
-func inspectParallel(b backend, n int) (Summary, error) {
+func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
 	if err := rb.nested(); err != nil {
 		return Summary{}, err
@@ -695,7 +697,7 @@ func (j *Journal) rootSnap() *snapshot {
 	return j.group.rootSnap
 }
 
-// lightBackend is a shard as the check across shards reads it: only what
+// lightView makes a scan of a shard the check across shards: only what
 // can restrict a request of another shard — the manifest and plan (read
 // once), the backoff entries, the reviews (a restriction or pending
 // review's wait) and the marker. Receipts, part receipts and heads are
@@ -705,60 +707,51 @@ func (j *Journal) rootSnap() *snapshot {
 // asked of the store at every scan (R83); its bytes are read again only
 // when its version (Blob: the ETag the liveness probe returned) is not the
 // one read last, or the store has no versions.
-type lightBackend struct {
-	backend
-	p   *parallelRun
-	i   int
-	now time.Time
+type lightView struct {
+	p *parallelRun
+	i int
 	// probed is the marker's version the liveness probe returned.
 	probed string
 }
 
-// lightMarker is the marker a light scan read last.
+// lightMarker is a marker's bytes and version, as read last (lightView)
+// or as written (the Journal's own, loc.own).
 type lightMarker struct {
 	data    []byte
 	version string
 }
 
-func (l *lightBackend) live() (liveness, string) {
-	lv, version := l.backend.live()
-	l.probed = version
-	return lv, version
-}
-
-func (l *lightBackend) list() ([]listedName, []Finding, error) {
-	names, where, err := l.backend.list()
-	if err != nil {
-		return nil, nil, err
-	}
+// filter leaves out a receipt, a part receipt, a head and a write in
+// progress.
+func (v *lightView) filter(names []listedName) []listedName {
 	out := names[:0:0]
 	for _, n := range names {
 		k, _ := kindOf(n.name)
 		_, temp := parseTempName(n.name)
 		_, head := parseHeadName(n.name)
-		if temp || head || (k != nil && k.attempted != nil) {
-			continue // a receipt, a part receipt, a head, a write in progress
+		if !temp && !head && (k == nil || k.attempted == nil) {
+			out = append(out, n)
 		}
-		out = append(out, n)
 	}
-	return out, where, nil
+	return out
 }
 
-func (l *lightBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name != markerName {
-		return l.backend.read(s, name, limit)
-	}
-	p := l.p
+// read reads the marker of l unless its probed version is the one read
+// last.
+func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
+	p := v.p
 	p.mu.Lock()
-	m := p.markers[l.i]
+	m := p.markers[v.i]
 	p.mu.Unlock()
-	if m.data != nil && l.probed != "" && m.version == l.probed {
+	if m.data != nil && v.probed != "" && m.version == v.probed {
 		return m.data, m.version, true
 	}
-	data, version, ok := l.backend.read(s, name, limit)
+	plain := *l
+	plain.light = nil
+	data, version, ok := plain.read(s, markerName, limit)
 	if ok {
 		p.mu.Lock()
-		p.markers[l.i] = lightMarker{data: data, version: version}
+		p.markers[v.i] = lightMarker{data: data, version: version}
 		p.mu.Unlock()
 	}
 	return data, version, ok

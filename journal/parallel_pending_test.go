@@ -76,7 +76,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			}
 			before := run.files(t)
 			_, err = live.ReviewPendingMarker(context.Background(), "", "too early", 0)
-			require.ErrorIs(t, err, ErrReview)
+			require.ErrorIs(t, err, errReviewRefused)
 			require.ErrorIs(t, err, ErrLive, "R83: its worker holds it")
 			require.Contains(t, err.Error(), "shard-02/pending-request.json")
 			require.Equal(t, before, run.files(t), "a refused review writes nothing")
@@ -151,14 +151,14 @@ func TestParallelReviewPendingNamesTheMarker(t *testing.T) {
 	}
 	op := open()
 	_, err := op.ReviewPendingMarker(context.Background(), "", "n", 0)
-	require.ErrorIs(t, err, ErrReview)
+	require.ErrorIs(t, err, errReviewRefused)
 	require.Contains(t, err.Error(), "2 dead markers: shard-01/pending-request.json, shard-03/pending-request.json")
 	for _, bad := range []string{"pending-request.json", "shard-05/pending-request.json", "shard-01/review-0001.json", "../shard-01/pending-request.json"} {
 		_, err = op.ReviewPendingMarker(context.Background(), bad, "n", 0)
-		require.ErrorIs(t, err, ErrReview, bad)
+		require.ErrorIs(t, err, errReviewRefused, bad)
 	}
 	_, err = op.ReviewPendingMarker(context.Background(), "shard-02/pending-request.json", "n", 0)
-	require.ErrorIs(t, err, ErrReview)
+	require.ErrorIs(t, err, errReviewRefused)
 	require.Contains(t, err.Error(), "no pending marker")
 	rec, err := op.ReviewPendingMarker(context.Background(), "shard-03/pending-request.json", "killed", 0)
 	require.NoError(t, err)
@@ -232,14 +232,15 @@ func FuzzLoadRootManifest(f *testing.F) {
 	})
 }
 
-// parallel-shards: runs written without the option open unchanged — the
-// run of commit 93c5847 (before plan.json and heads) and a run of today's
-// format keep their manifests byte for byte, have no shards
-// (Parallel 0, Shard 0), and WithParallel on them is refused. A new run
-// without the option has today's files and no "parallel" key.
+// parallel-shards: runs written without the option open unchanged — a
+// run written by hand (writeRun) and one the journal wrote keep their
+// manifests byte for byte, have no shards (Parallel 0, Shard 0), and
+// WithParallel on them is refused. A new run without the option has
+// today's files and no "parallel" key. (The run of commit 93c5847, an
+// earlier unreleased format, no longer opens: TestEarlierFormatDoesNotOpen.)
 func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
 	old := filepath.Join(t.TempDir(), "old")
-	copyDir(t, filepath.Join("testdata", "run-93c5847"), old)
+	writeRun(t, old, plan3, t0, []int64{5}, []string{"a.bin"})
 	now := t0.Add(20 * time.Second)
 	cur, _ := newRun(t)
 	require.NoError(t, cur.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
@@ -258,7 +259,7 @@ func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
 		after, err := os.ReadFile(filepath.Join(dir, manifestName))
 		require.NoError(t, err)
 		require.Equal(t, before, after)
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
 	}
@@ -289,7 +290,7 @@ func TestParallelShardSwappedOrDeleted(t *testing.T) {
 		st := reopen(t, dir, t0).Status(t0)
 		require.Equal(t, Unresolved, st.State)
 		require.Equal(t, "shard-01/run.json: plan_digest is not this shard's part of the root plan (a shard of another run)", st.Reason)
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Equal(t, Finding{"shard-01/run.json", "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
 	})
@@ -302,7 +303,7 @@ func TestParallelShardSwappedOrDeleted(t *testing.T) {
 		require.Equal(t, Unresolved, st.State)
 		require.True(t, strings.HasPrefix(st.Reason, "shard-02/.: cannot read the shard"), st.Reason)
 		require.NoDirExists(t, filepath.Join(dir, "shard-02"), "never made again")
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Equal(t, "shard-02", fs[0].File)
 		c, err := j.PlanContinuation(parPlan, NewApproval, t0)

@@ -70,8 +70,9 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	assert.Equal(t, 2.0, p2["part"])
 	assert.Equal(t, true, p2["accepted"])
 	assert.Nil(t, p2["ack"], "a part has no ACK field")
-	assert.Equal(t, p1["part_digest"], p2["previous_digest"], "parts of a file are chained")
-	assert.Equal(t, "", p1["previous_digest"])
+	assert.Equal(t, map[string]any{"seq": 2.0, "previous": want[0], "previous_digest": p1["digest"]}, p2["run"],
+		"parts are in the run's one chain")
+	assert.Nil(t, p2["previous_digest"], "no second chain beside the run's")
 
 	commit := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(commit, putReq(t)))
@@ -86,7 +87,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 		require.ErrorIs(t, err, ErrReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "refusal-says-what-it-is: the transport stops it as replay-refused")
 	}
-	findings, err := Verify(j.Dir())
+	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
 	require.NotContains(t, names(t, j.Dir()), markerName)
@@ -296,36 +297,37 @@ func TestClaimThenCheck(t *testing.T) {
 	})
 }
 
-// TestOldFormatRunOpensAndVerifies: a run written by the code before
-// parts and reviews (commit 93c5847: no plan.json, receipts without round,
-// entries without part) opens, verifies clean, keeps its states, and
-// appends in the new format.
-func TestOldFormatRunOpensAndVerifies(t *testing.T) {
+// TestEarlierFormatDoesNotOpen: a run written by this project's code
+// before the one record model (commit 93c5847: entries chained among
+// themselves, records without a place in the run's chain, no head, each
+// kind's own name for its digest) was
+// never released and need not open (R82): it does not verify, is
+// unresolved, and sends nothing; nothing of it is rewritten.
+func TestEarlierFormatDoesNotOpen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	copyDir(t, filepath.Join("testdata", "run-93c5847"), dir) // git keeps no 0600/0700
-	findings, err := Verify(dir)
+	before := names(t, dir)
+	findings, err := verify(dir)
 	require.NoError(t, err)
-	require.Empty(t, findings)
+	var lines []string
+	for _, f := range findings {
+		lines = append(lines, f.String())
+	}
+	require.Equal(t, []string{
+		"run.json: digest does not match the content (edited)",
+		"backoff-0001.json: digest does not match the content (edited)",
+		"backoff-0002.json: digest does not match the content (edited)",
+		"receipt-4fef9cffec13baaa0b8bab5ae61005c5.json: digest does not match the content (edited)",
+		"receipt-87b6c6feb9fc94a9998018df8566c728.json: digest does not match the content (edited)",
+	}, lines)
 	j, err := Open(dir, WithPlan(plan3), withClock(newFakeClock(t0.Add(20*time.Second))))
 	require.NoError(t, err)
-	st := j.Status(t0.Add(10 * time.Second))
-	require.Equal(t, Waiting, st.State, st.Reason)
-	require.Equal(t, t0.Unix()+13, st.NotBeforeUTC)
+	require.Equal(t, Unresolved, j.Status(t0.Add(20*time.Second)).State)
 	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(20*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, []FileState{FileAcked, FileUnknown, FileNeverAttempted}, states(c))
-	require.Equal(t, []string{"c.bin"}, c.Uploads())
-
-	// The old run takes new records: parts and a review.
-	sendPart(t, j, "c.bin", ok201("c1"))
-	_, err = j.Review(context.Background(), "b.bin", DecisionSkip, "old run")
-	require.NoError(t, err)
-	findings, err = Verify(dir)
-	require.NoError(t, err)
-	require.Empty(t, findings)
-	require.NotContains(t, names(t, dir), planName, "an old run gets no plan.json")
-	assert.Contains(t, names(t, dir), "review-0001.json")
-	assert.Contains(t, names(t, dir), partName(FileDigest("c.bin"), 1))
+	require.ErrorIs(t, err, errCorrupt, "its manifest is not of this format: nothing is planned")
+	require.Empty(t, c.Uploads(), "an unresolved run sends nothing")
+	require.ErrorIs(t, j.Admit(context.Background(), t0.Add(20*time.Second)), ErrRestricted)
+	require.Equal(t, before, names(t, dir))
 }
 
 func readJSONFile(t *testing.T, path string) map[string]any {

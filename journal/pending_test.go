@@ -80,7 +80,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	rec, err := j.ReviewPending(context.Background(), "worker 3 was killed\x1b[0m", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "review-0001.json", rec.Name)
-	assert.Equal(t, DecisionPending, rec.Decision)
+	assert.Equal(t, decisionPending, rec.Decision)
 	assert.Equal(t, markerDigest, rec.MarkerDigest)
 	assert.Equal(t, FileDigest("a.bin"), rec.MarkerFileDigest)
 	assert.Equal(t, t0.Unix()+60+30, rec.NotBeforeUTC)
@@ -122,7 +122,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	c, err = reopen(t, dir, at(30*time.Second)).PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a.bin", "b.bin", "c.bin"}, c.Uploads())
-	fs, err := Verify(dir)
+	fs, err := verify(dir)
 	require.NoError(t, err)
 	assert.Empty(t, fs)
 }
@@ -134,7 +134,7 @@ func TestPendingReviewNotBefore(t *testing.T) {
 	j, _ := newRun(t)
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
 	_, err := j.ReviewPending(context.Background(), "", 1<<62)
-	require.ErrorIs(t, err, ErrReview)
+	require.ErrorIs(t, err, errReviewRefused)
 	kill(j)
 	j2 := reopen(t, j.Dir(), t0)
 	rec, err := j2.ReviewPending(context.Background(), "", t0.Unix()+600)
@@ -149,7 +149,7 @@ func TestPendingReviewNotBefore(t *testing.T) {
 	assert.Equal(t, []string{"a.bin", "b.bin", "c.bin"}, c.Uploads(), "a GET's marker names no file")
 
 	_, err = reopen(t, j.Dir(), t0).ReviewPending(context.Background(), "", 0)
-	require.ErrorIs(t, err, ErrReview, "no marker: nothing to resolve")
+	require.ErrorIs(t, err, errReviewRefused, "no marker: nothing to resolve")
 }
 
 // pending-review: a review that fails to write leaves nothing behind that
@@ -190,7 +190,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		assert.Equal(t, []string{markerName, "plan.json", "review-0001.json", "run.json"}, names(t, dir))
 		j2 := reopen(t, dir, t0)
 		assert.Equal(t, Waiting, j2.Status(t0).State, "the resolved marker blocks no status")
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
 		// While its removal keeps failing, a second review is the same
@@ -209,7 +209,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		require.NoError(t, j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, j3.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
 		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(FileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
-		fs, err = Verify(dir)
+		fs, err = verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
 	})
@@ -227,9 +227,9 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
-	fs, err := Verify(dir)
+	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{"review-0001.json", "review_digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a
@@ -280,14 +280,14 @@ func TestRestrictionReview(t *testing.T) {
 		nb    int64
 	}{{"backoff-0002.json", at + 600}, {"receipt-x.json", at + 600}, {"backoff-0001.json", at + 29}} {
 		_, err := j.ReviewRestriction(context.Background(), tc.entry, "", tc.nb)
-		require.ErrorIs(t, err, ErrReview, "%+v", tc)
+		require.ErrorIs(t, err, errReviewRefused, "%+v", tc)
 	}
 	rec, err := j.ReviewRestriction(context.Background(), "backoff-0001.json", "the service's support: 10 minutes", at+600)
 	require.NoError(t, err)
-	assert.Equal(t, DecisionRestriction, rec.Decision)
+	assert.Equal(t, decisionRestriction, rec.Decision)
 	assert.Equal(t, "review-0001.json", rec.Name)
 	_, err = j.ReviewRestriction(context.Background(), "backoff-0001.json", "", at+900)
-	require.ErrorIs(t, err, ErrReview, "bounded already")
+	require.ErrorIs(t, err, errReviewRefused, "bounded already")
 
 	st := reopen(t, j.Dir(), time.Unix(at, 0)).Status(time.Unix(at, 0))
 	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
@@ -299,7 +299,7 @@ func TestRestrictionReview(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FileUnknown, c.Files[0].State, "the file met 429: unknown")
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
-	fs, err := Verify(j.Dir())
+	fs, err := verify(j.Dir())
 	require.NoError(t, err)
 	assert.Empty(t, fs)
 
@@ -308,7 +308,7 @@ func TestRestrictionReview(t *testing.T) {
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), "10 minutes", "10 seconds", 1)), 0o600))
-	fs, err = Verify(j.Dir())
+	fs, err = verify(j.Dir())
 	require.NoError(t, err)
 	require.Len(t, fs, 2)
 	assert.Equal(t, "review-0001.json", fs[0].File)
@@ -318,7 +318,7 @@ func TestRestrictionReview(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, []int64{5}, nil)
 	_, err = reopen(t, dir, t0).ReviewRestriction(context.Background(), "backoff-0001.json", "", t0.Unix()+600)
-	require.ErrorIs(t, err, ErrReview)
+	require.ErrorIs(t, err, errReviewRefused)
 }
 
 // pending-review, R83: a review whose head cannot be written leaves
@@ -343,7 +343,7 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		k := reopen(t, dir, t0)
 		require.NoError(t, k.Admit(WithUpload(context.Background(), "b.bin"), t0))
 		require.NotContains(t, names(t, dir), markerName)
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
 		c, err := k.PlanContinuation(plan3, NewApproval, t0)
@@ -363,7 +363,7 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.NoError(t, k.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, k.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
 		require.NotContains(t, names(t, dir), markerName)
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
 		c, err := k.PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))

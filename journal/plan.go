@@ -103,7 +103,7 @@ func (c Continuation) Count(st FileState) int {
 
 // PlanContinuation re-reads the run and classifies every file of files
 // (which must be the run's plan: [ErrPlanMismatch] otherwise, or
-// [ErrCorrupt] when the manifest cannot be read) as acked, never-attempted,
+// an error when the manifest cannot be read) as acked, never-attempted,
 // unknown or reviewed. A never-attempted file, or a reviewed one with
 // [DecisionReupload], gets Upload only with approval == NewApproval and a
 // status at now that allows requests (clear or elapsed): fresh approval
@@ -122,7 +122,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 		}
 		return j.parallelPlan(files, approval, now)
 	}
-	want, err := PlanDigest(files)
+	want, err := digestOfPlan(files)
 	if err != nil {
 		return Continuation{}, err
 	}
@@ -132,7 +132,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 	s := j.snap
 	switch {
 	case s.manifest == nil:
-		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan cannot be checked", ErrCorrupt)
+		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan cannot be checked", errCorrupt)
 	case s.manifest.planDigest != want:
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
 	}
@@ -230,7 +230,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		}
 	}
 	// A skip review keeps the round: the receipt it saw is covered by it.
-	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.ReceiptDigest != mark.ReceiptDigest) {
+	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.Digest != mark.ReceiptDigest) {
 		v.receipt, v.receiptName = &r, receiptNameRound(d, v.round)
 	}
 	v.bad = s.badFiles[fileHex(d)]
@@ -261,7 +261,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 // plan`). The journal stores file digests, never IDs: each FileDecision's
 // ID is empty and Digest names the file. For a run without plan.json the
 // continuation is Partial: it lists the files that records name. Its error
-// is [ErrCorrupt] when the manifest cannot be read.
+// is an error when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
@@ -274,7 +274,7 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	j.refreshLocked(context.Background()) // RecordedPlan takes no context: the store's own bound
 	s := j.snap
 	if s.manifest == nil {
-		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", ErrCorrupt)
+		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", errCorrupt)
 	}
 	c := Continuation{Status: j.statusLocked(now, false)}
 	files := s.planFiles

@@ -107,5 +107,5 @@ func TestPendingAndCorruptRecordsAreUnknown(t *testing.T) {
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "run.json")))
 	_, err = reopen(t, dir, t0).PlanContinuation(plan3, NewApproval, t0)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, errCorrupt)
 }

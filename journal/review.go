@@ -28,14 +28,14 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
-	// DecisionPending is the decision of a pending review
+	// decisionPending is the decision of a pending review
 	// ([Journal.ReviewPending]): the abandoned marker it names no longer
 	// blocks, its file is unknown, and the run waits.
-	DecisionPending Decision = "pending"
-	// DecisionRestriction is the decision of a restriction review
+	decisionPending Decision = "pending"
+	// decisionRestriction is the decision of a restriction review
 	// ([Journal.ReviewRestriction]): a backoff entry without timing is
 	// bounded by the operator's not-before, and the run waits until then.
-	DecisionRestriction Decision = "restriction"
+	decisionRestriction Decision = "restriction"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -60,13 +60,13 @@ type ReviewRecord struct {
 
 func (r reviewRec) record() ReviewRecord {
 	return ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
-		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.ReviewDigest}
+		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.Digest}
 }
 
 // Review records an operator's decision about a file classed unknown (see
 // [Journal.PlanContinuation]): the only way out of unknown (docs/policy.md: operator-review). It
-// appends an immutable review-NNNN.json, chained to the review before it
-// (the first to run.json), naming the file's digest, the decision, the OS
+// appends an immutable review-NNNN.json, linked into the run's chain,
+// naming the file's digest, the decision, the OS
 // user, the UTC time, the note (sanitized: printable, no URL query or
 // userinfo, at most 256 bytes) and the evidence it saw — the run's backoff
 // entries and the file's part receipts and commit receipt at that time.
@@ -79,7 +79,7 @@ func (r reviewRec) record() ReviewRecord {
 // 64 hex digits, as `readrecovery journal plan` prints it).
 //
 // Like [Journal.Begin], Review first claims the exclusive pending marker,
-// then checks under it. Errors: [ErrReview] (wrapped) for a decision that
+// then checks under it. Errors: a refusal for a decision that
 // is neither reupload nor skip, a file outside the plan, or a file that is
 // not unknown (acked, never-attempted, already reviewed); a
 // *RestrictedError for a run with a verification finding or another
@@ -91,12 +91,12 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		return ReviewRecord{}, errZero
 	}
 	if decision != DecisionReupload && decision != DecisionSkip {
-		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", ErrReview, sanitizeNote(string(decision), 32))
+		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, sanitizeNote(string(decision), 32))
 	}
 	d := file
 	if !isDigest(file) {
 		if file == "" {
-			return ReviewRecord{}, fmt.Errorf("%w: no file named", ErrReview)
+			return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 		}
 		d = FileDigest(file)
 	}
@@ -116,17 +116,17 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 			return &RestrictedError{Status: st}
 		}
 		if (j.plan != nil && !j.plan[d]) || !s.inPlan(d) {
-			return fmt.Errorf("%w: %s is not a file of the run's plan", ErrReview, d)
+			return fmt.Errorf("%w: %s is not a file of the run's plan", errReviewRefused, d)
 		}
 		if fd := s.decide(d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
-			return fmt.Errorf("%w: %s is %s, not unknown (%s)", ErrReview, d, fd.State, fd.Reason)
+			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
 		if len(s.reviews) >= maxReviews {
 			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
+	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
@@ -134,15 +134,14 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		FileDigest:     d,
-		Decision:       decision,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  j.clock.Now().Unix(),
-		Note:           sanitizeNote(note, maxNoteBytes),
+		ReviewVersion: reviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		FileDigest:    d,
+		Decision:      decision,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(),
+		Note:          sanitizeNote(note, maxNoteBytes),
 	}
 	rb.Evidence = s.evidence(d)
 	rb.Run = s.nextLink()
@@ -168,16 +167,16 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 func (s *snapshot) evidence(d string) reviewEvidence {
 	var ev reviewEvidence
 	if n := len(s.entries); n > 0 {
-		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].EventDigest
+		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].Digest
 	}
 	if d == "" {
 		return ev // a pending review: the run's entries only
 	}
 	if ps := s.parts[d]; len(ps) > 0 {
-		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].PartDigest
+		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].Digest
 	}
 	if r, ok := s.receipts[d][s.view(d, true).round]; ok {
-		ev.ReceiptDigest = r.ReceiptDigest
+		ev.ReceiptDigest = r.Digest
 	}
 	return ev
 }
@@ -195,7 +194,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if d != "" && !s.inPlan(d) {
 		return "names a file outside plan.json"
 	}
-	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].EventDigest != ev.LastEventDigest {
+	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].Digest != ev.LastEventDigest {
 		return "evidence names backoff entries that are not on disk (edited)"
 	}
 	for _, p := range s.reviews {
@@ -210,7 +209,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	}
 	if rs := r.Restriction; rs != nil {
 		for _, e := range s.entries {
-			if e.name == rs.Entry && e.EventDigest == rs.EventDigest {
+			if e.name == rs.Entry && e.Digest == rs.EventDigest {
 				if untimed(e.entryBody) == "" {
 					return "bounds " + rs.Entry + ", which has its own timing"
 				}
@@ -231,7 +230,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		return "" // a pending review made the file unknown
 	}
 	ps := s.parts[d]
-	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].PartDigest != ev.LastPartDigest {
+	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].Digest != ev.LastPartDigest {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
 	round, mark := 1, reviewEvidence{}
@@ -253,7 +252,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	switch {
 	case hasReceipt && rc.ACK:
 		return "reviews an acked file (a review never applies to an ACK)"
-	case hasReceipt && rc.ReceiptDigest != ev.ReceiptDigest:
+	case hasReceipt && rc.Digest != ev.ReceiptDigest:
 		return "evidence does not name the receipt of the reviewed round"
 	case !hasReceipt && ev.ReceiptDigest != "":
 		return "evidence names a receipt that is not on disk"
@@ -313,7 +312,7 @@ type PendingRecord struct {
 // refused with [ErrLive] and nothing is written; on a store that cannot
 // tell (a file system without locks) the review is the operator's word
 // that no worker still sends it. It appends an immutable review-NNNN.json (decision
-// "pending", chained like every review) bound to the digest of the
+// "pending", in the run's chain like every record) bound to the digest of the
 // marker's bytes and naming what the marker named; it deletes and edits no
 // record. From then on that marker blocks nothing, the file it names is
 // unknown (a `--file … --decision` review decides it as usual), and the
@@ -322,7 +321,7 @@ type PendingRecord struct {
 // seconds, 0 for none) when that is later. Then the marker is removed (in
 // a Store with versions, only while it is still the one reviewed).
 //
-// Errors: [ErrReview] (wrapped) when no marker exists, when notBefore is
+// Errors: a refusal when no marker exists, when notBefore is
 // not representable, when the marker is live ([ErrLive] too); a *RestrictedError when the run has a finding other
 // than the marker (verification must be clean: another finding is not the
 // marker's to resolve); a persistence failure when the review cannot be
@@ -333,7 +332,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		return PendingRecord{}, errZero
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
-		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", ErrReview, notBefore)
+		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
 	if j.par != nil {
 		return j.ReviewPendingMarker(ctx, "", note, notBefore)
@@ -348,15 +347,15 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	s := j.snap
 	switch {
 	case !s.pending:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", ErrReview)
+		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
 	case len(s.findings) > 0:
 		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case s.pendingDigest == "":
-		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", ErrReview, markerName)
+		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
 	case s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
-		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", ErrReview, ErrLive, markerName)
+		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, ErrLive, markerName)
 	}
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
@@ -388,17 +387,16 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 		me.BegunAtUTC = 0
 	}
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		Decision:       DecisionPending,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  now,
-		Note:           sanitizeNote(note, maxNoteBytes),
-		Evidence:       s.evidence(""),
-		Marker:         me,
-		Run:            s.nextLink(),
+		ReviewVersion: reviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		Decision:      decisionPending,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: now,
+		Note:          sanitizeNote(note, maxNoteBytes),
+		Evidence:      s.evidence(""),
+		Marker:        me,
+		Run:           s.nextLink(),
 	}
 	rec, linked, err := j.putReview(s, rb)
 	if !linked {
@@ -439,13 +437,13 @@ func (j *Journal) removeResolved(s *snapshot) error {
 // run unresolved for good, since nobody knows how long the server asked
 // to wait. An operator who knows (the service's documentation, its
 // support) appends an immutable review-NNNN.json (decision
-// "restriction", chained like every review) that names the entry by name
+// "restriction", in the run's chain like every record) that names the entry by name
 // and event digest and gives its not-before, notBefore in Unix seconds, at
 // least the review time plus the 30 s wait ceiling. It deletes and edits
 // no record; the run is then waiting until notBefore, and the entry's file
 // stays unknown (its upload met 429).
 //
-// Errors: [ErrReview] (wrapped) for an entry that is not on record or has
+// Errors: a refusal for an entry that is not on record or has
 // its own timing, an entry already bounded, or a notBefore too early or
 // not representable; a *RestrictedError when the run has any finding but
 // entries without timing, or another request's marker; the context's
@@ -478,13 +476,13 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		now := j.clock.Now().Unix()
 		switch {
 		case !found:
-			return fmt.Errorf("%w: %s is not a backoff entry of the run", ErrReview, escapeName(entry))
+			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, escapeName(entry))
 		case untimed(target.entryBody) == "":
-			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", ErrReview, entry, target.Timing.NotBeforeUTC)
+			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.Timing.NotBeforeUTC)
 		case s.bounded(entry):
-			return fmt.Errorf("%w: %s is bounded by a review already", ErrReview, entry)
+			return fmt.Errorf("%w: %s is bounded by a review already", errReviewRefused, entry)
 		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
-			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", ErrReview, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
+			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
 		case len(s.reviews) >= maxReviews:
 			return full("%d reviews recorded, the most a run holds", len(s.reviews))
 		}
@@ -495,24 +493,23 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: BackoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
+	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
 	if err := j.claimChecked(ctx, m, check); err != nil {
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil; j.release() }()
 	s := j.snap
 	rb := reviewBody{
-		ReviewVersion:  ReviewVersion,
-		Sequence:       len(s.reviews) + 1,
-		PlanDigest:     s.planDigest(),
-		PreviousDigest: s.lastReviewDigest(),
-		Decision:       DecisionRestriction,
-		Reviewer:       osUser(),
-		ReviewedAtUTC:  j.clock.Now().Unix(),
-		Note:           sanitizeNote(note, maxNoteBytes),
-		Evidence:       s.evidence(""),
-		Restriction:    &restrictionEvidence{Entry: target.name, EventDigest: target.EventDigest, NotBeforeUTC: notBefore},
-		Run:            s.nextLink(),
+		ReviewVersion: reviewVersion,
+		Sequence:      len(s.reviews) + 1,
+		PlanDigest:    s.planDigest(),
+		Decision:      decisionRestriction,
+		Reviewer:      osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(),
+		Note:          sanitizeNote(note, maxNoteBytes),
+		Evidence:      s.evidence(""),
+		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore},
+		Run:           s.nextLink(),
 	}
 	rec, linked, err := j.putReview(s, rb)
 	if err != nil && !linked {

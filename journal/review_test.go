@@ -42,10 +42,10 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	ctx := context.Background()
 	for _, id := range []string{"c.bin", "zzz"} {
 		_, err := j.Review(ctx, id, DecisionReupload, "")
-		require.ErrorIs(t, err, ErrReview, id)
+		require.ErrorIs(t, err, errReviewRefused, id)
 	}
 	_, err := j.Review(ctx, "a.bin", Decision("approve"), "")
-	require.ErrorIs(t, err, ErrReview)
+	require.ErrorIs(t, err, errReviewRefused)
 	err = j.Begin(WithUpload(ctx, "a.bin"), putReq(t))
 	require.ErrorIs(t, err, ErrReplay, "unknown is never replayed before a review")
 
@@ -68,12 +68,14 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
-	assert.Equal(t, review1["review_digest"], review2["previous_digest"], "reviews are chained")
-	assert.Equal(t, rec2.Digest, review2["review_digest"])
+	assert.Equal(t, "review-0001.json", review2["run"].(map[string]any)["previous"], "reviews are in the run's one chain")
+	assert.Equal(t, review1["digest"], review2["run"].(map[string]any)["previous_digest"])
+	assert.Nil(t, review2["previous_digest"], "no second chain beside the run's")
+	assert.Equal(t, rec2.Digest, review2["digest"])
 	assert.Equal(t, 2.0, review2["evidence"].(map[string]any)["parts"])
 
 	_, err = j.Review(ctx, "a.bin", DecisionSkip, "again")
-	require.ErrorIs(t, err, ErrReview, "a reviewed file is no longer unknown")
+	require.ErrorIs(t, err, errReviewRefused, "a reviewed file is no longer unknown")
 
 	c, err := j.PlanContinuation(plan3, NoNewApproval, t0)
 	require.NoError(t, err)
@@ -97,7 +99,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	require.Equal(t, []FileState{FileAcked, FileReviewed, FileAcked}, states(c))
-	findings, err := Verify(j.Dir())
+	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
 }
@@ -129,13 +131,13 @@ func TestVerifyChecksReviews(t *testing.T) {
 	require.NoError(t, err)
 	_, err = base.Review(context.Background(), "b.bin", DecisionSkip, "two")
 	require.NoError(t, err)
-	pd, _ := PlanDigest(plan3)
+	pd, _ := digestOfPlan(plan3)
 	forge := func(t *testing.T, dir, file string, ev reviewEvidence) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
-		data, _, err := encodeReview(reviewBody{ReviewVersion: ReviewVersion, Sequence: 3, PlanDigest: pd,
-			PreviousDigest: s.lastReviewDigest(), FileDigest: FileDigest(file), Decision: DecisionReupload,
-			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
+		data, _, err := encodeReview(reviewBody{ReviewVersion: reviewVersion, Sequence: 3, PlanDigest: pd,
+			FileDigest: FileDigest(file), Decision: DecisionReupload,
+			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev, Run: s.nextLink()})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
 	}
@@ -170,7 +172,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "run")
 			copyDir(t, base.Dir(), dir)
 			tc.tamper(t, dir)
-			findings, err := Verify(dir)
+			findings, err := verify(dir)
 			require.NoError(t, err)
 			require.NotEmpty(t, findings)
 			var lines []string

@@ -16,7 +16,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Finding is one problem of a run directory, found by [Verify] or by the
+// Finding is one problem of a run directory, found by [Inspect] or by the
 // verification [Open] performs. Any finding makes the run unresolved.
 type Finding struct {
 	// File is the file's name inside the run directory, or "." for the
@@ -121,7 +121,7 @@ type snapshot struct {
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
 	listed    []listedName
-	// light marks a scan of a lightBackend: restrictions and the marker
+	// light marks a scan of a lightView: restrictions and the marker
 	// only, no sequence check.
 	light bool
 	// gen orders the scans of this process (scanGen): of two snapshots
@@ -152,13 +152,13 @@ type seqRec struct {
 func linkOf(v any) (*runLink, string) {
 	switch r := v.(type) {
 	case entryFile:
-		return r.Run, r.EventDigest
+		return r.Run, r.Digest
 	case receiptFile:
-		return r.Run, r.ReceiptDigest
+		return r.Run, r.Digest
 	case partFile:
-		return r.Run, r.PartDigest
+		return r.Run, r.Digest
 	case reviewFile:
-		return r.Run, r.ReviewDigest
+		return r.Run, r.Digest
 	}
 	return nil, ""
 }
@@ -167,6 +167,13 @@ func linkOf(v any) (*runLink, string) {
 func (s *snapshot) register(name string, v any) {
 	l, d := linkOf(v)
 	if l == nil {
+		if d != "" && s.manifest != nil && !s.manifest.legacy {
+			// Only a legacy run (no backoff_version) holds records
+			// without a place in the run's chain: its legacy evidence.
+			// In a 1.0 run it is an earlier, never released format of
+			// this project's, or a record made by hand.
+			s.addFinding(name, "no run link: not in the run's chain (an earlier, unreleased format, or made by hand)")
+		}
 		return
 	}
 	if prior, ok := s.seq[l.Seq]; ok && prior.name != name {
@@ -251,26 +258,6 @@ func (s *snapshot) addFinding(file, format string, args ...any) {
 	s.findings = append(s.findings, Finding{File: file, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (s *snapshot) lastDigest() string {
-	if n := len(s.entries); n > 0 {
-		return s.entries[n-1].EventDigest
-	}
-	if s.manifest != nil {
-		return s.manifest.genesis
-	}
-	return ""
-}
-
-func (s *snapshot) lastReviewDigest() string {
-	if n := len(s.reviews); n > 0 {
-		return s.reviews[n-1].ReviewDigest
-	}
-	if s.manifest != nil {
-		return s.manifest.genesis
-	}
-	return ""
-}
-
 func (s *snapshot) planDigest() string {
 	if s.manifest == nil {
 		return ""
@@ -342,7 +329,7 @@ func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == ""
 // not a directory, unlistable), is empty (errNoRun) or holds no journal
 // name at all (ErrNotRun); every problem inside a run is a Finding.
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(&dirStore{fs: fsy, dir: dir}, prev, time.Now())
+	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
 // staleTemp is the age from which the temporary file of a durable write
@@ -353,12 +340,12 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 // lost by that: every durable write runs under the pending marker, or
 // before the manifest exists, so a writer that died leaves the marker (or
 // no manifest) and the run is unresolved by it. A temporary file older than
-// staleTemp is listed by [Verify] and [Inspect] as a leftover, apart from
+// staleTemp is listed by [Inspect] as a leftover, apart from
 // the findings, so that a crash's remains are still seen.
 const staleTemp = 60 * time.Second
 
 // scanRun is scan of the run kept in b at now (the age of temporary files).
-func scanRun(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	// A listing is not atomic: one taken while another worker writes may
 	// hold a record without the head that follows it, or a head without
 	// the old one it replaced. When the sequence looks broken, list again:
@@ -402,7 +389,7 @@ func sameNames(a []listedName, b []listedName) bool {
 }
 
 // scanOnce is one scan of the run kept in b.
-func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
+func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	des, where, err := b.list()
 	if err != nil {
 		return nil, err
@@ -412,12 +399,12 @@ func scanOnce(b backend, prev *snapshot, now time.Time) (*snapshot, error) {
 	}
 	s := newSnapshot()
 	s.files, s.listed = len(des), des
-	_, s.light = b.(*lightBackend)
+	s.light = b.light != nil
 	s.findings = append(s.findings, where...)
-	if len(des) > MaxFiles {
+	if len(des) > maxFiles {
 		// Fail closed without reading anything: the bound on work is the
 		// bound on files.
-		s.addFinding(".", "more than %d files (limit exceeded)", MaxFiles)
+		s.addFinding(".", "more than %d files (limit exceeded)", maxFiles)
 		return s, nil
 	}
 	isRun := false
@@ -518,14 +505,6 @@ type planList struct {
 	digest string
 }
 
-// lastReviewName is the name of the last verified review, or run.json.
-func (s *snapshot) lastReviewName() string {
-	if n := len(s.reviews); n > 0 {
-		return s.reviews[n-1].name
-	}
-	return manifestName
-}
-
 // readCapped reads dir/name after checking, on the open file, that it is a
 // regular file of at most limit bytes and private (0600). Problems become
 // findings on s (when s is not nil) and ok is false. The file is opened
@@ -572,29 +551,6 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 	return data, true
 }
 
-// Verify checks the run directory dir without changing it and returns every
-// finding, one per problem (each kind of file as its entry of the table
-// fileKinds says): the directory's mode and file count (at most
-// [MaxFiles]); unexpected, non-regular, oversized or non-private files; the
-// manifest (version, canonical form, digest); the entries (numbering
-// backoff-0001.json onwards without gaps, at most [MaxEntries], canonical
-// form, event digest, sequence, plan digest, the chain of previous digests,
-// a usable timing); the receipts (digest, name, plan); and a pending marker
-// (an unfinished request). No findings means the run can never be
-// unresolved except by clock regression, which depends on the time of the
-// question (see [Journal.Status]).
-//
-// The error is non-nil only when dir itself cannot be read: it does not
-// exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
-// listed, or is empty (no run).
-func Verify(dir string) ([]Finding, error) {
-	sum, err := Inspect(dir)
-	if err != nil {
-		return nil, err
-	}
-	return sum.Findings, nil
-}
-
 // bareErr drops the path of a *fs.PathError (the finding names the file).
 func bareErr(err error) error {
 	var pe *fs.PathError
@@ -634,11 +590,25 @@ type Summary struct {
 	Leftovers []Finding
 }
 
-// Inspect is [Verify] with the counts of what the run holds, for a report
-// such as `readrecovery journal verify`'s "ok" line. Its error is Verify's.
-func Inspect(dir string) (Summary, error) { return inspect(&dirStore{fs: fsys.OS{}, dir: dir}) }
+// Inspect checks the run directory dir without changing it and returns, in
+// Summary.Findings, every finding, one per problem (each kind of file as
+// its entry of the table fileKinds says): the directory's mode and file count (at most
+// 1003); unexpected, non-regular, oversized or non-private files; the
+// manifest (version, canonical form, digest); the entries (numbering
+// backoff-0001.json onwards without gaps, at most 200, canonical
+// form, event digest, sequence, plan digest, the run link,
+// a usable timing); the receipts (digest, name, plan); and a pending marker
+// (an unfinished request). No findings means the run can never be
+// unresolved except by clock regression, which depends on the time of the
+// question (see [Journal.Status]).
+//
+// The error is non-nil only when dir itself cannot be read: it does not
+// exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
+// listed, or is empty (no run). Summary also counts what the run holds,
+// for a report such as `readrecovery journal verify`'s "ok" line.
+func Inspect(dir string) (Summary, error) { return inspect(locOf(DirStore(dir))) }
 
-func inspect(b backend) (Summary, error) {
+func inspect(b *loc) (Summary, error) {
 	if n := rootParallel(b); n > 0 {
 		return inspectParallel(b, n)
 	}

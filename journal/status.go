@@ -70,7 +70,7 @@ type Status struct {
 	// every Status but [Journal.Status]'s.
 	Shards []ShardView
 
-	cause error // ErrCorrupt or ErrPending for unresolved, or nil
+	cause error // errCorrupt or ErrPending for unresolved, or nil
 	// abandoned: the cause is a marker whose worker the store shows dead
 	// (R83): waiting for it is no use.
 	abandoned bool
@@ -164,7 +164,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	}
 	switch {
 	case len(s.findings) > 0:
-		return unresolved(ErrCorrupt, s.findings[0].String())
+		return unresolved(errCorrupt, s.findings[0].String())
 	case s.blocking() && !ignorePending:
 		st := unresolved(ErrPending, markerName+": "+s.markerProblem())
 		st.abandoned = s.pendingLive == holdNone

@@ -83,59 +83,13 @@ const (
 // storeTimeout bounds each request of a Store. Lists and reads are bounded
 // by the caller's context too (R85: OpenStore, InspectStore, Admit, Begin,
 // the reviews); the journal's writes are never cancelled by it (a
-// half-done record is worse than a late one, storeBackend.wctx), but a
+// half-done record is worse than a late one, loc.wctx), but a
 // store that does not answer within storeTimeout is a persistence failure.
 const storeTimeout = 30 * time.Second
 
 // pendingPoll is how often a Journal opened [WithPendingWait] looks again
 // for another worker's marker to go.
 const pendingPoll = 25 * time.Millisecond
-
-// backend is the journal's view of its storage: the Store operations plus
-// what the local directory can say beyond them (the file type and mode of
-// each name). dirStore implements it directly; storeBackend adapts any
-// other Store.
-type backend interface {
-	// list returns the names of the run with whether each is a regular
-	// file, and findings about the location itself. Its error means the
-	// location cannot be read, or holds nothing (an empty list is no error).
-	list() ([]listedName, []Finding, error)
-	// read reads name (at most limit bytes) for scan: a problem becomes a
-	// finding on s (when s is not nil) and ok is false.
-	read(s *snapshot, name string, limit int64) (data []byte, version string, ok bool)
-	// initRun prepares an empty location for a new run; exists says that
-	// the location exists (an empty directory).
-	initRun(exists bool) error
-	// put stores an immutable record exclusively; stored reports whether
-	// name exists durably (it may, even with an error).
-	put(name string, data []byte) (stored bool, err error)
-	// createMarker creates the pending marker exclusively and holds it
-	// live (Store.Hold) until release; an existing marker is an error
-	// wrapping fs.ErrExist.
-	createMarker(data []byte) (version string, release func(), err error)
-	// live tells whether the marker's worker holds it now, and the
-	// marker's version when the store has versions.
-	live() (liveness, string)
-	// removeMarker removes the marker created with version.
-	removeMarker(version string) error
-	// removeHead removes a run head that a newer one replaced.
-	removeHead(name string) error
-	// where names the location in messages.
-	where() string
-	// nested returns an error wrapping ErrNested when the location lies
-	// inside another run or holds one (no-nesting); a parallel run's root
-	// holds its own shards, and a shard lies inside its root.
-	nested() error
-	// asRoot is the location as the root of a parallel run of n shards:
-	// its listing leaves out the shards, which nested allows.
-	asRoot(n int) backend
-	// shard is shard k of a root (asRoot): the location shard-KK inside it.
-	shard(k int) backend
-	// with is the same location bound to the caller's ctx: every list and
-	// read of the copy honours ctx's deadline and cancellation (R85),
-	// while its writes stay detached (see storeBackend.wctx).
-	with(ctx context.Context) backend
-}
 
 // PrefixLister is implemented by a [Store] that can list only the names
 // that start with a prefix (Blob Storage: a listing with that prefix). The
@@ -174,45 +128,20 @@ type listedName struct {
 // (temporary file, fsync, link to a name that did not exist, directory
 // fsync). [Open](dir) is [OpenStore] of DirStore(dir), with the checks only
 // a directory has (file types and modes, private-run-directory and hostile-directories).
-func DirStore(dir string) Store { return &dirStore{fs: fsys.OS{}, dir: dir, held: &heldMarker{}} }
+func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
-// dirStore is the local directory: a Store and the journal's backend.
+func newDirStore(fsy fsys.FS, dir string) *dirStore {
+	return &dirStore{fs: fsy, dir: dir, held: &heldMarker{}}
+}
+
+// dirStore is the local directory, a [Store]. Beyond the Store, the
+// journal asks it what only a directory can say (loc): each name's file
+// type and mode, the directory's own mode, whether it lies inside a run.
 type dirStore struct {
 	fs  fsys.FS
 	dir string
-	// ctx is the caller's context of the current call (nil: none); a
-	// local read cannot be cancelled once begun, so it is checked before
-	// every list and read.
-	ctx context.Context
-	// shards is the shard count of a parallel run's root (its
-	// subdirectories shard-01 … are its own); inRoot marks a shard, which
-	// lies inside its root by design.
-	shards int
-	inRoot bool
-	// held is the marker Create made for the Store's Hold (DirStore).
+	// held is the marker Create made, until Hold takes it.
 	held *heldMarker
-}
-
-func (d *dirStore) asRoot(n int) backend {
-	return &dirStore{fs: d.fs, dir: d.dir, shards: n, ctx: d.ctx}
-}
-
-func (d *dirStore) shard(k int) backend {
-	return &dirStore{fs: d.fs, dir: filepath.Join(d.dir, shardName(k)), inRoot: true, ctx: d.ctx}
-}
-
-func (d *dirStore) with(ctx context.Context) backend {
-	c := *d
-	c.ctx = ctx
-	return &c
-}
-
-// ctxErr is the caller's context's error, if it has ended.
-func (d *dirStore) ctxErr() error {
-	if d.ctx == nil {
-		return nil
-	}
-	return d.ctx.Err()
 }
 
 // ownShard reports whether name is one of the root's shards.
@@ -221,21 +150,17 @@ func ownShard(name string, shards int) bool {
 	return ok && k <= shards
 }
 
-var (
-	_ Store   = (*dirStore)(nil)
-	_ backend = (*dirStore)(nil)
-)
+var _ Store = (*dirStore)(nil)
 
-func (d *dirStore) where() string { return d.dir }
-
-// nested refuses a directory inside a run (an ancestor holds run.json) or
-// holding one (a subdirectory holds run.json).
-func (d *dirStore) nested() error {
+// nestedDir refuses a directory inside a run (an ancestor holds run.json,
+// unless inRoot: a shard lies inside its root) or holding one (a
+// subdirectory, other than the root's own shards, holds run.json).
+func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	abs, err := filepath.Abs(d.dir)
 	if err != nil {
 		return nil // the scan reports what is wrong with the path
 	}
-	for p := filepath.Dir(abs); !d.inRoot; p = filepath.Dir(p) {
+	for p := filepath.Dir(abs); !inRoot; p = filepath.Dir(p) {
 		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
 			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
 		}
@@ -243,12 +168,12 @@ func (d *dirStore) nested() error {
 			break
 		}
 	}
-	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
 	if err != nil {
 		return nil
 	}
 	for _, de := range des {
-		if !de.IsDir() || ownShard(de.Name(), d.shards) {
+		if !de.IsDir() || ownShard(de.Name(), shards) {
 			continue
 		}
 		sub := filepath.Join(d.dir, de.Name())
@@ -259,8 +184,11 @@ func (d *dirStore) nested() error {
 	return nil
 }
 
-func (d *dirStore) list() ([]listedName, []Finding, error) {
-	if err := d.ctxErr(); err != nil {
+// listDir lists the directory with each name's type (and a temporary
+// file's age), leaving out the root's own shards, plus findings about the
+// directory itself.
+func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Finding, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
 	info, err := d.fs.Stat(d.dir)
@@ -270,7 +198,7 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	if !info.IsDir() {
 		return nil, nil, fmt.Errorf("%w: %s is not a directory (%s)", ErrNotRun, escapeName(d.dir), fileType(info.Mode()))
 	}
-	des, err := d.fs.ReadDir(d.dir, MaxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -280,7 +208,7 @@ func (d *dirStore) list() ([]listedName, []Finding, error) {
 	}
 	out := make([]listedName, 0, len(des))
 	for _, de := range des {
-		if de.IsDir() && ownShard(de.Name(), d.shards) {
+		if de.IsDir() && ownShard(de.Name(), shards) {
 			continue // a shard of this root: a run of its own
 		}
 		ln := listedName{name: de.Name(), regular: de.Type().IsRegular()}
@@ -311,15 +239,16 @@ func fileType(m fs.FileMode) string {
 	return "not a regular file"
 }
 
-func (d *dirStore) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if err := d.ctxErr(); err != nil {
+// readDir reads name with the checks of the directory (readCapped):
+// problems become findings on s (when s is not nil).
+func (d *dirStore) readDir(ctx context.Context, s *snapshot, name string, limit int64) ([]byte, bool) {
+	if err := ctx.Err(); err != nil {
 		if s != nil {
 			s.addFinding(name, "not read: %s", err)
 		}
-		return nil, "", false
+		return nil, false
 	}
-	data, ok := readCapped(d.fs, s, d.dir, name, limit)
-	return data, "", ok
+	return readCapped(d.fs, s, d.dir, name, limit)
 }
 
 func (d *dirStore) initRun(exists bool) error {
@@ -424,39 +353,36 @@ func (d *dirStore) createMarker(data []byte) (string, func(), error) {
 // means no process holds the exclusive one (dead: its worker died, or
 // it was made by hand); one refused means its worker lives. The probe's
 // lock is released at once (the file is closed).
-func (d *dirStore) live() (liveness, string) {
-	if d.ctxErr() != nil {
-		return holdUnknown, ""
-	}
+func (d *dirStore) live() liveness {
 	path := filepath.Join(d.dir, markerName)
 	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return holdGone, ""
+		return holdGone
 	case err != nil:
-		return holdNone, "" // a symbolic link, say: never a worker's marker
+		return holdNone // a symbolic link, say: never a worker's marker
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return holdNone, "" // a FIFO, a device: never a worker's marker
+		return holdNone // a FIFO, a device: never a worker's marker
 	}
 	switch err := f.Lock(false); {
 	case err == nil:
 		// Unlocked: dead, unless its worker removed it (and let its lock
 		// go) since this open; then the name is gone, or another marker's.
 		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
-			return holdGone, ""
+			return holdGone
 		}
-		return holdNone, ""
+		return holdNone
 	case errors.Is(err, fsys.ErrLocked):
-		return holdLive, ""
+		return holdLive
 	}
-	return holdUnknown, ""
+	return holdUnknown
 }
 
 // removeMarker removes the marker and fsyncs the directory.
-func (d *dirStore) removeMarker(string) error {
+func (d *dirStore) removeMarker() error {
 	if err := d.fs.Remove(filepath.Join(d.dir, markerName)); err != nil {
 		return err
 	}
@@ -500,11 +426,14 @@ func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
 }
 
 // Live implements [Store] with the lock probe of [dirStore.live].
-func (d *dirStore) Live(_ context.Context, name string) (bool, string, error) {
+func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) {
 	if name != markerName {
 		return false, "", errors.New("journal: only the marker is held")
 	}
-	switch lv, _ := d.live(); lv {
+	if err := ctx.Err(); err != nil {
+		return false, "", err // cannot tell
+	}
+	switch d.live() {
 	case holdLive:
 		return true, "", nil
 	case holdNone:
@@ -516,8 +445,8 @@ func (d *dirStore) Live(_ context.Context, name string) (bool, string, error) {
 }
 
 // heldMarker is the release of the marker a dirStore's Create made, until
-// Hold takes it. A dirStore without one (the journal's own, which calls
-// createMarker) releases at once what Create makes.
+// Hold takes it. A dirStore without one releases at once what Create
+// makes.
 type heldMarker struct {
 	mu      sync.Mutex
 	release func()
@@ -549,9 +478,9 @@ func (h *heldMarker) take() func() {
 
 // Read implements [Store] with the checks of the directory: a regular,
 // private file, opened without following a link.
-func (d *dirStore) Read(_ context.Context, name string, limit int64) ([]byte, string, error) {
+func (d *dirStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
 	s := newSnapshot()
-	data, _, ok := d.read(s, name, limit+1)
+	data, ok := d.readDir(ctx, s, name, limit+1)
 	if !ok {
 		if _, err := d.fs.Stat(filepath.Join(d.dir, name)); errors.Is(err, fs.ErrNotExist) {
 			return nil, "", err
@@ -577,23 +506,38 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 // Remove implements [Store]; a directory has no versions.
 func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 	if name == markerName {
-		return d.removeMarker("")
+		return d.removeMarker()
 	}
 	return d.removeHead(name)
 }
 
-// storeBackend adapts a [Store] other than the directory.
-type storeBackend struct {
-	st   Store
+// loc is where a run is kept, the journal's one view of its [Store]: a
+// few functions over the Store's operations, bound to the caller's
+// context (with), to a parallel run's root (asRoot) or one of its shards
+// (shard). For the local directory (dir, the Store itself) the listing,
+// reads, record writes and the nesting check ask the directory what only
+// it can say: file types and modes, and whether a record was linked
+// before a failure.
+type loc struct {
+	st Store
+	// dir is st when it is the local directory, else nil.
+	dir  *dirStore
 	name string
-	// shards and inRoot: as for dirStore.
+	// shards is the shard count of a parallel run's root (its shards
+	// shard-01 … are its own); inRoot marks a shard, which lies inside
+	// its root by design.
 	shards int
 	inRoot bool
-	// heads holds the version each head this backend created got, so
-	// that its removal needs no read first; shared by the copies of with.
+	// heads holds the version each head this loc created got, so that
+	// its removal needs no read first; shared by the copies of with.
 	heads *headVersions
 	// ctx is the caller's context of the current call (nil: none).
 	ctx context.Context
+	// own is the marker this Journal holds under its claim, during a scan
+	// of its own: live, with the bytes it wrote (no read).
+	own *lightMarker
+	// light makes the scan the check across shards (see lightView).
+	light *lightView
 }
 
 type headVersions struct {
@@ -601,24 +545,51 @@ type headVersions struct {
 	m  map[string]string
 }
 
-func (b *storeBackend) asRoot(n int) backend {
-	return &storeBackend{st: b.st, name: b.name, shards: n, heads: &headVersions{}, ctx: b.ctx}
+// locOf is the journal's view of st.
+func locOf(st Store) *loc {
+	l := &loc{st: st, name: "store", heads: &headVersions{}}
+	if d, ok := st.(*dirStore); ok {
+		l.dir, l.name = d, d.dir
+	} else if s, ok := st.(fmt.Stringer); ok {
+		l.name = s.String()
+	}
+	return l
 }
 
-func (b *storeBackend) shard(k int) backend {
-	p := shardName(k) + "/"
-	return &storeBackend{st: &prefixStore{st: b.st, prefix: p}, name: b.name + p, inRoot: true, heads: &headVersions{}, ctx: b.ctx}
+// asRoot is the location as the root of a parallel run of n shards: its
+// listing leaves out the shards, which nested allows.
+func (l *loc) asRoot(n int) *loc {
+	c := *l
+	c.shards, c.heads = n, &headVersions{}
+	return &c
 }
 
-func (b *storeBackend) with(ctx context.Context) backend {
-	c := *b
+// shard is shard k of a root (asRoot): the location shard-KK inside it.
+func (l *loc) shard(k int) *loc {
+	c := *l
+	c.shards, c.inRoot, c.heads = 0, true, &headVersions{}
+	if l.dir != nil {
+		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, shardName(k)))
+		c.st, c.name = c.dir, c.dir.dir
+	} else {
+		p := shardName(k) + "/"
+		c.st, c.name = &prefixStore{st: l.st, prefix: p}, l.name+p
+	}
+	return &c
+}
+
+// with is the same location bound to the caller's ctx: every list and
+// read of the copy honours ctx's deadline and cancellation (R85), while
+// its writes stay detached (see wctx).
+func (l *loc) with(ctx context.Context) *loc {
+	c := *l
 	c.ctx = ctx
 	return &c
 }
 
 // listLimit is how many names a listing of the location asks for: a root
 // lists its shards' names too (and leaves them out).
-func (b *storeBackend) listLimit() int { return (MaxFiles + 1) * (b.shards + 1) }
+func (l *loc) listLimit() int { return (maxFiles + 1) * (l.shards + 1) }
 
 // ownShardName reports whether name lies in one of the root's shards.
 func ownShardName(name string, shards int) bool {
@@ -661,7 +632,7 @@ func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 	if pl, ok := p.st.(PrefixLister); ok {
 		names, err = pl.ListPrefix(ctx, p.prefix, limit)
 	} else {
-		names, err = p.st.List(ctx, (MaxFiles+1)*(MaxParallel+1))
+		names, err = p.st.List(ctx, (maxFiles+1)*(maxParallel+1))
 	}
 	if err != nil {
 		return nil, err
@@ -675,33 +646,39 @@ func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
-func (b *storeBackend) where() string { return b.name }
+// where names the location in messages.
+func (l *loc) where() string { return l.name }
 
-// nested refuses a run whose store lies inside another run (when the
-// store can tell, [Enclosing]) or lists another run's manifest under it
-// (a flat listing of prefix x/ includes x/y/run.json).
-func (b *storeBackend) nested() error {
-	ctx, cancel := b.rctx()
+// nested returns an error wrapping ErrNested when the location lies inside
+// another run (the directory's ancestors; a Store that can tell,
+// [Enclosing]) or holds one (a flat listing of prefix x/ includes
+// x/y/run.json); a parallel run's root holds its own shards, and a shard
+// lies inside its root (no-nesting).
+func (l *loc) nested() error {
+	if l.dir != nil {
+		return l.dir.nestedDir(l.inRoot, l.shards)
+	}
+	ctx, cancel := l.rctx()
 	defer cancel()
-	if e, ok := b.st.(Enclosing); ok && !b.inRoot {
+	if e, ok := l.st.(Enclosing); ok && !l.inRoot {
 		outer, err := e.EnclosingRun(ctx)
 		if err != nil {
-			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(b.name), err)
+			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(l.name), err)
 		}
 		if outer != "" {
-			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(b.name), escapeName(outer))
+			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(l.name), escapeName(outer))
 		}
 	}
-	names, err := b.st.List(ctx, b.listLimit())
+	names, err := l.st.List(ctx, l.listLimit())
 	if err != nil {
 		return nil // the scan reports it
 	}
 	for _, n := range names {
-		if ownShardName(n, b.shards) && strings.Count(n, "/") == 1 {
+		if ownShardName(n, l.shards) && strings.Count(n, "/") == 1 {
 			continue
 		}
 		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
-			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(b.name), escapeName(n[:i+1]))
+			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(l.name), escapeName(n[:i+1]))
 		}
 	}
 	return nil
@@ -709,8 +686,8 @@ func (b *storeBackend) nested() error {
 
 // rctx bounds a list or read: the caller's context (R85), and
 // storeTimeout besides, for a store that never answers.
-func (b *storeBackend) rctx() (context.Context, context.CancelFunc) {
-	ctx := b.ctx
+func (l *loc) rctx() (context.Context, context.CancelFunc) {
+	ctx := l.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -721,41 +698,67 @@ func (b *storeBackend) rctx() (context.Context, context.CancelFunc) {
 // record, head or marker removal left half done is worse than a late one
 // (a marker the caller's cancellation kept would leave the run
 // unresolved), but never longer than its own bound, storeTimeout.
-func (b *storeBackend) wctx() (context.Context, context.CancelFunc) {
+func (l *loc) wctx() (context.Context, context.CancelFunc) {
 	ctx := context.Background()
-	if b.ctx != nil {
-		ctx = context.WithoutCancel(b.ctx)
+	if l.ctx != nil {
+		ctx = context.WithoutCancel(l.ctx)
 	}
 	return context.WithTimeout(ctx, storeTimeout)
 }
 
-func (b *storeBackend) list() ([]listedName, []Finding, error) {
-	ctx, cancel := b.rctx()
+// list returns the names of the run with whether each is a regular file,
+// and findings about the location itself. Its error means the location
+// cannot be read (an empty list is no error). A light scan leaves out
+// what cannot restrict another shard (lightView).
+func (l *loc) list() ([]listedName, []Finding, error) {
+	ctx, cancel := l.rctx()
 	defer cancel()
-	names, err := b.st.List(ctx, b.listLimit())
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]listedName, 0, len(names))
-	for _, n := range names {
-		if ownShardName(n, b.shards) {
-			continue // a record of one of this root's shards
+	var out []listedName
+	var where []Finding
+	if l.dir != nil {
+		var err error
+		if out, where, err = l.dir.listDir(ctx, l.shards); err != nil {
+			return nil, nil, err
 		}
-		out = append(out, listedName{name: n, regular: true})
+	} else {
+		names, err := l.st.List(ctx, l.listLimit())
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range names {
+			if !ownShardName(n, l.shards) { // else a record of one of this root's shards
+				out = append(out, listedName{name: n, regular: true})
+			}
+		}
 	}
-	return out, nil, nil
+	if l.light != nil {
+		out = l.light.filter(out)
+	}
+	return out, where, nil
 }
 
-func (b *storeBackend) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+// read reads name (at most limit bytes) for scan: a problem becomes a
+// finding on s (when s is not nil) and ok is false.
+func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
+	if name == markerName && l.own != nil {
+		return l.own.data, l.own.version, true
+	}
+	if name == markerName && l.light != nil {
+		return l.light.read(l, s, limit)
+	}
+	ctx, cancel := l.rctx()
+	defer cancel()
+	if l.dir != nil {
+		data, ok := l.dir.readDir(ctx, s, name, limit)
+		return data, "", ok
+	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
 		if s != nil {
 			s.addFinding(name, format, args...)
 		}
 		return nil, "", false
 	}
-	ctx, cancel := b.rctx()
-	defer cancel()
-	data, version, err := b.st.Read(ctx, name, limit)
+	data, version, err := l.st.Read(ctx, name, limit)
 	switch {
 	case err != nil:
 		return bad("unreadable: %s", redact.Text(err.Error()))
@@ -767,45 +770,67 @@ func (b *storeBackend) read(s *snapshot, name string, limit int64) ([]byte, stri
 	return data, version, true
 }
 
-func (b *storeBackend) initRun(bool) error { return nil }
+// initRun prepares an empty location for a new run; exists says that the
+// location exists (an empty directory).
+func (l *loc) initRun(exists bool) error {
+	if l.dir != nil {
+		return l.dir.initRun(exists)
+	}
+	return nil
+}
 
-func (b *storeBackend) put(name string, data []byte) (bool, error) {
-	ctx, cancel := b.wctx()
+// put stores an immutable record exclusively; stored reports whether name
+// exists durably (it may, even with an error: a directory's record linked
+// before its directory fsync failed).
+func (l *loc) put(name string, data []byte) (stored bool, err error) {
+	if l.dir != nil {
+		return l.dir.put(name, data)
+	}
+	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := b.st.Create(ctx, name, data)
+	version, err := l.st.Create(ctx, name, data)
 	if _, head := parseHeadName(name); head && err == nil && version != "" {
-		b.heads.mu.Lock()
-		if b.heads.m == nil {
-			b.heads.m = map[string]string{}
+		l.heads.mu.Lock()
+		if l.heads.m == nil {
+			l.heads.m = map[string]string{}
 		}
-		b.heads.m[name] = version
-		b.heads.mu.Unlock()
+		l.heads.m[name] = version
+		l.heads.mu.Unlock()
 	}
 	return err == nil, err
 }
 
-// createMarker creates the marker and holds it live (Store.Hold); a hold
-// that fails removes the marker again: nothing is sent under a marker
-// that no other worker could tell alive.
-func (b *storeBackend) createMarker(data []byte) (string, func(), error) {
-	ctx, cancel := b.wctx()
+// createMarker creates the pending marker exclusively and holds it live
+// (Store.Hold) until release; an existing marker is an error wrapping
+// fs.ErrExist. A hold that fails removes the marker again: nothing is
+// sent under a marker that no other worker could tell alive.
+func (l *loc) createMarker(data []byte) (string, func(), error) {
+	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := b.st.Create(ctx, markerName, data)
+	version, err := l.st.Create(ctx, markerName, data)
 	if err != nil {
 		return "", nil, err
 	}
-	release, err := b.st.Hold(ctx, markerName, version)
+	release, err := l.st.Hold(ctx, markerName, version)
 	if err != nil {
-		_ = b.st.Remove(ctx, markerName, version)
+		_ = l.st.Remove(ctx, markerName, version)
 		return "", nil, fmt.Errorf("hold %s live: %w", markerName, err)
 	}
 	return version, release, nil
 }
 
-func (b *storeBackend) live() (liveness, string) {
-	ctx, cancel := b.rctx()
+// live tells whether the marker's worker holds it now, and the marker's
+// version when the store has versions.
+func (l *loc) live() (liveness, string) {
+	if l.own != nil {
+		return holdLive, l.own.version // this Journal's own, held
+	}
+	ctx, cancel := l.rctx()
 	defer cancel()
-	live, version, err := b.st.Live(ctx, markerName)
+	live, version, err := l.st.Live(ctx, markerName)
+	if l.light != nil {
+		l.light.probed = version
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return holdGone, ""
@@ -817,29 +842,31 @@ func (b *storeBackend) live() (liveness, string) {
 	return holdNone, version
 }
 
-// removeHead removes an older head, conditionally on the version it has
-// now: the version its creation returned when this backend created it,
-// else read first (a head may be another worker's).
-func (b *storeBackend) removeHead(name string) error {
-	ctx, cancel := b.wctx()
+// removeHead removes a run head that a newer one replaced, conditionally
+// on the version it has now: the version its creation returned when this
+// loc created it, else read first (a head may be another worker's; a
+// directory has no versions).
+func (l *loc) removeHead(name string) error {
+	ctx, cancel := l.wctx()
 	defer cancel()
-	b.heads.mu.Lock()
-	version, own := b.heads.m[name]
-	delete(b.heads.m, name)
-	b.heads.mu.Unlock()
-	if !own {
+	l.heads.mu.Lock()
+	version, own := l.heads.m[name]
+	delete(l.heads.m, name)
+	l.heads.mu.Unlock()
+	if !own && l.dir == nil {
 		var err error
-		if _, version, err = b.st.Read(ctx, name, maxRecordBytes); err != nil {
+		if _, version, err = l.st.Read(ctx, name, maxRecordBytes); err != nil {
 			return err
 		}
 	}
-	return b.st.Remove(ctx, name, version)
+	return l.st.Remove(ctx, name, version)
 }
 
-func (b *storeBackend) removeMarker(version string) error {
-	ctx, cancel := b.wctx()
+// removeMarker removes the marker created with version.
+func (l *loc) removeMarker(version string) error {
+	ctx, cancel := l.wctx()
 	defer cancel()
-	return b.st.Remove(ctx, markerName, version)
+	return l.st.Remove(ctx, markerName, version)
 }
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
@@ -874,7 +901,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	return openBackend(ctx, backendOf(st), create, opts)
+	return openLoc(ctx, locOf(st), create, opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
@@ -907,23 +934,5 @@ func InspectStore(ctx context.Context, st Store) (Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
 	}
-	return inspect(backendOf(st).with(ctx))
-}
-
-// backendOf is the journal's view of st: st itself when it has the
-// journal's richer view (the local directory: file types and modes), else
-// the adapter of the four Store operations.
-func backendOf(st Store) backend {
-	if b, ok := st.(backend); ok {
-		return b
-	}
-	return newStoreBackend(st)
-}
-
-func newStoreBackend(st Store) *storeBackend {
-	name := "store"
-	if s, ok := st.(fmt.Stringer); ok {
-		name = s.String()
-	}
-	return &storeBackend{st: st, name: name, heads: &headVersions{}}
+	return inspect(locOf(st).with(ctx))
 }

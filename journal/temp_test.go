@@ -77,14 +77,14 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 	} {
 		p := filepath.Join(dir, tc.name)
 		require.NoError(t, os.WriteFile(p, []byte("x"), 0o600))
-		fs, err := Verify(dir)
+		fs, err := verify(dir)
 		require.NoError(t, err)
 		assert.Equal(t, []Finding{{tc.name, tc.problem}}, fs)
 		require.NoError(t, os.Remove(p))
 	}
 	link := filepath.Join(dir, tempName("backoff-0001.json"))
 	require.NoError(t, os.Symlink("/dev/zero", link))
-	fs, err := Verify(dir)
+	fs, err := verify(dir)
 	require.NoError(t, err)
 	assert.Equal(t, []Finding{{filepath.Base(link), "not a regular file"}}, fs)
 }

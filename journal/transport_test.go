@@ -103,7 +103,7 @@ func TestTransportQueueRouteJournaled(t *testing.T) {
 		receipt := readJSON(t, filepath.Join(dir, files[2]))
 		assert.Equal(t, true, receipt["ack"])
 		assert.Equal(t, 2.0, receipt["attempt"])
-		assert.Equal(t, entry["event_digest"], receipt["resend_of"], "queue-429-route: the re-send names the event that allowed it")
+		assert.Equal(t, entry["digest"], receipt["resend_of"], "queue-429-route: the re-send names the event that allowed it")
 		raw, _ := os.ReadFile(filepath.Join(dir, "backoff-0001.json"))
 		assert.NotContains(t, string(raw), "SECRET")
 

@@ -202,12 +202,12 @@ func TestJournalVerifyCommand(t *testing.T) {
 
 	code, stdout, _ = runJ("verify", dir)
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "backoff-0001.json: event_digest does not match the content (edited)\nnotes.txt: unexpected file in the run directory\n", stdout,
+	assert.Equal(t, "backoff-0001.json: digest does not match the content (edited)\nnotes.txt: unexpected file in the run directory\n", stdout,
 		"findings in check order: directory, manifest, entries, receipts, then other names")
 
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 4, code)
-	assert.True(t, strings.Contains(stdout, `"state":"unresolved"`) && strings.Contains(stdout, `"reason":"backoff-0001.json: event_digest does not match the content (edited)"`), stdout)
+	assert.True(t, strings.Contains(stdout, `"state":"unresolved"`) && strings.Contains(stdout, `"reason":"backoff-0001.json: digest does not match the content (edited)"`), stdout)
 
 	code, _, stderr = runJ("verify", filepath.Join(t.TempDir(), "nope"))
 	assert.Equal(t, 2, code)

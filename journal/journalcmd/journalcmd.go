@@ -192,13 +192,14 @@ type PlanJSON struct {
 			// files that records name are listed.
 			Complete bool           `json:"complete"`
 			Counts   map[string]int `json:"counts"`
-			Files    []PlanFile     `json:"files"`
+			Files    []planFile     `json:"files"`
 		} `json:"plan"`
 	} `json:"file_batch"`
 }
 
-// PlanFile is one planned file in [PlanJSON].
-type PlanFile struct {
+// planFile is one planned file in [PlanJSON] (an alias: the field's type
+// is the struct itself).
+type planFile = struct {
 	// ID is the file's ID from --ids, when it names it.
 	ID         string `json:"id,omitempty"`
 	FileDigest string `json:"file_digest"`
@@ -247,12 +248,12 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		var out PlanJSON
 		out.FileBatch.Backoff = cont.Status
 		p := &out.FileBatch.Plan
-		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []PlanFile{}
+		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []planFile{}
 		for _, k := range classes {
 			p.Counts[string(k)] = cont.Count(k)
 		}
 		for _, f := range cont.Files {
-			p.Files = append(p.Files, PlanFile{ids[f.Digest], f.Digest, string(f.State), string(f.Decision), f.Reason})
+			p.Files = append(p.Files, planFile{ids[f.Digest], f.Digest, string(f.State), string(f.Decision), f.Reason})
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
