@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,8 +105,14 @@ func (s *blockingStore) Live(ctx context.Context, name string) (bool, string, er
 func TestJournalWaitEndsAtTheTotal(t *testing.T) {
 	const total = 300 * time.Millisecond
 	plan := []journal.PlannedFile{{ID: "a.csv"}, {ID: "b.csv"}, {ID: "c.csv"}, {ID: "d.csv"}}
+	// The Journals whose requests are held stay reachable to the end: a
+	// Journal collected with its request in flight closes the marker's
+	// lock, as a dead worker would (R83).
+	var holders []*journal.Journal
+	defer runtime.KeepAlive(&holders)
 	held := func(t *testing.T, j *journal.Journal, id string) {
 		t.Helper()
+		holders = append(holders, j)
 		ctx := journal.WithUpload(context.Background(), id)
 		if err := j.Begin(ctx, readrecovery.JournalRequest{Method: http.MethodPost, URLDigest: journal.FileDigest("u"), Attempt: 1}); err != nil {
 			t.Fatal(err)
