@@ -166,7 +166,11 @@
 // parallel run the other shards keep sending. A dead one is a worker that
 // died in flight: the run is unresolved for every worker until the
 // pending review below. A marker made by hand, a FIFO or a link under the
-// marker's name holds no lock: dead.
+// marker's name holds no lock: dead. The hold lives as long as its
+// Journal: keep the Journal reachable while its request is in flight (the
+// Transport does, through the request's context); a Journal that is
+// garbage-collected mid-request closes the lock with its file, and its
+// marker then reads as dead, as a dead worker's would.
 //
 // On a file system that keeps no locks (flock(2) fails with ENOLCK,
 // EOPNOTSUPP or ENOSYS: some network and FUSE file systems, platforms

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -266,4 +267,41 @@ func TestProbeOfAMarkerRemovedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
 	require.Equal(t, 2, sum.Receipts)
+}
+
+// The hold lives as long as its Journal (package doc, Liveness): a
+// Journal that is collected with its request in flight closes its
+// marker's lock with the lock file, and the marker then reads as dead to
+// every other Journal, as a dead worker's would. While the Journal is
+// reachable the marker is live.
+func TestCollectedJournalsMarkerIsDead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	plan := manyFiles(2)
+	begin := func() *Journal {
+		j, err := Open(dir, WithPlan(plan))
+		require.NoError(t, err)
+		require.NoError(t, j.Begin(WithUpload(context.Background(), plan[0].ID), putReq(t)))
+		return j
+	}
+	marker := func() string {
+		j, err := Open(dir, WithPlan(plan))
+		require.NoError(t, err)
+		st := j.Status(time.Now())
+		require.Len(t, st.Shards, 1)
+		return st.Shards[0].Marker
+	}
+	held := begin()
+	runtime.GC()
+	require.Equal(t, "live", marker(), "reachable: its marker is live")
+	runtime.KeepAlive(held)
+	held = nil
+
+	deadline := time.Now().Add(2 * time.Second)
+	got := marker()
+	for got != "dead" && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		got = marker()
+	}
+	require.Equal(t, "dead", got, "collected mid-request: its marker is dead")
 }
