@@ -155,15 +155,7 @@ func (n *nextState) runStatus(p *parallelRun, now time.Time) Status {
 		if !sj.mu.TryLock() {
 			continue
 		}
-		s, failed := sj.snap, sj.failed
-		p.mu.Lock()
-		v := p.views[i]
-		later := v != nil && v.light && v.gen > s.gen
-		parts = append(parts, p.shardStateLocked(i+1, s, failed, now, !later))
-		if later {
-			parts = append(parts, p.shardStateLocked(i+1, v, "", now, true))
-		}
-		p.mu.Unlock()
+		parts = p.appendShardState(parts, i, sj, now)
 		sj.mu.Unlock()
 	}
 	return p.merge(p.rootSnap, parts)

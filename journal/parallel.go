@@ -270,18 +270,25 @@ func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []
 	out := make([]shardStatus, 0, p.n)
 	for i, sj := range p.shards {
 		sj.mu.Lock()
-		s, failed := sj.snap, sj.failed
-		p.mu.Lock()
-		v := p.views[i]
-		later := v != nil && v.light && v.gen > s.gen
-		out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
-		if later {
-			// A check across shards listed it later: its restrictions
-			// and marker count too (the full scan's findings still do).
-			out = append(out, p.shardStateLocked(i+1, v, "", now, true))
-		}
-		p.mu.Unlock()
+		out = p.appendShardState(out, i, sj, now)
 		sj.mu.Unlock()
+	}
+	return out
+}
+
+// appendShardState appends to out the state of shard i (0-based), sj, as
+// its Journal last read it and, when a check across shards listed it
+// later, as that listing shows it: its restrictions and marker count too
+// (the full scan's findings still do). Called with sj.mu held.
+func (p *parallelRun) appendShardState(out []shardStatus, i int, sj *Journal, now time.Time) []shardStatus {
+	s, failed := sj.snap, sj.failed
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.views[i]
+	later := v != nil && v.light && v.gen > s.gen
+	out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
+	if later {
+		out = append(out, p.shardStateLocked(i+1, v, "", now, true))
 	}
 	return out
 }
