@@ -9,7 +9,16 @@
 // stops the sequence. Waits are never shorter than the server asked and
 // never longer than [MaxServerWait]; a sequence never lasts longer than
 // [MaxSequenceTotal] nor sends more than [MaxSequenceRequests] requests. A
-// request without a Budget passes through untouched. Every wait is a span,
+// request without a Budget gets no recovery: its 429 passes through
+// untouched. Whoever retries it, a mutation that met 429 is never sent again
+// as the same operation ([WithOperation]; docs/policy.md: repeat-guard).
+// With [WithSharedRestrictions] a 429 restricts its scope for every sequence
+// of the Transport, whose requests are held to the scope's room,
+// not-before and pace ([AzureScope] gives Azure's scopes; docs/policy.md:
+// shared-restriction, scope-room, paced-release); [WithCallerRetry] marks
+// the attempts of a retry layer above the transport (docs/policy.md:
+// caller-retry). [WithJournal] attaches the durable record of package
+// journal. Every wait is a span,
 // every stop an error matching [ErrSequenceStopped] and a field of
 // [Budget.Report]. The zero [Transport] and the zero [Budget] are usable.
 //

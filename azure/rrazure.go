@@ -15,6 +15,12 @@
 //     delay per sequence, GET only), and redirects are returned to the
 //     caller, never followed. Its errors name the request URL without its
 //     query, so a SAS signature never ends up in an error message.
+//   - The transport of [ClientOptions], and of [Apply] with a nil one, is
+//     [NewTransport]: shared restrictions keyed by Azure's own scopes
+//     ([readrecovery.AzureScope]; docs/policy.md: azure-scopes), so that a
+//     429 of one request holds the other sequences' requests of its
+//     subscription, storage account or deployment;
+//     readrecovery.WithoutSharedRestrictions() turns it off.
 //   - Who retries a 429 depends on the request (docs/policy.md,
 //     "one-owner-per-429"): readrecovery decides the 429 of a GET whose
 //     context carries a Budget (re-sent once, inside one azcore try) and of
