@@ -37,10 +37,11 @@
 //
 // # Many workers, and WithParallel
 //
-// Any number of workers on any machines may open the same run; each Admit,
-// Begin and PlanContinuation reads the store again, so a restriction one
-// records blocks all, and [WithPendingWait] lets a worker wait for another
-// worker's marker (docs/policy.md: shared-runs, in-flight). A run has one
+// Any number of workers may open the same run (on many machines when it is
+// in Blob Storage); each Admit, Begin and PlanContinuation reads the store
+// again, so a restriction one records blocks all, and [WithPendingWait]
+// lets a worker wait for another worker's marker (docs/policy.md:
+// shared-runs, in-flight). A run has one
 // marker, so one journaled request in flight across all its workers; a
 // run created [WithParallel](n) is n shards under a root, each an ordinary
 // run with its own marker, so up to n are in flight, a file lives in one
