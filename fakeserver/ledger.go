@@ -141,12 +141,12 @@ type assertConfig struct {
 // such as AllowResend("file.upload", 1) for the queue-429 route's single
 // re-send.
 func AllowResend(route string, n int) AssertOption {
-	return AssertOption(func(c *assertConfig) {
+	return func(c *assertConfig) {
 		if c.resends == nil {
 			c.resends = map[string]int{}
 		}
 		c.resends[route] = n
-	})
+	}
 }
 
 // AssertNoMutationSentTwice reports an error through t for every mutation

@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -302,20 +303,12 @@ func (s *Server) openaiList(r *http.Request) *response {
 	if err != nil {
 		return openaiError(http.StatusBadRequest, "", "The query string is malformed.")
 	}
-	limit := openaiMaxListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > openaiMaxListLimit {
-			return openaiError(http.StatusBadRequest, "limit", "limit must be an integer from 1 to 10000.")
-		}
-		limit = n
+	limit, err := strconv.Atoi(cmp.Or(q.Get("limit"), strconv.Itoa(openaiMaxListLimit)))
+	if err != nil || limit < 1 || limit > openaiMaxListLimit {
+		return openaiError(http.StatusBadRequest, "limit", "limit must be an integer from 1 to 10000.")
 	}
-	order := q.Get("order")
-	switch order {
-	case "":
-		order = "desc"
-	case "asc", "desc":
-	default:
+	order := cmp.Or(q.Get("order"), "desc")
+	if order != "asc" && order != "desc" {
 		return openaiError(http.StatusBadRequest, "order", "order must be asc or desc.")
 	}
 	purpose := q.Get("purpose")

@@ -34,7 +34,7 @@ func QuotaHeaders(form QuotaForm) RuleOption {
 	if form != QuotaOpenAI && form != QuotaARM {
 		panic("fakeserver: QuotaHeaders: unknown form " + strconv.Quote(string(form)))
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Quota = form })
+	return func(r *Rule) { r.Bucket.Quota = form }
 }
 
 // PerSubscription keeps the rule's [TokenBucket] per Resource Manager

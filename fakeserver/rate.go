@@ -116,7 +116,7 @@ func Window(start time.Time, d time.Duration) RuleOption {
 	if d <= 0 {
 		panic("fakeserver: Window: the duration must be above 0")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} })
+	return func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} }
 }
 
 // TokenBucket makes the rule fire only on requests that find no token in
@@ -131,7 +131,7 @@ func TokenBucket(rate float64, burst int) RuleOption {
 	if err := checkBucket(rate, burst); err != nil {
 		panic("fakeserver: TokenBucket: " + err.Error())
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst })
+	return func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst }
 }
 
 // PerAccount keeps the rule's [TokenBucket] per storage account (see

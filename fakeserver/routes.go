@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
@@ -222,7 +223,7 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.indexes[name]
-	if inm := r.Header.Get("If-None-Match"); inm == "*" && exists {
+	if r.Header.Get("If-None-Match") == "*" && exists {
 		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index already exists.")
 	}
 	if im := r.Header.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
@@ -240,13 +241,11 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 	if exists {
 		status = http.StatusOK
 	}
-	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
-		resp := newResponse(http.StatusNoContent)
-		resp.header.Set("ETag", etag)
-		resp.header.Set("Preference-Applied", "return=minimal")
-		return resp
-	}
 	resp := searchJSON(status, stored)
+	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
+		resp = newResponse(http.StatusNoContent)
+		resp.header.Set("Preference-Applied", "return=minimal")
+	}
 	resp.header.Set("ETag", etag)
 	return resp
 }
@@ -316,14 +315,11 @@ func (s *Server) fileList(r *http.Request) *response {
 	if err != nil {
 		return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "The query string is malformed.")
 	}
-	limit := defaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "limit must be an integer of at least 1.")
-		}
-		limit = min(n, maxListLimit)
+	limit, err := strconv.Atoi(cmp.Or(q.Get("limit"), strconv.Itoa(defaultListLimit)))
+	if err != nil || limit < 1 {
+		return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "limit must be an integer of at least 1.")
 	}
+	limit = min(limit, maxListLimit)
 	s.mu.Lock()
 	start := 0
 	if after := q.Get("after"); after != "" {

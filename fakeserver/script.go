@@ -95,8 +95,6 @@ func (r Rule) String() string {
 // RuleOption narrows a rule or sets when it fires.
 type RuleOption func(*Rule)
 
-type ruleOptionFunc = RuleOption
-
 // Nth makes the rule fire on the n-th request (1-based) that it matches, and
 // on that one only unless [Times] or [Always] is given too: Nth(3) on
 // "file.list" is the third inventory page request. It panics when n < 1.
@@ -104,7 +102,7 @@ func Nth(n int) RuleOption {
 	if n < 1 {
 		panic("fakeserver: Nth must be at least 1")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Nth = n })
+	return func(r *Rule) { r.Nth = n }
 }
 
 // Times makes the rule fire on the next n requests it matches (from the
@@ -113,24 +111,24 @@ func Times(n int) RuleOption {
 	if n < 1 {
 		panic("fakeserver: Times must be at least 1")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Times = n })
+	return func(r *Rule) { r.Times = n }
 }
 
 // Always makes the rule fire on every request it matches (from the [Nth] on,
 // when given): a persistent fault. It is the default of a rule with neither
 // Nth nor Times.
-func Always() RuleOption { return ruleOptionFunc(func(r *Rule) { r.Always = true }) }
+func Always() RuleOption { return func(r *Rule) { r.Always = true } }
 
 // Method restricts the rule to one HTTP method (case-insensitive), useful
 // with [RouteAny] and [RouteOther].
 func Method(m string) RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Method = strings.ToUpper(m) })
+	return func(r *Rule) { r.Method = strings.ToUpper(m) }
 }
 
 // MatchPath restricts the rule to requests whose decoded path starts with
 // prefix, such as "/devstoreaccount1/checkpoints/" in front of Azurite.
 func MatchPath(prefix string) RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.PathPrefix = prefix })
+	return func(r *Rule) { r.PathPrefix = prefix }
 }
 
 // validate checks r; on failure it names the field at fault.

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,21 +56,21 @@ func newConfig(opts ...Option) config {
 // date-form Retry-After values and the rules by time and by rate. Default
 // time.Now (inside testing/synctest, the bubble's clock); nil is ignored.
 func WithClock(now func() time.Time) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if now != nil {
 			c.now = now
 		}
-	})
+	}
 }
 
 // WithScript sets the fault script. Default: an empty script, which
 // [Server.Script] returns for adding rules. A nil s is ignored.
 func WithScript(s *Script) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if s != nil {
 			c.script = s
 		}
-	})
+	}
 }
 
 // WithAccount sets the storage account name recognised as the first
@@ -82,7 +83,7 @@ func WithScript(s *Script) Option {
 // /devstoreaccount1/devstoreaccount1/b). The ledger and [MatchPath] see the
 // whole path. Default [DefaultAccount]; "" recognises none.
 func WithAccount(name string) Option {
-	return Option(func(c *config) { c.account = name })
+	return func(c *config) { c.account = name }
 }
 
 // WithObserver calls f with each ledger entry once its status is known
@@ -90,11 +91,11 @@ func WithAccount(name string) Option {
 // the request's goroutine, possibly concurrently with itself, and must not
 // block. Default none; a nil f is ignored.
 func WithObserver(f func(Request)) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if f != nil {
 			c.observer = f
 		}
-	})
+	}
 }
 
 // WithUpstreamTransport sets the transport a proxy ([NewProxy]) forwards
@@ -102,11 +103,11 @@ func WithObserver(f func(Request)) Option {
 // testing/synctest bubble). Default: a clone of http.DefaultTransport
 // without transparent compression, closed with the server. Nil is ignored.
 func WithUpstreamTransport(rt http.RoundTripper) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if rt != nil {
 			c.upstreamT = rt
 		}
-	})
+	}
 }
 
 // Server is the fake: an http.Handler with in-memory state (or, from
@@ -211,28 +212,39 @@ func (s *Server) URL() string {
 // stalled and slow bodies end (in-process ones with [ErrServerClosed]), and
 // it returns when every handler and connection goroutine has ended, so
 // that goroutine leak checks pass. Close is idempotent.
-func (s *Server) Close() error {
-	srv := s.beginClose()
-	var err error
-	if srv != nil {
-		err = srv.Close()
-	}
-	s.endClose()
-	return err
-}
+func (s *Server) Close() error { return s.stop((*http.Server).Close) }
 
 // Shutdown stops the server gracefully: stalled and slow bodies end at
 // once, other requests in flight complete, then the connections close.
 // When ctx ends first, it closes as [Server.Close] and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	srv := s.beginClose()
-	var err error
-	if srv != nil {
-		if err = srv.Shutdown(ctx); err != nil {
+	return s.stop(func(srv *http.Server) error {
+		err := srv.Shutdown(ctx)
+		if err != nil {
 			_ = srv.Close()
 		}
+		return err
+	})
+}
+
+// stop closes the server: it ends the bodies, stops the listener with
+// stopListener, waits for the handlers and the connections, then closes
+// the proxy's own idle upstream connections.
+func (s *Server) stop(stopListener func(*http.Server) error) error {
+	s.mu.Lock()
+	s.closed = true
+	srv := s.httpSrv
+	s.mu.Unlock()
+	s.cancelBase(ErrServerClosed)
+	var err error
+	if srv != nil {
+		err = stopListener(srv)
 	}
-	s.endClose()
+	s.active.Wait()
+	s.conns.wait(5 * time.Second)
+	if s.ownedProxy != nil {
+		s.ownedProxy.CloseIdleConnections()
+	}
 	return err
 }
 
@@ -264,10 +276,9 @@ func (c *connTracker) track(_ net.Conn, st http.ConnState) {
 // wait returns when no connection is open, or after d.
 func (c *connTracker) wait(d time.Duration) {
 	c.mu.Lock()
-	zero := c.zero
-	n := c.n
+	zero, n := c.zero, c.n
 	c.mu.Unlock()
-	if n == 0 || zero == nil {
+	if n == 0 { // zero is nil or closed
 		return
 	}
 	t := time.NewTimer(d)
@@ -275,25 +286,6 @@ func (c *connTracker) wait(d time.Duration) {
 	select {
 	case <-zero:
 	case <-t.C:
-	}
-}
-
-func (s *Server) beginClose() *http.Server {
-	s.mu.Lock()
-	s.closed = true
-	srv := s.httpSrv
-	s.mu.Unlock()
-	s.cancelBase(ErrServerClosed)
-	return srv
-}
-
-// endClose waits for the handlers and the connections, then closes the
-// proxy's own idle upstream connections.
-func (s *Server) endClose() {
-	s.active.Wait()
-	s.conns.wait(5 * time.Second)
-	if s.ownedProxy != nil {
-		s.ownedProxy.CloseIdleConnections()
 	}
 }
 
@@ -474,32 +466,21 @@ func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		<-ctx.Done()
 	case kindSlowBody:
 		_ = rc.Flush()
-		slow := &slowBody{rc: io.NopCloser(bytes.NewReader(resp.body)), ctx: ctx, chunk: f.chunk, delay: f.delay}
-		buf := make([]byte, f.chunk)
-		for {
-			n, err := slow.Read(buf)
-			if err != nil {
+		for chunk := range slices.Chunk(resp.body, f.chunk) {
+			if !sleepCtx(ctx, f.delay) {
 				return
 			}
-			if _, err := w.Write(buf[:n]); err != nil {
+			if _, err := w.Write(chunk); err != nil {
 				return
 			}
 			_ = rc.Flush()
 		}
 	default:
-		writeSized(w, resp)
-	}
-}
-
-// writeSized writes resp's body, padded with spaces or cut to resp.size.
-func writeSized(w io.Writer, resp *response) {
-	if resp.size < 0 {
-		_, _ = w.Write(resp.body)
-		return
-	}
-	body := resp.body[:min(len(resp.body), resp.size)]
-	if _, err := w.Write(body); err == nil {
-		_, _ = io.CopyN(w, spaces{}, int64(resp.size-len(body)))
+		if resp.size < 0 {
+			_, _ = w.Write(resp.body)
+		} else { // padded with spaces or cut
+			_, _ = io.CopyN(w, io.MultiReader(bytes.NewReader(resp.body), spaces{}), int64(resp.size))
+		}
 	}
 }
 
