@@ -162,29 +162,24 @@ func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
 		}
 	}
 	type key struct{ method, path, digest string }
-	type sent struct {
-		route string // the first one's
-		seqs  []int
-	}
-	seen := map[key]*sent{}
-	var order []key
+	seqs := map[key][]int{}
+	var firsts []Request // each mutation's first sending, in order
 	for _, r := range s.Requests() {
+		k := key{r.Method, r.Path, r.BodyDigest}
 		if !r.Mutation() {
 			continue
 		}
-		k := key{r.Method, r.Path, r.BodyDigest}
-		if seen[k] == nil {
-			seen[k] = &sent{route: r.Route}
-			order = append(order, k)
+		if seqs[k] == nil {
+			firsts = append(firsts, r)
 		}
-		seen[k].seqs = append(seen[k].seqs, r.Seq)
+		seqs[k] = append(seqs[k], r.Seq)
 	}
 	ok := true
-	for _, k := range order {
-		m := seen[k]
-		if n, allowed := len(m.seqs), 1+cfg.resends[m.route]; n > allowed {
+	for _, r := range firsts {
+		sent := seqs[key{r.Method, r.Path, r.BodyDigest}]
+		if n, allowed := len(sent), 1+cfg.resends[r.Route]; n > allowed {
 			t.Errorf("fakeserver: mutation %s %q (%s, body %s) sent %d times, at most %d allowed: requests %v",
-				k.method, k.path, m.route, k.digest, n, allowed, m.seqs)
+				r.Method, r.Path, r.Route, r.BodyDigest, n, allowed, sent)
 			ok = false
 		}
 	}

@@ -128,7 +128,7 @@ func Window(start time.Time, d time.Duration) RuleOption {
 // refill is exact (GCRA, one token every 1/rate to the nanosecond). It
 // panics when rate is not in [0.001, 1e9] or burst not in [1, 1,000,000].
 func TokenBucket(rate float64, burst int) RuleOption {
-	if err := checkBucket(rate, burst); err != nil {
+	if _, err := checkBucket(rate, burst); err != nil {
 		panic("fakeserver: TokenBucket: " + err.Error())
 	}
 	return func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst }
@@ -145,53 +145,40 @@ func PerHost() RuleOption { return perKey(BucketPerHost) }
 // perKey keeps the rule's bucket per k (PerAccount, PerHost, quota.go's).
 func perKey(k BucketKey) RuleOption { return func(r *Rule) { r.Bucket.Key = k } }
 
-func checkBucket(rate float64, burst int) error {
+// checkBucket checks a bucket's rate and burst; on failure it names the
+// field at fault.
+func checkBucket(rate float64, burst int) (field string, err error) {
 	if math.IsNaN(rate) || rate < minBucketRate || rate > maxBucketRate {
-		return fmt.Errorf("rate %v out of range [%v, %v] tokens per second", rate, minBucketRate, float64(maxBucketRate))
+		return "token_bucket.rate", fmt.Errorf("rate %v out of range [%v, %v] tokens per second", rate, minBucketRate, float64(maxBucketRate))
 	}
 	if burst < 1 || burst > maxBucketBurst {
-		return fmt.Errorf("burst %d out of range [1, %d]", burst, maxBucketBurst)
+		return "token_bucket.burst", fmt.Errorf("burst %d out of range [1, %d]", burst, maxBucketBurst)
 	}
-	return nil
+	return "", nil
 }
 
 // validateTimed checks the window, the bucket and a remaining Retry-After.
 func (r *Rule) validateTimed() (field string, err error) {
-	if r.Window.Duration < 0 {
-		return "window.duration", errors.New("the duration must be above 0")
-	}
-	if r.Window.Duration == 0 && !r.Window.Start.IsZero() {
-		return "window.duration", errors.New("a window needs a duration")
-	}
 	b := r.Bucket
 	if b.Rate != 0 || b.Burst != 0 {
-		if err := checkBucket(b.Rate, b.Burst); err != nil {
-			field := "token_bucket.rate"
-			if strings.HasPrefix(err.Error(), "burst") {
-				field = "token_bucket.burst"
-			}
-			return field, err
-		}
+		field, err = checkBucket(b.Rate, b.Burst)
 	}
-	if b.Key != "" {
-		switch b.Key {
-		case BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment:
-		default:
-			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account, host, subscription or deployment)", string(b.Key))
-		}
-		if b.Rate == 0 {
-			return "token_bucket.key", errors.New("a bucket key needs a token bucket")
-		}
-	}
-	if b.Quota != "" {
-		if b.Quota != QuotaOpenAI && b.Quota != QuotaARM {
-			return "token_bucket.quota_headers", fmt.Errorf("unknown quota headers %q (want openai or arm)", string(b.Quota))
-		}
-		if b.Rate == 0 {
-			return "token_bucket.quota_headers", errors.New("quota headers need a token bucket")
-		}
-	}
-	if r.Fault.retryAfter.remaining() && !r.timed() {
+	switch {
+	case r.Window.Duration < 0:
+		return "window.duration", errors.New("the duration must be above 0")
+	case r.Window.Duration == 0 && !r.Window.Start.IsZero():
+		return "window.duration", errors.New("a window needs a duration")
+	case err != nil:
+		return field, err
+	case b.Key != "" && !slices.Contains([]BucketKey{BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment}, b.Key):
+		return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account, host, subscription or deployment)", string(b.Key))
+	case b.Key != "" && b.Rate == 0:
+		return "token_bucket.key", errors.New("a bucket key needs a token bucket")
+	case b.Quota != "" && b.Quota != QuotaOpenAI && b.Quota != QuotaARM:
+		return "token_bucket.quota_headers", fmt.Errorf("unknown quota headers %q (want openai or arm)", string(b.Quota))
+	case b.Quota != "" && b.Rate == 0:
+		return "token_bucket.quota_headers", errors.New("quota headers need a token bucket")
+	case r.Fault.retryAfter.remaining() && !r.timed():
 		return "retry_after.form", fmt.Errorf("the %s form needs a window or a token bucket on the rule", r.Fault.retryAfter.form)
 	}
 	return "", nil

@@ -133,30 +133,23 @@ func MatchPath(prefix string) RuleOption {
 
 // validate checks r; on failure it names the field at fault.
 func (r *Rule) validate() (field string, err error) {
-	if !slices.Contains(routeNames, r.Route) && !slices.Contains(openaiRouteNames, r.Route) { // openai.go
+	m := routeMethod[r.Route] // "" for a route of any method
+	switch {
+	case !slices.Contains(routeNames, r.Route) && !slices.Contains(openaiRouteNames, r.Route): // openai.go
 		return "route", fmt.Errorf("unknown route %q (want one of %s)", r.Route, strings.Join(routeNames, ", "))
-	}
-	if r.Method != "" {
-		if !isToken(r.Method) {
-			return "method", fmt.Errorf("invalid method %q", r.Method)
-		}
-		if m, ok := routeMethod[r.Route]; ok && m != r.Method {
-			return "method", fmt.Errorf("method %s never matches route %s (which is %s only)", r.Method, r.Route, m)
-		}
-	}
-	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+	case r.Method != "" && !isToken(r.Method):
+		return "method", fmt.Errorf("invalid method %q", r.Method)
+	case r.Method != "" && m != "" && m != r.Method:
+		return "method", fmt.Errorf("method %s never matches route %s (which is %s only)", r.Method, r.Route, m)
+	case r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/"):
 		return "path_prefix", fmt.Errorf("path prefix %q must start with /", r.PathPrefix)
-	}
-	if r.Nth < 0 {
+	case r.Nth < 0:
 		return "nth", errors.New("nth must be at least 1")
-	}
-	if r.Times < 0 {
+	case r.Times < 0:
 		return "times", errors.New("times must be at least 1")
-	}
-	if r.Always && r.Times > 0 {
+	case r.Always && r.Times > 0:
 		return "always", errors.New("always and times exclude each other")
-	}
-	if r.Fault.kind == kindNone {
+	case r.Fault.kind == kindNone:
 		return "fault", errors.New("a rule needs a fault")
 	}
 	return r.validateTimed()

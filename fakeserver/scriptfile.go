@@ -43,11 +43,7 @@ func LoadScript(r io.Reader) (*Script, error) {
 	if !doc.seen["rules"] {
 		return nil, &LoadError{Doc: "script", Line: 1, Column: 1, Msg: `missing "rules"`}
 	}
-	s := &Script{}
-	for _, r := range rules {
-		s.rules = append(s.rules, &ruleState{Rule: r})
-	}
-	return s, nil
+	return NewScript(rules...), nil // validated: NewScript does not panic
 }
 
 // ruleJSON is one rule of a script file. A pointer field is one whose

@@ -294,35 +294,32 @@ func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {
 
 // content returns the entry's bytes and the field they came from.
 func (cj contentJSON) content() ([]byte, string, *LoadError) {
-	var field string
-	for _, k := range []struct {
-		name    string
-		present bool
-	}{{"content", cj.Content != nil}, {"content_base64", cj.ContentBase64 != nil}, {"json", cj.JSON != nil}} {
+	var from string
+	for _, k := range []field{{"content", cj.Content != nil}, {"content_base64", cj.ContentBase64 != nil}, {"json", cj.JSON != nil}} {
 		if !k.present {
 			continue
 		}
-		if field != "" {
-			return nil, "", pathErr(k.name, fmt.Sprintf("excludes %s: give one of %s", field, seedContentFields))
+		if from != "" {
+			return nil, "", pathErr(k.name, fmt.Sprintf("excludes %s: give one of %s", from, seedContentFields))
 		}
-		field = k.name
+		from = k.name
 	}
-	switch field {
+	switch from {
 	case "":
 		return nil, "", pathErr("", fmt.Sprintf("no content: give one of %s (\"content\": \"\" for an empty one)", seedContentFields))
 	case "content":
-		return []byte(*cj.Content), field, nil
+		return []byte(*cj.Content), from, nil
 	case "content_base64":
 		b, err := base64.StdEncoding.DecodeString(*cj.ContentBase64)
 		if err != nil {
 			return nil, "", pathErr("content_base64", "not standard base64 (RFC 4648, with padding)")
 		}
-		return b, field, nil
+		return b, from, nil
 	default: // json
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, cj.JSON); err != nil { // unreachable: the seed is valid JSON
 			return nil, "", pathErr("json", "invalid JSON")
 		}
-		return buf.Bytes(), field, nil
+		return buf.Bytes(), from, nil
 	}
 }
