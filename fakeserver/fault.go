@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -174,10 +175,7 @@ func (ra RetryAfter) millis() (string, bool) {
 // "raw", "duplicate", "missing", "oversized", "overlong", "remaining" or
 // "remaining-ms".
 func (ra RetryAfter) Form() string {
-	if ra.form == "" {
-		return formMissing
-	}
-	return ra.form
+	return cmp.Or(ra.form, formMissing)
 }
 
 // Values returns the exact Retry-After header values sent when the server's

@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -83,10 +84,7 @@ func (b Bucket) String() string {
 }
 
 func (b Bucket) key() BucketKey {
-	if b.Key == "" {
-		return BucketPerAccount
-	}
-	return b.Key
+	return cmp.Or(b.Key, BucketPerAccount)
 }
 
 // interval is the time one token takes to come back, 1/Rate rounded to the

@@ -354,13 +354,7 @@ func (s *Server) fileList(r *http.Request) *response {
 
 func (s *Server) blobPut(r *http.Request, p string, body []byte, now time.Time) *response {
 	c, b, _ := blobName(p)
-	ct := r.Header.Get("x-ms-blob-content-type")
-	if ct == "" {
-		ct = r.Header.Get("Content-Type")
-	}
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
+	ct := cmp.Or(r.Header.Get("x-ms-blob-content-type"), r.Header.Get("Content-Type"), defaultBlobType)
 	key := c + "/" + b
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -590,13 +584,10 @@ func (s *Server) PutBlob(container, blob string, data []byte) string {
 // putBlob stores a blob with its content type ("" is
 // application/octet-stream).
 func (s *Server) putBlob(container, blob string, data []byte, contentType string) string {
-	if contentType == "" {
-		contentType = defaultBlobType
-	}
 	now := s.now().UTC()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: contentType, lastModified: now}
+	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: cmp.Or(contentType, defaultBlobType), lastModified: now}
 	s.blobs[container+"/"+blob] = e
 	return e.etag
 }

@@ -245,36 +245,31 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		field{"size", rj.Size != nil}); e != nil {
 		return RetryAfter{}, e
 	}
+	ra := RetryAfter{form: form}
 	switch form {
 	case formSeconds, formOverlong:
-		n := int64(60) // the overlong default
+		ra.seconds = 60 // the overlong default
 		if rj.Seconds != nil {
-			n = *rj.Seconds
+			ra.seconds = *rj.Seconds
 		}
-		if n < 0 {
+		if ra.seconds < 0 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "must not be negative (use the raw form for \"-1\")")
 		}
-		if form == formSeconds {
-			return RetryAfterSeconds(n), nil
-		}
-		return RetryAfter{form: formOverlong, seconds: n}, nil
 	case string(IMFFixdate), string(RFC850), string(Asctime):
-		if n := *rj.Seconds; n < -1e9 || n > 1e9 {
+		if ra.seconds = *rj.Seconds; ra.seconds < -1e9 || ra.seconds > 1e9 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "out of range [-1e9, 1e9]")
 		}
-		return RetryAfter{form: form, seconds: *rj.Seconds}, nil
 	case formRaw, formDuplicate:
-		values := rj.Values
+		ra.values = rj.Values
 		switch {
-		case form == formRaw && len(values) != 1:
+		case form == formRaw && len(ra.values) != 1:
 			return RetryAfter{}, pathErr("retry_after.values", "the raw form takes exactly one value (use duplicate for more)")
-		case form == formDuplicate && len(values) < 2:
+		case form == formDuplicate && len(ra.values) < 2:
 			return RetryAfter{}, pathErr("retry_after.values", "the duplicate form takes two or more values")
 		}
-		if err := checkRawValues(values); err != nil {
+		if err := checkRawValues(ra.values); err != nil {
 			return RetryAfter{}, pathErr("retry_after.values", err.Error())
 		}
-		return RetryAfter{form: form, values: values}, nil
 	case formOversized:
 		n := int64(200)
 		if rj.Size != nil {
@@ -283,14 +278,9 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		if n < 1 || n > 64<<10 {
 			return RetryAfter{}, pathErr("retry_after.size", "out of range [1, 65536]")
 		}
-		return RetryAfterOversized(int(n)), nil
-	case formRemaining:
-		return RetryAfterRemaining(), nil
-	case formRemainingMs:
-		return RetryAfterRemainingMs(), nil
-	default: // missing
-		return RetryAfterMissing(), nil
-	}
+		ra.size = int(n)
+	} // missing, remaining, remaining-ms: the form alone
+	return ra, nil
 }
 
 func (wj *windowJSON) window() (TimeWindow, *LoadError) {

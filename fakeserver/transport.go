@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -150,14 +151,9 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 func serverRequest(ctx context.Context, req *http.Request) *http.Request {
 	r := req.Clone(ctx)
 	r.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
-	if r.URL.Path == "" {
-		r.URL.Path = "/"
-	}
+	r.URL.Path = cmp.Or(r.URL.Path, "/")
 	r.RequestURI = r.URL.RequestURI()
-	r.Host = req.Host
-	if r.Host == "" {
-		r.Host = req.URL.Host
-	}
+	r.Host = cmp.Or(req.Host, req.URL.Host)
 	r.RemoteAddr = "in-process"
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
 	r.GetBody = nil
