@@ -82,9 +82,7 @@ func RetryAfterSeconds(n int64) RetryAfter {
 // second (HTTP-dates have no fraction). A negative d gives a date in the
 // past. It panics on an unknown form.
 func RetryAfterDate(form DateForm, d time.Duration) RetryAfter {
-	switch form {
-	case IMFFixdate, RFC850, Asctime:
-	default:
+	if _, ok := dateLayouts[string(form)]; !ok {
 		panic(fmt.Sprintf("fakeserver: RetryAfterDate: unknown date form %q", string(form)))
 	}
 	return RetryAfter{form: string(form), seconds: int64(d / time.Second)}

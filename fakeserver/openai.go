@@ -338,8 +338,7 @@ func (s *Server) openaiList(r *http.Request) *response {
 		page.Data = append(page.Data, fileJSON(f))
 	}
 	if len(page.Data) > 0 {
-		first, last := page.Data[0].ID, page.Data[len(page.Data)-1].ID
-		page.FirstID, page.LastID = &first, &last
+		page.FirstID, page.LastID = new(page.Data[0].ID), new(page.Data[len(page.Data)-1].ID)
 	}
 	return jsonResponse(http.StatusOK, page)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -239,14 +240,10 @@ func (d Decision) String() string {
 }
 
 func cloneDecisions(ds []Decision) []Decision {
-	if ds == nil {
-		return nil
-	}
-	out := slices.Clone(ds)
+	out := slices.Clone(ds) // nil stays nil
 	for i, d := range out {
 		if d.TokensLeft != nil {
-			n := *d.TokensLeft
-			out[i].TokensLeft = &n
+			out[i].TokensLeft = new(*d.TokensLeft)
 		}
 	}
 	return out
@@ -342,11 +339,7 @@ func (r *ruleState) take(key string, now time.Time) (left int, wait time.Duratio
 // (which starts full again if its key comes back).
 func (r *ruleState) dropBuckets(now time.Time) {
 	n := len(r.full)
-	for k, full := range r.full {
-		if !full.After(now) {
-			delete(r.full, k)
-		}
-	}
+	maps.DeleteFunc(r.full, func(_ string, full time.Time) bool { return !full.After(now) })
 	if len(r.full) < n {
 		return
 	}

@@ -67,16 +67,13 @@ type ruleJSON struct {
 	Delay       *string         `json:"delay"`
 }
 
-// windowJSON is {"start": RFC 3339 time (optional), "duration": Go
-// duration}.
+// windowJSON, bucketJSON and retryAfterJSON are a rule's "window",
+// "token_bucket" and "retry_after" (their keys are in docs/fakeserver.md).
 type windowJSON struct {
 	Start    string  `json:"start"`
 	Duration *string `json:"duration"`
 }
 
-// bucketJSON is {"rate": tokens per second, "burst": N, "key": "account",
-// "host", "subscription" or "deployment" (optional), "quota_headers":
-// "openai" or "arm" (optional)}.
 type bucketJSON struct {
 	Rate  *float64 `json:"rate"`
 	Burst *int64   `json:"burst"`
