@@ -226,18 +226,12 @@ func unknownField(raw []byte, t reflect.Type) string {
 		return ""
 	}
 	fields := map[string]reflect.Type{}
-	var add func(t reflect.Type)
-	add = func(t reflect.Type) {
-		for f := range t.Fields() {
-			if f.Anonymous {
-				add(f.Type)
-				continue
-			}
+	for _, f := range reflect.VisibleFields(t) { // an embedded struct's fields too
+		if !f.Anonymous {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			fields[strings.ToLower(name)] = f.Type
 		}
 	}
-	add(t)
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		ft, ok := fields[strings.ToLower(k)] // encoding/json matches keys without case
 		if !ok {

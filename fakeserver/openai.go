@@ -343,34 +343,30 @@ func (s *Server) openaiList(r *http.Request) *response {
 	return jsonResponse(http.StatusOK, page)
 }
 
-func (s *Server) openaiFile(id string) (OpenAIFile, int, bool) {
-	i := slices.IndexFunc(s.openai.files, func(f OpenAIFile) bool { return f.ID == id })
-	if i < 0 {
-		return OpenAIFile{}, -1, false
-	}
-	return s.openai.files[i], i, true
+// openaiFile is the index of file id, -1 when there is none; the caller
+// holds mu.
+func (s *Server) openaiFile(id string) int {
+	return slices.IndexFunc(s.openai.files, func(f OpenAIFile) bool { return f.ID == id })
 }
 
 func (s *Server) openaiGet(id string) *response {
 	s.mu.Lock()
-	f, _, ok := s.openaiFile(id)
-	s.mu.Unlock()
-	if !ok {
+	defer s.mu.Unlock()
+	i := s.openaiFile(id)
+	if i < 0 {
 		return openaiNoFile(id)
 	}
-	return jsonResponse(http.StatusOK, fileJSON(f))
+	return jsonResponse(http.StatusOK, fileJSON(s.openai.files[i]))
 }
 
 func (s *Server) openaiDelete(id string) *response {
 	s.mu.Lock()
-	_, i, ok := s.openaiFile(id)
-	if ok {
-		s.openai.files = slices.Delete(s.openai.files, i, i+1)
-	}
-	s.mu.Unlock()
-	if !ok {
+	defer s.mu.Unlock()
+	i := s.openaiFile(id)
+	if i < 0 {
 		return openaiNoFile(id)
 	}
+	s.openai.files = slices.Delete(s.openai.files, i, i+1)
 	return jsonResponse(http.StatusOK, struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -432,7 +428,7 @@ func (s *Server) openaiBatchCreate(vs string, body []byte, now time.Time) *respo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if _, _, ok := s.openaiFile(id); !ok {
+		if s.openaiFile(id) < 0 {
 			return openaiNoFile(id)
 		}
 	}

@@ -165,7 +165,7 @@ func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte
 	}
 	switch route {
 	case RouteSearchPut:
-		return s.searchPut(r, p, body)
+		return s.searchPut(r.Header, p, body)
 	case RouteSearchGet:
 		return s.searchGet(p)
 	case RouteFileUpload:
@@ -205,7 +205,7 @@ func sanitizeMethod(m string) string {
 
 // --- Search ---------------------------------------------------------------
 
-func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
+func (s *Server) searchPut(h http.Header, p string, body []byte) *response {
 	name, _ := indexName(p)
 	var def map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -223,10 +223,10 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.indexes[name]
-	if r.Header.Get("If-None-Match") == "*" && exists {
+	if h.Get("If-None-Match") == "*" && exists {
 		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index already exists.")
 	}
-	if im := r.Header.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
+	if im := h.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
 		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index's ETag does not match.")
 	}
 	etag := s.nextETag()
@@ -242,7 +242,7 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 		status = http.StatusOK
 	}
 	resp := searchJSON(status, stored)
-	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
+	if strings.Contains(strings.ToLower(h.Get("Prefer")), "return=minimal") {
 		resp = newResponse(http.StatusNoContent)
 		resp.header.Set("Preference-Applied", "return=minimal")
 	}
@@ -555,8 +555,7 @@ func (s *Server) PutIndex(name string, definition []byte) error {
 	if name == "" || strings.ContainsAny(name, "/'") {
 		return fmt.Errorf("fakeserver: invalid index name %q", name)
 	}
-	req, _ := http.NewRequest(http.MethodPut, "/indexes/"+url.PathEscape(name), nil)
-	resp := s.searchPut(req, "/indexes/"+name, definition)
+	resp := s.searchPut(http.Header{}, "/indexes/"+name, definition)
 	if resp.status >= 300 {
 		return fmt.Errorf("fakeserver: index %q: %s", name, resp.body)
 	}

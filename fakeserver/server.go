@@ -140,8 +140,6 @@ type Server struct {
 	baseURL    string
 }
 
-var _ http.Handler = (*Server)(nil)
-
 // New returns a fake Azure-like server with empty state.
 func New(opts ...Option) *Server {
 	s := &Server{cfg: newConfig(opts...)}

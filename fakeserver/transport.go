@@ -33,8 +33,6 @@ func (s *Server) Transport() http.RoundTripper { return &inProcess{s: s} }
 
 type inProcess struct{ s *Server }
 
-var _ http.RoundTripper = (*inProcess)(nil)
-
 // errBodyClosed ends the handler of a response whose body the client closed.
 var errBodyClosed = errors.New("fakeserver: response body closed")
 
@@ -191,10 +189,7 @@ type pipeWriter struct {
 	err      error // the round trip's error when no header was sent
 }
 
-var (
-	_ http.ResponseWriter = (*pipeWriter)(nil)
-	_ http.Flusher        = (*pipeWriter)(nil)
-)
+var _ http.Flusher = (*pipeWriter)(nil) // asked for by http.NewResponseController
 
 func (w *pipeWriter) Header() http.Header { return w.header }
 
