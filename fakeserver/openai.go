@@ -482,11 +482,10 @@ func openaiError(status int, param, msg string) *response {
 func (s *Server) openaiHeaders(h http.Header, p string, f Fault, status int, id string, now time.Time) {
 	_, surface := openaiPath(p)
 	throttled := f.openai && status == http.StatusTooManyRequests
-	s.mu.Lock()
 	if !surface && !throttled {
-		s.mu.Unlock()
 		return
 	}
+	s.mu.Lock()
 	if m := now.Unix() / 60; m != s.openai.minute {
 		s.openai.minute, s.openai.inMinute = m, 0
 	}

@@ -15,10 +15,8 @@ type QuotaForm string
 // The forms of [QuotaHeaders].
 const (
 	// QuotaOpenAI sends Azure OpenAI's x-ratelimit-remaining-requests and
-	// x-ratelimit-reset-requests: the time until the bucket is full again
-	// (OpenAI's "resets to its initial state"), rounded up to the
-	// millisecond in OpenAI's form ("100ms", "1s", "1.5s", "6m0s"), on
-	// every answer the bucket decides, 429s included.
+	// x-ratelimit-reset-requests, the time until the bucket is full again
+	// in OpenAI's form (docs/fakeserver.md#quota-headers).
 	QuotaOpenAI QuotaForm = "openai"
 	// QuotaARM sends Resource Manager's
 	// x-ms-ratelimit-remaining-subscription-reads (GET, HEAD) or

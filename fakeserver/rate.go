@@ -18,9 +18,8 @@ import (
 
 // TimeWindow is the span of a [Window] rule: [Start, Start+Duration).
 type TimeWindow struct {
-	// Start is when the window opens. The zero Start opens it at the first
-	// request the rule is asked about (its route, method and path match
-	// and its count condition holds), once.
+	// Start is when the window opens; the zero Start opens it at the
+	// first request the rule is asked about ([Window]).
 	Start time.Time
 	// Duration is how long the window stays open; 0 means no window.
 	Duration time.Duration
@@ -106,11 +105,11 @@ const (
 )
 
 // Window makes the rule fire only on requests that arrive inside [start,
-// start+d) on the server's clock; the zero start opens it at the first
-// request the rule is asked about. With [RetryAfterRemaining] the
-// Retry-After is the time left, rounded up (2 at start for d = 2 s, 1 from
-// 1 s on). With [Nth] or [Times] every condition must hold. It panics when
-// d <= 0.
+// start+d) on the server's clock; the zero start opens it, once, at the
+// first request the rule is asked about (one it matches whose count
+// condition holds). With [RetryAfterRemaining] the Retry-After is the time
+// left, rounded up (2 at start for d = 2 s, 1 from 1 s on). With [Nth] or
+// [Times] every condition must hold. It panics when d <= 0.
 func Window(start time.Time, d time.Duration) RuleOption {
 	if d <= 0 {
 		panic("fakeserver: Window: the duration must be above 0")

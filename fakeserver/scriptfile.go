@@ -19,10 +19,9 @@ const maxScriptRules = 10000
 // the file; a *LoadError inside is found with errors.As.
 func LoadScriptFile(path string) (*Script, error) { return loadFile(path, LoadScript) }
 
-// LoadScript reads a JSON script (the format is in docs/fakeserver.md).
-// A bad script returns a *LoadError naming the rule and
-// field ("rules[2].retry_after.form") with a line and column. Unknown
-// fields are errors, so that a typo does not silently script nothing.
+// LoadScript reads a JSON script (the format is in docs/fakeserver.md); a
+// bad one, an unknown field included (a typo must not script nothing), is
+// a [*LoadError].
 func LoadScript(r io.Reader) (*Script, error) {
 	data, err := readLimited(r, maxScriptSize, "script")
 	if err != nil {

@@ -30,9 +30,8 @@ var maxSeedSize = 64 << 20
 var ErrSeedProxy = errors.New("fakeserver: a proxy has no in-memory state to seed")
 
 // Seed is the state a [Server] starts from: Search indexes, File service
-// files and Blob blobs, stored by [Server.Seed] without a request (so
-// nothing enters the ledger and no script rule counts them). [LoadSeed]
-// reads one from JSON, for the command's --seed flag.
+// files and Blob blobs, which [Server.Seed] stores. [LoadSeed] reads one
+// from JSON, for the command's --seed flag.
 type Seed struct {
 	Indexes []SeedIndex
 	Files   []SeedFile
@@ -75,11 +74,9 @@ type SeedBlob struct {
 // file; a *LoadError inside is found with errors.As.
 func LoadSeedFile(path string) (*Seed, error) { return loadFile(path, LoadSeed) }
 
-// LoadSeed reads a JSON seed (the format is in docs/fakeserver.md)
-// of at most 64 MiB. A bad seed returns a *LoadError naming the entry and
-// field ("blobs[1].container") with a line and column. Unknown keys are
-// errors, so that a typo does not silently seed nothing. A seed that loads
-// is accepted whole by [Server.Seed].
+// LoadSeed reads a JSON seed of at most 64 MiB (the format is in
+// docs/fakeserver.md); a bad one, an unknown key included, is a
+// [*LoadError]. A seed that loads is accepted whole by [Server.Seed].
 func LoadSeed(r io.Reader) (*Seed, error) {
 	data, err := readLimited(r, int64(maxSeedSize), "seed")
 	if err != nil {

@@ -110,10 +110,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeReqBody()
 			<-done
 			cleanup()
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			return nil, context.Cause(hctx)
+			return nil, endErr()
 		}
 	}
 	// ready is closed: status, snapshot, declared and err are set.
@@ -263,19 +260,14 @@ func (w *pipeWriter) finish() {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	if err := w.endErr(); err != nil {
-		w.pw.CloseWithError(err)
-		return
-	}
-	if w.err == nil && w.bodyAllowed() && w.declared >= 0 && w.written < w.declared {
+	err := w.endErr()
+	if err == nil && w.err == nil && w.bodyAllowed() && w.declared >= 0 && w.written < w.declared {
+		err = io.ErrUnexpectedEOF
 		if w.srvCtx.Err() != nil {
-			w.pw.CloseWithError(errServerClosedEOF)
-		} else {
-			w.pw.CloseWithError(io.ErrUnexpectedEOF)
+			err = errServerClosedEOF
 		}
-		return
 	}
-	_ = w.pw.Close()
+	w.pw.CloseWithError(err) // nil: a clean EOF
 }
 
 // pipeBody is the client's response body of an in-process round trip.
