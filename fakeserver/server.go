@@ -360,7 +360,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = s.serveRoute(route, r, svc, body, now)
 	}
 	s.openaiHeaders(resp.header, svc, fault, resp.status, id, now) // openai.go
-	setQuotaHeaders(resp.header, r.Method, v.decisions)            // quota.go
+	setQuotaHeaders(resp.header, r.Method, v.decisions)            // rate.go
 	setCommonHeaders(resp.header, route, id, now)
 	s.finish(entry, resp.status, "")
 	s.emit(ctx, w, r, resp, fault)
