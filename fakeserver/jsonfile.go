@@ -101,15 +101,11 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 				var raw json.RawMessage
 				_ = dec.Decode(&raw) // valid JSON
 				start := dec.InputOffset() - int64(len(raw))
-				where := fmt.Sprintf("%s[%d]", key, i)
 				if i == d.maxEntries {
-					return d.at(where, start, fmt.Sprintf("more than %d entries", d.maxEntries))
+					return d.at(fmt.Sprintf("%s[%d]", key, i), start, fmt.Sprintf("more than %d entries", d.maxEntries))
 				}
 				if e := each(i, raw); e != nil {
-					if e.Path != "" {
-						where += "." + e.Path
-					}
-					return d.at(where, start+e.off, e.Msg)
+					return d.at(e.in(key, i).Path, start+e.off, e.Msg)
 				}
 			}
 			_, _ = dec.Token() // ']'

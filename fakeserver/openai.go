@@ -183,7 +183,7 @@ func openaiPath(p string) ([]string, bool) {
 
 // classifyOpenAI names the route of a request on the surface; ok is false
 // for a path that is not one of its resources. An unknown method on one
-// is RouteOther (answered 405 by serveOpenAI).
+// is RouteOther (answered 405 by serveRoute).
 func classifyOpenAI(method, p string) (route string, ok bool) {
 	segs, ok := openaiPath(p)
 	if !ok {
@@ -204,30 +204,6 @@ func classifyOpenAI(method, p string) (route string, ok bool) {
 		return RouteOpenAIBatchGet, true
 	}
 	return RouteOther, true
-}
-
-// serveOpenAI answers a request on the surface; ok is false when p is not
-// one of its paths.
-func (s *Server) serveOpenAI(route string, r *http.Request, p string, body []byte, now time.Time) (*response, bool) {
-	segs, ok := openaiPath(p)
-	if !ok {
-		return nil, false
-	}
-	switch route {
-	case RouteOpenAIFileUpload:
-		return s.openaiUpload(r, body, now), true
-	case RouteOpenAIFileList:
-		return s.openaiList(r), true
-	case RouteOpenAIFileGet:
-		return s.openaiGet(segs[1]), true
-	case RouteOpenAIFileDelete:
-		return s.openaiDelete(segs[1]), true
-	case RouteOpenAIBatchCreate:
-		return s.openaiBatchCreate(segs[1], body, now), true
-	case RouteOpenAIBatchGet:
-		return s.openaiBatchGet(segs[1], segs[3]), true
-	}
-	return openaiError(http.StatusMethodNotAllowed, "", fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))), true
 }
 
 // openaiFileJSON is a file object as the Files API answers it.

@@ -160,9 +160,7 @@ type File struct {
 // serveRoute answers a request the script left alone; p is its service
 // path.
 func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte, now time.Time) *response {
-	if resp, ok := s.serveOpenAI(route, r, p, body, now); ok { // openai.go
-		return resp
-	}
+	segs, isOpenAI := openaiPath(p) // openai.go
 	switch route {
 	case RouteSearchPut:
 		return s.searchPut(r.Header, p, body)
@@ -176,13 +174,27 @@ func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte
 		return s.blobPut(r, p, body, now)
 	case RouteBlobGet:
 		return s.blobGet(r, p)
+	case RouteOpenAIFileUpload:
+		return s.openaiUpload(r, body, now)
+	case RouteOpenAIFileList:
+		return s.openaiList(r)
+	case RouteOpenAIFileGet:
+		return s.openaiGet(segs[1])
+	case RouteOpenAIFileDelete:
+		return s.openaiDelete(segs[1])
+	case RouteOpenAIBatchCreate:
+		return s.openaiBatchCreate(segs[1], body, now)
+	case RouteOpenAIBatchGet:
+		return s.openaiBatchGet(segs[1], segs[3])
 	}
+	notAllowed := fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))
 	_, isIndex := indexName(p)
 	_, _, isBlob := blobName(p)
 	switch {
+	case isOpenAI:
+		return openaiError(http.StatusMethodNotAllowed, "", notAllowed)
 	case isIndex || p == "/files":
-		return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
-			fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method)))
+		return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed", notAllowed)
 	case isBlob && !isSearchOrFile(p):
 		return xmlError(http.StatusMethodNotAllowed, "UnsupportedHttpVerb",
 			fmt.Sprintf("The resource doesn't support the specified HTTP verb %s.", sanitizeMethod(r.Method)))

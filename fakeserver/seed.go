@@ -146,7 +146,8 @@ func checkAll[T any](section string, list []T, check func(T, []T) *LoadError) *L
 	return nil
 }
 
-// in places an entry's error, without a line (a Seed built in Go).
+// in places an entry's error in its section, without a line (as for a
+// Seed built in Go).
 func (e *LoadError) in(section string, i int) *LoadError {
 	path := fmt.Sprintf("%s[%d]", section, i)
 	if e.Path != "" {
