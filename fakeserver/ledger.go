@@ -71,10 +71,7 @@ func (r Request) Mutation() bool {
 
 // queryKeys returns the sorted distinct names of a raw query string.
 func queryKeys(raw string) []string {
-	if raw == "" {
-		return nil
-	}
-	var keys []string
+	var keys []string // nil for none
 	for part := range strings.SplitSeq(raw, "&") {
 		if part == "" {
 			continue
@@ -83,12 +80,10 @@ func queryKeys(raw string) []string {
 		if uk, err := url.QueryUnescape(k); err == nil {
 			k = uk
 		}
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 // Requests returns a copy of the ledger in arrival order.

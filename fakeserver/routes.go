@@ -379,13 +379,10 @@ func (s *Server) blobPut(r *http.Request, p string, body []byte, now time.Time) 
 	}
 	e := &blobEntry{data: bytes.Clone(body), etag: s.nextETag(), contentType: ct, lastModified: now.UTC()}
 	s.blobs[key] = e
-	resp := newResponse(http.StatusCreated)
-	resp.header.Set("ETag", e.etag)
-	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
+	resp := blobResponse(http.StatusCreated, e, r)
 	sum := md5.Sum(body)
 	resp.header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
 	resp.header.Set("x-ms-request-server-encrypted", "true")
-	setBlobVersion(resp.header, r)
 	return resp
 }
 
@@ -405,22 +402,25 @@ func (s *Server) blobGet(r *http.Request, p string) *response {
 		resp.header.Set("ETag", e.etag)
 		return resp
 	}
-	resp := newResponse(http.StatusOK)
+	resp := blobResponse(http.StatusOK, e, r)
 	resp.body = e.data
 	resp.header.Set("Content-Type", e.contentType)
-	resp.header.Set("ETag", e.etag)
-	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
 	resp.header.Set("x-ms-blob-type", "BlockBlob")
-	setBlobVersion(resp.header, r)
 	return resp
 }
 
-func setBlobVersion(h http.Header, r *http.Request) {
+// blobResponse is an answer about blob e with its ETag, Last-Modified and
+// the request's x-ms-version (a default for none or an odd one).
+func blobResponse(status int, e *blobEntry, r *http.Request) *response {
+	resp := newResponse(status)
+	resp.header.Set("ETag", e.etag)
+	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
 	v := r.Header.Get("x-ms-version")
-	if v == "" || len(v) > 32 || !isToken(v) {
+	if len(v) > 32 || !isToken(v) { // "" is no token
 		v = "2025-01-05"
 	}
-	h.Set("x-ms-version", v)
+	resp.header.Set("x-ms-version", v)
+	return resp
 }
 
 // --- Error bodies ---------------------------------------------------------

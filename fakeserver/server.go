@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -443,9 +444,7 @@ func setCommonHeaders(h http.Header, route, id string, now time.Time) {
 // emit sends resp, applying a body fault.
 func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *response, f Fault) {
 	h := w.Header()
-	for k, v := range resp.header {
-		h[k] = v
-	}
+	maps.Copy(h, resp.header)
 	noBody := r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified
 	if n := len(resp.body); !noBody {
 		if resp.size >= 0 {
