@@ -68,10 +68,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if hctx.Err() != nil {
-			return context.Cause(hctx)
-		}
-		return nil
+		return context.Cause(hctx) // nil while hctx runs
 	}
 	pr, pw := io.Pipe()
 	stopPipe := context.AfterFunc(hctx, func() {
