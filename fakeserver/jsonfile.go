@@ -92,7 +92,8 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 				return d.at(key, keyEnd-1, "want a string")
 			}
 		case !ok:
-			return d.at(fmt.Sprintf("%q", key), keyEnd-1, "unknown top-level key (want "+quotedKeys(lists)+" or \"comment\")")
+			want := `"` + strings.Join(slices.Sorted(maps.Keys(lists)), `", "`) + `" or "comment"`
+			return d.at(fmt.Sprintf("%q", key), keyEnd-1, "unknown top-level key (want "+want+")")
 		default:
 			if tok, _ := dec.Token(); tok != json.Delim('[') {
 				return d.at(key, keyEnd-1, "want an array")
@@ -139,14 +140,6 @@ func (d *jsonDoc) syntaxError() *LoadError {
 		return d.at("", se.Offset-1, "invalid JSON: "+se.Error()) // Offset counts the offending byte
 	}
 	return d.at("", 0, "invalid JSON")
-}
-
-func quotedKeys[V any](m map[string]V) string {
-	keys := slices.Sorted(maps.Keys(m))
-	for i, k := range keys {
-		keys[i] = fmt.Sprintf("%q", k)
-	}
-	return strings.Join(keys, ", ")
 }
 
 // entry is the decoder of a list's entries: raw into a J, converted to a

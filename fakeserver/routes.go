@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -518,15 +517,6 @@ func faultResponse(f Fault, route, id string, now time.Time) *response {
 	}
 	resp.size = f.bodySize
 	return resp
-}
-
-// bodyErrorResponse answers a request whose body could not be read.
-func bodyErrorResponse(route string, err error) *response {
-	if errors.Is(err, errBodyTooLarge) {
-		return errorFor(route, http.StatusRequestEntityTooLarge, "RequestBodyTooLarge",
-			"The request body is too large.")
-	}
-	return errorFor(route, http.StatusBadRequest, "InvalidInput", "The request body could not be read.")
 }
 
 func clip(s string, n int) string {

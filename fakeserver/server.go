@@ -329,7 +329,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v := s.script.match(matchInput{route: route, method: r.Method, path: r.URL.Path, now: now,
 		account: requestAccount(s.cfg.account, r.URL.Path, r.Host), host: r.Host})
-	fault, ruleIdx := v.fault, v.rule
+	fault := v.fault
 
 	// The fake answers with its own request ID, except a reset (no answer)
 	// and a forwarded request (the upstream's answer, recorded later).
@@ -339,7 +339,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = s.newRequestID()
 	}
 	entry := s.record(Request{Method: r.Method, Route: route, Path: r.URL.Path, QueryKeys: queryKeys(r.URL.RawQuery),
-		Arrived: now, RequestID: id, Fault: fault.String(), Rule: ruleIdx, BodyDigest: digest,
+		Arrived: now, RequestID: id, Fault: fault.String(), Rule: v.rule, BodyDigest: digest,
 		BodySize: int64(len(body)), Decisions: v.decisions})
 
 	if fault.kind == kindReset {
@@ -352,8 +352,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case fault.replaces():
 		resp = faultResponse(fault, route, id, now)
+	case errors.Is(readErr, errBodyTooLarge):
+		resp = errorFor(route, http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", "The request body is too large.")
 	case readErr != nil:
-		resp = bodyErrorResponse(route, readErr)
+		resp = errorFor(route, http.StatusBadRequest, "InvalidInput", "The request body could not be read.")
 	case forwarded:
 		s.forward(w, r, body, entry, route, fault, now)
 		return
