@@ -32,14 +32,10 @@ const DefaultAccount = "devstoreaccount1"
 // without a leading "/{account}" segment exactly equal to account ("": none),
 // as [WithAccount] says.
 func servicePath(account, p string) string {
-	if account == "" {
-		return p
-	}
 	rest, ok := strings.CutPrefix(p, "/"+account)
-	if !ok {
-		return p
-	}
 	switch {
+	case !ok || account == "":
+		return p
 	case rest == "":
 		return "/"
 	case rest[0] == '/':
@@ -74,35 +70,22 @@ func classify(method, p, rawQuery string) string {
 	return RouteOther
 }
 
-// indexName extracts the index name of /indexes/{name} or /indexes('{name}').
-func indexName(p string) (string, bool) {
-	if rest, ok := strings.CutPrefix(p, "/indexes/"); ok {
-		if rest == "" || strings.Contains(rest, "/") {
-			return "", false
-		}
-		return rest, true
+// indexName extracts the index name of /indexes/{name} or /indexes('{name}');
+// ok reports whether p is one (the name is meaningless when not).
+func indexName(p string) (name string, ok bool) {
+	if name, ok := strings.CutPrefix(p, "/indexes/"); ok {
+		return name, name != "" && !strings.Contains(name, "/")
 	}
-	if rest, ok := strings.CutPrefix(p, "/indexes('"); ok {
-		name, ok := strings.CutSuffix(rest, "')")
-		if !ok || name == "" || strings.ContainsAny(name, "/'") {
-			return "", false
-		}
-		return name, true
-	}
-	return "", false
+	rest, quoted := strings.CutPrefix(p, "/indexes('")
+	name, closed := strings.CutSuffix(rest, "')")
+	return name, quoted && closed && name != "" && !strings.ContainsAny(name, "/'")
 }
 
 // blobName splits /{container}/{blob...}; the blob name may hold slashes.
+// ok reports whether p is one (the names are meaningless when not).
 func blobName(p string) (container, blob string, ok bool) {
-	rest, ok := strings.CutPrefix(p, "/")
-	if !ok {
-		return "", "", false
-	}
-	container, blob, ok = strings.Cut(rest, "/")
-	if !ok || container == "" || blob == "" {
-		return "", "", false
-	}
-	return container, blob, true
+	container, blob, ok = strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	return container, blob, ok && strings.HasPrefix(p, "/") && container != "" && blob != ""
 }
 
 // state is the in-memory services. The Server's mu guards it.
