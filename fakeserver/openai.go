@@ -290,12 +290,7 @@ func (s *Server) openaiList(r *http.Request) *response {
 	purpose := q.Get("purpose")
 
 	s.mu.Lock()
-	files := make([]OpenAIFile, 0, len(s.openai.files))
-	for _, f := range s.openai.files {
-		if purpose == "" || f.Purpose == purpose {
-			files = append(files, f)
-		}
-	}
+	files := slices.DeleteFunc(slices.Clone(s.openai.files), func(f OpenAIFile) bool { return purpose != "" && f.Purpose != purpose })
 	s.mu.Unlock()
 	if order == "desc" {
 		slices.Reverse(files)

@@ -156,6 +156,11 @@ func positive(name string, n *int64) (int, *LoadError) {
 }
 
 func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
+	var (
+		f     Fault
+		err   error  // a constructor's, about field
+		field string // the one at fault
+	)
 	switch kind {
 	case "throttle":
 		if rj.RetryAfter == nil {
@@ -165,56 +170,44 @@ func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
 		if e != nil {
 			return Fault{}, e
 		}
-		return rj.sized(Throttle(ra))
+		f = Throttle(ra)
 	case "status":
-		f, err := newStatus(int(*rj.Status))
-		if err != nil {
-			return Fault{}, pathErr("status", err.Error())
-		}
-		return rj.sized(f)
+		f, err = newStatus(int(*rj.Status))
+		field = "status"
 	case "redirect":
 		code := *rj.Status
-		f, err := newRedirect(int(code), *rj.Location)
-		if err != nil {
-			field := "status"
-			if code >= 300 && code < 400 {
-				field = "location"
-			}
-			return Fault{}, pathErr(field, err.Error())
+		f, err = newRedirect(int(code), *rj.Location)
+		field = "status"
+		if code >= 300 && code < 400 {
+			field = "location"
 		}
-		return f, nil
 	case "slow_body":
-		d, err := time.ParseDuration(*rj.Delay)
-		if err != nil {
+		d, perr := time.ParseDuration(*rj.Delay)
+		if perr != nil {
 			return Fault{}, pathErr("delay", fmt.Sprintf("want a Go duration such as \"100ms\", got %q", *rj.Delay))
 		}
 		if chunk := *rj.Chunk; chunk < 1 || chunk > maxFaultBodySize {
 			return Fault{}, pathErr("chunk", fmt.Sprintf("chunk %d out of range [1, %d]", chunk, maxFaultBodySize))
 		}
-		f, err := newSlowBody(int(*rj.Chunk), d)
-		if err != nil {
-			return Fault{}, pathErr("delay", err.Error())
-		}
-		return f, nil
+		f, err = newSlowBody(int(*rj.Chunk), d)
+		field = "delay"
 	case "stalled_body":
-		return StalledBody(), nil
+		f = StalledBody()
 	case "server_busy":
-		return rj.sized(ServerBusy())
+		f = ServerBusy()
 	default: // "reset"
-		return ConnectionReset(), nil
+		f = ConnectionReset()
 	}
-}
-
-// sized applies an optional body_size.
-func (rj *ruleJSON) sized(f Fault) (Fault, *LoadError) {
-	if rj.BodySize == nil {
-		return f, nil
+	// Only the kinds that take a body_size have one (faultFields); its
+	// range is checked here.
+	if err == nil && rj.BodySize != nil {
+		f, err = f.withBodySize(int(*rj.BodySize))
+		field = "body_size"
 	}
-	g, err := f.withBodySize(int(*rj.BodySize)) // the kind is checked, the range here
 	if err != nil {
-		return f, pathErr("body_size", err.Error())
+		return Fault{}, pathErr(field, err.Error())
 	}
-	return g, nil
+	return f, nil
 }
 
 // retryAfterFields are each form's keys besides "form".
