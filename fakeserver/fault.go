@@ -435,8 +435,6 @@ func (f Fault) RetryAfter() RetryAfter { return f.retryAfter }
 func (f Fault) String() string {
 	var s string
 	switch f.kind {
-	case kindNone:
-		return ""
 	case kindThrottle:
 		s = "429 retry-after=" + f.retryAfter.String()
 	case kindStatus:
@@ -447,7 +445,7 @@ func (f Fault) String() string {
 		return "redirect " + strconv.Itoa(f.status)
 	case kindSlowBody:
 		return fmt.Sprintf("slow_body(%dB/%s)", f.chunk, f.delay)
-	default:
+	default: // "" for none
 		return f.Kind()
 	}
 	if f.bodySize >= 0 {

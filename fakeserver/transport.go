@@ -201,10 +201,8 @@ func (w *pipeWriter) WriteHeader(code int) {
 	w.status = code
 	w.snapshot = w.header.Clone()
 	w.declared = -1
-	if v := w.snapshot.Get("Content-Length"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			w.declared = n
-		}
+	if n, err := strconv.ParseInt(w.snapshot.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		w.declared = n
 	}
 	close(w.ready)
 }
