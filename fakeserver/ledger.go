@@ -266,7 +266,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 				Requests int    `json:"requests"`
 			}{"ok", len(reqs)})
 		} else {
-			resp = jsonResponse(http.StatusOK, ledgerBody{Requests: append([]Request{}, reqs...)})
+			resp = jsonResponse(http.StatusOK, ledgerBody{Requests: reqs})
 		}
 	default:
 		resp = jsonError(http.StatusNotFound, "ResourceNotFound",

@@ -315,20 +315,18 @@ func (s *Server) fileList(r *http.Request) *response {
 	}
 	limit = min(limit, maxListLimit)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	start := 0
 	if after := q.Get("after"); after != "" {
 		i, ok := s.fileByID[after]
 		if !ok {
-			s.mu.Unlock()
 			return jsonError(http.StatusBadRequest, "InvalidCursor", "The after cursor names no file.")
 		}
 		start = i + 1
 	}
 	end := min(start+limit, len(s.files))
 	page := fileListPage{Value: append(make([]File, 0, end-start), s.files[start:end]...)}
-	more := end < len(s.files)
-	s.mu.Unlock()
-	if more {
+	if end < len(s.files) {
 		page.Next = page.Value[len(page.Value)-1].ID
 		next := url.Values{"after": {page.Next}, "limit": {strconv.Itoa(limit)}}
 		if v := q.Get("api-version"); v != "" {

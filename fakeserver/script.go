@@ -291,19 +291,13 @@ func (s *Script) match(in matchInput) verdict {
 }
 
 func (r *ruleState) matches(route, method, path string) bool {
-	if r.Route != RouteAny && r.Route != route {
-		return false
-	}
-	if r.Method != "" && r.Method != method {
-		return false
-	}
-	return r.PathPrefix == "" || strings.HasPrefix(path, r.PathPrefix)
+	return (r.Route == RouteAny || r.Route == route) && (r.Method == "" || r.Method == method) &&
+		strings.HasPrefix(path, r.PathPrefix) // "" prefixes every path
 }
 
 // due reports whether the rule fires on the request just counted.
 func (r *ruleState) due() bool {
-	from := max(r.Nth, 1)
-	if r.seen < from {
+	if r.seen < max(r.Nth, 1) {
 		return false
 	}
 	switch {

@@ -2,16 +2,16 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -149,13 +149,8 @@ func New(opts ...Option) *Server {
 }
 
 func (s *Server) init() {
-	s.script = s.cfg.script
-	if s.script == nil {
-		s.script = &Script{}
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	s.idPrefix = binary.BigEndian.Uint32(b[:])
+	s.script = cmp.Or(s.cfg.script, &Script{})
+	s.idPrefix = rand.Uint32() // tells servers' request IDs apart; no secret
 	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routeCount = map[string]int{}
 	s.maxBody = maxRequestBody
