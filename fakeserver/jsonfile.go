@@ -68,7 +68,7 @@ type jsonDoc struct {
 // each array element to lists[key]. A key outside lists and "comment", a
 // key given twice, or a document that is not one valid JSON object is an
 // error.
-func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *LoadError) *LoadError {
+func (d *jsonDoc) read(hint string, lists map[string]func(raw []byte) *LoadError) *LoadError {
 	if !json.Valid(d.data) {
 		return d.syntaxError()
 	}
@@ -77,14 +77,13 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 		return d.at("", 0, hint)
 	}
 	d.seen = map[string]bool{}
-	seen := d.seen
 	for dec.More() {
 		tok, _ := dec.Token() // valid JSON: a key
 		key, _ := tok.(string)
 		keyEnd := dec.InputOffset()
 		each, ok := lists[key]
 		switch {
-		case seen[key]:
+		case d.seen[key]:
 			return d.at(key, keyEnd-1, "duplicate key")
 		case key == "comment":
 			var c string
@@ -105,13 +104,13 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 				if i == d.maxEntries {
 					return d.at(fmt.Sprintf("%s[%d]", key, i), start, fmt.Sprintf("more than %d entries", d.maxEntries))
 				}
-				if e := each(i, raw); e != nil {
+				if e := each(raw); e != nil {
 					return d.at(e.in(key, i).Path, start+e.off, e.Msg)
 				}
 			}
 			_, _ = dec.Token() // ']'
 		}
-		seen[key] = true
+		d.seen[key] = true
 	}
 	return nil
 }
@@ -144,8 +143,8 @@ func (d *jsonDoc) syntaxError() *LoadError {
 
 // entry is the decoder of a list's entries: raw into a J, converted to a
 // T, checked against those before it and appended to list.
-func entry[J, T any](list *[]T, conv func(*J) (T, *LoadError), check func(T, []T) *LoadError) func(int, []byte) *LoadError {
-	return func(_ int, raw []byte) *LoadError {
+func entry[J, T any](list *[]T, conv func(*J) (T, *LoadError), check func(T, []T) *LoadError) func([]byte) *LoadError {
+	return func(raw []byte) *LoadError {
 		var j J
 		if e := decodeStrict(raw, &j); e != nil {
 			return e

@@ -413,10 +413,8 @@ func bucketKeyOf(k BucketKey, in matchInput) string {
 		}
 		return string(BucketPerHost) + "=" + in.host
 	case BucketPerDeployment:
-		if strings.HasPrefix(strings.ToLower(in.path), "/openai/deployments/") {
-			if d := pathSegmentAfter(in.path, "deployments"); d != "" {
-				return string(BucketPerDeployment) + "=" + d
-			}
+		if d := pathSegmentAfter(in.path, "deployments"); d != "" && strings.HasPrefix(strings.ToLower(in.path), "/openai/deployments/") {
+			return string(BucketPerDeployment) + "=" + d
 		}
 		return string(BucketPerHost) + "=" + in.host
 	}

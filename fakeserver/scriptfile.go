@@ -29,7 +29,7 @@ func LoadScript(r io.Reader) (*Script, error) {
 	}
 	var rules []Rule
 	doc := &jsonDoc{doc: "script", data: data, maxEntries: maxScriptRules}
-	if e := doc.read(`a script is a JSON object: {"rules": [...]}`, map[string]func(int, []byte) *LoadError{
+	if e := doc.read(`a script is a JSON object: {"rules": [...]}`, map[string]func([]byte) *LoadError{
 		"rules": entry(&rules, (*ruleJSON).rule, func(r Rule, _ []Rule) *LoadError {
 			if field, err := r.validate(); err != nil {
 				return pathErr(field, err.Error())

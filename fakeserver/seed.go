@@ -84,7 +84,7 @@ func LoadSeed(r io.Reader) (*Seed, error) {
 	}
 	seed := &Seed{}
 	doc := &jsonDoc{doc: "seed", data: data, maxEntries: maxSeedEntries}
-	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func(int, []byte) *LoadError{
+	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func([]byte) *LoadError{
 		"indexes": entry(&seed.Indexes, (*seedIndexJSON).index, checkSeedIndex),
 		"files":   entry(&seed.Files, (*seedFileJSON).file, checkSeedFile),
 		"blobs":   entry(&seed.Blobs, (*seedBlobJSON).blob, checkSeedBlob),
