@@ -73,8 +73,8 @@ func classify(method, p, rawQuery string) string {
 // indexName extracts the index name of /indexes/{name} or /indexes('{name}');
 // ok reports whether p is one (the name is meaningless when not).
 func indexName(p string) (name string, ok bool) {
-	if name, ok := strings.CutPrefix(p, "/indexes/"); ok {
-		return name, name != "" && !strings.Contains(name, "/")
+	if rest, found := strings.CutPrefix(p, "/indexes/"); found {
+		return rest, rest != "" && !strings.Contains(rest, "/")
 	}
 	rest, quoted := strings.CutPrefix(p, "/indexes('")
 	name, closed := strings.CutSuffix(rest, "')")
