@@ -73,10 +73,7 @@
 //
 // [LoadScript] and [LoadScriptFile] read the same rules from JSON, and
 // [LoadSeed] and [LoadSeedFile] a [Seed] of indexes, files and blobs that
-// [Server.Seed] stores without a request (nothing in the ledger, no rule
-// counts them), all or nothing. Both are decoded with encoding/json into
-// typed structs, unknown keys refused; a bad one fails with a [*LoadError]
-// naming the entry and field with its line and column. The formats, with
-// examples, are in docs/fakeserver.md:
+// [Server.Seed] stores without a request; a bad one fails with a
+// [*LoadError]. The formats, with examples, are in docs/fakeserver.md:
 // https://github.com/readrecovery/readrecovery/blob/main/docs/fakeserver.md
 package fakeserver

@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -81,9 +82,7 @@ func RetryAfterSeconds(n int64) RetryAfter {
 // second (HTTP-dates have no fraction). A negative d gives a date in the
 // past. It panics on an unknown form.
 func RetryAfterDate(form DateForm, d time.Duration) RetryAfter {
-	switch form {
-	case IMFFixdate, RFC850, Asctime:
-	default:
+	if _, ok := dateLayouts[string(form)]; !ok {
 		panic(fmt.Sprintf("fakeserver: RetryAfterDate: unknown date form %q", string(form)))
 	}
 	return RetryAfter{form: string(form), seconds: int64(d / time.Second)}
@@ -174,10 +173,7 @@ func (ra RetryAfter) millis() (string, bool) {
 // "raw", "duplicate", "missing", "oversized", "overlong", "remaining" or
 // "remaining-ms".
 func (ra RetryAfter) Form() string {
-	if ra.form == "" {
-		return formMissing
-	}
-	return ra.form
+	return cmp.Or(ra.form, formMissing)
 }
 
 // Values returns the exact Retry-After header values sent when the server's
@@ -439,8 +435,6 @@ func (f Fault) RetryAfter() RetryAfter { return f.retryAfter }
 func (f Fault) String() string {
 	var s string
 	switch f.kind {
-	case kindNone:
-		return ""
 	case kindThrottle:
 		s = "429 retry-after=" + f.retryAfter.String()
 	case kindStatus:
@@ -451,7 +445,7 @@ func (f Fault) String() string {
 		return "redirect " + strconv.Itoa(f.status)
 	case kindSlowBody:
 		return fmt.Sprintf("slow_body(%dB/%s)", f.chunk, f.delay)
-	default:
+	default: // "" for none
 		return f.Kind()
 	}
 	if f.bodySize >= 0 {

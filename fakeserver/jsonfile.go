@@ -68,7 +68,7 @@ type jsonDoc struct {
 // each array element to lists[key]. A key outside lists and "comment", a
 // key given twice, or a document that is not one valid JSON object is an
 // error.
-func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *LoadError) *LoadError {
+func (d *jsonDoc) read(hint string, lists map[string]func(raw []byte) *LoadError) *LoadError {
 	if !json.Valid(d.data) {
 		return d.syntaxError()
 	}
@@ -77,14 +77,13 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 		return d.at("", 0, hint)
 	}
 	d.seen = map[string]bool{}
-	seen := d.seen
 	for dec.More() {
 		tok, _ := dec.Token() // valid JSON: a key
 		key, _ := tok.(string)
 		keyEnd := dec.InputOffset()
 		each, ok := lists[key]
 		switch {
-		case seen[key]:
+		case d.seen[key]:
 			return d.at(key, keyEnd-1, "duplicate key")
 		case key == "comment":
 			var c string
@@ -92,7 +91,8 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 				return d.at(key, keyEnd-1, "want a string")
 			}
 		case !ok:
-			return d.at(fmt.Sprintf("%q", key), keyEnd-1, "unknown top-level key (want "+quotedKeys(lists)+" or \"comment\")")
+			want := `"` + strings.Join(slices.Sorted(maps.Keys(lists)), `", "`) + `" or "comment"`
+			return d.at(fmt.Sprintf("%q", key), keyEnd-1, "unknown top-level key (want "+want+")")
 		default:
 			if tok, _ := dec.Token(); tok != json.Delim('[') {
 				return d.at(key, keyEnd-1, "want an array")
@@ -101,20 +101,16 @@ func (d *jsonDoc) read(hint string, lists map[string]func(i int, raw []byte) *Lo
 				var raw json.RawMessage
 				_ = dec.Decode(&raw) // valid JSON
 				start := dec.InputOffset() - int64(len(raw))
-				where := fmt.Sprintf("%s[%d]", key, i)
 				if i == d.maxEntries {
-					return d.at(where, start, fmt.Sprintf("more than %d entries", d.maxEntries))
+					return d.at(fmt.Sprintf("%s[%d]", key, i), start, fmt.Sprintf("more than %d entries", d.maxEntries))
 				}
-				if e := each(i, raw); e != nil {
-					if e.Path != "" {
-						where += "." + e.Path
-					}
-					return d.at(where, start+e.off, e.Msg)
+				if e := each(raw); e != nil {
+					return d.at(e.in(key, i).Path, start+e.off, e.Msg)
 				}
 			}
 			_, _ = dec.Token() // ']'
 		}
-		seen[key] = true
+		d.seen[key] = true
 	}
 	return nil
 }
@@ -145,18 +141,10 @@ func (d *jsonDoc) syntaxError() *LoadError {
 	return d.at("", 0, "invalid JSON")
 }
 
-func quotedKeys[V any](m map[string]V) string {
-	keys := slices.Sorted(maps.Keys(m))
-	for i, k := range keys {
-		keys[i] = fmt.Sprintf("%q", k)
-	}
-	return strings.Join(keys, ", ")
-}
-
 // entry is the decoder of a list's entries: raw into a J, converted to a
 // T, checked against those before it and appended to list.
-func entry[J, T any](list *[]T, conv func(*J) (T, *LoadError), check func(T, []T) *LoadError) func(int, []byte) *LoadError {
-	return func(_ int, raw []byte) *LoadError {
+func entry[J, T any](list *[]T, conv func(*J) (T, *LoadError), check func(T, []T) *LoadError) func([]byte) *LoadError {
+	return func(raw []byte) *LoadError {
 		var j J
 		if e := decodeStrict(raw, &j); e != nil {
 			return e
@@ -226,18 +214,12 @@ func unknownField(raw []byte, t reflect.Type) string {
 		return ""
 	}
 	fields := map[string]reflect.Type{}
-	var add func(t reflect.Type)
-	add = func(t reflect.Type) {
-		for f := range t.Fields() {
-			if f.Anonymous {
-				add(f.Type)
-				continue
-			}
+	for _, f := range reflect.VisibleFields(t) { // an embedded struct's fields too
+		if !f.Anonymous {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			fields[strings.ToLower(name)] = f.Type
 		}
 	}
-	add(t)
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		ft, ok := fields[strings.ToLower(k)] // encoding/json matches keys without case
 		if !ok {

@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -71,10 +72,7 @@ func (r Request) Mutation() bool {
 
 // queryKeys returns the sorted distinct names of a raw query string.
 func queryKeys(raw string) []string {
-	if raw == "" {
-		return nil
-	}
-	var keys []string
+	var keys []string // nil for none
 	for part := range strings.SplitSeq(raw, "&") {
 		if part == "" {
 			continue
@@ -83,12 +81,10 @@ func queryKeys(raw string) []string {
 		if uk, err := url.QueryUnescape(k); err == nil {
 			k = uk
 		}
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 // Requests returns a copy of the ledger in arrival order.
@@ -141,12 +137,12 @@ type assertConfig struct {
 // such as AllowResend("file.upload", 1) for the queue-429 route's single
 // re-send.
 func AllowResend(route string, n int) AssertOption {
-	return AssertOption(func(c *assertConfig) {
+	return func(c *assertConfig) {
 		if c.resends == nil {
 			c.resends = map[string]int{}
 		}
 		c.resends[route] = n
-	})
+	}
 }
 
 // AssertNoMutationSentTwice reports an error through t for every mutation
@@ -162,29 +158,24 @@ func (s *Server) AssertNoMutationSentTwice(t TB, opts ...AssertOption) bool {
 		}
 	}
 	type key struct{ method, path, digest string }
-	type sent struct {
-		route string // the first one's
-		seqs  []int
-	}
-	seen := map[key]*sent{}
-	var order []key
+	seqs := map[key][]int{}
+	var firsts []Request // each mutation's first sending, in order
 	for _, r := range s.Requests() {
+		k := key{r.Method, r.Path, r.BodyDigest}
 		if !r.Mutation() {
 			continue
 		}
-		k := key{r.Method, r.Path, r.BodyDigest}
-		if seen[k] == nil {
-			seen[k] = &sent{route: r.Route}
-			order = append(order, k)
+		if seqs[k] == nil {
+			firsts = append(firsts, r)
 		}
-		seen[k].seqs = append(seen[k].seqs, r.Seq)
+		seqs[k] = append(seqs[k], r.Seq)
 	}
 	ok := true
-	for _, k := range order {
-		m := seen[k]
-		if n, allowed := len(m.seqs), 1+cfg.resends[m.route]; n > allowed {
+	for _, r := range firsts {
+		sent := seqs[key{r.Method, r.Path, r.BodyDigest}]
+		if n, allowed := len(sent), 1+cfg.resends[r.Route]; n > allowed {
 			t.Errorf("fakeserver: mutation %s %q (%s, body %s) sent %d times, at most %d allowed: requests %v",
-				k.method, k.path, m.route, k.digest, n, allowed, m.seqs)
+				r.Method, r.Path, r.Route, r.BodyDigest, n, allowed, sent)
 			ok = false
 		}
 	}
@@ -232,4 +223,56 @@ func (s *Server) AssertGap(t TB, route string, n int, d time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// AdminPrefix starts the path of the fake's own routes, which are not Azure
+// traffic:
+//
+//	GET /_fakeserver/health  200 {"status":"ok","requests":N}, N the ledger's length
+//	GET /_fakeserver/ledger  200 {"requests":[...]}, the ledger ([Server.Requests]) as JSON
+//
+// (HEAD too; another method is a 405, another path a 404). They are
+// answered by the fake itself, in proxy mode too, and are never in the
+// ledger, shown to the observer or matched against the script, so a
+// readiness probe uses up no rule's count. No Azure container name starts
+// with "_".
+const AdminPrefix = "/_fakeserver/"
+
+// isAdmin reports whether p is an admin path: /_fakeserver or below it.
+func isAdmin(p string) bool {
+	return p == strings.TrimSuffix(AdminPrefix, "/") || strings.HasPrefix(p, AdminPrefix)
+}
+
+// ledgerBody is the JSON of GET /_fakeserver/ledger.
+type ledgerBody struct {
+	Requests []Request `json:"requests"`
+}
+
+// serveAdmin answers a request under AdminPrefix.
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	var resp *response
+	switch r.URL.Path {
+	case AdminPrefix + "health", AdminPrefix + "ledger":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			resp = jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
+				"The method "+sanitizeMethod(r.Method)+" is not allowed on this resource.")
+			resp.header.Set("Allow", "GET, HEAD")
+			break
+		}
+		reqs := s.Requests()
+		if r.URL.Path == AdminPrefix+"health" {
+			resp = jsonResponse(http.StatusOK, struct {
+				Status   string `json:"status"`
+				Requests int    `json:"requests"`
+			}{"ok", len(reqs)})
+		} else {
+			resp = jsonResponse(http.StatusOK, ledgerBody{Requests: reqs})
+		}
+	default:
+		resp = jsonError(http.StatusNotFound, "ResourceNotFound",
+			"No such fakeserver route: want "+AdminPrefix+"health or "+AdminPrefix+"ledger.")
+	}
+	resp.header.Set("Cache-Control", "no-store")
+	resp.header.Set("Date", s.now().UTC().Format(http.TimeFormat))
+	s.emit(r.Context(), w, r, resp, Fault{})
 }

@@ -2,6 +2,7 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ func openaiPath(p string) ([]string, bool) {
 
 // classifyOpenAI names the route of a request on the surface; ok is false
 // for a path that is not one of its resources. An unknown method on one
-// is RouteOther (answered 405 by serveOpenAI).
+// is RouteOther (answered 405 by serveRoute).
 func classifyOpenAI(method, p string) (route string, ok bool) {
 	segs, ok := openaiPath(p)
 	if !ok {
@@ -203,30 +204,6 @@ func classifyOpenAI(method, p string) (route string, ok bool) {
 		return RouteOpenAIBatchGet, true
 	}
 	return RouteOther, true
-}
-
-// serveOpenAI answers a request on the surface; ok is false when p is not
-// one of its paths.
-func (s *Server) serveOpenAI(route string, r *http.Request, p string, body []byte, now time.Time) (*response, bool) {
-	segs, ok := openaiPath(p)
-	if !ok {
-		return nil, false
-	}
-	switch route {
-	case RouteOpenAIFileUpload:
-		return s.openaiUpload(r, body, now), true
-	case RouteOpenAIFileList:
-		return s.openaiList(r), true
-	case RouteOpenAIFileGet:
-		return s.openaiGet(segs[1]), true
-	case RouteOpenAIFileDelete:
-		return s.openaiDelete(segs[1]), true
-	case RouteOpenAIBatchCreate:
-		return s.openaiBatchCreate(segs[1], body, now), true
-	case RouteOpenAIBatchGet:
-		return s.openaiBatchGet(segs[1], segs[3]), true
-	}
-	return openaiError(http.StatusMethodNotAllowed, "", fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))), true
 }
 
 // openaiFileJSON is a file object as the Files API answers it.
@@ -302,31 +279,18 @@ func (s *Server) openaiList(r *http.Request) *response {
 	if err != nil {
 		return openaiError(http.StatusBadRequest, "", "The query string is malformed.")
 	}
-	limit := openaiMaxListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > openaiMaxListLimit {
-			return openaiError(http.StatusBadRequest, "limit", "limit must be an integer from 1 to 10000.")
-		}
-		limit = n
+	limit, err := strconv.Atoi(cmp.Or(q.Get("limit"), strconv.Itoa(openaiMaxListLimit)))
+	if err != nil || limit < 1 || limit > openaiMaxListLimit {
+		return openaiError(http.StatusBadRequest, "limit", "limit must be an integer from 1 to 10000.")
 	}
-	order := q.Get("order")
-	switch order {
-	case "":
-		order = "desc"
-	case "asc", "desc":
-	default:
+	order := cmp.Or(q.Get("order"), "desc")
+	if order != "asc" && order != "desc" {
 		return openaiError(http.StatusBadRequest, "order", "order must be asc or desc.")
 	}
 	purpose := q.Get("purpose")
 
 	s.mu.Lock()
-	files := make([]OpenAIFile, 0, len(s.openai.files))
-	for _, f := range s.openai.files {
-		if purpose == "" || f.Purpose == purpose {
-			files = append(files, f)
-		}
-	}
+	files := slices.DeleteFunc(slices.Clone(s.openai.files), func(f OpenAIFile) bool { return purpose != "" && f.Purpose != purpose })
 	s.mu.Unlock()
 	if order == "desc" {
 		slices.Reverse(files)
@@ -345,40 +309,35 @@ func (s *Server) openaiList(r *http.Request) *response {
 		page.Data = append(page.Data, fileJSON(f))
 	}
 	if len(page.Data) > 0 {
-		first, last := page.Data[0].ID, page.Data[len(page.Data)-1].ID
-		page.FirstID, page.LastID = &first, &last
+		page.FirstID, page.LastID = new(page.Data[0].ID), new(page.Data[len(page.Data)-1].ID)
 	}
 	return jsonResponse(http.StatusOK, page)
 }
 
-func (s *Server) openaiFile(id string) (OpenAIFile, int, bool) {
-	i := slices.IndexFunc(s.openai.files, func(f OpenAIFile) bool { return f.ID == id })
-	if i < 0 {
-		return OpenAIFile{}, -1, false
-	}
-	return s.openai.files[i], i, true
+// openaiFile is the index of file id, -1 when there is none; the caller
+// holds mu.
+func (s *Server) openaiFile(id string) int {
+	return slices.IndexFunc(s.openai.files, func(f OpenAIFile) bool { return f.ID == id })
 }
 
 func (s *Server) openaiGet(id string) *response {
 	s.mu.Lock()
-	f, _, ok := s.openaiFile(id)
-	s.mu.Unlock()
-	if !ok {
+	defer s.mu.Unlock()
+	i := s.openaiFile(id)
+	if i < 0 {
 		return openaiNoFile(id)
 	}
-	return jsonResponse(http.StatusOK, fileJSON(f))
+	return jsonResponse(http.StatusOK, fileJSON(s.openai.files[i]))
 }
 
 func (s *Server) openaiDelete(id string) *response {
 	s.mu.Lock()
-	_, i, ok := s.openaiFile(id)
-	if ok {
-		s.openai.files = slices.Delete(s.openai.files, i, i+1)
-	}
-	s.mu.Unlock()
-	if !ok {
+	defer s.mu.Unlock()
+	i := s.openaiFile(id)
+	if i < 0 {
 		return openaiNoFile(id)
 	}
+	s.openai.files = slices.Delete(s.openai.files, i, i+1)
 	return jsonResponse(http.StatusOK, struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -440,7 +399,7 @@ func (s *Server) openaiBatchCreate(vs string, body []byte, now time.Time) *respo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if _, _, ok := s.openaiFile(id); !ok {
+		if s.openaiFile(id) < 0 {
 			return openaiNoFile(id)
 		}
 	}
@@ -494,11 +453,10 @@ func openaiError(status int, param, msg string) *response {
 func (s *Server) openaiHeaders(h http.Header, p string, f Fault, status int, id string, now time.Time) {
 	_, surface := openaiPath(p)
 	throttled := f.openai && status == http.StatusTooManyRequests
-	s.mu.Lock()
 	if !surface && !throttled {
-		s.mu.Unlock()
 		return
 	}
+	s.mu.Lock()
 	if m := now.Unix() / 60; m != s.openai.minute {
 		s.openai.minute, s.openai.inMinute = m, 0
 	}

@@ -1,10 +1,13 @@
 package fakeserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,9 +19,8 @@ import (
 
 // TimeWindow is the span of a [Window] rule: [Start, Start+Duration).
 type TimeWindow struct {
-	// Start is when the window opens. The zero Start opens it at the first
-	// request the rule is asked about (its route, method and path match
-	// and its count condition holds), once.
+	// Start is when the window opens; the zero Start opens it at the
+	// first request the rule is asked about ([Window]).
 	Start time.Time
 	// Duration is how long the window stays open; 0 means no window.
 	Duration time.Duration
@@ -83,10 +85,7 @@ func (b Bucket) String() string {
 }
 
 func (b Bucket) key() BucketKey {
-	if b.Key == "" {
-		return BucketPerAccount
-	}
-	return b.Key
+	return cmp.Or(b.Key, BucketPerAccount)
 }
 
 // interval is the time one token takes to come back, 1/Rate rounded to the
@@ -107,16 +106,16 @@ const (
 )
 
 // Window makes the rule fire only on requests that arrive inside [start,
-// start+d) on the server's clock; the zero start opens it at the first
-// request the rule is asked about. With [RetryAfterRemaining] the
-// Retry-After is the time left, rounded up (2 at start for d = 2 s, 1 from
-// 1 s on). With [Nth] or [Times] every condition must hold. It panics when
-// d <= 0.
+// start+d) on the server's clock; the zero start opens it, once, at the
+// first request the rule is asked about (one it matches whose count
+// condition holds). With [RetryAfterRemaining] the Retry-After is the time
+// left, rounded up (2 at start for d = 2 s, 1 from 1 s on). With [Nth] or
+// [Times] every condition must hold. It panics when d <= 0.
 func Window(start time.Time, d time.Duration) RuleOption {
 	if d <= 0 {
 		panic("fakeserver: Window: the duration must be above 0")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} })
+	return func(r *Rule) { r.Window = TimeWindow{Start: start, Duration: d} }
 }
 
 // TokenBucket makes the rule fire only on requests that find no token in
@@ -128,10 +127,10 @@ func Window(start time.Time, d time.Duration) RuleOption {
 // refill is exact (GCRA, one token every 1/rate to the nanosecond). It
 // panics when rate is not in [0.001, 1e9] or burst not in [1, 1,000,000].
 func TokenBucket(rate float64, burst int) RuleOption {
-	if err := checkBucket(rate, burst); err != nil {
+	if _, err := checkBucket(rate, burst); err != nil {
 		panic("fakeserver: TokenBucket: " + err.Error())
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst })
+	return func(r *Rule) { r.Bucket.Rate, r.Bucket.Burst = rate, burst }
 }
 
 // PerAccount keeps the rule's [TokenBucket] per storage account (see
@@ -142,56 +141,51 @@ func PerAccount() RuleOption { return perKey(BucketPerAccount) }
 // [BucketPerHost]).
 func PerHost() RuleOption { return perKey(BucketPerHost) }
 
-// perKey keeps the rule's bucket per k (PerAccount, PerHost, quota.go's).
+// PerSubscription keeps the rule's [TokenBucket] per Resource Manager
+// subscription (see [BucketPerSubscription]).
+func PerSubscription() RuleOption { return perKey(BucketPerSubscription) }
+
+// PerDeployment keeps the rule's [TokenBucket] per Azure OpenAI deployment
+// (see [BucketPerDeployment]).
+func PerDeployment() RuleOption { return perKey(BucketPerDeployment) }
+
+// perKey keeps the rule's bucket per k.
 func perKey(k BucketKey) RuleOption { return func(r *Rule) { r.Bucket.Key = k } }
 
-func checkBucket(rate float64, burst int) error {
+// checkBucket checks a bucket's rate and burst; on failure it names the
+// field at fault.
+func checkBucket(rate float64, burst int) (field string, err error) {
 	if math.IsNaN(rate) || rate < minBucketRate || rate > maxBucketRate {
-		return fmt.Errorf("rate %v out of range [%v, %v] tokens per second", rate, minBucketRate, float64(maxBucketRate))
+		return "token_bucket.rate", fmt.Errorf("rate %v out of range [%v, %v] tokens per second", rate, minBucketRate, float64(maxBucketRate))
 	}
 	if burst < 1 || burst > maxBucketBurst {
-		return fmt.Errorf("burst %d out of range [1, %d]", burst, maxBucketBurst)
+		return "token_bucket.burst", fmt.Errorf("burst %d out of range [1, %d]", burst, maxBucketBurst)
 	}
-	return nil
+	return "", nil
 }
 
 // validateTimed checks the window, the bucket and a remaining Retry-After.
 func (r *Rule) validateTimed() (field string, err error) {
-	if r.Window.Duration < 0 {
-		return "window.duration", errors.New("the duration must be above 0")
-	}
-	if r.Window.Duration == 0 && !r.Window.Start.IsZero() {
-		return "window.duration", errors.New("a window needs a duration")
-	}
 	b := r.Bucket
 	if b.Rate != 0 || b.Burst != 0 {
-		if err := checkBucket(b.Rate, b.Burst); err != nil {
-			field := "token_bucket.rate"
-			if strings.HasPrefix(err.Error(), "burst") {
-				field = "token_bucket.burst"
-			}
-			return field, err
-		}
+		field, err = checkBucket(b.Rate, b.Burst)
 	}
-	if b.Key != "" {
-		switch b.Key {
-		case BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment:
-		default:
-			return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account, host, subscription or deployment)", string(b.Key))
-		}
-		if b.Rate == 0 {
-			return "token_bucket.key", errors.New("a bucket key needs a token bucket")
-		}
-	}
-	if b.Quota != "" {
-		if b.Quota != QuotaOpenAI && b.Quota != QuotaARM {
-			return "token_bucket.quota_headers", fmt.Errorf("unknown quota headers %q (want openai or arm)", string(b.Quota))
-		}
-		if b.Rate == 0 {
-			return "token_bucket.quota_headers", errors.New("quota headers need a token bucket")
-		}
-	}
-	if r.Fault.retryAfter.remaining() && !r.timed() {
+	switch {
+	case r.Window.Duration < 0:
+		return "window.duration", errors.New("the duration must be above 0")
+	case r.Window.Duration == 0 && !r.Window.Start.IsZero():
+		return "window.duration", errors.New("a window needs a duration")
+	case err != nil:
+		return field, err
+	case b.Key != "" && !slices.Contains([]BucketKey{BucketPerAccount, BucketPerHost, BucketPerSubscription, BucketPerDeployment}, b.Key):
+		return "token_bucket.key", fmt.Errorf("unknown bucket key %q (want account, host, subscription or deployment)", string(b.Key))
+	case b.Key != "" && b.Rate == 0:
+		return "token_bucket.key", errors.New("a bucket key needs a token bucket")
+	case b.Quota != "" && b.Quota != QuotaOpenAI && b.Quota != QuotaARM:
+		return "token_bucket.quota_headers", fmt.Errorf("unknown quota headers %q (want openai or arm)", string(b.Quota))
+	case b.Quota != "" && b.Rate == 0:
+		return "token_bucket.quota_headers", errors.New("quota headers need a token bucket")
+	case r.Fault.retryAfter.remaining() && !r.timed():
 		return "retry_after.form", fmt.Errorf("the %s form needs a window or a token bucket on the rule", r.Fault.retryAfter.form)
 	}
 	return "", nil
@@ -217,10 +211,10 @@ type Decision struct {
 	// TokensLeft is the whole tokens left in the bucket after the decision
 	// (0 when it fired); nil without a bucket, or outside the window.
 	TokensLeft *int `json:"tokens_left,omitempty"`
-	// quota: the headers the response carries for TokensLeft (quota.go).
+	// quota: the headers the response carries for TokensLeft (setQuotaHeaders).
 	quota QuotaForm
 	// refill: the time until the bucket is full again, after the
-	// decision (x-ratelimit-reset-requests, quota.go); 0 without quota
+	// decision (x-ratelimit-reset-requests); 0 without quota
 	// headers.
 	refill time.Duration
 	// WindowEnd is when the rule's window ends; zero without a window.
@@ -254,14 +248,10 @@ func (d Decision) String() string {
 }
 
 func cloneDecisions(ds []Decision) []Decision {
-	if ds == nil {
-		return nil
-	}
-	out := slices.Clone(ds)
+	out := slices.Clone(ds) // nil stays nil
 	for i, d := range out {
 		if d.TokensLeft != nil {
-			n := *d.TokensLeft
-			out[i].TokensLeft = &n
+			out[i].TokensLeft = new(*d.TokensLeft)
 		}
 	}
 	return out
@@ -357,11 +347,7 @@ func (r *ruleState) take(key string, now time.Time) (left int, wait time.Duratio
 // (which starts full again if its key comes back).
 func (r *ruleState) dropBuckets(now time.Time) {
 	n := len(r.full)
-	for k, full := range r.full {
-		if !full.After(now) {
-			delete(r.full, k)
-		}
-	}
+	maps.DeleteFunc(r.full, func(_ string, full time.Time) bool { return !full.After(now) })
 	if len(r.full) < n {
 		return
 	}
@@ -386,4 +372,93 @@ func requestAccount(configured, path, host string) string {
 		return label
 	}
 	return configured
+}
+
+// QuotaForm is which remaining-quota headers a [TokenBucket] rule's
+// responses carry: the tokens left in the request's bucket after it (0 on
+// the 429 it fires), as the services that report their remaining quota do.
+type QuotaForm string
+
+// The forms of [QuotaHeaders].
+const (
+	// QuotaOpenAI sends Azure OpenAI's x-ratelimit-remaining-requests and
+	// x-ratelimit-reset-requests, the time until the bucket is full again
+	// in OpenAI's form (docs/fakeserver.md#quota-headers).
+	QuotaOpenAI QuotaForm = "openai"
+	// QuotaARM sends Resource Manager's
+	// x-ms-ratelimit-remaining-subscription-reads (GET, HEAD) or
+	// -writes (the other methods).
+	QuotaARM QuotaForm = "arm"
+)
+
+// QuotaHeaders makes the rule's [TokenBucket] tell every request it is
+// asked about how many tokens its bucket has left, in the headers of form
+// (and, for [QuotaOpenAI], when the bucket is full again).
+// It panics on a form other than [QuotaOpenAI] and [QuotaARM].
+func QuotaHeaders(form QuotaForm) RuleOption {
+	if form != QuotaOpenAI && form != QuotaARM {
+		panic("fakeserver: QuotaHeaders: unknown form " + strconv.Quote(string(form)))
+	}
+	return func(r *Rule) { r.Bucket.Quota = form }
+}
+
+// bucketKeyOf is the bucket a request takes its token from.
+func bucketKeyOf(k BucketKey, in matchInput) string {
+	switch k {
+	case BucketPerHost:
+		return string(BucketPerHost) + "=" + in.host
+	case BucketPerSubscription:
+		if id := pathSegmentAfter(in.path, "subscriptions"); id != "" {
+			return string(BucketPerSubscription) + "=" + id
+		}
+		return string(BucketPerHost) + "=" + in.host
+	case BucketPerDeployment:
+		if d := pathSegmentAfter(in.path, "deployments"); d != "" && strings.HasPrefix(strings.ToLower(in.path), "/openai/deployments/") {
+			return string(BucketPerDeployment) + "=" + d
+		}
+		return string(BucketPerHost) + "=" + in.host
+	}
+	return string(BucketPerAccount) + "=" + in.account
+}
+
+// pathSegmentAfter is the path segment after the segment key
+// (case-insensitive), lower-cased; "" when there is none.
+func pathSegmentAfter(path, key string) string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	for i := 0; i+1 < len(segs); i++ {
+		if strings.EqualFold(segs[i], key) {
+			return strings.ToLower(segs[i+1])
+		}
+	}
+	return ""
+}
+
+// setQuotaHeaders sets the remaining-quota headers of the bucket rules
+// that were asked about the request (the first that says wins).
+func setQuotaHeaders(h http.Header, method string, ds []Decision) {
+	for _, d := range ds {
+		if d.quota == "" || d.TokensLeft == nil {
+			continue
+		}
+		v := strconv.Itoa(*d.TokensLeft)
+		switch d.quota {
+		case QuotaOpenAI:
+			h.Set("x-ratelimit-remaining-requests", v)
+			h.Set("x-ratelimit-reset-requests", resetForm(d.refill))
+		case QuotaARM:
+			if method == http.MethodGet || method == http.MethodHead {
+				h.Set("x-ms-ratelimit-remaining-subscription-reads", v)
+			} else {
+				h.Set("x-ms-ratelimit-remaining-subscription-writes", v)
+			}
+		}
+		return
+	}
+}
+
+// resetForm writes a reset as OpenAI does: a Go duration rounded up to
+// the millisecond, at least 1 ms ("1ms", "120ms", "1s", "1.5s", "6m0s").
+func resetForm(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return (max(ms, 1) * time.Millisecond).String()
 }

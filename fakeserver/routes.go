@@ -2,11 +2,11 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,14 +32,10 @@ const DefaultAccount = "devstoreaccount1"
 // without a leading "/{account}" segment exactly equal to account ("": none),
 // as [WithAccount] says.
 func servicePath(account, p string) string {
-	if account == "" {
-		return p
-	}
 	rest, ok := strings.CutPrefix(p, "/"+account)
-	if !ok {
-		return p
-	}
 	switch {
+	case !ok || account == "":
+		return p
 	case rest == "":
 		return "/"
 	case rest[0] == '/':
@@ -74,35 +70,22 @@ func classify(method, p, rawQuery string) string {
 	return RouteOther
 }
 
-// indexName extracts the index name of /indexes/{name} or /indexes('{name}').
-func indexName(p string) (string, bool) {
-	if rest, ok := strings.CutPrefix(p, "/indexes/"); ok {
-		if rest == "" || strings.Contains(rest, "/") {
-			return "", false
-		}
-		return rest, true
+// indexName extracts the index name of /indexes/{name} or /indexes('{name}');
+// ok reports whether p is one (the name is meaningless when not).
+func indexName(p string) (name string, ok bool) {
+	if rest, found := strings.CutPrefix(p, "/indexes/"); found {
+		return rest, rest != "" && !strings.Contains(rest, "/")
 	}
-	if rest, ok := strings.CutPrefix(p, "/indexes('"); ok {
-		name, ok := strings.CutSuffix(rest, "')")
-		if !ok || name == "" || strings.ContainsAny(name, "/'") {
-			return "", false
-		}
-		return name, true
-	}
-	return "", false
+	rest, quoted := strings.CutPrefix(p, "/indexes('")
+	name, closed := strings.CutSuffix(rest, "')")
+	return name, quoted && closed && name != "" && !strings.ContainsAny(name, "/'")
 }
 
 // blobName splits /{container}/{blob...}; the blob name may hold slashes.
+// ok reports whether p is one (the names are meaningless when not).
 func blobName(p string) (container, blob string, ok bool) {
-	rest, ok := strings.CutPrefix(p, "/")
-	if !ok {
-		return "", "", false
-	}
-	container, blob, ok = strings.Cut(rest, "/")
-	if !ok || container == "" || blob == "" {
-		return "", "", false
-	}
-	return container, blob, true
+	container, blob, ok = strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	return container, blob, ok && strings.HasPrefix(p, "/") && container != "" && blob != ""
 }
 
 // state is the in-memory services. The Server's mu guards it.
@@ -159,12 +142,10 @@ type File struct {
 // serveRoute answers a request the script left alone; p is its service
 // path.
 func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte, now time.Time) *response {
-	if resp, ok := s.serveOpenAI(route, r, p, body, now); ok { // openai.go
-		return resp
-	}
+	segs, isOpenAI := openaiPath(p) // openai.go
 	switch route {
 	case RouteSearchPut:
-		return s.searchPut(r, p, body)
+		return s.searchPut(r.Header, p, body)
 	case RouteSearchGet:
 		return s.searchGet(p)
 	case RouteFileUpload:
@@ -175,13 +156,27 @@ func (s *Server) serveRoute(route string, r *http.Request, p string, body []byte
 		return s.blobPut(r, p, body, now)
 	case RouteBlobGet:
 		return s.blobGet(r, p)
+	case RouteOpenAIFileUpload:
+		return s.openaiUpload(r, body, now)
+	case RouteOpenAIFileList:
+		return s.openaiList(r)
+	case RouteOpenAIFileGet:
+		return s.openaiGet(segs[1])
+	case RouteOpenAIFileDelete:
+		return s.openaiDelete(segs[1])
+	case RouteOpenAIBatchCreate:
+		return s.openaiBatchCreate(segs[1], body, now)
+	case RouteOpenAIBatchGet:
+		return s.openaiBatchGet(segs[1], segs[3])
 	}
+	notAllowed := fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method))
 	_, isIndex := indexName(p)
 	_, _, isBlob := blobName(p)
 	switch {
+	case isOpenAI:
+		return openaiError(http.StatusMethodNotAllowed, "", notAllowed)
 	case isIndex || p == "/files":
-		return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed",
-			fmt.Sprintf("The method %s is not allowed on this resource.", sanitizeMethod(r.Method)))
+		return jsonError(http.StatusMethodNotAllowed, "MethodNotAllowed", notAllowed)
 	case isBlob && !isSearchOrFile(p):
 		return xmlError(http.StatusMethodNotAllowed, "UnsupportedHttpVerb",
 			fmt.Sprintf("The resource doesn't support the specified HTTP verb %s.", sanitizeMethod(r.Method)))
@@ -204,7 +199,7 @@ func sanitizeMethod(m string) string {
 
 // --- Search ---------------------------------------------------------------
 
-func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
+func (s *Server) searchPut(h http.Header, p string, body []byte) *response {
 	name, _ := indexName(p)
 	var def map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -222,10 +217,10 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.indexes[name]
-	if inm := r.Header.Get("If-None-Match"); inm == "*" && exists {
+	if h.Get("If-None-Match") == "*" && exists {
 		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index already exists.")
 	}
-	if im := r.Header.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
+	if im := h.Get("If-Match"); im != "" && (!exists || (im != "*" && im != old.etag)) {
 		return jsonError(http.StatusPreconditionFailed, "PreconditionFailed", "The index's ETag does not match.")
 	}
 	etag := s.nextETag()
@@ -240,13 +235,11 @@ func (s *Server) searchPut(r *http.Request, p string, body []byte) *response {
 	if exists {
 		status = http.StatusOK
 	}
-	if strings.Contains(strings.ToLower(r.Header.Get("Prefer")), "return=minimal") {
-		resp := newResponse(http.StatusNoContent)
-		resp.header.Set("ETag", etag)
-		resp.header.Set("Preference-Applied", "return=minimal")
-		return resp
-	}
 	resp := searchJSON(status, stored)
+	if strings.Contains(strings.ToLower(h.Get("Prefer")), "return=minimal") {
+		resp = newResponse(http.StatusNoContent)
+		resp.header.Set("Preference-Applied", "return=minimal")
+	}
 	resp.header.Set("ETag", etag)
 	return resp
 }
@@ -316,29 +309,24 @@ func (s *Server) fileList(r *http.Request) *response {
 	if err != nil {
 		return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "The query string is malformed.")
 	}
-	limit := defaultListLimit
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "limit must be an integer of at least 1.")
-		}
-		limit = min(n, maxListLimit)
+	limit, err := strconv.Atoi(cmp.Or(q.Get("limit"), strconv.Itoa(defaultListLimit)))
+	if err != nil || limit < 1 {
+		return jsonError(http.StatusBadRequest, "InvalidQueryParameterValue", "limit must be an integer of at least 1.")
 	}
+	limit = min(limit, maxListLimit)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	start := 0
 	if after := q.Get("after"); after != "" {
 		i, ok := s.fileByID[after]
 		if !ok {
-			s.mu.Unlock()
 			return jsonError(http.StatusBadRequest, "InvalidCursor", "The after cursor names no file.")
 		}
 		start = i + 1
 	}
 	end := min(start+limit, len(s.files))
 	page := fileListPage{Value: append(make([]File, 0, end-start), s.files[start:end]...)}
-	more := end < len(s.files)
-	s.mu.Unlock()
-	if more {
+	if end < len(s.files) {
 		page.Next = page.Value[len(page.Value)-1].ID
 		next := url.Values{"after": {page.Next}, "limit": {strconv.Itoa(limit)}}
 		if v := q.Get("api-version"); v != "" {
@@ -358,13 +346,7 @@ func (s *Server) fileList(r *http.Request) *response {
 
 func (s *Server) blobPut(r *http.Request, p string, body []byte, now time.Time) *response {
 	c, b, _ := blobName(p)
-	ct := r.Header.Get("x-ms-blob-content-type")
-	if ct == "" {
-		ct = r.Header.Get("Content-Type")
-	}
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
+	ct := cmp.Or(r.Header.Get("x-ms-blob-content-type"), r.Header.Get("Content-Type"), defaultBlobType)
 	key := c + "/" + b
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -377,13 +359,10 @@ func (s *Server) blobPut(r *http.Request, p string, body []byte, now time.Time) 
 	}
 	e := &blobEntry{data: bytes.Clone(body), etag: s.nextETag(), contentType: ct, lastModified: now.UTC()}
 	s.blobs[key] = e
-	resp := newResponse(http.StatusCreated)
-	resp.header.Set("ETag", e.etag)
-	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
+	resp := blobResponse(http.StatusCreated, e, r)
 	sum := md5.Sum(body)
 	resp.header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
 	resp.header.Set("x-ms-request-server-encrypted", "true")
-	setBlobVersion(resp.header, r)
 	return resp
 }
 
@@ -403,22 +382,25 @@ func (s *Server) blobGet(r *http.Request, p string) *response {
 		resp.header.Set("ETag", e.etag)
 		return resp
 	}
-	resp := newResponse(http.StatusOK)
+	resp := blobResponse(http.StatusOK, e, r)
 	resp.body = e.data
 	resp.header.Set("Content-Type", e.contentType)
-	resp.header.Set("ETag", e.etag)
-	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
 	resp.header.Set("x-ms-blob-type", "BlockBlob")
-	setBlobVersion(resp.header, r)
 	return resp
 }
 
-func setBlobVersion(h http.Header, r *http.Request) {
+// blobResponse is an answer about blob e with its ETag, Last-Modified and
+// the request's x-ms-version (a default for none or an odd one).
+func blobResponse(status int, e *blobEntry, r *http.Request) *response {
+	resp := newResponse(status)
+	resp.header.Set("ETag", e.etag)
+	resp.header.Set("Last-Modified", e.lastModified.Format(http.TimeFormat))
 	v := r.Header.Get("x-ms-version")
-	if v == "" || len(v) > 32 || !isToken(v) {
+	if len(v) > 32 || !isToken(v) { // "" is no token
 		v = "2025-01-05"
 	}
-	h.Set("x-ms-version", v)
+	resp.header.Set("x-ms-version", v)
+	return resp
 }
 
 // --- Error bodies ---------------------------------------------------------
@@ -518,15 +500,6 @@ func faultResponse(f Fault, route, id string, now time.Time) *response {
 	return resp
 }
 
-// bodyErrorResponse answers a request whose body could not be read.
-func bodyErrorResponse(route string, err error) *response {
-	if errors.Is(err, errBodyTooLarge) {
-		return errorFor(route, http.StatusRequestEntityTooLarge, "RequestBodyTooLarge",
-			"The request body is too large.")
-	}
-	return errorFor(route, http.StatusBadRequest, "InvalidInput", "The request body could not be read.")
-}
-
 func clip(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."
@@ -565,8 +538,7 @@ func (s *Server) PutIndex(name string, definition []byte) error {
 	if name == "" || strings.ContainsAny(name, "/'") {
 		return fmt.Errorf("fakeserver: invalid index name %q", name)
 	}
-	req, _ := http.NewRequest(http.MethodPut, "/indexes/"+url.PathEscape(name), nil)
-	resp := s.searchPut(req, "/indexes/"+name, definition)
+	resp := s.searchPut(http.Header{}, "/indexes/"+name, definition)
 	if resp.status >= 300 {
 		return fmt.Errorf("fakeserver: index %q: %s", name, resp.body)
 	}
@@ -594,13 +566,10 @@ func (s *Server) PutBlob(container, blob string, data []byte) string {
 // putBlob stores a blob with its content type ("" is
 // application/octet-stream).
 func (s *Server) putBlob(container, blob string, data []byte, contentType string) string {
-	if contentType == "" {
-		contentType = defaultBlobType
-	}
 	now := s.now().UTC()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: contentType, lastModified: now}
+	e := &blobEntry{data: bytes.Clone(data), etag: s.nextETag(), contentType: cmp.Or(contentType, defaultBlobType), lastModified: now}
 	s.blobs[container+"/"+blob] = e
 	return e.etag
 }

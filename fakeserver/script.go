@@ -95,8 +95,6 @@ func (r Rule) String() string {
 // RuleOption narrows a rule or sets when it fires.
 type RuleOption func(*Rule)
 
-type ruleOptionFunc = RuleOption
-
 // Nth makes the rule fire on the n-th request (1-based) that it matches, and
 // on that one only unless [Times] or [Always] is given too: Nth(3) on
 // "file.list" is the third inventory page request. It panics when n < 1.
@@ -104,7 +102,7 @@ func Nth(n int) RuleOption {
 	if n < 1 {
 		panic("fakeserver: Nth must be at least 1")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Nth = n })
+	return func(r *Rule) { r.Nth = n }
 }
 
 // Times makes the rule fire on the next n requests it matches (from the
@@ -113,68 +111,54 @@ func Times(n int) RuleOption {
 	if n < 1 {
 		panic("fakeserver: Times must be at least 1")
 	}
-	return ruleOptionFunc(func(r *Rule) { r.Times = n })
+	return func(r *Rule) { r.Times = n }
 }
 
 // Always makes the rule fire on every request it matches (from the [Nth] on,
 // when given): a persistent fault. It is the default of a rule with neither
 // Nth nor Times.
-func Always() RuleOption { return ruleOptionFunc(func(r *Rule) { r.Always = true }) }
+func Always() RuleOption { return func(r *Rule) { r.Always = true } }
 
 // Method restricts the rule to one HTTP method (case-insensitive), useful
 // with [RouteAny] and [RouteOther].
 func Method(m string) RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.Method = strings.ToUpper(m) })
+	return func(r *Rule) { r.Method = strings.ToUpper(m) }
 }
 
 // MatchPath restricts the rule to requests whose decoded path starts with
 // prefix, such as "/devstoreaccount1/checkpoints/" in front of Azurite.
 func MatchPath(prefix string) RuleOption {
-	return ruleOptionFunc(func(r *Rule) { r.PathPrefix = prefix })
+	return func(r *Rule) { r.PathPrefix = prefix }
 }
 
 // validate checks r; on failure it names the field at fault.
 func (r *Rule) validate() (field string, err error) {
-	if !slices.Contains(routeNames, r.Route) && !slices.Contains(openaiRouteNames, r.Route) { // openai.go
+	m := routeMethod[r.Route] // "" for a route of any method
+	switch {
+	case !slices.Contains(routeNames, r.Route) && !slices.Contains(openaiRouteNames, r.Route): // openai.go
 		return "route", fmt.Errorf("unknown route %q (want one of %s)", r.Route, strings.Join(routeNames, ", "))
-	}
-	if r.Method != "" {
-		if !isToken(r.Method) {
-			return "method", fmt.Errorf("invalid method %q", r.Method)
-		}
-		if m, ok := routeMethod[r.Route]; ok && m != r.Method {
-			return "method", fmt.Errorf("method %s never matches route %s (which is %s only)", r.Method, r.Route, m)
-		}
-	}
-	if r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/") {
+	case r.Method != "" && !isToken(r.Method):
+		return "method", fmt.Errorf("invalid method %q", r.Method)
+	case r.Method != "" && m != "" && m != r.Method:
+		return "method", fmt.Errorf("method %s never matches route %s (which is %s only)", r.Method, r.Route, m)
+	case r.PathPrefix != "" && !strings.HasPrefix(r.PathPrefix, "/"):
 		return "path_prefix", fmt.Errorf("path prefix %q must start with /", r.PathPrefix)
-	}
-	if r.Nth < 0 {
+	case r.Nth < 0:
 		return "nth", errors.New("nth must be at least 1")
-	}
-	if r.Times < 0 {
+	case r.Times < 0:
 		return "times", errors.New("times must be at least 1")
-	}
-	if r.Always && r.Times > 0 {
+	case r.Always && r.Times > 0:
 		return "always", errors.New("always and times exclude each other")
-	}
-	if r.Fault.kind == kindNone {
+	case r.Fault.kind == kindNone:
 		return "fault", errors.New("a rule needs a fault")
 	}
 	return r.validateTimed()
 }
 
 func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
+	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
+		return c <= ' ' || c >= 0x7f || strings.ContainsRune(`()<>@,;:\"/[]?={}`, c)
+	})
 }
 
 // Script is an ordered set of fault rules; rules may be added while the
@@ -307,19 +291,13 @@ func (s *Script) match(in matchInput) verdict {
 }
 
 func (r *ruleState) matches(route, method, path string) bool {
-	if r.Route != RouteAny && r.Route != route {
-		return false
-	}
-	if r.Method != "" && r.Method != method {
-		return false
-	}
-	return r.PathPrefix == "" || strings.HasPrefix(path, r.PathPrefix)
+	return (r.Route == RouteAny || r.Route == route) && (r.Method == "" || r.Method == method) &&
+		strings.HasPrefix(path, r.PathPrefix) // "" prefixes every path
 }
 
 // due reports whether the rule fires on the request just counted.
 func (r *ruleState) due() bool {
-	from := max(r.Nth, 1)
-	if r.seen < from {
+	if r.seen < max(r.Nth, 1) {
 		return false
 	}
 	switch {

@@ -19,10 +19,9 @@ const maxScriptRules = 10000
 // the file; a *LoadError inside is found with errors.As.
 func LoadScriptFile(path string) (*Script, error) { return loadFile(path, LoadScript) }
 
-// LoadScript reads a JSON script (the format is in docs/fakeserver.md).
-// A bad script returns a *LoadError naming the rule and
-// field ("rules[2].retry_after.form") with a line and column. Unknown
-// fields are errors, so that a typo does not silently script nothing.
+// LoadScript reads a JSON script (the format is in docs/fakeserver.md); a
+// bad one, an unknown field included (a typo must not script nothing), is
+// a [*LoadError].
 func LoadScript(r io.Reader) (*Script, error) {
 	data, err := readLimited(r, maxScriptSize, "script")
 	if err != nil {
@@ -30,7 +29,7 @@ func LoadScript(r io.Reader) (*Script, error) {
 	}
 	var rules []Rule
 	doc := &jsonDoc{doc: "script", data: data, maxEntries: maxScriptRules}
-	if e := doc.read(`a script is a JSON object: {"rules": [...]}`, map[string]func(int, []byte) *LoadError{
+	if e := doc.read(`a script is a JSON object: {"rules": [...]}`, map[string]func([]byte) *LoadError{
 		"rules": entry(&rules, (*ruleJSON).rule, func(r Rule, _ []Rule) *LoadError {
 			if field, err := r.validate(); err != nil {
 				return pathErr(field, err.Error())
@@ -43,11 +42,7 @@ func LoadScript(r io.Reader) (*Script, error) {
 	if !doc.seen["rules"] {
 		return nil, &LoadError{Doc: "script", Line: 1, Column: 1, Msg: `missing "rules"`}
 	}
-	s := &Script{}
-	for _, r := range rules {
-		s.rules = append(s.rules, &ruleState{Rule: r})
-	}
-	return s, nil
+	return NewScript(rules...), nil // validated: NewScript does not panic
 }
 
 // ruleJSON is one rule of a script file. A pointer field is one whose
@@ -71,16 +66,13 @@ type ruleJSON struct {
 	Delay       *string         `json:"delay"`
 }
 
-// windowJSON is {"start": RFC 3339 time (optional), "duration": Go
-// duration}.
+// windowJSON, bucketJSON and retryAfterJSON are a rule's "window",
+// "token_bucket" and "retry_after" (their keys are in docs/fakeserver.md).
 type windowJSON struct {
 	Start    string  `json:"start"`
 	Duration *string `json:"duration"`
 }
 
-// bucketJSON is {"rate": tokens per second, "burst": N, "key": "account",
-// "host", "subscription" or "deployment" (optional), "quota_headers":
-// "openai" or "arm" (optional)}.
 type bucketJSON struct {
 	Rate  *float64 `json:"rate"`
 	Burst *int64   `json:"burst"`
@@ -164,6 +156,11 @@ func positive(name string, n *int64) (int, *LoadError) {
 }
 
 func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
+	var (
+		f     Fault
+		err   error  // a constructor's, about field
+		field string // the one at fault
+	)
 	switch kind {
 	case "throttle":
 		if rj.RetryAfter == nil {
@@ -173,56 +170,44 @@ func (rj *ruleJSON) fault(kind string) (Fault, *LoadError) {
 		if e != nil {
 			return Fault{}, e
 		}
-		return rj.sized(Throttle(ra))
+		f = Throttle(ra)
 	case "status":
-		f, err := newStatus(int(*rj.Status))
-		if err != nil {
-			return Fault{}, pathErr("status", err.Error())
-		}
-		return rj.sized(f)
+		f, err = newStatus(int(*rj.Status))
+		field = "status"
 	case "redirect":
 		code := *rj.Status
-		f, err := newRedirect(int(code), *rj.Location)
-		if err != nil {
-			field := "status"
-			if code >= 300 && code < 400 {
-				field = "location"
-			}
-			return Fault{}, pathErr(field, err.Error())
+		f, err = newRedirect(int(code), *rj.Location)
+		field = "status"
+		if code >= 300 && code < 400 {
+			field = "location"
 		}
-		return f, nil
 	case "slow_body":
-		d, err := time.ParseDuration(*rj.Delay)
-		if err != nil {
+		d, perr := time.ParseDuration(*rj.Delay)
+		if perr != nil {
 			return Fault{}, pathErr("delay", fmt.Sprintf("want a Go duration such as \"100ms\", got %q", *rj.Delay))
 		}
 		if chunk := *rj.Chunk; chunk < 1 || chunk > maxFaultBodySize {
 			return Fault{}, pathErr("chunk", fmt.Sprintf("chunk %d out of range [1, %d]", chunk, maxFaultBodySize))
 		}
-		f, err := newSlowBody(int(*rj.Chunk), d)
-		if err != nil {
-			return Fault{}, pathErr("delay", err.Error())
-		}
-		return f, nil
+		f, err = newSlowBody(int(*rj.Chunk), d)
+		field = "delay"
 	case "stalled_body":
-		return StalledBody(), nil
+		f = StalledBody()
 	case "server_busy":
-		return rj.sized(ServerBusy())
+		f = ServerBusy()
 	default: // "reset"
-		return ConnectionReset(), nil
+		f = ConnectionReset()
 	}
-}
-
-// sized applies an optional body_size.
-func (rj *ruleJSON) sized(f Fault) (Fault, *LoadError) {
-	if rj.BodySize == nil {
-		return f, nil
+	// Only the kinds that take a body_size have one (faultFields); its
+	// range is checked here.
+	if err == nil && rj.BodySize != nil {
+		f, err = f.withBodySize(int(*rj.BodySize))
+		field = "body_size"
 	}
-	g, err := f.withBodySize(int(*rj.BodySize)) // the kind is checked, the range here
 	if err != nil {
-		return f, pathErr("body_size", err.Error())
+		return Fault{}, pathErr(field, err.Error())
 	}
-	return g, nil
+	return f, nil
 }
 
 // retryAfterFields are each form's keys besides "form".
@@ -249,36 +234,31 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		field{"size", rj.Size != nil}); e != nil {
 		return RetryAfter{}, e
 	}
+	ra := RetryAfter{form: form}
 	switch form {
 	case formSeconds, formOverlong:
-		n := int64(60) // the overlong default
+		ra.seconds = 60 // the overlong default
 		if rj.Seconds != nil {
-			n = *rj.Seconds
+			ra.seconds = *rj.Seconds
 		}
-		if n < 0 {
+		if ra.seconds < 0 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "must not be negative (use the raw form for \"-1\")")
 		}
-		if form == formSeconds {
-			return RetryAfterSeconds(n), nil
-		}
-		return RetryAfter{form: formOverlong, seconds: n}, nil
 	case string(IMFFixdate), string(RFC850), string(Asctime):
-		if n := *rj.Seconds; n < -1e9 || n > 1e9 {
+		if ra.seconds = *rj.Seconds; ra.seconds < -1e9 || ra.seconds > 1e9 {
 			return RetryAfter{}, pathErr("retry_after.seconds", "out of range [-1e9, 1e9]")
 		}
-		return RetryAfter{form: form, seconds: *rj.Seconds}, nil
 	case formRaw, formDuplicate:
-		values := rj.Values
+		ra.values = rj.Values
 		switch {
-		case form == formRaw && len(values) != 1:
+		case form == formRaw && len(ra.values) != 1:
 			return RetryAfter{}, pathErr("retry_after.values", "the raw form takes exactly one value (use duplicate for more)")
-		case form == formDuplicate && len(values) < 2:
+		case form == formDuplicate && len(ra.values) < 2:
 			return RetryAfter{}, pathErr("retry_after.values", "the duplicate form takes two or more values")
 		}
-		if err := checkRawValues(values); err != nil {
+		if err := checkRawValues(ra.values); err != nil {
 			return RetryAfter{}, pathErr("retry_after.values", err.Error())
 		}
-		return RetryAfter{form: form, values: values}, nil
 	case formOversized:
 		n := int64(200)
 		if rj.Size != nil {
@@ -287,14 +267,9 @@ func (rj *retryAfterJSON) retryAfter() (RetryAfter, *LoadError) {
 		if n < 1 || n > 64<<10 {
 			return RetryAfter{}, pathErr("retry_after.size", "out of range [1, 65536]")
 		}
-		return RetryAfterOversized(int(n)), nil
-	case formRemaining:
-		return RetryAfterRemaining(), nil
-	case formRemainingMs:
-		return RetryAfterRemainingMs(), nil
-	default: // missing
-		return RetryAfterMissing(), nil
-	}
+		ra.size = int(n)
+	} // missing, remaining, remaining-ms: the form alone
+	return ra, nil
 }
 
 func (wj *windowJSON) window() (TimeWindow, *LoadError) {

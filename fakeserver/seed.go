@@ -30,9 +30,8 @@ var maxSeedSize = 64 << 20
 var ErrSeedProxy = errors.New("fakeserver: a proxy has no in-memory state to seed")
 
 // Seed is the state a [Server] starts from: Search indexes, File service
-// files and Blob blobs, stored by [Server.Seed] without a request (so
-// nothing enters the ledger and no script rule counts them). [LoadSeed]
-// reads one from JSON, for the command's --seed flag.
+// files and Blob blobs, which [Server.Seed] stores. [LoadSeed] reads one
+// from JSON, for the command's --seed flag.
 type Seed struct {
 	Indexes []SeedIndex
 	Files   []SeedFile
@@ -75,11 +74,9 @@ type SeedBlob struct {
 // file; a *LoadError inside is found with errors.As.
 func LoadSeedFile(path string) (*Seed, error) { return loadFile(path, LoadSeed) }
 
-// LoadSeed reads a JSON seed (the format is in docs/fakeserver.md)
-// of at most 64 MiB. A bad seed returns a *LoadError naming the entry and
-// field ("blobs[1].container") with a line and column. Unknown keys are
-// errors, so that a typo does not silently seed nothing. A seed that loads
-// is accepted whole by [Server.Seed].
+// LoadSeed reads a JSON seed of at most 64 MiB (the format is in
+// docs/fakeserver.md); a bad one, an unknown key included, is a
+// [*LoadError]. A seed that loads is accepted whole by [Server.Seed].
 func LoadSeed(r io.Reader) (*Seed, error) {
 	data, err := readLimited(r, int64(maxSeedSize), "seed")
 	if err != nil {
@@ -87,7 +84,7 @@ func LoadSeed(r io.Reader) (*Seed, error) {
 	}
 	seed := &Seed{}
 	doc := &jsonDoc{doc: "seed", data: data, maxEntries: maxSeedEntries}
-	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func(int, []byte) *LoadError{
+	if e := doc.read(`a seed is a JSON object: {"indexes": [...], "files": [...], "blobs": [...]}`, map[string]func([]byte) *LoadError{
 		"indexes": entry(&seed.Indexes, (*seedIndexJSON).index, checkSeedIndex),
 		"files":   entry(&seed.Files, (*seedFileJSON).file, checkSeedFile),
 		"blobs":   entry(&seed.Blobs, (*seedBlobJSON).blob, checkSeedBlob),
@@ -149,7 +146,8 @@ func checkAll[T any](section string, list []T, check func(T, []T) *LoadError) *L
 	return nil
 }
 
-// in places an entry's error, without a line (a Seed built in Go).
+// in places an entry's error in its section, without a line (as for a
+// Seed built in Go).
 func (e *LoadError) in(section string, i int) *LoadError {
 	path := fmt.Sprintf("%s[%d]", section, i)
 	if e.Path != "" {
@@ -294,35 +292,32 @@ func (bj *seedBlobJSON) blob() (SeedBlob, *LoadError) {
 
 // content returns the entry's bytes and the field they came from.
 func (cj contentJSON) content() ([]byte, string, *LoadError) {
-	var field string
-	for _, k := range []struct {
-		name    string
-		present bool
-	}{{"content", cj.Content != nil}, {"content_base64", cj.ContentBase64 != nil}, {"json", cj.JSON != nil}} {
+	var from string
+	for _, k := range []field{{"content", cj.Content != nil}, {"content_base64", cj.ContentBase64 != nil}, {"json", cj.JSON != nil}} {
 		if !k.present {
 			continue
 		}
-		if field != "" {
-			return nil, "", pathErr(k.name, fmt.Sprintf("excludes %s: give one of %s", field, seedContentFields))
+		if from != "" {
+			return nil, "", pathErr(k.name, fmt.Sprintf("excludes %s: give one of %s", from, seedContentFields))
 		}
-		field = k.name
+		from = k.name
 	}
-	switch field {
+	switch from {
 	case "":
 		return nil, "", pathErr("", fmt.Sprintf("no content: give one of %s (\"content\": \"\" for an empty one)", seedContentFields))
 	case "content":
-		return []byte(*cj.Content), field, nil
+		return []byte(*cj.Content), from, nil
 	case "content_base64":
 		b, err := base64.StdEncoding.DecodeString(*cj.ContentBase64)
 		if err != nil {
 			return nil, "", pathErr("content_base64", "not standard base64 (RFC 4648, with padding)")
 		}
-		return b, field, nil
+		return b, from, nil
 	default: // json
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, cj.JSON); err != nil { // unreachable: the seed is valid JSON
 			return nil, "", pathErr("json", "invalid JSON")
 		}
-		return buf.Bytes(), field, nil
+		return buf.Bytes(), from, nil
 	}
 }

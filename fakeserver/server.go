@@ -2,19 +2,21 @@ package fakeserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log"
+	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,21 +57,21 @@ func newConfig(opts ...Option) config {
 // date-form Retry-After values and the rules by time and by rate. Default
 // time.Now (inside testing/synctest, the bubble's clock); nil is ignored.
 func WithClock(now func() time.Time) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if now != nil {
 			c.now = now
 		}
-	})
+	}
 }
 
 // WithScript sets the fault script. Default: an empty script, which
 // [Server.Script] returns for adding rules. A nil s is ignored.
 func WithScript(s *Script) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if s != nil {
 			c.script = s
 		}
-	})
+	}
 }
 
 // WithAccount sets the storage account name recognised as the first
@@ -82,7 +84,7 @@ func WithScript(s *Script) Option {
 // /devstoreaccount1/devstoreaccount1/b). The ledger and [MatchPath] see the
 // whole path. Default [DefaultAccount]; "" recognises none.
 func WithAccount(name string) Option {
-	return Option(func(c *config) { c.account = name })
+	return func(c *config) { c.account = name }
 }
 
 // WithObserver calls f with each ledger entry once its status is known
@@ -90,11 +92,11 @@ func WithAccount(name string) Option {
 // the request's goroutine, possibly concurrently with itself, and must not
 // block. Default none; a nil f is ignored.
 func WithObserver(f func(Request)) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if f != nil {
 			c.observer = f
 		}
-	})
+	}
 }
 
 // WithUpstreamTransport sets the transport a proxy ([NewProxy]) forwards
@@ -102,11 +104,11 @@ func WithObserver(f func(Request)) Option {
 // testing/synctest bubble). Default: a clone of http.DefaultTransport
 // without transparent compression, closed with the server. Nil is ignored.
 func WithUpstreamTransport(rt http.RoundTripper) Option {
-	return Option(func(c *config) {
+	return func(c *config) {
 		if rt != nil {
 			c.upstreamT = rt
 		}
-	})
+	}
 }
 
 // Server is the fake: an http.Handler with in-memory state (or, from
@@ -139,8 +141,6 @@ type Server struct {
 	baseURL    string
 }
 
-var _ http.Handler = (*Server)(nil)
-
 // New returns a fake Azure-like server with empty state.
 func New(opts ...Option) *Server {
 	s := &Server{cfg: newConfig(opts...)}
@@ -149,13 +149,8 @@ func New(opts ...Option) *Server {
 }
 
 func (s *Server) init() {
-	s.script = s.cfg.script
-	if s.script == nil {
-		s.script = &Script{}
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	s.idPrefix = binary.BigEndian.Uint32(b[:])
+	s.script = cmp.Or(s.cfg.script, &Script{})
+	s.idPrefix = rand.Uint32() // tells servers' request IDs apart; no secret
 	s.baseCtx, s.cancelBase = context.WithCancelCause(context.Background())
 	s.routeCount = map[string]int{}
 	s.maxBody = maxRequestBody
@@ -211,28 +206,39 @@ func (s *Server) URL() string {
 // stalled and slow bodies end (in-process ones with [ErrServerClosed]), and
 // it returns when every handler and connection goroutine has ended, so
 // that goroutine leak checks pass. Close is idempotent.
-func (s *Server) Close() error {
-	srv := s.beginClose()
-	var err error
-	if srv != nil {
-		err = srv.Close()
-	}
-	s.endClose()
-	return err
-}
+func (s *Server) Close() error { return s.stop((*http.Server).Close) }
 
 // Shutdown stops the server gracefully: stalled and slow bodies end at
 // once, other requests in flight complete, then the connections close.
 // When ctx ends first, it closes as [Server.Close] and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	srv := s.beginClose()
-	var err error
-	if srv != nil {
-		if err = srv.Shutdown(ctx); err != nil {
+	return s.stop(func(srv *http.Server) error {
+		err := srv.Shutdown(ctx)
+		if err != nil {
 			_ = srv.Close()
 		}
+		return err
+	})
+}
+
+// stop closes the server: it ends the bodies, stops the listener with
+// stopListener, waits for the handlers and the connections, then closes
+// the proxy's own idle upstream connections.
+func (s *Server) stop(stopListener func(*http.Server) error) error {
+	s.mu.Lock()
+	s.closed = true
+	srv := s.httpSrv
+	s.mu.Unlock()
+	s.cancelBase(ErrServerClosed)
+	var err error
+	if srv != nil {
+		err = stopListener(srv)
 	}
-	s.endClose()
+	s.active.Wait()
+	s.conns.wait(5 * time.Second)
+	if s.ownedProxy != nil {
+		s.ownedProxy.CloseIdleConnections()
+	}
 	return err
 }
 
@@ -264,10 +270,9 @@ func (c *connTracker) track(_ net.Conn, st http.ConnState) {
 // wait returns when no connection is open, or after d.
 func (c *connTracker) wait(d time.Duration) {
 	c.mu.Lock()
-	zero := c.zero
-	n := c.n
+	zero, n := c.zero, c.n
 	c.mu.Unlock()
-	if n == 0 || zero == nil {
+	if n == 0 { // zero is nil or closed
 		return
 	}
 	t := time.NewTimer(d)
@@ -275,25 +280,6 @@ func (c *connTracker) wait(d time.Duration) {
 	select {
 	case <-zero:
 	case <-t.C:
-	}
-}
-
-func (s *Server) beginClose() *http.Server {
-	s.mu.Lock()
-	s.closed = true
-	srv := s.httpSrv
-	s.mu.Unlock()
-	s.cancelBase(ErrServerClosed)
-	return srv
-}
-
-// endClose waits for the handlers and the connections, then closes the
-// proxy's own idle upstream connections.
-func (s *Server) endClose() {
-	s.active.Wait()
-	s.conns.wait(5 * time.Second)
-	if s.ownedProxy != nil {
-		s.ownedProxy.CloseIdleConnections()
 	}
 }
 
@@ -338,7 +324,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	v := s.script.match(matchInput{route: route, method: r.Method, path: r.URL.Path, now: now,
 		account: requestAccount(s.cfg.account, r.URL.Path, r.Host), host: r.Host})
-	fault, ruleIdx := v.fault, v.rule
+	fault := v.fault
 
 	// The fake answers with its own request ID, except a reset (no answer)
 	// and a forwarded request (the upstream's answer, recorded later).
@@ -348,7 +334,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = s.newRequestID()
 	}
 	entry := s.record(Request{Method: r.Method, Route: route, Path: r.URL.Path, QueryKeys: queryKeys(r.URL.RawQuery),
-		Arrived: now, RequestID: id, Fault: fault.String(), Rule: ruleIdx, BodyDigest: digest,
+		Arrived: now, RequestID: id, Fault: fault.String(), Rule: v.rule, BodyDigest: digest,
 		BodySize: int64(len(body)), Decisions: v.decisions})
 
 	if fault.kind == kindReset {
@@ -361,8 +347,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case fault.replaces():
 		resp = faultResponse(fault, route, id, now)
+	case errors.Is(readErr, errBodyTooLarge):
+		resp = errorFor(route, http.StatusRequestEntityTooLarge, "RequestBodyTooLarge", "The request body is too large.")
 	case readErr != nil:
-		resp = bodyErrorResponse(route, readErr)
+		resp = errorFor(route, http.StatusBadRequest, "InvalidInput", "The request body could not be read.")
 	case forwarded:
 		s.forward(w, r, body, entry, route, fault, now)
 		return
@@ -370,7 +358,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = s.serveRoute(route, r, svc, body, now)
 	}
 	s.openaiHeaders(resp.header, svc, fault, resp.status, id, now) // openai.go
-	setQuotaHeaders(resp.header, r.Method, v.decisions)            // quota.go
+	setQuotaHeaders(resp.header, r.Method, v.decisions)            // rate.go
 	setCommonHeaders(resp.header, route, id, now)
 	s.finish(entry, resp.status, "")
 	s.emit(ctx, w, r, resp, fault)
@@ -453,9 +441,7 @@ func setCommonHeaders(h http.Header, route, id string, now time.Time) {
 // emit sends resp, applying a body fault.
 func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Request, resp *response, f Fault) {
 	h := w.Header()
-	for k, v := range resp.header {
-		h[k] = v
-	}
+	maps.Copy(h, resp.header)
 	noBody := r.Method == http.MethodHead || resp.status == http.StatusNoContent || resp.status == http.StatusNotModified
 	if n := len(resp.body); !noBody {
 		if resp.size >= 0 {
@@ -474,32 +460,21 @@ func (s *Server) emit(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		<-ctx.Done()
 	case kindSlowBody:
 		_ = rc.Flush()
-		slow := &slowBody{rc: io.NopCloser(bytes.NewReader(resp.body)), ctx: ctx, chunk: f.chunk, delay: f.delay}
-		buf := make([]byte, f.chunk)
-		for {
-			n, err := slow.Read(buf)
-			if err != nil {
+		for chunk := range slices.Chunk(resp.body, f.chunk) {
+			if !sleepCtx(ctx, f.delay) {
 				return
 			}
-			if _, err := w.Write(buf[:n]); err != nil {
+			if _, err := w.Write(chunk); err != nil {
 				return
 			}
 			_ = rc.Flush()
 		}
 	default:
-		writeSized(w, resp)
-	}
-}
-
-// writeSized writes resp's body, padded with spaces or cut to resp.size.
-func writeSized(w io.Writer, resp *response) {
-	if resp.size < 0 {
-		_, _ = w.Write(resp.body)
-		return
-	}
-	body := resp.body[:min(len(resp.body), resp.size)]
-	if _, err := w.Write(body); err == nil {
-		_, _ = io.CopyN(w, spaces{}, int64(resp.size-len(body)))
+		if resp.size < 0 {
+			_, _ = w.Write(resp.body)
+		} else { // padded with spaces or cut
+			_, _ = io.CopyN(w, io.MultiReader(bytes.NewReader(resp.body), spaces{}), int64(resp.size))
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package fakeserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -31,8 +32,6 @@ import (
 func (s *Server) Transport() http.RoundTripper { return &inProcess{s: s} }
 
 type inProcess struct{ s *Server }
-
-var _ http.RoundTripper = (*inProcess)(nil)
 
 // errBodyClosed ends the handler of a response whose body the client closed.
 var errBodyClosed = errors.New("fakeserver: response body closed")
@@ -69,10 +68,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if hctx.Err() != nil {
-			return context.Cause(hctx)
-		}
-		return nil
+		return context.Cause(hctx) // nil while hctx runs
 	}
 	pr, pw := io.Pipe()
 	stopPipe := context.AfterFunc(hctx, func() {
@@ -111,10 +107,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeReqBody()
 			<-done
 			cleanup()
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			return nil, context.Cause(hctx)
+			return nil, endErr()
 		}
 	}
 	// ready is closed: status, snapshot, declared and err are set.
@@ -150,14 +143,9 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 func serverRequest(ctx context.Context, req *http.Request) *http.Request {
 	r := req.Clone(ctx)
 	r.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
-	if r.URL.Path == "" {
-		r.URL.Path = "/"
-	}
+	r.URL.Path = cmp.Or(r.URL.Path, "/")
 	r.RequestURI = r.URL.RequestURI()
-	r.Host = req.Host
-	if r.Host == "" {
-		r.Host = req.URL.Host
-	}
+	r.Host = cmp.Or(req.Host, req.URL.Host)
 	r.RemoteAddr = "in-process"
 	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
 	r.GetBody = nil
@@ -195,10 +183,7 @@ type pipeWriter struct {
 	err      error // the round trip's error when no header was sent
 }
 
-var (
-	_ http.ResponseWriter = (*pipeWriter)(nil)
-	_ http.Flusher        = (*pipeWriter)(nil)
-)
+var _ http.Flusher = (*pipeWriter)(nil) // asked for by http.NewResponseController
 
 func (w *pipeWriter) Header() http.Header { return w.header }
 
@@ -216,10 +201,8 @@ func (w *pipeWriter) WriteHeader(code int) {
 	w.status = code
 	w.snapshot = w.header.Clone()
 	w.declared = -1
-	if v := w.snapshot.Get("Content-Length"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
-			w.declared = n
-		}
+	if n, err := strconv.ParseInt(w.snapshot.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		w.declared = n
 	}
 	close(w.ready)
 }
@@ -272,19 +255,14 @@ func (w *pipeWriter) finish() {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	if err := w.endErr(); err != nil {
-		w.pw.CloseWithError(err)
-		return
-	}
-	if w.err == nil && w.bodyAllowed() && w.declared >= 0 && w.written < w.declared {
+	err := w.endErr()
+	if err == nil && w.err == nil && w.bodyAllowed() && w.declared >= 0 && w.written < w.declared {
+		err = io.ErrUnexpectedEOF
 		if w.srvCtx.Err() != nil {
-			w.pw.CloseWithError(errServerClosedEOF)
-		} else {
-			w.pw.CloseWithError(io.ErrUnexpectedEOF)
+			err = errServerClosedEOF
 		}
-		return
 	}
-	_ = w.pw.Close()
+	w.pw.CloseWithError(err) // nil: a clean EOF
 }
 
 // pipeBody is the client's response body of an in-process round trip.
