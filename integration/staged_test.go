@@ -92,7 +92,7 @@ func (v *invocation) commit() error {
 // planOf is what the next invocation's continuation says of big.bin.
 func planOf(t *testing.T, dir string) (journal.Status, journal.FileDecision) {
 	t.Helper()
-	j, err := journal.OpenExisting(dir)
+	j, err := journal.Open(dir, journal.Existing())
 	if err != nil {
 		t.Fatalf("reopen the journal: %v", err)
 	}

@@ -53,7 +53,7 @@ func Example() {
 	fmt.Println("stop:", b.Report().Stop)
 
 	// A later invocation, 45 s after the 429, then after the 60 s.
-	later, err := journal.OpenExisting(dir)
+	later, err := journal.Open(dir, journal.Existing())
 	if err != nil {
 		panic(err)
 	}
@@ -109,7 +109,7 @@ func ExampleJournal_Review() {
 		}
 	}
 
-	later, _ := journal.OpenExisting(dir)
+	later, _ := journal.Open(dir, journal.Existing())
 	c, _ := later.PlanContinuation(files, journal.NewApproval, time.Now())
 	fmt.Println(c.Files[0].State, c.Uploads())
 	err = later.Begin(journal.WithUpload(context.Background(), "big.bin"), req)

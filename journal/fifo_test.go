@@ -39,7 +39,9 @@ func within(t *testing.T, what string, f func()) {
 func fifoCommand() *journalcmd.Command {
 	return &journalcmd.Command{
 		Prog: "readrecovery", Sub: "journal ", Arg: "DIR", Usage: "usage\n",
-		Open:    func(_ context.Context, dir string) (*journal.Journal, error) { return journal.OpenExisting(dir) },
+		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
+			return journal.Open(dir, journal.Existing())
+		},
 		Inspect: func(_ context.Context, dir string) (journal.Summary, error) { return journal.Inspect(dir) },
 	}
 }
@@ -69,7 +71,7 @@ func TestFIFORunDirectory(t *testing.T) {
 			_, err := journal.Open(dir, journal.WithPlan(fifoPlan), journal.WithParallel(2))
 			return err
 		},
-		"OpenExisting": func() error { _, err := journal.OpenExisting(dir); return err },
+		"OpenExisting": func() error { _, err := journal.Open(dir, journal.Existing()); return err },
 		"OpenStore":    func() error { _, err := journal.OpenStore(context.Background(), journal.DirStore(dir)); return err },
 		"Inspect":      func() error { _, err := journal.Inspect(dir); return err },
 		"InspectStore": func() error { _, err := journal.InspectStore(context.Background(), journal.DirStore(dir)); return err },
@@ -118,7 +120,7 @@ func TestFIFOShardAndRecord(t *testing.T) {
 			require.NoError(t, syscall.Mkfifo(p, 0o600))
 			for name, open := range map[string]func() (*journal.Journal, error){
 				"Open":         func() (*journal.Journal, error) { return journal.Open(dir, opts...) },
-				"OpenExisting": func() (*journal.Journal, error) { return journal.OpenExisting(dir) },
+				"OpenExisting": func() (*journal.Journal, error) { return journal.Open(dir, journal.Existing()) },
 				"OpenStore": func() (*journal.Journal, error) {
 					return journal.OpenStore(context.Background(), journal.DirStore(dir), opts...)
 				},

@@ -38,7 +38,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 	plan := manyFiles(1001)
 	dir2 := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:999])) // run.json, 999 receipts and the head
-	j, err := OpenExisting(dir2, withClock(newFakeClock(t0)), WithPlan(plan))
+	j, err := Open(dir2, Existing(), withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),
 		"1001 files in the run; a request needs room for 4 more of at most 1003, so nothing is sent")

@@ -82,7 +82,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 	t.Run("without shards", func(t *testing.T) {
 		a, clkA := newRun(t)
 		clkB := stepClock{newFakeClock(t0.Add(45 * time.Second))}
-		b, err := OpenExisting(a.Dir(), withClock(clkB), WithPlan(plan3), WithPendingWait(2*time.Minute))
+		b, err := Open(a.Dir(), Existing(), withClock(clkB), WithPlan(plan3), WithPendingWait(2*time.Minute))
 		require.NoError(t, err)
 		require.NoError(t, a.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
 		clkA.Set(t0.Add(2 * time.Minute))
@@ -128,7 +128,7 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "begun\n", line)
 
-	j, err := OpenExisting(dir)
+	j, err := Open(dir, Existing())
 	require.NoError(t, err)
 	st := j.Status(time.Now())
 	require.Equal(t, Clear, st.State, st.Reason)
@@ -137,7 +137,7 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait() // the kernel has released the lock
 	died := time.Now()
-	j, err = OpenExisting(dir)
+	j, err = Open(dir, Existing())
 	require.NoError(t, err)
 	st = j.Status(time.Now())
 	took := time.Since(died)
@@ -156,7 +156,7 @@ func TestLiveWorkerProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("a helper process")
 	}
-	j, err := OpenExisting(dir, WithPlan(manyFiles(8)))
+	j, err := Open(dir, Existing(), WithPlan(manyFiles(8)))
 	require.NoError(t, err)
 	id := ""
 	for _, f := range manyFiles(8) {
@@ -197,7 +197,7 @@ func TestNoLocksFilesystem(t *testing.T) {
 		a, err := Open(dir, withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		require.NoError(t, a.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), "a worker without locks still sends")
-		b, err := OpenExisting(dir, withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
+		b, err := Open(dir, Existing(), withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		st := b.Status(t0)
 		require.Equal(t, Unresolved, st.State)
@@ -256,7 +256,7 @@ func TestProbeOfAMarkerRemovedMeanwhile(t *testing.T) {
 	ctxA := WithUpload(context.Background(), fs[1])
 	require.NoError(t, a.Begin(ctxA, putReq(t)))
 	pf := &probeFS{hook: func() { require.NoError(t, a.Complete(ctxA, putReq(t), ok201("a"))) }}
-	b, err := OpenExisting(dir, withFS(pf), withClock(newFakeClock(t0)), WithPlan(plan))
+	b, err := Open(dir, Existing(), withFS(pf), withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	st := b.Status(t0)
 	require.Equal(t, Clear, st.State, st.Reason)

@@ -50,6 +50,10 @@ const (
 	NewApproval   Approval = true
 )
 
+// Digest returns the file's identity digest: "sha256:" and the hex SHA-256
+// of its ID. The journal stores only this digest, never the ID itself.
+func (f PlannedFile) Digest() string { return fileDigest(f.ID) }
+
 // FileDecision is the plan for one file.
 type FileDecision struct {
 	// ID is the planned file's identity, as given.
@@ -112,15 +116,9 @@ func (c Continuation) Count(st FileState) int {
 // [WithPendingWait] (a run shared by workers), another worker's pending
 // marker is its request in flight: it does not make the plan unresolved,
 // and Begin checks each file again under its own claim.
-func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
-	}
-	if j.par != nil {
-		if files == nil {
-			files = []PlannedFile{}
-		}
-		return j.parallelPlan(files, approval, now)
 	}
 	want, err := digestOfPlan(files)
 	if err != nil {
@@ -149,7 +147,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 		c.Status.Reason += "; " + markerName + ": another worker's request is in flight"
 	}
 	for _, f := range files {
-		fd := s.decide(FileDigest(f.ID), approval, c.Status, shared)
+		fd := s.decide(fileDigest(f.ID), approval, c.Status, shared)
 		if other && s.pendingFile == fd.Digest && fd.State != FileAcked {
 			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 			fd.Reason = markerName + ": another worker's request of this file is in flight; never eligible while it is"
@@ -262,12 +260,9 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 // ID is empty and Digest names the file. For a run without plan.json the
 // continuation is Partial: it lists the files that records name. Its error
 // is an error when the manifest cannot be read.
-func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
-	}
-	if j.par != nil {
-		return j.parallelPlan(nil, NoNewApproval, now)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -100,7 +100,7 @@ func TestPendingAndCorruptRecordsAreUnknown(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, nil, []string{"c.bin"})
-	editByte(t, filepath.Join(dir, receiptName(FileDigest("c.bin"))), 20)
+	editByte(t, filepath.Join(dir, receiptName(fileDigest("c.bin"))), 20)
 	c, err = reopen(t, dir, t0).PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.bin": "never-attempted", "b.bin": "never-attempted", "c.bin": "unknown"}, decisions(c))

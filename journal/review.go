@@ -86,7 +86,7 @@ func (r reviewRec) record() ReviewRecord {
 // request's marker ([ErrPending]); the context's error while waiting for
 // this Journal's request in flight; any other error is a persistence
 // failure (the Journal stays unresolved).
-func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
@@ -98,10 +98,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		if file == "" {
 			return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 		}
-		d = FileDigest(file)
-	}
-	if j.par != nil {
-		return j.parallelReview(ctx, d, decision, note)
+		d = fileDigest(file)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err
@@ -327,15 +324,12 @@ type PendingRecord struct {
 // marker's to resolve); a persistence failure when the review cannot be
 // written, which leaves nothing new behind: the run is as it was. A marker
 // the run already resolved is only removed again.
-func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
 	if j.zero() {
 		return PendingRecord{}, errZero
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
-	}
-	if j.par != nil {
-		return j.ReviewPendingMarker(ctx, "", note, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return PendingRecord{}, err
@@ -418,7 +412,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 // still the marker reviewed: re-read and compared by digest (a directory
 // has no versions), removed conditionally on its version in a store that
 // has them.
-func (j *Journal) removeResolved(s *snapshot) error {
+func (j *run) removeResolved(s *snapshot) error {
 	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
 	if !ok || digestOf(data) != s.pendingDigest {
 		return errors.New("journal: the marker changed since it was reviewed: not removed")
@@ -450,12 +444,9 @@ func (j *Journal) removeResolved(s *snapshot) error {
 // error while waiting for this Journal's request in flight; any other
 // error is a persistence failure (a review not written leaves nothing
 // behind that blocks).
-func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
-	}
-	if j.par != nil {
-		return j.parallelReviewRestriction(ctx, entry, note, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err
@@ -539,7 +530,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 // journal-claim-then-check), so that no other worker slips between the
 // check and the write. A refusal after the claim gives the marker back;
 // after a nil error the caller ends the claim when its write is done.
-func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
+func (j *run) claimChecked(ctx context.Context, m markerFile, check func() error) error {
 	j.refreshFinishing(ctx)
 	if err := j.checkLimits(); err != nil {
 		return err
@@ -562,7 +553,7 @@ func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() e
 // false means nothing was written (an encoding or write error, the
 // temporary file removed); true with an error means it is in the run but
 // its write was not made durable.
-func (j *Journal) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
+func (j *run) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
 	data, digest, err := encodeReview(rb)
 	if err != nil {
 		return reviewRec{}, false, err

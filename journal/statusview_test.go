@@ -73,7 +73,7 @@ func TestStatusAtAGlance(t *testing.T) {
 			assert.Equal(t, "", sv.Marker, sv.Shard)
 			continue
 		}
-		assert.Equal(t, ShardView{Shard: shardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: FileDigest(flying),
+		assert.Equal(t, ShardView{Shard: shardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: fileDigest(flying),
 			Host: host, PID: os.Getpid(), AgeSeconds: 5, Files: sv.Files}, sv)
 		assert.Equal(t, 1, sv.Files[FileInFlight])
 	}
@@ -111,7 +111,7 @@ func TestStatusAtAGlance(t *testing.T) {
 func sortedDigests(plan []PlannedFile) []string {
 	var ds []string
 	for _, f := range plan {
-		ds = append(ds, FileDigest(f.ID))
+		ds = append(ds, fileDigest(f.ID))
 	}
 	sort.Strings(ds)
 	return ds

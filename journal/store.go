@@ -880,18 +880,8 @@ func (l *loc) removeMarker(version string) error {
 // next OpenStore. ctx bounds every list and read of the opening (its
 // writes, when it creates the run, are detached under their own bound),
 // never the Journal's later calls. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+// With [Existing] it never creates.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	return openStore(ctx, st, true, opts)
-}
-
-// OpenExistingStore is [OpenStore] without creation: a store that holds no
-// run gives an error for which errors.Is(err, fs.ErrNotExist) holds, and
-// nothing is written.
-func OpenExistingStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	return openStore(ctx, st, false, opts)
-}
-
-func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Journal, error) {
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
 	}
@@ -901,7 +891,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	return openLoc(ctx, locOf(st), create, opts)
+	return openLoc(ctx, locOf(st), opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,

@@ -54,7 +54,9 @@ func runJournal(args []string, stdout, stderr io.Writer) int {
 func runJournalContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := journalcmd.Command{
 		Prog: "readrecovery", Sub: "journal ", Arg: "DIR", Usage: journalUsage,
-		Open:    func(_ context.Context, dir string) (*journal.Journal, error) { return journal.OpenExisting(dir) },
+		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
+			return journal.Open(dir, journal.Existing())
+		},
 		Inspect: func(_ context.Context, dir string) (journal.Summary, error) { return journal.Inspect(dir) },
 		Now:     func() time.Time { return journalNow() },
 	}

@@ -256,7 +256,7 @@ func partsRun(t *testing.T) string {
 // and refuses any other; plan then shows it reviewed.
 func TestJournalPlanAndReviewCommands(t *testing.T) {
 	dir := partsRun(t)
-	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	a, b, c := journal.PlannedFile{ID: "a.bin"}.Digest(), journal.PlannedFile{ID: "b.bin"}.Digest(), journal.PlannedFile{ID: "c.bin"}.Digest()
 	// (the real time: reviews record when they were made)
 	code, stdout, stderr := runJ("plan", dir)
 	require.Equal(t, 0, code, stderr)
@@ -436,7 +436,7 @@ func TestSignalsEndPromptly(t *testing.T) {
 // shows "?"; the JSON carries the ID. The exit code is the run's state.
 func TestJournalPlanIDs(t *testing.T) {
 	dir := partsRun(t)
-	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	a, b, c := journal.PlannedFile{ID: "a.bin"}.Digest(), journal.PlannedFile{ID: "b.bin"}.Digest(), journal.PlannedFile{ID: "c.bin"}.Digest()
 	ids := filepath.Join(t.TempDir(), "ids.txt")
 	require.NoError(t, os.WriteFile(ids, []byte("a.bin\r\nc.bin\nnot-planned\x1b[2J\n\n"), 0o600))
 	at(t, time.Now())
@@ -490,7 +490,7 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 	_, err := journal.Open(dir, journal.WithPlan(plan))
 	require.NoError(t, err)
 	w := startWorker(t, dir, "a.bin") // a worker in flight, killed below
-	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.FileDigest("a.bin"), "sha256:")[:32]+".json.tmp-0123456789abcdef")
+	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.PlannedFile{ID: "a.bin"}.Digest(), "sha256:")[:32]+".json.tmp-0123456789abcdef")
 	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
 	old := time.Now().Add(-2 * time.Minute)
 	require.NoError(t, os.Chtimes(leftover, old, old))
@@ -521,7 +521,7 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 	code, stdout, stderr := runJ("review", dir, "--pending", "--note", "worker 2 killed", "--not-before", strconv.FormatInt(notBefore, 10))
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(review-0001\.json\); file `+
-		journal.FileDigest("a.bin")+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc `+
+		journal.PlannedFile{ID: "a.bin"}.Digest()+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc `+
 		strconv.FormatInt(notBefore, 10)+"\n$", stdout)
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)
@@ -616,8 +616,8 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	for _, f := range pj.FileBatch.Plan.Files {
 		classes[f.FileDigest] = string(f.Class)
 	}
-	assert.Equal(t, "in-flight", classes[journal.FileDigest(dead)], stdout)
-	assert.Equal(t, "acked", classes[journal.FileDigest(done)], stdout)
+	assert.Equal(t, "in-flight", classes[journal.PlannedFile{ID: dead}.Digest()], stdout)
+	assert.Equal(t, "acked", classes[journal.PlannedFile{ID: done}.Digest()], stdout)
 	code, stdout, _ = runJ("verify", dir)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "shard-02/pending-request.json: a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)\n", stdout)
@@ -646,7 +646,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, stderr = runJ("review", dir, "--pending", "--marker", "shard-02/pending-request.json", "--note", "worker 2 killed")
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed shard-02/pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(shard-02/review-0001\.json\); file `+
-		journal.FileDigest(dead)+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
+		journal.PlannedFile{ID: dead}.Digest()+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
 	at(t, time.Now())
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)

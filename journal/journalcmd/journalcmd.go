@@ -332,7 +332,7 @@ func readIDs(path string) (map[string]string, error) {
 	ids := map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if line = strings.TrimSuffix(line, "\r"); line != "" {
-			ids[journal.FileDigest(line)] = line
+			ids[journal.PlannedFile{ID: line}.Digest()] = line
 		}
 	}
 	return ids, nil
