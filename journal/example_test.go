@@ -71,13 +71,13 @@ func Example() {
 	// elapsed acked unknown never-attempted [c.bin]
 }
 
-// ExampleMarshalStatus shows the JSON the status command prints.
-func ExampleMarshalStatus() {
-	b, _ := journal.MarshalStatus(journal.Status{State: journal.Waiting, ReceivedAtUTC: 1700000000,
+// ExampleStatus_CommandJSON shows the JSON the status command prints.
+func ExampleStatus_CommandJSON() {
+	b, _ := journal.Status{State: journal.Waiting, ReceivedAtUTC: 1700000000,
 		NotBeforeUTC: 1700000060, ServerDelaySeconds: 60, RemainingSeconds: 42,
-		Reason: "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"})
+		Reason: "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"}.CommandJSON()
 	fmt.Println(string(b))
-	b, _ = journal.MarshalStatus(journal.Status{State: journal.Clear, Reason: "no backoff entries"})
+	b, _ = journal.Status{State: journal.Clear, Reason: "no backoff entries"}.CommandJSON()
 	fmt.Println(string(b))
 	// Output:
 	// {"file_batch":{"backoff":{"state":"waiting","received_at_utc":1700000000,"not_before_utc":1700000060,"server_delay_seconds":60,"remaining_seconds":42,"reason":"backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"}}}

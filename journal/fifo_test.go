@@ -42,7 +42,7 @@ func fifoCommand() *journalcmd.Command {
 		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
 			return journal.Open(dir, journal.Existing())
 		},
-		Inspect: func(_ context.Context, dir string) (journal.Summary, error) { return journal.Inspect(dir) },
+		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) { return journal.InspectStore(ctx, journal.DirStore(dir)) },
 	}
 }
 
@@ -60,7 +60,7 @@ func runCommands(t *testing.T, dir string) (codes []int, stderr string) {
 }
 
 // TestFIFORunDirectory: a FIFO where the run directory should be is a
-// clear error of journal.Open, journal.OpenExisting, journal.OpenStore and journal.Inspect(Store), never a
+// clear error of journal.Open (with and without Existing), journal.OpenStore and journal.InspectStore, never a
 // hang and never a new run (R85).
 func TestFIFORunDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run\nx")
@@ -73,7 +73,6 @@ func TestFIFORunDirectory(t *testing.T) {
 		},
 		"OpenExisting": func() error { _, err := journal.Open(dir, journal.Existing()); return err },
 		"OpenStore":    func() error { _, err := journal.OpenStore(context.Background(), journal.DirStore(dir)); return err },
-		"Inspect":      func() error { _, err := journal.Inspect(dir); return err },
 		"InspectStore": func() error { _, err := journal.InspectStore(context.Background(), journal.DirStore(dir)); return err },
 	} {
 		t.Run(name, func(t *testing.T) {

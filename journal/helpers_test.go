@@ -240,9 +240,9 @@ func appendRecord(t testing.TB, dir, name string, enc func(*runLink) ([]byte, st
 	}
 }
 
-// verify is Inspect(dir)'s findings.
+// verify is inspectDir(dir)'s findings.
 func verify(dir string) ([]Finding, error) {
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -286,3 +286,6 @@ func kill(j *Journal) {
 		x.mu.Unlock()
 	}
 }
+
+// inspectDir is InspectStore of the directory dir.
+func inspectDir(dir string) (Summary, error) { return InspectStore(context.Background(), DirStore(dir)) }

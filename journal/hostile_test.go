@@ -146,7 +146,7 @@ func TestRemainingSecondsSaturate(t *testing.T) {
 	st := j.Status(now)
 	require.Equal(t, Waiting, st.State)
 	require.Equal(t, int64(huge-30), st.RemainingSeconds)
-	b, err := MarshalStatus(st)
+	b, err := st.CommandJSON()
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"remaining_seconds":199999999970`)
 	for _, tc := range []struct {

@@ -298,7 +298,7 @@ func TestUntimedIsUnresolved(t *testing.T) {
 			assert.Equal(t, Unresolved, st.State)
 			assert.Contains(t, st.Reason, "backoff-0001.json: retry_after "+string(kind))
 			assert.Equal(t, Unresolved, reopen(t, j.Dir(), t0).Status(t0.Add(time.Hour)).State)
-			b, _ := MarshalStatus(st)
+			b, _ := st.CommandJSON()
 			assert.Contains(t, string(b), `"received_at_utc":null`)
 			assert.Contains(t, string(b), `"remaining_seconds":null`)
 		})

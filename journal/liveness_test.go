@@ -263,7 +263,7 @@ func TestProbeOfAMarkerRemovedMeanwhile(t *testing.T) {
 	ctxB := WithUpload(context.Background(), fs[2])
 	require.NoError(t, b.Begin(ctxB, putReq(t)), "A's marker, removed during the probe, is no dead one")
 	require.NoError(t, b.Complete(ctxB, putReq(t), ok201("b")))
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
 	require.Equal(t, 2, sum.Receipts)

@@ -41,7 +41,7 @@ func TestRunsNeverNest(t *testing.T) {
 	assert.Equal(t, "journal: runs never nest: "+holder+" holds the run "+filepath.Join(holder, "a"), err.Error())
 	_, err = verify(holder)
 	require.ErrorIs(t, err, ErrNested)
-	_, err = Inspect(filepath.Join(holder, "a"))
+	_, err = inspectDir(filepath.Join(holder, "a"))
 	require.NoError(t, err, "a run beside others (not inside one) is fine")
 }
 
@@ -94,9 +94,9 @@ func TestParallelShardsNest(t *testing.T) {
 	require.ErrorIs(t, err, ErrNested)
 	_, err = verify(shard)
 	require.ErrorIs(t, err, ErrNested)
-	_, err = Inspect(shard)
+	_, err = inspectDir(shard)
 	require.ErrorIs(t, err, ErrNested)
-	sum, err := Inspect(root)
+	sum, err := inspectDir(root)
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
 
@@ -106,7 +106,7 @@ func TestParallelShardsNest(t *testing.T) {
 			writeRun(t, filepath.Join(root, sub), plan3, t0, nil, nil)
 			_, err := Open(root, Existing())
 			require.ErrorIs(t, err, ErrNested)
-			_, err = Inspect(root)
+			_, err = inspectDir(root)
 			require.ErrorIs(t, err, ErrNested)
 		})
 	}
@@ -117,7 +117,7 @@ func TestParallelShardsNest(t *testing.T) {
 		j, err := Open(root, Existing())
 		require.NoError(t, err)
 		require.Equal(t, Unresolved, j.Status(t0).State, name)
-		sum, err := Inspect(root)
+		sum, err := inspectDir(root)
 		require.NoError(t, err)
 		require.Contains(t, sum.Findings, Finding{name, "in a parallel run's root: its records live in its shards (not a record of this run)"})
 	}

@@ -101,7 +101,7 @@ func TestNextEveryFileOnce(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, files, c.Count(FileAcked))
 				if r.dir != "" {
-					sum, err := Inspect(r.dir)
+					sum, err := inspectDir(r.dir)
 					require.NoError(t, err)
 					assert.Empty(t, sum.Findings)
 					assert.Equal(t, files, sum.Receipts)
@@ -339,7 +339,7 @@ func TestNextFourProcesses(t *testing.T) {
 		assert.Equal(t, 1, srv.puts[f.ID], "%s sent", f.ID)
 	}
 	assert.Len(t, srv.puts, files)
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings)
 	assert.Equal(t, files, sum.Receipts)

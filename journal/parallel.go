@@ -637,7 +637,7 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is Inspect of a parallel run: the root's findings and
+// inspectParallel is InspectStore of a parallel run: the root's findings and
 // every shard's, each named with its shard ("shard-02/backoff-0003.json").
 func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
@@ -695,7 +695,7 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 // review's wait) and the marker. Receipts, part receipts and heads are
 // left out of its listing, so the scan reads none of them and checks no
 // sequence (the shard's own workers, and every Status, plan, verify and
-// Inspect of the root, check the whole shard). The marker's liveness is
+// InspectStore of the root, check the whole shard). The marker's liveness is
 // asked of the store at every scan (R83); its bytes are read again only
 // when its version (Blob: the ETag the liveness probe returned) is not the
 // one read last, or the store has no versions.

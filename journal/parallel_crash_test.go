@@ -81,7 +81,7 @@ var parScenarios = []parScenario{
 			j, err := Open(dir, withClock(newFakeClock(t0)), WithParallel(2))
 			require.NoError(t, err)
 			require.Equal(t, Clear, j.Status(t0).State, j.Status(t0).Reason)
-			sum, err := Inspect(dir)
+			sum, err := inspectDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, sum.Findings)
 		},

@@ -110,7 +110,7 @@ func TestParallelRunLayout(t *testing.T) {
 			t.Errorf("%s: no receipt in its shard: %v", f.ID, err)
 		}
 	}
-	sum, err := journal.Inspect(dir)
+	sum, err := journal.InspectStore(context.Background(), journal.DirStore(dir))
 	if err != nil || sum.Receipts != 24 || sum.PlannedFiles != 24 || len(sum.Findings) != 0 {
 		t.Fatalf("Inspect = %+v, %v; want 24 receipts of 24 planned files, no finding", sum, err)
 	}

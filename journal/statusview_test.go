@@ -17,7 +17,7 @@ import (
 // per class and has a line per shard with its marker (live or dead), the
 // worker's host and pid and the marker's file; a file under a live marker
 // is in-flight, under a dead one (present for the pending wait) unknown,
-// and its shard's marker dead. MarshalStatus prints both beside the backoff
+// and its shard's marker dead. Status.CommandJSON prints both beside the backoff
 // object.
 func TestStatusAtAGlance(t *testing.T) {
 	plan := manyFiles(8)
@@ -77,7 +77,7 @@ func TestStatusAtAGlance(t *testing.T) {
 			Host: host, PID: os.Getpid(), AgeSeconds: 5, Files: sv.Files}, sv)
 		assert.Equal(t, 1, sv.Files[FileInFlight])
 	}
-	out, err := MarshalStatus(st)
+	out, err := st.CommandJSON()
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"files":{"acked":1,"in-flight":1,"never-attempted":5,"reviewed":0,"unknown":1},"shards":[{"shard":"shard-01",`)
 

@@ -56,14 +56,14 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 
 	require.NoError(t, j.Admit(context.Background(), time.Now()), "a write in progress blocks nobody")
 	require.Equal(t, Clear, reopen(t, dir, time.Now()).Status(time.Now()).State)
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings)
 	assert.Empty(t, sum.Leftovers, "a young temporary file is a write in progress")
 
 	old := time.Now().Add(-2 * staleTemp)
 	require.NoError(t, os.Chtimes(tmp, old, old))
-	sum, err = Inspect(dir)
+	sum, err = inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings, "a leftover is not a finding: the marker it left is")
 	require.Len(t, sum.Leftovers, 1)
@@ -148,7 +148,7 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 
 	old := time.Now().Add(-staleTemp - time.Second)
 	require.NoError(t, os.Chtimes(filepath.Join(dir, tmp), old, old))
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Equal(t, []Finding{{markerName, pendingProblem}}, sum.Findings)
 	require.Len(t, sum.Leftovers, 1)

@@ -19,7 +19,6 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal"
-	"github.com/readrecovery/readrecovery/journal/journalcmd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -275,7 +274,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.True(t, pj.FileBatch.Plan.Complete)
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 1, "never-attempted": 1, "reviewed": 0}, pj.FileBatch.Plan.Counts)
@@ -312,7 +311,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	pj = journalcmd.PlanJSON{}
+	pj = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 0, "never-attempted": 1, "reviewed": 1}, pj.FileBatch.Plan.Counts)
 	code, stdout, _ = runJ("verify", dir)
@@ -455,7 +454,7 @@ func TestJournalPlanIDs(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", "--ids", ids, dir)
 	require.Equal(t, 0, code)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	got := map[string]string{}
 	for _, f := range pj.FileBatch.Plan.Files {
@@ -610,7 +609,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	assert.Contains(t, stdout, "1 request(s) in flight")
 	code, stdout, _ = runJ("plan", "--json", dir)
 	assert.Equal(t, 0, code, stdout)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	classes := map[string]string{}
 	for _, f := range pj.FileBatch.Plan.Files {
@@ -657,4 +656,22 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, stderr = runJ("review", dir, "--file", dead, "--decision", "skip", "--note", "sent by hand")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "(shard-02/review-0002.json)")
+}
+
+// planJSON is the JSON that `journal plan --json` prints.
+type planJSON struct {
+	FileBatch struct {
+		Backoff journal.Status `json:"backoff"`
+		Plan    struct {
+			Complete bool           `json:"complete"`
+			Counts   map[string]int `json:"counts"`
+			Files    []struct {
+				ID         string `json:"id,omitempty"`
+				FileDigest string `json:"file_digest"`
+				Class      string `json:"class"`
+				Decision   string `json:"decision,omitempty"`
+				Reason     string `json:"reason"`
+			} `json:"files"`
+		} `json:"plan"`
+	} `json:"file_batch"`
 }

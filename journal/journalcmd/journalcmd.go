@@ -138,7 +138,7 @@ func (c *Command) status(ctx context.Context, dir string, stdout, stderr io.Writ
 		return c.unreadable(err, stderr)
 	}
 	st := j.Status(c.now())
-	b, err := journal.MarshalStatus(st)
+	b, err := st.CommandJSON()
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
 		return 2
@@ -183,8 +183,8 @@ func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writ
 	return 0
 }
 
-// PlanJSON is the JSON that `plan --json` prints.
-type PlanJSON struct {
+// planJSON is the JSON that `plan --json` prints.
+type planJSON struct {
 	FileBatch struct {
 		Backoff journal.Status `json:"backoff"`
 		Plan    struct {
@@ -197,7 +197,7 @@ type PlanJSON struct {
 	} `json:"file_batch"`
 }
 
-// planFile is one planned file in [PlanJSON] (an alias: the field's type
+// planFile is one planned file in planJSON (an alias: the field's type
 // is the struct itself).
 type planFile = struct {
 	// ID is the file's ID from --ids, when it names it.
@@ -245,7 +245,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 	}
 	if *asJSON {
-		var out PlanJSON
+		var out planJSON
 		out.FileBatch.Backoff = cont.Status
 		p := &out.FileBatch.Plan
 		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []planFile{}
