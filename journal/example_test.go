@@ -113,13 +113,13 @@ func ExampleJournal_Review() {
 	c, _ := later.PlanContinuation(files, journal.NewApproval, time.Now())
 	fmt.Println(c.Files[0].State, c.Uploads())
 	err = later.Begin(journal.WithUpload(context.Background(), "big.bin"), req)
-	fmt.Println(errors.Is(err, journal.ErrReplay), errors.Is(err, readrecovery.ErrReplayRefused))
+	fmt.Println(errors.Is(err, readrecovery.ErrReplayRefused), errors.Is(err, journal.ErrPlanMismatch))
 
 	rec, _ := later.Review(context.Background(), "big.bin", journal.DecisionReupload, "blocks never committed")
 	c, _ = later.PlanContinuation(files, journal.NewApproval, time.Now())
 	fmt.Println(rec.Name, c.Files[0].State, c.Files[0].Decision, c.Uploads())
 	// Output:
 	// unknown []
-	// true true
+	// true false
 	// review-0001.json reviewed reupload [big.bin]
 }

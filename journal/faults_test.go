@@ -391,7 +391,7 @@ func init() {
 			// removes the marker again.
 			name:    "Begin refused under the claim",
 			setup:   priorElapsed,
-			refused: ErrReplay,
+			refused: errReplay,
 			other: func(t *testing.T, dir, label string) {
 				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(fileDigest("a.bin"))) {
 					return

@@ -42,7 +42,9 @@ func fifoCommand() *journalcmd.Command {
 		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
 			return journal.Open(dir, journal.Existing())
 		},
-		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) { return journal.InspectStore(ctx, journal.DirStore(dir)) },
+		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) {
+			return journal.InspectStore(ctx, journal.DirStore(dir))
+		},
 	}
 }
 

@@ -288,4 +288,6 @@ func kill(j *Journal) {
 }
 
 // inspectDir is InspectStore of the directory dir.
-func inspectDir(dir string) (Summary, error) { return InspectStore(context.Background(), DirStore(dir)) }
+func inspectDir(dir string) (Summary, error) {
+	return InspectStore(context.Background(), DirStore(dir))
+}

@@ -19,23 +19,26 @@ import (
 )
 
 // Errors of the journal. They are wrapped, never returned bare: test for
-// them with errors.Is.
+// them with errors.Is. The refusals without a sentinel of their own say
+// what they are otherwise: a request for a file this run never sends
+// again (acked, unknown, skipped by a review) wraps
+// [readrecovery.ErrReplayRefused] (docs/policy.md: refusal-says-what-it-is);
+// a request, review or record refused because the run is full
+// (bounded-journal) has the methods JournalFull and JournalRestricted
+// (journal-full, never persistence-failed); a review refused because its
+// marker's worker is alive (R83) or because it names nothing it can
+// decide says so, and writes nothing.
 var (
-	// errCorrupt means the run directory failed verification: a missing,
-	// unreadable, oversized, edited, truncated, reordered or unexpected
-	// file, a broken chain, or too many files. Such a run is unresolved;
-	// [Journal.Admit] and [Journal.Begin] return a *RestrictedError that
-	// wraps errCorrupt too.
+	// errCorrupt: the run failed verification (a missing, unreadable,
+	// oversized, edited, truncated, reordered or unexpected file, a broken
+	// chain, too many files). Such a run is unresolved.
 	errCorrupt = errors.New("journal: run failed verification")
 
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
-	// errLimit means a request could need a backoff entry or a file beyond
-	// the limits (200 entries, 1003 files): Begin refuses it
-	// before any network access, with a *FullError (journal-full), never
-	// as a persistence failure.
+	// errLimit: the run is full (fullError).
 	errLimit = errors.New("journal: run limit reached")
 
 	// ErrPending means pending-request.json already exists: another
@@ -44,34 +47,26 @@ var (
 	// unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
 
-	// ErrLive means a pending review named a marker whose worker holds it
-	// live (R83: its lock or lease): its request is in flight, and the
-	// review is refused and writes nothing. errors.Is(err, errReviewRefused)
-	// holds too.
-	ErrLive = errors.New("journal: the marker's worker is alive")
+	// errLive: a pending review named a marker whose worker holds it live
+	// (R83: its lock or lease); errReviewRefused holds too.
+	errLive = errors.New("journal: the marker's worker is alive")
 
 	// ErrPlanMismatch means the plan given to [Open] or
 	// [Journal.PlanContinuation] is not the plan the run recorded, or a
 	// request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
-	// ErrReplay means a request names a file that this run never sends
-	// again: its ACK is on record (acked), it was attempted by an earlier
-	// invocation or another Journal without ACK (unknown: only a review
-	// opens it again), or a review decided to skip it. Every error that
-	// wraps ErrReplay also wraps [readrecovery.ErrReplayRefused], so the
-	// transport stops the sequence as replay-refused (docs/policy.md: refusal-says-what-it-is).
-	ErrReplay = errors.New("journal: upload not sent again")
+	// errReplay: a request names a file this run never sends again.
+	errReplay = errors.New("journal: upload not sent again")
 
-	// errReviewRefused means [Journal.Review] refused a review: a decision that
-	// is neither reupload nor skip, a file outside the plan, or a file
-	// that is not unknown.
+	// errReviewRefused: a review refused (a decision neither reupload nor
+	// skip, a file outside the plan or not unknown, no marker to resolve).
 	errReviewRefused = errors.New("journal: review refused")
 )
 
 // refusal is the error of a request the journal refuses to send because of
 // what the run records about its file: it wraps the journal's sentinel
-// (ErrReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
+// (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
 type refusal struct {
 	sentinel error
 	detail   string
@@ -84,34 +79,21 @@ func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }
 
-// FullError is the error of a request, a review or a record refused
-// because the run is full: 200 backoff entries, 1003 files,
-// or a per-file or per-run numbering limit (docs/policy.md: bounded-journal). Nothing
-// failed to be written: the refusal happens before any network access
-// (for a request) and its reason is journal-full, never
-// persistence-failed. errors.Is(err, errLimit) holds.
-type FullError struct {
-	// Detail says which limit, with the counts.
-	Detail string
-}
+// fullError is the error of what the run is too full for: 200 backoff
+// entries, 1003 files, or a per-file or per-run numbering limit
+// (bounded-journal). Nothing failed to be written, and a request is
+// refused before any network access. A transport finds JournalFull with
+// errors.As and stops as journal-full; one that knows only
+// JournalRestricted still stops as journal-restricted, never
+// persistence-failed.
+type fullError struct{ detail string }
 
-func (e *FullError) Error() string { return "journal-full: " + e.Detail }
+func (e *fullError) Error() string      { return "journal-full: " + e.detail }
+func (e *fullError) Unwrap() error      { return errLimit }
+func (e *fullError) JournalFull()       {}
+func (e *fullError) JournalRestricted() {}
 
-// Unwrap returns errLimit.
-func (e *FullError) Unwrap() error { return errLimit }
-
-// JournalFull marks the error as the run's limits (not a failed write),
-// for a transport that looks for the method with errors.As and stops the
-// sequence as journal-full.
-func (e *FullError) JournalFull() {}
-
-// JournalRestricted marks the error as a refusal by the run's state, so
-// that a transport that knows no journal-full reason still stops as
-// journal-restricted, never as persistence-failed: a full run forbids
-// network access.
-func (e *FullError) JournalRestricted() {}
-
-func full(format string, args ...any) error { return &FullError{Detail: fmt.Sprintf(format, args...)} }
+func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
 // errZero is the error of every method of a zero or nil *Journal: only
 // [Open] and [OpenStore] make a
@@ -240,8 +222,8 @@ type runner interface {
 	PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
 	RecordedPlan(now time.Time) (Continuation, error)
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
-	ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error)
-	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error)
+	ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error)
+	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
 	// lanes are the runs that record the files (Next's lanes): the run
 	// itself, or the shards; lane(d) is the index of file digest d's.
@@ -600,7 +582,7 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 //     (journal-slot-honours-deadline). Nothing was written.
 //   - a refusal wrapping [readrecovery.ErrReplayRefused]: the file is
 //     acked, unknown (attempted without ACK, not by this Journal's upload
-//     in progress), skipped by a review ([ErrReplay]), or outside the plan
+//     in progress), skipped by a review, or outside the plan
 //     ([ErrPlanMismatch]). Nothing is left on disk.
 //   - a *RestrictedError (errors.Is(err, ErrRestricted)): the run is
 //     waiting or unresolved, or another request's marker exists
@@ -678,7 +660,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 // ReviewPending resolves the run's dead pending marker (pending-review),
 // as [Journal.ReviewPendingMarker] with no marker named. See
 // [run.ReviewPending] in review.go.
-func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPending(ctx, note, notBefore)
 }
 
@@ -688,9 +670,9 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 // run's only dead one: in a run without shards its pending-request.json;
 // in a parallel run the one marker whose worker the store shows dead
 // (R83) — a run with several is refused with their names, and one whose
-// markers are all held live is refused with [ErrLive]. A named marker
-// that is live is refused with ErrLive too.
-func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
+// markers are all held live is refused (errLive). A named marker
+// that is live is refused with errLive too.
+func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
@@ -702,9 +684,9 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
 
-func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
+func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if marker != "" && marker != markerName && !j.zero() {
-		return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
 	}
 	return j.ReviewPending(ctx, note, notBefore)
 }
@@ -1033,21 +1015,21 @@ func (j *run) checkFile(m markerFile) error {
 	name := "the file"
 	switch fd.State {
 	case FileAcked:
-		return refuse(ErrReplay, "%s is acked: %s", name, fd.Reason)
+		return refuse(errReplay, "%s is acked: %s", name, fd.Reason)
 	case FileReviewed:
 		if fd.Decision == DecisionSkip {
-			return refuse(ErrReplay, "%s: %s", name, fd.Reason)
+			return refuse(errReplay, "%s: %s", name, fd.Reason)
 		}
 	case FileUnknown:
 		v := s.view(m.FileDigest, true)
 		u := j.started[m.FileDigest]
 		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
-			return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
+			return refuse(errReplay, "%s is unknown: %s", name, fd.Reason)
 		}
 		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
 			// After a 429 the one request that may follow is the
 			// transport's own queue-429 re-send of the throttled request.
-			return refuse(ErrReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
+			return refuse(errReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
 		}
 		return nil // this Journal's own upload of the round, in progress
 	}

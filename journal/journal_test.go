@@ -436,7 +436,7 @@ func TestReplayGuard(t *testing.T) {
 	ctx := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r"}))
-	require.ErrorIs(t, j.Begin(ctx, putReq(t)), ErrReplay)
+	require.ErrorIs(t, j.Begin(ctx, putReq(t)), errReplay)
 	require.ErrorIs(t, j.Begin(WithUpload(context.Background(), "zzz"), putReq(t)), ErrPlanMismatch)
 	// A GET of the same file is not an upload.
 	require.NoError(t, j.Begin(ctx, getReq(t)))

@@ -21,7 +21,7 @@ import (
 // 45 s slow. B sends in the other shard at once and again after A's
 // upload has lasted two minutes (B's clock moved with it), the run stays
 // clear with one request in flight, A's file stays in-flight, and a
-// pending review of A's marker is refused with ErrLive and writes
+// pending review of A's marker is refused with errLive and writes
 // nothing. Then A's upload ends (its receipt, after two minutes) and the
 // run verifies clean: nothing took A's place in the sequence. On a run
 // without shards, B (WithPendingWait) waits out its wait and is refused as
@@ -59,9 +59,9 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					}
 					before := run.files(t)
 					_, err = b.ReviewPendingMarker(context.Background(), "", "looks old", 0)
-					require.ErrorIs(t, err, ErrLive)
+					require.ErrorIs(t, err, errLive)
 					_, err = b.ReviewPendingMarker(context.Background(), markerRef(2), "looks old", 0)
-					require.ErrorIs(t, err, ErrLive)
+					require.ErrorIs(t, err, errLive)
 					require.ErrorIs(t, err, errReviewRefused)
 					require.Equal(t, before, run.files(t), "a refused review writes nothing")
 				}
@@ -93,7 +93,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 		require.Equal(t, markerName+": "+liveProblem, re.Status.Reason)
 		require.GreaterOrEqual(t, clkB.Now().Sub(t0.Add(45*time.Second)), 2*time.Minute, "B waited its whole wait")
 		_, err = b.ReviewPending(context.Background(), "", 0)
-		require.ErrorIs(t, err, ErrLive)
+		require.ErrorIs(t, err, errLive)
 		require.NoError(t, a.Complete(WithUpload(context.Background(), "a.bin"), putReq(t), ok201("a")))
 		require.NoError(t, b.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 	})

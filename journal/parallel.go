@@ -399,19 +399,19 @@ func checkNotBefore(notBefore int64) error {
 }
 
 // ReviewPending is [Journal.ReviewPending] of the run's only dead marker.
-func (p *root) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+func (p *root) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if err := checkNotBefore(notBefore); err != nil {
-		return PendingRecord{}, err
+		return ReviewRecord{}, err
 	}
 	return p.ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
-func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
+func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if marker != "" {
 		k, ok := parseMarkerRef(marker)
 		if !ok || k > p.n {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+			return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
 		}
 		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 		return prefixed(k, rec), err
@@ -429,18 +429,18 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 	}
 	switch {
 	case len(stale) > 1:
-		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
+		return ReviewRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
 	case len(stale) == 0 && len(live) > 0:
-		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, ErrLive, strings.Join(live, ", "))
+		return ReviewRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, errLive, strings.Join(live, ", "))
 	case len(stale) == 0:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
+		return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 	}
 	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 	return prefixed(k, rec), err
 }
 
 // prefixed names a shard's review by its place in the root.
-func prefixed(k int, r PendingRecord) PendingRecord {
+func prefixed(k int, r ReviewRecord) ReviewRecord {
 	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
 	return r
 }

@@ -29,7 +29,7 @@ func filesOfShards(plan []PlannedFile, n int) map[int]string {
 // parallel-dead-worker: in a parallel run another worker's marker is a
 // request in flight, not a restriction: while its worker holds it (R83)
 // other shards send, the plan shows its file in-flight, the status is
-// clear, and a pending review is refused (ErrLive) and writes nothing.
+// clear, and a pending review is refused (errLive) and writes nothing.
 // Once its worker dies it is dead at once: Admit and every shard's Begin
 // refuse, unresolved, naming shard-02/pending-request.json.
 // ReviewPendingMarker without a name finds it (the only dead one); the run
@@ -77,7 +77,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			before := run.files(t)
 			_, err = live.ReviewPendingMarker(context.Background(), "", "too early", 0)
 			require.ErrorIs(t, err, errReviewRefused)
-			require.ErrorIs(t, err, ErrLive, "R83: its worker holds it")
+			require.ErrorIs(t, err, errLive, "R83: its worker holds it")
 			require.Contains(t, err.Error(), "shard-02/pending-request.json")
 			require.Equal(t, before, run.files(t), "a refused review writes nothing")
 

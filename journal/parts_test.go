@@ -84,7 +84,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 
 	for _, ctx := range []context.Context{commit, WithUploadPart(context.Background(), "a.bin")} {
 		err := j.Begin(ctx, putReq(t))
-		require.ErrorIs(t, err, ErrReplay)
+		require.ErrorIs(t, err, errReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "refusal-says-what-it-is: the transport stops it as replay-refused")
 	}
 	findings, err := verify(j.Dir())
@@ -127,7 +127,7 @@ func TestAnotherInvocationsPartsAreUnknown(t *testing.T) {
 	before := names(t, j.Dir())
 	for _, ctx := range []context.Context{WithUploadPart(context.Background(), "a.bin"), WithUpload(context.Background(), "a.bin")} {
 		err := later.Begin(ctx, putReq(t))
-		require.ErrorIs(t, err, ErrReplay)
+		require.ErrorIs(t, err, errReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 	}
 	require.Equal(t, before, names(t, j.Dir()), "a refusal leaves nothing behind")
@@ -146,7 +146,7 @@ func TestRefusalsSayWhatTheyAre(t *testing.T) {
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("a")))
 
 	err := j.Begin(commit, putReq(t))
-	require.ErrorIs(t, err, ErrReplay)
+	require.ErrorIs(t, err, errReplay)
 	require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 	var re *RestrictedError
 	require.False(t, errors.As(err, &re))
@@ -263,7 +263,7 @@ func TestClaimThenCheck(t *testing.T) {
 		commit := WithUpload(context.Background(), "a.bin")
 		h.beforeClaim = func() { sent(t, a, commit) }
 		err = b.Begin(commit, putReq(t))
-		require.ErrorIs(t, err, ErrReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
+		require.ErrorIs(t, err, errReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 		require.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
 		require.Equal(t, Clear, b.Status(t0).State)
@@ -293,7 +293,7 @@ func TestClaimThenCheck(t *testing.T) {
 		require.ErrorIs(t, aErr, ErrPending, "A is refused while B holds the marker")
 		require.ErrorIs(t, aErr, ErrRestricted)
 		require.NoError(t, b.Complete(commit, putReq(t), ok201("b")))
-		require.ErrorIs(t, a.Begin(commit, putReq(t)), ErrReplay, "and after it, A sees B's ACK")
+		require.ErrorIs(t, a.Begin(commit, putReq(t)), errReplay, "and after it, A sees B's ACK")
 	})
 }
 

@@ -113,7 +113,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	assert.Equal(t, FileUnknown, c.Files[0].State)
 	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
-	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), ErrReplay)
+	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), errReplay)
 
 	// Then the usual decision review of the unknown file.
 	clk.Set(at(30 * time.Second))
@@ -197,7 +197,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		// review, and a Begin is refused naming it.
 		again, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
-		assert.Equal(t, rec.ReviewRecord, again.ReviewRecord, "the same review, no second one")
+		assert.Equal(t, rec, again, "the same review, no second one")
 		assert.False(t, again.Removed)
 		jf, err := Open(dir, Existing(), withClock(newFakeClock(t0.Add(30*time.Second))), withFS(&failFS{removeFails: true}), WithPlan(plan3))
 		require.NoError(t, err)

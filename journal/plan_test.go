@@ -70,7 +70,7 @@ func TestPlanContinuation(t *testing.T) {
 	require.NoError(t, j.Complete(cc, putReq(t), readrecovery.JournalOutcome{TransportError: "read tcp: connection reset"}))
 	assert.Equal(t, map[string]string{"a.bin": "acked", "b.bin": "unknown", "c.bin": "unknown"},
 		plan(NewApproval, t0.Add(61*time.Second)))
-	require.ErrorIs(t, j.Begin(cc, putReq(t)), ErrReplay)
+	require.ErrorIs(t, j.Begin(cc, putReq(t)), errReplay)
 
 	// Another process reads the same.
 	j2 := reopen(t, j.Dir(), t0.Add(61*time.Second))

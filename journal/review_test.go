@@ -47,7 +47,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	_, err := j.Review(ctx, "a.bin", Decision("approve"), "")
 	require.ErrorIs(t, err, errReviewRefused)
 	err = j.Begin(WithUpload(ctx, "a.bin"), putReq(t))
-	require.ErrorIs(t, err, ErrReplay, "unknown is never replayed before a review")
+	require.ErrorIs(t, err, errReplay, "unknown is never replayed before a review")
 
 	rec, err := j.Review(ctx, "a.bin", DecisionReupload, "checked the share:\n\x1b[31mblob absent https://u:p@h/x?sig=SECRET")
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	assert.Equal(t, []string{"a.bin"}, c.Uploads(), "reupload is eligible; skip never is")
 
 	err = j.Begin(WithUploadPart(ctx, "b.bin"), putReq(t))
-	require.ErrorIs(t, err, ErrReplay, "skip: never sent")
+	require.ErrorIs(t, err, errReplay, "skip: never sent")
 
 	// The reupload is round 2: its commit gets its own receipt.
 	a := WithUpload(ctx, "a.bin")

@@ -41,7 +41,7 @@ import (
 // filtered. EnclosingRun tells whether the run lies inside another run (a
 // Blob prefix under a prefix that holds a run.json): it returns the
 // enclosing run's name, or "" when there is none, and [OpenStore] refuses
-// such a run ([ErrNested]).
+// such a run (runs never nest).
 type Store interface {
 	// Create stores data under name if and only if no object of that name
 	// exists (O_EXCL; Blob: If-None-Match: *), durably before it returns,
@@ -117,10 +117,10 @@ type enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// ErrNested means a run would lie inside another run, or hold one
+// errNested means a run would lie inside another run, or hold one
 // (no-nesting): a run's records are only its own, so Open and OpenStore refuse it
 // and write nothing.
-var ErrNested = errors.New("journal: runs never nest")
+var errNested = errors.New("journal: runs never nest")
 
 type listedName struct {
 	name    string
@@ -170,7 +170,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	}
 	for p := filepath.Dir(abs); !inRoot; p = filepath.Dir(p) {
 		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
-			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
+			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(d.dir), escapeName(p))
 		}
 		if filepath.Dir(p) == p {
 			break
@@ -186,7 +186,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 		}
 		sub := filepath.Join(d.dir, de.Name())
 		if _, err := d.fs.Stat(filepath.Join(sub, manifestName)); err == nil {
-			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(d.dir), escapeName(sub))
+			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(d.dir), escapeName(sub))
 		}
 	}
 	return nil
@@ -657,7 +657,7 @@ func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 // where names the location in messages.
 func (l *loc) where() string { return l.name }
 
-// nested returns an error wrapping ErrNested when the location lies inside
+// nested returns an error wrapping errNested when the location lies inside
 // another run (the directory's ancestors; a Store that can tell,
 // EnclosingRun) or holds one (a flat listing of prefix x/ includes
 // x/y/run.json); a parallel run's root holds its own shards, and a shard
@@ -674,7 +674,7 @@ func (l *loc) nested() error {
 			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(l.name), err)
 		}
 		if outer != "" {
-			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(l.name), escapeName(outer))
+			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(l.name), escapeName(outer))
 		}
 	}
 	names, err := l.st.List(ctx, l.listLimit())
@@ -686,7 +686,7 @@ func (l *loc) nested() error {
 			continue
 		}
 		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
-			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(l.name), escapeName(n[:i+1]))
+			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(l.name), escapeName(n[:i+1]))
 		}
 	}
 	return nil

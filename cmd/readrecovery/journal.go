@@ -57,8 +57,10 @@ func runJournalContext(ctx context.Context, args []string, stdout, stderr io.Wri
 		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
 			return journal.Open(dir, journal.Existing())
 		},
-		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) { return journal.InspectStore(ctx, journal.DirStore(dir)) },
-		Now:     func() time.Time { return journalNow() },
+		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) {
+			return journal.InspectStore(ctx, journal.DirStore(dir))
+		},
+		Now: func() time.Time { return journalNow() },
 	}
 	return c.Run(ctx, args, stdout, stderr)
 }
