@@ -960,12 +960,18 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
-		round := j.snap.view(m.FileDigest, true).round
-		if u := j.started[m.FileDigest]; u == nil || u.round != round {
-			j.started[m.FileDigest] = &ownUpload{round: round}
-		}
+		j.own(m.FileDigest)
 	}
 	return nil
+}
+
+// own records that this Journal began the upload of file d in its current
+// round (see started).
+func (j *run) own(d string) {
+	round := j.snap.view(d, true).round
+	if u := j.started[d]; u == nil || u.round != round {
+		j.started[d] = &ownUpload{round: round}
+	}
 }
 
 // checkLimits refuses a request that could need more than the run may

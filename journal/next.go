@@ -189,7 +189,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	}
 	lane.mu.Lock()
 	defer lane.mu.Unlock()
-	release := func() { <-lane.slot }
+	claimed := false
+	defer func() {
+		if !claimed {
+			<-lane.slot // the slot stays held only for a claim
+		}
+	}()
 	// The lane's own status, markers left out (another worker's is judged
 	// by markerLive, the claim's own never counts).
 	status := func(now time.Time) Status {
@@ -209,14 +214,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			lane.refreshLocked(ctx)
 		}
 		if err := ctx.Err(); err != nil {
-			release()
 			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
 		s := lane.snap
 		st := status(now)
 		if !st.Allows() {
-			release()
 			return "", laneFailed, &RestrictedError{Status: st}
 		}
 		d := ""
@@ -232,7 +235,6 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		}
 		switch {
 		case !left:
-			release()
 			return "", laneEmpty, nil
 		case try == 0 && sticky && (s.blocking() || d == ""):
 			// This lane was not read again: the marker or record that makes
@@ -241,7 +243,6 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			// or a worker whose other lanes are empty would wait forever.
 			continue
 		case s.blocking():
-			release()
 			if s.deadMarker() {
 				// No lock or lease holds it (R83): its worker died in
 				// flight, and nothing waits for it.
@@ -250,16 +251,13 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			}
 			return "", laneBusy, nil
 		case d == "":
-			release()
 			return "", laneBusy, nil
 		}
 		if err := lane.checkLimits(); err != nil {
-			release()
 			return "", laneFailed, err
 		}
 		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
-			release()
 			if errors.Is(err, ErrPending) {
 				return "", laneBusy, nil // another worker claimed the lane first
 			}
@@ -268,17 +266,15 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		lane.refreshLocked(ctx)
 		st = status(lane.clock.Now())
 		if lane.snap.decide(d, a, st, true).Upload && lane.checkLimits() == nil {
-			lane.claimed = d
+			lane.claimed, claimed = d, true
 			return d, laneClaimed, nil
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
 		if err := lane.giveBack(); err != nil {
-			release()
 			return "", laneFailed, err
 		}
 	}
-	release()
 	return "", laneBusy, nil
 }
 
@@ -373,10 +369,7 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 		<-j.slot
 		return true, err
 	}
-	round := j.snap.view(d, true).round
-	if o := j.started[d]; o == nil || o.round != round {
-		j.started[d] = &ownUpload{round: round}
-	}
+	j.own(d)
 	return true, nil
 }
 

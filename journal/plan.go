@@ -105,17 +105,7 @@ func (c Continuation) Count(st FileState) int {
 	return n
 }
 
-// PlanContinuation re-reads the run and classifies every file of files
-// (which must be the run's plan: [ErrPlanMismatch] otherwise, or
-// an error when the manifest cannot be read) as acked, never-attempted,
-// unknown or reviewed. A never-attempted file, or a reviewed one with
-// [DecisionReupload], gets Upload only with approval == NewApproval and a
-// status at now that allows requests (clear or elapsed): fresh approval
-// does not waive a server delay, and an unresolved run sends nothing.
-// Acked, unknown and skipped files never get Upload. For a Journal opened
-// [WithPendingWait] (a run shared by workers), another worker's pending
-// marker is its request in flight: it does not make the plan unresolved,
-// and Begin checks each file again under its own claim.
+// PlanContinuation is [Journal.PlanContinuation] of a run without shards.
 func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
@@ -253,13 +243,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 	return v
 }
 
-// RecordedPlan classifies every file of the plan the run recorded in
-// plan.json, as [Journal.PlanContinuation] does without a new approval, for
-// an operator who has only the run directory (`readrecovery journal
-// plan`). The journal stores file digests, never IDs: each FileDecision's
-// ID is empty and Digest names the file. For a run without plan.json the
-// continuation is Partial: it lists the files that records name. Its error
-// is an error when the manifest cannot be read.
+// RecordedPlan is [Journal.RecordedPlan] of a run without shards.
 func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero

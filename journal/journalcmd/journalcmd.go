@@ -35,7 +35,7 @@ type Command struct {
 	// Usage is printed for --help (to stdout) and after a usage error.
 	Usage string
 	// Open opens an existing run; Inspect verifies one without opening it
-	// (journal.OpenExisting and journal.Inspect for a directory).
+	// (journal.Open with journal.Existing, and journal.InspectStore).
 	Open    func(ctx context.Context, run string) (*journal.Journal, error)
 	Inspect func(ctx context.Context, run string) (journal.Summary, error)
 	// Now is the time the commands ask about; nil means time.Now. Tests set
@@ -130,21 +130,6 @@ func newFlags(name string) *flag.FlagSet {
 	fset := flag.NewFlagSet(name, flag.ContinueOnError)
 	fset.SetOutput(io.Discard) // the usage is Command.Usage
 	return fset
-}
-
-func (c *Command) status(ctx context.Context, dir string, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	st := j.Status(c.now())
-	b, err := st.CommandJSON()
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
-		return 2
-	}
-	fmt.Fprintf(stdout, "%s\n", b)
-	return stateCode(st.State)
 }
 
 func stateCode(s journal.State) int {
@@ -264,17 +249,13 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		return stateCode(cont.Status.State)
 	}
 	st := cont.Status
-	fmt.Fprintf(stdout, "run: %s", st.State)
-	if st.State == journal.Waiting {
-		fmt.Fprintf(stdout, " (%d s remaining, until not_before_utc %d)", st.RemainingSeconds, st.NotBeforeUTC)
-	}
-	fmt.Fprintf(stdout, ": %s\n", st.Reason)
+	writeRun(stdout, st)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	head := "CLASS\tDECISION\tFILE\tREASON"
 	if ids != nil {
-		fmt.Fprintln(tw, "CLASS\tDECISION\tID\tFILE\tREASON")
-	} else {
-		fmt.Fprintln(tw, "CLASS\tDECISION\tFILE\tREASON")
+		head = "CLASS\tDECISION\tID\tFILE\tREASON"
 	}
+	fmt.Fprintln(tw, head)
 	for _, f := range cont.Files {
 		d := string(f.Decision)
 		if d == "" {
@@ -285,8 +266,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 			if id = escape(id); !ok {
 				id = "?"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.State, d, id, f.Digest, f.Reason)
-			continue
+			d += "\t" + id
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.State, d, f.Digest, f.Reason)
 	}
