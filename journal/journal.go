@@ -426,19 +426,14 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	return nil, dirError(b.where(), err)
 }
 
-// create makes a new run: the directory (or, when exists, the empty
-// directory made private), the parent's directory entry durable, then
-// plan.json (the plan's file digests), then parts (a parallel run's
-// shards, when not nil) and last the manifest, each written exclusively
-// and atomically. Until the manifest is linked the run is an unfinished
-// creation (unfinishedCreation), which the next Open finishes; it is never
-// clear, and never unresolved for good. Any number of workers may create
-// the same run at once (docs/policy.md: shared-runs): a part that exists
-// with the bytes this creation would write is no error, and a manifest
-// that exists is the winner's — create then returns a nil snapshot, and the
-// caller reads the run. A plan.json that holds another plan is
-// [ErrPlanMismatch]. parallel > 0 makes a parallel run's root (its
-// manifest says "parallel": n).
+// create makes a new run (docs/policy.md: shared-runs, R84): the
+// directory (or the existing empty one made private), durable in its
+// parent, then plan.json, then parts (a parallel run's shards), and last
+// the manifest, each written exclusively and atomically. Until the
+// manifest is linked the run is an unfinished creation, which the next
+// Open finishes. A part that exists with the same bytes is no error; a
+// manifest that exists is another worker's, and create returns a nil
+// snapshot (the caller reads the run). parallel > 0 makes a root.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
@@ -531,12 +526,12 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now (docs/policy.md: status-before-network, not-before-survives), from what Open or
-// the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
-// never touches the disk and never sleeps. A pending marker, including the
-// one of a request of this Journal still in flight, makes it unresolved.
-// After a persistence failure the Journal stays unresolved; open the run
-// again to re-read it. It adds the run at a glance (Files, Shards).
+// Status returns the run's state at now (docs/policy.md:
+// status-before-network, not-before-survives) from what this Journal read
+// last: it reads nothing and never sleeps. A pending marker, its own
+// request's included, makes a run unresolved; a persistence failure keeps
+// it so (open the run again to re-read it). Files and Shards give the run
+// at a glance.
 func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
@@ -545,13 +540,13 @@ func (j *Journal) Status(now time.Time) Status {
 }
 
 // Admit reports whether a request of this run may access the network at
-// now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (docs/policy.md: status-before-network), or, when ctx has already
-// ended, ctx's error (wrapped): the caller's own cancellation, not a
-// restriction (refusal-says-what-it-is). It re-reads the run first. It never sleeps.
-// The marker of this Journal's own request in flight does not count here
-// (Begin orders requests). In a parallel run, another worker's marker is
-// a request in flight, not a refusal, unless its worker is dead (R83).
+// now (docs/policy.md: status-before-network): nil for clear or elapsed,
+// else a *RestrictedError with the status, or ctx's error (wrapped) when
+// ctx has ended (refusal-says-what-it-is). It re-reads the run first and
+// never sleeps, except to wait [WithPendingWait] for another worker's
+// marker. The marker of this Journal's own request does not count (Begin
+// orders requests); in a parallel run another worker's marker is a
+// request in flight unless its worker is dead (R83).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	switch {
 	case j.zero():
@@ -564,36 +559,24 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	return j.r.Admit(ctx, now)
 }
 
-// Begin records that a request is about to be sent: it creates
-// pending-request.json exclusively (O_EXCL, 0600) with the method, URL
-// digest, attempt, resend-of digest, file identity digest (see
-// [WithUpload], [WithUploadPart]) and the clock's time, fsyncs it and the
-// directory. It first waits for this Journal's request in flight, if any.
-// Then it claims the marker and only then checks, under it, the status,
-// the plan and the file's records (docs/policy.md: journal-claim-then-check):
-// no other process or Journal can be authorised between the check and the
-// send. A refusal found under the claim removes the marker again; nothing
-// is sent. In a parallel run the request goes to the shard of its file (or
-// of its URL), and the check under the claim reads every other shard too.
+// Begin records that a request is about to be sent (docs/policy.md:
+// journal-claim-then-check): it waits for this Journal's request in
+// flight, if any, creates pending-request.json exclusively (method, URL
+// digest, attempt, resend-of, the file digest of [WithUpload] or
+// [WithUploadPart], the time, the worker's host and pid), and only then
+// checks under it the status, the plan and the file's records; a refusal
+// removes the marker again and nothing is sent. In a parallel run the
+// request goes to its file's (or URL's) shard, and the check reads every
+// other shard too (parallel-shards).
 //
-// The errors, by class (the transport maps each to its own stop, refusal-says-what-it-is):
-//   - the context's error (wrapped: errors.Is(err, context.Canceled) or
-//     DeadlineExceeded): ctx ended while waiting for the request in flight
-//     (journal-slot-honours-deadline). Nothing was written.
-//   - a refusal wrapping [readrecovery.ErrReplayRefused]: the file is
-//     acked, unknown (attempted without ACK, not by this Journal's upload
-//     in progress), skipped by a review, or outside the plan
-//     ([ErrPlanMismatch]). Nothing is left on disk.
-//   - a *RestrictedError (errors.Is(err, ErrRestricted)): the run is
-//     waiting or unresolved, or another request's marker exists
-//     ([ErrPending]). Nothing was written.
-//   - anything else is a persistence failure (persistence-failure-is-terminal): the marker could not
-//     be written or removed, a limit would be exceeded, or the
-//     request cannot be recorded (an invalid method, digest or resend-of).
-//     After a write failure the Journal stays unresolved.
-//
-// After a nil error the caller must call exactly one of Complete or
-// Backoff.
+// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped, when
+// it ends while waiting (journal-slot-honours-deadline; nothing written);
+// a refusal wrapping [readrecovery.ErrReplayRefused] (the file is acked,
+// unknown, skipped by a review, or outside the plan: [ErrPlanMismatch]);
+// a *RestrictedError (waiting, unresolved, another request's marker:
+// [ErrPending]); anything else is a persistence failure
+// (persistence-failure-is-terminal). After nil the caller calls exactly
+// one of Complete or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -623,18 +606,14 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
 
-// PlanContinuation re-reads the run and classifies every file of files
-// (which must be the run's plan: [ErrPlanMismatch] otherwise, or
-// an error when the manifest cannot be read) as acked, never-attempted,
-// unknown, reviewed or in-flight. A never-attempted file, or a reviewed
-// one with [DecisionReupload], gets Upload only with approval ==
-// NewApproval and a status at now that allows requests (clear or elapsed):
-// fresh approval does not waive a server delay, and an unresolved run
-// sends nothing. Acked, unknown and skipped files never get Upload. For a
-// Journal opened [WithPendingWait] or [WithParallel] (a run shared by
-// workers), another worker's pending marker is its request in flight: it
-// does not make the plan unresolved, and Begin checks each file again
-// under its own claim.
+// PlanContinuation re-reads the run and classifies every file of files,
+// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]
+// (docs/policy.md: upload-only-continuation). Only a never-attempted file,
+// or one reviewed for [DecisionReupload], gets Upload, and only with
+// [NewApproval] while the status at now allows requests. In a run shared
+// by workers ([WithPendingWait], [WithParallel]) another worker's marker
+// is its request in flight (the file is in-flight), not a reason to plan
+// nothing: each Begin checks its file again under its own claim.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	return j.impl().PlanContinuation(files, approval, now)
 }

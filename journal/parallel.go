@@ -177,13 +177,15 @@ type shardStatus struct {
 // sight of the shard's marker. Called with p.mu held.
 func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
 	ss := shardStatus{k: k, marker: judge && s.blocking()}
-	switch {
+	want := ""
+	if p.wants != nil {
+		want = p.wants[k-1]
+	}
+	switch problem := shardProblem(s, want); {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
-	case s.manifest != nil && s.manifest.parallel != 0:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: errCorrupt}
-	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: errCorrupt}
+	case problem != "":
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": " + problem, cause: errCorrupt}
 	default:
 		ss.st = s.status(now, true)
 	}
@@ -194,17 +196,12 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 }
 
 // merge is the run's status from its shards' (docs/policy.md:
-// parallel-shards): unresolved when the root or any shard is (an
-// dead marker included); else waiting while any shard waits (the
-// greatest not-before wins); else elapsed when any restriction passed;
-// else clear. Reasons name the shard.
-func (p *root) merge(root *snapshot, parts []shardStatus) Status {
-	st := p.mergeParts(root, parts)
-	st.named = true
-	return st
-}
-
-func (p *root) mergeParts(root *snapshot, parts []shardStatus) Status {
+// parallel-shards): unresolved when the root or any shard is (a dead
+// marker included); else waiting while any shard waits (the greatest
+// not-before wins); else elapsed when any restriction passed; else clear.
+// Reasons name the shard.
+func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
+	defer func() { st.named = true }()
 	if len(root.findings) > 0 {
 		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: errCorrupt}
 	}
@@ -616,6 +613,19 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	return p, nil
 }
 
+// shardProblem says what makes the manifest of shard snapshot s no shard
+// of its root, whose plan gives it the plan digest want ("" when the root
+// has no plan.json); "" when nothing does.
+func shardProblem(s *snapshot, want string) string {
+	switch {
+	case s.manifest != nil && s.manifest.parallel != 0:
+		return "declares shards of its own (a root copied into a shard)"
+	case want != "" && s.manifest != nil && s.manifest.planDigest != want:
+		return "plan_digest is not this shard's part of the root plan (a shard of another run)"
+	}
+	return ""
+}
+
 func firstFinding(s *snapshot) string {
 	if len(s.findings) > 0 {
 		return s.findings[0].String()
@@ -670,10 +680,12 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 			}
 			return out
 		}
-		if ss.manifest != nil && ss.manifest.parallel != 0 {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "declares shards of its own (a root copied into a shard)"})
-		} else if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "plan_digest is not this shard's part of the root plan (a shard of another run)"})
+		want := ""
+		if s.planFiles != nil {
+			want = planDigestOf(shardPlan(s.planFiles, k, n))
+		}
+		if problem := shardProblem(ss, want); problem != "" {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, problem})
 		}
 		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
 		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
