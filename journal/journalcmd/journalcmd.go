@@ -366,7 +366,6 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
-		return c.reviewPending(ctx, pos[0], *marker, *note, *notBefore, stdout, stderr)
 	case *marker != "":
 		return c.usageError(stderr, c.Sub+"review --marker goes with --pending")
 	case *restriction != "" && (*file != "" || *decision != ""):
@@ -374,7 +373,6 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *restriction != "" && (*note == "" || *notBefore <= 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --restriction ENTRY needs --not-before UNIX and --note TEXT (where the bound comes from)")
 	case *restriction != "":
-		return c.reviewRestriction(ctx, pos[0], *restriction, *note, *notBefore, stdout, stderr)
 	case *notBefore != 0:
 		return c.usageError(stderr, c.Sub+"review --not-before goes with --pending or --restriction")
 	case *file == "":
@@ -382,56 +380,41 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
 		return c.usageError(stderr, c.Sub+"review needs --decision reupload or --decision skip")
 	}
-	dir := pos[0]
-	j, err := c.Open(ctx, dir)
+	j, err := c.Open(ctx, pos[0])
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}
-	rec, err := j.Review(ctx, *file, journal.Decision(*decision), *note)
+	var rec journal.ReviewRecord
+	switch {
+	case *pending:
+		rec, err = j.ReviewPendingMarker(ctx, *marker, *note, *notBefore)
+	case *restriction != "":
+		rec, err = j.ReviewRestriction(ctx, *restriction, *note, *notBefore)
+	default:
+		rec, err = j.Review(ctx, *file, journal.Decision(*decision), *note)
+	}
 	if err != nil {
 		return c.reviewFailed(err, stderr)
+	}
+	switch {
+	case *pending:
+		file := "no planned file"
+		if rec.MarkerFileDigest != "" {
+			file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
+		}
+		fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
+			escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+		if !rec.Removed {
+			fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
+		}
+		return 3 // waiting
+	case *restriction != "":
+		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
+			escape(*restriction), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, *notBefore)
+		return 3 // waiting
 	}
 	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 	return 0
-}
-
-// reviewRestriction runs `review RUN --restriction ENTRY --not-before UNIX
-// --note TEXT`.
-func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string, notBefore int64, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	rec, err := j.ReviewRestriction(ctx, entry, note, notBefore)
-	if err != nil {
-		return c.reviewFailed(err, stderr)
-	}
-	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
-		escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
-	return 3 // waiting
-}
-
-// reviewPending runs `review RUN --pending [--marker shard-KK/pending-request.json]
-// --note TEXT [--not-before UNIX]`.
-func (c *Command) reviewPending(ctx context.Context, dir, marker, note string, notBefore int64, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	rec, err := j.ReviewPendingMarker(ctx, marker, note, notBefore)
-	if err != nil {
-		return c.reviewFailed(err, stderr)
-	}
-	file := "no planned file"
-	if rec.MarkerFileDigest != "" {
-		file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
-	}
-	fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
-		escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
-	if !rec.Removed {
-		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
-	}
-	return 3 // waiting
 }
 
 // reviewFailed reports a review that was not written: exit 4 when the
