@@ -222,7 +222,6 @@ type runner interface {
 	PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
 	RecordedPlan(now time.Time) (Continuation, error)
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
-	ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
 	// lanes are the runs that record the files (Next's lanes): the run
@@ -251,8 +250,7 @@ func (j *Journal) impl() runner {
 // run is one run, or one shard of a parallel run: its storage, what it
 // read last, and the request this Journal has in flight there.
 type run struct {
-	dir         string // where the run is, for messages
-	b           *loc   // the run's storage
+	b           *loc // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
@@ -288,8 +286,8 @@ type run struct {
 
 func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
 
-func openRun(dir string, b *loc, cfg config, wait time.Duration, plan []string) *run {
-	j := &run{dir: dir, b: b, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
+	j := &run{b: b, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	if plan != nil {
 		j.plan = make(map[string]bool, len(plan))
 		for _, d := range plan {
@@ -386,7 +384,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	if cfg.plan == nil {
 		own = nil
 	}
-	j := openRun(dir, ub, cfg, cfg.pendingWait, own)
+	j := openRun(ub, cfg, cfg.pendingWait, own)
 	s, err := j.openSnap(b, create, cfg.plan != nil, planFiles, planDigest, 0, nil)
 	if err != nil {
 		return nil, err
@@ -590,18 +588,24 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return j.r.Begin(ctx, req)
 }
 
-// Backoff records a 429 of the request in flight as the next backoff
-// entry of its run (or shard) and removes its marker; see [run.Backoff]
-// in journal.go for the record and the errors (any error is a persistence
-// failure: the caller must neither wait nor re-send).
+// Backoff records a 429 of the request in flight as the next immutable
+// backoff entry of its run (or shard), with ra, timing (nil: none known;
+// the run becomes unresolved) and the upload provenance, then removes the
+// marker (docs/policy.md: immutable-chained-entries, queue-429-route). It
+// returns the entry's event digest. ctx does not cancel the write. Any
+// error is a persistence failure (persistence-failure-is-terminal): the
+// marker stays, and the caller must neither wait nor re-send.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
-// Complete ends the request in flight for every outcome but a 429: an
-// upload's commit or part leaves its receipt first, then the marker goes
-// (see [run.Complete] in journal.go). An error means the receipt or the
-// marker removal failed: the caller keeps the ACK and stops.
+// Complete ends the request in flight for every outcome but a 429 (which
+// needs Backoff). A commit ([WithUpload]) first writes its receipt: the
+// ACK, or the attempt without ACK, never replayed
+// (upload-only-continuation); a part ([WithUploadPart]) its part receipt,
+// never the file's ACK (parts-are-not-acks). Then the marker goes. An
+// error means the receipt or the removal failed
+// (receipt-failure-keeps-ack): the caller keeps the ACK and stops.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
@@ -629,18 +633,25 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	return j.impl().RecordedPlan(now)
 }
 
-// Review records an operator's decision about a file classed unknown: the
-// only way out of unknown (docs/policy.md: operator-review); file is its
-// [PlannedFile.ID] or its digest. See [run.Review] in review.go.
+// Review records an operator's decision about a file classed unknown, the
+// only way out of unknown (docs/policy.md: operator-review): a review
+// record in the run's chain (in a parallel run, in the file's shard) with
+// the decision, the OS user, the time, the sanitized note and the
+// evidence it saw. [DecisionReupload] makes the file eligible as a
+// never-attempted one (a new approval is still needed); [DecisionSkip]
+// means it is never sent. file is its [PlannedFile.ID] or its digest.
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
-// ReviewPending resolves the run's dead pending marker (pending-review),
-// as [Journal.ReviewPendingMarker] with no marker named. See
-// [run.ReviewPending] in review.go.
+// ReviewPending resolves the run's dead pending marker (docs/policy.md:
+// pending-review): a review record bound to the marker's bytes; the file
+// it names is unknown from then on, and the run waits until the review
+// time plus 30 s, or until notBefore (Unix seconds, 0 for none) when
+// later. A marker its worker holds live (R83) is refused and nothing is
+// written. It is [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
-	return j.impl().ReviewPending(ctx, note, notBefore)
+	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
@@ -656,9 +667,10 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 }
 
 // ReviewRestriction bounds a backoff entry without timing by an
-// operator's not-before (docs/policy.md: restriction-review); in a
-// parallel run entry names its shard ("shard-01/backoff-0001.json"). See
-// [run.ReviewRestriction] in review.go.
+// operator's notBefore (docs/policy.md: restriction-review), at least the
+// review time plus 30 s: a review record naming the entry; the run then
+// waits until notBefore. In a parallel run entry names its shard
+// ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }

@@ -105,7 +105,6 @@ func planDigestOf(sorted []string) string {
 // shards, each a run of its own. It sends each call to the shard that
 // records it and merges their statuses (docs/policy.md: parallel-shards).
 type root struct {
-	dir    string
 	clock  clock.Clock
 	snap   *snapshot // the root's own scan at open (read only after)
 	n      int
@@ -395,14 +394,6 @@ func checkNotBefore(notBefore int64) error {
 	return nil
 }
 
-// ReviewPending is [Journal.ReviewPending] of the run's only dead marker.
-func (p *root) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
-	if err := checkNotBefore(notBefore); err != nil {
-		return ReviewRecord{}, err
-	}
-	return p.ReviewPendingMarker(ctx, "", note, notBefore)
-}
-
 // ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
 func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if marker != "" {
@@ -412,6 +403,9 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 		}
 		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 		return prefixed(k, rec), err
+	}
+	if err := checkNotBefore(notBefore); err != nil {
+		return ReviewRecord{}, err
 	}
 	now := p.clock.Now()
 	var stale, live []string
@@ -557,11 +551,11 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
-	rj := openRun(dir, urb, cfg, wait, nil) // the root's creation only
+	rj := openRun(urb, cfg, wait, nil) // the root's creation only
 	s, err := rj.openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
 			sub := shardPlan(planFiles, k, n)
-			if _, err := openRun("", rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
+			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
 				return fmt.Errorf("%s: %w", shardName(k), err)
 			}
 		}
@@ -583,7 +577,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	rootOnly(s)
-	p := &root{dir: dir, clock: cfg.clock, snap: s, n: n, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
+	p := &root{clock: cfg.clock, snap: s, n: n, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
 		p.wants = make([]string, n)
 	}
@@ -592,7 +586,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		if p.wants != nil {
 			p.wants[k-1] = planDigestOf(sub)
 		}
-		sj := openRun(dir+"/"+shardName(k), urb.shard(k), cfg, wait, sub)
+		sj := openRun(urb.shard(k), cfg, wait, sub)
 		sj.group, sj.shardNo = p, k
 		if err := rb.shard(k).nested(); err != nil {
 			return nil, err // a run inside a shard
