@@ -26,21 +26,18 @@ const maxParallel = 16
 
 const minParallel = 2
 
-// defaultParallelWait is the pending wait of a Journal of a parallel run
-// opened without [WithPendingWait]: how long a Begin waits for another
-// request's marker of its own shard to go. It decides nothing about
-// death: only the store does (R83).
+// defaultParallelWait is a parallel run's pending wait without
+// [WithPendingWait]. It decides nothing about death: only the store does
+// (R83).
 const defaultParallelWait = 30 * time.Second
 
-// WithParallel makes a new run a parallel one of n shards (2 to
-// 16; anything else is an error at open): up to n journaled
-// requests in flight at once across all the run's workers, each preceded
-// by its own exclusive marker (docs/policy.md: parallel-shards). The run's
-// root holds run.json (with "parallel": n), plan.json (the whole plan) and
-// shard-01 … shard-NN, each an ordinary run with its own manifest, plan
-// (the files [Journal.Shard] maps to it), pending-request.json, heads and
-// records. An existing parallel run opens with or without the option; n
-// must then match, and the option on a run created without it is an error.
+// WithParallel makes a new run a parallel one of n shards (2 to 16;
+// anything else is an error at open), docs/policy.md: parallel-shards: up
+// to n journaled requests in flight at once across the run's workers,
+// each under its own shard's marker; shard-01 … shard-NN are ordinary
+// runs, each with the files [Journal.Shard] maps to it. An existing
+// parallel run opens with or without the option; n must then match, and
+// the option on a run created without it is an error.
 func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
@@ -288,12 +285,10 @@ func (p *root) appendShardState(out []shardStatus, i int, sj *run, now time.Time
 	return out
 }
 
-// others is the check across shards under shard k's claim (docs/policy.md:
-// parallel-shards): every other shard scanned again (reading only the
-// records this process has not seen), so that a restriction another worker
-// recorded, in any shard, blocks this request; a dead marker, a
-// finding or a persistence failure anywhere blocks it too. Called with
-// shard k's mu held.
+// others is the check across shards under shard k's claim
+// (docs/policy.md: parallel-shards): every other shard scanned again,
+// reading only the records this process has not seen. Called with shard
+// k's mu held.
 func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
 	var wg sync.WaitGroup
@@ -696,15 +691,13 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 }
 
 // lightView makes a scan of a shard the check across shards: only what
-// can restrict a request of another shard — the manifest and plan (read
-// once), the backoff entries, the reviews (a restriction or pending
-// review's wait) and the marker. Receipts, part receipts and heads are
-// left out of its listing, so the scan reads none of them and checks no
-// sequence (the shard's own workers, and every Status, plan, verify and
-// InspectStore of the root, check the whole shard). The marker's liveness is
-// asked of the store at every scan (R83); its bytes are read again only
-// when its version (Blob: the ETag the liveness probe returned) is not the
-// one read last, or the store has no versions.
+// can restrict another shard's request (manifest and plan, backoff
+// entries, reviews, the marker). Receipts, part receipts and heads are
+// left out of its listing, so it reads none of them and checks no
+// sequence: the shard's own workers, and every Status, plan and
+// InspectStore, check the whole shard. The marker's liveness is asked of
+// the store at every scan (R83); its bytes are read again only when its
+// version (Blob: the probe's ETag) is not the one read last.
 type lightView struct {
 	p *root
 	i int
