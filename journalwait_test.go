@@ -114,7 +114,7 @@ func TestJournalWaitEndsAtTheTotal(t *testing.T) {
 		t.Helper()
 		holders = append(holders, j)
 		ctx := journal.WithUpload(context.Background(), id)
-		if err := j.Begin(ctx, readrecovery.JournalRequest{Method: http.MethodPost, URLDigest: journal.FileDigest("u"), Attempt: 1}); err != nil {
+		if err := j.Begin(ctx, readrecovery.JournalRequest{Method: http.MethodPost, URLDigest: journal.PlannedFile{ID: "u"}.Digest(), Attempt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -171,7 +171,7 @@ func BenchmarkJournaledUpload(b *testing.B) {
 					}
 					js := make([]*journal.Journal, workers)
 					for i := range js {
-						if js[i], err = journal.OpenExistingStore(ctx, blobjournal.New(c, prefix), journal.WithPendingWait(30*time.Second)); err != nil {
+						if js[i], err = journal.OpenStore(ctx, blobjournal.New(c, prefix), journal.Existing(), journal.WithPendingWait(30*time.Second)); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -88,7 +88,7 @@ func TestRRJournalCommand(t *testing.T) {
 	// (The marker is written as a worker writes it: the run is waiting,
 	// so no Begin of this process would be allowed to make one.)
 	marker := `{"backoff_version":"1.0","method":"PUT","url_digest":"sha256:` + strings.Repeat("ab", 32) +
-		`","attempt":1,"resend_of":"","file_digest":"` + journal.FileDigest("f-002") + `","begun_at_utc":` +
+		`","attempt":1,"resend_of":"","file_digest":"` + journal.PlannedFile{ID: "f-002"}.Digest() + `","begun_at_utc":` +
 		strconv.FormatInt(now.Unix(), 10) + "}\n"
 	if _, err := st.Create(context.Background(), "pending-request.json", []byte(marker)); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestRRJournalCommand(t *testing.T) {
 		t.Fatalf("status with the dead worker's marker: exit %d, want 4", code)
 	}
 	code, out, errs = rrj("review", runArg, "--pending", "--note", "worker 3 killed")
-	if code != 3 || !strings.Contains(out, "(review-0002.json); file "+journal.FileDigest("f-002")+" (now unknown") {
+	if code != 3 || !strings.Contains(out, "(review-0002.json); file "+journal.PlannedFile{ID: "f-002"}.Digest()+" (now unknown") {
 		t.Fatalf("review --pending: exit %d, %q %q", code, out, errs)
 	}
 	code, out, _ = rrj("plan", "--json", runArg)

@@ -77,7 +77,7 @@ func TestBlobJournalStoreFaults(t *testing.T) {
 				if stepErr == nil {
 					t.Fatal("the injected fault did not fail the step")
 				}
-				fresh, err := journal.OpenExistingStore(context.Background(), blobjournal.New(storeClient(t, az.URL, r.container), prefix))
+				fresh, err := journal.OpenStore(context.Background(), blobjournal.New(storeClient(t, az.URL, r.container), prefix), journal.Existing())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -248,7 +248,7 @@ func TestBlobJournalStoreLostResponse(t *testing.T) {
 			if sent != (tc.name != "marker create") {
 				t.Fatalf("Begin allowed the request: %v", sent)
 			}
-			fresh, err := journal.OpenExistingStore(context.Background(), blobjournal.New(storeClient(t, az.URL, r.container), prefix))
+			fresh, err := journal.OpenStore(context.Background(), blobjournal.New(storeClient(t, az.URL, r.container), prefix), journal.Existing())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -112,7 +112,7 @@ func TestBlobJournalKill(t *testing.T) {
 				t.Errorf("trial %d: finding %s", trial, f)
 			}
 		}
-		fresh, err := journal.OpenExistingStore(context.Background(), st)
+		fresh, err := journal.OpenStore(context.Background(), st, journal.Existing())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -212,7 +212,7 @@ func parallelKillTrial(t *testing.T, trial int, az *azurite, r *rig, bin, rrj, c
 	// (R83: within one lease of the kill, 15 s, by Azurite's clock): never
 	// clear after a 429; unresolved then exactly when the dead worker's
 	// marker remains.
-	fresh, err := journal.OpenExistingStore(context.Background(), st, journal.WithPendingWait(time.Second))
+	fresh, err := journal.OpenStore(context.Background(), st, journal.Existing(), journal.WithPendingWait(time.Second))
 	if err != nil {
 		t.Errorf("trial %d: %v", trial, err)
 		return res
@@ -291,14 +291,14 @@ func reviewDeadMarker(t *testing.T, trial int, rrj, cs, runArg, marker string, s
 			}
 		}
 	}
-	j, err := journal.OpenExistingStore(context.Background(), st)
+	j, err := journal.OpenStore(context.Background(), st, journal.Existing())
 	if err != nil {
 		t.Errorf("trial %d: %v", trial, err)
 		return false
 	}
 	if rrj == "" {
 		rec, err := j.ReviewPendingMarker(context.Background(), marker, note, 0)
-		if err != nil || !rec.Removed || rec.MarkerFileDigest != journal.FileDigest(deadFile) {
+		if err != nil || !rec.Removed || rec.MarkerFileDigest != (journal.PlannedFile{ID: deadFile}).Digest() {
 			t.Errorf("trial %d: ReviewPendingMarker(%s) = %+v, %v; want the marker of %s removed", trial, marker, rec, err, deadFile)
 			return false
 		}
@@ -320,7 +320,7 @@ func reviewDeadMarker(t *testing.T, trial int, rrj, cs, runArg, marker string, s
 	}
 	found := false
 	for _, f := range c.Files {
-		if f.Digest == journal.FileDigest(deadFile) {
+		if f.Digest == (journal.PlannedFile{ID: deadFile}).Digest() {
 			found = true
 			if f.State != journal.FileUnknown {
 				t.Errorf("trial %d: the dead worker's file %s is %s, want unknown", trial, deadFile, f.State)

@@ -81,7 +81,7 @@ func TestBlobJournalParallelRestriction(t *testing.T) {
 		t.Fatalf("%d backoff entries created, want 1: %+v", len(entries), entries)
 	}
 	durable := entries[0].end()
-	j, err := journal.OpenExistingStore(context.Background(), st)
+	j, err := journal.OpenStore(context.Background(), st, journal.Existing())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func TestBlobJournalFourWorkers(t *testing.T) {
 	}
 
 	// The run at the end, as any worker sees it.
-	j, err := journal.OpenExistingStore(context.Background(), st)
+	j, err := journal.OpenStore(context.Background(), st, journal.Existing())
 	if err != nil {
 		t.Fatal(err)
 	}

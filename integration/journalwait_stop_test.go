@@ -31,7 +31,7 @@ func TestJournalWaitStopThroughAzblob(t *testing.T) {
 	}
 	// The other worker's request of f-000 in flight: its marker stays.
 	held := journal.WithUpload(context.Background(), plan[0].ID)
-	if err := other.Begin(held, readrecovery.JournalRequest{Method: http.MethodPut, URLDigest: journal.FileDigest("url"), Attempt: 1}); err != nil {
+	if err := other.Begin(held, readrecovery.JournalRequest{Method: http.MethodPut, URLDigest: journal.PlannedFile{ID: "url"}.Digest(), Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	j, err := journal.OpenStore(context.Background(), st, journal.WithPlan(plan), journal.WithPendingWait(time.Minute))

@@ -250,7 +250,7 @@ func TestRepeatPathsReachTheServerOnce(t *testing.T) {
 				}
 			}
 			if w.journalDir != "" {
-				sum, err := journal.Inspect(w.journalDir)
+				sum, err := journal.InspectStore(context.Background(), journal.DirStore(w.journalDir))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -92,7 +92,7 @@ func (v *invocation) commit() error {
 // planOf is what the next invocation's continuation says of big.bin.
 func planOf(t *testing.T, dir string) (journal.Status, journal.FileDecision) {
 	t.Helper()
-	j, err := journal.OpenExisting(dir)
+	j, err := journal.Open(dir, journal.Existing())
 	if err != nil {
 		t.Fatalf("reopen the journal: %v", err)
 	}
@@ -216,7 +216,7 @@ func TestStagedUploadJournaled(t *testing.T) {
 			t.Fatalf("the committed blob: %d bytes, %v", len(got), err)
 		}
 		r.proxy.AssertNoMutationSentTwice(t, fakeserver.AllowResend(fakeserver.RouteBlobPut, 1))
-		sum, err := journal.Inspect(dir)
+		sum, err := journal.InspectStore(context.Background(), journal.DirStore(dir))
 		if err != nil || len(sum.Findings) != 0 {
 			t.Fatalf("verify: %v %v", sum.Findings, err)
 		}

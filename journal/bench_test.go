@@ -56,7 +56,7 @@ func BenchmarkStatusFull(b *testing.B) {
 			now := t0.Add(time.Hour)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				j, err := OpenExisting(dir)
+				j, err := Open(dir, Existing())
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -41,7 +41,7 @@ func deletionRunIn(t testing.TB, parallel int) (root, dir string, records []stri
 		k := shardIndex(getReq(t).URLDigest, parallel)
 		plan = nil
 		for i := 0; len(plan) < 4; i++ {
-			if id := fmt.Sprintf("%c.bin", 'a'+i); shardIndex(FileDigest(id), parallel) == k {
+			if id := fmt.Sprintf("%c.bin", 'a'+i); shardIndex(fileDigest(id), parallel) == k {
 				plan = append(plan, PlannedFile{ID: id})
 			}
 		}
@@ -185,7 +185,7 @@ func FuzzDeletion(f *testing.F) {
 		if len(gone) == 0 {
 			return
 		}
-		j, err := OpenExisting(d, withClock(newFakeClock(now)))
+		j, err := Open(d, Existing(), withClock(newFakeClock(now)))
 		if err != nil {
 			return // a directory without run.json and the like: refused
 		}

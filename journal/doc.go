@@ -10,12 +10,13 @@
 // [Open](dir) creates a run in a private local directory ([DirStore]), or
 // opens and verifies the one there; [OpenStore] does the same in any other
 // [Store] (the nested module's azure/blobjournal keeps a run in a Blob
-// container under a prefix); [OpenExisting] and [OpenExistingStore] never
+// container under a prefix); with [Existing] they never
 // create (docs/policy.md: private-run-directory, shared-runs). [WithPlan]
-// gives the batch's files; the run stores their digests ([FileDigest]),
+// gives the batch's files; the run stores their digests ([PlannedFile.Digest]),
 // never their IDs (docs/policy.md: plan-ids). A run that fails verification
-// ([Inspect], [InspectStore]) still opens, as unresolved, so that it can be
-// reported. Runs never nest: [ErrNested] (docs/policy.md: no-nesting).
+// ([InspectStore]) still opens, as unresolved, so that it can be
+// reported. Runs never nest: such an Open is refused, "runs never nest"
+// (docs/policy.md: no-nesting).
 //
 // # The requests
 //
@@ -33,7 +34,7 @@
 // crash-never-loses-restriction, persistence-failure-is-terminal,
 // receipt-failure-keeps-ack, journal-slot-honours-deadline). Begin's errors
 // say what they are (docs/policy.md: refusal-says-what-it-is,
-// no-replay-of-unknown, bounded-journal: a *[FullError]).
+// no-replay-of-unknown, bounded-journal: an error with a JournalFull method).
 //
 // # Many workers, and WithParallel
 //
@@ -59,7 +60,7 @@
 // unresolved, from UTC seconds, without sleeping and without a monotonic
 // deadline carried across processes; the caller decides (docs/policy.md:
 // status-before-network, not-before-survives, representable-times).
-// [MarshalStatus] gives its JSON, as `readrecovery journal status` prints
+// [Status.CommandJSON] gives its JSON, as `readrecovery journal status` prints
 // it. [Journal.PlanContinuation] (with a new [Approval]) and
 // [Journal.RecordedPlan] (from the run alone) class each planned file
 // acked, never-attempted, unknown, reviewed or in-flight (docs/policy.md:
@@ -85,7 +86,7 @@
 // every 5 s, which the service expires. A live marker is a request in
 // flight however long it takes; a dead one leaves the run unresolved for
 // every worker until a pending review, and a review of a live one is
-// refused ([ErrLive]). On a file system without locks (flock fails with
+// refused ("the marker's worker is alive"). On a file system without locks (flock fails with
 // ENOLCK, EOPNOTSUPP, ENOSYS or EINVAL) a worker still sends, but every
 // other process treats its marker as dead: keep parallel runs where locks
 // work.

@@ -43,7 +43,7 @@ func join(parts ...[]string) []string {
 func TestDurabilityOrder(t *testing.T) {
 	a := WithUpload(context.Background(), "a.bin")
 	b := WithUploadPart(context.Background(), "b.bin")
-	receiptA, partB := receiptName(FileDigest("a.bin")), partName(FileDigest("b.bin"), 1)
+	receiptA, partB := receiptName(fileDigest("a.bin")), partName(fileDigest("b.bin"), 1)
 	oldHead := []string{"remove head-0001.json", "syncdir run"}
 	steps := []struct {
 		name string
@@ -68,7 +68,7 @@ func TestDurabilityOrder(t *testing.T) {
 		{"pending review", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t)))
 			kill(j) // its worker dies: the lock goes with its open file
-			j2, err := OpenExisting(j.Dir(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.b.dir.fs), WithPlan(plan3))
+			j2, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.r.(*run).b.dir.fs), WithPlan(plan3))
 			require.NoError(t, err)
 			_, err = j2.ReviewPending(context.Background(), "killed", 0)
 			require.NoError(t, err)
@@ -80,7 +80,7 @@ func TestDurabilityOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, join([]string{"mkdir run", "syncdir " + filepath.Base(filepath.Dir(dir))}, durable("plan.json"), durable("run.json")), ff.ops,
 		"a new run: the directory durable in its parent, then plan.json, then the manifest")
-	j.clock = newFakeClock(t0.Add(2e9))
+	j.r.(*run).clock = newFakeClock(t0.Add(2e9))
 	for _, st := range steps {
 		ff.ops = nil
 		st.run(t, j)

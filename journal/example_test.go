@@ -53,7 +53,7 @@ func Example() {
 	fmt.Println("stop:", b.Report().Stop)
 
 	// A later invocation, 45 s after the 429, then after the 60 s.
-	later, err := journal.OpenExisting(dir)
+	later, err := journal.Open(dir, journal.Existing())
 	if err != nil {
 		panic(err)
 	}
@@ -71,13 +71,13 @@ func Example() {
 	// elapsed acked unknown never-attempted [c.bin]
 }
 
-// ExampleMarshalStatus shows the JSON the status command prints.
-func ExampleMarshalStatus() {
-	b, _ := journal.MarshalStatus(journal.Status{State: journal.Waiting, ReceivedAtUTC: 1700000000,
+// ExampleStatus_CommandJSON shows the JSON the status command prints.
+func ExampleStatus_CommandJSON() {
+	b, _ := journal.Status{State: journal.Waiting, ReceivedAtUTC: 1700000000,
 		NotBeforeUTC: 1700000060, ServerDelaySeconds: 60, RemainingSeconds: 42,
-		Reason: "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"})
+		Reason: "backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"}.CommandJSON()
 	fmt.Println(string(b))
-	b, _ = journal.MarshalStatus(journal.Status{State: journal.Clear, Reason: "no backoff entries"})
+	b, _ = journal.Status{State: journal.Clear, Reason: "no backoff entries"}.CommandJSON()
 	fmt.Println(string(b))
 	// Output:
 	// {"file_batch":{"backoff":{"state":"waiting","received_at_utc":1700000000,"not_before_utc":1700000060,"server_delay_seconds":60,"remaining_seconds":42,"reason":"backoff-0001.json: server restriction (retry_after overlong, server delay 60 s) until not_before_utc"}}}
@@ -109,17 +109,17 @@ func ExampleJournal_Review() {
 		}
 	}
 
-	later, _ := journal.OpenExisting(dir)
+	later, _ := journal.Open(dir, journal.Existing())
 	c, _ := later.PlanContinuation(files, journal.NewApproval, time.Now())
 	fmt.Println(c.Files[0].State, c.Uploads())
 	err = later.Begin(journal.WithUpload(context.Background(), "big.bin"), req)
-	fmt.Println(errors.Is(err, journal.ErrReplay), errors.Is(err, readrecovery.ErrReplayRefused))
+	fmt.Println(errors.Is(err, readrecovery.ErrReplayRefused), errors.Is(err, journal.ErrPlanMismatch))
 
 	rec, _ := later.Review(context.Background(), "big.bin", journal.DecisionReupload, "blocks never committed")
 	c, _ = later.PlanContinuation(files, journal.NewApproval, time.Now())
 	fmt.Println(rec.Name, c.Files[0].State, c.Files[0].Decision, c.Uploads())
 	// Output:
 	// unknown []
-	// true true
+	// true false
 	// review-0001.json reviewed reupload [big.bin]
 }

@@ -283,7 +283,7 @@ var scenarios = []scenario{
 			switch {
 			case !sent:
 				require.NotEqual(t, FileAcked, file)
-			case done("link " + receiptName(FileDigest("a.bin"))):
+			case done("link " + receiptName(fileDigest("a.bin"))):
 				require.Equal(t, FileAcked, file, "the ACK is on record")
 			default:
 				require.Equal(t, FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
@@ -391,15 +391,15 @@ func init() {
 			// removes the marker again.
 			name:    "Begin refused under the claim",
 			setup:   priorElapsed,
-			refused: ErrReplay,
+			refused: errReplay,
 			other: func(t *testing.T, dir, label string) {
-				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(FileDigest("a.bin"))) {
+				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(fileDigest("a.bin"))) {
 					return
 				}
 				pd, err := digestOfPlan(plan3)
 				require.NoError(t, err)
-				appendRecord(t, dir, receiptName(FileDigest("a.bin")), func(l *runLink) ([]byte, string, error) {
-					return encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",
+				appendRecord(t, dir, receiptName(fileDigest("a.bin")), func(l *runLink) ([]byte, string, error) {
+					return encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
 						URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RecordedAtUTC: t0.Unix(), Run: l})
 				})
 			},
@@ -505,7 +505,7 @@ func runScenario(t *testing.T, sc scenario, ff *faultFS) (dir string, sent bool,
 		return dir, false, err
 	}
 	sc.setup(t, dir)
-	j, oerr := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan3))
+	j, oerr := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan3))
 	require.NoError(t, oerr)
 	if sc.other != nil {
 		ff.before = func(label string) { sc.other(t, dir, label) }

@@ -39,8 +39,12 @@ func within(t *testing.T, what string, f func()) {
 func fifoCommand() *journalcmd.Command {
 	return &journalcmd.Command{
 		Prog: "readrecovery", Sub: "journal ", Arg: "DIR", Usage: "usage\n",
-		Open:    func(_ context.Context, dir string) (*journal.Journal, error) { return journal.OpenExisting(dir) },
-		Inspect: func(_ context.Context, dir string) (journal.Summary, error) { return journal.Inspect(dir) },
+		Open: func(_ context.Context, dir string) (*journal.Journal, error) {
+			return journal.Open(dir, journal.Existing())
+		},
+		Inspect: func(ctx context.Context, dir string) (journal.Summary, error) {
+			return journal.InspectStore(ctx, journal.DirStore(dir))
+		},
 	}
 }
 
@@ -58,7 +62,7 @@ func runCommands(t *testing.T, dir string) (codes []int, stderr string) {
 }
 
 // TestFIFORunDirectory: a FIFO where the run directory should be is a
-// clear error of journal.Open, journal.OpenExisting, journal.OpenStore and journal.Inspect(Store), never a
+// clear error of journal.Open (with and without Existing), journal.OpenStore and journal.InspectStore, never a
 // hang and never a new run (R85).
 func TestFIFORunDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run\nx")
@@ -69,9 +73,8 @@ func TestFIFORunDirectory(t *testing.T) {
 			_, err := journal.Open(dir, journal.WithPlan(fifoPlan), journal.WithParallel(2))
 			return err
 		},
-		"OpenExisting": func() error { _, err := journal.OpenExisting(dir); return err },
+		"OpenExisting": func() error { _, err := journal.Open(dir, journal.Existing()); return err },
 		"OpenStore":    func() error { _, err := journal.OpenStore(context.Background(), journal.DirStore(dir)); return err },
-		"Inspect":      func() error { _, err := journal.Inspect(dir); return err },
 		"InspectStore": func() error { _, err := journal.InspectStore(context.Background(), journal.DirStore(dir)); return err },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -118,7 +121,7 @@ func TestFIFOShardAndRecord(t *testing.T) {
 			require.NoError(t, syscall.Mkfifo(p, 0o600))
 			for name, open := range map[string]func() (*journal.Journal, error){
 				"Open":         func() (*journal.Journal, error) { return journal.Open(dir, opts...) },
-				"OpenExisting": func() (*journal.Journal, error) { return journal.OpenExisting(dir) },
+				"OpenExisting": func() (*journal.Journal, error) { return journal.Open(dir, journal.Existing()) },
 				"OpenStore": func() (*journal.Journal, error) {
 					return journal.OpenStore(context.Background(), journal.DirStore(dir), opts...)
 				},

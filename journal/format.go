@@ -255,10 +255,8 @@ func isDigest(s string) bool {
 	return len(s) == len(digestPrefix)+64 && strings.HasPrefix(s, digestPrefix) && lowerHex(s[len(digestPrefix):])
 }
 
-// FileDigest returns the identity digest of a planned file: "sha256:" and
-// the hex SHA-256 of its ID. The journal stores only this digest, never the
-// ID itself.
-func FileDigest(id string) string { return digestOf([]byte(id)) }
+// fileDigest is [PlannedFile.Digest] of the file with identity id.
+func fileDigest(id string) string { return digestOf([]byte(id)) }
 
 // PlannedFile is one file of a batch plan.
 type PlannedFile struct {
@@ -280,7 +278,7 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 		if f.ID == "" {
 			return "", errors.New("journal: planned file with an empty ID")
 		}
-		d := FileDigest(f.ID)
+		d := fileDigest(f.ID)
 		if seen[d] {
 			return "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
 		}

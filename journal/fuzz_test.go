@@ -79,7 +79,7 @@ func statusWith(t testing.TB, base fstest.MapFS, name string, data []byte, now t
 		m[k] = v
 	}
 	m[path.Join("run", name)] = &fstest.MapFile{Data: data, Mode: 0o600}
-	j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+	j, err := Open("run", Existing(), withFS(memFS{m}), withClock(newFakeClock(now)))
 	require.NoError(t, err)
 	return j.Status(now)
 }
@@ -216,7 +216,7 @@ func planWith(t testing.TB, base fstest.MapFS, name string, data []byte, now tim
 		m[k] = v
 	}
 	m[path.Join("run", name)] = &fstest.MapFile{Data: data, Mode: 0o600}
-	j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+	j, err := Open("run", Existing(), withFS(memFS{m}), withClock(newFakeClock(now)))
 	require.NoError(t, err)
 	out := map[string]FileDecision{}
 	c, err := j.PlanContinuation(plan3, NewApproval, now)
@@ -243,8 +243,8 @@ func baseFile(t testing.TB, base fstest.MapFS, prefix string) (string, []byte) {
 // never acked, never-attempted or reviewed (a part's file is unknown).
 func FuzzLoadPart(f *testing.F) {
 	base, now := fuzzBaseNew(f)
-	p1 := partName(FileDigest("b.bin"), 1)
-	p2 := partName(FileDigest("b.bin"), 2)
+	p1 := partName(fileDigest("b.bin"), 1)
+	p2 := partName(fileDigest("b.bin"), 2)
 	seeds(f, base["run/"+p2].Data)
 	f.Add(base["run/"+p1].Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -356,7 +356,7 @@ func FuzzLoadHead(f *testing.F) {
 // tempName makes of a record name or the marker's (written through a
 // locked temporary file since R83), and its final name is a journal name.
 func FuzzTempName(f *testing.F) {
-	for _, s := range []string{tempName("backoff-0001.json"), tempName(receiptName(FileDigest("a"))), "x.tmp-0123456789abcdef",
+	for _, s := range []string{tempName("backoff-0001.json"), tempName(receiptName(fileDigest("a"))), "x.tmp-0123456789abcdef",
 		"backoff-0001.json.tmp", "pending-request.json.tmp-0123456789abcdef", ".tmp-", ""} {
 		f.Add(s)
 	}

@@ -99,7 +99,7 @@ func newRun(t testing.TB, opts ...Option) (*Journal, *fakeClock) {
 // reopen opens dir again with the real file system and a fake clock at now.
 func reopen(t testing.TB, dir string, now time.Time) *Journal {
 	t.Helper()
-	j, err := OpenExisting(dir, withClock(newFakeClock(now)))
+	j, err := Open(dir, Existing(), withClock(newFakeClock(now)))
 	require.NoError(t, err)
 	return j
 }
@@ -207,7 +207,7 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
 	}
 	for _, id := range acked {
-		fd := FileDigest(id)
+		fd := fileDigest(id)
 		data, prev, err = encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
 			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix(), Run: link()})
 		require.NoError(t, err)
@@ -240,9 +240,9 @@ func appendRecord(t testing.TB, dir, name string, enc func(*runLink) ([]byte, st
 	}
 }
 
-// verify is Inspect(dir)'s findings.
+// verify is inspectDir(dir)'s findings.
 func verify(dir string) ([]Finding, error) {
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -280,13 +280,14 @@ func ids(files []PlannedFile) []string {
 // lease that expires), and nothing else happens — no removal, no record.
 // A Journal killed mid-request is never used again by the tests.
 func kill(j *Journal) {
-	js := []*Journal{j}
-	if j.par != nil {
-		js = append(js, j.par.shards...)
-	}
-	for _, x := range js {
+	for _, x := range j.r.lanes() {
 		x.mu.Lock()
 		x.release()
 		x.mu.Unlock()
 	}
+}
+
+// inspectDir is InspectStore of the directory dir.
+func inspectDir(dir string) (Summary, error) {
+	return InspectStore(context.Background(), DirStore(dir))
 }

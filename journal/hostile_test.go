@@ -93,7 +93,7 @@ func TestOnlyRegularFilesAreOpened(t *testing.T) {
 func TestNotAJournalRun(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "passwd"), []byte("root:x:0:0"), 0o644))
-	_, err := OpenExisting(dir)
+	_, err := Open(dir, Existing())
 	require.ErrorIs(t, err, ErrNotRun)
 	_, err = Open(dir)
 	require.ErrorIs(t, err, ErrNotRun, "Open never writes a run into a foreign directory")
@@ -146,7 +146,7 @@ func TestRemainingSecondsSaturate(t *testing.T) {
 	st := j.Status(now)
 	require.Equal(t, Waiting, st.State)
 	require.Equal(t, int64(huge-30), st.RemainingSeconds)
-	b, err := MarshalStatus(st)
+	b, err := st.CommandJSON()
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"remaining_seconds":199999999970`)
 	for _, tc := range []struct {
@@ -169,7 +169,7 @@ func TestRemainingSecondsSaturate(t *testing.T) {
 func TestMessagesDoNotStutter(t *testing.T) {
 	j := unknownRun(t)
 	missing := filepath.Join(t.TempDir(), "none")
-	_, errMissing := OpenExisting(missing)
+	_, errMissing := Open(missing, Existing())
 	_, errPlan := Open(j.Dir(), WithPlan([]PlannedFile{{ID: "x"}}))
 	errReplay := j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t))
 	errUnknown := j.Begin(WithUpload(context.Background(), "a.bin"), putReq(t))

@@ -149,7 +149,7 @@ func TestWithoutParallelOneRequestInFlight(t *testing.T) {
 		t.Errorf("%d sends in flight at once, want 1", counter.maxInFlight)
 	}
 	counter.mu.Unlock()
-	sum, err := journal.Inspect(dir)
+	sum, err := journal.InspectStore(context.Background(), journal.DirStore(dir))
 	if err != nil || sum.Receipts != files || len(sum.Findings) != 0 {
 		t.Errorf("Inspect = %+v, %v; want %d receipts and no finding", sum, err, files)
 	}

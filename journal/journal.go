@@ -19,23 +19,26 @@ import (
 )
 
 // Errors of the journal. They are wrapped, never returned bare: test for
-// them with errors.Is.
+// them with errors.Is. The refusals without a sentinel of their own say
+// what they are otherwise: a request for a file this run never sends
+// again (acked, unknown, skipped by a review) wraps
+// [readrecovery.ErrReplayRefused] (docs/policy.md: refusal-says-what-it-is);
+// a request, review or record refused because the run is full
+// (bounded-journal) has the methods JournalFull and JournalRestricted
+// (journal-full, never persistence-failed); a review refused because its
+// marker's worker is alive (R83) or because it names nothing it can
+// decide says so, and writes nothing.
 var (
-	// errCorrupt means the run directory failed verification: a missing,
-	// unreadable, oversized, edited, truncated, reordered or unexpected
-	// file, a broken chain, or too many files. Such a run is unresolved;
-	// [Journal.Admit] and [Journal.Begin] return a *RestrictedError that
-	// wraps errCorrupt too.
+	// errCorrupt: the run failed verification (a missing, unreadable,
+	// oversized, edited, truncated, reordered or unexpected file, a broken
+	// chain, too many files). Such a run is unresolved.
 	errCorrupt = errors.New("journal: run failed verification")
 
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
-	// errLimit means a request could need a backoff entry or a file beyond
-	// the limits (200 entries, 1003 files): Begin refuses it
-	// before any network access, with a *FullError (journal-full), never
-	// as a persistence failure.
+	// errLimit: the run is full (fullError).
 	errLimit = errors.New("journal: run limit reached")
 
 	// ErrPending means pending-request.json already exists: another
@@ -44,34 +47,26 @@ var (
 	// unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
 
-	// ErrLive means a pending review named a marker whose worker holds it
-	// live (R83: its lock or lease): its request is in flight, and the
-	// review is refused and writes nothing. errors.Is(err, errReviewRefused)
-	// holds too.
-	ErrLive = errors.New("journal: the marker's worker is alive")
+	// errLive: a pending review named a marker whose worker holds it live
+	// (R83: its lock or lease); errReviewRefused holds too.
+	errLive = errors.New("journal: the marker's worker is alive")
 
 	// ErrPlanMismatch means the plan given to [Open] or
 	// [Journal.PlanContinuation] is not the plan the run recorded, or a
 	// request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
-	// ErrReplay means a request names a file that this run never sends
-	// again: its ACK is on record (acked), it was attempted by an earlier
-	// invocation or another Journal without ACK (unknown: only a review
-	// opens it again), or a review decided to skip it. Every error that
-	// wraps ErrReplay also wraps [readrecovery.ErrReplayRefused], so the
-	// transport stops the sequence as replay-refused (docs/policy.md: refusal-says-what-it-is).
-	ErrReplay = errors.New("journal: upload not sent again")
+	// errReplay: a request names a file this run never sends again.
+	errReplay = errors.New("journal: upload not sent again")
 
-	// errReviewRefused means [Journal.Review] refused a review: a decision that
-	// is neither reupload nor skip, a file outside the plan, or a file
-	// that is not unknown.
+	// errReviewRefused: a review refused (a decision neither reupload nor
+	// skip, a file outside the plan or not unknown, no marker to resolve).
 	errReviewRefused = errors.New("journal: review refused")
 )
 
 // refusal is the error of a request the journal refuses to send because of
 // what the run records about its file: it wraps the journal's sentinel
-// (ErrReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
+// (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
 type refusal struct {
 	sentinel error
 	detail   string
@@ -84,43 +79,26 @@ func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }
 
-// FullError is the error of a request, a review or a record refused
-// because the run is full: 200 backoff entries, 1003 files,
-// or a per-file or per-run numbering limit (docs/policy.md: bounded-journal). Nothing
-// failed to be written: the refusal happens before any network access
-// (for a request) and its reason is journal-full, never
-// persistence-failed. errors.Is(err, errLimit) holds.
-type FullError struct {
-	// Detail says which limit, with the counts.
-	Detail string
-}
+// fullError is the error of what the run is too full for: 200 backoff
+// entries, 1003 files, or a per-file or per-run numbering limit
+// (bounded-journal). Nothing failed to be written, and a request is
+// refused before any network access. A transport finds JournalFull with
+// errors.As and stops as journal-full; one that knows only
+// JournalRestricted still stops as journal-restricted, never
+// persistence-failed.
+type fullError struct{ detail string }
 
-func (e *FullError) Error() string { return "journal-full: " + e.Detail }
+func (e *fullError) Error() string      { return "journal-full: " + e.detail }
+func (e *fullError) Unwrap() error      { return errLimit }
+func (e *fullError) JournalFull()       {}
+func (e *fullError) JournalRestricted() {}
 
-// Unwrap returns errLimit.
-func (e *FullError) Unwrap() error { return errLimit }
-
-// JournalFull marks the error as the run's limits (not a failed write),
-// for a transport that looks for the method with errors.As and stops the
-// sequence as journal-full.
-func (e *FullError) JournalFull() {}
-
-// JournalRestricted marks the error as a refusal by the run's state, so
-// that a transport that knows no journal-full reason still stops as
-// journal-restricted, never as persistence-failed: a full run forbids
-// network access.
-func (e *FullError) JournalRestricted() {}
-
-func full(format string, args ...any) error { return &FullError{Detail: fmt.Sprintf(format, args...)} }
+func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
 // errZero is the error of every method of a zero or nil *Journal: only
-// [Open], [OpenExisting], [OpenStore] and [OpenExistingStore] make a
+// [Open] and [OpenStore] make a
 // usable one.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
-
-// zero reports whether j is nil or a zero Journal (not made by an Open
-// function): every method then refuses, never panics.
-func (j *Journal) zero() bool { return j == nil || j.b == nil || j.slot == nil }
 
 // zeroStatus is the status of a zero Journal: unresolved, so that nothing
 // is ever sent under it.
@@ -158,7 +136,7 @@ func (e *RestrictedError) Unwrap() []error {
 	return []error{ErrRestricted}
 }
 
-// Option configures [Open] and [OpenExisting].
+// Option configures [Open] and [OpenStore].
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -173,6 +151,7 @@ type config struct {
 	// parallel is WithParallel's n; parallelSet says the option was given.
 	parallel    int
 	parallelSet bool
+	existing    bool // Existing: never create
 }
 
 func newConfig(opts []Option) config {
@@ -221,11 +200,57 @@ func withFS(f fsys.FS) Option {
 // of backoff entries, receipts and the pending-request marker. It
 // implements [readrecovery.Journal]; attach it to a run's requests with
 // [readrecovery.WithJournal]. It is safe for concurrent use. Journaled
-// requests of one run are sent one at a time: Begin waits (honouring its
-// context) while another request of this Journal is in flight.
+// requests of one run (of one shard of a parallel run) are sent one at a
+// time: Begin waits (honouring its context) while another request of this
+// Journal is in flight there.
 type Journal struct {
-	dir         string // where the run is, for messages
-	b           *loc   // the run's storage
+	dir   string
+	clock clock.Clock
+	r     runner    // a run, or a parallel run's root; nil in a zero Journal
+	nx    nextState // Next's plan and claims (next.go)
+}
+
+// runner is what a Journal opens: one run (*run), or the root of a
+// parallel run (*root, R82), which owns its shards (each a *run) and
+// sends each call to the shard that records it.
+type runner interface {
+	Admit(ctx context.Context, now time.Time) error
+	Begin(ctx context.Context, req readrecovery.JournalRequest) error
+	// route is the run that records req: the run itself, or its shard.
+	route(ctx context.Context, req readrecovery.JournalRequest) *run
+	status(now time.Time) Status
+	PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
+	RecordedPlan(now time.Time) (Continuation, error)
+	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
+	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
+	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
+	// lanes are the runs that record the files (Next's lanes): the run
+	// itself, or the shards; lane(d) is the index of file digest d's.
+	lanes() []*run
+	lane(d string) int
+	// gate is the status Next checks before each pass over the lanes:
+	// a root's, merged from what it read last; a run's own is checked
+	// by its claim.
+	gate(now time.Time) Status
+}
+
+// zero reports whether j is nil or a zero Journal (not made by an Open
+// function): every method then refuses, never panics.
+func (j *Journal) zero() bool { return j == nil || j.r == nil }
+
+// impl is j's runner; a zero Journal's is a nil *run, whose every method
+// refuses with errZero.
+func (j *Journal) impl() runner {
+	if j.zero() {
+		return (*run)(nil)
+	}
+	return j.r
+}
+
+// run is one run, or one shard of a parallel run: its storage, what it
+// read last, and the request this Journal has in flight there.
+type run struct {
+	b           *loc // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
@@ -250,14 +275,37 @@ type Journal struct {
 	// file with records of its round that this Journal did not begin is
 	// unknown and refused.
 	started map[string]*ownUpload
+	// claimed is the file digest of Next's claim whose request has not
+	// begun (next.go).
+	claimed string
 
-	// par is set on the root of a parallel run (WithParallel): its methods
-	// go to the shards. group and shardNo are set on a shard's Journal.
-	par     *parallelRun
-	group   *parallelRun
+	// group and shardNo are set on a shard: its root, and its number.
+	group   *root
 	shardNo int
+}
 
-	nx nextState // Next's plan and claim (next.go)
+func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
+
+func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
+	j := &run{b: b, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
+	if plan != nil {
+		j.plan = make(map[string]bool, len(plan))
+		for _, d := range plan {
+			j.plan[d] = true
+		}
+	}
+	return j
+}
+
+func (j *run) route(context.Context, readrecovery.JournalRequest) *run { return j }
+func (j *run) lanes() []*run                                           { return []*run{j} }
+func (j *run) lane(string) int                                         { return 0 }
+func (j *run) gate(time.Time) Status                                   { return Status{State: Clear} }
+
+func (j *run) status(now time.Time) Status {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.statusLocked(now, false)
 }
 
 // ownUpload is the state of an upload this Journal began (see started).
@@ -277,103 +325,114 @@ var _ readrecovery.Journal = (*Journal)(nil)
 // Open opens the run in dir, creating a new one when dir does not exist or
 // is an empty directory: the directory (mode 0700) and a run manifest
 // run.json (0600) declaring backoff_version "1.0" and the plan digest. An
-// existing run is verified (see [Inspect]); a run that fails verification
-// still opens, with status unresolved and a reason naming the file, so
-// that it can be reported; it never opens as clear. Open fails only when
-// dir cannot be read or created, or on [ErrPlanMismatch]. The parent of dir
-// must exist.
-func Open(dir string, opts ...Option) (*Journal, error) { return open(dir, true, opts) }
-
-// OpenExisting is [Open] without creation: a missing or empty dir is an
-// error for which errors.Is(err, fs.ErrNotExist) holds, and nothing is ever
-// written to open it. `readrecovery journal status` uses it.
-func OpenExisting(dir string, opts ...Option) (*Journal, error) { return open(dir, false, opts) }
-
-func open(dir string, create bool, opts []Option) (*Journal, error) {
+// existing run is verified (see [InspectStore]); a run that fails
+// verification still opens, with status unresolved and a reason naming the
+// file, so that it can be reported; it never opens as clear. Open fails
+// only when dir cannot be read or created, or on [ErrPlanMismatch]. The
+// parent of dir must exist. With [Existing] it never creates.
+func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), create, opts)
+	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), opts)
 }
+
+// Existing makes [Open] and [OpenStore] open only a run that exists: a
+// missing or empty dir (a store that holds no run) is an error for which
+// errors.Is(err, fs.ErrNotExist) holds, and nothing is ever written to open
+// it. `readrecovery journal status` uses it.
+func Existing() Option { return optionFunc(func(c *config) { c.existing = true }) }
 
 // openLoc opens the run kept in ub; ctx bounds every list and read of the
 // opening (R85), never the Journal's later calls (each takes its own).
-func openLoc(ctx context.Context, ub *loc, create bool, opts []Option) (*Journal, error) {
+func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
+	create := !cfg.existing
 	dir := b.where()
-	j := &Journal{dir: dir, b: ub, clock: cfg.clock, pendingWait: cfg.pendingWait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
-	j.nx.plan = cfg.plan
+	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
 	planFiles := make([]string, 0, len(cfg.plan))
 	for _, f := range cfg.plan {
-		planFiles = append(planFiles, FileDigest(f.ID))
+		planFiles = append(planFiles, f.Digest())
 	}
 	sort.Strings(planFiles)
-	if cfg.plan != nil {
-		j.plan = make(map[string]bool, len(cfg.plan))
-		for _, d := range planFiles {
-			j.plan[d] = true
-		}
-	}
 	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
 		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
 	}
-	if n := rootParallel(b); n > 0 {
-		if cfg.parallelSet && cfg.parallel != n {
-			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
-		}
-		return openParallel(ctx, ub, false, cfg, planFiles, planDigest, n)
+	n := rootParallel(b)
+	if n > 0 && cfg.parallelSet && cfg.parallel != n {
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
 	}
-	if cfg.parallelSet {
-		return openParallel(ctx, ub, create, cfg, planFiles, planDigest, cfg.parallel)
+	if n > 0 || cfg.parallelSet {
+		if n == 0 {
+			n = cfg.parallel
+		} else {
+			create = false
+		}
+		jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n)
+		if err != nil {
+			return nil, err
+		}
+		return jr, nil
 	}
 	if err := b.nested(); err != nil {
 		return nil, err
 	}
-	s, err := scanRun(b, nil, cfg.clock.Now())
-	if create && err == nil && unfinishedCreation(s) {
-		// A creation that stopped before its manifest (another worker's,
-		// under way, or one killed partway): finish it.
-		err = errNoRun
-		planFiles, planDigest = adoptPlan(s, cfg.plan != nil, planFiles, planDigest)
+	own := planFiles
+	if cfg.plan == nil {
+		own = nil
 	}
-	switch {
-	case err == nil:
-	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), 0, nil)
-		if err == nil && s == nil {
-			// Another worker linked the manifest first: open its run.
-			s, err = scanRun(b, nil, cfg.clock.Now())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
-		}
-	default:
-		return nil, dirError(dir, err)
+	j := openRun(ub, cfg, cfg.pendingWait, own)
+	s, err := j.openSnap(b, create, cfg.plan != nil, planFiles, planDigest, 0, nil)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.plan != nil && s.manifest != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	j.snap = s
-	return j, nil
+	jr.r = j
+	return jr, nil
 }
 
-// create makes a new run: the directory (or, when exists, the empty
-// directory made private), the parent's directory entry durable, then
-// plan.json (the plan's file digests), then parts (a parallel run's
-// shards, when not nil) and last the manifest, each written exclusively
-// and atomically. Until the manifest is linked the run is an unfinished
-// creation (unfinishedCreation), which the next Open finishes; it is never
-// clear, and never unresolved for good. Any number of workers may create
-// the same run at once (docs/policy.md: shared-runs): a part that exists
-// with the bytes this creation would write is no error, and a manifest
-// that exists is the winner's — create then returns a nil snapshot, and the
-// caller reads the run. A plan.json that holds another plan is
-// [ErrPlanMismatch]. parallel > 0 makes a parallel run's root (its
-// manifest says "parallel": n).
-func (j *Journal) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
+// openSnap reads the run in b, creating it (with create) when it does not
+// exist or its creation stopped before the manifest (another worker's,
+// under way, or one killed partway: it is finished). parallel and parts
+// are create's, for a parallel run's root.
+func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
+	s, err := scanRun(b, nil, j.clock.Now())
+	if create && err == nil && unfinishedCreation(s) {
+		err = errNoRun
+		planFiles, planDigest = adoptPlan(s, given, planFiles, planDigest)
+	}
+	switch {
+	case err == nil:
+		return s, nil
+	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
+		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), parallel, parts)
+		if err == nil && s == nil {
+			// Another worker linked the manifest first: open its run.
+			s, err = scanRun(b, nil, j.clock.Now())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.where()), bareErr(err))
+		}
+		return s, nil
+	}
+	return nil, dirError(b.where(), err)
+}
+
+// create makes a new run (docs/policy.md: shared-runs, R84): the
+// directory (or the existing empty one made private), durable in its
+// parent, then plan.json, then parts (a parallel run's shards), and last
+// the manifest, each written exclusively and atomically. Until the
+// manifest is linked the run is an unfinished creation, which the next
+// Open finishes. A part that exists with the same bytes is no error; a
+// manifest that exists is another worker's, and create returns a nil
+// snapshot (the caller reads the run). parallel > 0 makes a root.
+func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
 		return nil, err
@@ -415,7 +474,7 @@ func (j *Journal) create(plan []string, planDigest string, exists bool, parallel
 // exists already (another worker creating the same run, or a creation
 // killed after writing it) is no error when it holds exactly data; one
 // that holds a different plan is [ErrPlanMismatch].
-func (j *Journal) putPart(name string, data []byte) error {
+func (j *run) putPart(name string, data []byte) error {
 	_, err := j.writeAtomic(name, data)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
@@ -465,28 +524,187 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now (docs/policy.md: status-before-network, not-before-survives), from what Open or
-// the latest Admit, Begin, Complete, Backoff or PlanContinuation read: it
-// never touches the disk and never sleeps. A pending marker, including the
-// one of a request of this Journal still in flight, makes it unresolved.
-// After a persistence failure the Journal stays unresolved; open the run
-// again to re-read it.
+// Status returns the run's state at now (docs/policy.md:
+// status-before-network, not-before-survives) from what this Journal read
+// last: it reads nothing and never sleeps. A pending marker, its own
+// request's included, makes a run unresolved; a persistence failure keeps
+// it so (open the run again to re-read it). Files and Shards give the run
+// at a glance.
 func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
 	}
-	if j.par != nil {
-		return j.glance(j.parallelStatus(context.Background(), now, false), now) // reads nothing
+	return j.glance(j.r.status(now), now) // statusview.go
+}
+
+// Admit reports whether a request of this run may access the network at
+// now (docs/policy.md: status-before-network): nil for clear or elapsed,
+// else a *RestrictedError with the status, or ctx's error (wrapped) when
+// ctx has ended (refusal-says-what-it-is). It re-reads the run first and
+// never sleeps, except to wait [WithPendingWait] for another worker's
+// marker. The marker of this Journal's own request does not count (Begin
+// orders requests); in a parallel run another worker's marker is a
+// request in flight unless its worker is dead (R83).
+func (j *Journal) Admit(ctx context.Context, now time.Time) error {
+	switch {
+	case j.zero():
+		return &RestrictedError{Status: zeroStatus()}
+	case ctx == nil:
+		return errors.New("journal: admit: nil context")
+	case ctx.Err() != nil:
+		return fmt.Errorf("journal: not admitted: %w", ctx.Err())
 	}
-	j.mu.Lock()
-	st := j.statusLocked(now, false)
-	j.mu.Unlock()
-	return j.glance(st, now) // statusview.go
+	return j.r.Admit(ctx, now)
+}
+
+// Begin records that a request is about to be sent (docs/policy.md:
+// journal-claim-then-check): it waits for this Journal's request in
+// flight, if any, creates pending-request.json exclusively (method, URL
+// digest, attempt, resend-of, the file digest of [WithUpload] or
+// [WithUploadPart], the time, the worker's host and pid), and only then
+// checks under it the status, the plan and the file's records; a refusal
+// removes the marker again and nothing is sent. In a parallel run the
+// request goes to its file's (or URL's) shard, and the check reads every
+// other shard too (parallel-shards).
+//
+// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped, when
+// it ends while waiting (journal-slot-honours-deadline; nothing written);
+// a refusal wrapping [readrecovery.ErrReplayRefused] (the file is acked,
+// unknown, skipped by a review, or outside the plan: [ErrPlanMismatch]);
+// a *RestrictedError (waiting, unresolved, another request's marker:
+// [ErrPending]); anything else is a persistence failure
+// (persistence-failure-is-terminal). After nil the caller calls exactly
+// one of Complete or Backoff.
+func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
+	switch {
+	case j.zero():
+		return &RestrictedError{Status: zeroStatus()}
+	case ctx == nil:
+		return errors.New("journal: begin: nil context")
+	}
+	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
+		return fmt.Errorf("journal: begin: %w", err)
+	}
+	return j.r.Begin(ctx, req)
+}
+
+// Backoff records a 429 of the request in flight as the next immutable
+// backoff entry of its run (or shard), with ra, timing (nil: none known;
+// the run becomes unresolved) and the upload provenance, then removes the
+// marker (docs/policy.md: immutable-chained-entries, queue-429-route). It
+// returns the entry's event digest. ctx does not cancel the write. Any
+// error is a persistence failure (persistence-failure-is-terminal): the
+// marker stays, and the caller must neither wait nor re-send.
+func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
+	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
+}
+
+// Complete ends the request in flight for every outcome but a 429 (which
+// needs Backoff). A commit ([WithUpload]) first writes its receipt: the
+// ACK, or the attempt without ACK, never replayed
+// (upload-only-continuation); a part ([WithUploadPart]) its part receipt,
+// never the file's ACK (parts-are-not-acks). Then the marker goes. An
+// error means the receipt or the removal failed
+// (receipt-failure-keeps-ack): the caller keeps the ACK and stops.
+func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
+	return j.impl().route(ctx, req).Complete(ctx, req, out)
+}
+
+// PlanContinuation re-reads the run and classifies every file of files,
+// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]
+// (docs/policy.md: upload-only-continuation). Only a never-attempted file,
+// or one reviewed for [DecisionReupload], gets Upload, and only with
+// [NewApproval] while the status at now allows requests. In a run shared
+// by workers ([WithPendingWait], [WithParallel]) another worker's marker
+// is its request in flight (the file is in-flight), not a reason to plan
+// nothing: each Begin checks its file again under its own claim.
+func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	return j.impl().PlanContinuation(files, approval, now)
+}
+
+// RecordedPlan classifies every file of the plan the run recorded in
+// plan.json, as [Journal.PlanContinuation] does without a new approval, for
+// an operator who has only the run directory (`readrecovery journal
+// plan`). The journal stores file digests, never IDs: each FileDecision's
+// ID is empty and Digest names the file. For a run without plan.json the
+// continuation is Partial: it lists the files that records name. Its error
+// is an error when the manifest cannot be read.
+func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+	return j.impl().RecordedPlan(now)
+}
+
+// Review records an operator's decision about a file classed unknown, the
+// only way out of unknown (docs/policy.md: operator-review): a review
+// record in the run's chain (in a parallel run, in the file's shard) with
+// the decision, the OS user, the time, the sanitized note and the
+// evidence it saw. [DecisionReupload] makes the file eligible as a
+// never-attempted one (a new approval is still needed); [DecisionSkip]
+// means it is never sent. file is its [PlannedFile.ID] or its digest.
+func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	return j.impl().Review(ctx, file, decision, note)
+}
+
+// ReviewPending resolves the run's dead pending marker (docs/policy.md:
+// pending-review): a review record bound to the marker's bytes; the file
+// it names is unknown from then on, and the run waits until the review
+// time plus 30 s, or until notBefore (Unix seconds, 0 for none) when
+// later. A marker its worker holds live (R83) is refused and nothing is
+// written. It is [Journal.ReviewPendingMarker] with no marker named.
+func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
+	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
+}
+
+// ReviewPendingMarker is [Journal.ReviewPending] of the marker named
+// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
+// the pending review applied in that shard. An empty marker means the
+// run's only dead one: in a run without shards its pending-request.json;
+// in a parallel run the one marker whose worker the store shows dead
+// (R83) — a run with several is refused with their names, and one whose
+// markers are all held live is refused (errLive). A named marker
+// that is live is refused with errLive too.
+func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
+	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
+}
+
+// ReviewRestriction bounds a backoff entry without timing by an
+// operator's notBefore (docs/policy.md: restriction-review), at least the
+// review time plus 30 s: a review record naming the entry; the run then
+// waits until notBefore. In a parallel run entry names its shard
+// ("shard-01/backoff-0001.json").
+func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
+}
+
+func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
+	if marker != "" && marker != markerName && !j.zero() {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
+	}
+	return j.ReviewPending(ctx, note, notBefore)
+}
+
+// Parallel returns n for a run created [WithParallel](n), else 0.
+func (j *Journal) Parallel() int {
+	if p, ok := j.impl().(*root); ok {
+		return p.n
+	}
+	return 0
+}
+
+// Shard returns the shard (1 to n) that records the file with identity id
+// in a run created [WithParallel](n), or 0 for a run without shards:
+// the first 8 bytes of its [PlannedFile.Digest]'s SHA-256, big-endian,
+// modulo n, plus 1. Workers that split a plan by shard never wait for
+// each other's markers.
+func (j *Journal) Shard(id string) int {
+	if j.zero() {
+		return 0
+	}
+	return j.r.lanes()[j.r.lane(fileDigest(id))].shardNo
 }
 
 // statusLocked: with ignoreOwn, the marker of this Journal's own request in
 // flight does not count (it will be cleared or will stay for a crash).
-func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
+func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
 	}
@@ -497,7 +715,7 @@ func (j *Journal) statusLocked(now time.Time, ignoreOwn bool) Status {
 // know yet (entries and receipts are immutable), so that another process's
 // records count.
 // ctx bounds every list and read (R85).
-func (j *Journal) refreshLocked(ctx context.Context) {
+func (j *run) refreshLocked(ctx context.Context) {
 	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {
 		// The marker listed under this Journal's claim is its own: its
@@ -515,7 +733,7 @@ func (j *Journal) refreshLocked(ctx context.Context) {
 // refreshFinishing is refreshLocked, then the end of what a review that
 // died or failed left behind (finishDeadReview), read again when it wrote.
 // Only the calls that may write use it (Admit, Begin, the reviews).
-func (j *Journal) refreshFinishing(ctx context.Context) {
+func (j *run) refreshFinishing(ctx context.Context) {
 	j.refreshLocked(ctx)
 	if j.finishDeadReview() {
 		j.refreshLocked(ctx)
@@ -531,7 +749,7 @@ func (j *Journal) refreshFinishing(ctx context.Context) {
 // failed), the head is written as its writer would have; then the marker
 // is removed while it is still the one read. It reports whether it wrote;
 // any failure leaves the run as it was (unresolved by the marker).
-func (j *Journal) finishDeadReview() bool {
+func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
 		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == holdNone)) {
@@ -557,26 +775,9 @@ func (j *Journal) finishDeadReview() bool {
 	return j.removeResolved(s) == nil
 }
 
-// Admit reports whether a request of this run may access the network at
-// now: nil only when the status is clear or elapsed, else a
-// *RestrictedError with the status (docs/policy.md: status-before-network), or, when ctx has already
-// ended, ctx's error (wrapped): the caller's own cancellation, not a
-// restriction (refusal-says-what-it-is). It re-reads the directory first. It never sleeps.
-// The marker of this Journal's own request in flight does not count here
-// (Begin orders requests).
-func (j *Journal) Admit(ctx context.Context, now time.Time) error {
-	if j.zero() {
-		return &RestrictedError{Status: zeroStatus()}
-	}
-	if ctx == nil {
-		return errors.New("journal: admit: nil context")
-	}
-	if j.par != nil {
-		return j.parallelAdmit(ctx, now)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("journal: not admitted: %w", err)
-	}
+// Admit is [Journal.Admit] of a run or shard: it re-reads the run, and
+// waits (WithPendingWait) for another worker's marker to go.
+func (j *run) Admit(ctx context.Context, now time.Time) error {
 	w := j.newPendingWaiter()
 	for {
 		j.mu.Lock()
@@ -598,14 +799,14 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 // pendingWaiter is one wait of Admit or Begin for another worker's
 // pending marker to go (see [WithPendingWait]).
 type pendingWaiter struct {
-	j      *Journal
+	j      *run
 	start  time.Time
 	id     string    // the marker last seen
 	since  time.Time // when it was first seen
 	ctxErr error
 }
 
-func (j *Journal) newPendingWaiter() *pendingWaiter {
+func (j *run) newPendingWaiter() *pendingWaiter {
 	now := j.clock.Now()
 	return &pendingWaiter{j: j, start: now, since: now}
 }
@@ -648,54 +849,8 @@ func (w *pendingWaiter) result(err error) error {
 	return err
 }
 
-// Begin records that a request is about to be sent: it creates
-// pending-request.json exclusively (O_EXCL, 0600) with the method, URL
-// digest, attempt, resend-of digest, file identity digest (see
-// [WithUpload], [WithUploadPart]) and the clock's time, fsyncs it and the
-// directory (docs/policy.md: journal-claim-then-check). It first waits for this Journal's request in
-// flight, if any. Then it claims the marker and only then checks, under
-// it, the status, the plan and the file's records (docs/policy.md: journal-claim-then-check): no other
-// process or Journal can be authorised between the check and the send. A
-// refusal found under the claim removes the marker again; nothing is sent.
-//
-// The errors, by class (the transport maps each to its own stop, refusal-says-what-it-is):
-//   - the context's error (wrapped: errors.Is(err, context.Canceled) or
-//     DeadlineExceeded): ctx ended while waiting for the request in flight
-//     (journal-slot-honours-deadline). Nothing was written.
-//   - a refusal wrapping [readrecovery.ErrReplayRefused]: the file is
-//     acked, unknown (attempted without ACK, not by this Journal's upload
-//     in progress), skipped by a review ([ErrReplay]), or outside the plan
-//     ([ErrPlanMismatch]). Nothing is left on disk.
-//   - a *RestrictedError (errors.Is(err, ErrRestricted)): the run is
-//     waiting or unresolved, or another request's marker exists
-//     ([ErrPending]). Nothing was written.
-//   - anything else is a persistence failure (persistence-failure-is-terminal): the marker could not
-//     be written or removed, a limit would be exceeded, or the
-//     request cannot be recorded (an invalid method, digest or resend-of).
-//     After a write failure the Journal stays unresolved.
-//
-// After a nil error the caller must call exactly one of Complete or
-// Backoff.
-func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
-	if j.zero() {
-		return &RestrictedError{Status: zeroStatus()}
-	}
-	if ctx == nil {
-		return errors.New("journal: begin: nil context")
-	}
-	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
-		return fmt.Errorf("journal: begin: %w", err)
-	}
-	if j.par != nil {
-		sj := j.par.route(ctx, req)
-		err := sj.Begin(ctx, req)
-		var re *RestrictedError
-		if errors.As(err, &re) && !re.Status.named {
-			// The shard's own status: name the shard.
-			re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
-		}
-		return err
-	}
+// Begin is [Journal.Begin] of a run or shard.
+func (j *run) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	if ok, err := j.beginClaimed(ctx, req); ok { // the file Next claimed (next.go)
 		return err
 	}
@@ -723,7 +878,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 
 // acquire takes this Journal's one request slot, or returns ctx's error
 // (wrapped) when ctx ends first (journal-slot-honours-deadline).
-func (j *Journal) acquire(ctx context.Context) error {
+func (j *run) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not begun: %w", err)
 	}
@@ -739,13 +894,13 @@ func (j *Journal) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
+func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
 	}
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
-		m.FileDigest, m.Part = FileDigest(u.id), u.part
+		m.FileDigest, m.Part = fileDigest(u.id), u.part
 	}
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
@@ -782,7 +937,7 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			others = g.others(ctx, j.shardNo, j.rootSnap(), j.clock.Now())
+			others = g.others(ctx, j.shardNo, j.clock.Now())
 		}()
 		j.refreshLocked(ctx)
 		<-done
@@ -796,17 +951,23 @@ func (j *Journal) beginLocked(ctx context.Context, req readrecovery.JournalReque
 		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
-		round := j.snap.view(m.FileDigest, true).round
-		if u := j.started[m.FileDigest]; u == nil || u.round != round {
-			j.started[m.FileDigest] = &ownUpload{round: round}
-		}
+		j.own(m.FileDigest)
 	}
 	return nil
 }
 
+// own records that this Journal began the upload of file d in its current
+// round (see started).
+func (j *run) own(d string) {
+	round := j.snap.view(d, true).round
+	if u := j.started[d]; u == nil || u.round != round {
+		j.started[d] = &ownUpload{round: round}
+	}
+}
+
 // checkLimits refuses a request that could need more than the run may
 // hold (bounded-journal): a request adds at most footprint files, or one entry.
-func (j *Journal) checkLimits() error {
+func (j *run) checkLimits() error {
 	s := j.snap
 	files := s.files
 	if j.inflight != nil {
@@ -824,7 +985,7 @@ func (j *Journal) checkLimits() error {
 // checkRequest decides whether the request of marker m may be sent at now,
 // from the current snapshot. The marker of this Journal's claim does not
 // count.
-func (j *Journal) checkRequest(m markerFile, now time.Time) error {
+func (j *run) checkRequest(m markerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -845,27 +1006,27 @@ func (j *Journal) checkRequest(m markerFile, now time.Time) error {
 
 // checkFile refuses a part or commit of a file that this run never sends
 // again (upload-only-continuation, parts-are-not-acks, operator-review).
-func (j *Journal) checkFile(m markerFile) error {
+func (j *run) checkFile(m markerFile) error {
 	s := j.snap
 	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
 	name := "the file"
 	switch fd.State {
 	case FileAcked:
-		return refuse(ErrReplay, "%s is acked: %s", name, fd.Reason)
+		return refuse(errReplay, "%s is acked: %s", name, fd.Reason)
 	case FileReviewed:
 		if fd.Decision == DecisionSkip {
-			return refuse(ErrReplay, "%s: %s", name, fd.Reason)
+			return refuse(errReplay, "%s: %s", name, fd.Reason)
 		}
 	case FileUnknown:
 		v := s.view(m.FileDigest, true)
 		u := j.started[m.FileDigest]
 		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
-			return refuse(ErrReplay, "%s is unknown: %s", name, fd.Reason)
+			return refuse(errReplay, "%s is unknown: %s", name, fd.Reason)
 		}
 		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
 			// After a 429 the one request that may follow is the
 			// transport's own queue-429 re-send of the throttled request.
-			return refuse(ErrReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
+			return refuse(errReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
 		}
 		return nil // this Journal's own upload of the round, in progress
 	}
@@ -875,7 +1036,7 @@ func (j *Journal) checkFile(m markerFile) error {
 // claim creates the marker m exclusively and makes it durable; this
 // Journal then holds it (inflight). An existing marker is another
 // request's: a *RestrictedError wrapping ErrPending, nothing written.
-func (j *Journal) claim(m markerFile) error {
+func (j *run) claim(m markerFile) error {
 	m.Host, m.PID = workerHost, workerPID
 	data, err := marshalLine(m)
 	if err != nil {
@@ -892,7 +1053,7 @@ func (j *Journal) claim(m markerFile) error {
 // unclaim removes the marker of a claim whose check refused the request
 // (nothing was sent) and returns the refusal, or a persistence failure
 // when the marker cannot be removed (the run stays unresolved).
-func (j *Journal) unclaim(refusal error) error {
+func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
@@ -904,7 +1065,7 @@ func (j *Journal) unclaim(refusal error) error {
 // writeMarker creates the marker exclusively and makes it durable. A
 // failure after the creation removes it again (nothing was sent) when it
 // can; the Journal stays unresolved either way.
-func (j *Journal) writeMarker(data []byte) error {
+func (j *run) writeMarker(data []byte) error {
 	version, hold, err := j.b.createMarker(data)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -927,7 +1088,7 @@ func (j *Journal) writeMarker(data []byte) error {
 // review) is over: a marker still present after that (a write that
 // failed) is dead for every other process at once, and an operator's
 // pending review resolves it.
-func (j *Journal) release() {
+func (j *run) release() {
 	if j.markerHold != nil {
 		j.markerHold()
 		j.markerHold = nil
@@ -947,7 +1108,7 @@ func writeSyncClose(f fsys.File, data []byte) error {
 }
 
 // fail records a persistence failure: the Journal is unresolved from now on.
-func (j *Journal) fail(why string) {
+func (j *run) fail(why string) {
 	if j.failed == "" {
 		j.failed = why
 		if j.group != nil {
@@ -961,7 +1122,7 @@ func (j *Journal) fail(why string) {
 // the heads it replaces (deletion-detected). linked reports whether the record
 // exists durably; an error after that is the head's (a persistence
 // failure: the marker stays, so the run is unresolved until a review).
-func (j *Journal) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
+func (j *run) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
 	linked, err = j.writeAtomic(name, data)
 	j.snap.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked || err != nil || link == nil {
@@ -1003,13 +1164,13 @@ func (j *Journal) putRecord(name string, data []byte, digest string, link *runLi
 // writeAtomic stores the immutable record name exclusively (see
 // [dirStore.put] for the directory's durable-write sequence). linked
 // reports whether name exists durably.
-func (j *Journal) writeAtomic(name string, data []byte) (linked bool, err error) {
+func (j *run) writeAtomic(name string, data []byte) (linked bool, err error) {
 	return j.b.put(name, data)
 }
 
 // clearMarker removes the marker this Journal created (conditionally on
 // its version, in a store that has versions).
-func (j *Journal) clearMarker() error {
+func (j *run) clearMarker() error {
 	err := j.b.removeMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
 	if err != nil {
@@ -1024,14 +1185,14 @@ func (j *Journal) clearMarker() error {
 
 // finish ends the request in flight: the marker is this Journal's no more
 // and the next Begin may proceed.
-func (j *Journal) finish() {
+func (j *run) finish() {
 	j.inflight = nil
 	j.release()
 	<-j.slot
 }
 
 // takeInflight checks that req is the request Begin recorded.
-func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
+func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
 	m := j.inflight
 	if m == nil {
 		return nil, errors.New("journal: no request in flight (Begin was not called)")
@@ -1055,12 +1216,9 @@ func (j *Journal) takeInflight(req readrecovery.JournalRequest) (*markerFile, er
 // is unresolved, and the caller must neither wait nor re-send. When the
 // entry itself was written before the failure, its digest is returned with
 // the error.
-func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
+func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	if j.zero() {
 		return "", errZero
-	}
-	if j.par != nil {
-		return j.par.route(ctx, req).Backoff(ctx, req, out, ra, timing)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -1146,12 +1304,9 @@ func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, 
 // Then it removes pending-request.json and fsyncs the directory. An error
 // means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
 // the Journal is unresolved, and the caller keeps the ACK and stops.
-func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
+func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	if j.zero() {
 		return errZero
-	}
-	if j.par != nil {
-		return j.par.route(ctx, req).Complete(ctx, req, out)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

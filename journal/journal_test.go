@@ -42,7 +42,7 @@ func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 // empty plan and the real clock; OpenExisting never creates one.
 func TestOpenAloneWorks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	_, err := OpenExisting(dir)
+	_, err := Open(dir, Existing())
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	_, err = os.Stat(dir)
 	require.ErrorIs(t, err, fs.ErrNotExist, "OpenExisting must not create the directory")
@@ -50,12 +50,12 @@ func TestOpenAloneWorks(t *testing.T) {
 	j, err := Open(dir)
 	require.NoError(t, err)
 	require.Equal(t, Clear, j.Status(time.Now()).State)
-	j2, err := OpenExisting(dir)
+	j2, err := Open(dir, Existing())
 	require.NoError(t, err)
 	require.Equal(t, Clear, j2.Status(time.Now()).State)
 
 	empty := t.TempDir()
-	_, err = OpenExisting(empty)
+	_, err = Open(empty, Existing())
 	require.ErrorIs(t, err, fs.ErrNotExist, "an empty directory holds no run")
 	require.Empty(t, names(t, empty))
 }
@@ -108,7 +108,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	require.NoError(t, j.Begin(ctx, req2))
 	require.Equal(t, []string{"backoff-0001.json", "pending-request.json", "plan.json", "run.json"}, names(t, dir))
 	require.NoError(t, j.Complete(ctx, req2, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "req-2", ETag: `"0x8DB"`}))
-	rn := receiptName(FileDigest("a.bin"))
+	rn := receiptName(fileDigest("a.bin"))
 	require.Equal(t, []string{"backoff-0001.json", "plan.json", rn, "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
 
@@ -122,7 +122,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	assert.Equal(t, `"0x8DB"`, r["etag"])
 	assert.Equal(t, float64(2), r["attempt"])
 	assert.Equal(t, d1, r["resend_of"])
-	assert.Equal(t, FileDigest("a.bin"), r["file_digest"])
+	assert.Equal(t, fileDigest("a.bin"), r["file_digest"])
 
 	// A non-upload request leaves nothing behind.
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
@@ -172,7 +172,7 @@ func TestEntryFields(t *testing.T) {
 		"retry_after":     map[string]any{"kind": "overlong", "value": float64(0)},
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
-		"provenance": map[string]any{"file_digest": FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"provenance": map[string]any{"file_digest": fileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
 		"run":        map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
 		"digest":     d2,
 	}
@@ -298,7 +298,7 @@ func TestUntimedIsUnresolved(t *testing.T) {
 			assert.Equal(t, Unresolved, st.State)
 			assert.Contains(t, st.Reason, "backoff-0001.json: retry_after "+string(kind))
 			assert.Equal(t, Unresolved, reopen(t, j.Dir(), t0).Status(t0.Add(time.Hour)).State)
-			b, _ := MarshalStatus(st)
+			b, _ := st.CommandJSON()
 			assert.Contains(t, string(b), `"received_at_utc":null`)
 			assert.Contains(t, string(b), `"remaining_seconds":null`)
 		})
@@ -436,7 +436,7 @@ func TestReplayGuard(t *testing.T) {
 	ctx := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r"}))
-	require.ErrorIs(t, j.Begin(ctx, putReq(t)), ErrReplay)
+	require.ErrorIs(t, j.Begin(ctx, putReq(t)), errReplay)
 	require.ErrorIs(t, j.Begin(WithUpload(context.Background(), "zzz"), putReq(t)), ErrPlanMismatch)
 	// A GET of the same file is not an upload.
 	require.NoError(t, j.Begin(ctx, getReq(t)))
@@ -499,9 +499,9 @@ func TestTamperIsUnresolved(t *testing.T) {
 		{"oversized entry", "backoff-0001.json", func(dir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0001.json"), make([]byte, maxRecordBytes+1), 0o600))
 		}},
-		{"receipt edited", receiptName(FileDigest("a.bin")), func(dir string) { editByte(t, filepath.Join(dir, receiptName(FileDigest("a.bin"))), 50) }},
-		{"receipt renamed", receiptName(FileDigest("b.bin")), func(dir string) {
-			require.NoError(t, os.Rename(filepath.Join(dir, receiptName(FileDigest("a.bin"))), filepath.Join(dir, receiptName(FileDigest("b.bin")))))
+		{"receipt edited", receiptName(fileDigest("a.bin")), func(dir string) { editByte(t, filepath.Join(dir, receiptName(fileDigest("a.bin"))), 50) }},
+		{"receipt renamed", receiptName(fileDigest("b.bin")), func(dir string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, receiptName(fileDigest("a.bin"))), filepath.Join(dir, receiptName(fileDigest("b.bin")))))
 		}},
 		{"symlink", "backoff-0003.json", func(dir string) {
 			p := filepath.Join(dir, "backoff-0003.json")
@@ -563,10 +563,10 @@ func TestLegacyRun(t *testing.T) {
 	// Written by hand, as an older version would have.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
 		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))
-	data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: FileDigest("a.bin"), Method: "PUT",
+	data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
 		URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "old", RecordedAtUTC: t0.Unix() - 99})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("a.bin"))), data, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fileDigest("a.bin"))), data, 0o600))
 
 	j := reopen(t, dir, t0)
 	st := j.Status(t0)
@@ -661,7 +661,7 @@ func TestFileLimit(t *testing.T) {
 			peak = n
 		}
 	}
-	j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan))
+	j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(ff), WithPlan(plan))
 	require.NoError(t, err)
 	require.Equal(t, Clear, j.Status(t0).State)
 	ctx := WithUpload(context.Background(), plan[999].ID)
@@ -676,9 +676,9 @@ func TestFileLimit(t *testing.T) {
 
 	// 1003 files: still readable, still refusing.
 	for i := 0; i < 3; i++ {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(FileDigest("extra"+itoa4(i)))), nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fileDigest("extra"+itoa4(i)))), nil, 0o600))
 	}
-	j3, err := OpenExisting(dir)
+	j3, err := Open(dir, Existing())
 	require.NoError(t, err)
 	require.ErrorIs(t, j3.Begin(context.Background(), getReq(t)), errLimit)
 

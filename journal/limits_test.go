@@ -15,11 +15,11 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// requireFull asserts a journal-full refusal: a *FullError that wraps
+// requireFull asserts a journal-full refusal: a *fullError that wraps
 // errLimit, says journal-full, and is never a persistence failure.
 func requireFull(t *testing.T, err error, detail string) {
 	t.Helper()
-	var fe *FullError
+	var fe *fullError
 	require.ErrorAs(t, err, &fe)
 	assert.ErrorIs(t, err, errLimit)
 	assert.Equal(t, "journal-full: "+detail, err.Error())
@@ -38,7 +38,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 	plan := manyFiles(1001)
 	dir2 := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir2, plan, t0.Add(-time.Hour), nil, ids(plan[:999])) // run.json, 999 receipts and the head
-	j, err := OpenExisting(dir2, withClock(newFakeClock(t0)), WithPlan(plan))
+	j, err := Open(dir2, Existing(), withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),
 		"1001 files in the run; a request needs room for 4 more of at most 1003, so nothing is sent")
@@ -83,8 +83,8 @@ func TestOnlyTheQueueResendFollowsA429(t *testing.T) {
 	d := record429(t, j, part, putReq(t), secs(1), timing(t0, 1))
 	clk.Set(t0.Add(time.Second))
 	again := putReq(t)
-	require.ErrorIs(t, j.Begin(part, again), ErrReplay, "a new attempt 1 of the part")
-	require.ErrorIs(t, j.Begin(commit, again), ErrReplay, "the commit before the part was accepted")
+	require.ErrorIs(t, j.Begin(part, again), errReplay, "a new attempt 1 of the part")
+	require.ErrorIs(t, j.Begin(commit, again), errReplay, "the commit before the part was accepted")
 	wrong := putReq(t)
 	wrong.Attempt, wrong.ResendOf = 2, digestOf([]byte("another entry"))
 	require.Error(t, j.Begin(part, wrong), "a re-send naming another entry")
@@ -97,5 +97,5 @@ func TestOnlyTheQueueResendFollowsA429(t *testing.T) {
 	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, FileAcked, c.Files[0].State)
-	require.ErrorIs(t, j.Begin(commit, putReq(t)), ErrReplay, "acked: never again")
+	require.ErrorIs(t, j.Begin(commit, putReq(t)), errReplay, "acked: never again")
 }

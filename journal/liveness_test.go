@@ -21,7 +21,7 @@ import (
 // 45 s slow. B sends in the other shard at once and again after A's
 // upload has lasted two minutes (B's clock moved with it), the run stays
 // clear with one request in flight, A's file stays in-flight, and a
-// pending review of A's marker is refused with ErrLive and writes
+// pending review of A's marker is refused with errLive and writes
 // nothing. Then A's upload ends (its receipt, after two minutes) and the
 // run verifies clean: nothing took A's place in the sequence. On a run
 // without shards, B (WithPendingWait) waits out its wait and is refused as
@@ -59,9 +59,9 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					}
 					before := run.files(t)
 					_, err = b.ReviewPendingMarker(context.Background(), "", "looks old", 0)
-					require.ErrorIs(t, err, ErrLive)
+					require.ErrorIs(t, err, errLive)
 					_, err = b.ReviewPendingMarker(context.Background(), markerRef(2), "looks old", 0)
-					require.ErrorIs(t, err, ErrLive)
+					require.ErrorIs(t, err, errLive)
 					require.ErrorIs(t, err, errReviewRefused)
 					require.Equal(t, before, run.files(t), "a refused review writes nothing")
 				}
@@ -82,7 +82,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 	t.Run("without shards", func(t *testing.T) {
 		a, clkA := newRun(t)
 		clkB := stepClock{newFakeClock(t0.Add(45 * time.Second))}
-		b, err := OpenExisting(a.Dir(), withClock(clkB), WithPlan(plan3), WithPendingWait(2*time.Minute))
+		b, err := Open(a.Dir(), Existing(), withClock(clkB), WithPlan(plan3), WithPendingWait(2*time.Minute))
 		require.NoError(t, err)
 		require.NoError(t, a.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
 		clkA.Set(t0.Add(2 * time.Minute))
@@ -93,7 +93,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 		require.Equal(t, markerName+": "+liveProblem, re.Status.Reason)
 		require.GreaterOrEqual(t, clkB.Now().Sub(t0.Add(45*time.Second)), 2*time.Minute, "B waited its whole wait")
 		_, err = b.ReviewPending(context.Background(), "", 0)
-		require.ErrorIs(t, err, ErrLive)
+		require.ErrorIs(t, err, errLive)
 		require.NoError(t, a.Complete(WithUpload(context.Background(), "a.bin"), putReq(t), ok201("a")))
 		require.NoError(t, b.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 	})
@@ -128,7 +128,7 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "begun\n", line)
 
-	j, err := OpenExisting(dir)
+	j, err := Open(dir, Existing())
 	require.NoError(t, err)
 	st := j.Status(time.Now())
 	require.Equal(t, Clear, st.State, st.Reason)
@@ -137,7 +137,7 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait() // the kernel has released the lock
 	died := time.Now()
-	j, err = OpenExisting(dir)
+	j, err = Open(dir, Existing())
 	require.NoError(t, err)
 	st = j.Status(time.Now())
 	took := time.Since(died)
@@ -156,7 +156,7 @@ func TestLiveWorkerProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("a helper process")
 	}
-	j, err := OpenExisting(dir, WithPlan(manyFiles(8)))
+	j, err := Open(dir, Existing(), WithPlan(manyFiles(8)))
 	require.NoError(t, err)
 	id := ""
 	for _, f := range manyFiles(8) {
@@ -197,7 +197,7 @@ func TestNoLocksFilesystem(t *testing.T) {
 		a, err := Open(dir, withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		require.NoError(t, a.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), "a worker without locks still sends")
-		b, err := OpenExisting(dir, withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
+		b, err := Open(dir, Existing(), withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		st := b.Status(t0)
 		require.Equal(t, Unresolved, st.State)
@@ -256,14 +256,14 @@ func TestProbeOfAMarkerRemovedMeanwhile(t *testing.T) {
 	ctxA := WithUpload(context.Background(), fs[1])
 	require.NoError(t, a.Begin(ctxA, putReq(t)))
 	pf := &probeFS{hook: func() { require.NoError(t, a.Complete(ctxA, putReq(t), ok201("a"))) }}
-	b, err := OpenExisting(dir, withFS(pf), withClock(newFakeClock(t0)), WithPlan(plan))
+	b, err := Open(dir, Existing(), withFS(pf), withClock(newFakeClock(t0)), WithPlan(plan))
 	require.NoError(t, err)
 	st := b.Status(t0)
 	require.Equal(t, Clear, st.State, st.Reason)
 	ctxB := WithUpload(context.Background(), fs[2])
 	require.NoError(t, b.Begin(ctxB, putReq(t)), "A's marker, removed during the probe, is no dead one")
 	require.NoError(t, b.Complete(ctxB, putReq(t), ok201("b")))
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
 	require.Equal(t, 2, sum.Receipts)

@@ -11,37 +11,37 @@ import (
 )
 
 // no-nesting: a directory inside a run, or holding one, is
-// refused at open with ErrNested, and nothing is written; Verify and
+// refused at open with errNested, and nothing is written; Verify and
 // Inspect refuse it too.
 func TestRunsNeverNest(t *testing.T) {
 	outer, _ := newRun(t)
 	inner := filepath.Join(outer.Dir(), "inner")
 	_, err := Open(inner, WithPlan(plan3))
-	require.ErrorIs(t, err, ErrNested)
+	require.ErrorIs(t, err, errNested)
 	assert.Equal(t, "journal: runs never nest: "+inner+" lies inside the run "+outer.Dir(), err.Error())
 	assert.NoDirExists(t, inner, "nothing is written")
 
 	// A run copied into another by hand: both are refused.
 	sub := filepath.Join(outer.Dir(), "sub")
 	writeRun(t, sub, plan3, t0, nil, nil)
-	_, err = OpenExisting(outer.Dir())
-	require.ErrorIs(t, err, ErrNested)
-	_, err = OpenExisting(sub)
-	require.ErrorIs(t, err, ErrNested)
+	_, err = Open(outer.Dir(), Existing())
+	require.ErrorIs(t, err, errNested)
+	_, err = Open(sub, Existing())
+	require.ErrorIs(t, err, errNested)
 	deeper := filepath.Join(sub, "a", "b")
 	require.NoError(t, os.MkdirAll(filepath.Dir(deeper), 0o700))
 	_, err = Open(deeper)
-	require.ErrorIs(t, err, ErrNested, "any ancestor counts")
+	require.ErrorIs(t, err, errNested, "any ancestor counts")
 
 	holder := filepath.Join(t.TempDir(), "holder")
 	require.NoError(t, os.Mkdir(holder, 0o700))
 	writeRun(t, filepath.Join(holder, "a"), plan3, t0, nil, nil)
 	_, err = Open(holder)
-	require.ErrorIs(t, err, ErrNested)
+	require.ErrorIs(t, err, errNested)
 	assert.Equal(t, "journal: runs never nest: "+holder+" holds the run "+filepath.Join(holder, "a"), err.Error())
 	_, err = verify(holder)
-	require.ErrorIs(t, err, ErrNested)
-	_, err = Inspect(filepath.Join(holder, "a"))
+	require.ErrorIs(t, err, errNested)
+	_, err = inspectDir(filepath.Join(holder, "a"))
 	require.NoError(t, err, "a run beside others (not inside one) is fine")
 }
 
@@ -61,14 +61,14 @@ func TestStoreRunsNeverNest(t *testing.T) {
 	openMem(t, st, t0)
 	_, err := st.Create(context.Background(), "y/run.json", []byte("{}\n"))
 	require.NoError(t, err)
-	_, err = OpenExistingStore(context.Background(), st)
-	require.ErrorIs(t, err, ErrNested)
+	_, err = OpenStore(context.Background(), st, Existing())
+	require.ErrorIs(t, err, errNested)
 	assert.Equal(t, "journal: runs never nest: store holds the run y/", err.Error())
 	_, err = InspectStore(context.Background(), st)
-	require.ErrorIs(t, err, ErrNested)
+	require.ErrorIs(t, err, errNested)
 
 	_, err = OpenStore(context.Background(), enclosingStore{newMemStore(), "c/x/"}, WithPlan(plan3))
-	require.ErrorIs(t, err, ErrNested)
+	require.ErrorIs(t, err, errNested)
 	assert.Equal(t, "journal: runs never nest: store lies inside the run c/x/", err.Error())
 }
 
@@ -87,16 +87,16 @@ func TestParallelShardsNest(t *testing.T) {
 	}
 	root := newRoot(t)
 	shard := filepath.Join(root, "shard-01")
-	_, err := OpenExisting(shard)
-	require.ErrorIs(t, err, ErrNested)
+	_, err := Open(shard, Existing())
+	require.ErrorIs(t, err, errNested)
 	assert.Equal(t, "journal: runs never nest: "+shard+" lies inside the run "+root, err.Error())
 	_, err = Open(shard, WithParallel(2))
-	require.ErrorIs(t, err, ErrNested)
+	require.ErrorIs(t, err, errNested)
 	_, err = verify(shard)
-	require.ErrorIs(t, err, ErrNested)
-	_, err = Inspect(shard)
-	require.ErrorIs(t, err, ErrNested)
-	sum, err := Inspect(root)
+	require.ErrorIs(t, err, errNested)
+	_, err = inspectDir(shard)
+	require.ErrorIs(t, err, errNested)
+	sum, err := inspectDir(root)
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
 
@@ -104,26 +104,26 @@ func TestParallelShardsNest(t *testing.T) {
 		t.Run(sub, func(t *testing.T) {
 			root := newRoot(t)
 			writeRun(t, filepath.Join(root, sub), plan3, t0, nil, nil)
-			_, err := OpenExisting(root)
-			require.ErrorIs(t, err, ErrNested)
-			_, err = Inspect(root)
-			require.ErrorIs(t, err, ErrNested)
+			_, err := Open(root, Existing())
+			require.ErrorIs(t, err, errNested)
+			_, err = inspectDir(root)
+			require.ErrorIs(t, err, errNested)
 		})
 	}
 	// A record or a marker in the root itself is not the run's.
 	for _, name := range []string{markerName, "backoff-0001.json"} {
 		root := newRoot(t)
 		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte("{}\n"), 0o600))
-		j, err := OpenExisting(root)
+		j, err := Open(root, Existing())
 		require.NoError(t, err)
 		require.Equal(t, Unresolved, j.Status(t0).State, name)
-		sum, err := Inspect(root)
+		sum, err := inspectDir(root)
 		require.NoError(t, err)
 		require.Contains(t, sum.Findings, Finding{name, "in a parallel run's root: its records live in its shards (not a record of this run)"})
 	}
 	root = newRoot(t)
 	require.NoError(t, os.Mkdir(filepath.Join(root, "stray"), 0o700))
-	j, err := OpenExisting(root)
+	j, err := Open(root, Existing())
 	require.NoError(t, err)
 	st := j.Status(t0)
 	require.Equal(t, Unresolved, st.State)
@@ -137,9 +137,9 @@ func TestParallelShardsNest(t *testing.T) {
 		require.NoError(t, err)
 		_, err = st.Create(context.Background(), name, []byte("{}\n"))
 		require.NoError(t, err)
-		_, err = OpenExistingStore(context.Background(), st)
-		require.ErrorIs(t, err, ErrNested, name)
+		_, err = OpenStore(context.Background(), st, Existing())
+		require.ErrorIs(t, err, errNested, name)
 		_, err = InspectStore(context.Background(), st)
-		require.ErrorIs(t, err, ErrNested, name)
+		require.ErrorIs(t, err, errNested, name)
 	}
 }

@@ -33,10 +33,8 @@ var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 // (never handed out again as eligible).
 const claimMethod = "CLAIM"
 
-// nextState is what [Journal.Next] keeps of a Journal. On the Journal that
-// Open returned: the plan's IDs and each lane's files (lanes are the
-// shards of a parallel run, or the run itself). On a lane's Journal:
-// claimed, the file digest of Next's claim whose request has not begun.
+// nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
+// files (lanes are the shards of a parallel run, or the run itself).
 type nextState struct {
 	plan []PlannedFile // the plan given to Open (WithPlan); nil when none
 
@@ -47,8 +45,6 @@ type nextState struct {
 	mu   sync.Mutex
 	last int   // the lane of this Journal's last claim, tried first (0: none)
 	left []int // per lane, the eligible files seen last
-
-	claimed string // guarded by the lane Journal's mu
 }
 
 // Next hands the calling worker the next file of the plan that is
@@ -83,19 +79,22 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.nx.plan == nil {
 		return PlannedFile{}, errors.New("journal: next: the run was opened without WithPlan: Next hands out the plan's files by ID")
 	}
-	j.nx.once.Do(j.nx.split(j))
-	lanes := []*Journal{j}
-	if j.par != nil {
-		lanes = j.par.shards
-	}
+	lanes := j.r.lanes()
+	j.nx.once.Do(func() {
+		j.nx.ids = make(map[string]string, len(j.nx.plan))
+		j.nx.lanes = make([][]string, len(lanes))
+		for _, f := range j.nx.plan {
+			d := f.Digest()
+			j.nx.ids[d] = f.ID
+			j.nx.lanes[j.r.lane(d)] = append(j.nx.lanes[j.r.lane(d)], d)
+		}
+	})
 	for {
 		if err := ctx.Err(); err != nil {
 			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
 		}
-		if j.par != nil {
-			if st := j.nx.runStatus(j.par, j.clock.Now()); !st.Allows() {
-				return PlannedFile{}, &RestrictedError{Status: st}
-			}
+		if st := j.r.gate(j.clock.Now()); !st.Allows() {
+			return PlannedFile{}, &RestrictedError{Status: st}
 		}
 		busy := false
 		for _, k := range j.nx.order(lanes, a) {
@@ -121,52 +120,12 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	}
 }
 
-// split returns the function that fills ids and lanes from the plan.
-func (n *nextState) split(j *Journal) func() {
-	return func() {
-		lanes := 1
-		if j.par != nil {
-			lanes = j.par.n
-		}
-		n.ids = make(map[string]string, len(n.plan))
-		n.lanes = make([][]string, lanes)
-		for _, f := range n.plan {
-			d := FileDigest(f.ID)
-			n.ids[d] = f.ID
-			k := 1
-			if j.par != nil {
-				k = shardIndex(d, j.par.n)
-			}
-			n.lanes[k-1] = append(n.lanes[k-1], d)
-		}
-	}
-}
-
-// runStatus is the parallel run's status as [Journal.Status] merges it
-// from what this process read last (parallelRun.parts without a
-// refresh), reading nothing and never waiting for a shard that is in the
-// middle of a request of this Journal (its mu held: a Complete's fsyncs):
-// that shard is left out, as its own request checks the run under its
-// claim, and the claim Next is about to make is checked across shards by
-// its Begin.
-func (n *nextState) runStatus(p *parallelRun, now time.Time) Status {
-	parts := make([]shardStatus, 0, p.n)
-	for i, sj := range p.shards {
-		if !sj.mu.TryLock() {
-			continue
-		}
-		parts = p.appendShardState(parts, i, sj, now)
-		sj.mu.Unlock()
-	}
-	return p.merge(p.rootSnap, parts)
-}
-
 // order returns the lanes (1-based) to try: the lane of the last claim
 // first, then the others by the files they have left, most first (so that
 // the longest shard is worked on from the start and the run ends when the
 // shards do), ties in random order (so that workers that start together
 // spread across the shards).
-func (n *nextState) order(lanes []*Journal, a Approval) []int {
+func (n *nextState) order(lanes []*run, a Approval) []int {
 	left := make([]int, len(lanes))
 	n.mu.Lock()
 	last := n.last
@@ -222,7 +181,7 @@ const (
 // marker, then the lane read and the file checked again under it
 // (journal-claim-then-check). On laneClaimed the slot stays held and the
 // marker stays until the claim's request ends or Release.
-func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval) (string, laneResult, error) {
+func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, laneResult, error) {
 	select {
 	case lane.slot <- struct{}{}:
 	default:
@@ -230,7 +189,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 	}
 	lane.mu.Lock()
 	defer lane.mu.Unlock()
-	release := func() { <-lane.slot }
+	claimed := false
+	defer func() {
+		if !claimed {
+			<-lane.slot // the slot stays held only for a claim
+		}
+	}()
 	// The lane's own status, markers left out (another worker's is judged
 	// by markerLive, the claim's own never counts).
 	status := func(now time.Time) Status {
@@ -250,14 +214,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			lane.refreshLocked(ctx)
 		}
 		if err := ctx.Err(); err != nil {
-			release()
 			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
 		s := lane.snap
 		st := status(now)
 		if !st.Allows() {
-			release()
 			return "", laneFailed, &RestrictedError{Status: st}
 		}
 		d := ""
@@ -273,7 +235,6 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		}
 		switch {
 		case !left:
-			release()
 			return "", laneEmpty, nil
 		case try == 0 && sticky && (s.blocking() || d == ""):
 			// This lane was not read again: the marker or record that makes
@@ -282,25 +243,21 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 			// or a worker whose other lanes are empty would wait forever.
 			continue
 		case s.blocking():
-			release()
 			if s.deadMarker() {
 				// No lock or lease holds it (R83): its worker died in
 				// flight, and nothing waits for it.
 				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-					Reason: laneName(j, k) + ": " + pendingProblem}}
+					Reason: lane.ref() + ": " + pendingProblem}}
 			}
 			return "", laneBusy, nil
 		case d == "":
-			release()
 			return "", laneBusy, nil
 		}
 		if err := lane.checkLimits(); err != nil {
-			release()
 			return "", laneFailed, err
 		}
 		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
-			release()
 			if errors.Is(err, ErrPending) {
 				return "", laneBusy, nil // another worker claimed the lane first
 			}
@@ -309,26 +266,25 @@ func (j *Journal) tryLane(ctx context.Context, lane *Journal, k int, a Approval)
 		lane.refreshLocked(ctx)
 		st = status(lane.clock.Now())
 		if lane.snap.decide(d, a, st, true).Upload && lane.checkLimits() == nil {
-			lane.nx.claimed = d
+			lane.claimed, claimed = d, true
 			return d, laneClaimed, nil
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
 		if err := lane.giveBack(); err != nil {
-			release()
 			return "", laneFailed, err
 		}
 	}
-	release()
 	return "", laneBusy, nil
 }
 
-// laneName names lane k in a reason: its shard, or the run's marker.
-func laneName(j *Journal, k int) string {
-	if j.par != nil {
-		return markerRef(k)
+// ref names the run's marker in a reason: "pending-request.json", or in
+// a shard "shard-KK/pending-request.json".
+func (j *run) ref() string {
+	if j.shardNo == 0 {
+		return markerName
 	}
-	return markerName
+	return markerRef(j.shardNo)
 }
 
 // Release gives back the file f that [Journal.Next] handed out and whose
@@ -343,17 +299,14 @@ func (j *Journal) Release(f PlannedFile) error {
 	if j.zero() {
 		return errZero
 	}
-	d := FileDigest(f.ID)
-	lane := j
-	if j.par != nil {
-		lane = j.par.shards[shardIndex(d, j.par.n)-1]
-	}
+	d := f.Digest()
+	lane := j.r.lanes()[j.r.lane(d)]
 	lane.mu.Lock()
 	defer lane.mu.Unlock()
-	if lane.nx.claimed != d || lane.inflight == nil {
+	if lane.claimed != d || lane.inflight == nil {
 		return nil
 	}
-	lane.nx.claimed = ""
+	lane.claimed = ""
 	err := lane.giveBack()
 	<-lane.slot
 	return err
@@ -362,7 +315,7 @@ func (j *Journal) Release(f PlannedFile) error {
 // giveBack removes the marker of Next's claim that no request adopted.
 // A failure is a persistence failure: the Journal is unresolved. Called
 // with the lane's mu held.
-func (lane *Journal) giveBack() error {
+func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
 		lane.fail("remove pending-request.json: " + redact.Text(err.Error()))
@@ -379,18 +332,18 @@ func (lane *Journal) giveBack() error {
 // status, the plan, the file's records, the other shards. A refusal
 // removes the marker and gives the slot back. Begin calls it for a run or
 // a shard, never for a parallel run's root.
-func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
+func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
 	u, ok := ctx.Value(uploadKey{}).(uploadMark)
 	if !ok || !httprule.IsMutation(req.Method) {
 		return false, nil
 	}
-	d := FileDigest(u.id)
+	d := fileDigest(u.id)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.nx.claimed == "" || j.nx.claimed != d || j.inflight == nil {
+	if j.claimed == "" || j.claimed != d || j.inflight == nil {
 		return false, nil
 	}
-	j.nx.claimed = ""
+	j.claimed = ""
 	now := j.clock.Now()
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
@@ -402,7 +355,7 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 	// made under its marker); only the other shards are read again.
 	var others Status
 	if g := j.group; g != nil {
-		others = g.others(ctx, j.shardNo, j.rootSnap(), now)
+		others = g.others(ctx, j.shardNo, now)
 	}
 	err = j.checkLimits()
 	if err == nil {
@@ -416,10 +369,7 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 		<-j.slot
 		return true, err
 	}
-	round := j.snap.view(d, true).round
-	if o := j.started[d]; o == nil || o.round != round {
-		j.started[d] = &ownUpload{round: round}
-	}
+	j.own(d)
 	return true, nil
 }
 

@@ -101,7 +101,7 @@ func TestNextEveryFileOnce(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, files, c.Count(FileAcked))
 				if r.dir != "" {
-					sum, err := Inspect(r.dir)
+					sum, err := inspectDir(r.dir)
 					require.NoError(t, err)
 					assert.Empty(t, sum.Findings)
 					assert.Equal(t, files, sum.Receipts)
@@ -135,7 +135,7 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	m, ok := parseMarker(data)
 	require.True(t, ok, "%s", data)
 	host, _ := os.Hostname()
-	assert.Equal(t, markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: FileDigest("a.bin"),
+	assert.Equal(t, markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: fileDigest("a.bin"),
 		BegunAtUTC: m.BegunAtUTC, Host: host, PID: os.Getpid()}, m)
 	assert.Equal(t, Unresolved, reopen(t, dir, time.Now()).Status(time.Now()).State, "a claim is a request in flight")
 
@@ -153,9 +153,9 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	assert.Equal(t, "acked", uploadOne(readrecovery.New(srv), j, f.ID))
 	assert.Contains(t, string(atSend), `"method":"`+claimMethod+`"`, "sent under the claim's marker")
 	assert.NoFileExists(t, filepath.Join(dir, markerName))
-	assert.Equal(t, []string{"plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, dir))
+	assert.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, dir))
 	require.NoError(t, j.Release(f), "Release after the upload began does nothing")
-	assert.Equal(t, []string{"plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, dir))
+	assert.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, dir))
 
 	_, err = j.Next(context.Background(), NewApproval)
 	require.ErrorIs(t, err, ErrNoMoreFiles, "an acked file is never handed out")
@@ -339,7 +339,7 @@ func TestNextFourProcesses(t *testing.T) {
 		assert.Equal(t, 1, srv.puts[f.ID], "%s sent", f.ID)
 	}
 	assert.Len(t, srv.puts, files)
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings)
 	assert.Equal(t, files, sum.Receipts)
@@ -381,14 +381,14 @@ func TestNextKilledWorkersFileIsUnknown(t *testing.T) {
 	c, err := j.RecordedPlan(clk.Now())
 	require.NoError(t, err)
 	for _, fd := range c.Files {
-		if fd.Digest == FileDigest(killed) {
+		if fd.Digest == fileDigest(killed) {
 			assert.Equal(t, FileUnknown, fd.State)
 		}
 	}
 
 	rec, err := j.ReviewPendingMarker(context.Background(), markerRef(k), "worker killed", 0)
 	require.NoError(t, err)
-	assert.Equal(t, FileDigest(killed), rec.MarkerFileDigest)
+	assert.Equal(t, fileDigest(killed), rec.MarkerFileDigest)
 	clk.Set(clk.Now().Add(31 * time.Second)) // the pending review's wait
 	// The journal's calls themselves (the transport would judge markers by
 	// the real clock, the Journal by its fake one).

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"strconv"
 	"strings"
@@ -15,8 +14,10 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 // maxParallel is the most shards (journaled requests in flight at once)
@@ -25,21 +26,18 @@ const maxParallel = 16
 
 const minParallel = 2
 
-// defaultParallelWait is the pending wait of a Journal of a parallel run
-// opened without [WithPendingWait]: how long a Begin waits for another
-// request's marker of its own shard to go. It decides nothing about
-// death: only the store does (R83).
+// defaultParallelWait is a parallel run's pending wait without
+// [WithPendingWait]. It decides nothing about death: only the store does
+// (R83).
 const defaultParallelWait = 30 * time.Second
 
-// WithParallel makes a new run a parallel one of n shards (2 to
-// 16; anything else is an error at open): up to n journaled
-// requests in flight at once across all the run's workers, each preceded
-// by its own exclusive marker (docs/policy.md: parallel-shards). The run's
-// root holds run.json (with "parallel": n), plan.json (the whole plan) and
-// shard-01 … shard-NN, each an ordinary run with its own manifest, plan
-// (the files [Journal.Shard] maps to it), pending-request.json, heads and
-// records. An existing parallel run opens with or without the option; n
-// must then match, and the option on a run created without it is an error.
+// WithParallel makes a new run a parallel one of n shards (2 to 16;
+// anything else is an error at open), docs/policy.md: parallel-shards: up
+// to n journaled requests in flight at once across the run's workers,
+// each under its own shard's marker; shard-01 … shard-NN are ordinary
+// runs, each with the files [Journal.Shard] maps to it. An existing
+// parallel run opens with or without the option; n must then match, and
+// the option on a run created without it is an error.
 func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
@@ -99,63 +97,60 @@ func planDigestOf(sorted []string) string {
 	return digestOf(b)
 }
 
-// parallelRun is the root of a parallel run: its shards, and what the
-// workers of this process know across them.
-type parallelRun struct {
-	n        int
-	rootSnap *snapshot  // the root's own scan at open (read only after)
-	shards   []*Journal // shard k is shards[k-1]
+// root is a parallel run's root (R82: its own type, never a run): its
+// manifest and plan, read once at open (they never change), and its
+// shards, each a run of its own. It sends each call to the shard that
+// records it and merges their statuses (docs/policy.md: parallel-shards).
+type root struct {
+	clock  clock.Clock
+	snap   *snapshot // the root's own scan at open (read only after)
+	n      int
+	shards []*run // shard k is shards[k-1]
 	// wants are the plan digests each shard's manifest must record (its
-	// part of the root plan); "" when the root has no plan.json.
+	// part of the root plan); nil when the root has no plan.json.
 	wants []string
-	wait  time.Duration
 
 	// mu guards what follows. It is a leaf lock: nothing else is locked
 	// while it is held (a shard's mu may be held when it is taken).
 	mu sync.Mutex
 	// views are this process's light scans of each shard for the check
-	// across shards (never a shard Journal's own snapshot, which its mu
-	// guards): its restrictions and marker only (see lightView).
+	// across shards (never a shard's own snapshot, which its mu guards):
+	// its restrictions and marker only (see lightView).
 	views []*snapshot
 	// markers are, per shard, the marker bytes a light scan read last.
 	markers []lightMarker
 	failure string // a shard's persistence failure
 }
 
-// Parallel returns n for a run created [WithParallel](n), else 0.
-func (j *Journal) Parallel() int {
-	if j.zero() || j.par == nil {
-		return 0
-	}
-	return j.par.n
-}
+func (p *root) lanes() []*run     { return p.shards }
+func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
 
-// Shard returns the shard (1 to n) that records the file with identity id
-// in a run created [WithParallel](n), or 0 for a run without shards:
-// the first 8 bytes of its [FileDigest]'s SHA-256, big-endian, modulo n,
-// plus 1. Workers that split a plan by shard never wait for each other's
-// markers.
-func (j *Journal) Shard(id string) int {
-	if j.zero() || j.par == nil {
-		return 0
-	}
-	return shardIndex(FileDigest(id), j.par.n)
-}
-
-// route returns the shard Journal of a request: the shard of the file its
+// route returns the shard of a request: the shard of the file its
 // context names (a mutation marked WithUpload or WithUploadPart, as Begin
 // binds it), else the shard of its URL digest.
-func (p *parallelRun) route(ctx context.Context, req readrecovery.JournalRequest) *Journal {
+func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run {
 	d := req.URLDigest
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
-		d = FileDigest(u.id)
+		d = fileDigest(u.id)
 	}
-	return p.shards[shardIndex(d, p.n)-1]
+	return p.shards[p.lane(d)]
+}
+
+// Begin is [Journal.Begin] in the request's shard, whose own reasons
+// name it.
+func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
+	sj := p.route(ctx, req)
+	err := sj.Begin(ctx, req)
+	var re *RestrictedError
+	if errors.As(err, &re) && !re.Status.named {
+		re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
+	}
+	return err
 }
 
 // noteFailure records a shard's persistence failure: every shard of this
 // process is unresolved from then on.
-func (p *parallelRun) noteFailure(k int, why string) {
+func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failure == "" {
@@ -176,15 +171,17 @@ type shardStatus struct {
 // shardState computes shard k's part from its snapshot s (and the
 // failure of its Journal, if any); judge says whether s is the latest
 // sight of the shard's marker. Called with p.mu held.
-func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
+func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
 	ss := shardStatus{k: k, marker: judge && s.blocking()}
-	switch {
+	want := ""
+	if p.wants != nil {
+		want = p.wants[k-1]
+	}
+	switch problem := shardProblem(s, want); {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
-	case s.manifest != nil && s.manifest.parallel != 0:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": declares shards of its own (a root copied into a shard)", cause: errCorrupt}
-	case p.wants != nil && s.manifest != nil && s.manifest.planDigest != p.wants[k-1]:
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": plan_digest is not this shard's part of the root plan (a shard of another run)", cause: errCorrupt}
+	case problem != "":
+		ss.st = Status{State: Unresolved, Reason: manifestName + ": " + problem, cause: errCorrupt}
 	default:
 		ss.st = s.status(now, true)
 	}
@@ -195,17 +192,12 @@ func (p *parallelRun) shardStateLocked(k int, s *snapshot, failed string, now ti
 }
 
 // merge is the run's status from its shards' (docs/policy.md:
-// parallel-shards): unresolved when the root or any shard is (an
-// dead marker included); else waiting while any shard waits (the
-// greatest not-before wins); else elapsed when any restriction passed;
-// else clear. Reasons name the shard.
-func (p *parallelRun) merge(root *snapshot, parts []shardStatus) Status {
-	st := p.mergeParts(root, parts)
-	st.named = true
-	return st
-}
-
-func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
+// parallel-shards): unresolved when the root or any shard is (a dead
+// marker included); else waiting while any shard waits (the greatest
+// not-before wins); else elapsed when any restriction passed; else clear.
+// Reasons name the shard.
+func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
+	defer func() { st.named = true }()
 	if len(root.findings) > 0 {
 		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: errCorrupt}
 	}
@@ -255,7 +247,7 @@ func (p *parallelRun) mergeParts(root *snapshot, parts []shardStatus) Status {
 // partsLocked computes every shard's part from the shard Journals'
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
-func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
+func (p *root) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
 	if refresh {
 		var wg sync.WaitGroup
 		for _, sj := range p.shards {
@@ -280,7 +272,7 @@ func (p *parallelRun) parts(ctx context.Context, now time.Time, refresh bool) []
 // its Journal last read it and, when a check across shards listed it
 // later, as that listing shows it: its restrictions and marker count too
 // (the full scan's findings still do). Called with sj.mu held.
-func (p *parallelRun) appendShardState(out []shardStatus, i int, sj *Journal, now time.Time) []shardStatus {
+func (p *root) appendShardState(out []shardStatus, i int, sj *run, now time.Time) []shardStatus {
 	s, failed := sj.snap, sj.failed
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -293,13 +285,11 @@ func (p *parallelRun) appendShardState(out []shardStatus, i int, sj *Journal, no
 	return out
 }
 
-// others is the check across shards under shard k's claim (docs/policy.md:
-// parallel-shards): every other shard scanned again (reading only the
-// records this process has not seen), so that a restriction another worker
-// recorded, in any shard, blocks this request; a dead marker, a
-// finding or a persistence failure anywhere blocks it too. Called with
-// shard k's mu held.
-func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now time.Time) Status {
+// others is the check across shards under shard k's claim
+// (docs/policy.md: parallel-shards): every other shard scanned again,
+// reading only the records this process has not seen. Called with shard
+// k's mu held.
+func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
 	var wg sync.WaitGroup
 	for i, sj := range p.shards {
@@ -333,32 +323,48 @@ func (p *parallelRun) others(ctx context.Context, k int, root *snapshot, now tim
 			out = append(out, parts[i])
 		}
 	}
-	return p.merge(root, out)
+	return p.merge(p.snap, out)
 }
 
-// status is the root's Status: every shard's, merged.
-func (j *Journal) parallelStatus(ctx context.Context, now time.Time, refresh bool) Status {
-	return j.par.merge(j.snap, j.par.parts(ctx, now, refresh))
+// status is the root's status: every shard's, merged, from what this
+// process read last (refresh: read every shard again first).
+func (p *root) statusAt(ctx context.Context, now time.Time, refresh bool) Status {
+	return p.merge(p.snap, p.parts(ctx, now, refresh))
 }
 
-// parallelAdmit is Admit of a parallel run: a marker of another worker is
-// a request in flight, not a refusal, unless its worker is dead (R83).
-//
-// When ctx names a file ([WithUpload], [WithUploadPart]) it decides from
-// what this process read last — every Begin reads its own shard and the
-// others again under its claim, before the send — and reads every shard
-// again only when that refuses (a restriction that passed, a marker a
-// review resolved). When ctx names no file it reads every shard first.
-func (j *Journal) parallelAdmit(ctx context.Context, now time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("journal: not admitted: %w", err)
+func (p *root) status(now time.Time) Status { return p.statusAt(context.Background(), now, false) }
+
+// gate is the run's status as [Journal.Status] merges it from what this
+// process read last, reading nothing and never waiting for a shard that
+// is in the middle of a request of this Journal (its mu held: a
+// Complete's fsyncs): that shard is left out, as its own request checks
+// the run under its claim, and the claim Next is about to make is checked
+// across shards by its Begin.
+func (p *root) gate(now time.Time) Status {
+	parts := make([]shardStatus, 0, p.n)
+	for i, sj := range p.shards {
+		if !sj.mu.TryLock() {
+			continue
+		}
+		parts = p.appendShardState(parts, i, sj, now)
+		sj.mu.Unlock()
 	}
+	return p.merge(p.snap, parts)
+}
+
+// Admit is [Journal.Admit] of a parallel run. When ctx names a file
+// ([WithUpload], [WithUploadPart]) it decides from what this process read
+// last — every Begin reads its own shard and the others again under its
+// claim, before the send — and reads every shard again only when that
+// refuses (a restriction that passed, a marker a review resolved). When
+// ctx names no file it reads every shard first.
+func (p *root) Admit(ctx context.Context, now time.Time) error {
 	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if st := j.parallelStatus(ctx, now, false); st.Allows() {
+		if st := p.statusAt(ctx, now, false); st.Allows() {
 			return nil
 		}
 	}
-	if st := j.parallelStatus(ctx, now, true); !st.Allows() {
+	if st := p.statusAt(ctx, now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
 	return nil
@@ -376,34 +382,27 @@ func parseMarkerRef(ref string) (int, bool) {
 	return parseShardName(sh)
 }
 
-// ReviewPendingMarker is [Journal.ReviewPending] of the marker named
-// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
-// the pending review (docs/policy.md: pending-review) applied in that shard. An empty marker means the run's only
-// dead one: in a run without shards its pending-request.json; in a
-// parallel run the one marker whose worker the store shows dead (R83) — a
-// run with several is refused with their names, and one
-// whose markers are all held live is refused with [ErrLive]. A named
-// marker that is live is refused with ErrLive too.
-func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (PendingRecord, error) {
-	if j.zero() {
-		return PendingRecord{}, errZero
+func checkNotBefore(notBefore int64) error {
+	if notBefore < 0 || notBefore > unixtime.Max {
+		return fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
-	if j.par == nil {
-		if marker != "" && marker != markerName {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
-		}
-		return j.ReviewPending(ctx, note, notBefore)
-	}
-	p := j.par
+	return nil
+}
+
+// ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
+func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if marker != "" {
 		k, ok := parseMarkerRef(marker)
 		if !ok || k > p.n {
-			return PendingRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+			return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
 		}
 		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 		return prefixed(k, rec), err
 	}
-	now := j.clock.Now()
+	if err := checkNotBefore(notBefore); err != nil {
+		return ReviewRecord{}, err
+	}
+	now := p.clock.Now()
 	var stale, live []string
 	k := 0
 	for _, ps := range p.parts(ctx, now, true) {
@@ -416,38 +415,43 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	}
 	switch {
 	case len(stale) > 1:
-		return PendingRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
+		return ReviewRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
 	case len(stale) == 0 && len(live) > 0:
-		return PendingRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, ErrLive, strings.Join(live, ", "))
+		return ReviewRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, errLive, strings.Join(live, ", "))
 	case len(stale) == 0:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
+		return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 	}
 	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 	return prefixed(k, rec), err
 }
 
 // prefixed names a shard's review by its place in the root.
-func prefixed(k int, r PendingRecord) PendingRecord {
+func prefixed(k int, r ReviewRecord) ReviewRecord {
 	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
 	return r
 }
 
-// parallelReviewRestriction is ReviewRestriction of "shard-KK/backoff-NNNN.json".
-func (j *Journal) parallelReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+// ReviewRestriction is [Journal.ReviewRestriction] of "shard-KK/backoff-NNNN.json".
+func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	sh, name, ok := strings.Cut(entry, "/")
 	k, isShard := parseShardName(sh)
-	if !ok || !isShard || k > j.par.n {
+	if !ok || !isShard || k > p.n {
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
-	rec, err := j.par.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
+	rec, err := p.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
 	rec.Name = inShard(k, rec.Name)
 	return rec, err
 }
 
-// parallelReview is Review of the file with digest d: in its shard.
-func (j *Journal) parallelReview(ctx context.Context, d string, decision Decision, note string) (ReviewRecord, error) {
-	k := shardIndex(d, j.par.n)
-	rec, err := j.par.shards[k-1].Review(ctx, d, decision, note)
+// Review is [Journal.Review] in the file's shard, which checks the
+// decision and the file.
+func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+	d := file
+	if !isDigest(file) {
+		d = fileDigest(file)
+	}
+	k := p.lane(d) + 1
+	rec, err := p.shards[k-1].Review(ctx, file, decision, note)
 	rec.Name = inShard(k, rec.Name)
 	return rec, err
 }
@@ -460,13 +464,23 @@ func inShard(k int, name string) string {
 	return shardName(k) + "/" + name
 }
 
-// parallelPlan is PlanContinuation (files given) or RecordedPlan (files
-// nil) of a parallel run: each file decided in its shard, under the run's
-// merged status. A file under another worker's live marker is in-flight;
-// under a dead one, unknown (the run is unresolved then anyway).
-func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	p := j.par
-	root := j.snap
+func (p *root) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	if files == nil {
+		files = []PlannedFile{}
+	}
+	return p.plan(files, approval, now)
+}
+
+func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
+	return p.plan(nil, NoNewApproval, now)
+}
+
+// plan is PlanContinuation (files given) or RecordedPlan (files nil) of a
+// parallel run: each file decided in its shard, under the run's merged
+// status. A file under another worker's live marker is in-flight; under a
+// dead one, unknown (the run is unresolved then anyway).
+func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+	root := p.snap
 	if files != nil {
 		want, err := digestOfPlan(files)
 		if err != nil {
@@ -477,24 +491,21 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 		}
 	}
 	parts := p.parts(context.Background(), now, true)
-	c := Continuation{Status: j.par.merge(root, parts)}
-	var digests []string
+	c := Continuation{Status: p.merge(root, parts)}
+	digests := root.planFiles
 	ids := map[string]string{}
 	if files != nil {
+		digests = nil
 		for _, f := range files {
-			d := FileDigest(f.ID)
+			d := f.Digest()
 			digests, ids[d] = append(digests, d), f.ID
 		}
-	} else {
-		digests = root.planFiles
-		if digests == nil {
-			return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
-		}
+	} else if digests == nil {
+		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
 	}
 	byShard := make([][]int, p.n)
 	for i, d := range digests {
-		k := shardIndex(d, p.n)
-		byShard[k-1] = append(byShard[k-1], i)
+		byShard[p.lane(d)] = append(byShard[p.lane(d)], i)
 	}
 	c.Files = make([]FileDecision, len(digests))
 	for i, sj := range p.shards {
@@ -505,12 +516,11 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 			d := digests[at]
 			fd := s.decide(d, approval, c.Status, true)
 			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
+				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
+				fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
 				if parts[i].stale {
-					fd.State, fd.Decision, fd.Upload = FileUnknown, "", false
+					fd.State = FileUnknown
 					fd.Reason = markerRef(i+1) + ": dead marker: its upload's outcome is unknown"
-				} else {
-					fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-					fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
 				}
 			}
 			fd.ID = ids[d]
@@ -521,9 +531,11 @@ func (j *Journal) parallelPlan(files []PlannedFile, approval Approval, now time.
 	return c, nil
 }
 
-// openParallel opens (or, with create, makes) the parallel run whose root
-// is b, of n shards (0: taken from the root's manifest).
-func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*Journal, error) {
+// openParallel opens (or, with create, makes) the parallel run of n
+// shards whose root is ub. A creation writes the root's plan.json, every
+// shard, and last the root's manifest: a root with a manifest has all its
+// shards, and a shard missing later is a deletion (unresolved).
+func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
 	dir := ub.where()
 	urb := ub.asRoot(n)
 	rb := urb.with(ctx)
@@ -531,83 +543,51 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if wait <= 0 {
 		wait = defaultParallelWait
 	}
-	j := &Journal{dir: dir, b: urb, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
-	j.nx.plan = cfg.plan
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
-	s, err := scanRun(rb, nil, cfg.clock.Now())
-	if create && err == nil && unfinishedCreation(s) {
-		// A creation that stopped before the root's manifest: finish it.
-		err = errNoRun
-		planFiles, planDigest = adoptPlan(s, cfg.plan != nil, planFiles, planDigest)
+	rj := openRun(urb, cfg, wait, nil) // the root's creation only
+	s, err := rj.openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
+		for k := 1; k <= n; k++ {
+			sub := shardPlan(planFiles, k, n)
+			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
+				return fmt.Errorf("%s: %w", shardName(k), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	switch {
-	case err == nil:
-	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		// The root's plan.json, every shard, and last the root's
-		// manifest: a root with a manifest has all its shards, and a
-		// shard missing later is a deletion (unresolved).
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), n, func() error {
-			for k := 1; k <= n; k++ {
-				sub := shardPlan(planFiles, k, n)
-				sj := &Journal{b: rb.shard(k), clock: cfg.clock}
-				if _, err := sj.create(sub, planDigestOf(sub), false, 0, nil); err != nil {
-					return fmt.Errorf("%s: %w", shardName(k), err)
-				}
-			}
-			return nil
-		})
-		if err == nil && s == nil {
-			// Another worker linked the root's manifest first: open it.
-			s, err = scanRun(rb, nil, cfg.clock.Now())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(dir), bareErr(err))
-		}
+	case s.manifest != nil && s.manifest.parallel == n:
+	case s.manifest != nil && s.manifest.parallel == 0:
+		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
+	case s.manifest != nil:
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
 	default:
-		return nil, dirError(dir, err)
-	}
-	if s.manifest == nil || s.manifest.parallel != n {
-		if s.manifest != nil && s.manifest.parallel == 0 {
-			return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
-		}
-		if s.manifest != nil {
-			return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
-		}
 		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), firstFinding(s))
 	}
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	rootOnly(s)
-	j.snap = s
-	p := &parallelRun{n: n, wait: wait, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
+	p := &root{clock: cfg.clock, snap: s, n: n, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
 	if s.planFiles != nil {
 		p.wants = make([]string, n)
 	}
-	p.rootSnap = s
-	j.par = p
 	for k := 1; k <= n; k++ {
 		sub := shardPlan(s.planFiles, k, n)
 		if p.wants != nil {
 			p.wants[k-1] = planDigestOf(sub)
 		}
-		sj := &Journal{dir: dir + "/" + shardName(k), b: urb.shard(k), clock: cfg.clock, pendingWait: wait,
-			slot: make(chan struct{}, 1), started: map[string]*ownUpload{}, group: p, shardNo: k}
-		if sub != nil {
-			sj.plan = make(map[string]bool, len(sub))
-			for _, d := range sub {
-				sj.plan[d] = true
-			}
-		}
+		sj := openRun(urb.shard(k), cfg, wait, sub)
+		sj.group, sj.shardNo = p, k
 		if err := rb.shard(k).nested(); err != nil {
 			return nil, err // a run inside a shard
 		}
 		ss, err := scanRun(rb.shard(k), nil, cfg.clock.Now())
-		switch {
-		case err == nil:
-		default:
+		if err != nil {
 			// A shard missing or unreadable: the run is unresolved (a
 			// deleted shard, or a creation that did not finish).
 			ss = newSnapshot()
@@ -615,11 +595,24 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		}
 		sj.snap = ss
 		// The check across shards starts from what the open read (a copy:
-		// the shard's Journal adds to its own cache).
+		// the shard's run adds to its own cache).
 		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
 		p.shards = append(p.shards, sj)
 	}
-	return j, nil
+	return p, nil
+}
+
+// shardProblem says what makes the manifest of shard snapshot s no shard
+// of its root, whose plan gives it the plan digest want ("" when the root
+// has no plan.json); "" when nothing does.
+func shardProblem(s *snapshot, want string) string {
+	switch {
+	case s.manifest != nil && s.manifest.parallel != 0:
+		return "declares shards of its own (a root copied into a shard)"
+	case want != "" && s.manifest != nil && s.manifest.planDigest != want:
+		return "plan_digest is not this shard's part of the root plan (a shard of another run)"
+	}
+	return ""
 }
 
 func firstFinding(s *snapshot) string {
@@ -643,7 +636,7 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is Inspect of a parallel run: the root's findings and
+// inspectParallel is InspectStore of a parallel run: the root's findings and
 // every shard's, each named with its shard ("shard-02/backoff-0003.json").
 func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
@@ -676,10 +669,12 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 			}
 			return out
 		}
-		if ss.manifest != nil && ss.manifest.parallel != 0 {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "declares shards of its own (a root copied into a shard)"})
-		} else if s.planFiles != nil && ss.manifest != nil && ss.manifest.planDigest != planDigestOf(shardPlan(s.planFiles, k, n)) {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, "plan_digest is not this shard's part of the root plan (a shard of another run)"})
+		want := ""
+		if s.planFiles != nil {
+			want = planDigestOf(shardPlan(s.planFiles, k, n))
+		}
+		if problem := shardProblem(ss, want); problem != "" {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, problem})
 		}
 		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
 		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
@@ -695,27 +690,16 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 	return sum, nil
 }
 
-// rootSnap is the root's snapshot of a shard's run (its findings count
-// for every shard); the root's own records never change after creation.
-func (j *Journal) rootSnap() *snapshot {
-	if j.group == nil || j.group.rootSnap == nil {
-		return newSnapshot()
-	}
-	return j.group.rootSnap
-}
-
 // lightView makes a scan of a shard the check across shards: only what
-// can restrict a request of another shard — the manifest and plan (read
-// once), the backoff entries, the reviews (a restriction or pending
-// review's wait) and the marker. Receipts, part receipts and heads are
-// left out of its listing, so the scan reads none of them and checks no
-// sequence (the shard's own workers, and every Status, plan, verify and
-// Inspect of the root, check the whole shard). The marker's liveness is
-// asked of the store at every scan (R83); its bytes are read again only
-// when its version (Blob: the ETag the liveness probe returned) is not the
-// one read last, or the store has no versions.
+// can restrict another shard's request (manifest and plan, backoff
+// entries, reviews, the marker). Receipts, part receipts and heads are
+// left out of its listing, so it reads none of them and checks no
+// sequence: the shard's own workers, and every Status, plan and
+// InspectStore, check the whole shard. The marker's liveness is asked of
+// the store at every scan (R83); its bytes are read again only when its
+// version (Blob: the probe's ETag) is not the one read last.
 type lightView struct {
-	p *parallelRun
+	p *root
 	i int
 	// probed is the marker's version the liveness probe returned.
 	probed string

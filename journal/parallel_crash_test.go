@@ -59,7 +59,7 @@ func parSetup(dead bool) func(t *testing.T, dir string) {
 // reopenPar opens the parallel run in dir with the real file system at now.
 func reopenPar(t *testing.T, dir string, now time.Time) *Journal {
 	t.Helper()
-	j, err := OpenExisting(dir, withClock(newFakeClock(now)))
+	j, err := Open(dir, Existing(), withClock(newFakeClock(now)))
 	require.NoError(t, err)
 	return j
 }
@@ -81,7 +81,7 @@ var parScenarios = []parScenario{
 			j, err := Open(dir, withClock(newFakeClock(t0)), WithParallel(2))
 			require.NoError(t, err)
 			require.Equal(t, Clear, j.Status(t0).State, j.Status(t0).Reason)
-			sum, err := Inspect(dir)
+			sum, err := inspectDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, sum.Findings)
 		},
@@ -133,7 +133,7 @@ var parScenarios = []parScenario{
 			switch {
 			case !sent:
 				require.NotEqual(t, FileAcked, fd.State)
-			case done("link "+receiptName(FileDigest("a.bin"))) > 0:
+			case done("link "+receiptName(fileDigest("a.bin"))) > 0:
 				require.Equal(t, FileAcked, fd.State)
 			default:
 				require.Equal(t, FileUnknown, fd.State, "a sent upload without a receipt is never replayable: %s", fd.Reason)
@@ -205,7 +205,7 @@ func TestCrashAtEveryStepParallel(t *testing.T) {
 			if strings.HasPrefix(sc.name, "ReviewPending") {
 				clk.Set(t0.Add(parStale))
 			}
-			j, err := OpenExisting(dir, withClock(clk), withFS(ff), WithPlan(parPlan))
+			j, err := Open(dir, Existing(), withClock(clk), withFS(ff), WithPlan(parPlan))
 			require.NoError(t, err)
 			sent, err := sc.run(j)
 			return dir, sent, err

@@ -19,7 +19,7 @@ import (
 func filesOfShards(plan []PlannedFile, n int) map[int]string {
 	out := map[int]string{}
 	for _, f := range plan {
-		if k := shardIndex(FileDigest(f.ID), n); out[k] == "" {
+		if k := shardIndex(fileDigest(f.ID), n); out[k] == "" {
 			out[k] = f.ID
 		}
 	}
@@ -29,7 +29,7 @@ func filesOfShards(plan []PlannedFile, n int) map[int]string {
 // parallel-dead-worker: in a parallel run another worker's marker is a
 // request in flight, not a restriction: while its worker holds it (R83)
 // other shards send, the plan shows its file in-flight, the status is
-// clear, and a pending review is refused (ErrLive) and writes nothing.
+// clear, and a pending review is refused (errLive) and writes nothing.
 // Once its worker dies it is dead at once: Admit and every shard's Begin
 // refuse, unresolved, naming shard-02/pending-request.json.
 // ReviewPendingMarker without a name finds it (the only dead one); the run
@@ -77,7 +77,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			before := run.files(t)
 			_, err = live.ReviewPendingMarker(context.Background(), "", "too early", 0)
 			require.ErrorIs(t, err, errReviewRefused)
-			require.ErrorIs(t, err, ErrLive, "R83: its worker holds it")
+			require.ErrorIs(t, err, errLive, "R83: its worker holds it")
 			require.Contains(t, err.Error(), "shard-02/pending-request.json")
 			require.Equal(t, before, run.files(t), "a refused review writes nothing")
 
@@ -99,7 +99,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "shard-02/pending-request.json", rec.Marker)
 			require.Equal(t, "shard-02/review-0001.json", rec.Name)
-			require.Equal(t, FileDigest(fs[2]), rec.MarkerFileDigest)
+			require.Equal(t, fileDigest(fs[2]), rec.MarkerFileDigest)
 			require.True(t, rec.Removed)
 			require.Equal(t, clk.Now().Unix()+30, rec.NotBeforeUTC)
 			require.Empty(t, run.markers(4))
@@ -210,7 +210,7 @@ func FuzzLoadRootManifest(f *testing.F) {
 		f.Add(bytes.Replace(valid, []byte(`"parallel":2`), []byte(`"parallel":`+p), 1))
 	}
 	f.Add(bytes.Replace(valid, []byte(`,"parallel":2`), nil, 1))
-	j, err := OpenExisting("run", withFS(memFS{base}), withClock(newFakeClock(now)))
+	j, err := Open("run", Existing(), withFS(memFS{base}), withClock(newFakeClock(now)))
 	require.NoError(f, err)
 	require.Equal(f, 2, j.Parallel())
 	require.Equal(f, Waiting, j.Status(now).State, "the base run waits")
@@ -221,7 +221,7 @@ func FuzzLoadRootManifest(f *testing.F) {
 				m[k] = v
 			}
 			m[name] = &fstest.MapFile{Data: data, Mode: 0o600}
-			j, err := OpenExisting("run", withFS(memFS{m}), withClock(newFakeClock(now)))
+			j, err := Open("run", Existing(), withFS(memFS{m}), withClock(newFakeClock(now)))
 			if err != nil {
 				continue // refused at open: never sends
 			}
@@ -263,7 +263,7 @@ func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, fs)
 	}
-	require.Equal(t, []string{"head-0001.json", planName, receiptName(FileDigest("a.bin")), manifestName}, allNames(t, cur.Dir()))
+	require.Equal(t, []string{"head-0001.json", planName, receiptName(fileDigest("a.bin")), manifestName}, allNames(t, cur.Dir()))
 }
 
 // parallel-shards: a shard swapped with another, or a shard deleted

@@ -69,7 +69,7 @@ func TestParallelRunLayout(t *testing.T) {
 	}
 	perShard := map[int][]string{}
 	for _, f := range plan {
-		perShard[j.Shard(f.ID)] = append(perShard[j.Shard(f.ID)], journal.FileDigest(f.ID))
+		perShard[j.Shard(f.ID)] = append(perShard[j.Shard(f.ID)], journal.PlannedFile{ID: f.ID}.Digest())
 	}
 	for k := 1; k <= 4; k++ {
 		sd := filepath.Join(dir, fmt.Sprintf("shard-%02d", k))
@@ -105,12 +105,12 @@ func TestParallelRunLayout(t *testing.T) {
 		if err := j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201}); err != nil {
 			t.Fatalf("Complete %s: %v", f.ID, err)
 		}
-		rec := "receipt-" + strings.TrimPrefix(journal.FileDigest(f.ID), "sha256:")[:32] + ".json"
+		rec := "receipt-" + strings.TrimPrefix(journal.PlannedFile{ID: f.ID}.Digest(), "sha256:")[:32] + ".json"
 		if _, err := os.Stat(filepath.Join(sd, rec)); err != nil {
 			t.Errorf("%s: no receipt in its shard: %v", f.ID, err)
 		}
 	}
-	sum, err := journal.Inspect(dir)
+	sum, err := journal.InspectStore(context.Background(), journal.DirStore(dir))
 	if err != nil || sum.Receipts != 24 || sum.PlannedFiles != 24 || len(sum.Findings) != 0 {
 		t.Fatalf("Inspect = %+v, %v; want 24 receipts of 24 planned files, no finding", sum, err)
 	}
@@ -120,7 +120,7 @@ func TestParallelRunLayout(t *testing.T) {
 	}
 
 	// Reopened without the option: the same run; with another n: refused.
-	if j2, err := journal.OpenExisting(dir); err != nil || j2.Parallel() != 4 {
+	if j2, err := journal.Open(dir, journal.Existing()); err != nil || j2.Parallel() != 4 {
 		t.Fatalf("OpenExisting without the option: %v, %v", j2, err)
 	}
 	if _, err := journal.Open(dir, journal.WithPlan(workerPlan(23))); !errors.Is(err, journal.ErrPlanMismatch) {

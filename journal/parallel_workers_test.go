@@ -41,7 +41,7 @@ func (p prefixMem) ListPrefix(_ context.Context, prefix string, limit int) ([]st
 	return out, nil
 }
 
-var _ PrefixLister = prefixMem{}
+var _ prefixLister = prefixMem{}
 
 // shardedRun is one parallel run of the worker tests, on one of the
 // stores: the local directory, the in-memory Store, and the in-memory

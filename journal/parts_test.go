@@ -56,7 +56,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	for i := range 3 {
 		sendPart(t, j, "a.bin", ok201("blk"+string(rune('1'+i))))
 	}
-	hex := fileHex(FileDigest("a.bin"))
+	hex := fileHex(fileDigest("a.bin"))
 	want := []string{"part-" + hex + "-0001.json", "part-" + hex + "-0002.json", "part-" + hex + "-0003.json", "plan.json", "run.json"}
 	require.Equal(t, want, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
@@ -78,13 +78,13 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	require.NoError(t, j.Begin(commit, putReq(t)))
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("commit")))
 	assert.Equal(t, FileAcked, stateOf(t, j, "a.bin").State)
-	r := readJSONFile(t, filepath.Join(j.Dir(), receiptName(FileDigest("a.bin"))))
+	r := readJSONFile(t, filepath.Join(j.Dir(), receiptName(fileDigest("a.bin"))))
 	assert.Equal(t, true, r["ack"])
 	assert.Equal(t, "commit", r["request_id"])
 
 	for _, ctx := range []context.Context{commit, WithUploadPart(context.Background(), "a.bin")} {
 		err := j.Begin(ctx, putReq(t))
-		require.ErrorIs(t, err, ErrReplay)
+		require.ErrorIs(t, err, errReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused, "refusal-says-what-it-is: the transport stops it as replay-refused")
 	}
 	findings, err := verify(j.Dir())
@@ -103,14 +103,14 @@ func TestPartWith429(t *testing.T) {
 	e := readJSONFile(t, filepath.Join(j.Dir(), "backoff-0001.json"))
 	prov := e["provenance"].(map[string]any)
 	assert.Equal(t, true, prov["part"])
-	assert.Equal(t, FileDigest("b.bin"), prov["file_digest"])
+	assert.Equal(t, fileDigest("b.bin"), prov["file_digest"])
 
 	clk.Set(t0.Add(2 * time.Second))
 	r2 := putReq(t)
 	r2.Attempt, r2.ResendOf = 2, d
 	require.NoError(t, j.Begin(ctx, r2))
 	require.NoError(t, j.Complete(ctx, r2, ok201("b2")))
-	p := readJSONFile(t, filepath.Join(j.Dir(), partName(FileDigest("b.bin"), 1)))
+	p := readJSONFile(t, filepath.Join(j.Dir(), partName(fileDigest("b.bin"), 1)))
 	assert.Equal(t, d, p["resend_of"])
 	assert.Equal(t, 2.0, p["attempt"])
 	assert.Equal(t, FileUnknown, stateOf(t, j, "b.bin").State)
@@ -127,7 +127,7 @@ func TestAnotherInvocationsPartsAreUnknown(t *testing.T) {
 	before := names(t, j.Dir())
 	for _, ctx := range []context.Context{WithUploadPart(context.Background(), "a.bin"), WithUpload(context.Background(), "a.bin")} {
 		err := later.Begin(ctx, putReq(t))
-		require.ErrorIs(t, err, ErrReplay)
+		require.ErrorIs(t, err, errReplay)
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 	}
 	require.Equal(t, before, names(t, j.Dir()), "a refusal leaves nothing behind")
@@ -146,7 +146,7 @@ func TestRefusalsSayWhatTheyAre(t *testing.T) {
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("a")))
 
 	err := j.Begin(commit, putReq(t))
-	require.ErrorIs(t, err, ErrReplay)
+	require.ErrorIs(t, err, errReplay)
 	require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
 	var re *RestrictedError
 	require.False(t, errors.As(err, &re))
@@ -169,7 +169,7 @@ func TestRefusalsSayWhatTheyAre(t *testing.T) {
 	require.NotErrorIs(t, err, readrecovery.ErrReplayRefused)
 	var marked interface{ JournalRestricted() }
 	require.ErrorAs(t, err, &marked, "a transport can tell a restriction from a persistence failure")
-	require.Equal(t, []string{"backoff-0001.json", "plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, j.Dir()))
 }
 
 // TestSlotWaitEndsWithTheContext: a Begin waiting for this Journal's
@@ -258,20 +258,20 @@ func TestClaimThenCheck(t *testing.T) {
 	t.Run("ACK between check and claim", func(t *testing.T) {
 		a, _ := newRun(t)
 		h := &hookFS{}
-		b, err := OpenExisting(a.Dir(), withFS(h), withClock(newFakeClock(t0)), WithPlan(plan3))
+		b, err := Open(a.Dir(), Existing(), withFS(h), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		commit := WithUpload(context.Background(), "a.bin")
 		h.beforeClaim = func() { sent(t, a, commit) }
 		err = b.Begin(commit, putReq(t))
-		require.ErrorIs(t, err, ErrReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
+		require.ErrorIs(t, err, errReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
-		require.Equal(t, []string{"plan.json", receiptName(FileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
+		require.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
 		require.Equal(t, Clear, b.Status(t0).State)
 	})
 	t.Run("restriction between check and claim", func(t *testing.T) {
 		a, _ := newRun(t)
 		h := &hookFS{}
-		b, err := OpenExisting(a.Dir(), withFS(h), withClock(newFakeClock(t0.Add(time.Second))), WithPlan(plan3))
+		b, err := Open(a.Dir(), Existing(), withFS(h), withClock(newFakeClock(t0.Add(time.Second))), WithPlan(plan3))
 		require.NoError(t, err)
 		h.beforeClaim = func() { record429(t, a, context.Background(), getReq(t), overlong, timing(t0, 60)) }
 		err = b.Begin(WithUpload(context.Background(), "b.bin"), putReq(t))
@@ -284,7 +284,7 @@ func TestClaimThenCheck(t *testing.T) {
 	t.Run("other process after the claim", func(t *testing.T) {
 		a, _ := newRun(t)
 		h := &hookFS{}
-		b, err := OpenExisting(a.Dir(), withFS(h), withClock(newFakeClock(t0)), WithPlan(plan3))
+		b, err := Open(a.Dir(), Existing(), withFS(h), withClock(newFakeClock(t0)), WithPlan(plan3))
 		require.NoError(t, err)
 		commit := WithUpload(context.Background(), "a.bin")
 		var aErr error
@@ -293,7 +293,7 @@ func TestClaimThenCheck(t *testing.T) {
 		require.ErrorIs(t, aErr, ErrPending, "A is refused while B holds the marker")
 		require.ErrorIs(t, aErr, ErrRestricted)
 		require.NoError(t, b.Complete(commit, putReq(t), ok201("b")))
-		require.ErrorIs(t, a.Begin(commit, putReq(t)), ErrReplay, "and after it, A sees B's ACK")
+		require.ErrorIs(t, a.Begin(commit, putReq(t)), errReplay, "and after it, A sees B's ACK")
 	})
 }
 

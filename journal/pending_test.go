@@ -75,14 +75,14 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	markerDigest := digestOf([]byte(before[markerName]))
 
 	clk := newFakeClock(t0.Add(time.Minute))
-	j, err = OpenExisting(dir, withClock(clk), WithPlan(plan3))
+	j, err = Open(dir, Existing(), withClock(clk), WithPlan(plan3))
 	require.NoError(t, err)
 	rec, err := j.ReviewPending(context.Background(), "worker 3 was killed\x1b[0m", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "review-0001.json", rec.Name)
 	assert.Equal(t, decisionPending, rec.Decision)
 	assert.Equal(t, markerDigest, rec.MarkerDigest)
-	assert.Equal(t, FileDigest("a.bin"), rec.MarkerFileDigest)
+	assert.Equal(t, fileDigest("a.bin"), rec.MarkerFileDigest)
 	assert.Equal(t, t0.Unix()+60+30, rec.NotBeforeUTC)
 	assert.True(t, rec.Removed)
 	assert.Equal(t, "worker 3 was killed [0m", rec.Note)
@@ -113,7 +113,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	assert.Equal(t, FileUnknown, c.Files[0].State)
 	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
-	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), ErrReplay)
+	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), errReplay)
 
 	// Then the usual decision review of the unknown file.
 	clk.Set(at(30 * time.Second))
@@ -161,7 +161,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 	t.Run("pending review not written", func(t *testing.T) {
 		dir := abandoned(t)
 		before := snapshotFiles(t, dir)
-		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
 		require.NoError(t, err)
 		_, err = j.ReviewPending(context.Background(), "", 0)
 		require.ErrorIs(t, err, errInjected)
@@ -173,7 +173,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		j := unknownRun(t)
 		dir := j.Dir()
 		before := snapshotFiles(t, dir)
-		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
 		require.NoError(t, err)
 		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "")
 		require.ErrorIs(t, err, errInjected)
@@ -182,7 +182,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 	})
 	t.Run("marker not removed", func(t *testing.T) {
 		dir := abandoned(t)
-		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{removeFails: true}))
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{removeFails: true}))
 		require.NoError(t, err)
 		rec, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
@@ -197,9 +197,9 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		// review, and a Begin is refused naming it.
 		again, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
-		assert.Equal(t, rec.ReviewRecord, again.ReviewRecord, "the same review, no second one")
+		assert.Equal(t, rec, again, "the same review, no second one")
 		assert.False(t, again.Removed)
-		jf, err := OpenExisting(dir, withClock(newFakeClock(t0.Add(30*time.Second))), withFS(&failFS{removeFails: true}), WithPlan(plan3))
+		jf, err := Open(dir, Existing(), withClock(newFakeClock(t0.Add(30*time.Second))), withFS(&failFS{removeFails: true}), WithPlan(plan3))
 		require.NoError(t, err)
 		err = jf.Begin(WithUpload(context.Background(), "b.bin"), putReq(t))
 		require.ErrorIs(t, err, ErrPending)
@@ -208,7 +208,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		j3 := reopen(t, dir, t0.Add(30*time.Second))
 		require.NoError(t, j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, j3.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
-		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(FileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
+		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(fileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
 		fs, err = verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
@@ -219,7 +219,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 // it is a finding and resolves nothing.
 func TestPendingReviewIsVerified(t *testing.T) {
 	dir := abandoned(t)
-	j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{removeFails: true}))
+	j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{removeFails: true}))
 	require.NoError(t, err)
 	_, err = j.ReviewPending(context.Background(), "", 0)
 	require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestRestrictionReview(t *testing.T) {
 func TestReviewWithoutHeadIsFinished(t *testing.T) {
 	t.Run("decision review", func(t *testing.T) {
 		dir := unknownRun(t).Dir()
-		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
 		require.NoError(t, err)
 		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "checked")
 		require.ErrorIs(t, err, errInjected)
@@ -353,7 +353,7 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 	})
 	t.Run("pending review", func(t *testing.T) {
 		dir := abandoned(t)
-		j, err := OpenExisting(dir, withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
 		require.NoError(t, err)
 		_, err = j.ReviewPending(context.Background(), "killed", 0)
 		require.ErrorIs(t, err, errInjected)

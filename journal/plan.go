@@ -50,6 +50,10 @@ const (
 	NewApproval   Approval = true
 )
 
+// Digest returns the file's identity digest: "sha256:" and the hex SHA-256
+// of its ID. The journal stores only this digest, never the ID itself.
+func (f PlannedFile) Digest() string { return fileDigest(f.ID) }
+
 // FileDecision is the plan for one file.
 type FileDecision struct {
 	// ID is the planned file's identity, as given.
@@ -101,26 +105,10 @@ func (c Continuation) Count(st FileState) int {
 	return n
 }
 
-// PlanContinuation re-reads the run and classifies every file of files
-// (which must be the run's plan: [ErrPlanMismatch] otherwise, or
-// an error when the manifest cannot be read) as acked, never-attempted,
-// unknown or reviewed. A never-attempted file, or a reviewed one with
-// [DecisionReupload], gets Upload only with approval == NewApproval and a
-// status at now that allows requests (clear or elapsed): fresh approval
-// does not waive a server delay, and an unresolved run sends nothing.
-// Acked, unknown and skipped files never get Upload. For a Journal opened
-// [WithPendingWait] (a run shared by workers), another worker's pending
-// marker is its request in flight: it does not make the plan unresolved,
-// and Begin checks each file again under its own claim.
-func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+// PlanContinuation is [Journal.PlanContinuation] of a run without shards.
+func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
-	}
-	if j.par != nil {
-		if files == nil {
-			files = []PlannedFile{}
-		}
-		return j.parallelPlan(files, approval, now)
 	}
 	want, err := digestOfPlan(files)
 	if err != nil {
@@ -149,7 +137,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 		c.Status.Reason += "; " + markerName + ": another worker's request is in flight"
 	}
 	for _, f := range files {
-		fd := s.decide(FileDigest(f.ID), approval, c.Status, shared)
+		fd := s.decide(fileDigest(f.ID), approval, c.Status, shared)
 		if other && s.pendingFile == fd.Digest && fd.State != FileAcked {
 			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 			fd.Reason = markerName + ": another worker's request of this file is in flight; never eligible while it is"
@@ -255,19 +243,10 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 	return v
 }
 
-// RecordedPlan classifies every file of the plan the run recorded in
-// plan.json, as [Journal.PlanContinuation] does without a new approval, for
-// an operator who has only the run directory (`readrecovery journal
-// plan`). The journal stores file digests, never IDs: each FileDecision's
-// ID is empty and Digest names the file. For a run without plan.json the
-// continuation is Partial: it lists the files that records name. Its error
-// is an error when the manifest cannot be read.
-func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
+// RecordedPlan is [Journal.RecordedPlan] of a run without shards.
+func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
-	}
-	if j.par != nil {
-		return j.parallelPlan(nil, NoNewApproval, now)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

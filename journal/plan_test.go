@@ -70,7 +70,7 @@ func TestPlanContinuation(t *testing.T) {
 	require.NoError(t, j.Complete(cc, putReq(t), readrecovery.JournalOutcome{TransportError: "read tcp: connection reset"}))
 	assert.Equal(t, map[string]string{"a.bin": "acked", "b.bin": "unknown", "c.bin": "unknown"},
 		plan(NewApproval, t0.Add(61*time.Second)))
-	require.ErrorIs(t, j.Begin(cc, putReq(t)), ErrReplay)
+	require.ErrorIs(t, j.Begin(cc, putReq(t)), errReplay)
 
 	// Another process reads the same.
 	j2 := reopen(t, j.Dir(), t0.Add(61*time.Second))
@@ -100,7 +100,7 @@ func TestPendingAndCorruptRecordsAreUnknown(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, nil, []string{"c.bin"})
-	editByte(t, filepath.Join(dir, receiptName(FileDigest("c.bin"))), 20)
+	editByte(t, filepath.Join(dir, receiptName(fileDigest("c.bin"))), 20)
 	c, err = reopen(t, dir, t0).PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.bin": "never-attempted", "b.bin": "never-attempted", "c.bin": "unknown"}, decisions(c))

@@ -56,11 +56,32 @@ type ReviewRecord struct {
 	Note string
 	// Digest is the entry's review_digest.
 	Digest string
+
+	// The fields of a pending review ([Journal.ReviewPending]):
+	//
+	// Marker names the resolved marker: pending-request.json, or in a
+	// parallel run shard-KK/pending-request.json.
+	Marker string
+	// MarkerDigest is the digest of the resolved marker's bytes.
+	MarkerDigest string
+	// MarkerFileDigest is the file the marker named ("" for a request of
+	// no planned file, or an unreadable marker): it is unknown now.
+	MarkerFileDigest string
+	// NotBeforeUTC is when the run's wait for the lost response ends.
+	NotBeforeUTC int64
+	// Removed reports whether the marker is gone; when false (its removal
+	// failed, or it had changed), the review still resolves it and a
+	// second ReviewPending removes it.
+	Removed bool
 }
 
 func (r reviewRec) record() ReviewRecord {
-	return ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
+	out := ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
 		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.Digest}
+	if m := r.Marker; m != nil {
+		out.Marker, out.MarkerDigest, out.MarkerFileDigest, out.NotBeforeUTC = markerName, m.Digest, m.FileDigest, m.NotBeforeUTC
+	}
+	return out
 }
 
 // Review records an operator's decision about a file classed unknown (see
@@ -86,7 +107,7 @@ func (r reviewRec) record() ReviewRecord {
 // request's marker ([ErrPending]); the context's error while waiting for
 // this Journal's request in flight; any other error is a persistence
 // failure (the Journal stays unresolved).
-func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
@@ -98,10 +119,7 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		if file == "" {
 			return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 		}
-		d = FileDigest(file)
-	}
-	if j.par != nil {
-		return j.parallelReview(ctx, d, decision, note)
+		d = fileDigest(file)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err
@@ -286,30 +304,11 @@ func osUser() string {
 	return name
 }
 
-// PendingRecord is what [Journal.ReviewPending] recorded.
-type PendingRecord struct {
-	ReviewRecord
-	// Marker names the resolved marker: pending-request.json, or in a
-	// parallel run shard-KK/pending-request.json.
-	Marker string
-	// MarkerDigest is the digest of the resolved marker's bytes.
-	MarkerDigest string
-	// MarkerFileDigest is the file the marker named ("" for a request of
-	// no planned file, or an unreadable marker): it is unknown now.
-	MarkerFileDigest string
-	// NotBeforeUTC is when the run's wait for the lost response ends.
-	NotBeforeUTC int64
-	// Removed reports whether the marker is gone; when false (its removal
-	// failed, or it had changed), the review still resolves it and a
-	// second ReviewPending removes it.
-	Removed bool
-}
-
 // ReviewPending resolves a dead pending marker (pending-review): a worker
 // killed while its request was in flight, an interrupted read, a review
 // that died while writing. A marker its worker still holds live (R83: its
 // lock or lease, however old it is and whatever any clock says) is
-// refused with [ErrLive] and nothing is written; on a store that cannot
+// refused (errLive) and nothing is written; on a store that cannot
 // tell (a file system without locks) the review is the operator's word
 // that no worker still sends it. It appends an immutable review-NNNN.json (decision
 // "pending", in the run's chain like every record) bound to the digest of the
@@ -322,23 +321,20 @@ type PendingRecord struct {
 // a Store with versions, only while it is still the one reviewed).
 //
 // Errors: a refusal when no marker exists, when notBefore is
-// not representable, when the marker is live ([ErrLive] too); a *RestrictedError when the run has a finding other
+// not representable, when the marker is live (errLive too); a *RestrictedError when the run has a finding other
 // than the marker (verification must be clean: another finding is not the
 // marker's to resolve); a persistence failure when the review cannot be
 // written, which leaves nothing new behind: the run is as it was. A marker
 // the run already resolved is only removed again.
-func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
+func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
-		return PendingRecord{}, errZero
+		return ReviewRecord{}, errZero
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
-		return PendingRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
-	}
-	if j.par != nil {
-		return j.ReviewPendingMarker(ctx, "", note, notBefore)
+		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
-		return PendingRecord{}, err
+		return ReviewRecord{}, err
 	}
 	defer func() { <-j.slot }()
 	j.mu.Lock()
@@ -347,28 +343,27 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	s := j.snap
 	switch {
 	case !s.pending:
-		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
+		return ReviewRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
 	case len(s.findings) > 0:
-		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case s.pendingDigest == "":
-		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
 	case s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
-		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, ErrLive, markerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
 	}
 	if s.pendingResolved != "" {
 		for _, r := range s.reviews {
 			if r.name == s.pendingResolved {
-				rec := PendingRecord{ReviewRecord: r.record(), Marker: markerName, MarkerDigest: r.Marker.Digest,
-					MarkerFileDigest: r.Marker.FileDigest, NotBeforeUTC: r.Marker.NotBeforeUTC}
+				rec := r.record()
 				rec.Removed = j.removeResolved(s) == nil
 				return rec, nil
 			}
 		}
 	}
 	if len(s.reviews) >= maxReviews {
-		return PendingRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
+		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
 	}
 	now := j.clock.Now().Unix()
 	var m markerFile
@@ -401,11 +396,11 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	rec, linked, err := j.putReview(s, rb)
 	if !linked {
 		// Nothing was written: the run is as it was.
-		return PendingRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
+		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
 	name := rec.name
 	s.pendingResolved, s.pendingFile = name, ""
-	out := PendingRecord{ReviewRecord: rec.record(), Marker: markerName, MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
+	out := rec.record()
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 		return out, fmt.Errorf("journal: pending review: %w", err)
@@ -418,7 +413,7 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 // still the marker reviewed: re-read and compared by digest (a directory
 // has no versions), removed conditionally on its version in a store that
 // has them.
-func (j *Journal) removeResolved(s *snapshot) error {
+func (j *run) removeResolved(s *snapshot) error {
 	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
 	if !ok || digestOf(data) != s.pendingDigest {
 		return errors.New("journal: the marker changed since it was reviewed: not removed")
@@ -450,12 +445,9 @@ func (j *Journal) removeResolved(s *snapshot) error {
 // error while waiting for this Journal's request in flight; any other
 // error is a persistence failure (a review not written leaves nothing
 // behind that blocks).
-func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
+func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
-	}
-	if j.par != nil {
-		return j.parallelReviewRestriction(ctx, entry, note, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
 		return ReviewRecord{}, err
@@ -539,7 +531,7 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 // journal-claim-then-check), so that no other worker slips between the
 // check and the write. A refusal after the claim gives the marker back;
 // after a nil error the caller ends the claim when its write is done.
-func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
+func (j *run) claimChecked(ctx context.Context, m markerFile, check func() error) error {
 	j.refreshFinishing(ctx)
 	if err := j.checkLimits(); err != nil {
 		return err
@@ -562,7 +554,7 @@ func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() e
 // false means nothing was written (an encoding or write error, the
 // temporary file removed); true with an error means it is in the run but
 // its write was not made durable.
-func (j *Journal) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
+func (j *run) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
 	data, digest, err := encodeReview(rb)
 	if err != nil {
 		return reviewRec{}, false, err

@@ -47,7 +47,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	_, err := j.Review(ctx, "a.bin", Decision("approve"), "")
 	require.ErrorIs(t, err, errReviewRefused)
 	err = j.Begin(WithUpload(ctx, "a.bin"), putReq(t))
-	require.ErrorIs(t, err, ErrReplay, "unknown is never replayed before a review")
+	require.ErrorIs(t, err, errReplay, "unknown is never replayed before a review")
 
 	rec, err := j.Review(ctx, "a.bin", DecisionReupload, "checked the share:\n\x1b[31mblob absent https://u:p@h/x?sig=SECRET")
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	requirePrivate(t, j.Dir())
 
 	// The other unknown file, by its digest as `journal plan` prints it.
-	rec2, err := j.Review(ctx, FileDigest("b.bin"), DecisionSkip, "parts only; skip")
+	rec2, err := j.Review(ctx, fileDigest("b.bin"), DecisionSkip, "parts only; skip")
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
@@ -87,14 +87,14 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	assert.Equal(t, []string{"a.bin"}, c.Uploads(), "reupload is eligible; skip never is")
 
 	err = j.Begin(WithUploadPart(ctx, "b.bin"), putReq(t))
-	require.ErrorIs(t, err, ErrReplay, "skip: never sent")
+	require.ErrorIs(t, err, errReplay, "skip: never sent")
 
 	// The reupload is round 2: its commit gets its own receipt.
 	a := WithUpload(ctx, "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
 	require.NoError(t, j.Complete(a, putReq(t), ok201("a2")))
-	r2 := receiptNameRound(FileDigest("a.bin"), 2)
-	assert.Equal(t, "receipt-"+fileHex(FileDigest("a.bin"))+"-r02.json", r2)
+	r2 := receiptNameRound(fileDigest("a.bin"), 2)
+	assert.Equal(t, "receipt-"+fileHex(fileDigest("a.bin"))+"-r02.json", r2)
 	assert.Equal(t, 2.0, readJSONFile(t, filepath.Join(j.Dir(), r2))["round"])
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
 		data, _, err := encodeReview(reviewBody{ReviewVersion: reviewVersion, Sequence: 3, PlanDigest: pd,
-			FileDigest: FileDigest(file), Decision: DecisionReupload,
+			FileDigest: fileDigest(file), Decision: DecisionReupload,
 			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev, Run: s.nextLink()})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
@@ -159,12 +159,12 @@ func TestVerifyChecksReviews(t *testing.T) {
 		}, "review-0001.json: holds sequence 2", "", ""},
 		{"forged acked", func(t *testing.T, dir string) {
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "c.bin", s.evidence(FileDigest("c.bin")))
+			forge(t, dir, "c.bin", s.evidence(fileDigest("c.bin")))
 		}, "review-0003.json: reviews an acked file", "c.bin", FileAcked},
 		{"forged never-attempted", func(t *testing.T, dir string) {
 			// Round 2 of a.bin has no record: the file is not unknown.
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "a.bin", s.evidence(FileDigest("a.bin")))
+			forge(t, dir, "a.bin", s.evidence(fileDigest("a.bin")))
 		}, "review-0003.json: reviews a file that was not unknown", "a.bin", FileReviewed},
 	}
 	for _, tc := range cases {

@@ -16,7 +16,7 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Finding is one problem of a run directory, found by [Inspect] or by the
+// Finding is one problem of a run directory, found by [InspectStore] or by the
 // verification [Open] performs. Any finding makes the run unresolved.
 type Finding struct {
 	// File is the file's name inside the run directory, or "." for the
@@ -340,7 +340,7 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 // lost by that: every durable write runs under the pending marker, or
 // before the manifest exists, so a writer that died leaves the marker (or
 // no manifest) and the run is unresolved by it. A temporary file older than
-// staleTemp is listed by [Inspect] as a leftover, apart from
+// staleTemp is listed by [InspectStore] as a leftover, apart from
 // the findings, so that a crash's remains are still seen.
 const staleTemp = 60 * time.Second
 
@@ -572,7 +572,7 @@ func dirError(dir string, err error) error {
 	return fmt.Errorf("journal: %w", err)
 }
 
-// Summary is what [Inspect] found in a run directory.
+// Summary is what [InspectStore] found in a run.
 type Summary struct {
 	// Entries, Receipts, Parts and Reviews count the records that passed
 	// their own checks: backoff entries, commit receipts, part receipts
@@ -589,24 +589,6 @@ type Summary struct {
 	// but the remains of a crash that an operator should see.
 	Leftovers []Finding
 }
-
-// Inspect checks the run directory dir without changing it and returns, in
-// Summary.Findings, every finding, one per problem (each kind of file as
-// its entry of the table fileKinds says): the directory's mode and file count (at most
-// 1003); unexpected, non-regular, oversized or non-private files; the
-// manifest (version, canonical form, digest); the entries (numbering
-// backoff-0001.json onwards without gaps, at most 200, canonical
-// form, event digest, sequence, plan digest, the run link,
-// a usable timing); the receipts (digest, name, plan); and a pending marker
-// (an unfinished request). No findings means the run can never be
-// unresolved except by clock regression, which depends on the time of the
-// question (see [Journal.Status]).
-//
-// The error is non-nil only when dir itself cannot be read: it does not
-// exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
-// listed, or is empty (no run). Summary also counts what the run holds,
-// for a report such as `readrecovery journal verify`'s "ok" line.
-func Inspect(dir string) (Summary, error) { return inspect(locOf(DirStore(dir))) }
 
 func inspect(b *loc) (Summary, error) {
 	if n := rootParallel(b); n > 0 {

@@ -144,7 +144,7 @@ func TestCreationInterruptedIsFinished(t *testing.T) {
 				require.Equal(t, Clear, st.State, st.Reason)
 				require.Equal(t, shards, j.Parallel())
 			}
-			sum, err := Inspect(dir)
+			sum, err := inspectDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, sum.Findings)
 			require.Equal(t, len(parPlan), sum.PlannedFiles)

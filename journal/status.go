@@ -119,11 +119,11 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalStatus encodes s as the command prints it:
+// CommandJSON encodes s as the command prints it:
 // {"file_batch":{"backoff":{...}}}, followed, for the status of
 // [Journal.Status], by the run at a glance: "files" (the counts per class)
 // and "shards" (one object per shard, see [ShardView]).
-func MarshalStatus(s Status) ([]byte, error) {
+func (s Status) CommandJSON() ([]byte, error) {
 	type fileBatch struct {
 		Backoff Status            `json:"backoff"`
 		Files   map[FileState]int `json:"files,omitempty"`

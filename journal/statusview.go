@@ -50,16 +50,12 @@ const (
 // read). A file under a live marker is in-flight, under a dead one
 // unknown.
 func (j *Journal) glance(st Status, now time.Time) Status {
-	lanes := []*Journal{j}
-	if j.par != nil {
-		lanes = j.par.shards
-	}
+	lanes := j.r.lanes()
 	total := map[FileState]int{}
 	known := true
-	for i, lane := range lanes {
-		k := i + 1
+	for _, lane := range lanes {
 		lane.mu.Lock()
-		v := lane.viewLocked(j, k, now)
+		v := lane.viewLocked(now)
 		lane.mu.Unlock()
 		if v.Files == nil {
 			known = false
@@ -75,13 +71,12 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 	return st
 }
 
-// viewLocked is lane k's line (root is the Journal Open returned). Called
-// with the lane's mu held.
-func (lane *Journal) viewLocked(root *Journal, k int, now time.Time) ShardView {
+// viewLocked is the lane's line. Called with its mu held.
+func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
 	v := ShardView{Shard: ".", State: s.status(now, true).State}
-	if root.par != nil {
-		v.Shard = shardName(k)
+	if lane.shardNo > 0 {
+		v.Shard = shardName(lane.shardNo)
 	}
 	if lane.failed != "" {
 		v.State = Unresolved

@@ -17,7 +17,7 @@ import (
 // per class and has a line per shard with its marker (live or dead), the
 // worker's host and pid and the marker's file; a file under a live marker
 // is in-flight, under a dead one (present for the pending wait) unknown,
-// and its shard's marker dead. MarshalStatus prints both beside the backoff
+// and its shard's marker dead. Status.CommandJSON prints both beside the backoff
 // object.
 func TestStatusAtAGlance(t *testing.T) {
 	plan := manyFiles(8)
@@ -73,11 +73,11 @@ func TestStatusAtAGlance(t *testing.T) {
 			assert.Equal(t, "", sv.Marker, sv.Shard)
 			continue
 		}
-		assert.Equal(t, ShardView{Shard: shardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: FileDigest(flying),
+		assert.Equal(t, ShardView{Shard: shardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: fileDigest(flying),
 			Host: host, PID: os.Getpid(), AgeSeconds: 5, Files: sv.Files}, sv)
 		assert.Equal(t, 1, sv.Files[FileInFlight])
 	}
-	out, err := MarshalStatus(st)
+	out, err := st.CommandJSON()
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `"files":{"acked":1,"in-flight":1,"never-attempted":5,"reviewed":0,"unknown":1},"shards":[{"shard":"shard-01",`)
 
@@ -111,7 +111,7 @@ func TestStatusAtAGlance(t *testing.T) {
 func sortedDigests(plan []PlannedFile) []string {
 	var ds []string
 	for _, f := range plan {
-		ds = append(ds, FileDigest(f.ID))
+		ds = append(ds, fileDigest(f.ID))
 	}
 	sort.Strings(ds)
 	return ds

@@ -26,6 +26,22 @@ import (
 // object twice, and its requests must not pass through the read-recovery
 // transport of the run it records (shared-runs): a failure is the journal's
 // persistence failure, never a reason to wait.
+//
+// A Store may have two more methods, which the journal finds by a type
+// assertion:
+//
+//	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
+//	EnclosingRun(ctx context.Context) (string, error)
+//
+// ListPrefix lists only the names that start with prefix (Blob Storage: a
+// listing with that prefix), whole names (the prefix included): the
+// shards of a parallel run ([WithParallel]) live under the prefixes
+// shard-01/ … shard-NN/ of their root's Store, and each shard's listing
+// uses ListPrefix when the Store has it, else List of the whole root,
+// filtered. EnclosingRun tells whether the run lies inside another run (a
+// Blob prefix under a prefix that holds a run.json): it returns the
+// enclosing run's name, or "" when there is none, and [OpenStore] refuses
+// such a run (runs never nest).
 type Store interface {
 	// Create stores data under name if and only if no object of that name
 	// exists (O_EXCL; Blob: If-None-Match: *), durably before it returns,
@@ -91,28 +107,20 @@ const storeTimeout = 30 * time.Second
 // for another worker's marker to go.
 const pendingPoll = 25 * time.Millisecond
 
-// PrefixLister is implemented by a [Store] that can list only the names
-// that start with a prefix (Blob Storage: a listing with that prefix). The
-// shards of a parallel run ([WithParallel]) live under the prefixes
-// shard-01/ … shard-NN/ of their root's Store; each shard's listing uses
-// ListPrefix when the Store has it, else List of the whole root, filtered.
-// The names returned are whole names (the prefix included).
-type PrefixLister interface {
+// prefixLister is a [Store] with ListPrefix (see Store).
+type prefixLister interface {
 	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
 
-// Enclosing is implemented by a [Store] that can tell whether its run
-// lies inside another run: a Blob prefix under a prefix that holds a
-// run.json. [OpenStore] refuses such a run ([ErrNested]). EnclosingRun
-// returns the enclosing run's name, or "" when there is none.
-type Enclosing interface {
+// enclosing is a [Store] with EnclosingRun (see Store).
+type enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// ErrNested means a run would lie inside another run, or hold one
+// errNested means a run would lie inside another run, or hold one
 // (no-nesting): a run's records are only its own, so Open and OpenStore refuse it
 // and write nothing.
-var ErrNested = errors.New("journal: runs never nest")
+var errNested = errors.New("journal: runs never nest")
 
 type listedName struct {
 	name    string
@@ -162,7 +170,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	}
 	for p := filepath.Dir(abs); !inRoot; p = filepath.Dir(p) {
 		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
-			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(d.dir), escapeName(p))
+			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(d.dir), escapeName(p))
 		}
 		if filepath.Dir(p) == p {
 			break
@@ -178,7 +186,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 		}
 		sub := filepath.Join(d.dir, de.Name())
 		if _, err := d.fs.Stat(filepath.Join(sub, manifestName)); err == nil {
-			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(d.dir), escapeName(sub))
+			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(d.dir), escapeName(sub))
 		}
 	}
 	return nil
@@ -629,7 +637,7 @@ func (p *prefixStore) Live(ctx context.Context, name string) (bool, string, erro
 func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 	var names []string
 	var err error
-	if pl, ok := p.st.(PrefixLister); ok {
+	if pl, ok := p.st.(prefixLister); ok {
 		names, err = pl.ListPrefix(ctx, p.prefix, limit)
 	} else {
 		names, err = p.st.List(ctx, (maxFiles+1)*(maxParallel+1))
@@ -649,9 +657,9 @@ func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
 // where names the location in messages.
 func (l *loc) where() string { return l.name }
 
-// nested returns an error wrapping ErrNested when the location lies inside
+// nested returns an error wrapping errNested when the location lies inside
 // another run (the directory's ancestors; a Store that can tell,
-// [Enclosing]) or holds one (a flat listing of prefix x/ includes
+// EnclosingRun) or holds one (a flat listing of prefix x/ includes
 // x/y/run.json); a parallel run's root holds its own shards, and a shard
 // lies inside its root (no-nesting).
 func (l *loc) nested() error {
@@ -660,13 +668,13 @@ func (l *loc) nested() error {
 	}
 	ctx, cancel := l.rctx()
 	defer cancel()
-	if e, ok := l.st.(Enclosing); ok && !l.inRoot {
+	if e, ok := l.st.(enclosing); ok && !l.inRoot {
 		outer, err := e.EnclosingRun(ctx)
 		if err != nil {
 			return fmt.Errorf("journal: cannot tell whether %s lies inside another run: %w", escapeName(l.name), err)
 		}
 		if outer != "" {
-			return fmt.Errorf("%w: %s lies inside the run %s", ErrNested, escapeName(l.name), escapeName(outer))
+			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(l.name), escapeName(outer))
 		}
 	}
 	names, err := l.st.List(ctx, l.listLimit())
@@ -678,7 +686,7 @@ func (l *loc) nested() error {
 			continue
 		}
 		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
-			return fmt.Errorf("%w: %s holds the run %s", ErrNested, escapeName(l.name), escapeName(n[:i+1]))
+			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(l.name), escapeName(n[:i+1]))
 		}
 	}
 	return nil
@@ -880,18 +888,8 @@ func (l *loc) removeMarker(version string) error {
 // next OpenStore. ctx bounds every list and read of the opening (its
 // writes, when it creates the run, are detached under their own bound),
 // never the Journal's later calls. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
+// With [Existing] it never creates.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	return openStore(ctx, st, true, opts)
-}
-
-// OpenExistingStore is [OpenStore] without creation: a store that holds no
-// run gives an error for which errors.Is(err, fs.ErrNotExist) holds, and
-// nothing is written.
-func OpenExistingStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	return openStore(ctx, st, false, opts)
-}
-
-func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Journal, error) {
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
 	}
@@ -901,7 +899,7 @@ func openStore(ctx context.Context, st Store, create bool, opts []Option) (*Jour
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: open: %w", err)
 	}
-	return openLoc(ctx, locOf(st), create, opts)
+	return openLoc(ctx, locOf(st), opts)
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
@@ -921,9 +919,23 @@ func WithPendingWait(d time.Duration) Option {
 	})
 }
 
-// InspectStore is [Inspect] of the run kept in st: what it holds and every
-// finding, without changing it. Its error means st cannot be listed or
-// holds no run (errors.Is(err, fs.ErrNotExist)).
+// InspectStore checks the run kept in st (a directory: [DirStore]) without
+// changing it and returns, in Summary.Findings, every finding, one per
+// problem (each kind of file as its entry of the table fileKinds says):
+// the directory's mode and file count (at most 1003); unexpected,
+// non-regular, oversized or non-private files; the manifest (version,
+// canonical form, digest); the entries (numbering backoff-0001.json
+// onwards without gaps, at most 200, canonical form, event digest,
+// sequence, plan digest, the run link, a usable timing); the receipts
+// (digest, name, plan); and a pending marker (an unfinished request). No
+// findings means the run can never be unresolved except by clock
+// regression, which depends on the time of the question (see
+// [Journal.Status]).
+//
+// The error is non-nil only when the run itself cannot be read: it does
+// not exist or holds no run (errors.Is(err, fs.ErrNotExist)), is not a
+// directory, or cannot be listed. Summary also counts what the run holds,
+// for a report such as `readrecovery journal verify`'s "ok" line.
 func InspectStore(ctx context.Context, st Store) (Summary, error) {
 	if st == nil {
 		return Summary{}, errors.New("journal: nil Store")

@@ -329,7 +329,7 @@ func FuzzStoreRun(f *testing.F) {
 			}
 		}
 		st.objs[name], st.vers[name] = data, `"fuzz"`
-		j, err := OpenExistingStore(context.Background(), st, withClock(newFakeClock(now)))
+		j, err := OpenStore(context.Background(), st, Existing(), withClock(newFakeClock(now)))
 		if err != nil {
 			t.Fatalf("OpenExistingStore: %v", err)
 		}

@@ -22,7 +22,7 @@ import (
 // TestTempNames: only the durable write's own pattern (a record name,
 // ".tmp-", 16 lower-case hex digits) is a temporary file.
 func TestTempNames(t *testing.T) {
-	rec := receiptName(FileDigest("a.bin"))
+	rec := receiptName(fileDigest("a.bin"))
 	for _, tc := range []struct {
 		name, final string
 	}{
@@ -51,19 +51,19 @@ func TestTempNames(t *testing.T) {
 func TestTempFilesAreNotFindings(t *testing.T) {
 	j, _ := newRun(t)
 	dir := j.Dir()
-	tmp := filepath.Join(dir, tempName(receiptName(FileDigest("a.bin"))))
+	tmp := filepath.Join(dir, tempName(receiptName(fileDigest("a.bin"))))
 	require.NoError(t, os.WriteFile(tmp, []byte(`{"half":`), 0o600))
 
 	require.NoError(t, j.Admit(context.Background(), time.Now()), "a write in progress blocks nobody")
 	require.Equal(t, Clear, reopen(t, dir, time.Now()).Status(time.Now()).State)
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings)
 	assert.Empty(t, sum.Leftovers, "a young temporary file is a write in progress")
 
 	old := time.Now().Add(-2 * staleTemp)
 	require.NoError(t, os.Chtimes(tmp, old, old))
-	sum, err = Inspect(dir)
+	sum, err = inspectDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings, "a leftover is not a finding: the marker it left is")
 	require.Len(t, sum.Leftovers, 1)
@@ -112,7 +112,7 @@ func TestKilledWriterProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("a helper process")
 	}
-	j, err := OpenExisting(dir, withFS(killFS{}), WithPlan(plan3))
+	j, err := Open(dir, Existing(), withFS(killFS{}), WithPlan(plan3))
 	require.NoError(t, err)
 	ctx := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(ctx, putReq(t)))
@@ -140,7 +140,7 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 			tmp = n
 		}
 	}
-	require.True(t, strings.HasPrefix(tmp, receiptName(FileDigest("a.bin"))+".tmp-"), "names %v", names(t, dir))
+	require.True(t, strings.HasPrefix(tmp, receiptName(fileDigest("a.bin"))+".tmp-"), "names %v", names(t, dir))
 	assert.Equal(t, []string{"pending-request.json", "plan.json", tmp, "run.json"}, names(t, dir))
 	st := reopen(t, dir, time.Now()).Status(time.Now())
 	assert.Equal(t, Unresolved, st.State)
@@ -148,7 +148,7 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 
 	old := time.Now().Add(-staleTemp - time.Second)
 	require.NoError(t, os.Chtimes(filepath.Join(dir, tmp), old, old))
-	sum, err := Inspect(dir)
+	sum, err := inspectDir(dir)
 	require.NoError(t, err)
 	assert.Equal(t, []Finding{{markerName, pendingProblem}}, sum.Findings)
 	require.Len(t, sum.Leftovers, 1)

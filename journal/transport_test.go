@@ -154,7 +154,7 @@ func TestTransportOverlongBlocksLaterInvocations(t *testing.T) {
 		assert.Equal(t, journal.Waiting, st.State)
 		assert.Equal(t, int64(50), st.RemainingSeconds)
 		assert.Equal(t, int64(60), st.ServerDelaySeconds)
-		out, err := journal.MarshalStatus(st)
+		out, err := st.CommandJSON()
 		require.NoError(t, err)
 		assert.JSONEq(t, `{"file_batch":{"backoff":{"state":"waiting","received_at_utc":946684800,"not_before_utc":946684860,"server_delay_seconds":60,"remaining_seconds":50,"reason":"`+st.Reason+`"},`+
 			`"files":{"acked":1,"in-flight":0,"never-attempted":1,"reviewed":0,"unknown":1},`+

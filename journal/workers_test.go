@@ -202,7 +202,7 @@ func TestFourProcessesOneDirectory(t *testing.T) {
 	if hist["acked"] != files || hist["replay-refused"] != files*(workers-1) {
 		t.Errorf("outcomes %v, want %d acked and %d replay-refused", hist, files, files*(workers-1))
 	}
-	sum, err := journal.Inspect(dir)
+	sum, err := journal.InspectStore(context.Background(), journal.DirStore(dir))
 	if err != nil || sum.Receipts != files || len(sum.Findings) != 0 {
 		t.Errorf("Inspect = %+v, %v; want %d receipts and no finding", sum, err, files)
 	}

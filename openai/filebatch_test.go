@@ -54,7 +54,7 @@ func TestFileBatchJournaled(t *testing.T) {
 		}
 
 		time.Sleep(61 * time.Second)
-		j2, err := journal.OpenExisting(dir)
+		j2, err := journal.Open(dir, journal.Existing())
 		if err != nil {
 			t.Fatal(err)
 		}

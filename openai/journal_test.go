@@ -98,7 +98,7 @@ func TestJournaledUploadBatch(t *testing.T) {
 
 		// Invocation 2, 10 s later: waiting, nothing sent.
 		time.Sleep(10 * time.Second)
-		j2, err := journal.OpenExisting(dir)
+		j2, err := journal.Open(dir, journal.Existing())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestJournaledUploadBatch(t *testing.T) {
 
 		// Invocation 3, after the 60 s: the continuation.
 		time.Sleep(51 * time.Second)
-		j3, err := journal.OpenExisting(dir)
+		j3, err := journal.Open(dir, journal.Existing())
 		if err != nil {
 			t.Fatal(err)
 		}

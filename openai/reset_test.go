@@ -49,7 +49,7 @@ func TestResetUpload(t *testing.T) {
 				if !tc.journaled {
 					return
 				}
-				j, err := journal.OpenExisting(dir)
+				j, err := journal.Open(dir, journal.Existing())
 				if err != nil {
 					t.Fatal(err)
 				}

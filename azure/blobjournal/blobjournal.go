@@ -230,7 +230,7 @@ func (s *Store) List(ctx context.Context, limit int) ([]string, error) {
 	return s.list(ctx, "", limit)
 }
 
-// ListPrefix implements [journal.PrefixLister]: at most limit names under
+// ListPrefix is the listing of a prefix that [journal.Store] describes: at most limit names under
 // the store's prefix that start with prefix (a shard of a parallel run,
 // shard-KK/), without the store's prefix — one listing of that prefix
 // only, not of the whole run.
@@ -238,7 +238,9 @@ func (s *Store) ListPrefix(ctx context.Context, prefix string, limit int) ([]str
 	return s.list(ctx, prefix, limit)
 }
 
-var _ journal.PrefixLister = (*Store)(nil)
+var _ interface {
+	ListPrefix(context.Context, string, int) ([]string, error)
+} = (*Store)(nil)
 
 func (s *Store) list(ctx context.Context, sub string, limit int) ([]string, error) {
 	if s.zero() {
@@ -262,7 +264,7 @@ func (s *Store) list(ctx context.Context, sub string, limit int) ([]string, erro
 	return out, nil
 }
 
-// EnclosingRun implements [journal.Enclosing]: it returns the prefix of
+// EnclosingRun is the nesting check that [journal.Store] describes: it returns the prefix of
 // the first run (a run.json) found at a prefix that encloses this one —
 // for "a/b/" the container's "a/run.json", then "run.json" — or "" when
 // none does, so that journal.OpenStore refuses a run inside another.
@@ -296,7 +298,9 @@ func (s *Store) EnclosingRun(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-var _ journal.Enclosing = (*Store)(nil)
+var _ interface {
+	EnclosingRun(context.Context) (string, error)
+} = (*Store)(nil)
 
 // Remove deletes prefix+name with If-Match: version (and, for a marker
 // this Store holds, its lease ID). A blob changed or gone since is not

@@ -57,7 +57,7 @@ func TestWorkerProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("a helper process")
 	}
-	j, err := journal.OpenExisting(dir)
+	j, err := journal.Open(dir, journal.Existing())
 	require.NoError(t, err)
 	file := os.Getenv("RR_WORKER_FILE")
 	u, _ := url.Parse("https://acct.blob.core.windows.net/c/" + file)

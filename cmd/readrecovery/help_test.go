@@ -22,7 +22,7 @@ func TestHostileArguments(t *testing.T) {
 	t.Chdir(t.TempDir()) // no file named help here
 	dir := partsRun(t)
 	at(t, time.Now())
-	a := journal.FileDigest("a.bin")
+	a := journal.PlannedFile{ID: "a.bin"}.Digest()
 	later := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	tests := []struct {
 		args   []string
@@ -65,7 +65,7 @@ func TestHostileArguments(t *testing.T) {
 		}
 	}
 	// The first case recorded the note "help".
-	j, err := journal.OpenExisting(dir)
+	j, err := journal.Open(dir, journal.Existing())
 	require.NoError(t, err)
 	plan, err := j.RecordedPlan(time.Now())
 	require.NoError(t, err)

@@ -19,7 +19,6 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal"
-	"github.com/readrecovery/readrecovery/journal/journalcmd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -256,7 +255,7 @@ func partsRun(t *testing.T) string {
 // and refuses any other; plan then shows it reviewed.
 func TestJournalPlanAndReviewCommands(t *testing.T) {
 	dir := partsRun(t)
-	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	a, b, c := journal.PlannedFile{ID: "a.bin"}.Digest(), journal.PlannedFile{ID: "b.bin"}.Digest(), journal.PlannedFile{ID: "c.bin"}.Digest()
 	// (the real time: reviews record when they were made)
 	code, stdout, stderr := runJ("plan", dir)
 	require.Equal(t, 0, code, stderr)
@@ -275,7 +274,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.True(t, pj.FileBatch.Plan.Complete)
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 1, "never-attempted": 1, "reviewed": 0}, pj.FileBatch.Plan.Counts)
@@ -312,7 +311,7 @@ func TestJournalPlanAndReviewCommands(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", dir)
 	require.Equal(t, 0, code)
-	pj = journalcmd.PlanJSON{}
+	pj = planJSON{}
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	assert.Equal(t, map[string]int{"acked": 1, "unknown": 0, "never-attempted": 1, "reviewed": 1}, pj.FileBatch.Plan.Counts)
 	code, stdout, _ = runJ("verify", dir)
@@ -436,7 +435,7 @@ func TestSignalsEndPromptly(t *testing.T) {
 // shows "?"; the JSON carries the ID. The exit code is the run's state.
 func TestJournalPlanIDs(t *testing.T) {
 	dir := partsRun(t)
-	a, b, c := journal.FileDigest("a.bin"), journal.FileDigest("b.bin"), journal.FileDigest("c.bin")
+	a, b, c := journal.PlannedFile{ID: "a.bin"}.Digest(), journal.PlannedFile{ID: "b.bin"}.Digest(), journal.PlannedFile{ID: "c.bin"}.Digest()
 	ids := filepath.Join(t.TempDir(), "ids.txt")
 	require.NoError(t, os.WriteFile(ids, []byte("a.bin\r\nc.bin\nnot-planned\x1b[2J\n\n"), 0o600))
 	at(t, time.Now())
@@ -455,7 +454,7 @@ func TestJournalPlanIDs(t *testing.T) {
 
 	code, stdout, _ = runJ("plan", "--json", "--ids", ids, dir)
 	require.Equal(t, 0, code)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	got := map[string]string{}
 	for _, f := range pj.FileBatch.Plan.Files {
@@ -490,7 +489,7 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 	_, err := journal.Open(dir, journal.WithPlan(plan))
 	require.NoError(t, err)
 	w := startWorker(t, dir, "a.bin") // a worker in flight, killed below
-	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.FileDigest("a.bin"), "sha256:")[:32]+".json.tmp-0123456789abcdef")
+	leftover := filepath.Join(dir, "receipt-"+strings.TrimPrefix(journal.PlannedFile{ID: "a.bin"}.Digest(), "sha256:")[:32]+".json.tmp-0123456789abcdef")
 	require.NoError(t, os.WriteFile(leftover, []byte("{"), 0o600))
 	old := time.Now().Add(-2 * time.Minute)
 	require.NoError(t, os.Chtimes(leftover, old, old))
@@ -521,7 +520,7 @@ func TestJournalReviewPendingCommand(t *testing.T) {
 	code, stdout, stderr := runJ("review", dir, "--pending", "--note", "worker 2 killed", "--not-before", strconv.FormatInt(notBefore, 10))
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(review-0001\.json\); file `+
-		journal.FileDigest("a.bin")+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc `+
+		journal.PlannedFile{ID: "a.bin"}.Digest()+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc `+
 		strconv.FormatInt(notBefore, 10)+"\n$", stdout)
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)
@@ -610,14 +609,14 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	assert.Contains(t, stdout, "1 request(s) in flight")
 	code, stdout, _ = runJ("plan", "--json", dir)
 	assert.Equal(t, 0, code, stdout)
-	var pj journalcmd.PlanJSON
+	var pj planJSON
 	require.NoError(t, json.Unmarshal([]byte(stdout), &pj))
 	classes := map[string]string{}
 	for _, f := range pj.FileBatch.Plan.Files {
 		classes[f.FileDigest] = string(f.Class)
 	}
-	assert.Equal(t, "in-flight", classes[journal.FileDigest(dead)], stdout)
-	assert.Equal(t, "acked", classes[journal.FileDigest(done)], stdout)
+	assert.Equal(t, "in-flight", classes[journal.PlannedFile{ID: dead}.Digest()], stdout)
+	assert.Equal(t, "acked", classes[journal.PlannedFile{ID: done}.Digest()], stdout)
 	code, stdout, _ = runJ("verify", dir)
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "shard-02/pending-request.json: a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)\n", stdout)
@@ -646,7 +645,7 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, stderr = runJ("review", dir, "--pending", "--marker", "shard-02/pending-request.json", "--note", "worker 2 killed")
 	require.Equal(t, 3, code, stderr)
 	assert.Regexp(t, `^reviewed shard-02/pending-request\.json sha256:[0-9a-f]{64}: pending by \S+ at \d+ \(shard-02/review-0001\.json\); file `+
-		journal.FileDigest(dead)+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
+		journal.PlannedFile{ID: dead}.Digest()+` \(now unknown: review it with --file and --decision\); the run waits until not_before_utc \d+\n$`, stdout)
 	at(t, time.Now())
 	code, stdout, _ = runJ("status", dir)
 	assert.Equal(t, 3, code, stdout)
@@ -657,4 +656,22 @@ func TestJournalParallelRunCommands(t *testing.T) {
 	code, stdout, stderr = runJ("review", dir, "--file", dead, "--decision", "skip", "--note", "sent by hand")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "(shard-02/review-0002.json)")
+}
+
+// planJSON is the JSON that `journal plan --json` prints.
+type planJSON struct {
+	FileBatch struct {
+		Backoff journal.Status `json:"backoff"`
+		Plan    struct {
+			Complete bool           `json:"complete"`
+			Counts   map[string]int `json:"counts"`
+			Files    []struct {
+				ID         string `json:"id,omitempty"`
+				FileDigest string `json:"file_digest"`
+				Class      string `json:"class"`
+				Decision   string `json:"decision,omitempty"`
+				Reason     string `json:"reason"`
+			} `json:"files"`
+		} `json:"plan"`
+	} `json:"file_batch"`
 }

@@ -24,7 +24,7 @@ func watchRun(t *testing.T) (dir string, done func()) {
 	plan := []journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}
 	j, err := journal.Open(dir, journal.WithPlan(plan), journal.WithParallel(2))
 	require.NoError(t, err)
-	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.FileDigest("u"), Attempt: 1}
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.PlannedFile{ID: "u"}.Digest(), Attempt: 1}
 	ctx := journal.WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(ctx, req))
 	require.NoError(t, j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "r1"}))
@@ -61,7 +61,7 @@ func TestJournalStatusWatchUntilDone(t *testing.T) {
 	first := frames[0]
 	assert.Contains(t, first, "readrecovery journal status --watch "+dir+": ")
 	assert.Contains(t, first, "files: 2 planned: 1 acked, 1 in-flight, 0 never-attempted, 0 unknown, 0 reviewed\n")
-	assert.Regexp(t, `(?m)^shard-0\d +clear +live +PUT +`+journal.FileDigest("b.bin")+` +`+regexp.QuoteMeta(host)+fmt.Sprintf(` pid %d +\d+ s +0 +1 +0 +0 +0$`, os.Getpid()), first)
+	assert.Regexp(t, `(?m)^shard-0\d +clear +live +PUT +`+journal.PlannedFile{ID: "b.bin"}.Digest()+` +`+regexp.QuoteMeta(host)+fmt.Sprintf(` pid %d +\d+ s +0 +1 +0 +0 +0$`, os.Getpid()), first)
 	assert.NotContains(t, first, "done")
 	last := frames[len(frames)-1]
 	assert.Contains(t, last, "files: 2 planned: 2 acked, 0 in-flight, 0 never-attempted, 0 unknown, 0 reviewed\n")
@@ -88,7 +88,7 @@ func TestJournalStatusWatchEnds(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "run")
 		j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}))
 		require.NoError(t, err)
-		req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.FileDigest("u"), Attempt: 1}
+		req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.PlannedFile{ID: "u"}.Digest(), Attempt: 1}
 		ctx := journal.WithUpload(context.Background(), "a.bin")
 		require.NoError(t, j.Begin(ctx, req))
 		_, err = j.Backoff(ctx, req, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "r"},

@@ -35,7 +35,7 @@ type Command struct {
 	// Usage is printed for --help (to stdout) and after a usage error.
 	Usage string
 	// Open opens an existing run; Inspect verifies one without opening it
-	// (journal.OpenExisting and journal.Inspect for a directory).
+	// (journal.Open with journal.Existing, and journal.InspectStore).
 	Open    func(ctx context.Context, run string) (*journal.Journal, error)
 	Inspect func(ctx context.Context, run string) (journal.Summary, error)
 	// Now is the time the commands ask about; nil means time.Now. Tests set
@@ -132,21 +132,6 @@ func newFlags(name string) *flag.FlagSet {
 	return fset
 }
 
-func (c *Command) status(ctx context.Context, dir string, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	st := j.Status(c.now())
-	b, err := journal.MarshalStatus(st)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
-		return 2
-	}
-	fmt.Fprintf(stdout, "%s\n", b)
-	return stateCode(st.State)
-}
-
 func stateCode(s journal.State) int {
 	switch s {
 	case journal.Clear, journal.Elapsed:
@@ -183,8 +168,8 @@ func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writ
 	return 0
 }
 
-// PlanJSON is the JSON that `plan --json` prints.
-type PlanJSON struct {
+// planJSON is the JSON that `plan --json` prints.
+type planJSON struct {
 	FileBatch struct {
 		Backoff journal.Status `json:"backoff"`
 		Plan    struct {
@@ -197,7 +182,7 @@ type PlanJSON struct {
 	} `json:"file_batch"`
 }
 
-// planFile is one planned file in [PlanJSON] (an alias: the field's type
+// planFile is one planned file in planJSON (an alias: the field's type
 // is the struct itself).
 type planFile = struct {
 	// ID is the file's ID from --ids, when it names it.
@@ -245,7 +230,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 	}
 	if *asJSON {
-		var out PlanJSON
+		var out planJSON
 		out.FileBatch.Backoff = cont.Status
 		p := &out.FileBatch.Plan
 		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []planFile{}
@@ -264,17 +249,13 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		return stateCode(cont.Status.State)
 	}
 	st := cont.Status
-	fmt.Fprintf(stdout, "run: %s", st.State)
-	if st.State == journal.Waiting {
-		fmt.Fprintf(stdout, " (%d s remaining, until not_before_utc %d)", st.RemainingSeconds, st.NotBeforeUTC)
-	}
-	fmt.Fprintf(stdout, ": %s\n", st.Reason)
+	writeRun(stdout, st)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	head := "CLASS\tDECISION\tFILE\tREASON"
 	if ids != nil {
-		fmt.Fprintln(tw, "CLASS\tDECISION\tID\tFILE\tREASON")
-	} else {
-		fmt.Fprintln(tw, "CLASS\tDECISION\tFILE\tREASON")
+		head = "CLASS\tDECISION\tID\tFILE\tREASON"
 	}
+	fmt.Fprintln(tw, head)
 	for _, f := range cont.Files {
 		d := string(f.Decision)
 		if d == "" {
@@ -285,8 +266,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 			if id = escape(id); !ok {
 				id = "?"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.State, d, id, f.Digest, f.Reason)
-			continue
+			d += "\t" + id
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.State, d, f.Digest, f.Reason)
 	}
@@ -332,7 +312,7 @@ func readIDs(path string) (map[string]string, error) {
 	ids := map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if line = strings.TrimSuffix(line, "\r"); line != "" {
-			ids[journal.FileDigest(line)] = line
+			ids[journal.PlannedFile{ID: line}.Digest()] = line
 		}
 	}
 	return ids, nil
@@ -386,7 +366,6 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *pending && (*notBefore < 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --not-before needs a Unix time in seconds")
 	case *pending:
-		return c.reviewPending(ctx, pos[0], *marker, *note, *notBefore, stdout, stderr)
 	case *marker != "":
 		return c.usageError(stderr, c.Sub+"review --marker goes with --pending")
 	case *restriction != "" && (*file != "" || *decision != ""):
@@ -394,7 +373,6 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *restriction != "" && (*note == "" || *notBefore <= 0 || *notBefore > unixtime.Max):
 		return c.usageError(stderr, c.Sub+"review --restriction ENTRY needs --not-before UNIX and --note TEXT (where the bound comes from)")
 	case *restriction != "":
-		return c.reviewRestriction(ctx, pos[0], *restriction, *note, *notBefore, stdout, stderr)
 	case *notBefore != 0:
 		return c.usageError(stderr, c.Sub+"review --not-before goes with --pending or --restriction")
 	case *file == "":
@@ -402,56 +380,41 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
 		return c.usageError(stderr, c.Sub+"review needs --decision reupload or --decision skip")
 	}
-	dir := pos[0]
-	j, err := c.Open(ctx, dir)
+	j, err := c.Open(ctx, pos[0])
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}
-	rec, err := j.Review(ctx, *file, journal.Decision(*decision), *note)
+	var rec journal.ReviewRecord
+	switch {
+	case *pending:
+		rec, err = j.ReviewPendingMarker(ctx, *marker, *note, *notBefore)
+	case *restriction != "":
+		rec, err = j.ReviewRestriction(ctx, *restriction, *note, *notBefore)
+	default:
+		rec, err = j.Review(ctx, *file, journal.Decision(*decision), *note)
+	}
 	if err != nil {
 		return c.reviewFailed(err, stderr)
+	}
+	switch {
+	case *pending:
+		file := "no planned file"
+		if rec.MarkerFileDigest != "" {
+			file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
+		}
+		fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
+			escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+		if !rec.Removed {
+			fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
+		}
+		return 3 // waiting
+	case *restriction != "":
+		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
+			escape(*restriction), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, *notBefore)
+		return 3 // waiting
 	}
 	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 	return 0
-}
-
-// reviewRestriction runs `review RUN --restriction ENTRY --not-before UNIX
-// --note TEXT`.
-func (c *Command) reviewRestriction(ctx context.Context, dir, entry, note string, notBefore int64, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	rec, err := j.ReviewRestriction(ctx, entry, note, notBefore)
-	if err != nil {
-		return c.reviewFailed(err, stderr)
-	}
-	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
-		escape(entry), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, notBefore)
-	return 3 // waiting
-}
-
-// reviewPending runs `review RUN --pending [--marker shard-KK/pending-request.json]
-// --note TEXT [--not-before UNIX]`.
-func (c *Command) reviewPending(ctx context.Context, dir, marker, note string, notBefore int64, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
-	if err != nil {
-		return c.unreadable(err, stderr)
-	}
-	rec, err := j.ReviewPendingMarker(ctx, marker, note, notBefore)
-	if err != nil {
-		return c.reviewFailed(err, stderr)
-	}
-	file := "no planned file"
-	if rec.MarkerFileDigest != "" {
-		file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
-	}
-	fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
-		escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
-	if !rec.Removed {
-		fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
-	}
-	return 3 // waiting
 }
 
 // reviewFailed reports a review that was not written: exit 4 when the

@@ -39,23 +39,24 @@ func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stde
 	if *interval <= 0 {
 		return c.usageError(stderr, fmt.Sprintf("%sstatus: --interval %v: must be positive", c.Sub, *interval))
 	}
-	if !*watch {
-		if *text {
-			return c.statusText(ctx, pos[0], stdout, stderr)
-		}
-		return c.status(ctx, pos[0], stdout, stderr)
+	if *watch {
+		return c.watch(ctx, pos[0], *interval, stdout, stderr)
 	}
-	return c.watch(ctx, pos[0], *interval, stdout, stderr)
-}
-
-// statusText prints the run at a glance once.
-func (c *Command) statusText(ctx context.Context, dir string, stdout, stderr io.Writer) int {
-	j, err := c.Open(ctx, dir)
+	j, err := c.Open(ctx, pos[0])
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}
 	st := j.Status(c.now())
-	writeGlance(stdout, st)
+	if *text {
+		writeGlance(stdout, st)
+		return stateCode(st.State)
+	}
+	b, err := st.CommandJSON()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
 	return stateCode(st.State)
 }
 
@@ -127,14 +128,19 @@ func isTerminal(w io.Writer) bool {
 // glanceClasses are the classes of the run at a glance, in print order.
 var glanceClasses = []journal.FileState{journal.FileAcked, journal.FileInFlight, journal.FileNeverAttempted, journal.FileUnknown, journal.FileReviewed}
 
-// writeGlance prints st at a glance: the run's state and reason, the
-// counts per class, and a line per shard.
-func writeGlance(w io.Writer, st journal.Status) {
+// writeRun prints the run's state and reason.
+func writeRun(w io.Writer, st journal.Status) {
 	fmt.Fprintf(w, "run: %s", st.State)
 	if st.State == journal.Waiting {
 		fmt.Fprintf(w, " (%d s remaining, until not_before_utc %d)", st.RemainingSeconds, st.NotBeforeUTC)
 	}
 	fmt.Fprintf(w, ": %s\n", st.Reason)
+}
+
+// writeGlance prints st at a glance: the run's state and reason, the
+// counts per class, and a line per shard.
+func writeGlance(w io.Writer, st journal.Status) {
+	writeRun(w, st)
 	if st.Files != nil {
 		total := 0
 		counts := make([]string, 0, len(glanceClasses))

@@ -108,5 +108,5 @@ func openRun(ctx context.Context, runArg string) (*journal.Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return journal.OpenExistingStore(ctx, st)
+	return journal.OpenStore(ctx, st, journal.Existing())
 }
