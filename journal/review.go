@@ -132,35 +132,37 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	}
 	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with Review
 
+	rb := j.newReview(decision, note)
+	rb.FileDigest, rb.Evidence = d, j.snap.evidence(d)
+	rec, err := j.writeClaimed(rb)
+	return rec.record(), err
+}
+
+// newReview is the run's next review, of decision, as the snapshot shows
+// the run now (its evidence: the run's entries).
+func (j *Journal) newReview(decision Decision, note string) reviewBody {
 	s := j.snap
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		FileDigest:    d,
-		Decision:      decision,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: j.clock.Now().Unix(),
-		Note:          sanitizeNote(note, maxNoteBytes),
-	}
-	rb.Evidence = s.evidence(d)
-	rb.Run = s.nextLink()
-	rec, linked, err := j.putReview(s, rb)
-	if err != nil && !linked {
-		// Nothing was written (the write removed its temporary file): a
-		// review that fails to write leaves nothing behind that blocks,
-		// its own marker included.
-		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
-	}
-	if err != nil {
+	return reviewBody{Sequence: len(s.reviews) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
+}
+
+// writeClaimed writes rb under this Journal's claim, then ends the claim.
+// A review not written leaves nothing behind that blocks, its own marker
+// included (pending-review).
+func (j *Journal) writeClaimed(rb reviewBody) (reviewRec, error) {
+	rec, linked, err := j.putReview(rb)
+	switch {
+	case err != nil && !linked:
+		return reviewRec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	case err != nil:
 		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
-		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+		return reviewRec{}, fmt.Errorf("journal: review: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return rec.record(), fmt.Errorf("journal: review: %w", err)
+		return rec, fmt.Errorf("journal: review: %w", err)
 	}
-	return rec.record(), nil
+	return rec, nil
 }
 
 // evidence is what a review of file d sees now.
@@ -345,14 +347,23 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	defer j.mu.Unlock()
 	j.refreshFinishing(ctx)
 	s := j.snap
+	// R85: an upload begun whose marker was removed by hand is resolved
+	// like a dead marker's, bound to its begun head.
+	gone := !s.pending && s.begun != nil
+	var findings []Finding
+	for _, f := range s.findings {
+		if !gone || f.File != markerName {
+			findings = append(findings, f)
+		}
+	}
 	switch {
-	case !s.pending:
+	case !s.pending && !gone:
 		return PendingRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
-	case len(s.findings) > 0:
+	case len(findings) > 0:
 		return PendingRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
-	case s.pendingDigest == "":
+	case !gone && s.pendingDigest == "":
 		return PendingRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
-	case s.pendingResolved == "" && !s.deadMarker():
+	case !gone && s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
 		return PendingRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, ErrLive, markerName)
@@ -370,13 +381,18 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if len(s.reviews) >= maxReviews {
 		return PendingRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
 	}
-	now := j.clock.Now().Unix()
-	var m markerFile
-	if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
+	rb := j.newReview(decisionPending, note)
+	m := markerFile{}
+	me := &markerEvidence{Digest: s.pendingDigest}
+	if gone {
+		b := s.begun.req
+		m = markerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
+		me.Digest = s.begun.Digest
+	} else if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
 		m, _ = parseMarker(data)
 	}
-	me := &markerEvidence{Digest: s.pendingDigest, Method: sanitizeNote(m.Method, 16), FileDigest: m.FileDigest,
-		Part: m.Part, BegunAtUTC: max(m.BegunAtUTC, 0), NotBeforeUTC: max(now+pendingWaitSeconds, notBefore)}
+	me.Method, me.FileDigest, me.Part = sanitizeNote(m.Method, 16), m.FileDigest, m.Part
+	me.BegunAtUTC, me.NotBeforeUTC = max(m.BegunAtUTC, 0), max(rb.ReviewedAtUTC+pendingWaitSeconds, notBefore)
 	if isDigest(m.URLDigest) {
 		me.URLDigest = m.URLDigest
 	}
@@ -386,30 +402,22 @@ func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int6
 	if me.BegunAtUTC > unixtime.Max {
 		me.BegunAtUTC = 0
 	}
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		Decision:      decisionPending,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: now,
-		Note:          sanitizeNote(note, maxNoteBytes),
-		Evidence:      s.evidence(""),
-		Marker:        me,
-		Run:           s.nextLink(),
-	}
-	rec, linked, err := j.putReview(s, rb)
+	rb.Marker = me
+	rec, linked, err := j.putReview(rb)
 	if !linked {
 		// Nothing was written: the run is as it was.
 		return PendingRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
-	name := rec.name
-	s.pendingResolved, s.pendingFile = name, ""
 	out := PendingRecord{ReviewRecord: rec.record(), Marker: markerName, MarkerDigest: me.Digest, MarkerFileDigest: me.FileDigest, NotBeforeUTC: me.NotBeforeUTC}
 	if err != nil {
-		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
 		return out, fmt.Errorf("journal: pending review: %w", err)
 	}
+	if gone {
+		s.findings, out.Removed = findings, true
+		return out, nil
+	}
+	s.pendingResolved, s.pendingFile = rec.name, ""
 	out.Removed = j.removeResolved(s) == nil
 	return out, nil
 }
@@ -498,28 +506,14 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		return ReviewRecord{}, err
 	}
 	defer func() { j.inflight = nil; j.release() }()
-	s := j.snap
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		Decision:      decisionRestriction,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: j.clock.Now().Unix(),
-		Note:          sanitizeNote(note, maxNoteBytes),
-		Evidence:      s.evidence(""),
-		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore},
-		Run:           s.nextLink(),
-	}
-	rec, linked, err := j.putReview(s, rb)
-	if err != nil && !linked {
-		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
-	}
+	rb := j.newReview(decisionRestriction, note)
+	rb.Restriction = &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
+	rec, err := j.writeClaimed(rb)
 	if err != nil {
-		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
-		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+		return rec.record(), err
 	}
 	// The entry's finding goes with the review.
+	s := j.snap
 	kept := s.findings[:0]
 	for _, f := range s.findings {
 		if f.File != target.name {
@@ -527,10 +521,6 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		}
 	}
 	s.findings = kept
-	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return rec.record(), fmt.Errorf("journal: review: %w", err)
-	}
 	return rec.record(), nil
 }
 
@@ -557,22 +547,14 @@ func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() e
 	return nil
 }
 
-// putReview writes rb as the run's next review and, once it is linked into
-// the run, adds it to s. linked reports whether the file is in the run:
-// false means nothing was written (an encoding or write error, the
-// temporary file removed); true with an error means it is in the run but
-// its write was not made durable.
-func (j *Journal) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
-	data, digest, err := encodeReview(rb)
-	if err != nil {
-		return reviewRec{}, false, err
-	}
-	rec = reviewRec{name: reviewName(rb.Sequence), reviewFile: reviewFile{rb, digest}}
-	linked, err = j.putRecord(rec.name, data, digest, rb.Run)
+// putReview writes rb as the run's next review and, once it is in the
+// run, adds it to the snapshot. linked false means nothing was written;
+// true with an error, that it is in the run but not durably.
+func (j *Journal) putReview(rb reviewBody) (rec reviewRec, linked bool, err error) {
+	rec.name, rec.reviewBody = reviewName(rb.Sequence), rb
+	rec.env, linked, err = j.putRecord(rec.name, kindReview, &rb)
 	if linked {
-		s.reviews = append(s.reviews, rec)
-		s.cache[rec.name] = rec.reviewFile
-		s.files++
+		j.snap.reviews = append(j.snap.reviews, rec)
 	}
 	return rec, linked, err
 }
