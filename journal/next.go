@@ -416,6 +416,10 @@ func (j *Journal) beginClaimed(ctx context.Context, req readrecovery.JournalRequ
 		<-j.slot
 		return true, err
 	}
+	if err := j.beginRecord(m); err != nil { // R85
+		<-j.slot
+		return true, err
+	}
 	round := j.snap.view(d, true).round
 	if o := j.started[d]; o == nil || o.round != round {
 		j.started[d] = &ownUpload{round: round}
