@@ -104,6 +104,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 	before := len(s.findings)
 	data, _, ok := ld.b.read(s, name, k.maxBytes)
 	if !ok {
+		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	return ld.parsed(name, data, note, before)
@@ -137,6 +138,7 @@ func (ld *loader) parsed(name string, data []byte, note string, before int) (any
 			note = "%v"
 		}
 		s.addFinding(name, note, err)
+		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	if len(s.findings) == before {
@@ -385,4 +387,11 @@ func replacedHead(b *loc, name string) bool {
 // numberProblem is the finding of a numbered name beyond its kind's limit.
 func numberProblem(k *fileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.maxN)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

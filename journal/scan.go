@@ -123,8 +123,10 @@ type snapshot struct {
 	lastSeq int
 	heads   []string
 	// begun is the head of an upload begun whose record is still to
-	// come (R85); nil when the last head names its record.
-	begun *begunHead
+	// come (R85); nil when the last head names its record. broken counts
+	// the records that fail their own checks.
+	begun  *begunHead
+	broken int
 	// seqBroken: the sequence check found something (scanRun lists again
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
@@ -246,7 +248,7 @@ func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (
 	case begun != nil && h == n+1:
 		// An upload begun: its record is still to come.
 		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
-		if !s.pending {
+		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
 			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
 		}
 	}
