@@ -64,28 +64,22 @@ func (r reviewRec) record() ReviewRecord {
 }
 
 // Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]): the only way out of unknown (docs/policy.md: operator-review). It
-// appends an immutable review-NNNN.json, linked into the run's chain,
-// naming the file's digest, the decision, the OS
-// user, the UTC time, the note (sanitized: printable, no URL query or
-// userinfo, at most 256 bytes) and the evidence it saw — the run's backoff
-// entries and the file's part receipts and commit receipt at that time.
-// With [DecisionReupload] the file becomes eligible as a never-attempted
-// one (a new approval is still needed); with [DecisionSkip] it is never
-// sent. A review never makes a file acked, and never waives a run's
-// status: a waiting run still waits.
+// [Journal.PlanContinuation]), the only way out of unknown
+// (operator-review): an immutable review-NNNN.json in the run's chain that
+// names the file's digest, the decision, the OS user, the UTC time, the
+// sanitized note (printable, no URL query or userinfo, at most 256 bytes)
+// and the evidence it saw (the run's backoff entries, the file's part
+// receipts and commit receipt). [DecisionReupload] makes the file eligible
+// as a never-attempted one (under a new approval); [DecisionSkip] means it
+// is never sent. A review never makes a file acked and never waives the
+// run's status. file is the file's [PlannedFile.ID] or its [FileDigest].
 //
-// file is the file's [PlannedFile.ID] or its [FileDigest] ("sha256:" and
-// 64 hex digits, as `readrecovery journal plan` prints it).
-//
-// Like [Journal.Begin], Review first claims the exclusive pending marker,
-// then checks under it. Errors: a refusal for a decision that
-// is neither reupload nor skip, a file outside the plan, or a file that is
-// not unknown (acked, never-attempted, already reviewed); a
-// *RestrictedError for a run with a verification finding or another
-// request's marker ([ErrPending]); the context's error while waiting for
-// this Journal's request in flight; any other error is a persistence
-// failure (the Journal stays unresolved).
+// Like [Journal.Begin], Review claims the marker, then checks under it.
+// Errors: a refusal (a decision neither reupload nor skip, a file outside
+// the plan or not unknown); a *RestrictedError (a verification finding,
+// another request's marker: [ErrPending]); the context's error while
+// waiting for this Journal's request in flight; any other error is a
+// persistence failure (the Journal stays unresolved).
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -103,13 +97,6 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	if j.par != nil {
 		return j.parallelReview(ctx, d, decision, note)
 	}
-	if err := j.acquire(ctx); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { <-j.slot }()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-
 	check := func() error {
 		s := j.snap
 		if st := j.statusLocked(j.clock.Now(), true); st.State == Unresolved {
@@ -126,15 +113,11 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(ctx, m, check); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with Review
-
-	rb := j.newReview(decision, note)
-	rb.FileDigest, rb.Evidence = d, j.snap.evidence(d)
-	rec, err := j.writeClaimed(rb)
+	rec, err := j.claimedReview(ctx, d, check, func() reviewBody {
+		rb := j.newReview(decision, note)
+		rb.FileDigest, rb.Evidence = d, j.snap.evidence(d)
+		return rb
+	})
 	return rec.record(), err
 }
 
@@ -146,11 +129,34 @@ func (j *Journal) newReview(decision Decision, note string) reviewBody {
 		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
 }
 
-// writeClaimed writes rb under this Journal's claim, then ends the claim.
-// A review not written leaves nothing behind that blocks, its own marker
-// included (pending-review).
-func (j *Journal) writeClaimed(rb reviewBody) (reviewRec, error) {
-	rec, linked, err := j.putReview(rb)
+// claimedReview writes the review build makes under the run's claim: it
+// checks, claims a marker of method REVIEW (naming the file d, if any),
+// checks again under it (journal-claim-then-check), writes and ends the
+// claim. A refusal under the claim gives the marker back, and a review not
+// written removes it too: nothing is left that blocks (pending-review).
+func (j *Journal) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (reviewRec, error) {
+	if err := j.acquire(ctx); err != nil {
+		return reviewRec{}, err
+	}
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshFinishing(ctx)
+	if err := j.checkLimits(); err != nil {
+		return reviewRec{}, err
+	}
+	if err := check(); err != nil {
+		return reviewRec{}, err
+	}
+	if err := j.claim(markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
+		return reviewRec{}, err
+	}
+	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with the review
+	j.refreshLocked(ctx)
+	if err := check(); err != nil {
+		return reviewRec{}, j.unclaim(err)
+	}
+	rec, linked, err := j.putReview(build())
 	switch {
 	case err != nil && !linked:
 		return reviewRec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
@@ -308,27 +314,23 @@ type PendingRecord struct {
 }
 
 // ReviewPending resolves a dead pending marker (pending-review): a worker
-// killed while its request was in flight, an interrupted read, a review
-// that died while writing. A marker its worker still holds live (R83: its
-// lock or lease, however old it is and whatever any clock says) is
+// killed in flight, an interrupted read, a review that died while writing,
+// or an upload's marker removed by hand (R85: its begun head has neither
+// marker nor record). A marker its worker still holds (marker-liveness) is
 // refused with [ErrLive] and nothing is written; on a store that cannot
-// tell (a file system without locks) the review is the operator's word
-// that no worker still sends it. It appends an immutable review-NNNN.json (decision
-// "pending", in the run's chain like every record) bound to the digest of the
-// marker's bytes and naming what the marker named; it deletes and edits no
-// record. From then on that marker blocks nothing, the file it names is
-// unknown (a `--file … --decision` review decides it as usual), and the
-// run is waiting until the review time plus the 30 s wait ceiling — the
-// lost response's restriction is unknown — or until notBefore (Unix
-// seconds, 0 for none) when that is later. Then the marker is removed (in
-// a Store with versions, only while it is still the one reviewed).
+// tell, the review is the operator's word that no worker still sends it.
+// It appends an immutable review-NNNN.json (decision "pending") bound to
+// the digest of the marker's bytes (of the begun head, for a marker
+// removed by hand) and naming what the marker named; it deletes and edits
+// no record. The marker then blocks nothing, its file is unknown, and the
+// run waits until the review time plus the 30 s wait ceiling, or notBefore
+// (Unix seconds, 0 for none) when later; then the marker is removed (in a
+// Store with versions, only while it is the one reviewed).
 //
-// Errors: a refusal when no marker exists, when notBefore is
-// not representable, when the marker is live ([ErrLive] too); a *RestrictedError when the run has a finding other
-// than the marker (verification must be clean: another finding is not the
-// marker's to resolve); a persistence failure when the review cannot be
-// written, which leaves nothing new behind: the run is as it was. A marker
-// the run already resolved is only removed again.
+// Errors: a refusal (no marker, notBefore not representable, a live
+// marker); a *RestrictedError when the run has another finding; a
+// persistence failure when the review cannot be written, which leaves the
+// run as it was. A marker the run already resolved is only removed again.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (PendingRecord, error) {
 	if j.zero() {
 		return PendingRecord{}, errZero
@@ -440,24 +442,17 @@ func (j *Journal) removeResolved(s *snapshot) error {
 }
 
 // ReviewRestriction bounds a backoff entry whose restriction has no timing
-// (a Retry-After beyond the representable bound, an oversized or overlong
-// field the parser could not time, a legacy 429): such an entry leaves the
-// run unresolved for good, since nobody knows how long the server asked
-// to wait. An operator who knows (the service's documentation, its
-// support) appends an immutable review-NNNN.json (decision
-// "restriction", in the run's chain like every record) that names the entry by name
-// and event digest and gives its not-before, notBefore in Unix seconds, at
-// least the review time plus the 30 s wait ceiling. It deletes and edits
-// no record; the run is then waiting until notBefore, and the entry's file
-// stays unknown (its upload met 429).
+// (restriction-review): an operator who knows how long the server asked to
+// wait appends an immutable review-NNNN.json (decision "restriction") that
+// names the entry by name and event digest and gives its not-before,
+// notBefore in Unix seconds, at least the review time plus 30 s. The run
+// then waits until notBefore; the entry's file stays unknown.
 //
-// Errors: a refusal for an entry that is not on record or has
-// its own timing, an entry already bounded, or a notBefore too early or
-// not representable; a *RestrictedError when the run has any finding but
-// entries without timing, or another request's marker; the context's
-// error while waiting for this Journal's request in flight; any other
-// error is a persistence failure (a review not written leaves nothing
-// behind that blocks).
+// Errors: a refusal (an entry not on record, with its own timing or
+// bounded already, a notBefore too early or not representable); a
+// *RestrictedError (any finding but entries without timing, another
+// request's marker); the context's error while waiting for this Journal's
+// request in flight; any other error is a persistence failure.
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -465,13 +460,6 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 	if j.par != nil {
 		return j.parallelReviewRestriction(ctx, entry, note, notBefore)
 	}
-	if err := j.acquire(ctx); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { <-j.slot }()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-
 	var target entryRec
 	check := func() error {
 		s := j.snap
@@ -501,50 +489,15 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(ctx, m, check); err != nil {
-		return ReviewRecord{}, err
+	rec, err := j.claimedReview(ctx, "", check, func() reviewBody {
+		rb := j.newReview(decisionRestriction, note)
+		rb.Restriction = &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
+		return rb
+	})
+	if err == nil { // the entry's finding goes with the review
+		j.snap.findings = slices.DeleteFunc(j.snap.findings, func(f Finding) bool { return f.File == target.name })
 	}
-	defer func() { j.inflight = nil; j.release() }()
-	rb := j.newReview(decisionRestriction, note)
-	rb.Restriction = &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
-	rec, err := j.writeClaimed(rb)
-	if err != nil {
-		return rec.record(), err
-	}
-	// The entry's finding goes with the review.
-	s := j.snap
-	kept := s.findings[:0]
-	for _, f := range s.findings {
-		if f.File != target.name {
-			kept = append(kept, f)
-		}
-	}
-	s.findings = kept
-	return rec.record(), nil
-}
-
-// claimChecked checks a review against the run, claims the run's marker m,
-// and checks again under the claim (docs/policy.md:
-// journal-claim-then-check), so that no other worker slips between the
-// check and the write. A refusal after the claim gives the marker back;
-// after a nil error the caller ends the claim when its write is done.
-func (j *Journal) claimChecked(ctx context.Context, m markerFile, check func() error) error {
-	j.refreshFinishing(ctx)
-	if err := j.checkLimits(); err != nil {
-		return err
-	}
-	if err := check(); err != nil {
-		return err
-	}
-	if err := j.claim(m); err != nil {
-		return err
-	}
-	j.refreshLocked(ctx)
-	if err := check(); err != nil {
-		return j.unclaim(err)
-	}
-	return nil
+	return rec.record(), err
 }
 
 // putReview writes rb as the run's next review and, once it is in the
