@@ -343,16 +343,11 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
-// staleTemp is the age from which the temporary file of a durable write
-// is an interrupted write's leftover rather than a write in progress. A
-// temporary file is never a record and never a finding: another worker's
-// write in progress (write, fsync, link, remove take milliseconds) must
-// not make a healthy run unresolved for every other process. Nothing is
-// lost by that: every durable write runs under the pending marker, or
-// before the manifest exists, so a writer that died leaves the marker (or
-// no manifest) and the run is unresolved by it. A temporary file older than
-// staleTemp is listed by [Inspect] as a leftover, apart from
-// the findings, so that a crash's remains are still seen.
+// staleTemp is the age from which a durable write's temporary file is an
+// interrupted write's leftover, listed by [Inspect] apart from the
+// findings (temporary-files-are-not-findings): younger, it is another
+// worker's write in progress; either way its writer's marker (or the
+// missing manifest) shows an interruption.
 const staleTemp = 60 * time.Second
 
 // scanRun is scan of the run kept in b at now (the age of temporary files).
@@ -517,11 +512,9 @@ type planList struct {
 }
 
 // readCapped reads dir/name after checking, on the open file, that it is a
-// regular file of at most limit bytes and private (0600). Problems become
-// findings on s (when s is not nil) and ok is false. The file is opened
-// with [fsys.ReadFlags]: a symbolic link is refused by the open itself and a
-// FIFO or device opens without blocking, so that fstat can refuse it (hostile-directories):
-// nothing under a journal name can make a reader hang.
+// regular, private file of at most limit bytes; problems become findings
+// on s (when not nil). [fsys.ReadFlags] refuse a symbolic link and open a
+// FIFO or device without blocking (hostile-directories).
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
 		if s != nil {
@@ -601,22 +594,16 @@ type Summary struct {
 	Leftovers []Finding
 }
 
-// Inspect checks the run directory dir without changing it and returns, in
-// Summary.Findings, every finding, one per problem (each kind of file as
-// its entry of the table fileKinds says): the directory's mode and file count (at most
-// 1003); unexpected, non-regular, oversized or non-private files; the
-// manifest (version, canonical form, digest); the entries (numbering
-// backoff-0001.json onwards without gaps, at most 200, canonical
-// form, event digest, sequence, plan digest, the run link,
-// a usable timing); the receipts (digest, name, plan); and a pending marker
-// (an unfinished request). No findings means the run can never be
-// unresolved except by clock regression, which depends on the time of the
-// question (see [Journal.Status]).
-//
-// The error is non-nil only when dir itself cannot be read: it does not
-// exist (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be
-// listed, or is empty (no run). Summary also counts what the run holds,
-// for a report such as `readrecovery journal verify`'s "ok" line.
+// Inspect checks the run directory dir without changing it and returns
+// every finding in Summary.Findings, one per problem, each file checked as
+// its kind's entry of the table fileKinds says (the directory's mode and
+// file count, unexpected, non-regular, oversized or non-private files, the
+// manifest, every record's envelope and body, the run's sequence and head,
+// a pending marker). No findings means the run can never be unresolved
+// except by clock regression (see [Journal.Status]). The error is non-nil
+// only when dir itself cannot be read: it does not exist
+// (errors.Is(err, fs.ErrNotExist)), is not a directory, cannot be listed,
+// or is empty. Summary counts what the run holds (`journal verify`'s "ok").
 func Inspect(dir string) (Summary, error) { return inspect(locOf(DirStore(dir))) }
 
 func inspect(b *loc) (Summary, error) {
