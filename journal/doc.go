@@ -47,7 +47,9 @@
 // run created [WithParallel](n) is n shards under a root, each an ordinary
 // run with its own marker, so up to n are in flight, a file lives in one
 // shard ([Journal.Shard]) and every rule holds per shard (docs/policy.md:
-// parallel-shards).
+// parallel-shards). A Journal opened on a parallel run is its root: it
+// holds no records of its own, sends each request to its file's shard
+// (else its URL's), and its status is the shards' merged.
 //
 // [Journal.Next] hands the calling worker the next eligible file whose
 // shard has no request in flight, claimed for it under the shard's marker,
@@ -76,6 +78,19 @@
 // backoff entry without timing (docs/policy.md: restriction-review). Each
 // is an immutable record in the run's one chain, whose head names its last
 // record (docs/policy.md: deletion-detected).
+//
+// # Records
+//
+// Every record of a run (backoff entry, receipt, part receipt, review) and
+// its head is one envelope, one JSON line: {seq, kind, prev, body, digest}
+// — its place in the run's one sequence, its kind, the name and digest of
+// the record before it, the kind's own fields, and the digest of its own
+// canonical bytes. The chain and the head are the only integrity
+// mechanism (docs/policy.md: immutable-chained-entries, deletion-detected).
+// An upload's head is written before its request is sent and stands for
+// the record that fills its slot, so an upload's marker removed by hand is
+// a finding, resolved by a pending review, never a way to make its file
+// eligible.
 //
 // # Liveness
 //

@@ -56,11 +56,11 @@ func TestDurabilityOrder(t *testing.T) {
 		{"commit receipt", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(a, putReq(t)))
 			require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500}))
-		}, join(marker, durable(receiptA), durable("head-0002.json"), oldHead, unmark)},
+		}, join(marker, durable("head-0002.json"), oldHead, durable(receiptA), unmark)},
 		{"part receipt", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(b, putReq(t)))
 			require.NoError(t, j.Complete(b, putReq(t), ok201("p")))
-		}, join(marker, durable(partB), durable("head-0003.json"), []string{"remove head-0002.json", "syncdir run"}, unmark)},
+		}, join(marker, durable("head-0003.json"), []string{"remove head-0002.json", "syncdir run"}, durable(partB), unmark)},
 		{"review", func(t *testing.T, j *Journal) {
 			_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
 			require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestDurabilityOrder(t *testing.T) {
 			require.NoError(t, err)
 			_, err = j2.ReviewPending(context.Background(), "killed", 0)
 			require.NoError(t, err)
-		}, join(marker, durable("review-0002.json"), durable("head-0005.json"), []string{"remove head-0004.json", "syncdir run"}, unmark)},
+		}, join(marker, durable("head-0005.json"), []string{"remove head-0004.json", "syncdir run"}, durable("review-0002.json"), unmark)},
 	}
 	ff := newFaultFS()
 	dir := filepath.Join(t.TempDir(), "run")

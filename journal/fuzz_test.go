@@ -141,19 +141,20 @@ func validSecond(t testing.TB, base fstest.MapFS) []byte {
 
 // validSecondWithHead is validSecond and the head that names it.
 func validSecondWithHead(t testing.TB, base fstest.MapFS) (entry []byte, head string, headData []byte) {
-	e1, err := parseEntry(base["run/backoff-0001.json"].Data)
+	_, _, body, err := unseal(base["run/backoff-0001.json"].Data)
 	require.NoError(t, err)
 	s, err := scan(memFS{base}, "run", nil)
 	require.NoError(t, err)
-	e := e1.entryBody
-	e.Sequence, e.Run = 2, s.nextLink()
+	e := *body.(*entryBody)
+	e.Sequence = 2
 	e.RetryAfter = retryAfterJSON{Kind: "seconds", Value: 1}
 	e.Timing = &timingJSON{t0.Unix() + 1, t0.Unix() + 2, 1}
-	b, d, err := encodeEntry(e)
+	seq, prev := s.nextLink()
+	b, d, err := seal(kindEntry, seq, prev, &e)
 	require.NoError(t, err)
-	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: e.Run.Seq, Record: "backoff-0002.json", RecordDigest: d})
+	hd, _, err := seal(kindHead, seq, link{"backoff-0002.json", d}, &headBody{})
 	require.NoError(t, err)
-	return b, headName(e.Run.Seq), hd
+	return b, headName(seq), hd
 }
 
 // TestFuzzBaseIsWaiting makes sure the fuzzers start from a waiting run,

@@ -186,55 +186,50 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, manifestName), data, 0o600))
 	seq, prevName := 0, manifestName
-	link := func() *runLink {
+	put := func(name, kind string, body any) {
 		seq++
-		return &runLink{Seq: seq, Previous: prevName, PreviousDigest: prev}
+		data, prev, err = seal(kind, seq, link{prevName, prev}, body)
+		require.NoError(t, err)
+		prevName = name
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
 	}
 	ud := urlDigest(t, secretURL)
 	for i, d := range delays {
 		r := rcv.Unix() + int64(i)
-		e := entryBody{
+		put(entryName(i+1), kindEntry, &entryBody{
 			BackoffVersion: backoffVersion, Sequence: i + 1, PlanDigest: pd,
 			Method: "PUT", URLDigest: ud, RequestID: "req-" + string(rune('a'+i%26)), Status: 429,
 			RetryAfter: retryAfterJSON{Kind: "seconds", Value: d},
 			Timing:     &timingJSON{r, r + d, d},
 			Provenance: provenance{Attempt: 1},
-			Run:        link(),
-		}
-		data, prev, err = encodeEntry(e)
-		require.NoError(t, err)
-		prevName = entryName(i + 1)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
+		})
 	}
 	for _, id := range acked {
 		fd := fileDigest(id)
-		data, prev, err = encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
-			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix(), Run: link()})
-		require.NoError(t, err)
-		prevName = receiptName(fd)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, prevName), data, 0o600))
+		put(receiptName(fd), kindReceipt, &receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
+			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix()})
 	}
 	if seq > 0 {
-		data, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: seq, Record: prevName, RecordDigest: prev})
+		data, _, err := seal(kindHead, seq, link{prevName, prev}, &headBody{})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), data, 0o600))
 	}
 }
 
-// appendRecord writes the record name into the run dir as another worker
-// would (no fsync, for speed): encoded by enc with the run's next link,
-// then the head naming it, then the old heads removed.
-func appendRecord(t testing.TB, dir, name string, enc func(*runLink) ([]byte, string, error)) {
+// appendRecord writes the record name (of kind, with body) into the run
+// dir as another worker would (no fsync, for speed): with the run's next
+// seq and prev, then the head naming it, then the old heads removed.
+func appendRecord(t testing.TB, dir, name, kind string, body any) {
 	t.Helper()
 	s, err := scan(osFS, dir, nil)
 	require.NoError(t, err)
-	l := s.nextLink()
-	data, digest, err := enc(l)
+	seq, prev := s.nextLink()
+	data, digest, err := seal(kind, seq, prev, body)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
-	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: l.Seq, Record: name, RecordDigest: digest})
+	hd, _, err := seal(kindHead, seq, link{name, digest}, &headBody{})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, headName(l.Seq)), hd, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), hd, 0o600))
 	for _, h := range s.heads {
 		require.NoError(t, os.Remove(filepath.Join(dir, h)))
 	}

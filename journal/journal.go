@@ -582,7 +582,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	case ctx == nil:
 		return errors.New("journal: begin: nil context")
 	}
-	if err := validRequest(req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
+	if err := validRequest("", req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	return j.r.Begin(ctx, req)
@@ -761,8 +761,7 @@ func (j *run) finishDeadReview() bool {
 		h = max(h, k)
 	}
 	if n := s.lastSeq; n > 0 && h == n-1 {
-		r := s.seq[n]
-		hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: n, Record: r.name, RecordDigest: r.digest})
+		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
 		if err != nil {
 			return false
 		}
@@ -951,6 +950,9 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 		return j.unclaim(&RestrictedError{Status: others})
 	}
 	if m.FileDigest != "" {
+		if err := j.beginRecord(m); err != nil {
+			return err
+		}
 		j.own(m.FileDigest)
 	}
 	return nil
@@ -1117,31 +1119,60 @@ func (j *run) fail(why string) {
 	}
 }
 
-// putRecord stores the record name (data, with the digest digest and the
-// run link link) exclusively, then the run's head naming it, then removes
-// the heads it replaces (deletion-detected). linked reports whether the record
-// exists durably; an error after that is the head's (a persistence
-// failure: the marker stays, so the run is unresolved until a review).
-func (j *run) putRecord(name string, data []byte, digest string, link *runLink) (linked bool, err error) {
-	linked, err = j.writeAtomic(name, data)
-	j.snap.gen = scanGen.Add(1) // what this Journal wrote is news
-	if !linked || err != nil || link == nil {
-		return linked, err
-	}
+// putRecord seals body as the run's next record, of kind and named name,
+// stores it exclusively, then the run's head naming it — unless the begun
+// head of its request stands for it (R85) — and removes the heads it
+// replaces (deletion-detected). linked reports whether the record exists
+// durably; an error after that is the head's (a persistence failure: the
+// marker stays, so the run is unresolved until a review).
+func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err error) {
 	s := j.snap
-	s.seq[link.Seq] = seqRec{name, digest, *link}
-	s.lastSeq = max(s.lastSeq, link.Seq)
-	hd, _, err := encodeHead(headBody{HeadVersion: headVersion, Seq: link.Seq, Record: name, RecordDigest: digest})
-	if err != nil {
-		return true, err
+	seq, prev := s.nextLink()
+	if seq == 0 {
+		return env{}, false, errors.New("run.json is unusable: nothing is written")
 	}
-	hn := headName(link.Seq)
+	data, digest, err := seal(kind, seq, prev, body)
+	if err != nil {
+		return env{}, false, err
+	}
+	e = env{Seq: seq, Prev: prev, Digest: digest}
+	linked, err = j.writeAtomic(name, data)
+	s.gen = scanGen.Add(1) // what this Journal wrote is news
+	if !linked {
+		return e, false, err
+	}
+	s.seq[seq], s.lastSeq = seqRec{name, e}, max(s.lastSeq, seq)
+	s.cache[name] = loaded{e, body}
+	s.files++
+	if err != nil {
+		return e, true, err
+	}
+	if b := s.begun; b != nil && b.Seq == seq {
+		s.begun = nil
+		return e, true, nil
+	}
+	return e, true, j.putHead(seq, link{name, digest}, nil)
+}
+
+// putHead writes head-seq after prev, the run's last record — a begun head
+// when begun is not nil (beginRecord) — then removes the heads it
+// replaces.
+func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
+	s := j.snap
+	body := &headBody{Begun: begun}
+	hd, digest, err := seal(kindHead, seq, prev, body)
+	if err != nil {
+		return err
+	}
+	hn := headName(seq)
 	hl, err := j.writeAtomic(hn, hd)
 	if hl {
-		if hf, perr := parseHead(hd); perr == nil {
-			s.cache[hn] = hf // immutable: the next scan need not read it
-		}
+		e := env{Seq: seq, Prev: prev, Digest: digest}
+		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
 		s.files++
+		if begun != nil {
+			s.begun = &begunHead{hn, e, *begun}
+		}
 		older := s.heads
 		s.heads = []string{hn}
 		for _, o := range older {
@@ -1156,9 +1187,30 @@ func (j *run) putRecord(name string, data []byte, digest string, link *runLink) 
 		}
 	}
 	if err != nil {
-		return true, fmt.Errorf("%s: %w", hn, err)
+		return fmt.Errorf("%s: %w", hn, err)
 	}
-	return true, nil
+	return nil
+}
+
+// beginRecord makes the begin of an upload's request durable in the run's
+// chain before it is sent, under its claim (R85): a begun head, so that a
+// marker removed by hand is a finding, never a way to make its file
+// eligible. A head not written sends nothing (the claim ends); one
+// written but not durably is a persistence failure (the marker stays).
+func (j *run) beginRecord(m markerFile) error {
+	seq, prev := j.snap.nextLink()
+	err := j.putHead(seq, prev, &begunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
+		Part: m.Part, Attempt: m.Attempt, ResendOf: m.ResendOf, BegunAtUTC: m.BegunAtUTC})
+	if err == nil {
+		return nil
+	}
+	j.fail("write " + headName(seq) + ": " + redact.Text(err.Error()))
+	if j.snap.begun == nil {
+		return j.unclaim(fmt.Errorf("journal: begin: %w", bareErr(err)))
+	}
+	j.inflight = nil
+	j.release() // nothing is sent: the marker is dead for every other process
+	return fmt.Errorf("journal: begin: %w", bareErr(err))
 }
 
 // writeAtomic stores the immutable record name exclusively (see
@@ -1242,7 +1294,6 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
 		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
-	e.Run = s.nextLink()
 	if timing != nil && representable(timing) {
 		// A timing beyond the shared bound is no timing: the entry is
 		// recorded without it (the run is unresolved), never refused.
@@ -1256,13 +1307,9 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		j.fail("invalid backoff entry: " + err.Error())
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
-	data, digest, err := encodeEntry(e)
-	if err != nil {
-		j.fail(err.Error())
-		return "", err
-	}
 	name := entryName(e.Sequence)
-	linked, err := j.putRecord(name, data, digest, e.Run)
+	ev, linked, err := j.putRecord(name, kindEntry, &e)
+	digest := ev.Digest
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
 			u.throttledBy, u.throttledName = digest, name
@@ -1271,9 +1318,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		}
 	}
 	if linked {
-		s.entries = append(s.entries, entryRec{name: name, entryFile: entryFile{e, digest}})
-		s.cache[name] = entryFile{e, digest}
-		s.files++
+		s.entries = append(s.entries, entryRec{name, ev, e})
 		if why := untimed(e); why != "" {
 			s.untimed = append(s.untimed, name)
 			s.addFinding(name, "%s", why)
@@ -1324,11 +1369,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
-	var name, recDigest string
-	var data []byte
-	var add func()
+	var name, kind string
+	var body any
+	var add func(env)
 	s := j.snap
-	link := s.nextLink()
 	ok2xx := httprule.IsSuccess(out.StatusCode)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		// A part's 2xx continues the upload; any other outcome (a commit
@@ -1338,71 +1382,42 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	}
 	switch {
 	case m.FileDigest != "" && m.Part:
-		prior := s.parts[m.FileDigest]
 		p := partBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(prior) + 1,
+			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.parts[m.FileDigest]) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
-			RecordedAtUTC: j.clock.Now().Unix(), Run: link,
+			RecordedAtUTC: j.clock.Now().Unix(),
 		}
 		if p.Part > maxParts {
 			j.fail("part limit")
 			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
-		var digest string
-		if data, digest, err = encodePart(p); err != nil {
-			j.fail(err.Error())
-			return err
-		}
-		recDigest = digest
-		name = partName(m.FileDigest, p.Part)
-		rec := partRec{name: name, partFile: partFile{p, digest}}
-		add = func() {
-			s.parts[m.FileDigest] = append(s.parts[m.FileDigest], rec)
-			s.cache[name] = rec.partFile
-		}
+		name, kind, body = partName(m.FileDigest, p.Part), kindPart, &p
+		add = func(e env) { s.parts[m.FileDigest] = append(s.parts[m.FileDigest], partRec{name, e, p}) }
 	case m.FileDigest != "":
 		round := s.view(m.FileDigest, true).round
 		r := receiptBody{
-			PlanDigest:     s.planDigest(),
-			FileDigest:     m.FileDigest,
-			Method:         req.Method,
-			URLDigest:      req.URLDigest,
-			Attempt:        req.Attempt,
-			ResendOf:       req.ResendOf,
-			Status:         out.StatusCode,
-			ACK:            ok2xx,
-			RequestID:      redact.ID(out.RequestID),
-			ETag:           redact.ETag(out.ETag),
-			TransportError: redact.Text(out.TransportError),
-			RecordedAtUTC:  j.clock.Now().Unix(),
-			Run:            link,
+			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
+			Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
+			RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
+			TransportError: redact.Text(out.TransportError), RecordedAtUTC: j.clock.Now().Unix(),
 		}
 		if round > 1 {
 			r.Round = round
 		}
-		var digest string
-		if data, digest, err = encodeReceipt(r); err != nil {
-			j.fail(err.Error())
-			return err
-		}
-		recDigest = digest
-		name = receiptNameRound(m.FileDigest, round)
-		rf := receiptFile{r, digest}
-		add = func() {
+		name, kind, body = receiptNameRound(m.FileDigest, round), kindReceipt, &r
+		add = func(e env) {
 			if s.receipts[m.FileDigest] == nil {
 				s.receipts[m.FileDigest] = map[int]receiptFile{}
 			}
-			s.receipts[m.FileDigest][round] = rf
-			s.cache[name] = rf
+			s.receipts[m.FileDigest][round] = receiptFile{e, r}
 		}
 	}
 	if name != "" {
-		linked, err := j.putRecord(name, data, recDigest, link)
+		e, linked, err := j.putRecord(name, kind, body)
 		if linked {
-			add()
-			s.files++
+			add(e)
 		}
 		if err != nil {
 			j.fail("write " + name + ": " + redact.Text(err.Error()))
@@ -1428,7 +1443,7 @@ type uploadMark struct {
 // planned file with identity id (its [PlannedFile.ID]): the request whose
 // 2xx is the file's ACK (a single-request upload, or the last request of a
 // multi-request one: Blob Put Block List, the last Files Put Range). The
-// journal binds the file's [FileDigest] as the upload provenance of the
+// journal binds the file's [PlannedFile.Digest] as the upload provenance of the
 // request's marker, backoff entries and commit receipt. An empty id
 // returns ctx unchanged.
 func WithUpload(ctx context.Context, id string) context.Context {

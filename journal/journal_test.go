@@ -116,6 +116,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, rn))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &r))
+	r = r["body"].(map[string]any)
 	assert.Equal(t, true, r["ack"])
 	assert.Equal(t, float64(201), r["status"])
 	assert.Equal(t, "req-2", r["request_id"])
@@ -161,7 +162,7 @@ func TestEntryFields(t *testing.T) {
 	var e map[string]any
 	require.NoError(t, json.Unmarshal(b, &e))
 	pd, _ := digestOfPlan(plan3)
-	want := map[string]any{
+	body := map[string]any{
 		"backoff_version": "1.0",
 		"sequence":        float64(2),
 		"plan_digest":     pd,
@@ -173,27 +174,34 @@ func TestEntryFields(t *testing.T) {
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
 		"provenance": map[string]any{"file_digest": fileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
-		"run":        map[string]any{"seq": float64(2), "previous": "backoff-0001.json", "previous_digest": d1},
-		"digest":     d2,
+	}
+	eb, _ := e["body"].(map[string]any)
+	body["request_id"] = eb["request_id"]
+	want := map[string]any{
+		"seq":    float64(2),
+		"kind":   "backoff",
+		"prev":   map[string]any{"name": "backoff-0001.json", "digest": d1},
+		"body":   body,
+		"digest": d2,
 	}
 	assert.Equal(t, want, e)
-	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, e["request_id"], "sanitized-request-ids: sanitized request ID")
+	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, eb["request_id"], "sanitized-request-ids: sanitized request ID")
 
-	// The event digest is the SHA-256 of the canonical content without it.
-	ef, err := parseEntry(b)
+	// The event digest is the SHA-256 of the canonical envelope without it.
+	canonical := strings.Replace(strings.TrimSuffix(string(b), "\n"), `,"digest":"`+d2+`"`, "", 1)
+	assert.Equal(t, digestOf([]byte(canonical)), d2)
+	ee, _, _, err := unseal(b)
 	require.NoError(t, err)
-	body, _ := json.Marshal(ef.entryBody)
-	assert.Equal(t, digestOf(body), d2)
+	assert.Equal(t, d2, ee.Digest)
 
 	// The first record of the run's chain names the manifest's own digest.
 	b1, _ := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
 	m, _ := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
 	mi, err := parseManifest(m)
 	require.NoError(t, err)
-	e1, err := parseEntry(b1)
+	e1, _, _, err := unseal(b1)
 	require.NoError(t, err)
-	assert.Equal(t, &runLink{Seq: 1, Previous: manifestName, PreviousDigest: mi.genesis}, e1.Run)
-	assert.Equal(t, d1, e1.Digest)
+	assert.Equal(t, env{Seq: 1, Prev: link{manifestName, mi.genesis}, Digest: d1}, e1)
 }
 
 // TestResendMustNameAnEntry: a re-send whose resend_of names no entry
@@ -563,7 +571,7 @@ func TestLegacyRun(t *testing.T) {
 	// Written by hand, as an older version would have.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
 		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))
-	data, _, err := encodeReceipt(receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
+	data, _, err := seal(kindReceipt, 0, link{}, &receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
 		URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "old", RecordedAtUTC: t0.Unix() - 99})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fileDigest("a.bin"))), data, 0o600))
@@ -667,7 +675,7 @@ func TestFileLimit(t *testing.T) {
 	ctx := WithUpload(context.Background(), plan[999].ID)
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
-	assert.Equal(t, maxFiles, peak, "the peak is exactly the limit (marker, receipt, head and its temporary file)")
+	assert.Equal(t, maxFiles-1, peak, "an upload's peak: marker, its begun head and the head's temporary file; the old head goes before the receipt is written (R85)")
 	require.Len(t, allNames(t, dir), 1000, "the new head replaced the old one")
 
 	err = j.Begin(context.Background(), getReq(t))

@@ -6,137 +6,80 @@ import (
 	"slices"
 )
 
-// fileKind is the one description of a kind of file a run holds: its name
-// pattern, its loader (format, canonical form and own digest, checked on
-// the bytes alone), how it is checked against the files around it, and
-// what it proves. The scan, Verify and Inspect, isJournalName and the
-// run's sequence (deletion-detected) all read this table: adding a kind is
-// adding an entry here and its writer.
+// fileKind is the one description of a kind of file a run holds: its name,
+// what it proves, its limits, and how the scan adds its files to the
+// snapshot once each passed its loader (run.json and plan.json their own,
+// every record the one loader, unseal). The scan, Inspect, isJournalName
+// and the run's sequence all read the table fileKinds.
 type fileKind struct {
+	// kind is the envelope's kind; "" for run.json and plan.json, whose
+	// name is prefix.
+	kind, prefix string
 	// what says what a file of the kind is and what it proves.
 	what string
-	// match parses a name of the kind; n is its number (0 when the kind
-	// is not numbered).
-	match func(name string) (n int, ok bool)
 	// maxN bounds the number of a numbered kind (0: not numbered).
-	maxN int
-	// maxBytes is the size cap checked before reading.
+	maxN     int
 	maxBytes int64
-	// parse is the loader: it refuses any file that is not the canonical
-	// encoding of a valid record of the kind.
-	parse func(data []byte) (any, error)
-	// record: a record of the run's one sequence (its "run" link).
-	record bool
 	// attempted returns the hex prefix of the file whose attempt a file
 	// of the kind records, so that one failing verification leaves its
 	// file unknown; nil when the kind names no file.
 	attempted func(name string) string
-	// check verifies the files of the kind that passed their own loader
-	// against the files before them in the table, and adds them to the
-	// snapshot; names are sorted.
+	// check adds the files of the kind (names sorted) to the snapshot,
+	// against the kinds before it in the table.
 	check func(s *snapshot, names []string, ld *loader)
 }
 
-func (k *fileKind) numbered() bool { return k.maxN > 0 }
+// record reports whether the kind's files are records of the run's
+// sequence (a head is not one: it names the last).
+func (k *fileKind) record() bool { return k.kind != "" && k.kind != kindHead }
 
-func exact(want string) func(string) (int, bool) {
-	return func(name string) (int, bool) { return 0, name == want }
-}
+func hexOf(name string) string { _, _, h := parseName(name); return h }
 
-// fileKinds is the table, in the order of the scan: each kind is checked
-// against the kinds before it. (Set in init: the loaders refer back to
-// the table through the names they check.)
+// fileKinds is the table, in the order of the scan. (Set in init: the
+// checks refer back to the table through the names they parse.)
 var fileKinds []*fileKind
 
-func init() { fileKinds = kindTable() }
-
-func kindTable() []*fileKind {
-	return []*fileKind{
-		{
-			what:     "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of the run's chain",
-			match:    exact(manifestName),
-			maxBytes: maxManifestBytes,
-			parse:    func(b []byte) (any, error) { return parseManifest(b) },
-			check:    checkManifest,
-		},
-		{
-			what:     "plan.json, the plan's sorted file digests: which files the run may send",
-			match:    exact(planName),
-			maxBytes: maxPlanBytes,
-			parse: func(b []byte) (any, error) {
-				files, d, err := parsePlanList(b)
-				return planList{files, d}, err
-			},
-			check: checkPlan,
-		},
-		{
-			what:     "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered",
-			match:    parseEntryName,
-			maxN:     maxEntries,
-			maxBytes: maxRecordBytes,
-			parse:    func(b []byte) (any, error) { return parseEntry(b) },
-			record:   true,
-			check:    checkEntries,
-		},
-		{
-			what:     "receipt-<hex>[-rNN].json, a commit's outcome: the file's ACK (never sent again) or its attempt without one (unknown)",
-			match:    func(name string) (int, bool) { _, r, ok := parseReceiptName(name); return r, ok },
-			maxBytes: maxRecordBytes,
-			parse:    func(b []byte) (any, error) { return parseReceipt(b) },
-			record:   true,
-			attempted: func(name string) string {
-				h, _, _ := parseReceiptName(name)
-				return h
-			},
-			check: checkReceipts,
-		},
-		{
-			what:     "part-<hex>-NNNN.json, a part's outcome: never the file's ACK; a file with parts and no ACK is unknown",
-			match:    func(name string) (int, bool) { _, n, ok := parsePartName(name); return n, ok },
-			maxBytes: maxRecordBytes,
-			parse:    func(b []byte) (any, error) { return parsePart(b) },
-			record:   true,
-			attempted: func(name string) string {
-				h, _, _ := parsePartName(name)
-				return h
-			},
-			check: checkParts,
-		},
-		{
-			what:     "review-NNNN.json, an operator's decision about an unknown file, or the resolution of an abandoned marker",
-			match:    parseReviewName,
-			maxN:     maxReviews,
-			maxBytes: maxRecordBytes,
-			parse:    func(b []byte) (any, error) { return parseReview(b) },
-			record:   true,
-			check:    checkReviews,
-		},
-		{
-			what:     "head-NNNN.json, the run's head: names the last record, so that deleting it is seen",
-			match:    parseHeadName,
-			maxN:     maxRunSeq,
-			maxBytes: maxRecordBytes,
-			parse:    func(b []byte) (any, error) { return parseHead(b) },
-			check:    checkHeads,
-		},
+func init() {
+	fileKinds = []*fileKind{
+		{prefix: manifestName, maxBytes: maxManifestBytes, check: checkManifest,
+			what: "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of the run's sequence"},
+		{prefix: planName, maxBytes: maxPlanBytes, check: checkPlan,
+			what: "plan.json, the plan's sorted file digests: which files the run may send"},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes, check: checkEntries,
+			what: "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered"},
+		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf, check: checkReceipts,
+			what: "receipt-<hex>[-rNN].json, a commit's outcome: the file's ACK (never sent again) or its attempt without one (unknown)"},
+		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf, check: checkParts,
+			what: "part-<hex>-NNNN.json, a part's outcome: never the file's ACK; a file with parts and no ACK is unknown"},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes, check: checkReviews,
+			what: "review-NNNN.json, an operator's decision about an unknown file, the resolution of an abandoned request, or a restriction's bound"},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes, check: checkHeads,
+			what: "head-NNNN.json, the run's head: names the last record, or the upload begun that writes it (R85)"},
 	}
 }
 
 // kindOf returns the kind of a name and its number, or nil.
 func kindOf(name string) (*fileKind, int) {
-	for _, k := range fileKinds {
-		if n, ok := k.match(name); ok {
-			return k, n
+	for _, k := range fileKinds[:2] {
+		if name == k.prefix {
+			return k, 0
 		}
 	}
-	return nil, 0
+	k, n, _ := parseName(name)
+	return k, n
 }
 
 // isRecordName reports whether name is a record of the run's sequence: a
 // backoff entry, a commit receipt, a part receipt or a review.
 func isRecordName(name string) bool {
 	k, _ := kindOf(name)
-	return k != nil && k.record
+	return k != nil && k.record()
+}
+
+// loaded is a record that passed the loader: its envelope and body.
+type loaded struct {
+	env
+	body any
 }
 
 // loader loads the immutable files of one scan, from the previous scan's
@@ -148,8 +91,8 @@ type loader struct {
 }
 
 // load returns the cached parse of an immutable file, or reads and parses
-// it with its kind's loader; a file is cached only when it raised no
-// finding. note, when not "", formats a parse error.
+// it; a file is cached only when it raised no finding. note, when not "",
+// formats a parse error.
 func (ld *loader) load(name string, note string) (any, bool) {
 	s := ld.s
 	k, _ := kindOf(name)
@@ -161,6 +104,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 	before := len(s.findings)
 	data, _, ok := ld.b.read(s, name, k.maxBytes)
 	if !ok {
+		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	return ld.parsed(name, data, note, before)
@@ -171,13 +115,30 @@ func (ld *loader) load(name string, note string) (any, bool) {
 func (ld *loader) parsed(name string, data []byte, note string, before int) (any, bool) {
 	s := ld.s
 	k, _ := kindOf(name)
-	v, err := k.parse(data)
-	if err != nil {
-		if note != "" {
-			s.addFinding(name, note, err)
-		} else {
-			s.addFinding(name, "%v", err)
+	var v any
+	var err error
+	switch name {
+	case manifestName:
+		v, err = parseManifest(data)
+	case planName:
+		files, d, perr := parsePlanList(data)
+		v, err = planList{files, d}, perr
+	default:
+		e, kind, body, perr := unseal(data)
+		switch {
+		case perr != nil:
+			err = perr
+		case kind != k.kind || nameOf(e.Seq, body) != name:
+			err = fmt.Errorf("its content names %s (renamed)", escapeName(nameOf(e.Seq, body)))
 		}
+		v = loaded{e, body}
+	}
+	if err != nil {
+		if note == "" {
+			note = "%v"
+		}
+		s.addFinding(name, note, err)
+		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	if len(s.findings) == before {
@@ -198,7 +159,7 @@ func checkManifest(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkPlan: plan.json (runs written since it exists) matches the manifest.
+// checkPlan: plan.json matches the manifest.
 func checkPlan(s *snapshot, names []string, ld *loader) {
 	if len(names) == 0 {
 		return
@@ -217,56 +178,54 @@ func checkPlan(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkEntries: contiguous numbering and sequence, each self-verified
-// (the run's one chain and head detect deletion, edits and reordering).
+// otherPlan reports (as a finding) a record bound to another plan.
+func (s *snapshot) otherPlan(name, planDigest string) bool {
+	if s.manifest != nil && planDigest != s.manifest.planDigest {
+		s.addFinding(name, "plan_digest differs from run.json")
+		return true
+	}
+	return false
+}
+
+// checkEntries: numbered from 0001 without gaps.
 func checkEntries(s *snapshot, names []string, ld *loader) {
 	legacyNote := ""
 	if s.manifest != nil && s.manifest.legacy {
 		legacyNote = "legacy 429 without verifiable timing (%v)"
 	}
 	for i, name := range names {
-		n, _ := parseEntryName(name)
-		if n != i+1 {
+		if _, n, _ := parseName(name); n != i+1 {
 			s.addFinding(name, "numbering not contiguous: %s is missing", entryName(i+1))
 		}
 		v, ok := ld.load(name, legacyNote)
 		if !ok {
 			continue
 		}
-		ef := v.(entryFile)
-		if ef.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", ef.Sequence)
-		}
-		if s.manifest != nil && ef.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
-		if untimed(ef.entryBody) != "" {
+		r := v.(loaded)
+		e := entryRec{name: name, env: r.env, entryBody: *r.body.(*entryBody)}
+		s.otherPlan(name, e.PlanDigest)
+		if untimed(e.entryBody) != "" {
 			// A finding unless a restriction review bounds it (checked
 			// with the reviews).
 			s.untimed = append(s.untimed, name)
 		}
-		s.entries = append(s.entries, entryRec{name: name, entryFile: ef})
+		s.entries = append(s.entries, e)
 	}
 }
 
-// checkReceipts: self-verified, named after their file and round, bound
-// to the plan.
+// checkReceipts: bound to the plan; a receipt that fails marks its file
+// attempted.
 func checkReceipts(s *snapshot, names []string, ld *loader) {
 	for _, name := range names {
-		prefix, round, _ := parseReceiptName(name)
+		_, round, prefix := parseName(name)
 		v, ok := ld.load(name, "")
 		if !ok {
 			s.badFiles[prefix] = name
 			continue
 		}
-		rf := v.(receiptFile)
-		if want := receiptNameRound(rf.FileDigest, max(rf.Round, 1)); want != name || rf.Round == 1 {
-			s.addFinding(name, "file_digest or round does not match the file name (renamed)")
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.manifest != nil && rf.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
+		r := v.(loaded)
+		rf := receiptFile{env: r.env, receiptBody: *r.body.(*receiptBody)}
+		if s.otherPlan(name, rf.PlanDigest) {
 			s.badFiles[prefix] = name
 			continue
 		}
@@ -277,64 +236,54 @@ func checkReceipts(s *snapshot, names []string, ld *loader) {
 	}
 }
 
-// checkParts: per file, numbered from 0001 without gaps, self-verified,
-// bound to the plan.
+// checkParts: per file, numbered from 0001 without gaps, in the plan.
 func checkParts(s *snapshot, names []string, ld *loader) {
 	for _, name := range names {
-		prefix, n, _ := parsePartName(name)
+		_, n, prefix := parseName(name)
 		v, ok := ld.load(name, "")
 		if !ok {
 			s.badFiles[prefix] = name
 			continue
 		}
-		pf := v.(partFile)
-		prior := s.parts[pf.FileDigest]
+		r := v.(loaded)
+		p := partRec{name: name, env: r.env, partBody: *r.body.(*partBody)}
+		prior := s.parts[p.FileDigest]
 		switch {
-		case fileHex(pf.FileDigest) != prefix || pf.Part != n:
-			s.addFinding(name, "file_digest or part number does not match the file name (renamed)")
 		case n != len(prior)+1:
-			s.addFinding(name, "numbering not contiguous: %s is missing", partName(pf.FileDigest, len(prior)+1))
-		case s.manifest != nil && pf.PlanDigest != s.manifest.planDigest:
-			s.addFinding(name, "plan_digest differs from run.json")
-		case !s.inPlan(pf.FileDigest):
+			s.addFinding(name, "numbering not contiguous: %s is missing", partName(p.FileDigest, len(prior)+1))
+		case s.otherPlan(name, p.PlanDigest):
+		case !s.inPlan(p.FileDigest):
 			s.addFinding(name, "names a file outside plan.json")
 		default:
-			s.parts[pf.FileDigest] = append(prior, partRec{name: name, partFile: pf})
+			s.parts[p.FileDigest] = append(prior, p)
 			continue
 		}
 		s.badFiles[prefix] = name
 	}
 }
 
-// checkReviews: contiguous, each about a file that its evidence
-// shows was unknown; then a commit receipt of a round after the first
-// needs the reupload review that opened the round, and every receipt
-// names a planned file.
+// checkReviews: contiguous, each about a file that its evidence shows was
+// unknown; then an entry without timing needs its restriction review, a
+// commit receipt of a round after the first the reupload review that
+// opened the round, and every receipt a planned file.
 func checkReviews(s *snapshot, names []string, ld *loader) {
 	for i, name := range names {
-		n, _ := parseReviewName(name)
-		if n != i+1 {
+		if _, n, _ := parseName(name); n != i+1 {
 			s.addFinding(name, "numbering not contiguous: %s is missing", reviewName(i+1))
 		}
 		v, ok := ld.load(name, "")
 		if !ok {
 			continue
 		}
-		rv := v.(reviewFile)
-		if rv.Sequence != n {
-			s.addFinding(name, "holds sequence %d (reordered or renamed)", rv.Sequence)
-		}
-		if s.manifest != nil && rv.PlanDigest != s.manifest.planDigest {
-			s.addFinding(name, "plan_digest differs from run.json")
-		}
+		r := v.(loaded)
+		rv := reviewRec{name: name, env: r.env, reviewBody: *r.body.(*reviewBody)}
+		s.otherPlan(name, rv.PlanDigest)
 		if why := s.reviewProblem(rv.reviewBody); why != "" {
 			s.addFinding(name, "%s", why)
 			continue // a review that does not hold never takes a file out of unknown
 		}
-		s.reviews = append(s.reviews, reviewRec{name: name, reviewFile: rv})
+		s.reviews = append(s.reviews, rv)
 	}
-	// An entry without timing is unresolved until a restriction review
-	// bounds it.
 	for _, name := range s.untimed {
 		if !s.bounded(name) {
 			for _, e := range s.entries {
@@ -345,14 +294,13 @@ func checkReviews(s *snapshot, names []string, ld *loader) {
 		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
-		rounds := s.receipts[d]
 		reuploads := 0
 		for _, r := range s.reviews {
 			if r.FileDigest == d && r.Decision == DecisionReupload {
 				reuploads++
 			}
 		}
-		for _, round := range slices.Sorted(maps.Keys(rounds)) {
+		for _, round := range slices.Sorted(maps.Keys(s.receipts[d])) {
 			name := receiptNameRound(d, round)
 			switch {
 			case round > 1+reuploads:
@@ -378,7 +326,7 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 		listed[de.name] = true
 	}
 	before := len(s.findings)
-	s.checkSequence(listed, func(name string) (headFile, bool) {
+	s.checkSequence(listed, func(name string) (loaded, bool) {
 		if _, cached := ld.cache[name]; !cached {
 			// Read once: the problems of the read are the head's findings
 			// unless the head was replaced meanwhile.
@@ -387,27 +335,27 @@ func checkHeads(s *snapshot, names []string, ld *loader) {
 			if !ok && (s.pending || replacedHead(ld.b, name)) {
 				// A write in progress (the marker) replaces the head, or
 				// another worker's write finished since the listing and a
-				// newer head replaced this one: the listing is older than
-				// the run. That is no finding; the next scan checks the
-				// newer head. A head gone with none newer is a deletion.
-				return headFile{}, false
+				// newer head replaced this one: no finding; the next scan
+				// checks the newer head. A head gone with none newer is a
+				// deletion.
+				return loaded{}, false
 			}
 			before := len(s.findings)
 			s.findings = append(s.findings, probe.findings...)
 			if !ok {
-				return headFile{}, false
+				return loaded{}, false
 			}
 			v, ok := ld.parsed(name, data, "", before)
 			if !ok {
-				return headFile{}, false
+				return loaded{}, false
 			}
-			return v.(headFile), true
+			return v.(loaded), true
 		}
 		v, ok := ld.load(name, "")
 		if !ok {
-			return headFile{}, false
+			return loaded{}, false
 		}
-		return v.(headFile), true
+		return v.(loaded), true
 	})
 	s.seqBroken = len(s.findings) > before
 }
@@ -439,4 +387,11 @@ func replacedHead(b *loc, name string) bool {
 // numberProblem is the finding of a numbered name beyond its kind's limit.
 func numberProblem(k *fileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.maxN)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -369,6 +369,10 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 		<-j.slot
 		return true, err
 	}
+	if err := j.beginRecord(m); err != nil { // R85
+		<-j.slot
+		return true, err
+	}
 	j.own(d)
 	return true, nil
 }

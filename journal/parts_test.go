@@ -67,18 +67,20 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 
 	p2 := readJSONFile(t, filepath.Join(j.Dir(), want[1]))
 	p1 := readJSONFile(t, filepath.Join(j.Dir(), want[0]))
-	assert.Equal(t, 2.0, p2["part"])
-	assert.Equal(t, true, p2["accepted"])
-	assert.Nil(t, p2["ack"], "a part has no ACK field")
-	assert.Equal(t, map[string]any{"seq": 2.0, "previous": want[0], "previous_digest": p1["digest"]}, p2["run"],
-		"parts are in the run's one chain")
-	assert.Nil(t, p2["previous_digest"], "no second chain beside the run's")
+	b2 := p2["body"].(map[string]any)
+	assert.Equal(t, 2.0, b2["part"])
+	assert.Equal(t, true, b2["accepted"])
+	assert.Nil(t, b2["ack"], "a part has no ACK field")
+	assert.Equal(t, 2.0, p2["seq"])
+	assert.Equal(t, map[string]any{"name": want[0], "digest": p1["digest"]}, p2["prev"], "parts are in the run's one chain")
+	assert.Len(t, p2, 5, "one envelope (seq, kind, prev, body, digest): no second chain beside the run's")
+	assert.Nil(t, b2["previous_digest"], "no second chain beside the run's")
 
 	commit := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(commit, putReq(t)))
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("commit")))
 	assert.Equal(t, FileAcked, stateOf(t, j, "a.bin").State)
-	r := readJSONFile(t, filepath.Join(j.Dir(), receiptName(fileDigest("a.bin"))))
+	r := readBody(t, filepath.Join(j.Dir(), receiptName(fileDigest("a.bin"))))
 	assert.Equal(t, true, r["ack"])
 	assert.Equal(t, "commit", r["request_id"])
 
@@ -100,7 +102,7 @@ func TestPartWith429(t *testing.T) {
 	j, clk := newRun(t)
 	ctx := WithUploadPart(context.Background(), "b.bin")
 	d := record429(t, j, ctx, putReq(t), secs(2), timing(t0, 2))
-	e := readJSONFile(t, filepath.Join(j.Dir(), "backoff-0001.json"))
+	e := readBody(t, filepath.Join(j.Dir(), "backoff-0001.json"))
 	prov := e["provenance"].(map[string]any)
 	assert.Equal(t, true, prov["part"])
 	assert.Equal(t, fileDigest("b.bin"), prov["file_digest"])
@@ -110,7 +112,7 @@ func TestPartWith429(t *testing.T) {
 	r2.Attempt, r2.ResendOf = 2, d
 	require.NoError(t, j.Begin(ctx, r2))
 	require.NoError(t, j.Complete(ctx, r2, ok201("b2")))
-	p := readJSONFile(t, filepath.Join(j.Dir(), partName(fileDigest("b.bin"), 1)))
+	p := readBody(t, filepath.Join(j.Dir(), partName(fileDigest("b.bin"), 1)))
 	assert.Equal(t, d, p["resend_of"])
 	assert.Equal(t, 2.0, p["attempt"])
 	assert.Equal(t, FileUnknown, stateOf(t, j, "b.bin").State)
@@ -315,10 +317,10 @@ func TestEarlierFormatDoesNotOpen(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"run.json: digest does not match the content (edited)",
-		"backoff-0001.json: digest does not match the content (edited)",
-		"backoff-0002.json: digest does not match the content (edited)",
-		"receipt-4fef9cffec13baaa0b8bab5ae61005c5.json: digest does not match the content (edited)",
-		"receipt-87b6c6feb9fc94a9998018df8566c728.json: digest does not match the content (edited)",
+		"backoff-0001.json: not a record envelope (an earlier, unreleased format, or made by hand)",
+		"backoff-0002.json: not a record envelope (an earlier, unreleased format, or made by hand)",
+		"receipt-4fef9cffec13baaa0b8bab5ae61005c5.json: not a record envelope (an earlier, unreleased format, or made by hand)",
+		"receipt-87b6c6feb9fc94a9998018df8566c728.json: not a record envelope (an earlier, unreleased format, or made by hand)",
 	}, lines)
 	j, err := Open(dir, WithPlan(plan3), withClock(newFakeClock(t0.Add(20*time.Second))))
 	require.NoError(t, err)
@@ -337,4 +339,12 @@ func readJSONFile(t *testing.T, path string) map[string]any {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m))
 	return m
+}
+
+// readBody is the body of the record at path (its envelope's "body").
+func readBody(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, ok := readJSONFile(t, path)["body"].(map[string]any)
+	require.True(t, ok, "%s is a record envelope", path)
+	return b
 }

@@ -352,7 +352,12 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.Equal(t, DecisionSkip, c.Files[0].Decision)
 	})
 	t.Run("pending review", func(t *testing.T) {
-		dir := abandoned(t)
+		// A request of no file (no begun head): its pending review writes
+		// the head itself.
+		g, _ := newRun(t)
+		require.NoError(t, g.Begin(context.Background(), getReq(t)))
+		kill(g)
+		dir := g.Dir()
 		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
 		require.NoError(t, err)
 		_, err = j.ReviewPending(context.Background(), "killed", 0)
@@ -363,10 +368,25 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.NoError(t, k.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, k.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
 		require.NotContains(t, names(t, dir), markerName)
+		require.Contains(t, names(t, dir), "review-0001.json", "the review counts")
 		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
-		c, err := k.PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))
+	})
+	t.Run("pending review of an upload", func(t *testing.T) {
+		// The upload's begun head stands for the review (R85): no head
+		// to write, so none to fail.
+		dir := abandoned(t)
+		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
+		require.NoError(t, err)
+		rec, err := j.ReviewPending(context.Background(), "killed", 0)
+		require.NoError(t, err)
+		require.True(t, rec.Removed)
+		require.Equal(t, []string{"plan.json", "review-0001.json", "run.json"}, names(t, dir))
+		fs, err := verify(dir)
+		require.NoError(t, err)
+		require.Empty(t, fs)
+		c, err := reopen(t, dir, t0.Add(30*time.Second)).PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))
 		require.NoError(t, err)
 		require.Equal(t, FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
 	})

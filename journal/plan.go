@@ -58,7 +58,7 @@ func (f PlannedFile) Digest() string { return fileDigest(f.ID) }
 type FileDecision struct {
 	// ID is the planned file's identity, as given.
 	ID string
-	// Digest is its [FileDigest].
+	// Digest is its [PlannedFile.Digest].
 	Digest string
 	// State is its class.
 	State FileState

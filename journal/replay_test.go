@@ -168,7 +168,7 @@ func testEveryMutationIsJournaled(t *testing.T, budget bool) {
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		resp.Body.Close()
 		assert.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, dir))
-		entry := readJSON(t, filepath.Join(dir, "backoff-0001.json"))
+		entry := readJSON(t, filepath.Join(dir, "backoff-0001.json"))["body"].(map[string]any)
 		assert.Equal(t, map[string]any{"file_digest": "", "attempt": 1.0, "resend_of": ""}, entry["provenance"])
 		assert.Equal(t, "POST", entry["method"])
 		st := j.Status(time.Now())

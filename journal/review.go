@@ -44,7 +44,7 @@ type ReviewRecord struct {
 	Name string
 	// Sequence is NNNN.
 	Sequence int
-	// FileDigest is the reviewed file's [FileDigest].
+	// FileDigest is the reviewed file's [PlannedFile.Digest].
 	FileDigest string
 	// Decision is reupload or skip.
 	Decision Decision
@@ -85,28 +85,22 @@ func (r reviewRec) record() ReviewRecord {
 }
 
 // Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]): the only way out of unknown (docs/policy.md: operator-review). It
-// appends an immutable review-NNNN.json, linked into the run's chain,
-// naming the file's digest, the decision, the OS
-// user, the UTC time, the note (sanitized: printable, no URL query or
-// userinfo, at most 256 bytes) and the evidence it saw — the run's backoff
-// entries and the file's part receipts and commit receipt at that time.
-// With [DecisionReupload] the file becomes eligible as a never-attempted
-// one (a new approval is still needed); with [DecisionSkip] it is never
-// sent. A review never makes a file acked, and never waives a run's
-// status: a waiting run still waits.
+// [Journal.PlanContinuation]), the only way out of unknown
+// (operator-review): an immutable review-NNNN.json in the run's chain that
+// names the file's digest, the decision, the OS user, the UTC time, the
+// sanitized note (printable, no URL query or userinfo, at most 256 bytes)
+// and the evidence it saw (the run's backoff entries, the file's part
+// receipts and commit receipt). [DecisionReupload] makes the file eligible
+// as a never-attempted one (under a new approval); [DecisionSkip] means it
+// is never sent. A review never makes a file acked and never waives the
+// run's status. file is the file's [PlannedFile.ID] or its [PlannedFile.Digest].
 //
-// file is the file's [PlannedFile.ID] or its [FileDigest] ("sha256:" and
-// 64 hex digits, as `readrecovery journal plan` prints it).
-//
-// Like [Journal.Begin], Review first claims the exclusive pending marker,
-// then checks under it. Errors: a refusal for a decision that
-// is neither reupload nor skip, a file outside the plan, or a file that is
-// not unknown (acked, never-attempted, already reviewed); a
-// *RestrictedError for a run with a verification finding or another
-// request's marker ([ErrPending]); the context's error while waiting for
-// this Journal's request in flight; any other error is a persistence
-// failure (the Journal stays unresolved).
+// Like [Journal.Begin], Review claims the marker, then checks under it.
+// Errors: a refusal (a decision neither reupload nor skip, a file outside
+// the plan or not unknown); a *RestrictedError (a verification finding,
+// another request's marker: [ErrPending]); the context's error while
+// waiting for this Journal's request in flight; any other error is a
+// persistence failure (the Journal stays unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -121,13 +115,6 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 		}
 		d = fileDigest(file)
 	}
-	if err := j.acquire(ctx); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { <-j.slot }()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-
 	check := func() error {
 		s := j.snap
 		if st := j.statusLocked(j.clock.Now(), true); st.State == Unresolved {
@@ -144,41 +131,62 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(ctx, m, check); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with Review
+	rec, err := j.claimedReview(ctx, d, check, func() reviewBody {
+		rb := j.newReview(decision, note)
+		rb.FileDigest, rb.Evidence = d, j.snap.evidence(d)
+		return rb
+	})
+	return rec.record(), err
+}
 
+// newReview is the run's next review, of decision, as the snapshot shows
+// the run now (its evidence: the run's entries).
+func (j *run) newReview(decision Decision, note string) reviewBody {
 	s := j.snap
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		FileDigest:    d,
-		Decision:      decision,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: j.clock.Now().Unix(),
-		Note:          sanitizeNote(note, maxNoteBytes),
+	return reviewBody{Sequence: len(s.reviews) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
+}
+
+// claimedReview writes the review build makes under the run's claim: it
+// checks, claims a marker of method REVIEW (naming the file d, if any),
+// checks again under it (journal-claim-then-check), writes and ends the
+// claim. A refusal under the claim gives the marker back, and a review not
+// written removes it too: nothing is left that blocks (pending-review).
+func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (reviewRec, error) {
+	if err := j.acquire(ctx); err != nil {
+		return reviewRec{}, err
 	}
-	rb.Evidence = s.evidence(d)
-	rb.Run = s.nextLink()
-	rec, linked, err := j.putReview(s, rb)
-	if err != nil && !linked {
-		// Nothing was written (the write removed its temporary file): a
-		// review that fails to write leaves nothing behind that blocks,
-		// its own marker included.
-		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	defer func() { <-j.slot }()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.refreshFinishing(ctx)
+	if err := j.checkLimits(); err != nil {
+		return reviewRec{}, err
 	}
-	if err != nil {
+	if err := check(); err != nil {
+		return reviewRec{}, err
+	}
+	if err := j.claim(markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
+		return reviewRec{}, err
+	}
+	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with the review
+	j.refreshLocked(ctx)
+	if err := check(); err != nil {
+		return reviewRec{}, j.unclaim(err)
+	}
+	rec, linked, err := j.putReview(build())
+	switch {
+	case err != nil && !linked:
+		return reviewRec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+	case err != nil:
 		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
-		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
+		return reviewRec{}, fmt.Errorf("journal: review: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return rec.record(), fmt.Errorf("journal: review: %w", err)
+		return rec, fmt.Errorf("journal: review: %w", err)
 	}
-	return rec.record(), nil
+	return rec, nil
 }
 
 // evidence is what a review of file d sees now.
@@ -305,27 +313,23 @@ func osUser() string {
 }
 
 // ReviewPending resolves a dead pending marker (pending-review): a worker
-// killed while its request was in flight, an interrupted read, a review
-// that died while writing. A marker its worker still holds live (R83: its
-// lock or lease, however old it is and whatever any clock says) is
-// refused (errLive) and nothing is written; on a store that cannot
-// tell (a file system without locks) the review is the operator's word
-// that no worker still sends it. It appends an immutable review-NNNN.json (decision
-// "pending", in the run's chain like every record) bound to the digest of the
-// marker's bytes and naming what the marker named; it deletes and edits no
-// record. From then on that marker blocks nothing, the file it names is
-// unknown (a `--file … --decision` review decides it as usual), and the
-// run is waiting until the review time plus the 30 s wait ceiling — the
-// lost response's restriction is unknown — or until notBefore (Unix
-// seconds, 0 for none) when that is later. Then the marker is removed (in
-// a Store with versions, only while it is still the one reviewed).
+// killed in flight, an interrupted read, a review that died while writing,
+// or an upload's marker removed by hand (R85: its begun head has neither
+// marker nor record). A marker its worker still holds (marker-liveness) is
+// refused ("the marker's worker is alive") and nothing is written; on a store that cannot
+// tell, the review is the operator's word that no worker still sends it.
+// It appends an immutable review-NNNN.json (decision "pending") bound to
+// the digest of the marker's bytes (of the begun head, for a marker
+// removed by hand) and naming what the marker named; it deletes and edits
+// no record. The marker then blocks nothing, its file is unknown, and the
+// run waits until the review time plus the 30 s wait ceiling, or notBefore
+// (Unix seconds, 0 for none) when later; then the marker is removed (in a
+// Store with versions, only while it is the one reviewed).
 //
-// Errors: a refusal when no marker exists, when notBefore is
-// not representable, when the marker is live (errLive too); a *RestrictedError when the run has a finding other
-// than the marker (verification must be clean: another finding is not the
-// marker's to resolve); a persistence failure when the review cannot be
-// written, which leaves nothing new behind: the run is as it was. A marker
-// the run already resolved is only removed again.
+// Errors: a refusal (no marker, notBefore not representable, a live
+// marker); a *RestrictedError when the run has another finding; a
+// persistence failure when the review cannot be written, which leaves the
+// run as it was. A marker the run already resolved is only removed again.
 func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -341,14 +345,23 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	defer j.mu.Unlock()
 	j.refreshFinishing(ctx)
 	s := j.snap
+	// R85: an upload begun whose marker was removed by hand is resolved
+	// like a dead marker's, bound to its begun head.
+	gone := !s.pending && s.begun != nil
+	var findings []Finding
+	for _, f := range s.findings {
+		if !gone || f.File != markerName {
+			findings = append(findings, f)
+		}
+	}
 	switch {
-	case !s.pending:
+	case !s.pending && !gone:
 		return ReviewRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
-	case len(s.findings) > 0:
+	case len(findings) > 0:
 		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
-	case s.pendingDigest == "":
+	case !gone && s.pendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
-	case s.pendingResolved == "" && !s.deadMarker():
+	case !gone && s.pendingResolved == "" && !s.deadMarker():
 		// R83: a marker its worker holds is a request in flight, however
 		// old: its own receipt or entry will end it.
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
@@ -365,13 +378,18 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	if len(s.reviews) >= maxReviews {
 		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
 	}
-	now := j.clock.Now().Unix()
-	var m markerFile
-	if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
+	rb := j.newReview(decisionPending, note)
+	m := markerFile{}
+	me := &markerEvidence{Digest: s.pendingDigest}
+	if gone {
+		b := s.begun.req
+		m = markerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
+		me.Digest = s.begun.Digest
+	} else if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
 		m, _ = parseMarker(data)
 	}
-	me := &markerEvidence{Digest: s.pendingDigest, Method: sanitizeNote(m.Method, 16), FileDigest: m.FileDigest,
-		Part: m.Part, BegunAtUTC: max(m.BegunAtUTC, 0), NotBeforeUTC: max(now+pendingWaitSeconds, notBefore)}
+	me.Method, me.FileDigest, me.Part = sanitizeNote(m.Method, 16), m.FileDigest, m.Part
+	me.BegunAtUTC, me.NotBeforeUTC = max(m.BegunAtUTC, 0), max(rb.ReviewedAtUTC+pendingWaitSeconds, notBefore)
 	if isDigest(m.URLDigest) {
 		me.URLDigest = m.URLDigest
 	}
@@ -381,30 +399,22 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	if me.BegunAtUTC > unixtime.Max {
 		me.BegunAtUTC = 0
 	}
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		Decision:      decisionPending,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: now,
-		Note:          sanitizeNote(note, maxNoteBytes),
-		Evidence:      s.evidence(""),
-		Marker:        me,
-		Run:           s.nextLink(),
-	}
-	rec, linked, err := j.putReview(s, rb)
+	rb.Marker = me
+	rec, linked, err := j.putReview(rb)
 	if !linked {
 		// Nothing was written: the run is as it was.
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
-	name := rec.name
-	s.pendingResolved, s.pendingFile = name, ""
 	out := rec.record()
 	if err != nil {
-		j.fail("write " + name + ": " + redact.Text(err.Error()))
+		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
 		return out, fmt.Errorf("journal: pending review: %w", err)
 	}
+	if gone {
+		s.findings, out.Removed = findings, true
+		return out, nil
+	}
+	s.pendingResolved, s.pendingFile = rec.name, ""
 	out.Removed = j.removeResolved(s) == nil
 	return out, nil
 }
@@ -427,35 +437,21 @@ func (j *run) removeResolved(s *snapshot) error {
 }
 
 // ReviewRestriction bounds a backoff entry whose restriction has no timing
-// (a Retry-After beyond the representable bound, an oversized or overlong
-// field the parser could not time, a legacy 429): such an entry leaves the
-// run unresolved for good, since nobody knows how long the server asked
-// to wait. An operator who knows (the service's documentation, its
-// support) appends an immutable review-NNNN.json (decision
-// "restriction", in the run's chain like every record) that names the entry by name
-// and event digest and gives its not-before, notBefore in Unix seconds, at
-// least the review time plus the 30 s wait ceiling. It deletes and edits
-// no record; the run is then waiting until notBefore, and the entry's file
-// stays unknown (its upload met 429).
+// (restriction-review): an operator who knows how long the server asked to
+// wait appends an immutable review-NNNN.json (decision "restriction") that
+// names the entry by name and event digest and gives its not-before,
+// notBefore in Unix seconds, at least the review time plus 30 s. The run
+// then waits until notBefore; the entry's file stays unknown.
 //
-// Errors: a refusal for an entry that is not on record or has
-// its own timing, an entry already bounded, or a notBefore too early or
-// not representable; a *RestrictedError when the run has any finding but
-// entries without timing, or another request's marker; the context's
-// error while waiting for this Journal's request in flight; any other
-// error is a persistence failure (a review not written leaves nothing
-// behind that blocks).
+// Errors: a refusal (an entry not on record, with its own timing or
+// bounded already, a notBefore too early or not representable); a
+// *RestrictedError (any finding but entries without timing, another
+// request's marker); the context's error while waiting for this Journal's
+// request in flight; any other error is a persistence failure.
 func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
-	if err := j.acquire(ctx); err != nil {
-		return ReviewRecord{}, err
-	}
-	defer func() { <-j.slot }()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-
 	var target entryRec
 	check := func() error {
 		s := j.snap
@@ -485,86 +481,25 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		}
 		return nil
 	}
-	m := markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, BegunAtUTC: j.clock.Now().Unix()}
-	if err := j.claimChecked(ctx, m, check); err != nil {
-		return ReviewRecord{}, err
+	rec, err := j.claimedReview(ctx, "", check, func() reviewBody {
+		rb := j.newReview(decisionRestriction, note)
+		rb.Restriction = &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
+		return rb
+	})
+	if err == nil { // the entry's finding goes with the review
+		j.snap.findings = slices.DeleteFunc(j.snap.findings, func(f Finding) bool { return f.File == target.name })
 	}
-	defer func() { j.inflight = nil; j.release() }()
-	s := j.snap
-	rb := reviewBody{
-		ReviewVersion: reviewVersion,
-		Sequence:      len(s.reviews) + 1,
-		PlanDigest:    s.planDigest(),
-		Decision:      decisionRestriction,
-		Reviewer:      osUser(),
-		ReviewedAtUTC: j.clock.Now().Unix(),
-		Note:          sanitizeNote(note, maxNoteBytes),
-		Evidence:      s.evidence(""),
-		Restriction:   &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore},
-		Run:           s.nextLink(),
-	}
-	rec, linked, err := j.putReview(s, rb)
-	if err != nil && !linked {
-		return ReviewRecord{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
-	}
-	if err != nil {
-		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
-		return ReviewRecord{}, fmt.Errorf("journal: review: %w", err)
-	}
-	// The entry's finding goes with the review.
-	kept := s.findings[:0]
-	for _, f := range s.findings {
-		if f.File != target.name {
-			kept = append(kept, f)
-		}
-	}
-	s.findings = kept
-	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return rec.record(), fmt.Errorf("journal: review: %w", err)
-	}
-	return rec.record(), nil
+	return rec.record(), err
 }
 
-// claimChecked checks a review against the run, claims the run's marker m,
-// and checks again under the claim (docs/policy.md:
-// journal-claim-then-check), so that no other worker slips between the
-// check and the write. A refusal after the claim gives the marker back;
-// after a nil error the caller ends the claim when its write is done.
-func (j *run) claimChecked(ctx context.Context, m markerFile, check func() error) error {
-	j.refreshFinishing(ctx)
-	if err := j.checkLimits(); err != nil {
-		return err
-	}
-	if err := check(); err != nil {
-		return err
-	}
-	if err := j.claim(m); err != nil {
-		return err
-	}
-	j.refreshLocked(ctx)
-	if err := check(); err != nil {
-		return j.unclaim(err)
-	}
-	return nil
-}
-
-// putReview writes rb as the run's next review and, once it is linked into
-// the run, adds it to s. linked reports whether the file is in the run:
-// false means nothing was written (an encoding or write error, the
-// temporary file removed); true with an error means it is in the run but
-// its write was not made durable.
-func (j *run) putReview(s *snapshot, rb reviewBody) (rec reviewRec, linked bool, err error) {
-	data, digest, err := encodeReview(rb)
-	if err != nil {
-		return reviewRec{}, false, err
-	}
-	rec = reviewRec{name: reviewName(rb.Sequence), reviewFile: reviewFile{rb, digest}}
-	linked, err = j.putRecord(rec.name, data, digest, rb.Run)
+// putReview writes rb as the run's next review and, once it is in the
+// run, adds it to the snapshot. linked false means nothing was written;
+// true with an error, that it is in the run but not durably.
+func (j *run) putReview(rb reviewBody) (rec reviewRec, linked bool, err error) {
+	rec.name, rec.reviewBody = reviewName(rb.Sequence), rb
+	rec.env, linked, err = j.putRecord(rec.name, kindReview, &rb)
 	if linked {
-		s.reviews = append(s.reviews, rec)
-		s.cache[rec.name] = rec.reviewFile
-		s.files++
+		j.snap.reviews = append(j.snap.reviews, rec)
 	}
 	return rec, linked, err
 }

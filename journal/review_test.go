@@ -68,11 +68,11 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
-	assert.Equal(t, "review-0001.json", review2["run"].(map[string]any)["previous"], "reviews are in the run's one chain")
-	assert.Equal(t, review1["digest"], review2["run"].(map[string]any)["previous_digest"])
-	assert.Nil(t, review2["previous_digest"], "no second chain beside the run's")
+	assert.Equal(t, "review-0001.json", review2["prev"].(map[string]any)["name"], "reviews are in the run's one chain")
+	assert.Equal(t, review1["digest"], review2["prev"].(map[string]any)["digest"])
+	assert.Len(t, review2, 5, "one envelope (seq, kind, prev, body, digest): no second chain beside the run's")
 	assert.Equal(t, rec2.Digest, review2["digest"])
-	assert.Equal(t, 2.0, review2["evidence"].(map[string]any)["parts"])
+	assert.Equal(t, 2.0, review2["body"].(map[string]any)["evidence"].(map[string]any)["parts"])
 
 	_, err = j.Review(ctx, "a.bin", DecisionSkip, "again")
 	require.ErrorIs(t, err, errReviewRefused, "a reviewed file is no longer unknown")
@@ -95,7 +95,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	require.NoError(t, j.Complete(a, putReq(t), ok201("a2")))
 	r2 := receiptNameRound(fileDigest("a.bin"), 2)
 	assert.Equal(t, "receipt-"+fileHex(fileDigest("a.bin"))+"-r02.json", r2)
-	assert.Equal(t, 2.0, readJSONFile(t, filepath.Join(j.Dir(), r2))["round"])
+	assert.Equal(t, 2.0, readBody(t, filepath.Join(j.Dir(), r2))["round"])
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	require.Equal(t, []FileState{FileAcked, FileReviewed, FileAcked}, states(c))
@@ -135,9 +135,10 @@ func TestVerifyChecksReviews(t *testing.T) {
 	forge := func(t *testing.T, dir, file string, ev reviewEvidence) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
-		data, _, err := encodeReview(reviewBody{ReviewVersion: reviewVersion, Sequence: 3, PlanDigest: pd,
+		seq, prev := s.nextLink()
+		data, _, err := seal(kindReview, seq, prev, &reviewBody{Sequence: 3, PlanDigest: pd,
 			FileDigest: fileDigest(file), Decision: DecisionReupload,
-			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev, Run: s.nextLink()})
+			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
 	}
@@ -156,7 +157,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 			b2, _ := os.ReadFile(p2)
 			require.NoError(t, os.WriteFile(p1, b2, 0o600))
 			require.NoError(t, os.WriteFile(p2, b1, 0o600))
-		}, "review-0001.json: holds sequence 2", "", ""},
+		}, "review-0001.json: its content names review-0002.json (renamed)", "", ""},
 		{"forged acked", func(t *testing.T, dir string) {
 			s, _ := scan(osFS, dir, nil)
 			forge(t, dir, "c.bin", s.evidence(fileDigest("c.bin")))

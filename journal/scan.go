@@ -54,23 +54,28 @@ var errNoRun = errors.New("holds no run (no run.json)")
 // the journal neither reports it as a run nor writes into it.
 var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
-// entryRec is a verified backoff entry.
-type entryRec struct {
-	name string
-	entryFile
-}
-
-// partRec is a verified part receipt.
-type partRec struct {
-	name string
-	partFile
-}
-
-// reviewRec is a verified review.
-type reviewRec struct {
-	name string
-	reviewFile
-}
+// The verified records, by kind: name, envelope and body.
+type (
+	entryRec struct {
+		name string
+		env
+		entryBody
+	}
+	receiptFile struct {
+		env
+		receiptBody
+	}
+	partRec struct {
+		name string
+		env
+		partBody
+	}
+	reviewRec struct {
+		name string
+		env
+		reviewBody
+	}
+)
 
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
@@ -117,6 +122,11 @@ type snapshot struct {
 	seq     map[int]seqRec
 	lastSeq int
 	heads   []string
+	// begun is the head of an upload begun whose record is still to
+	// come (R85); nil when the last head names its record. broken counts
+	// the records that fail their own checks.
+	begun  *begunHead
+	broken int
 	// seqBroken: the sequence check found something (scanRun lists again
 	// to tell a write in progress from a deletion); listed is the listing.
 	seqBroken bool
@@ -144,80 +154,70 @@ func newSnapshot() *snapshot {
 
 // seqRec is a record in the run's sequence.
 type seqRec struct {
-	name, digest string
-	link         runLink
-}
-
-// linkOf returns the run link and digest of a parsed record, if it has one.
-func linkOf(v any) (*runLink, string) {
-	switch r := v.(type) {
-	case entryFile:
-		return r.Run, r.Digest
-	case receiptFile:
-		return r.Run, r.Digest
-	case partFile:
-		return r.Run, r.Digest
-	case reviewFile:
-		return r.Run, r.Digest
-	}
-	return nil, ""
+	name string
+	env
 }
 
 // register adds a self-verified record to the run's sequence.
 func (s *snapshot) register(name string, v any) {
-	l, d := linkOf(v)
-	if l == nil {
-		if d != "" && s.manifest != nil && !s.manifest.legacy {
-			// Only a legacy run (no backoff_version) holds records
-			// without a place in the run's chain: its legacy evidence.
-			// In a 1.0 run it is an earlier, never released format of
-			// this project's, or a record made by hand.
-			s.addFinding(name, "no run link: not in the run's chain (an earlier, unreleased format, or made by hand)")
-		}
+	r, ok := v.(loaded)
+	if !ok || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
+		return // not a record, or a legacy run's evidence (outside the sequence)
+	}
+	if _, head := r.body.(*headBody); head {
 		return
 	}
-	if prior, ok := s.seq[l.Seq]; ok && prior.name != name {
-		s.addFinding(name, "run.seq %d is also held by %s (copied or replayed)", l.Seq, prior.name)
+	if r.Seq == 0 {
+		// Only a legacy run (no backoff_version) holds records outside
+		// the run's sequence: its legacy evidence.
+		s.addFinding(name, "seq 0: not in the run's sequence (made by hand, or from a legacy run)")
 		return
 	}
-	s.seq[l.Seq] = seqRec{name, d, *l}
-	s.lastSeq = max(s.lastSeq, l.Seq)
+	if prior, ok := s.seq[r.Seq]; ok && prior.name != name {
+		s.addFinding(name, "seq %d is also held by %s (copied or replayed)", r.Seq, prior.name)
+		return
+	}
+	s.seq[r.Seq] = seqRec{name, r.env}
+	s.lastSeq = max(s.lastSeq, r.Seq)
 }
 
-// nextLink is the run link of the next record this Journal writes; nil
-// when the manifest is unusable (nothing is written then anyway).
-func (s *snapshot) nextLink() *runLink {
+// nextLink is the place of the next record this Journal writes: its seq
+// and prev; seq 0 when the manifest is unusable (nothing is written then
+// anyway).
+func (s *snapshot) nextLink() (int, link) {
 	switch {
 	case s.manifest == nil:
-		return nil
+		return 0, link{}
 	case s.lastSeq == 0:
-		return &runLink{Seq: 1, Previous: manifestName, PreviousDigest: s.manifest.genesis}
+		return 1, link{manifestName, s.manifest.genesis}
 	}
-	last := s.seq[s.lastSeq]
-	return &runLink{Seq: s.lastSeq + 1, Previous: last.name, PreviousDigest: last.digest}
+	r := s.seq[s.lastSeq]
+	return s.lastSeq + 1, link{r.name, r.Digest}
 }
 
 // checkSequence finds what the run's sequence says is missing
-// (deletion-detected): a record the next one names, the record the head names, or the
-// head of the last record. listed holds every name of the listing.
-func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (headFile, bool)) {
-	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
-		r := s.seq[k]
-		if k == 1 {
-			if s.manifest != nil && r.link.PreviousDigest != s.manifest.genesis {
-				s.addFinding(r.name, "run.previous_digest does not match run.json (from another run)")
-			}
-			continue
-		}
-		prev, ok := s.seq[k-1]
+// (deletion-detected): a record the next one names, the record the head
+// names, the head of the last record, or the marker of an upload begun
+// (R85). listed holds every name of the listing.
+func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (loaded, bool)) {
+	s.begun = nil
+	// at checks that p names record k (run.json for 0), as by says.
+	at := func(k int, p link, by string) {
+		r, ok := s.seq[k]
 		switch {
-		case !ok && !listed[r.link.Previous]:
-			s.addFinding(r.link.Previous, "missing: record %d of the run, named by %s (deleted)", k-1, r.name)
+		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
+			s.addFinding(by, "prev does not match run.json (from another run)")
+		case k == 0:
+		case !ok && !listed[p.Name]:
+			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
 		case !ok:
 			// Present but failing its own checks: that is its finding.
-		case prev.name != r.link.Previous || prev.digest != r.link.PreviousDigest:
-			s.addFinding(r.name, "run.previous does not match %s, record %d (replaced or reordered)", prev.name, k-1)
+		case r.name != p.Name || r.Digest != p.Digest:
+			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
+		at(k-1, s.seq[k].Prev, s.seq[k].name)
 	}
 	h := 0
 	for _, n := range s.heads {
@@ -228,30 +228,41 @@ func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (
 	switch {
 	case h == 0 && n == 0:
 		return
-	case s.pending && (h == n-1 || h == n+1):
-		// The last record's writer is between its link and its head
+	case s.pending && h == n-1:
+		// The last record's writer is between its record and its head
 		// (another worker's write in progress, or a crash there: its
-		// marker says so and keeps the run unresolved), or a listing taken
-		// during that write saw one of the two without the other.
+		// marker says so and keeps the run unresolved).
 		return
 	case h < n:
 		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
 		return
 	}
-	hf, ok := loadHead(headName(h))
+	hd, ok := loadHead(headName(h))
 	if !ok {
 		return // its own finding
 	}
+	begun := hd.body.(*headBody).Begun
 	switch {
-	case hf.Seq != h:
-		s.addFinding(headName(h), "holds seq %d (renamed)", hf.Seq)
-	case h > n && !listed[hf.Record]:
-		s.addFinding(hf.Record, "missing: record %d of the run, the last one, named by %s (deleted)", h, headName(h))
-	case h > n:
-		// The last record is present but fails its own checks.
-	case hf.Record != s.seq[n].name || hf.RecordDigest != s.seq[n].digest:
-		s.addFinding(headName(h), "names %s, not the last record %s (edited)", hf.Record, s.seq[n].name)
+	case begun == nil && s.pending && h == n+1:
+		return // a listing taken during a write saw the head, not yet its record
+	case begun != nil && h == n+1:
+		// An upload begun: its record is still to come.
+		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
+		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
+			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
+		}
 	}
+	if begun != nil {
+		h--
+	}
+	at(h, hd.Prev, headName(hd.Seq))
+}
+
+// begunHead is a head of an upload begun whose record is still to come.
+type begunHead struct {
+	name string
+	env
+	req begunRequest
 }
 
 func (s *snapshot) addFinding(file, format string, args ...any) {
@@ -332,16 +343,11 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
-// staleTemp is the age from which the temporary file of a durable write
-// is an interrupted write's leftover rather than a write in progress. A
-// temporary file is never a record and never a finding: another worker's
-// write in progress (write, fsync, link, remove take milliseconds) must
-// not make a healthy run unresolved for every other process. Nothing is
-// lost by that: every durable write runs under the pending marker, or
-// before the manifest exists, so a writer that died leaves the marker (or
-// no manifest) and the run is unresolved by it. A temporary file older than
-// staleTemp is listed by [InspectStore] as a leftover, apart from
-// the findings, so that a crash's remains are still seen.
+// staleTemp is the age from which a durable write's temporary file is an
+// interrupted write's leftover, listed by [InspectStore] apart from the
+// findings (temporary-files-are-not-findings): younger, it is another
+// worker's write in progress; either way its writer's marker (or the
+// missing manifest) shows an interruption.
 const staleTemp = 60 * time.Second
 
 // scanRun is scan of the run kept in b at now (the age of temporary files).
@@ -456,7 +462,7 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 			if k.attempted != nil {
 				s.badFiles[k.attempted(name)] = name
 			}
-		case k.numbered() && (n < 1 || n > k.maxN):
+		case k.maxN > 0 && (n < 1 || n > k.maxN):
 			late = append(late, Finding{name, numberProblem(k)})
 		default:
 			byKind[k] = append(byKind[k], name)
@@ -506,11 +512,9 @@ type planList struct {
 }
 
 // readCapped reads dir/name after checking, on the open file, that it is a
-// regular file of at most limit bytes and private (0600). Problems become
-// findings on s (when s is not nil) and ok is false. The file is opened
-// with [fsys.ReadFlags]: a symbolic link is refused by the open itself and a
-// FIFO or device opens without blocking, so that fstat can refuse it (hostile-directories):
-// nothing under a journal name can make a reader hang.
+// regular, private file of at most limit bytes; problems become findings
+// on s (when not nil). [fsys.ReadFlags] refuse a symbolic link and open a
+// FIFO or device without blocking (hostile-directories).
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
 		if s != nil {
@@ -612,4 +616,12 @@ func inspect(b *loc) (Summary, error) {
 		sum.PlannedFiles = len(s.planFiles)
 	}
 	return sum, nil
+}
+
+// begunRecord names the record a begun upload would write on its 2xx.
+func begunRecord(b begunRequest, s *snapshot) string {
+	if b.Part {
+		return partName(b.FileDigest, len(s.parts[b.FileDigest])+1)
+	}
+	return receiptNameRound(b.FileDigest, s.view(b.FileDigest, true).round)
 }

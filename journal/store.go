@@ -15,17 +15,13 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Store is where a run's records live (docs/policy.md: shared-runs): a flat set of named,
-// immutable objects plus the one pending marker. The journal needs only
-// four operations of it; everything else (formats, digests, the chain, the
-// limits) is the journal's. Two implementations exist: [DirStore], the
-// local directory of the package documentation, and the Azure Blob store of
-// the nested module github.com/readrecovery/readrecovery/azure/blobjournal.
-//
-// A Store must not retry a failed write in a way that could store an
-// object twice, and its requests must not pass through the read-recovery
-// transport of the run it records (shared-runs): a failure is the journal's
-// persistence failure, never a reason to wait.
+// Store is where a run's records live (shared-runs): a flat set of named,
+// immutable objects plus the one pending marker; formats, digests, the
+// chain and the limits are the journal's. [DirStore] is the local
+// directory; the nested module github.com/readrecovery/readrecovery/azure/blobjournal
+// keeps runs in Azure Blob Storage. A Store must not retry a write in a
+// way that could store an object twice, nor send through the transport of
+// the run it records: a failure is a persistence failure, never a wait.
 //
 // A Store may have two more methods, which the journal finds by a type
 // assertion:
@@ -57,32 +53,23 @@ type Store interface {
 	// order; an empty run gives none and no error.
 	List(ctx context.Context, limit int) ([]string, error)
 	// Remove deletes name only while its version is still version (Blob:
-	// If-Match); the journal removes only the pending marker, with the
-	// version Create returned, and a run head (head-NNNN.json) that a newer
-	// head replaced, with the version Read returned. A store without
-	// versions ignores it.
+	// If-Match; a store without versions ignores it). The journal removes
+	// only the pending marker and a head a newer head replaced.
 	Remove(ctx context.Context, name, version string) error
-	// Hold keeps the pending marker name, which this process has just
-	// created (version is what Create returned), live (R83): until
-	// release is called, Live tells every process that asks that the
-	// marker's worker is alive, however long its request takes and
-	// whatever any clock says. A process that dies ends the hold by the
-	// store's own means, without release: on a directory the kernel
-	// releases the lock, on Blob Storage the lease expires by the
-	// service's clock. The journal calls release after the marker's
-	// removal (or its failure). A failed Hold is a persistence failure:
-	// the journal removes the marker again and sends nothing.
+	// Hold keeps the marker name this process just created (version from
+	// Create) live until release (marker-liveness): Live tells every
+	// process that its worker is alive, however long its request and
+	// whatever any clock says. A dead process's hold ends by the store's
+	// own means (the kernel's lock, the service's lease). The journal
+	// releases after the marker's removal; a failed Hold is a persistence
+	// failure (the marker is removed again, nothing is sent).
 	Hold(ctx context.Context, name, version string) (release func(), err error)
-	// Live reports whether a process holds name (Hold) now, and the
-	// version of name when the store has versions ("" otherwise). A
-	// marker is live from its Create on: a store whose hold begins only
-	// at Hold counts the moments between as live by its own means (Blob
-	// Storage: a marker younger than a few seconds by the service's
-	// clock), so that no process judges a marker dead while its creator
-	// takes the hold. A missing name: errors.Is(err, fs.ErrNotExist). Any other error means
-	// the store cannot tell (a file system without locks): the journal
-	// then treats the marker as it treats a dead one (see the package
-	// documentation).
+	// Live reports whether a process holds name now, and its version
+	// ("" without versions). A marker is live from its Create on (a store
+	// whose hold begins at Hold counts the moments between as live by its
+	// own means). A missing name: errors.Is(err, fs.ErrNotExist); any
+	// other error means the store cannot tell (no locks): the marker is
+	// then treated as dead.
 	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
 
@@ -96,11 +83,8 @@ const (
 	holdGone                    // removed since the listing
 )
 
-// storeTimeout bounds each request of a Store. Lists and reads are bounded
-// by the caller's context too (R85: OpenStore, InspectStore, Admit, Begin,
-// the reviews); the journal's writes are never cancelled by it (a
-// half-done record is worse than a late one, loc.wctx), but a
-// store that does not answer within storeTimeout is a persistence failure.
+// storeTimeout bounds each request of a Store; lists and reads are bounded
+// by the caller's context too (R85), writes only by this (loc.wctx).
 const storeTimeout = 30 * time.Second
 
 // pendingPoll is how often a Journal opened [WithPendingWait] looks again
@@ -122,33 +106,30 @@ type enclosing interface {
 // and write nothing.
 var errNested = errors.New("journal: runs never nest")
 
+// listedName is a name of a listing; modTime is known only for a durable
+// write's temporary file (its age tells an interrupted write).
 type listedName struct {
 	name    string
 	regular bool
-	// modTime is the name's modification time, known only for the
-	// temporary file of a durable write (its age tells an interrupted
-	// write from one in progress); zero otherwise.
 	modTime time.Time
 }
 
-// DirStore returns the local directory dir as a [Store]: the on-disk layout
-// of the package documentation, written with the durable-write sequence
-// (temporary file, fsync, link to a name that did not exist, directory
-// fsync). [Open](dir) is [OpenStore] of DirStore(dir), with the checks only
-// a directory has (file types and modes, private-run-directory and hostile-directories).
+// DirStore returns the local directory dir as a [Store], written with the
+// durable-write sequence (immutable-chained-entries). [Open](dir) is
+// [OpenStore] of DirStore(dir), with the checks only a directory has
+// (private-run-directory, hostile-directories).
 func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
 func newDirStore(fsy fsys.FS, dir string) *dirStore {
 	return &dirStore{fs: fsy, dir: dir, held: &heldMarker{}}
 }
 
-// dirStore is the local directory, a [Store]. Beyond the Store, the
-// journal asks it what only a directory can say (loc): each name's file
-// type and mode, the directory's own mode, whether it lies inside a run.
+// dirStore is the local directory: beyond the Store, it tells the journal
+// (loc) each name's file type and mode, the directory's mode, and whether
+// it lies inside a run. held is the marker Create made, until Hold.
 type dirStore struct {
-	fs  fsys.FS
-	dir string
-	// held is the marker Create made, until Hold takes it.
+	fs   fsys.FS
+	dir  string
 	held *heldMarker
 }
 
@@ -272,14 +253,10 @@ func (d *dirStore) initRun(exists bool) error {
 	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put writes name through a temporary file in the same directory (its
-// name from tempName, a pattern only this path writes): create it (O_EXCL,
-// 0600) → write → fsync → close → link to name (which fails if name
-// exists) → fsync the directory → remove the temporary file → fsync the
-// directory. On a failure before the link the temporary file is removed
-// when possible.
+// put writes name durably through a temporary file (tempName): create it
+// (O_EXCL, 0600), write, fsync, close, then linkTemp. A failure before the
+// link removes the temporary file.
 func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
-	final := filepath.Join(d.dir, name)
 	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -289,13 +266,19 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 		_ = d.fs.Remove(tmp)
 		return false, err
 	}
-	if err := d.fs.Link(tmp, final); err != nil {
+	return d.linkTemp(tmp, name)
+}
+
+// linkTemp links tmp to name, which fails if name exists (tmp is then
+// removed), fsyncs the directory, removes tmp and fsyncs again. linked
+// reports whether name exists: a record linked before a failed fsync is
+// in the run (the caller keeps the marker).
+func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
+	if err := d.fs.Link(tmp, filepath.Join(d.dir, name)); err != nil {
 		_ = d.fs.Remove(tmp)
 		return false, err
 	}
 	if err := d.fs.SyncDir(d.dir); err != nil {
-		// Linked, perhaps not durably: the record exists, and the
-		// failure is returned (the caller keeps the marker).
 		return true, err
 	}
 	if err := d.fs.Remove(tmp); err != nil {
@@ -304,54 +287,43 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	return true, d.fs.SyncDir(d.dir)
 }
 
-// createMarker creates the marker held live by an exclusive lock (R83):
-// its temporary file is created (O_EXCL, 0600) and locked, written and
-// fsynced, then linked to pending-request.json (which fails if a marker
-// exists), the directory fsynced, the temporary file removed and the
-// directory fsynced again. The marker's name thus appears with its whole
-// content and its lock already held, and the open file keeps the lock
-// until release closes it, after the marker's removal: every other
-// process that probes it meanwhile finds it locked (live), and the kernel
-// releases the lock when this process dies (dead at once). A file system
-// that keeps no locks gives a marker whose liveness nobody can tell
-// (holdUnknown for every other process), not a refusal: see the package
-// documentation. A failure before the link removes the temporary file;
-// one after it removes the marker again (nothing was sent) when it can.
+// createMarker creates the marker held live by an exclusive lock
+// (marker-liveness): its temporary file is locked before it is written and
+// linked, so the name appears with its content and its lock held; the
+// open file keeps the lock until release, after the marker's removal, and
+// the kernel releases it when this process dies. Without locks
+// (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A failure
+// after the link removes the marker again (nothing was sent).
 func (d *dirStore) createMarker(data []byte) (string, func(), error) {
-	path := filepath.Join(d.dir, markerName)
 	tmp := filepath.Join(d.dir, tempName(markerName))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", nil, err
 	}
-	fail := func(err error, linked bool) (string, func(), error) {
+	if err = f.Lock(true); errors.Is(err, fsys.ErrNoLocks) {
+		err = nil
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	linked := false
+	if err == nil {
+		linked, err = d.linkTemp(tmp, markerName)
+	} else {
+		_ = d.fs.Remove(tmp)
+	}
+	if err != nil {
 		f.Close()
-		if linked && d.fs.Remove(path) == nil {
+		if linked && d.fs.Remove(filepath.Join(d.dir, markerName)) == nil {
 			_ = d.fs.SyncDir(d.dir)
 		}
-		_ = d.fs.Remove(tmp)
+		if linked {
+			_ = d.fs.Remove(tmp)
+		}
 		return "", nil, err
-	}
-	if err := f.Lock(true); err != nil && !errors.Is(err, fsys.ErrNoLocks) {
-		return fail(err, false)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err, false)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err, false)
-	}
-	if err := d.fs.Link(tmp, path); err != nil {
-		return fail(err, false)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return fail(err, true)
-	}
-	if err := d.fs.Remove(tmp); err != nil {
-		return fail(err, true)
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return fail(err, true)
 	}
 	var once sync.Once
 	return "", func() { once.Do(func() { f.Close() }) }, nil
@@ -389,17 +361,9 @@ func (d *dirStore) live() liveness {
 	return holdUnknown
 }
 
-// removeMarker removes the marker and fsyncs the directory.
-func (d *dirStore) removeMarker() error {
-	if err := d.fs.Remove(filepath.Join(d.dir, markerName)); err != nil {
-		return err
-	}
-	return d.fs.SyncDir(d.dir)
-}
-
-// removeHead removes an older head and fsyncs the directory.
-func (d *dirStore) removeHead(name string) error {
-	if _, ok := parseHeadName(name); !ok {
+// remove removes the marker or an older head and fsyncs the directory.
+func (d *dirStore) remove(name string) error {
+	if _, head := parseHeadName(name); !head && name != markerName {
 		return errors.New("journal: only the pending marker and older heads are ever removed")
 	}
 	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
@@ -512,12 +476,7 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 }
 
 // Remove implements [Store]; a directory has no versions.
-func (d *dirStore) Remove(_ context.Context, name, _ string) error {
-	if name == markerName {
-		return d.removeMarker()
-	}
-	return d.removeHead(name)
-}
+func (d *dirStore) Remove(_ context.Context, name, _ string) error { return d.remove(name) }
 
 // loc is where a run is kept, the journal's one view of its [Store]: a
 // few functions over the Store's operations, bound to the caller's

@@ -90,13 +90,14 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 }
 
 // killFS is the real file system that kills its own process (SIGKILL)
-// just before the link of a record (the marker's own link goes through):
+// just before the link of a record (the marker's and the begun head's
+// links go through):
 // the temporary file is written, fsynced and closed, the record not yet
 // there.
 type killFS struct{ fsys.OS }
 
 func (k killFS) Link(oldname, newname string) error {
-	if filepath.Base(newname) == markerName {
+	if _, head := parseHeadName(filepath.Base(newname)); head || filepath.Base(newname) == markerName {
 		return k.OS.Link(oldname, newname)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -141,7 +142,7 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 		}
 	}
 	require.True(t, strings.HasPrefix(tmp, receiptName(fileDigest("a.bin"))+".tmp-"), "names %v", names(t, dir))
-	assert.Equal(t, []string{"pending-request.json", "plan.json", tmp, "run.json"}, names(t, dir))
+	assert.Equal(t, []string{"head-0001.json", "pending-request.json", "plan.json", tmp, "run.json"}, allNames(t, dir))
 	st := reopen(t, dir, time.Now()).Status(time.Now())
 	assert.Equal(t, Unresolved, st.State)
 	assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
