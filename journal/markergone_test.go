@@ -20,8 +20,13 @@ import (
 // file is never planned for upload. `journal review --pending` is the way
 // out: the file is then unknown and the run waits 30 s.
 func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
-	for _, parallel := range []int{0, 2} {
-		t.Run(map[int]string{0: "run", 2: "parallel"}[parallel], func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		parallel int
+		named    bool // the review names the marker (--marker)
+	}{{"run", 0, false}, {"run/named", 0, true}, {"parallel", 2, false}, {"parallel/named", 2, true}} {
+		parallel := tc.parallel
+		t.Run(tc.name, func(t *testing.T) {
 			var opts []Option
 			marker, dir := markerName, ""
 			if parallel > 0 {
@@ -62,8 +67,14 @@ func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
 
 			// The way out: the pending review, bound to the begun head.
 			kill(j)
-			rec, err := k.ReviewPendingMarker(context.Background(), marker, "marker removed by hand", 0)
+			var rec ReviewRecord
+			if tc.named {
+				rec, err = k.ReviewPendingMarker(context.Background(), marker, "marker removed by hand", 0)
+			} else {
+				rec, err = k.ReviewPending(context.Background(), "marker removed by hand", 0)
+			}
 			require.NoError(t, err)
+			assert.Equal(t, marker, rec.Marker)
 			assert.True(t, rec.Removed)
 			assert.Equal(t, fileDigest("a.bin"), rec.MarkerFileDigest)
 			assert.Equal(t, now.Unix()+30, rec.NotBeforeUTC)

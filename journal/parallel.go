@@ -166,6 +166,7 @@ type shardStatus struct {
 	// problem says what a stale marker is (dead, or liveness unknown).
 	problem string
 	marker  bool // it shows a marker no review resolves
+	gone    bool // an upload begun whose marker was removed by hand (R85)
 }
 
 // shardState computes shard k's part from its snapshot s (and the
@@ -187,6 +188,7 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 	}
 	if judge {
 		ss.stale, ss.problem = s.deadMarker(), s.markerProblem()
+		ss.gone = !s.pending && s.begun != nil
 	}
 	return ss
 }
@@ -407,7 +409,7 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 	k := 0
 	for _, ps := range p.parts(ctx, now, true) {
 		switch {
-		case ps.marker && ps.stale:
+		case ps.gone || ps.marker && ps.stale:
 			stale, k = append(stale, markerRef(ps.k)), ps.k
 		case ps.marker:
 			live = append(live, markerRef(ps.k))
