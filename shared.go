@@ -45,8 +45,12 @@ const MaxSharedScopes = 4096
 //     a ramp): the spacing starts at 1/rate and the rate doubles every
 //     paceDouble of paced 2xx (a ramp, not a burst).
 //   - A paced 429 ends a cycle: the rate the server let through is
-//     learnt from it (pace.learn), the spacing becomes 1/rate, and from
-//     then on the rate doubles only every paceSettled (it settles).
+//     learnt from it (pace.learn, with the burst that rate gives the
+//     cycle before the ramp: burstAt), the spacing becomes 1/rate, and
+//     from then on the rate doubles only every paceSettled (it settles).
+//     A settled pace spends at most 1/paceSpend of the burst beyond its
+//     rate, at twice the rate: from T when the penalty refilled the
+//     bucket, and to catch up when it lagged (succeeded, settle).
 //
 // Always within [paceMin, paceMax], or 0.
 const (
@@ -54,8 +58,9 @@ const (
 	paceMin     = 100 * time.Microsecond
 	paceMax     = time.Second
 	paceDouble  = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
-	paceSettled = 10 * time.Minute       // a learnt rate's: doubled in this much
+	paceSettled = time.Hour              // a learnt rate's: doubled in this much
 	paceTimes   = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
+	paceSpend   = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
 )
 
 // The modes of a pace.
@@ -75,9 +80,22 @@ type pace struct {
 	ok       int         // 2xx of paced requests since then
 	times    []time.Time // their arrivals (the first paceTimes)
 	cutK     uint64      // a 429 of a ticket before it was in flight at the last slow-down
+	// settled: the learnt spacing of a settled pace (paceSettle); owed:
+	// the 2xx that spacing accounts for from T to last, the latest send
+	// counted, never more than the 2xx there were (a lag beyond is not
+	// caught up). A settled pace whose 2xx are fewer than owed and a
+	// quarter of the burst goes at twice its rate (succeeded).
+	settled time.Duration
+	owed    float64
+	last    time.Time
 	// stragglers: the burst is the room's history, without the requests
 	// then in flight that passed later (restrictions.record adds them).
 	stragglers bool
+	// passed and span: the cycle before the ramp, passed 2xx over span
+	// up to its 429. Until a rate is learnt, the burst is what of them a
+	// bucket of that rate did not refill: passed - rate*span (burstAt).
+	passed float64
+	span   time.Duration
 }
 
 // history is what a scope's room saw before its first 429: ok requests
@@ -100,8 +118,19 @@ func newPace(now, t time.Time, h history) pace {
 	rate := float64(h.ok) / t.Sub(h.first).Seconds()
 	p.mode, p.stragglers = paceRamp, true
 	p.interval = intervalOf(rate)
-	p.burst = max(float64(h.ok)-rate*max(now.Sub(h.first), 0).Seconds(), 1)
+	p.passed, p.span = float64(h.ok), max(now.Sub(h.first), 0)
+	p.burst = p.burstAt(rate)
 	return p
+}
+
+// burstAt is the burst of a bucket that refills at rate and passed what
+// the cycle before the ramp passed (the burst is known once a rate is
+// learnt: passed 0).
+func (p *pace) burstAt(rate float64) float64 {
+	if p.passed <= 0 {
+		return p.burst
+	}
+	return max(p.passed-rate*p.span.Seconds(), 1)
 }
 
 // intervalOf is the spacing of rate requests per second, within [paceMin,
@@ -126,20 +155,47 @@ func (p *pace) succeeded(sent time.Time) {
 			p.interval = 0
 		}
 	case paceRamp:
-		p.interval = p.grown(paceDouble)
+		p.interval = grown(p.interval, paceDouble)
 	case paceSettle:
-		p.interval = p.grown(paceSettled)
+		p.settled = grown(p.settled, paceSettled)
+		if sent.After(p.last) {
+			p.owed = min(p.owed+float64(sent.Sub(p.last))/float64(p.settled), float64(p.ok))
+			p.last = sent
+		}
+		p.interval = p.settled
+		if float64(p.ok) < p.owed+p.burst/paceSpend {
+			// Behind the bucket the server was learnt to be: it refilled
+			// while the release lagged (its waiters woke late), or it is
+			// full at T. Twice the pace, until a quarter of the burst is
+			// spent.
+			p.interval = max(p.settled/2, paceMin)
+		}
 	}
 }
 
-// grown is the spacing after one more 2xx when the rate doubles in d of
-// paced time: each 2xx is one spacing of it.
-func (p *pace) grown(d time.Duration) time.Duration {
-	if p.interval == 0 {
+// grown is the spacing iv after one more 2xx when the rate doubles in d
+// of paced time: each 2xx is one spacing of it.
+func grown(iv, d time.Duration) time.Duration {
+	if iv == 0 {
 		return 0
 	}
-	iv := time.Duration(float64(p.interval) * math.Exp2(-float64(p.interval)/float64(d)))
-	return max(iv, paceMin)
+	return max(time.Duration(float64(iv)*math.Exp2(-float64(iv)/float64(d))), paceMin)
+}
+
+// settle makes the pace settled at spacing iv from until (the new T).
+// full: the bucket the server was learnt to be is full again at T (it
+// refilled the burst over the penalty), so the release starts at twice the
+// rate, until a quarter of the burst is spent (succeeded); else it owes
+// that quarter already and goes at the rate.
+func (p *pace) settle(iv time.Duration, until time.Time, full bool) {
+	p.mode, p.settled, p.owed, p.last = paceSettle, iv, 0, until
+	p.interval = iv
+	switch {
+	case !full:
+		p.owed = -p.burst / paceSpend
+	case p.burst >= paceSpend:
+		p.interval = max(iv/2, paceMin)
+	}
 }
 
 // throttled ends the cycle at a 429 received at now of a paced request,
@@ -148,6 +204,9 @@ func (p *pace) grown(d time.Duration) time.Duration {
 // flight then and says nothing new.)
 func (p *pace) throttled(now, until time.Time) {
 	switch {
+	case p.ok == 0 && p.mode == paceSettle:
+		// Nothing passed since T: still closed; slower.
+		p.settle(min(max(2*p.settled, paceStart), paceMax), until, false)
 	case p.ok == 0:
 		// Nothing passed since T: the server is still closed; slower.
 		p.interval = min(max(2*p.interval, paceStart), paceMax)
@@ -159,18 +218,23 @@ func (p *pace) throttled(now, until time.Time) {
 		p.stragglers = false // every one of them was paced
 		return
 	default:
-		p.interval = intervalOf(p.learn(now, until))
-		p.mode = paceSettle
+		rate := p.learn(now, until)
+		p.burst, p.passed, p.span = p.burstAt(rate), 0, 0
+		iv := intervalOf(rate)
+		p.settle(iv, until, float64(until.Sub(now))/float64(iv) >= p.burst)
 	}
 	p.since, p.ok, p.times = until, 0, p.times[:0]
 }
 
 // learn returns the rate the server let through in the cycle that a 429
 // received at now ends, with its penalty until until: the least refill
-// rate of a token bucket of the known burst, full at T, that passes every
-// 2xx of the cycle at its time (as a bucket server does), at least the
-// cycle's own rate with its penalty (what passed over the time from T to
-// until) and at most the rate the pace sent at.
+// rate of a token bucket, full at T, that passes every 2xx of the cycle at
+// its time (as a bucket server does), at least the cycle's own rate with
+// its penalty (what passed over the time from T to until) and at most the
+// rate the pace sent at. The bucket's burst is the known one, or, at the
+// end of a ramp, the one that rate gives the cycle before (burstAt): a
+// burst taken from a rate with its penalty is too large by the refill a
+// faster bucket gave in that cycle.
 func (p *pace) learn(now, until time.Time) float64 {
 	floor := float64(p.ok) / until.Sub(p.since).Seconds()
 	ceil := float64(time.Second) / float64(max(p.interval, paceMin))
@@ -178,12 +242,12 @@ func (p *pace) learn(now, until time.Time) float64 {
 		return floor
 	}
 	lo, hi := floor, ceil
-	if !bucketPasses(p.times, p.since, p.burst, hi) {
+	if !bucketPasses(p.times, p.since, p.burstAt(hi), hi) {
 		return hi
 	}
 	for range 40 {
 		mid := (lo + hi) / 2
-		if bucketPasses(p.times, p.since, p.burst, mid) {
+		if bucketPasses(p.times, p.since, p.burstAt(mid), mid) {
 			hi = mid
 		} else {
 			lo = mid
@@ -345,7 +409,9 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 			if r.pace.stragglers {
 				// The requests in flight at the first 429 that passed
 				// after it: the burst too.
-				r.pace.burst += float64(t.rooms.takeStragglers(scope))
+				n := float64(t.rooms.takeStragglers(scope))
+				r.pace.burst += n
+				r.pace.passed += n
 				r.pace.stragglers = false
 			}
 			r.pace.throttled(now, r.until)

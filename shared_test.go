@@ -94,10 +94,11 @@ func TestRestrictionsGiveBack(t *testing.T) {
 
 // TestPaceSteps is the step table of a release's pace (docs/policy.md:
 // paced-release, release-ramp), at fixed times: each row is one event on
-// the pace, in order, and the spacing, mode and burst after it. Events:
-// "ok" a paced 2xx of a request sent at +at, "429" a paced 429 received at
-// +at whose restriction lasts until +until, "oks" n 2xx sent every
-// +every from +at. Times are after T = t0.
+// the pace, in order, and the spacing, mode and burst after it (and, for a
+// settled pace, its learnt spacing; twice: the spacing is half of it, the
+// pace catching up). Events: "ok" a paced 2xx of a request sent at +at,
+// "429" a paced 429 received at +at whose restriction lasts until +until,
+// "oks" n 2xx sent every +every from +at. Times are after T = t0.
 func TestPaceSteps(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	type row struct {
@@ -110,6 +111,8 @@ func TestPaceSteps(t *testing.T) {
 		same      bool          // the interval is the one before the event
 		mode      uint8
 		burst     float64
+		settled   time.Duration // checked when not 0
+		twice     bool          // settled: the spacing is half the learnt one (else equal to it)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -148,8 +151,35 @@ func TestPaceSteps(t *testing.T) {
 			// 250 requests sent 4 ms apart from T: the 250th (at 996 ms) is
 			// the 200th beyond the burst: 200/0.996 s = 200.8/s.
 			{name: "250 2xx at 250/s", op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 50, interval: -1},
-			{name: "settling rate: 200.8/s (the 429 at 1 s, 1 s penalty)", op: "429", at: s1, until: s2, interval: 4980000, mode: paceSettle, burst: 50},
-			{name: "settled: the rate doubles only in paceSettled", op: "ok", at: s2, interval: 4979971, mode: paceSettle, burst: 50},
+			{name: "settling rate: 200.8/s (the 429 at 1 s, 1 s penalty); the penalty refilled the burst: twice the rate from the new T", op: "429", at: s1, until: s2, interval: 2490000, mode: paceSettle, burst: 50, settled: 4980000, twice: true},
+			{name: "settled: the rate doubles only in paceSettled (an hour); a quarter of the burst not spent yet: still twice", op: "ok", at: s2, interval: -1, mode: paceSettle, burst: 50, settled: 4979995, twice: true},
+			// 2xx sent every 2.49 ms: each spends half a spacing beyond the
+			// rate, so 25 of them spend 12.5 (a quarter of 50).
+			{name: "still behind after 20 at twice the rate", op: "oks", at: s2 + 2490*time.Microsecond, n: 19, every: 2490 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1, twice: true},
+			{name: "a quarter of the burst spent: the learnt rate", op: "oks", at: s2 + 20*2490*time.Microsecond, n: 10, every: 2490 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+			{name: "on time: the learnt rate", op: "oks", at: s2 + 30*2490*time.Microsecond, n: 10, every: 4980 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+			// The last was sent at 2 s + 74.7 ms + 44.82 ms; the next comes
+			// 100 ms late (20 spacings): the bucket refilled meanwhile.
+			{name: "a lag: caught up at twice the rate", op: "ok", at: s2 + 30*2490*time.Microsecond + 9*4980*time.Microsecond + 100*time.Millisecond, interval: -1, mode: paceSettle, burst: 50, settled: -1, twice: true},
+			{name: "caught up a quarter of the burst (26 at twice the rate: half a spacing each), not the 20 spacings: the learnt rate", op: "oks", at: s2 + 30*2490*time.Microsecond + 9*4980*time.Microsecond + 100*time.Millisecond + 2490*time.Microsecond, n: 26, every: 2490 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+		}},
+		{"settling: a penalty too short to refill the burst: the learnt rate from the new T, no faster", pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: t0}, []row{
+			{op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 50, interval: -1},
+			{name: "a 100 ms penalty refills 20 of 50 at 200.8/s", op: "429", at: s1, until: s1 + 100*time.Millisecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+			{name: "owes the quarter of the burst already", op: "oks", at: s1 + 100*time.Millisecond, n: 5, every: 4980 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+		}},
+		{"settling: the burst from the rate learnt, not from the rate with its penalty", newPace(t0.Add(-s1), t0, history{ok: 60, first: t0.Add(-s1 - 50*time.Millisecond)}), []row{
+			// A bucket of 50 at 200/s passed 60 over the 50 ms before its
+			// 429 at T-1s: 60/1.05 s = 57.1/s with the penalty, the burst
+			// 60 - 57.1*0.05 = 57.1 as far as known then.
+			{name: "start: 60 over 1.05 s", op: "", interval: 17500000, mode: paceRamp, burst: 60 - 60/1.05*0.05},
+			// Then 250 sent every 4 ms from T: a bucket of 50 at 200/s has
+			// its last token for the 250th at 996 ms.
+			{op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 60 - 60/1.05*0.05, interval: -1},
+			// The burst 57.1 would make it 193.6/s; a burst of 60 - 0.05 r
+			// passes the 250th only if 60 - 0.05 r + 0.996 r >= 250:
+			// r = 200.85/s, the burst 49.96.
+			{name: "settling: 200.85/s, burst 49.96", op: "429", at: s1, until: s2, interval: -1, mode: paceSettle, burst: 60 - 0.05*(190/0.946), settled: 4978947, twice: true},
 		}},
 		{"settling: never below what passed per cycle, penalty included", pace{interval: 10 * time.Millisecond, mode: paceRamp, burst: 1000, since: t0}, []row{
 			{op: "oks", at: 0, n: 100, every: 10 * time.Millisecond, mode: paceRamp, burst: 1000, interval: -1},
@@ -184,8 +214,20 @@ func TestPaceSteps(t *testing.T) {
 				if r.interval >= 0 && p.interval != r.interval {
 					t.Fatalf("row %d %q: interval %v (%d), want %v", i, r.name, p.interval, int64(p.interval), r.interval)
 				}
-				if p.mode != r.mode || math.Abs(p.burst-r.burst) > 1e-9 {
+				if p.mode != r.mode || math.Abs(p.burst-r.burst) > 1e-6 {
 					t.Fatalf("row %d %q: mode %d burst %v, want %d %v", i, r.name, p.mode, p.burst, r.mode, r.burst)
+				}
+				if r.settled > 0 && p.settled != r.settled {
+					t.Fatalf("row %d %q: learnt spacing %v (%d), want %v", i, r.name, p.settled, int64(p.settled), r.settled)
+				}
+				if r.settled != 0 {
+					want := p.settled
+					if r.twice {
+						want = p.settled / 2
+					}
+					if p.interval != want {
+						t.Fatalf("row %d %q: spacing %v, want %v (learnt %v, twice %v)", i, r.name, p.interval, want, p.settled, r.twice)
+					}
 				}
 			}
 		})
@@ -281,7 +323,11 @@ func TestRestrictionsPaceFromHistory(t *testing.T) {
 	_, pl2, _ := tab.take("a", T.Add(-time.Millisecond), nil)
 	tab.succeeded(T, T, pl)
 	assert.Equal(t, gen, tab.record("a", T.Add(5*time.Millisecond), T.Add(1005*time.Millisecond), sharedPlan("r2"), &pl2))
-	assert.InDelta(t, 55-50/1.01*0.01, tab.m["a"].pace.burst, 1e-9)
+	// The burst: the 50 before the 429 and the 5 after it, less what the
+	// learnt rate refilled over the 10 ms from the first to the 429 (the
+	// one 2xx of the cycle over its 1.005 s, penalty included: any bucket
+	// passes one).
+	assert.InDelta(t, 55-0.01/1.005, tab.m["a"].pace.burst, 1e-6)
 	assert.Equal(t, 0, r.late0)
 	assert.Equal(t, paceSettle, tab.m["a"].pace.mode)
 }
