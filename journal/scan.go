@@ -54,29 +54,6 @@ var errNoRun = errors.New("holds no run (no run.json)")
 // the journal neither reports it as a run nor writes into it.
 var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
-// The verified records, by kind: name, envelope and body.
-type (
-	entryRec struct {
-		name string
-		env
-		entryBody
-	}
-	receiptFile struct {
-		env
-		receiptBody
-	}
-	partRec struct {
-		name string
-		env
-		partBody
-	}
-	reviewRec struct {
-		name string
-		env
-		reviewBody
-	}
-)
-
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
 	files    int
@@ -84,11 +61,12 @@ type snapshot struct {
 	// planFiles are the file digests of plan.json, sorted; nil for a run
 	// written before plan.json existed (or whose plan.json is unusable).
 	planFiles []string
-	entries   []entryRec // entries that passed their own checks, in order
-	// receipts are the commit receipts: file digest → round → receipt.
-	receipts map[string]map[int]receiptFile
-	parts    map[string][]partRec // file digest → its part receipts, in order
-	reviews  []reviewRec          // reviews that passed their own checks, in order
+	// recs are the records the run holds (those that passed their checks:
+	// snapshot.admit), in the order verified (by kind, each in its names'
+	// order), then as written; byFile indexes them by the file they name
+	// (namedFile).
+	recs   []*rec
+	byFile map[string][]*rec
 	// badFiles holds, by file hex prefix, the name of a receipt or part
 	// receipt that fails verification: the file it names was attempted.
 	badFiles    map[string]string
@@ -114,8 +92,6 @@ type snapshot struct {
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
 	leftovers []Finding
-	// untimed are the entries without usable timing, by name.
-	untimed []string
 	// seq holds the records that carry a run link, by sequence number
 	// (deletion-detected); lastSeq is the highest; heads are the names of the
 	// heads listed (the highest is the one that counts).
@@ -144,8 +120,7 @@ type snapshot struct {
 
 func newSnapshot() *snapshot {
 	return &snapshot{
-		receipts: map[string]map[int]receiptFile{},
-		parts:    map[string][]partRec{},
+		byFile:   map[string][]*rec{},
 		badFiles: map[string]string{},
 		cache:    map[string]any{},
 		seq:      map[int]seqRec{},
@@ -322,8 +297,8 @@ func (s *snapshot) deadMarker() bool {
 
 // bounded reports whether a restriction review bounds the entry name.
 func (s *snapshot) bounded(name string) bool {
-	for _, r := range s.reviews {
-		if r.Restriction != nil && r.Restriction.Entry == name {
+	for _, r := range s.recs {
+		if rv := r.review(); rv != nil && rv.Restriction != nil && rv.Restriction.Entry == name {
 			return true
 		}
 	}
@@ -469,11 +444,7 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 		}
 	}
 
-	// Each kind, in the table's order, checked against the kinds before it.
-	ld := &loader{s: s, b: b, cache: cache}
-	for _, k := range fileKinds {
-		k.check(s, byKind[k], ld)
-	}
+	s.check(byKind, &loader{s: s, b: b, cache: cache})
 
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
@@ -494,8 +465,8 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
-			for _, r := range s.reviews {
-				if r.Marker != nil && r.Marker.Digest == s.pendingDigest {
+			for _, r := range s.recs {
+				if rv := r.review(); rv != nil && rv.Marker != nil && rv.Marker.Digest == s.pendingDigest {
 					s.pendingResolved, s.pendingFile = r.name, ""
 				}
 			}
@@ -605,13 +576,8 @@ func inspect(b *loc) (Summary, error) {
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
-	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
-	for _, rounds := range s.receipts {
-		sum.Receipts += len(rounds)
-	}
-	for _, ps := range s.parts {
-		sum.Parts += len(ps)
-	}
+	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
+	s.tally(&sum)
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
 	}
@@ -621,7 +587,7 @@ func inspect(b *loc) (Summary, error) {
 // begunRecord names the record a begun upload would write on its 2xx.
 func begunRecord(b begunRequest, s *snapshot) string {
 	if b.Part {
-		return partName(b.FileDigest, len(s.parts[b.FileDigest])+1)
+		return partName(b.FileDigest, len(s.partsOf(b.FileDigest))+1)
 	}
 	return receiptNameRound(b.FileDigest, s.view(b.FileDigest, true).round)
 }
