@@ -2,19 +2,18 @@ package journal
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds: its name,
-// what it proves and its limits. The scan, Inspect, isJournalName and the
+// fileKind is the one description of a kind of file a run holds: its name
+// and its limits (docs/policy.md, "The run's files", says what each proves). The scan, Inspect, isJournalName and the
 // run's sequence all read the table fileKinds.
 type fileKind struct {
 	// kind is the envelope's kind; "" for run.json and plan.json, whose
 	// name is prefix.
 	kind, prefix string
-	// what says what a file of the kind is and what it proves.
-	what string
 	// maxN bounds the number of a numbered kind (0: not numbered).
 	maxN     int
 	maxBytes int64
@@ -37,20 +36,13 @@ var fileKinds []*fileKind
 
 func init() {
 	fileKinds = []*fileKind{
-		{prefix: manifestName, maxBytes: maxManifestBytes,
-			what: "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of the run's sequence"},
-		{prefix: planName, maxBytes: maxPlanBytes,
-			what: "plan.json, the plan's sorted file digests: which files the run may send"},
-		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes,
-			what: "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered"},
-		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf,
-			what: "receipt-<hex>[-rNN].json, a commit's outcome: the file's ACK (never sent again) or its attempt without one (unknown)"},
-		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf,
-			what: "part-<hex>-NNNN.json, a part's outcome: never the file's ACK; a file with parts and no ACK is unknown"},
-		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes,
-			what: "review-NNNN.json, an operator's decision about an unknown file, the resolution of an abandoned request, or a restriction's bound"},
-		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes,
-			what: "head-NNNN.json, the run's head: names the last record, or the upload begun that writes it (R85)"},
+		{prefix: manifestName, maxBytes: maxManifestBytes},
+		{prefix: planName, maxBytes: maxPlanBytes},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes},
+		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf},
+		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes},
 	}
 }
 
@@ -118,38 +110,25 @@ func (s *snapshot) add(r rec) {
 	}
 }
 
-// entries returns the backoff entries, in order.
-func (s *snapshot) entries() []*rec {
+// ofKind returns the records of body type B, of the file d ("" for every
+// file), in order.
+func ofKind[B any](s *snapshot, d string) []*rec {
+	list := s.recs
+	if d != "" {
+		list = s.byFile[d]
+	}
 	var out []*rec
-	for _, r := range s.recs {
-		if r.entry() != nil {
+	for _, r := range list {
+		if _, ok := r.body.(*B); ok {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// reviews returns the reviews, in order.
-func (s *snapshot) reviews() []*rec {
-	var out []*rec
-	for _, r := range s.recs {
-		if r.review() != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// partsOf returns the part receipts of file d, in order.
-func (s *snapshot) partsOf(d string) []*rec {
-	var out []*rec
-	for _, r := range s.byFile[d] {
-		if r.part() != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (s *snapshot) entries() []*rec         { return ofKind[entryBody](s, "") }
+func (s *snapshot) reviews() []*rec         { return ofKind[reviewBody](s, "") }
+func (s *snapshot) partsOf(d string) []*rec { return ofKind[partBody](s, d) }
 
 // receiptOf returns the commit receipt of file d's round, or nil.
 func (s *snapshot) receiptOf(d string, round int) *rec {
@@ -288,12 +267,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	}
 	// A commit receipt of a round after the first needs the reupload
 	// review that opened the round, and every receipt a planned file.
-	var receipts []*rec
-	for _, r := range s.recs {
-		if r.receipt() != nil {
-			receipts = append(receipts, r)
-		}
-	}
+	receipts := ofKind[receiptBody](s, "")
 	slices.SortFunc(receipts, func(a, b *rec) int {
 		x, y := a.receipt(), b.receipt()
 		if c := strings.Compare(x.FileDigest, y.FileDigest); c != 0 {
@@ -362,49 +336,105 @@ func (s *snapshot) otherPlan(name, planDigest string) bool {
 	return false
 }
 
-// checkHeads: the run's sequence, with its head (deletion-detected).
+// checkHeads finds what the run's sequence says is missing
+// (deletion-detected): a record the next one names, the record the head
+// names, the head of the last record, or the marker of an upload begun
+// (R85).
 func (s *snapshot) checkHeads(names []string, ld *loader) {
 	if s.light {
 		return // no sequence: the light scan reads no receipt or head
 	}
-	s.heads = names
+	s.heads, s.begun = names, nil
 	listed := make(map[string]bool, len(s.listed))
 	for _, de := range s.listed {
 		listed[de.name] = true
 	}
 	before := len(s.findings)
-	s.checkSequence(listed, func(name string) (loaded, bool) {
-		if _, cached := ld.cache[name]; !cached {
-			// Read once: the problems of the read are the head's findings
-			// unless the head was replaced meanwhile.
-			probe := newSnapshot()
-			data, _, ok := ld.b.read(probe, name, maxRecordBytes)
-			if !ok && (s.pending || replacedHead(ld.b, name)) {
-				// A write in progress (the marker) replaces the head, or
-				// another worker's write finished since the listing and a
-				// newer head replaced this one: no finding; the next scan
-				// checks the newer head. A head gone with none newer is a
-				// deletion.
-				return loaded{}, false
-			}
-			before := len(s.findings)
-			s.findings = append(s.findings, probe.findings...)
-			if !ok {
-				return loaded{}, false
-			}
-			v, ok := ld.parsed(name, data, "", before)
-			if !ok {
-				return loaded{}, false
-			}
-			return v.(loaded), true
+	defer func() { s.seqBroken = len(s.findings) > before }()
+	// at checks that p names record k (run.json for 0), as by says.
+	at := func(k int, p link, by string) {
+		r, ok := s.seq[k]
+		switch {
+		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
+			s.addFinding(by, "prev does not match run.json (from another run)")
+		case k == 0:
+		case !ok && !listed[p.Name]:
+			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
+		case !ok:
+			// Present but failing its own checks: that is its finding.
+		case r.name != p.Name || r.Digest != p.Digest:
+			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
 		}
-		v, ok := ld.load(name, "")
-		if !ok {
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
+		at(k-1, s.seq[k].Prev, s.seq[k].name)
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	n := s.lastSeq
+	switch {
+	case h == 0 && n == 0:
+		return
+	case s.pending && h == n-1:
+		// The last record's writer is between its record and its head
+		// (another worker's write in progress, or a crash there: its
+		// marker says so and keeps the run unresolved).
+		return
+	case h < n:
+		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
+		return
+	}
+	hd, ok := ld.head(headName(h))
+	if !ok {
+		return // its own finding
+	}
+	begun := hd.body.(*headBody).Begun
+	switch {
+	case begun == nil && s.pending && h == n+1:
+		return // a listing taken during a write saw the head, not yet its record
+	case begun != nil && h == n+1:
+		// An upload begun: its record is still to come.
+		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
+		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
+			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
+		}
+	}
+	if begun != nil {
+		h--
+	}
+	at(h, hd.Prev, headName(hd.Seq))
+}
+
+// head loads a head once: the problems of its read are its findings
+// unless a write replaced it meanwhile.
+func (ld *loader) head(name string) (loaded, bool) {
+	s, v, ok := ld.s, any(nil), false
+	if _, cached := ld.cache[name]; cached {
+		v, ok = ld.load(name, "")
+	} else {
+		probe := newSnapshot()
+		data, _, read := ld.b.read(probe, name, maxRecordBytes)
+		if !read && (s.pending || replacedHead(ld.b, name)) {
+			// A write in progress (the marker) replaces the head, or
+			// another worker's write finished since the listing and a
+			// newer head replaced this one: no finding; the next scan
+			// checks the newer head. A head gone with none newer is a
+			// deletion.
 			return loaded{}, false
 		}
-		return v.(loaded), true
-	})
-	s.seqBroken = len(s.findings) > before
+		before := len(s.findings)
+		s.findings = append(s.findings, probe.findings...)
+		if read {
+			v, ok = ld.parsed(name, data, "", before)
+		}
+	}
+	if !ok {
+		return loaded{}, false
+	}
+	return v.(loaded), true
 }
 
 // replacedHead reports whether the head name, listed but unreadable, is

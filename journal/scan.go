@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -168,69 +166,6 @@ func (s *snapshot) nextLink() (int, link) {
 	}
 	r := s.seq[s.lastSeq]
 	return s.lastSeq + 1, link{r.name, r.Digest}
-}
-
-// checkSequence finds what the run's sequence says is missing
-// (deletion-detected): a record the next one names, the record the head
-// names, the head of the last record, or the marker of an upload begun
-// (R85). listed holds every name of the listing.
-func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (loaded, bool)) {
-	s.begun = nil
-	// at checks that p names record k (run.json for 0), as by says.
-	at := func(k int, p link, by string) {
-		r, ok := s.seq[k]
-		switch {
-		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
-			s.addFinding(by, "prev does not match run.json (from another run)")
-		case k == 0:
-		case !ok && !listed[p.Name]:
-			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
-		case !ok:
-			// Present but failing its own checks: that is its finding.
-		case r.name != p.Name || r.Digest != p.Digest:
-			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
-		at(k-1, s.seq[k].Prev, s.seq[k].name)
-	}
-	h := 0
-	for _, n := range s.heads {
-		k, _ := parseHeadName(n)
-		h = max(h, k)
-	}
-	n := s.lastSeq
-	switch {
-	case h == 0 && n == 0:
-		return
-	case s.pending && h == n-1:
-		// The last record's writer is between its record and its head
-		// (another worker's write in progress, or a crash there: its
-		// marker says so and keeps the run unresolved).
-		return
-	case h < n:
-		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
-		return
-	}
-	hd, ok := loadHead(headName(h))
-	if !ok {
-		return // its own finding
-	}
-	begun := hd.body.(*headBody).Begun
-	switch {
-	case begun == nil && s.pending && h == n+1:
-		return // a listing taken during a write saw the head, not yet its record
-	case begun != nil && h == n+1:
-		// An upload begun: its record is still to come.
-		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
-		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
-			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
-		}
-	}
-	if begun != nil {
-		h--
-	}
-	at(h, hd.Prev, headName(hd.Seq))
 }
 
 // begunHead is a head of an upload begun whose record is still to come.
