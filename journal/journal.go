@@ -1141,7 +1141,7 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 	if !linked {
 		return e, false, err
 	}
-	s.seq[seq], s.lastSeq = seqRec{name, e}, max(s.lastSeq, seq)
+	s.seq[seq], s.lastSeq = rec{name, loaded{e, body}}, max(s.lastSeq, seq)
 	s.cache[name] = loaded{e, body}
 	s.files++
 	if err != nil {

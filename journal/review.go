@@ -88,23 +88,12 @@ func (r rec) record() ReviewRecord {
 	return out
 }
 
-// Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]), the only way out of unknown
-// (operator-review): an immutable review-NNNN.json in the run's chain that
-// names the file's digest, the decision, the OS user, the UTC time, the
-// sanitized note (printable, no URL query or userinfo, at most 256 bytes)
-// and the evidence it saw (the run's backoff entries, the file's part
-// receipts and commit receipt). [DecisionReupload] makes the file eligible
-// as a never-attempted one (under a new approval); [DecisionSkip] means it
-// is never sent. A review never makes a file acked and never waives the
-// run's status. file is the file's [PlannedFile.ID] or its [PlannedFile.Digest].
-//
-// Like [Journal.Begin], Review claims the marker, then checks under it.
-// Errors: a refusal (a decision neither reupload nor skip, a file outside
-// the plan or not unknown); a *RestrictedError (a verification finding,
-// another request's marker: [ErrPending]); the context's error while
-// waiting for this Journal's request in flight; any other error is a
-// persistence failure (the Journal stays unresolved).
+// Review is [Journal.Review] of a run without shards (operator-review).
+// Like [Journal.Begin] it claims the marker, then checks under it. Errors:
+// a refusal (a decision neither reupload nor skip, a file outside the plan
+// or not unknown); a *RestrictedError (a finding, another request's
+// marker); the context's error while waiting for this Journal's request in
+// flight; else a persistence failure (the Journal stays unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -265,12 +254,8 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
 	round, mark := 1, reviewEvidence{}
-	for _, r := range reviews {
-		p := r.review()
-		if ev.Entries < p.Evidence.Entries {
-			return "evidence is older than the review before it (reordered)"
-		}
-		if p.FileDigest == d {
+	for _, r := range reviews { // each older than ev: checked above
+		if p := r.review(); p.FileDigest == d {
 			mark = p.Evidence
 			if p.Decision == DecisionReupload {
 				round++
@@ -319,24 +304,15 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending resolves a dead pending marker (pending-review): a worker
-// killed in flight, an interrupted read, a review that died while writing,
-// or an upload's marker removed by hand (R85: its begun head has neither
-// marker nor record). A marker its worker still holds (marker-liveness) is
-// refused ("the marker's worker is alive") and nothing is written; on a store that cannot
-// tell, the review is the operator's word that no worker still sends it.
-// It appends an immutable review-NNNN.json (decision "pending") bound to
-// the digest of the marker's bytes (of the begun head, for a marker
-// removed by hand) and naming what the marker named; it deletes and edits
-// no record. The marker then blocks nothing, its file is unknown, and the
-// run waits until the review time plus the 30 s wait ceiling, or notBefore
-// (Unix seconds, 0 for none) when later; then the marker is removed (in a
-// Store with versions, only while it is the one reviewed).
-//
+// ReviewPending is [Journal.ReviewPending] of a run without shards
+// (pending-review, marker-liveness): a dead marker, or an upload's marker
+// removed by hand (R85: its begun head has neither marker nor record; the
+// review is bound to that head's digest). On a store that cannot tell
+// liveness the review is the operator's word that no worker sends it.
 // Errors: a refusal (no marker, notBefore not representable, a live
-// marker); a *RestrictedError when the run has another finding; a
-// persistence failure when the review cannot be written, which leaves the
-// run as it was. A marker the run already resolved is only removed again.
+// marker); a *RestrictedError for another finding; a persistence failure
+// when the review cannot be written (the run is as it was). A marker the
+// run already resolved is only removed again.
 func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -443,18 +419,12 @@ func (j *run) removeResolved(s *snapshot) error {
 	return nil
 }
 
-// ReviewRestriction bounds a backoff entry whose restriction has no timing
-// (restriction-review): an operator who knows how long the server asked to
-// wait appends an immutable review-NNNN.json (decision "restriction") that
-// names the entry by name and event digest and gives its not-before,
-// notBefore in Unix seconds, at least the review time plus 30 s. The run
-// then waits until notBefore; the entry's file stays unknown.
-//
-// Errors: a refusal (an entry not on record, with its own timing or
-// bounded already, a notBefore too early or not representable); a
-// *RestrictedError (any finding but entries without timing, another
-// request's marker); the context's error while waiting for this Journal's
-// request in flight; any other error is a persistence failure.
+// ReviewRestriction is [Journal.ReviewRestriction] of a run without shards
+// (restriction-review); the entry's file stays unknown. Errors: a refusal
+// (an entry not on record, with its own timing or bounded already, a
+// notBefore too early or not representable); a *RestrictedError (any
+// finding but entries without timing, another request's marker); the
+// context's error while waiting; else a persistence failure.
 func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero

@@ -70,9 +70,7 @@ type snapshot struct {
 	badFiles    map[string]string
 	pending     bool
 	pendingFile string // file digest named by a readable marker
-	// pendingID identifies the marker seen (its version and content), so
-	// that a wait for another worker's marker can tell one that stays from
-	// a new one.
+	// pendingID identifies the marker seen: its version, NUL, its bytes.
 	pendingID string
 	// pendingDigest and pendingVersion are the digest of the marker's
 	// bytes and its store version, when it could be read; pendingResolved
@@ -93,7 +91,7 @@ type snapshot struct {
 	// seq holds the records that carry a run link, by sequence number
 	// (deletion-detected); lastSeq is the highest; heads are the names of the
 	// heads listed (the highest is the one that counts).
-	seq     map[int]seqRec
+	seq     map[int]rec
 	lastSeq int
 	heads   []string
 	// begun is the head of an upload begun whose record is still to
@@ -111,8 +109,8 @@ type snapshot struct {
 	// gen orders the scans of this process (scanGen): of two snapshots
 	// of one run, the one with the greater gen was listed later.
 	gen uint64
-	// cache holds the parsed immutable files (manifest, entries, receipts,
-	// parts, reviews, plan) by name, so that a refresh reads only new files.
+	// cache holds the parsed immutable files by name: a refresh reads
+	// only new files.
 	cache map[string]any
 }
 
@@ -121,14 +119,8 @@ func newSnapshot() *snapshot {
 		byFile:   map[string][]*rec{},
 		badFiles: map[string]string{},
 		cache:    map[string]any{},
-		seq:      map[int]seqRec{},
+		seq:      map[int]rec{},
 	}
-}
-
-// seqRec is a record in the run's sequence.
-type seqRec struct {
-	name string
-	env
 }
 
 // register adds a self-verified record to the run's sequence.
@@ -150,7 +142,7 @@ func (s *snapshot) register(name string, v any) {
 		s.addFinding(name, "seq %d is also held by %s (copied or replayed)", r.Seq, prior.name)
 		return
 	}
-	s.seq[r.Seq] = seqRec{name, r.env}
+	s.seq[r.Seq] = rec{name, r}
 	s.lastSeq = max(s.lastSeq, r.Seq)
 }
 
