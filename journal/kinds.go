@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -142,18 +143,10 @@ func (s *snapshot) receiptOf(d string, round int) *rec {
 
 // tally adds the records the run holds, by kind, to sum.
 func (s *snapshot) tally(sum *Summary) {
-	for _, r := range s.recs {
-		switch r.body.(type) {
-		case *entryBody:
-			sum.Entries++
-		case *receiptBody:
-			sum.Receipts++
-		case *partBody:
-			sum.Parts++
-		case *reviewBody:
-			sum.Reviews++
-		}
-	}
+	sum.Entries += len(s.entries())
+	sum.Receipts += len(ofKind[receiptBody](s, ""))
+	sum.Parts += len(ofKind[partBody](s, ""))
+	sum.Reviews += len(s.reviews())
 }
 
 // loader loads the immutable files of one scan, from the previous scan's
@@ -270,10 +263,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	receipts := ofKind[receiptBody](s, "")
 	slices.SortFunc(receipts, func(a, b *rec) int {
 		x, y := a.receipt(), b.receipt()
-		if c := strings.Compare(x.FileDigest, y.FileDigest); c != 0 {
-			return c
-		}
-		return max(x.Round, 1) - max(y.Round, 1)
+		return cmp.Or(strings.Compare(x.FileDigest, y.FileDigest), x.Round-y.Round)
 	})
 	for _, r := range receipts {
 		d, round := r.receipt().FileDigest, max(r.receipt().Round, 1)

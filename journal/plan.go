@@ -3,7 +3,7 @@ package journal
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -257,20 +257,14 @@ func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	files := s.planFiles
 	if files == nil {
 		c.Partial = true
-		seen := map[string]bool{}
-		add := func(d string) {
-			if d != "" && !seen[d] {
-				seen[d] = true
+		for _, r := range s.recs {
+			if d, pending := namedFile(r); !pending {
 				files = append(files, d)
 			}
 		}
-		for _, r := range s.recs {
-			if d, pending := namedFile(r); !pending {
-				add(d)
-			}
-		}
-		add(s.pendingFile)
-		sort.Strings(files)
+		files = append(files, s.pendingFile)
+		slices.Sort(files)
+		files = slices.DeleteFunc(slices.Compact(files), func(d string) bool { return d == "" })
 	}
 	for _, d := range files {
 		c.Files = append(c.Files, s.decide(d, NoNewApproval, c.Status, false))
