@@ -278,6 +278,13 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 		s.badFiles[fileHex(d)] = r.name
 	}
 	s.checkHeads(byKind[fileKinds[6]], ld)
+	// The records in the run's order (in a run that verifies, the order
+	// of each kind's names).
+	bySeq := func(a, b *rec) int { return a.Seq - b.Seq }
+	slices.SortStableFunc(s.recs, bySeq)
+	for _, l := range s.byFile {
+		slices.SortStableFunc(l, bySeq)
+	}
 }
 
 // admit applies the rule of a loaded record's kind against the records

@@ -60,9 +60,8 @@ type snapshot struct {
 	// written before plan.json existed (or whose plan.json is unusable).
 	planFiles []string
 	// recs are the records the run holds (those that passed their checks:
-	// snapshot.admit), in the order verified (by kind, each in its names'
-	// order), then as written; byFile indexes them by the file they name
-	// (namedFile).
+	// snapshot.admit), in seq order; byFile indexes them by the file they
+	// name (namedFile).
 	recs   []*rec
 	byFile map[string][]*rec
 	// badFiles holds, by file hex prefix, the name of a receipt or part
