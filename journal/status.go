@@ -134,12 +134,9 @@ func (s Status) CommandJSON() ([]byte, error) {
 	}{fileBatch{s, s.Files, s.Shards}})
 }
 
-// status computes the state of snapshot s at now (docs/policy.md: status-before-network, not-before-survives). Rules, in
-// order: any finding → unresolved; a pending marker (unless ignorePending)
-// → unresolved; now before a recorded received_at_utc (clock regression) →
-// unresolved; no entries → clear; now before the greatest not_before_utc →
-// waiting; otherwise elapsed. Nothing sleeps and nothing is carried but the
-// recorded UTC seconds.
+// status computes the state of snapshot s at now (docs/policy.md:
+// status-before-network, not-before-survives), in the switch's order;
+// ignorePending leaves the marker out.
 func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	var st Status
 	var latest *restriction
