@@ -22,6 +22,8 @@ type fileKind struct {
 	// of the kind records, so that one failing verification leaves its
 	// file unknown; nil when the kind names no file.
 	attempted func(name string) string
+	// body makes an empty body of a record kind (unseal).
+	body func() any
 }
 
 // record reports whether the kind's files are records of the run's
@@ -39,11 +41,16 @@ func init() {
 	fileKinds = []*fileKind{
 		{prefix: manifestName, maxBytes: maxManifestBytes},
 		{prefix: planName, maxBytes: maxPlanBytes},
-		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes},
-		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf},
-		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf},
-		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes},
-		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes,
+			body: func() any { return new(entryBody) }},
+		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf,
+			body: func() any { return new(receiptBody) }},
+		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf,
+			body: func() any { return new(partBody) }},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes,
+			body: func() any { return new(reviewBody) }},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes,
+			body: func() any { return new(headBody) }},
 	}
 }
 
