@@ -321,20 +321,15 @@ func unseal(data []byte) (env, string, any, error) {
 		return env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
 	var body any
-	switch e.Kind {
-	case "":
+	for _, k := range fileKinds {
+		if k.kind != "" && k.kind == e.Kind {
+			body = k.body()
+		}
+	}
+	switch {
+	case e.Kind == "":
 		return env{}, "", nil, errors.New("not a record envelope (an earlier, unreleased format, or made by hand)")
-	case kindEntry:
-		body = new(entryBody)
-	case kindReceipt:
-		body = new(receiptBody)
-	case kindPart:
-		body = new(partBody)
-	case kindReview:
-		body = new(reviewBody)
-	case kindHead:
-		body = new(headBody)
-	default:
+	case body == nil:
 		return env{}, "", nil, fmt.Errorf("kind %q is not a record's", sanitizeNote(e.Kind, 16))
 	}
 	if err := json.Unmarshal(e.Body, body); err != nil {

@@ -975,8 +975,8 @@ func (j *run) checkLimits() error {
 	if j.inflight != nil {
 		files-- // the marker of the claim counts in footprint
 	}
-	if len(s.entries) >= maxEntries {
-		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", len(s.entries), len(s.entries)+1)
+	if n := len(s.entries()); n >= maxEntries {
+		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
 	}
 	if files+footprint > maxFiles {
 		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, maxFiles)
@@ -1141,7 +1141,7 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 	if !linked {
 		return e, false, err
 	}
-	s.seq[seq], s.lastSeq = seqRec{name, e}, max(s.lastSeq, seq)
+	s.seq[seq], s.lastSeq = rec{name, loaded{e, body}}, max(s.lastSeq, seq)
 	s.cache[name] = loaded{e, body}
 	s.files++
 	if err != nil {
@@ -1285,7 +1285,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	s := j.snap
 	e := entryBody{
 		BackoffVersion: backoffVersion,
-		Sequence:       len(s.entries) + 1,
+		Sequence:       len(s.entries()) + 1,
 		PlanDigest:     s.planDigest(),
 		Method:         req.Method,
 		URLDigest:      req.URLDigest,
@@ -1318,9 +1318,8 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		}
 	}
 	if linked {
-		s.entries = append(s.entries, entryRec{name, ev, e})
+		s.add(rec{name, loaded{ev, &e}})
 		if why := untimed(e); why != "" {
-			s.untimed = append(s.untimed, name)
 			s.addFinding(name, "%s", why)
 		}
 	}
@@ -1371,7 +1370,6 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	}
 	var name, kind string
 	var body any
-	var add func(env)
 	s := j.snap
 	ok2xx := httprule.IsSuccess(out.StatusCode)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
@@ -1383,7 +1381,7 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	switch {
 	case m.FileDigest != "" && m.Part:
 		p := partBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.parts[m.FileDigest]) + 1,
+			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.partsOf(m.FileDigest)) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
@@ -1394,7 +1392,6 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
 		name, kind, body = partName(m.FileDigest, p.Part), kindPart, &p
-		add = func(e env) { s.parts[m.FileDigest] = append(s.parts[m.FileDigest], partRec{name, e, p}) }
 	case m.FileDigest != "":
 		round := s.view(m.FileDigest, true).round
 		r := receiptBody{
@@ -1407,17 +1404,11 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 			r.Round = round
 		}
 		name, kind, body = receiptNameRound(m.FileDigest, round), kindReceipt, &r
-		add = func(e env) {
-			if s.receipts[m.FileDigest] == nil {
-				s.receipts[m.FileDigest] = map[int]receiptFile{}
-			}
-			s.receipts[m.FileDigest][round] = receiptFile{e, r}
-		}
 	}
 	if name != "" {
 		e, linked, err := j.putRecord(name, kind, body)
 		if linked {
-			add(e)
+			s.add(rec{name, loaded{e, body}})
 		}
 		if err != nil {
 			j.fail("write " + name + ": " + redact.Text(err.Error()))
@@ -1470,9 +1461,9 @@ func WithUploadPart(ctx context.Context, id string) context.Context {
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
 func (s *snapshot) hasEntry(d, file string) bool {
-	for _, e := range s.entries {
+	for _, e := range s.entries() {
 		if e.Digest == d {
-			f := e.Provenance.FileDigest
+			f := e.entry().Provenance.FileDigest
 			return f == "" || file == "" || f == file
 		}
 	}

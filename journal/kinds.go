@@ -1,22 +1,20 @@
 package journal
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds: its name,
-// what it proves, its limits, and how the scan adds its files to the
-// snapshot once each passed its loader (run.json and plan.json their own,
-// every record the one loader, unseal). The scan, Inspect, isJournalName
-// and the run's sequence all read the table fileKinds.
+// fileKind is the one description of a kind of file a run holds: its name
+// and its limits (docs/policy.md, "The run's files", says what each proves). The scan, Inspect, isJournalName and the
+// run's sequence all read the table fileKinds.
 type fileKind struct {
 	// kind is the envelope's kind; "" for run.json and plan.json, whose
 	// name is prefix.
 	kind, prefix string
-	// what says what a file of the kind is and what it proves.
-	what string
 	// maxN bounds the number of a numbered kind (0: not numbered).
 	maxN     int
 	maxBytes int64
@@ -24,9 +22,8 @@ type fileKind struct {
 	// of the kind records, so that one failing verification leaves its
 	// file unknown; nil when the kind names no file.
 	attempted func(name string) string
-	// check adds the files of the kind (names sorted) to the snapshot,
-	// against the kinds before it in the table.
-	check func(s *snapshot, names []string, ld *loader)
+	// body makes an empty body of a record kind (unseal).
+	body func() any
 }
 
 // record reports whether the kind's files are records of the run's
@@ -35,26 +32,25 @@ func (k *fileKind) record() bool { return k.kind != "" && k.kind != kindHead }
 
 func hexOf(name string) string { _, _, h := parseName(name); return h }
 
-// fileKinds is the table, in the order of the scan. (Set in init: the
-// checks refer back to the table through the names they parse.)
+// fileKinds is the table, in the order of the scan: each kind is checked
+// against the kinds before it. (Set in init: attempted parses names
+// through the table.)
 var fileKinds []*fileKind
 
 func init() {
 	fileKinds = []*fileKind{
-		{prefix: manifestName, maxBytes: maxManifestBytes, check: checkManifest,
-			what: "run.json, the run manifest: the format version, the plan's digest, the creation time; the genesis of the run's sequence"},
-		{prefix: planName, maxBytes: maxPlanBytes, check: checkPlan,
-			what: "plan.json, the plan's sorted file digests: which files the run may send"},
-		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes, check: checkEntries,
-			what: "backoff-NNNN.json, a 429 of a journaled request: the server's restriction, its timing and the request it answered"},
-		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf, check: checkReceipts,
-			what: "receipt-<hex>[-rNN].json, a commit's outcome: the file's ACK (never sent again) or its attempt without one (unknown)"},
-		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf, check: checkParts,
-			what: "part-<hex>-NNNN.json, a part's outcome: never the file's ACK; a file with parts and no ACK is unknown"},
-		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes, check: checkReviews,
-			what: "review-NNNN.json, an operator's decision about an unknown file, the resolution of an abandoned request, or a restriction's bound"},
-		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes, check: checkHeads,
-			what: "head-NNNN.json, the run's head: names the last record, or the upload begun that writes it (R85)"},
+		{prefix: manifestName, maxBytes: maxManifestBytes},
+		{prefix: planName, maxBytes: maxPlanBytes},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes,
+			body: func() any { return new(entryBody) }},
+		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf,
+			body: func() any { return new(receiptBody) }},
+		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf,
+			body: func() any { return new(partBody) }},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes,
+			body: func() any { return new(reviewBody) }},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes,
+			body: func() any { return new(headBody) }},
 	}
 }
 
@@ -80,6 +76,84 @@ func isRecordName(name string) bool {
 type loaded struct {
 	env
 	body any
+}
+
+// rec is a record the run holds: its name, envelope and typed body
+// (*entryBody, *receiptBody, *partBody or *reviewBody).
+type rec struct {
+	name string
+	loaded
+}
+
+func (r *rec) entry() *entryBody     { b, _ := r.body.(*entryBody); return b }
+func (r *rec) receipt() *receiptBody { b, _ := r.body.(*receiptBody); return b }
+func (r *rec) part() *partBody       { b, _ := r.body.(*partBody); return b }
+func (r *rec) review() *reviewBody   { b, _ := r.body.(*reviewBody); return b }
+
+// namedFile is the planned file a record names ("" for none); a pending
+// review's is its marker's, unless the marker was a review's.
+func namedFile(r *rec) (d string, pending bool) {
+	switch b := r.body.(type) {
+	case *entryBody:
+		return b.Provenance.FileDigest, false
+	case *receiptBody:
+		return b.FileDigest, false
+	case *partBody:
+		return b.FileDigest, false
+	case *reviewBody:
+		if m := b.Marker; m != nil && m.Method != reviewMethod {
+			return m.FileDigest, true
+		}
+		return b.FileDigest, false
+	}
+	return "", false
+}
+
+// add appends a record to the run's records and to its file's.
+func (s *snapshot) add(r rec) {
+	p := &r
+	s.recs = append(s.recs, p)
+	if d, _ := namedFile(p); d != "" {
+		s.byFile[d] = append(s.byFile[d], p)
+	}
+}
+
+// ofKind returns the records of body type B, of the file d ("" for every
+// file), in order.
+func ofKind[B any](s *snapshot, d string) []*rec {
+	list := s.recs
+	if d != "" {
+		list = s.byFile[d]
+	}
+	var out []*rec
+	for _, r := range list {
+		if _, ok := r.body.(*B); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *snapshot) entries() []*rec         { return ofKind[entryBody](s, "") }
+func (s *snapshot) reviews() []*rec         { return ofKind[reviewBody](s, "") }
+func (s *snapshot) partsOf(d string) []*rec { return ofKind[partBody](s, d) }
+
+// receiptOf returns the commit receipt of file d's round, or nil.
+func (s *snapshot) receiptOf(d string, round int) *rec {
+	for _, r := range s.byFile[d] {
+		if b := r.receipt(); b != nil && max(b.Round, 1) == round {
+			return r
+		}
+	}
+	return nil
+}
+
+// tally adds the records the run holds, by kind, to sum.
+func (s *snapshot) tally(sum *Summary) {
+	sum.Entries += len(s.entries())
+	sum.Receipts += len(ofKind[receiptBody](s, ""))
+	sum.Parts += len(ofKind[partBody](s, ""))
+	sum.Reviews += len(s.reviews())
 }
 
 // loader loads the immutable files of one scan, from the previous scan's
@@ -148,34 +222,113 @@ func (ld *loader) parsed(name string, data []byte, note string, before int) (any
 	return v, true
 }
 
-func checkManifest(s *snapshot, names []string, ld *loader) {
-	if len(names) == 0 {
+// check verifies the listed files, by kind in the table's order, each
+// against the kinds before it: run.json, plan.json (matching the
+// manifest), the records (each by the rule of its kind, admit), then what
+// needs the reviews, and the run's sequence with its head.
+func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
+	if len(byKind[fileKinds[0]]) == 0 {
 		s.addFinding(manifestName, "missing run manifest")
-		return
-	}
-	if v, ok := ld.load(manifestName, ""); ok {
+	} else if v, ok := ld.load(manifestName, ""); ok {
 		mi := v.(manifestInfo)
 		s.manifest = &mi
 	}
+	if len(byKind[fileKinds[1]]) > 0 {
+		if v, ok := ld.load(planName, ""); ok && s.manifest != nil {
+			if pl := v.(planList); pl.digest != s.manifest.planDigest {
+				s.addFinding(planName, "does not match plan_digest of run.json (edited)")
+			} else {
+				s.planFiles = pl.files
+			}
+		}
+	}
+	for _, k := range fileKinds[2:6] {
+		note := ""
+		if k.kind == kindEntry && s.manifest != nil && s.manifest.legacy {
+			note = "legacy 429 without verifiable timing (%v)"
+		}
+		for i, name := range byKind[k] {
+			_, n, hex := parseName(name)
+			if k.maxN > 0 && n != i+1 {
+				// Entries and reviews are numbered from 0001 without gaps.
+				s.addFinding(name, "numbering not contiguous: %s%04d.json is missing", k.prefix, i+1)
+			}
+			v, ok := ld.load(name, note)
+			if !(ok && s.admit(rec{name, v.(loaded)}, n)) && k.attempted != nil {
+				s.badFiles[hex] = name // its file was attempted
+			}
+		}
+	}
+	// An entry without timing needs its restriction review.
+	for _, r := range s.recs {
+		if e := r.entry(); e != nil && untimed(*e) != "" && !s.bounded(r.name) {
+			s.addFinding(r.name, "%s", untimed(*e))
+		}
+	}
+	// A commit receipt of a round after the first needs the reupload
+	// review that opened the round, and every receipt a planned file.
+	receipts := ofKind[receiptBody](s, "")
+	slices.SortFunc(receipts, func(a, b *rec) int {
+		x, y := a.receipt(), b.receipt()
+		return cmp.Or(strings.Compare(x.FileDigest, y.FileDigest), x.Round-y.Round)
+	})
+	for _, r := range receipts {
+		d, round := r.receipt().FileDigest, max(r.receipt().Round, 1)
+		switch {
+		case round > s.view(d, true).round:
+			s.addFinding(r.name, "round %d without the reupload review that opens it", round)
+		case !s.inPlan(d):
+			s.addFinding(r.name, "names a file outside plan.json")
+		default:
+			continue
+		}
+		s.badFiles[fileHex(d)] = r.name
+	}
+	s.checkHeads(byKind[fileKinds[6]], ld)
+	// The records in the run's order (in a run that verifies, the order
+	// of each kind's names).
+	bySeq := func(a, b *rec) int { return a.Seq - b.Seq }
+	slices.SortStableFunc(s.recs, bySeq)
+	for _, l := range s.byFile {
+		slices.SortStableFunc(l, bySeq)
+	}
 }
 
-// checkPlan: plan.json matches the manifest.
-func checkPlan(s *snapshot, names []string, ld *loader) {
-	if len(names) == 0 {
-		return
+// admit applies the rule of a loaded record's kind against the records
+// before it, and adds it to the run's records when it holds: an entry
+// always (its problems are findings); a receipt bound to the plan; a part
+// receipt numbered from 0001 per file without gaps, bound to the plan, of
+// a planned file; a review whose evidence holds (reviewProblem: one that
+// does not never takes a file out of unknown).
+func (s *snapshot) admit(r rec, n int) bool {
+	switch b := r.body.(type) {
+	case *entryBody:
+		s.otherPlan(r.name, b.PlanDigest)
+	case *receiptBody:
+		if s.otherPlan(r.name, b.PlanDigest) {
+			return false
+		}
+	case *partBody:
+		prior := len(s.partsOf(b.FileDigest))
+		switch {
+		case n != prior+1:
+			s.addFinding(r.name, "numbering not contiguous: %s is missing", partName(b.FileDigest, prior+1))
+			return false
+		case s.otherPlan(r.name, b.PlanDigest):
+			return false
+		case !s.inPlan(b.FileDigest):
+			s.addFinding(r.name, "names a file outside plan.json")
+			return false
+		}
+	case *reviewBody:
+		s.otherPlan(r.name, b.PlanDigest)
+		if why := s.reviewProblem(*b); why != "" {
+			s.addFinding(r.name, "%s", why)
+			return false
+		}
 	}
-	v, ok := ld.load(planName, "")
-	if !ok {
-		return
-	}
-	pl := v.(planList)
-	switch {
-	case s.manifest == nil:
-	case pl.digest != s.manifest.planDigest:
-		s.addFinding(planName, "does not match plan_digest of run.json (edited)")
-	default:
-		s.planFiles = pl.files
-	}
+	s.add(r)
+	return true
 }
 
 // otherPlan reports (as a finding) a record bound to another plan.
@@ -187,177 +340,105 @@ func (s *snapshot) otherPlan(name, planDigest string) bool {
 	return false
 }
 
-// checkEntries: numbered from 0001 without gaps.
-func checkEntries(s *snapshot, names []string, ld *loader) {
-	legacyNote := ""
-	if s.manifest != nil && s.manifest.legacy {
-		legacyNote = "legacy 429 without verifiable timing (%v)"
-	}
-	for i, name := range names {
-		if _, n, _ := parseName(name); n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", entryName(i+1))
-		}
-		v, ok := ld.load(name, legacyNote)
-		if !ok {
-			continue
-		}
-		r := v.(loaded)
-		e := entryRec{name: name, env: r.env, entryBody: *r.body.(*entryBody)}
-		s.otherPlan(name, e.PlanDigest)
-		if untimed(e.entryBody) != "" {
-			// A finding unless a restriction review bounds it (checked
-			// with the reviews).
-			s.untimed = append(s.untimed, name)
-		}
-		s.entries = append(s.entries, e)
-	}
-}
-
-// checkReceipts: bound to the plan; a receipt that fails marks its file
-// attempted.
-func checkReceipts(s *snapshot, names []string, ld *loader) {
-	for _, name := range names {
-		_, round, prefix := parseName(name)
-		v, ok := ld.load(name, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		r := v.(loaded)
-		rf := receiptFile{env: r.env, receiptBody: *r.body.(*receiptBody)}
-		if s.otherPlan(name, rf.PlanDigest) {
-			s.badFiles[prefix] = name
-			continue
-		}
-		if s.receipts[rf.FileDigest] == nil {
-			s.receipts[rf.FileDigest] = map[int]receiptFile{}
-		}
-		s.receipts[rf.FileDigest][round] = rf
-	}
-}
-
-// checkParts: per file, numbered from 0001 without gaps, in the plan.
-func checkParts(s *snapshot, names []string, ld *loader) {
-	for _, name := range names {
-		_, n, prefix := parseName(name)
-		v, ok := ld.load(name, "")
-		if !ok {
-			s.badFiles[prefix] = name
-			continue
-		}
-		r := v.(loaded)
-		p := partRec{name: name, env: r.env, partBody: *r.body.(*partBody)}
-		prior := s.parts[p.FileDigest]
-		switch {
-		case n != len(prior)+1:
-			s.addFinding(name, "numbering not contiguous: %s is missing", partName(p.FileDigest, len(prior)+1))
-		case s.otherPlan(name, p.PlanDigest):
-		case !s.inPlan(p.FileDigest):
-			s.addFinding(name, "names a file outside plan.json")
-		default:
-			s.parts[p.FileDigest] = append(prior, p)
-			continue
-		}
-		s.badFiles[prefix] = name
-	}
-}
-
-// checkReviews: contiguous, each about a file that its evidence shows was
-// unknown; then an entry without timing needs its restriction review, a
-// commit receipt of a round after the first the reupload review that
-// opened the round, and every receipt a planned file.
-func checkReviews(s *snapshot, names []string, ld *loader) {
-	for i, name := range names {
-		if _, n, _ := parseName(name); n != i+1 {
-			s.addFinding(name, "numbering not contiguous: %s is missing", reviewName(i+1))
-		}
-		v, ok := ld.load(name, "")
-		if !ok {
-			continue
-		}
-		r := v.(loaded)
-		rv := reviewRec{name: name, env: r.env, reviewBody: *r.body.(*reviewBody)}
-		s.otherPlan(name, rv.PlanDigest)
-		if why := s.reviewProblem(rv.reviewBody); why != "" {
-			s.addFinding(name, "%s", why)
-			continue // a review that does not hold never takes a file out of unknown
-		}
-		s.reviews = append(s.reviews, rv)
-	}
-	for _, name := range s.untimed {
-		if !s.bounded(name) {
-			for _, e := range s.entries {
-				if e.name == name {
-					s.addFinding(name, "%s", untimed(e.entryBody))
-				}
-			}
-		}
-	}
-	for _, d := range slices.Sorted(maps.Keys(s.receipts)) {
-		reuploads := 0
-		for _, r := range s.reviews {
-			if r.FileDigest == d && r.Decision == DecisionReupload {
-				reuploads++
-			}
-		}
-		for _, round := range slices.Sorted(maps.Keys(s.receipts[d])) {
-			name := receiptNameRound(d, round)
-			switch {
-			case round > 1+reuploads:
-				s.addFinding(name, "round %d without the reupload review that opens it", round)
-			case !s.inPlan(d):
-				s.addFinding(name, "names a file outside plan.json")
-			default:
-				continue
-			}
-			s.badFiles[fileHex(d)] = name
-		}
-	}
-}
-
-// checkHeads: the run's sequence, with its head (deletion-detected).
-func checkHeads(s *snapshot, names []string, ld *loader) {
+// checkHeads finds what the run's sequence says is missing
+// (deletion-detected): a record the next one names, the record the head
+// names, the head of the last record, or the marker of an upload begun
+// (R85).
+func (s *snapshot) checkHeads(names []string, ld *loader) {
 	if s.light {
 		return // no sequence: the light scan reads no receipt or head
 	}
-	s.heads = names
+	s.heads, s.begun = names, nil
 	listed := make(map[string]bool, len(s.listed))
 	for _, de := range s.listed {
 		listed[de.name] = true
 	}
 	before := len(s.findings)
-	s.checkSequence(listed, func(name string) (loaded, bool) {
-		if _, cached := ld.cache[name]; !cached {
-			// Read once: the problems of the read are the head's findings
-			// unless the head was replaced meanwhile.
-			probe := newSnapshot()
-			data, _, ok := ld.b.read(probe, name, maxRecordBytes)
-			if !ok && (s.pending || replacedHead(ld.b, name)) {
-				// A write in progress (the marker) replaces the head, or
-				// another worker's write finished since the listing and a
-				// newer head replaced this one: no finding; the next scan
-				// checks the newer head. A head gone with none newer is a
-				// deletion.
-				return loaded{}, false
-			}
-			before := len(s.findings)
-			s.findings = append(s.findings, probe.findings...)
-			if !ok {
-				return loaded{}, false
-			}
-			v, ok := ld.parsed(name, data, "", before)
-			if !ok {
-				return loaded{}, false
-			}
-			return v.(loaded), true
+	defer func() { s.seqBroken = len(s.findings) > before }()
+	// at checks that p names record k (run.json for 0), as by says.
+	at := func(k int, p link, by string) {
+		r, ok := s.seq[k]
+		switch {
+		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
+			s.addFinding(by, "prev does not match run.json (from another run)")
+		case k == 0:
+		case !ok && !listed[p.Name]:
+			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
+		case !ok:
+			// Present but failing its own checks: that is its finding.
+		case r.name != p.Name || r.Digest != p.Digest:
+			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
 		}
-		v, ok := ld.load(name, "")
-		if !ok {
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
+		at(k-1, s.seq[k].Prev, s.seq[k].name)
+	}
+	h := 0
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	n := s.lastSeq
+	switch {
+	case h == 0 && n == 0:
+		return
+	case s.pending && h == n-1:
+		// The last record's writer is between its record and its head
+		// (another worker's write in progress, or a crash there: its
+		// marker says so and keeps the run unresolved).
+		return
+	case h < n:
+		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
+		return
+	}
+	hd, ok := ld.head(headName(h))
+	if !ok {
+		return // its own finding
+	}
+	begun := hd.body.(*headBody).Begun
+	switch {
+	case begun == nil && s.pending && h == n+1:
+		return // a listing taken during a write saw the head, not yet its record
+	case begun != nil && h == n+1:
+		// An upload begun: its record is still to come.
+		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
+		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
+			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
+		}
+	}
+	if begun != nil {
+		h--
+	}
+	at(h, hd.Prev, headName(hd.Seq))
+}
+
+// head loads a head once: the problems of its read are its findings
+// unless a write replaced it meanwhile.
+func (ld *loader) head(name string) (loaded, bool) {
+	s, v, ok := ld.s, any(nil), false
+	if _, cached := ld.cache[name]; cached {
+		v, ok = ld.load(name, "")
+	} else {
+		probe := newSnapshot()
+		data, _, read := ld.b.read(probe, name, maxRecordBytes)
+		if !read && (s.pending || replacedHead(ld.b, name)) {
+			// A write in progress (the marker) replaces the head, or
+			// another worker's write finished since the listing and a
+			// newer head replaced this one: no finding; the next scan
+			// checks the newer head. A head gone with none newer is a
+			// deletion.
 			return loaded{}, false
 		}
-		return v.(loaded), true
-	})
-	s.seqBroken = len(s.findings) > before
+		before := len(s.findings)
+		s.findings = append(s.findings, probe.findings...)
+		if read {
+			v, ok = ld.parsed(name, data, "", before)
+		}
+	}
+	if !ok {
+		return loaded{}, false
+	}
+	return v.(loaded), true
 }
 
 // replacedHead reports whether the head name, listed but unreadable, is
@@ -394,4 +475,14 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// untimedEntry reports whether name is an entry without usable timing.
+func (s *snapshot) untimedEntry(name string) bool {
+	for _, r := range s.recs {
+		if e := r.entry(); e != nil && r.name == name {
+			return untimed(*e) != ""
+		}
+	}
+	return false
 }

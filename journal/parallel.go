@@ -680,14 +680,7 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 		}
 		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
 		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
-		sum.Entries += len(ss.entries)
-		sum.Reviews += len(ss.reviews)
-		for _, rounds := range ss.receipts {
-			sum.Receipts += len(rounds)
-		}
-		for _, ps := range ss.parts {
-			sum.Parts += len(ps)
-		}
+		ss.tally(&sum)
 	}
 	return sum, nil
 }

@@ -3,7 +3,7 @@ package journal
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -154,17 +154,17 @@ func (s *snapshot) decide(d string, approval Approval, st Status, ignorePending 
 	fd := FileDecision{Digest: d}
 	v := s.view(d, ignorePending)
 	switch {
-	case v.receipt != nil && v.receipt.ACK:
-		fd.State, fd.Reason = FileAcked, fmt.Sprintf("%s: ACK %d on record; never sent again", v.receiptName, v.receipt.Status)
+	case v.receipt != nil && v.receipt.receipt().ACK:
+		fd.State, fd.Reason = FileAcked, fmt.Sprintf("%s: ACK %d on record; never sent again", v.receipt.name, v.receipt.receipt().Status)
 	case v.receipt != nil:
-		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: attempted without ACK (status %d); never replayed, needs operator review", v.receiptName, v.receipt.Status)
+		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: attempted without ACK (status %d); never replayed, needs operator review", v.receipt.name, v.receipt.receipt().Status)
 	case v.bad != "":
 		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", escapeName(v.bad))
 	case v.record != "":
 		fd.State, fd.Reason = FileUnknown, v.record+"; never replayed, needs operator review"
 	case v.review != nil:
-		fd.State, fd.Decision = FileReviewed, v.review.Decision
-		if v.review.Decision == DecisionSkip {
+		fd.State, fd.Decision = FileReviewed, v.review.review().Decision
+		if fd.Decision == DecisionSkip {
 			fd.Reason = v.review.name + ": reviewed, skip: never sent"
 			break
 		}
@@ -190,47 +190,45 @@ func eligible(approval Approval, st Status, what string) (bool, string) {
 // fileView is what a run records about one file in its current round: the
 // records since its last review (all records when it has none).
 type fileView struct {
-	round       int        // 1 plus the file's reupload reviews
-	review      *reviewRec // the file's last review, or nil
-	receipt     *receiptFile
-	receiptName string
-	bad         string // a receipt or part receipt of the file that fails verification
-	record      string // the first record of the round naming the file, as a reason; "" when none
+	round   int    // 1 plus the file's reupload reviews
+	review  *rec   // the file's last review, or nil
+	receipt *rec   // its round's commit receipt not covered by that review
+	bad     string // a receipt or part receipt of the file that fails verification
+	record  string // the first record of the round naming the file, as a reason; "" when none
 	// pending is a pending review of the file since its last decision
 	// review: the file's request was in flight under a dead marker.
-	pending *reviewRec
+	pending *rec
 }
 
 func (s *snapshot) view(d string, ignorePending bool) fileView {
-	v := fileView{round: 1}
+	v := fileView{round: 1, bad: s.badFiles[fileHex(d)]}
 	var mark reviewEvidence
-	var pending *reviewRec // a pending review of the file since its last decision
-	for i := range s.reviews {
-		r := &s.reviews[i]
-		switch {
-		case r.Marker != nil && r.Marker.FileDigest == d && d != "" && r.Marker.Method != reviewMethod:
+	var pending *rec // a pending review of the file since its last decision
+	for _, r := range s.byFile[d] {
+		switch rv := r.review(); {
+		case rv == nil:
+		case rv.Marker != nil:
 			pending = r
-		case r.FileDigest == d:
-			v.review, mark, pending = r, r.Evidence, nil
-			if r.Decision == DecisionReupload {
+		default:
+			v.review, mark, pending = r, rv.Evidence, nil
+			if rv.Decision == DecisionReupload {
 				v.round++
 			}
 		}
 	}
 	// A skip review keeps the round: the receipt it saw is covered by it.
-	if r, ok := s.receipts[d][v.round]; ok && (v.review == nil || r.Digest != mark.ReceiptDigest) {
-		v.receipt, v.receiptName = &r, receiptNameRound(d, v.round)
+	if r := s.receiptOf(d, v.round); r != nil && (v.review == nil || r.Digest != mark.ReceiptDigest) {
+		v.receipt = r
 	}
-	v.bad = s.badFiles[fileHex(d)]
-	for _, e := range s.entries {
-		if e.Provenance.FileDigest == d && e.Sequence > mark.Entries {
-			v.record = fmt.Sprintf("%s: its upload met %d, no ACK on record", e.name, e.Status)
+	for _, r := range s.byFile[d] {
+		if e := r.entry(); e != nil && e.Sequence > mark.Entries {
+			v.record = fmt.Sprintf("%s: its upload met %d, no ACK on record", r.name, e.Status)
 			return v
 		}
 	}
-	if ps := s.parts[d]; len(ps) > mark.Parts {
+	if ps := s.partsOf(d); len(ps) > mark.Parts {
 		p := ps[mark.Parts]
-		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.name, p.Status)
+		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.name, p.part().Status)
 		return v
 	}
 	if v.pending = pending; pending != nil {
@@ -259,27 +257,14 @@ func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	files := s.planFiles
 	if files == nil {
 		c.Partial = true
-		seen := map[string]bool{}
-		add := func(d string) {
-			if d != "" && !seen[d] {
-				seen[d] = true
+		for _, r := range s.recs {
+			if d, pending := namedFile(r); !pending {
 				files = append(files, d)
 			}
 		}
-		for _, e := range s.entries {
-			add(e.Provenance.FileDigest)
-		}
-		for d := range s.receipts {
-			add(d)
-		}
-		for d := range s.parts {
-			add(d)
-		}
-		for _, r := range s.reviews {
-			add(r.FileDigest)
-		}
-		add(s.pendingFile)
-		sort.Strings(files)
+		files = append(files, s.pendingFile)
+		slices.Sort(files)
+		files = slices.DeleteFunc(slices.Compact(files), func(d string) bool { return d == "" })
 	}
 	for _, d := range files {
 		c.Files = append(c.Files, s.decide(d, NoNewApproval, c.Status, false))

@@ -75,32 +75,25 @@ type ReviewRecord struct {
 	Removed bool
 }
 
-func (r reviewRec) record() ReviewRecord {
-	out := ReviewRecord{Name: r.name, Sequence: r.Sequence, FileDigest: r.FileDigest, Decision: r.Decision,
-		Reviewer: r.Reviewer, ReviewedAtUTC: r.ReviewedAtUTC, Note: r.Note, Digest: r.Digest}
-	if m := r.Marker; m != nil {
+func (r rec) record() ReviewRecord {
+	b := r.review()
+	if b == nil {
+		return ReviewRecord{}
+	}
+	out := ReviewRecord{Name: r.name, Sequence: b.Sequence, FileDigest: b.FileDigest, Decision: b.Decision,
+		Reviewer: b.Reviewer, ReviewedAtUTC: b.ReviewedAtUTC, Note: b.Note, Digest: r.Digest}
+	if m := b.Marker; m != nil {
 		out.Marker, out.MarkerDigest, out.MarkerFileDigest, out.NotBeforeUTC = markerName, m.Digest, m.FileDigest, m.NotBeforeUTC
 	}
 	return out
 }
 
-// Review records an operator's decision about a file classed unknown (see
-// [Journal.PlanContinuation]), the only way out of unknown
-// (operator-review): an immutable review-NNNN.json in the run's chain that
-// names the file's digest, the decision, the OS user, the UTC time, the
-// sanitized note (printable, no URL query or userinfo, at most 256 bytes)
-// and the evidence it saw (the run's backoff entries, the file's part
-// receipts and commit receipt). [DecisionReupload] makes the file eligible
-// as a never-attempted one (under a new approval); [DecisionSkip] means it
-// is never sent. A review never makes a file acked and never waives the
-// run's status. file is the file's [PlannedFile.ID] or its [PlannedFile.Digest].
-//
-// Like [Journal.Begin], Review claims the marker, then checks under it.
-// Errors: a refusal (a decision neither reupload nor skip, a file outside
-// the plan or not unknown); a *RestrictedError (a verification finding,
-// another request's marker: [ErrPending]); the context's error while
-// waiting for this Journal's request in flight; any other error is a
-// persistence failure (the Journal stays unresolved).
+// Review is [Journal.Review] of a run without shards (operator-review).
+// Like [Journal.Begin] it claims the marker, then checks under it. Errors:
+// a refusal (a decision neither reupload nor skip, a file outside the plan
+// or not unknown); a *RestrictedError (a finding, another request's
+// marker); the context's error while waiting for this Journal's request in
+// flight; else a persistence failure (the Journal stays unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -126,8 +119,8 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 		if fd := s.decide(d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
-		if len(s.reviews) >= maxReviews {
-			return full("%d reviews recorded, the most a run holds", len(s.reviews))
+		if n := len(s.reviews()); n >= maxReviews {
+			return full("%d reviews recorded, the most a run holds", n)
 		}
 		return nil
 	}
@@ -143,7 +136,7 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 // the run now (its evidence: the run's entries).
 func (j *run) newReview(decision Decision, note string) reviewBody {
 	s := j.snap
-	return reviewBody{Sequence: len(s.reviews) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
+	return reviewBody{Sequence: len(s.reviews()) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
 		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
 }
 
@@ -152,56 +145,56 @@ func (j *run) newReview(decision Decision, note string) reviewBody {
 // checks again under it (journal-claim-then-check), writes and ends the
 // claim. A refusal under the claim gives the marker back, and a review not
 // written removes it too: nothing is left that blocks (pending-review).
-func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (reviewRec, error) {
+func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (rec, error) {
 	if err := j.acquire(ctx); err != nil {
-		return reviewRec{}, err
+		return rec{}, err
 	}
 	defer func() { <-j.slot }()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.refreshFinishing(ctx)
 	if err := j.checkLimits(); err != nil {
-		return reviewRec{}, err
+		return rec{}, err
 	}
 	if err := check(); err != nil {
-		return reviewRec{}, err
+		return rec{}, err
 	}
 	if err := j.claim(markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
-		return reviewRec{}, err
+		return rec{}, err
 	}
 	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with the review
 	j.refreshLocked(ctx)
 	if err := check(); err != nil {
-		return reviewRec{}, j.unclaim(err)
+		return rec{}, j.unclaim(err)
 	}
-	rec, linked, err := j.putReview(build())
+	r, linked, err := j.putReview(build())
 	switch {
 	case err != nil && !linked:
-		return reviewRec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
 	case err != nil:
-		j.fail("write " + rec.name + ": " + redact.Text(err.Error()))
-		return reviewRec{}, fmt.Errorf("journal: review: %w", err)
+		j.fail("write " + r.name + ": " + redact.Text(err.Error()))
+		return rec{}, fmt.Errorf("journal: review: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
-		return rec, fmt.Errorf("journal: review: %w", err)
+		return r, fmt.Errorf("journal: review: %w", err)
 	}
-	return rec, nil
+	return r, nil
 }
 
 // evidence is what a review of file d sees now.
 func (s *snapshot) evidence(d string) reviewEvidence {
 	var ev reviewEvidence
-	if n := len(s.entries); n > 0 {
-		ev.Entries, ev.LastEventDigest = n, s.entries[n-1].Digest
+	if es := s.entries(); len(es) > 0 {
+		ev.Entries, ev.LastEventDigest = len(es), es[len(es)-1].Digest
 	}
 	if d == "" {
 		return ev // a pending review: the run's entries only
 	}
-	if ps := s.parts[d]; len(ps) > 0 {
+	if ps := s.partsOf(d); len(ps) > 0 {
 		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].Digest
 	}
-	if r, ok := s.receipts[d][s.view(d, true).round]; ok {
+	if r := s.receiptOf(d, s.view(d, true).round); r != nil {
 		ev.ReceiptDigest = r.Digest
 	}
 	return ev
@@ -220,11 +213,12 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if d != "" && !s.inPlan(d) {
 		return "names a file outside plan.json"
 	}
-	if ev.Entries > len(s.entries) || ev.Entries > 0 && s.entries[ev.Entries-1].Digest != ev.LastEventDigest {
+	entries, reviews := s.entries(), s.reviews()
+	if ev.Entries > len(entries) || ev.Entries > 0 && entries[ev.Entries-1].Digest != ev.LastEventDigest {
 		return "evidence names backoff entries that are not on disk (edited)"
 	}
-	for _, p := range s.reviews {
-		if ev.Entries < p.Evidence.Entries {
+	for _, p := range reviews {
+		if ev.Entries < p.review().Evidence.Entries {
 			return "evidence is older than the review before it (reordered)"
 		}
 	}
@@ -234,13 +228,13 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		return ""
 	}
 	if rs := r.Restriction; rs != nil {
-		for _, e := range s.entries {
+		for _, e := range entries {
 			if e.name == rs.Entry && e.Digest == rs.EventDigest {
-				if untimed(e.entryBody) == "" {
+				if untimed(*e.entry()) == "" {
 					return "bounds " + rs.Entry + ", which has its own timing"
 				}
-				for _, p := range s.reviews {
-					if p.Restriction != nil && p.Restriction.EventDigest == rs.EventDigest {
+				for _, p := range reviews {
+					if prs := p.review().Restriction; prs != nil && prs.EventDigest == rs.EventDigest {
 						return "bounds " + rs.Entry + " again (" + p.name + " did)"
 					}
 				}
@@ -255,16 +249,13 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if v := s.view(d, true); v.pending != nil && v.receipt == nil {
 		return "" // a pending review made the file unknown
 	}
-	ps := s.parts[d]
+	ps := s.partsOf(d)
 	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].Digest != ev.LastPartDigest {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
 	round, mark := 1, reviewEvidence{}
-	for _, p := range s.reviews {
-		if ev.Entries < p.Evidence.Entries {
-			return "evidence is older than the review before it (reordered)"
-		}
-		if p.FileDigest == d {
+	for _, r := range reviews { // each older than ev: checked above
+		if p := r.review(); p.FileDigest == d {
 			mark = p.Evidence
 			if p.Decision == DecisionReupload {
 				round++
@@ -274,9 +265,10 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if ev.Parts < mark.Parts {
 		return "evidence is older than the file's review before it (reordered)"
 	}
-	rc, hasReceipt := s.receipts[d][round]
+	rc := s.receiptOf(d, round)
+	hasReceipt := rc != nil
 	switch {
-	case hasReceipt && rc.ACK:
+	case hasReceipt && rc.receipt().ACK:
 		return "reviews an acked file (a review never applies to an ACK)"
 	case hasReceipt && rc.Digest != ev.ReceiptDigest:
 		return "evidence does not name the receipt of the reviewed round"
@@ -288,8 +280,8 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if ev.Parts > mark.Parts {
 		return ""
 	}
-	for _, e := range s.entries[mark.Entries:ev.Entries] {
-		if e.Provenance.FileDigest == d {
+	for _, e := range entries[mark.Entries:ev.Entries] {
+		if e.entry().Provenance.FileDigest == d {
 			return ""
 		}
 	}
@@ -312,24 +304,15 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending resolves a dead pending marker (pending-review): a worker
-// killed in flight, an interrupted read, a review that died while writing,
-// or an upload's marker removed by hand (R85: its begun head has neither
-// marker nor record). A marker its worker still holds (marker-liveness) is
-// refused ("the marker's worker is alive") and nothing is written; on a store that cannot
-// tell, the review is the operator's word that no worker still sends it.
-// It appends an immutable review-NNNN.json (decision "pending") bound to
-// the digest of the marker's bytes (of the begun head, for a marker
-// removed by hand) and naming what the marker named; it deletes and edits
-// no record. The marker then blocks nothing, its file is unknown, and the
-// run waits until the review time plus the 30 s wait ceiling, or notBefore
-// (Unix seconds, 0 for none) when later; then the marker is removed (in a
-// Store with versions, only while it is the one reviewed).
-//
+// ReviewPending is [Journal.ReviewPending] of a run without shards
+// (pending-review, marker-liveness): a dead marker, or an upload's marker
+// removed by hand (R85: its begun head has neither marker nor record; the
+// review is bound to that head's digest). On a store that cannot tell
+// liveness the review is the operator's word that no worker sends it.
 // Errors: a refusal (no marker, notBefore not representable, a live
-// marker); a *RestrictedError when the run has another finding; a
-// persistence failure when the review cannot be written, which leaves the
-// run as it was. A marker the run already resolved is only removed again.
+// marker); a *RestrictedError for another finding; a persistence failure
+// when the review cannot be written (the run is as it was). A marker the
+// run already resolved is only removed again.
 func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -367,7 +350,7 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
 	}
 	if s.pendingResolved != "" {
-		for _, r := range s.reviews {
+		for _, r := range s.reviews() {
 			if r.name == s.pendingResolved {
 				rec := r.record()
 				rec.Removed = j.removeResolved(s) == nil
@@ -375,8 +358,8 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 			}
 		}
 	}
-	if len(s.reviews) >= maxReviews {
-		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", len(s.reviews))
+	if n := len(s.reviews()); n >= maxReviews {
+		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", n)
 	}
 	rb := j.newReview(decisionPending, note)
 	m := markerFile{}
@@ -436,46 +419,40 @@ func (j *run) removeResolved(s *snapshot) error {
 	return nil
 }
 
-// ReviewRestriction bounds a backoff entry whose restriction has no timing
-// (restriction-review): an operator who knows how long the server asked to
-// wait appends an immutable review-NNNN.json (decision "restriction") that
-// names the entry by name and event digest and gives its not-before,
-// notBefore in Unix seconds, at least the review time plus 30 s. The run
-// then waits until notBefore; the entry's file stays unknown.
-//
-// Errors: a refusal (an entry not on record, with its own timing or
-// bounded already, a notBefore too early or not representable); a
-// *RestrictedError (any finding but entries without timing, another
-// request's marker); the context's error while waiting for this Journal's
-// request in flight; any other error is a persistence failure.
+// ReviewRestriction is [Journal.ReviewRestriction] of a run without shards
+// (restriction-review); the entry's file stays unknown. Errors: a refusal
+// (an entry not on record, with its own timing or bounded already, a
+// notBefore too early or not representable); a *RestrictedError (any
+// finding but entries without timing, another request's marker); the
+// context's error while waiting; else a persistence failure.
 func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
-	var target entryRec
+	var target *rec
 	check := func() error {
 		s := j.snap
-		found := false
-		for _, e := range s.entries {
+		target = nil
+		for _, e := range s.entries() {
 			if e.name == entry {
-				target, found = e, true
+				target = e
 			}
 		}
 		now := j.clock.Now().Unix()
 		switch {
-		case !found:
+		case target == nil:
 			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, escapeName(entry))
-		case untimed(target.entryBody) == "":
-			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.Timing.NotBeforeUTC)
+		case untimed(*target.entry()) == "":
+			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.entry().Timing.NotBeforeUTC)
 		case s.bounded(entry):
 			return fmt.Errorf("%w: %s is bounded by a review already", errReviewRefused, entry)
 		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
 			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
-		case len(s.reviews) >= maxReviews:
-			return full("%d reviews recorded, the most a run holds", len(s.reviews))
+		case len(s.reviews()) >= maxReviews:
+			return full("%d reviews recorded, the most a run holds", len(s.reviews()))
 		}
 		for _, f := range s.findings {
-			if !slices.Contains(s.untimed, f.File) {
+			if !s.untimedEntry(f.File) {
 				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 			}
 		}
@@ -495,11 +472,11 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 // putReview writes rb as the run's next review and, once it is in the
 // run, adds it to the snapshot. linked false means nothing was written;
 // true with an error, that it is in the run but not durably.
-func (j *run) putReview(rb reviewBody) (rec reviewRec, linked bool, err error) {
-	rec.name, rec.reviewBody = reviewName(rb.Sequence), rb
-	rec.env, linked, err = j.putRecord(rec.name, kindReview, &rb)
+func (j *run) putReview(rb reviewBody) (r rec, linked bool, err error) {
+	r.name, r.body = reviewName(rb.Sequence), &rb
+	r.env, linked, err = j.putRecord(r.name, kindReview, &rb)
 	if linked {
-		j.snap.reviews = append(j.snap.reviews, rec)
+		j.snap.add(r)
 	}
-	return rec, linked, err
+	return r, linked, err
 }

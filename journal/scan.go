@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -54,29 +52,6 @@ var errNoRun = errors.New("holds no run (no run.json)")
 // the journal neither reports it as a run nor writes into it.
 var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
-// The verified records, by kind: name, envelope and body.
-type (
-	entryRec struct {
-		name string
-		env
-		entryBody
-	}
-	receiptFile struct {
-		env
-		receiptBody
-	}
-	partRec struct {
-		name string
-		env
-		partBody
-	}
-	reviewRec struct {
-		name string
-		env
-		reviewBody
-	}
-)
-
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
 	files    int
@@ -84,19 +59,17 @@ type snapshot struct {
 	// planFiles are the file digests of plan.json, sorted; nil for a run
 	// written before plan.json existed (or whose plan.json is unusable).
 	planFiles []string
-	entries   []entryRec // entries that passed their own checks, in order
-	// receipts are the commit receipts: file digest → round → receipt.
-	receipts map[string]map[int]receiptFile
-	parts    map[string][]partRec // file digest → its part receipts, in order
-	reviews  []reviewRec          // reviews that passed their own checks, in order
+	// recs are the records the run holds (those that passed their checks:
+	// snapshot.admit), in seq order; byFile indexes them by the file they
+	// name (namedFile).
+	recs   []*rec
+	byFile map[string][]*rec
 	// badFiles holds, by file hex prefix, the name of a receipt or part
 	// receipt that fails verification: the file it names was attempted.
 	badFiles    map[string]string
 	pending     bool
 	pendingFile string // file digest named by a readable marker
-	// pendingID identifies the marker seen (its version and content), so
-	// that a wait for another worker's marker can tell one that stays from
-	// a new one.
+	// pendingID identifies the marker seen: its version, NUL, its bytes.
 	pendingID string
 	// pendingDigest and pendingVersion are the digest of the marker's
 	// bytes and its store version, when it could be read; pendingResolved
@@ -114,12 +87,10 @@ type snapshot struct {
 	// staleTemp: an interrupted write's remains, reported by Verify apart
 	// from the findings (see staleTemp).
 	leftovers []Finding
-	// untimed are the entries without usable timing, by name.
-	untimed []string
 	// seq holds the records that carry a run link, by sequence number
 	// (deletion-detected); lastSeq is the highest; heads are the names of the
 	// heads listed (the highest is the one that counts).
-	seq     map[int]seqRec
+	seq     map[int]rec
 	lastSeq int
 	heads   []string
 	// begun is the head of an upload begun whose record is still to
@@ -137,25 +108,18 @@ type snapshot struct {
 	// gen orders the scans of this process (scanGen): of two snapshots
 	// of one run, the one with the greater gen was listed later.
 	gen uint64
-	// cache holds the parsed immutable files (manifest, entries, receipts,
-	// parts, reviews, plan) by name, so that a refresh reads only new files.
+	// cache holds the parsed immutable files by name: a refresh reads
+	// only new files.
 	cache map[string]any
 }
 
 func newSnapshot() *snapshot {
 	return &snapshot{
-		receipts: map[string]map[int]receiptFile{},
-		parts:    map[string][]partRec{},
+		byFile:   map[string][]*rec{},
 		badFiles: map[string]string{},
 		cache:    map[string]any{},
-		seq:      map[int]seqRec{},
+		seq:      map[int]rec{},
 	}
-}
-
-// seqRec is a record in the run's sequence.
-type seqRec struct {
-	name string
-	env
 }
 
 // register adds a self-verified record to the run's sequence.
@@ -177,7 +141,7 @@ func (s *snapshot) register(name string, v any) {
 		s.addFinding(name, "seq %d is also held by %s (copied or replayed)", r.Seq, prior.name)
 		return
 	}
-	s.seq[r.Seq] = seqRec{name, r.env}
+	s.seq[r.Seq] = rec{name, r}
 	s.lastSeq = max(s.lastSeq, r.Seq)
 }
 
@@ -193,69 +157,6 @@ func (s *snapshot) nextLink() (int, link) {
 	}
 	r := s.seq[s.lastSeq]
 	return s.lastSeq + 1, link{r.name, r.Digest}
-}
-
-// checkSequence finds what the run's sequence says is missing
-// (deletion-detected): a record the next one names, the record the head
-// names, the head of the last record, or the marker of an upload begun
-// (R85). listed holds every name of the listing.
-func (s *snapshot) checkSequence(listed map[string]bool, loadHead func(string) (loaded, bool)) {
-	s.begun = nil
-	// at checks that p names record k (run.json for 0), as by says.
-	at := func(k int, p link, by string) {
-		r, ok := s.seq[k]
-		switch {
-		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
-			s.addFinding(by, "prev does not match run.json (from another run)")
-		case k == 0:
-		case !ok && !listed[p.Name]:
-			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
-		case !ok:
-			// Present but failing its own checks: that is its finding.
-		case r.name != p.Name || r.Digest != p.Digest:
-			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
-		at(k-1, s.seq[k].Prev, s.seq[k].name)
-	}
-	h := 0
-	for _, n := range s.heads {
-		k, _ := parseHeadName(n)
-		h = max(h, k)
-	}
-	n := s.lastSeq
-	switch {
-	case h == 0 && n == 0:
-		return
-	case s.pending && h == n-1:
-		// The last record's writer is between its record and its head
-		// (another worker's write in progress, or a crash there: its
-		// marker says so and keeps the run unresolved).
-		return
-	case h < n:
-		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
-		return
-	}
-	hd, ok := loadHead(headName(h))
-	if !ok {
-		return // its own finding
-	}
-	begun := hd.body.(*headBody).Begun
-	switch {
-	case begun == nil && s.pending && h == n+1:
-		return // a listing taken during a write saw the head, not yet its record
-	case begun != nil && h == n+1:
-		// An upload begun: its record is still to come.
-		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
-		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
-			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
-		}
-	}
-	if begun != nil {
-		h--
-	}
-	at(h, hd.Prev, headName(hd.Seq))
 }
 
 // begunHead is a head of an upload begun whose record is still to come.
@@ -322,8 +223,8 @@ func (s *snapshot) deadMarker() bool {
 
 // bounded reports whether a restriction review bounds the entry name.
 func (s *snapshot) bounded(name string) bool {
-	for _, r := range s.reviews {
-		if r.Restriction != nil && r.Restriction.Entry == name {
+	for _, r := range s.recs {
+		if rv := r.review(); rv != nil && rv.Restriction != nil && rv.Restriction.Entry == name {
 			return true
 		}
 	}
@@ -469,11 +370,7 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 		}
 	}
 
-	// Each kind, in the table's order, checked against the kinds before it.
-	ld := &loader{s: s, b: b, cache: cache}
-	for _, k := range fileKinds {
-		k.check(s, byKind[k], ld)
-	}
+	s.check(byKind, &loader{s: s, b: b, cache: cache})
 
 	// The pending marker: its presence is the finding; its content, when
 	// readable, names the file for the planner.
@@ -494,8 +391,8 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 				// A review's marker names its file but sends nothing.
 				s.pendingFile = m.FileDigest
 			}
-			for _, r := range s.reviews {
-				if r.Marker != nil && r.Marker.Digest == s.pendingDigest {
+			for _, r := range s.recs {
+				if rv := r.review(); rv != nil && rv.Marker != nil && rv.Marker.Digest == s.pendingDigest {
 					s.pendingResolved, s.pendingFile = r.name, ""
 				}
 			}
@@ -605,13 +502,8 @@ func inspect(b *loc) (Summary, error) {
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
-	sum := Summary{Entries: len(s.entries), Reviews: len(s.reviews), PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
-	for _, rounds := range s.receipts {
-		sum.Receipts += len(rounds)
-	}
-	for _, ps := range s.parts {
-		sum.Parts += len(ps)
-	}
+	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
+	s.tally(&sum)
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
 	}
@@ -621,7 +513,7 @@ func inspect(b *loc) (Summary, error) {
 // begunRecord names the record a begun upload would write on its 2xx.
 func begunRecord(b begunRequest, s *snapshot) string {
 	if b.Part {
-		return partName(b.FileDigest, len(s.parts[b.FileDigest])+1)
+		return partName(b.FileDigest, len(s.partsOf(b.FileDigest))+1)
 	}
 	return receiptNameRound(b.FileDigest, s.view(b.FileDigest, true).round)
 }

@@ -134,12 +134,9 @@ func (s Status) CommandJSON() ([]byte, error) {
 	}{fileBatch{s, s.Files, s.Shards}})
 }
 
-// status computes the state of snapshot s at now (docs/policy.md: status-before-network, not-before-survives). Rules, in
-// order: any finding → unresolved; a pending marker (unless ignorePending)
-// → unresolved; now before a recorded received_at_utc (clock regression) →
-// unresolved; no entries → clear; now before the greatest not_before_utc →
-// waiting; otherwise elapsed. Nothing sleeps and nothing is carried but the
-// recorded UTC seconds.
+// status computes the state of snapshot s at now (docs/policy.md:
+// status-before-network, not-before-survives), in the switch's order;
+// ignorePending leaves the marker out.
 func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	var st Status
 	var latest *restriction
@@ -203,26 +200,26 @@ type restriction struct {
 // restrictions returns the run's restrictions in record order.
 func (s *snapshot) restrictions() []restriction {
 	var out []restriction
-	for _, e := range s.entries {
-		if e.Timing == nil || untimed(e.entryBody) != "" {
-			continue
+	for _, er := range s.entries() {
+		if e := er.entry(); e.Timing != nil && untimed(*e) == "" {
+			out = append(out, restriction{er.name, *e.Timing, fmt.Sprintf(
+				"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
+				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds)})
 		}
-		out = append(out, restriction{e.name, *e.Timing, fmt.Sprintf(
-			"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
-			e.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds)})
 	}
-	for _, r := range s.reviews {
+	for _, rr := range s.reviews() {
+		r := rr.review()
 		if rs := r.Restriction; rs != nil {
 			d := rs.NotBeforeUTC - r.ReviewedAtUTC
-			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, rs.NotBeforeUTC, d}, fmt.Sprintf(
+			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, rs.NotBeforeUTC, d}, fmt.Sprintf(
 				"%s: restriction review of %s, whose server restriction has no timing: waits %d s until not_before_utc",
-				r.name, rs.Entry, d)})
+				rr.name, rs.Entry, d)})
 		}
 		if m := r.Marker; m != nil {
 			d := m.NotBeforeUTC - r.ReviewedAtUTC
-			out = append(out, restriction{r.name, timingJSON{r.ReviewedAtUTC, m.NotBeforeUTC, d}, fmt.Sprintf(
+			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, m.NotBeforeUTC, d}, fmt.Sprintf(
 				"%s: pending review of an abandoned request, whose restriction is unknown: waits %d s until not_before_utc",
-				r.name, d)})
+				rr.name, d)})
 		}
 	}
 	return out
