@@ -16,7 +16,8 @@ type ShardView struct {
 	// Shard names it: "shard-01" … in a parallel run, "." for a run
 	// without shards.
 	Shard string `json:"shard"`
-	// State is the shard's own state (its markers left out).
+	// State is the shard's own state: unresolved while its marker is dead
+	// (as the run is), else its records' state.
 	State State `json:"state"`
 	// Marker is "" without a marker; "live" for a request in flight (of
 	// this Journal, or another worker's that is not abandoned); "dead"
@@ -87,7 +88,7 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		case s.pendingResolved != "":
 			v.Marker = markerResolved
 		case lane.inflight == nil && s.deadMarker():
-			v.Marker = markerDead
+			v.Marker, v.State = markerDead, Unresolved
 		}
 		if m, ok := markerOf(s); ok {
 			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID

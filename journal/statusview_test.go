@@ -99,6 +99,12 @@ func TestStatusAtAGlance(t *testing.T) {
 	assert.Equal(t, Unresolved, st.State)
 	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 0, FileNeverAttempted: 5, FileUnknown: 2, FileReviewed: 0}, st.Files)
 	assert.Equal(t, "dead", st.Shards[k-1].Marker)
+	assert.Equal(t, Unresolved, st.Shards[k-1].State, "a shard whose marker is dead reads unresolved on its line, as the run does")
+	for i, sv := range st.Shards {
+		if i != k-1 {
+			assert.Equal(t, Clear, sv.State, sv.Shard)
+		}
+	}
 	assert.Equal(t, 1, st.Shards[k-1].Files[FileUnknown])
 
 	// A reviewed file is counted as reviewed.

@@ -133,7 +133,7 @@ func TestJournalStatusCommand(t *testing.T) {
 				glanceJSON(journal.FileUnknown, journal.Elapsed, "")), ""},
 		{"unresolved: pending request", pending, rcv.Add(time.Hour), 4,
 			statusJSON("unresolved", timingOf(1), "null", "pending-request.json: unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`",
-				glanceJSON(journal.FileUnknown, journal.Elapsed, fixtureMarker(t, pending, rcv.Add(time.Hour)))), ""},
+				glanceJSON(journal.FileUnknown, journal.Unresolved, fixtureMarker(t, pending, rcv.Add(time.Hour)))), ""},
 		{"unresolved: no timing", fixture(t, overlong, nil, false), rcv.Add(time.Hour), 4,
 			statusJSON("unresolved", "", "null", "backoff-0001.json: retry_after overlong without timing: unrepresentable or unknown delay (unresolved)",
 				glanceJSON(journal.FileUnknown, journal.Unresolved, "")), ""},
