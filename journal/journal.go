@@ -456,7 +456,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if err != nil {
 		return nil, err
 	}
-	if _, err := j.writeAtomic(manifestName, data); err != nil {
+	if _, err := j.b.put(manifestName, data); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, nil // another worker's: the caller reads it
 		}
@@ -475,7 +475,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 // killed after writing it) is no error when it holds exactly data; one
 // that holds a different plan is [ErrPlanMismatch].
 func (j *run) putPart(name string, data []byte) error {
-	_, err := j.writeAtomic(name, data)
+	_, err := j.b.put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
@@ -765,7 +765,7 @@ func (j *run) finishDeadReview() bool {
 		if err != nil {
 			return false
 		}
-		if _, err := j.writeAtomic(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, err := j.b.put(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -893,7 +893,9 @@ func (j *run) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
+// requestMarker is the marker of req; an upload's mutation (WithUpload,
+// WithUploadPart) names its file.
+func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
@@ -901,6 +903,11 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
 		m.FileDigest, m.Part = fileDigest(u.id), u.part
 	}
+	return m
+}
+
+func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
+	m := requestMarker(ctx, req)
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
 	// A shard of a parallel run checks first what it read last (at its
@@ -943,11 +950,22 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 	} else {
 		j.refreshLocked(ctx)
 	}
-	if err := j.checkRequest(m, j.clock.Now()); err != nil {
-		return j.unclaim(err)
+	return j.checkClaimed(m, others, nil)
+}
+
+// checkClaimed is the check under m's claim (journal-claim-then-check),
+// after err, if any: the request, then others, the status of the other
+// shards. A refusal removes the marker; an upload's request then has its
+// begin recorded (R85).
+func (j *run) checkClaimed(m markerFile, others Status, err error) error {
+	if err == nil {
+		err = j.checkRequest(m, j.clock.Now())
 	}
-	if j.group != nil && !others.Allows() {
-		return j.unclaim(&RestrictedError{Status: others})
+	if err == nil && j.group != nil && !others.Allows() {
+		err = &RestrictedError{Status: others}
+	}
+	if err != nil {
+		return j.unclaim(err)
 	}
 	if m.FileDigest != "" {
 		if err := j.beginRecord(m); err != nil {
@@ -1058,7 +1076,6 @@ func (j *run) claim(m markerFile) error {
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, bareErr(err))
 	}
 	return refusal
@@ -1136,7 +1153,7 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 		return env{}, false, err
 	}
 	e = env{Seq: seq, Prev: prev, Digest: digest}
-	linked, err = j.writeAtomic(name, data)
+	linked, err = j.b.put(name, data)
 	s.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked {
 		return e, false, err
@@ -1165,7 +1182,7 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 		return err
 	}
 	hn := headName(seq)
-	hl, err := j.writeAtomic(hn, hd)
+	hl, err := j.b.put(hn, hd)
 	if hl {
 		e := env{Seq: seq, Prev: prev, Digest: digest}
 		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
@@ -1213,19 +1230,14 @@ func (j *run) beginRecord(m markerFile) error {
 	return fmt.Errorf("journal: begin: %w", bareErr(err))
 }
 
-// writeAtomic stores the immutable record name exclusively (see
-// [dirStore.put] for the directory's durable-write sequence). linked
-// reports whether name exists durably.
-func (j *run) writeAtomic(name string, data []byte) (linked bool, err error) {
-	return j.b.put(name, data)
-}
-
 // clearMarker removes the marker this Journal created (conditionally on
-// its version, in a store that has versions).
+// its version, in a store that has versions); a failure is a persistence
+// failure.
 func (j *run) clearMarker() error {
 	err := j.b.removeMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
 	if err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
@@ -1243,7 +1255,8 @@ func (j *run) finish() {
 	<-j.slot
 }
 
-// takeInflight checks that req is the request Begin recorded.
+// takeInflight checks that req is the request Begin recorded; the caller
+// finishes it after nil. A request that differs is finished at once.
 func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
 	m := j.inflight
 	if m == nil {
@@ -1251,23 +1264,14 @@ func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error)
 	}
 	if m.Method != req.Method || m.URLDigest != req.URLDigest || m.Attempt != req.Attempt || m.ResendOf != req.ResendOf {
 		j.fail("request differs from the one begun")
-		return m, errors.New("journal: the request differs from the one Begin recorded")
+		j.finish()
+		return nil, errors.New("journal: the request differs from the one Begin recorded")
 	}
 	return m, nil
 }
 
-// Backoff records a 429 of the request in flight as the next immutable
-// backoff-NNNN.json, written atomically (see the package documentation),
-// then removes pending-request.json and fsyncs the directory (docs/policy.md: immutable-chained-entries,
-// queue-429-route). The entry binds the plan digest, the previous entry's digest, the
-// method, URL digest, sanitized request ID and status of out, ra, timing
-// (nil: none known; the run becomes unresolved) and the upload provenance;
-// it returns the entry's event digest. ctx does not cancel the write.
-//
-// Any error is a persistence failure (persistence-failure-is-terminal): the marker stays, the Journal
-// is unresolved, and the caller must neither wait nor re-send. When the
-// entry itself was written before the failure, its digest is returned with
-// the error.
+// Backoff is [Journal.Backoff] of a run or shard; an entry written before
+// a failure still has its digest returned with the error.
 func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	if j.zero() {
 		return "", errZero
@@ -1275,13 +1279,10 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
-	if m == nil {
-		return "", err
-	}
-	defer j.finish()
 	if err != nil {
 		return "", err
 	}
+	defer j.finish()
 	s := j.snap
 	e := entryBody{
 		BackoffVersion: backoffVersion,
@@ -1332,23 +1333,12 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
 	return digest, nil
 }
 
-// Complete ends the request in flight for every outcome but a 429 (a 429
-// is refused: it keeps the marker and returns an error). For an upload's
-// commit (a mutation whose context carries [WithUpload]) it first writes
-// the immutable commit receipt atomically: the ACK (status 2xx, request
-// ID, ETag, attempt) or, for any other outcome, the record that the upload
-// was attempted without ACK, so that it is never replayed (upload-only-continuation). For a
-// part ([WithUploadPart]) it writes the next part receipt of the file
-// (part-<hex>-NNNN.json): the part's outcome, never the file's ACK (parts-are-not-acks).
-// Then it removes pending-request.json and fsyncs the directory. An error
-// means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
-// the Journal is unresolved, and the caller keeps the ACK and stops.
+// Complete is [Journal.Complete] of a run or shard.
 func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	if j.zero() {
 		return errZero
@@ -1356,13 +1346,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
-	if m == nil {
-		return err
-	}
-	defer j.finish()
 	if err != nil {
 		return err
 	}
+	defer j.finish()
 	if httprule.IsThrottled(out.StatusCode) {
 		// A 429 completed as if it were anything else would lose its
 		// restriction: refuse, keep the marker (unresolved).
@@ -1425,7 +1412,6 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		}
 	}
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: complete: %w", bareErr(err))
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
@@ -318,7 +317,6 @@ func (j *Journal) Release(f PlannedFile) error {
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
-		lane.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
 	}
 	return nil
@@ -333,22 +331,18 @@ func (lane *run) giveBack() error {
 // removes the marker and gives the slot back. Begin calls it for a run or
 // a shard, never for a parallel run's root.
 func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
-	u, ok := ctx.Value(uploadKey{}).(uploadMark)
-	if !ok || !httprule.IsMutation(req.Method) {
+	m := requestMarker(ctx, req)
+	if m.FileDigest == "" {
 		return false, nil
 	}
-	d := fileDigest(u.id)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.claimed == "" || j.claimed != d || j.inflight == nil {
+	if j.claimed != m.FileDigest || j.inflight == nil {
 		return false, nil
 	}
 	j.claimed = ""
 	now := j.clock.Now()
-	m := markerFile{
-		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
-		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
-	}
+	m.BegunAtUTC = now.Unix()
 	j.inflight = &m
 	// The run (or shard) was read under the claim by Next, and nothing
 	// of it can change while the claim is held (every write of a run is
@@ -357,23 +351,10 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
 	}
-	err = j.checkLimits()
-	if err == nil {
-		err = j.checkRequest(m, j.clock.Now())
-	}
-	if err == nil && j.group != nil && !others.Allows() {
-		err = &RestrictedError{Status: others}
-	}
-	if err != nil {
-		err = j.unclaim(err)
+	if err := j.checkClaimed(m, others, j.checkLimits()); err != nil {
 		<-j.slot
 		return true, err
 	}
-	if err := j.beginRecord(m); err != nil { // R85
-		<-j.slot
-		return true, err
-	}
-	j.own(d)
 	return true, nil
 }
 
