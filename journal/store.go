@@ -120,17 +120,17 @@ type listedName struct {
 // (private-run-directory, hostile-directories).
 func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
-func newDirStore(fsy fsys.FS, dir string) *dirStore {
-	return &dirStore{fs: fsy, dir: dir, held: &heldMarker{}}
-}
+func newDirStore(fsy fsys.FS, dir string) *dirStore { return &dirStore{fs: fsy, dir: dir} }
 
 // dirStore is the local directory: beyond the Store, it tells the journal
 // (loc) each name's file type and mode, the directory's mode, and whether
-// it lies inside a run. held is the marker Create made, until Hold.
+// it lies inside a run.
 type dirStore struct {
-	fs   fsys.FS
-	dir  string
-	held *heldMarker
+	fs  fsys.FS
+	dir string
+
+	mu   sync.Mutex
+	held func() // the release of the marker Create made, until Hold takes it
 }
 
 // ownShard reports whether name is one of the root's shards.
@@ -294,11 +294,11 @@ func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
 // the kernel releases it when this process dies. Without locks
 // (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A failure
 // after the link removes the marker again (nothing was sent).
-func (d *dirStore) createMarker(data []byte) (string, func(), error) {
+func (d *dirStore) createMarker(data []byte) (func(), error) {
 	tmp := filepath.Join(d.dir, tempName(markerName))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if err = f.Lock(true); errors.Is(err, fsys.ErrNoLocks) {
 		err = nil
@@ -323,81 +323,49 @@ func (d *dirStore) createMarker(data []byte) (string, func(), error) {
 		if linked {
 			_ = d.fs.Remove(tmp)
 		}
-		return "", nil, err
+		return nil, err
 	}
 	var once sync.Once
-	return "", func() { once.Do(func() { f.Close() }) }, nil
-}
-
-// live probes the marker's lock: a shared lock taken without waiting
-// means no process holds the exclusive one (dead: its worker died, or
-// it was made by hand); one refused means its worker lives. The probe's
-// lock is released at once (the file is closed).
-func (d *dirStore) live() liveness {
-	path := filepath.Join(d.dir, markerName)
-	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return holdGone
-	case err != nil:
-		return holdNone // a symbolic link, say: never a worker's marker
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
-		return holdNone // a FIFO, a device: never a worker's marker
-	}
-	switch err := f.Lock(false); {
-	case err == nil:
-		// Unlocked: dead, unless its worker removed it (and let its lock
-		// go) since this open; then the name is gone, or another marker's.
-		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
-			return holdGone
-		}
-		return holdNone
-	case errors.Is(err, fsys.ErrLocked):
-		return holdLive
-	}
-	return holdUnknown
-}
-
-// remove removes the marker or an older head and fsyncs the directory.
-func (d *dirStore) remove(name string) error {
-	if _, head := parseHeadName(name); !head && name != markerName {
-		return errors.New("journal: only the pending marker and older heads are ever removed")
-	}
-	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
-		return err
-	}
-	return d.fs.SyncDir(d.dir)
+	return func() { once.Do(func() { f.Close() }) }, nil
 }
 
 // Create implements [Store]: any name atomically through its temporary
 // file; the marker held by its lock from before its name appears, until
 // [dirStore.Hold]'s release.
 func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
-	if name == markerName {
-		_, release, err := d.createMarker(data)
-		if err == nil {
-			d.held.put(release)
-		}
+	if name != markerName {
+		_, err := d.put(name, data)
 		return "", err
 	}
-	_, err := d.put(name, data)
+	release, err := d.createMarker(data)
+	if err == nil {
+		d.mu.Lock()
+		if d.held != nil {
+			d.held()
+		}
+		d.held = release
+		d.mu.Unlock()
+	}
 	return "", err
 }
 
 // Hold implements [Store]: the marker's lock is taken by Create already;
 // release closes the locked file.
 func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
-	release := d.held.take()
+	d.mu.Lock()
+	release := d.held
+	d.held = nil
+	d.mu.Unlock()
 	if name != markerName || release == nil {
 		return nil, errors.New("journal: only a marker this store created is held")
 	}
 	return release, nil
 }
 
-// Live implements [Store] with the lock probe of [dirStore.live].
+// Live implements [Store] by probing the marker's lock: a shared lock
+// taken without waiting means no process holds the exclusive one (dead:
+// its worker died, or it was made by hand); one refused means its worker
+// lives. The probe's lock is released at once (the file is closed).
 func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) {
 	if name != markerName {
 		return false, "", errors.New("journal: only the marker is held")
@@ -405,47 +373,31 @@ func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) 
 	if err := ctx.Err(); err != nil {
 		return false, "", err // cannot tell
 	}
-	switch d.live() {
-	case holdLive:
-		return true, "", nil
-	case holdNone:
-		return false, "", nil
-	case holdGone:
+	path := filepath.Join(d.dir, markerName)
+	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return false, "", fs.ErrNotExist
+	case err != nil:
+		return false, "", nil // a symbolic link, say: never a worker's marker
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return false, "", nil // a FIFO, a device: never a worker's marker
+	}
+	switch err := f.Lock(false); {
+	case err == nil:
+		// Unlocked: dead, unless its worker removed it (and let its lock
+		// go) since this open; then the name is gone, or another marker's.
+		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
+			return false, "", fs.ErrNotExist
+		}
+		return false, "", nil
+	case errors.Is(err, fsys.ErrLocked):
+		return true, "", nil
 	}
 	return false, "", fsys.ErrNoLocks
-}
-
-// heldMarker is the release of the marker a dirStore's Create made, until
-// Hold takes it. A dirStore without one releases at once what Create
-// makes.
-type heldMarker struct {
-	mu      sync.Mutex
-	release func()
-}
-
-func (h *heldMarker) put(f func()) {
-	if h == nil {
-		f()
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.release != nil {
-		h.release()
-	}
-	h.release = f
-}
-
-func (h *heldMarker) take() func() {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f := h.release
-	h.release = nil
-	return f
 }
 
 // Read implements [Store] with the checks of the directory: a regular,
@@ -475,8 +427,17 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
-// Remove implements [Store]; a directory has no versions.
-func (d *dirStore) Remove(_ context.Context, name, _ string) error { return d.remove(name) }
+// Remove implements [Store] for the marker or an older head, and fsyncs
+// the directory; a directory has no versions.
+func (d *dirStore) Remove(_ context.Context, name, _ string) error {
+	if _, head := parseHeadName(name); !head && name != markerName {
+		return errors.New("journal: only the pending marker and older heads are ever removed")
+	}
+	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(d.dir)
+}
 
 // loc is where a run is kept, the journal's one view of its [Store]: a
 // few functions over the Store's operations, bound to the caller's
