@@ -777,18 +777,32 @@ func (j *run) finishDeadReview() bool {
 // Admit is [Journal.Admit] of a run or shard: it re-reads the run, and
 // waits (WithPendingWait) for another worker's marker to go.
 func (j *run) Admit(ctx context.Context, now time.Time) error {
-	w := j.newPendingWaiter()
-	for {
-		j.mu.Lock()
+	return j.waitOut(ctx, func(start time.Time, _ bool) error {
 		j.refreshFinishing(ctx)
-		at := now.Add(w.waited())
-		s := j.statusLocked(at, true)
-		id := j.snap.pendingID
+		if s := j.statusLocked(now.Add(max(j.clock.Now().Sub(start), 0)), true); !s.Allows() {
+			return &RestrictedError{Status: s}
+		}
+		return nil
+	})
+}
+
+// waitOut calls try under j.mu, with the start of the wait and whether
+// it is the first try, until it returns nil or a refusal not worth
+// waiting out ([pendingWaiter.again]).
+func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool) error) error {
+	start := j.clock.Now()
+	w := &pendingWaiter{j: j, since: start}
+	for first := true; ; first = false {
+		j.mu.Lock()
+		err := try(start, first)
+		id := ""
+		if err != nil && j.snap != nil {
+			id = j.snap.pendingID
+		}
 		j.mu.Unlock()
-		if s.Allows() {
+		if err == nil {
 			return nil
 		}
-		err := error(&RestrictedError{Status: s})
 		if !w.again(ctx, err, id) {
 			return w.result(err)
 		}
@@ -799,19 +813,10 @@ func (j *run) Admit(ctx context.Context, now time.Time) error {
 // pending marker to go (see [WithPendingWait]).
 type pendingWaiter struct {
 	j      *run
-	start  time.Time
 	id     string    // the marker last seen
 	since  time.Time // when it was first seen
 	ctxErr error
 }
-
-func (j *run) newPendingWaiter() *pendingWaiter {
-	now := j.clock.Now()
-	return &pendingWaiter{j: j, start: now, since: now}
-}
-
-// waited is the time spent waiting so far.
-func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(w.start), 0) }
 
 // again reports whether err, a refusal because of the marker id, is worth
 // waiting out: another worker's marker that the store does not show dead
@@ -856,23 +861,11 @@ func (j *run) Begin(ctx context.Context, req readrecovery.JournalRequest) error 
 	if err := j.acquire(ctx); err != nil {
 		return err
 	}
-	w := j.newPendingWaiter()
-	for try := 0; ; try++ {
-		j.mu.Lock()
-		err := j.beginLocked(ctx, req, try == 0)
-		id := ""
-		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
-		}
-		j.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		if !w.again(ctx, err, id) {
-			<-j.slot
-			return w.result(err)
-		}
+	err := j.waitOut(ctx, func(_ time.Time, first bool) error { return j.beginLocked(ctx, req, first) })
+	if err != nil {
+		<-j.slot
 	}
+	return err
 }
 
 // acquire takes this Journal's one request slot, or returns ctx's error
