@@ -96,8 +96,7 @@ func (e *fullError) JournalRestricted() {}
 func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
 // errZero is the error of every method of a zero or nil *Journal: only
-// [Open] and [OpenStore] make a
-// usable one.
+// [Open] and [OpenStore] make a usable one.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
 
 // zeroStatus is the status of a zero Journal: unresolved, so that nothing
@@ -424,14 +423,10 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	return nil, dirError(b.where(), err)
 }
 
-// create makes a new run (docs/policy.md: shared-runs, R84): the
-// directory (or the existing empty one made private), durable in its
-// parent, then plan.json, then parts (a parallel run's shards), and last
-// the manifest, each written exclusively and atomically. Until the
-// manifest is linked the run is an unfinished creation, which the next
-// Open finishes. A part that exists with the same bytes is no error; a
-// manifest that exists is another worker's, and create returns a nil
-// snapshot (the caller reads the run). parallel > 0 makes a root.
+// create makes a new run (docs/policy.md: shared-runs): the directory,
+// plan.json, parts (a parallel run's shards), and last the manifest. A
+// manifest that exists is another worker's: create returns a nil snapshot
+// (the caller reads the run). parallel > 0 makes a root.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
@@ -470,10 +465,9 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	return s, nil
 }
 
-// putPart stores the part name of a creation exclusively. A part that
-// exists already (another worker creating the same run, or a creation
-// killed after writing it) is no error when it holds exactly data; one
-// that holds a different plan is [ErrPlanMismatch].
+// putPart stores the part name of a creation exclusively; one that
+// exists is no error when it holds exactly data, else [ErrPlanMismatch]
+// (shared-runs).
 func (j *run) putPart(name string, data []byte) error {
 	_, err := j.b.put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
@@ -559,22 +553,18 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 
 // Begin records that a request is about to be sent (docs/policy.md:
 // journal-claim-then-check): it waits for this Journal's request in
-// flight, if any, creates pending-request.json exclusively (method, URL
-// digest, attempt, resend-of, the file digest of [WithUpload] or
-// [WithUploadPart], the time, the worker's host and pid), and only then
-// checks under it the status, the plan and the file's records; a refusal
-// removes the marker again and nothing is sent. In a parallel run the
-// request goes to its file's (or URL's) shard, and the check reads every
-// other shard too (parallel-shards).
+// flight, if any, creates pending-request.json (the request, the file
+// digest of [WithUpload] or [WithUploadPart], the time, the worker's host
+// and pid), and only then checks under it the status, the plan and the
+// file's records; a refusal removes the marker again. In a parallel run
+// the request goes to its file's (or URL's) shard (parallel-shards).
 //
-// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped, when
-// it ends while waiting (journal-slot-honours-deadline; nothing written);
-// a refusal wrapping [readrecovery.ErrReplayRefused] (the file is acked,
-// unknown, skipped by a review, or outside the plan: [ErrPlanMismatch]);
-// a *RestrictedError (waiting, unresolved, another request's marker:
-// [ErrPending]); anything else is a persistence failure
-// (persistence-failure-is-terminal). After nil the caller calls exactly
-// one of Complete or Backoff.
+// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped
+// (journal-slot-honours-deadline); a refusal wrapping
+// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a
+// *RestrictedError ([ErrPending] for another request's marker); anything
+// else is a persistence failure. After nil the caller calls exactly one
+// of Complete or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -588,24 +578,21 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return j.r.Begin(ctx, req)
 }
 
-// Backoff records a 429 of the request in flight as the next immutable
-// backoff entry of its run (or shard), with ra, timing (nil: none known;
-// the run becomes unresolved) and the upload provenance, then removes the
-// marker (docs/policy.md: immutable-chained-entries, queue-429-route). It
-// returns the entry's event digest. ctx does not cancel the write. Any
-// error is a persistence failure (persistence-failure-is-terminal): the
-// marker stays, and the caller must neither wait nor re-send.
+// Backoff records a 429 of the request in flight as the next backoff
+// entry of its run (or shard), with ra, timing (nil: none known; the run
+// becomes unresolved) and the upload provenance, then removes the marker
+// (docs/policy.md: immutable-chained-entries, queue-429-route). It returns
+// the entry's event digest. ctx does not cancel the write. Any error is a
+// persistence failure (persistence-failure-is-terminal).
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
 // Complete ends the request in flight for every outcome but a 429 (which
-// needs Backoff). A commit ([WithUpload]) first writes its receipt: the
-// ACK, or the attempt without ACK, never replayed
-// (upload-only-continuation); a part ([WithUploadPart]) its part receipt,
-// never the file's ACK (parts-are-not-acks). Then the marker goes. An
-// error means the receipt or the removal failed
-// (receipt-failure-keeps-ack): the caller keeps the ACK and stops.
+// needs Backoff). A commit ([WithUpload]) first writes its receipt
+// (upload-only-continuation), a part ([WithUploadPart]) its part receipt
+// (parts-are-not-acks); then the marker goes. An error means the receipt
+// or the removal failed (receipt-failure-keeps-ack).
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
@@ -711,10 +698,9 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
 }
 
-// refreshLocked re-reads the directory listing and any file it does not
-// know yet (entries and receipts are immutable), so that another process's
-// records count.
-// ctx bounds every list and read (R85).
+// refreshLocked re-reads the listing and any file it does not know yet
+// (records are immutable), so that another process's records count; ctx
+// bounds every list and read (R85).
 func (j *run) refreshLocked(ctx context.Context) {
 	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {

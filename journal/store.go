@@ -253,9 +253,8 @@ func (d *dirStore) initRun(exists bool) error {
 	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put writes name durably through a temporary file (tempName): create it
-// (O_EXCL, 0600), write, fsync, close, then linkTemp. A failure before the
-// link removes the temporary file.
+// put writes name durably through a temporary file (docs/policy.md: "The
+// durable writes"). A failure before the link removes the temporary file.
 func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -269,10 +268,9 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	return d.linkTemp(tmp, name)
 }
 
-// linkTemp links tmp to name, which fails if name exists (tmp is then
-// removed), fsyncs the directory, removes tmp and fsyncs again. linked
-// reports whether name exists: a record linked before a failed fsync is
-// in the run (the caller keeps the marker).
+// linkTemp links tmp to name (failing if name exists) and ends the
+// durable write. linked reports whether name exists: a record linked
+// before a failed fsync is in the run (the caller keeps the marker).
 func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
 	if err := d.fs.Link(tmp, filepath.Join(d.dir, name)); err != nil {
 		_ = d.fs.Remove(tmp)
@@ -287,13 +285,10 @@ func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
 	return true, d.fs.SyncDir(d.dir)
 }
 
-// createMarker creates the marker held live by an exclusive lock
-// (marker-liveness): its temporary file is locked before it is written and
-// linked, so the name appears with its content and its lock held; the
-// open file keeps the lock until release, after the marker's removal, and
-// the kernel releases it when this process dies. Without locks
-// (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A failure
-// after the link removes the marker again (nothing was sent).
+// createMarker creates the marker from a temporary file locked before it
+// is written and linked, held until release (marker-liveness). Without
+// locks (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A
+// failure after the link removes the marker again (nothing was sent).
 func (d *dirStore) createMarker(data []byte) (func(), error) {
 	tmp := filepath.Join(d.dir, tempName(markerName))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -362,10 +357,8 @@ func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
 	return release, nil
 }
 
-// Live implements [Store] by probing the marker's lock: a shared lock
-// taken without waiting means no process holds the exclusive one (dead:
-// its worker died, or it was made by hand); one refused means its worker
-// lives. The probe's lock is released at once (the file is closed).
+// Live implements [Store] by probing the marker's lock with a shared one,
+// taken without waiting and released at once (marker-liveness).
 func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) {
 	if name != markerName {
 		return false, "", errors.New("journal: only the marker is held")
@@ -799,16 +792,12 @@ func (l *loc) removeMarker(version string) error {
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
 // it creates a new run when st holds nothing, or opens and verifies the
-// existing one. Any number of processes may open the same run (docs/policy.md: shared-runs):
-// each one's Admit and Begin read the store again, the pending marker
-// serializes their journaled requests, and a restriction one of them
-// records blocks all of them. Workers may also create a new run together
-// (docs/policy.md: shared-runs): one of them links the manifest, the others
-// open its run; a creation killed before its manifest is finished by the
-// next OpenStore. ctx bounds every list and read of the opening (its
-// writes, when it creates the run, are detached under their own bound),
-// never the Journal's later calls. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
-// With [Existing] it never creates.
+// existing one. Any number of processes may open, or create together, the
+// same run (docs/policy.md: shared-runs). ctx bounds every list and read
+// of the opening (its writes, when it creates the run, are detached under
+// their own bound), never the Journal's later calls.
+// OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...). With
+// [Existing] it never creates.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
@@ -823,14 +812,12 @@ func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) 
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
-// for the pending marker of another worker's request to go, instead of
-// refusing at once with an unresolved status ([ErrPending]): the marker
-// serializes the journaled requests of workers sharing one run (docs/policy.md: shared-runs).
-// The wait honours the caller's context. A marker whose worker the store
-// shows dead (R83: no lock, no lease) ends the wait at once: the run is
-// unresolved for every worker, as without the option. One still live
-// after d is refused as a request in flight (never judged dead by its
-// age). Default: 0, no wait. A negative d is ignored.
+// for the pending marker of another worker's request to go (docs/policy.md:
+// shared-runs), instead of refusing at once with an unresolved status
+// ([ErrPending]). The wait honours the caller's context. A marker whose
+// worker the store shows dead (marker-liveness) ends the wait at once;
+// one still live after d is refused as a request in flight, never judged
+// dead by its age. Default: 0, no wait. A negative d is ignored.
 func WithPendingWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
