@@ -442,8 +442,11 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 type loc struct {
 	st Store
 	// dir is st when it is the local directory, else nil.
-	dir  *dirStore
-	name string
+	dir *dirStore
+	// prefix is a shard's in a Store ("shard-KK/"): every name of the
+	// location is st's name prefix+name.
+	prefix string
+	name   string
 	// shards is the shard count of a parallel run's root (its shards
 	// shard-01 … are its own); inRoot marks a shard, which lies inside
 	// its root by design.
@@ -493,8 +496,8 @@ func (l *loc) shard(k int) *loc {
 		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, shardName(k)))
 		c.st, c.name = c.dir, c.dir.dir
 	} else {
-		p := shardName(k) + "/"
-		c.st, c.name = &prefixStore{st: l.st, prefix: p}, l.name+p
+		c.prefix = shardName(k) + "/"
+		c.name = l.name + c.prefix
 	}
 	return &c
 }
@@ -518,49 +521,27 @@ func ownShardName(name string, shards int) bool {
 	return ok && ownShard(sh, shards)
 }
 
-// prefixStore is a shard of a root kept in a Store: the names under
-// prefix (shard-KK/).
-type prefixStore struct {
-	st     Store
-	prefix string
-}
-
-func (p *prefixStore) Create(ctx context.Context, name string, data []byte) (string, error) {
-	return p.st.Create(ctx, p.prefix+name, data)
-}
-
-func (p *prefixStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
-	return p.st.Read(ctx, p.prefix+name, limit)
-}
-
-func (p *prefixStore) Remove(ctx context.Context, name, version string) error {
-	return p.st.Remove(ctx, p.prefix+name, version)
-}
-
-func (p *prefixStore) Hold(ctx context.Context, name, version string) (func(), error) {
-	return p.st.Hold(ctx, p.prefix+name, version)
-}
-
-func (p *prefixStore) Live(ctx context.Context, name string) (bool, string, error) {
-	return p.st.Live(ctx, p.prefix+name)
-}
-
-// List lists the shard's names: with the Store's ListPrefix when it has
-// one, else from a listing of the whole root.
-func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
+// names lists the location's names in the Store; a shard's with the
+// Store's ListPrefix when it has one, else from a listing of the whole
+// root.
+func (l *loc) names(ctx context.Context) ([]string, error) {
+	limit := l.listLimit()
+	if l.prefix == "" {
+		return l.st.List(ctx, limit)
+	}
 	var names []string
 	var err error
-	if pl, ok := p.st.(prefixLister); ok {
-		names, err = pl.ListPrefix(ctx, p.prefix, limit)
+	if pl, ok := l.st.(prefixLister); ok {
+		names, err = pl.ListPrefix(ctx, l.prefix, limit)
 	} else {
-		names, err = p.st.List(ctx, (maxFiles+1)*(maxParallel+1))
+		names, err = l.st.List(ctx, (maxFiles+1)*(maxParallel+1))
 	}
 	if err != nil {
 		return nil, err
 	}
 	out := names[:0:0]
 	for _, n := range names {
-		if rest, ok := strings.CutPrefix(n, p.prefix); ok && len(out) < limit {
+		if rest, ok := strings.CutPrefix(n, l.prefix); ok && len(out) < limit {
 			out = append(out, rest)
 		}
 	}
@@ -590,7 +571,7 @@ func (l *loc) nested() error {
 			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(l.name), escapeName(outer))
 		}
 	}
-	names, err := l.st.List(ctx, l.listLimit())
+	names, err := l.names(ctx)
 	if err != nil {
 		return nil // the scan reports it
 	}
@@ -642,7 +623,7 @@ func (l *loc) list() ([]listedName, []Finding, error) {
 			return nil, nil, err
 		}
 	} else {
-		names, err := l.st.List(ctx, l.listLimit())
+		names, err := l.names(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -679,7 +660,7 @@ func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool)
 		}
 		return nil, "", false
 	}
-	data, version, err := l.st.Read(ctx, name, limit)
+	data, version, err := l.st.Read(ctx, l.prefix+name, limit)
 	switch {
 	case err != nil:
 		return bad("unreadable: %s", redact.Text(err.Error()))
@@ -709,7 +690,7 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 	}
 	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := l.st.Create(ctx, name, data)
+	version, err := l.st.Create(ctx, l.prefix+name, data)
 	if _, head := parseHeadName(name); head && err == nil && version != "" {
 		l.heads.mu.Lock()
 		if l.heads.m == nil {
@@ -728,13 +709,13 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 func (l *loc) createMarker(data []byte) (string, func(), error) {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := l.st.Create(ctx, markerName, data)
+	version, err := l.st.Create(ctx, l.prefix+markerName, data)
 	if err != nil {
 		return "", nil, err
 	}
-	release, err := l.st.Hold(ctx, markerName, version)
+	release, err := l.st.Hold(ctx, l.prefix+markerName, version)
 	if err != nil {
-		_ = l.st.Remove(ctx, markerName, version)
+		_ = l.st.Remove(ctx, l.prefix+markerName, version)
 		return "", nil, fmt.Errorf("hold %s live: %w", markerName, err)
 	}
 	return version, release, nil
@@ -748,7 +729,7 @@ func (l *loc) live() (liveness, string) {
 	}
 	ctx, cancel := l.rctx()
 	defer cancel()
-	live, version, err := l.st.Live(ctx, markerName)
+	live, version, err := l.st.Live(ctx, l.prefix+markerName)
 	if l.light != nil {
 		l.light.probed = version
 	}
@@ -776,18 +757,18 @@ func (l *loc) removeHead(name string) error {
 	l.heads.mu.Unlock()
 	if !own && l.dir == nil {
 		var err error
-		if _, version, err = l.st.Read(ctx, name, maxRecordBytes); err != nil {
+		if _, version, err = l.st.Read(ctx, l.prefix+name, maxRecordBytes); err != nil {
 			return err
 		}
 	}
-	return l.st.Remove(ctx, name, version)
+	return l.st.Remove(ctx, l.prefix+name, version)
 }
 
 // removeMarker removes the marker created with version.
 func (l *loc) removeMarker(version string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	return l.st.Remove(ctx, markerName, version)
+	return l.st.Remove(ctx, l.prefix+markerName, version)
 }
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
