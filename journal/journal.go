@@ -620,44 +620,34 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	return j.impl().RecordedPlan(now)
 }
 
-// Review records an operator's decision about a file classed unknown, the
-// only way out of unknown (docs/policy.md: operator-review): a review
-// record in the run's chain (in a parallel run, in the file's shard) with
-// the decision, the OS user, the time, the sanitized note and the
-// evidence it saw. [DecisionReupload] makes the file eligible as a
-// never-attempted one (a new approval is still needed); [DecisionSkip]
-// means it is never sent. file is its [PlannedFile.ID] or its digest.
+// Review records an operator's decision about a file classed unknown
+// (docs/policy.md: operator-review), in a parallel run in the file's
+// shard. [DecisionReupload] makes the file eligible as a never-attempted
+// one (a new approval is still needed); [DecisionSkip] means it is never
+// sent. file is its [PlannedFile.ID] or its digest.
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
 // ReviewPending resolves the run's dead pending marker (docs/policy.md:
-// pending-review): a review record bound to the marker's bytes; the file
-// it names is unknown from then on, and the run waits until the review
-// time plus 30 s, or until notBefore (Unix seconds, 0 for none) when
-// later. A marker its worker holds live (R83) is refused and nothing is
-// written. It is [Journal.ReviewPendingMarker] with no marker named.
+// pending-review); notBefore is Unix seconds, 0 for none. A live marker is
+// refused. It is [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
-// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
-// the pending review applied in that shard. An empty marker means the
-// run's only dead one: in a run without shards its pending-request.json;
-// in a parallel run the one marker whose worker the store shows dead
-// (R83) — a run with several is refused with their names, and one whose
-// markers are all held live is refused (errLive). A named marker
-// that is live is refused with errLive too.
+// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json".
+// An empty marker means the run's only dead one; a parallel run with
+// several is refused with their names, and one whose markers are all live
+// is refused.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
 // ReviewRestriction bounds a backoff entry without timing by an
-// operator's notBefore (docs/policy.md: restriction-review), at least the
-// review time plus 30 s: a review record naming the entry; the run then
-// waits until notBefore. In a parallel run entry names its shard
-// ("shard-01/backoff-0001.json").
+// operator's notBefore (docs/policy.md: restriction-review). In a
+// parallel run entry names its shard ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
