@@ -20,14 +20,11 @@ import (
 
 // Errors of the journal. They are wrapped, never returned bare: test for
 // them with errors.Is. The refusals without a sentinel of their own say
-// what they are otherwise: a request for a file this run never sends
-// again (acked, unknown, skipped by a review) wraps
-// [readrecovery.ErrReplayRefused] (docs/policy.md: refusal-says-what-it-is);
-// a request, review or record refused because the run is full
-// (bounded-journal) has the methods JournalFull and JournalRestricted
-// (journal-full, never persistence-failed); a review refused because its
-// marker's worker is alive (R83) or because it names nothing it can
-// decide says so, and writes nothing.
+// what they are otherwise (docs/policy.md: refusal-says-what-it-is): a
+// request for a file this run never sends again wraps
+// [readrecovery.ErrReplayRefused]; one refused because the run is full
+// (bounded-journal) has the methods JournalFull and JournalRestricted; a
+// refused review says why, and writes nothing.
 var (
 	// errCorrupt: the run failed verification (a missing, unreadable,
 	// oversized, edited, truncated, reordered or unexpected file, a broken
@@ -370,8 +367,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		} else {
 			create = false
 		}
-		jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n)
-		if err != nil {
+		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
 			return nil, err
 		}
 		return jr, nil
