@@ -809,16 +809,11 @@ func WithPendingWait(d time.Duration) Option {
 
 // InspectStore checks the run kept in st (a directory: [DirStore]) without
 // changing it and returns, in Summary.Findings, every finding, one per
-// problem (each kind of file as its entry of the table fileKinds says):
-// the directory's mode and file count (at most 1003); unexpected,
-// non-regular, oversized or non-private files; the manifest (version,
-// canonical form, digest); the entries (numbering backoff-0001.json
-// onwards without gaps, at most 200, canonical form, event digest,
-// sequence, plan digest, the run link, a usable timing); the receipts
-// (digest, name, plan); and a pending marker (an unfinished request). No
-// findings means the run can never be unresolved except by clock
-// regression, which depends on the time of the question (see
-// [Journal.Status]).
+// problem, as docs/policy.md ("The journal in detail") lists them: the
+// location, every file (as the table fileKinds says), the chain and a
+// pending marker. No findings means the run can never be unresolved
+// except by clock regression, which depends on the time of the question
+// (see [Journal.Status]).
 //
 // The error is non-nil only when the run itself cannot be read: it does
 // not exist or holds no run (errors.Is(err, fs.ErrNotExist)), is not a
