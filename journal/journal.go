@@ -759,11 +759,16 @@ func (j *run) Admit(ctx context.Context, now time.Time) error {
 }
 
 // waitOut calls try under j.mu, with the start of the wait and whether
-// it is the first try, until it returns nil or a refusal not worth
-// waiting out ([pendingWaiter.again]).
+// it is the first try, until it returns nil or a refusal not worth waiting
+// out ([WithPendingWait]): worth it is a refusal because of another
+// worker's marker that the store does not show dead (R83), seen for less
+// than the wait allowed; each try after the first comes a poll interval
+// later. The wait is this process's own sight of the marker, never a
+// comparison with a time another machine wrote: a live marker at the end
+// of it is still a request in flight (refused as such, never judged dead).
 func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool) error) error {
 	start := j.clock.Now()
-	w := &pendingWaiter{j: j, since: start}
+	seen, since := "", start // the marker last seen, and when it was first seen
 	for first := true; ; first = false {
 		j.mu.Lock()
 		err := try(start, first)
@@ -772,57 +777,22 @@ func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool)
 			id = j.snap.pendingID
 		}
 		j.mu.Unlock()
-		if err == nil {
-			return nil
+		var re *RestrictedError
+		if err == nil || j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
+			return err
 		}
-		if !w.again(ctx, err, id) {
-			return w.result(err)
+		now := j.clock.Now()
+		if id != seen {
+			seen, since = id, now
+		}
+		left := j.pendingWait - now.Sub(since)
+		if left <= 0 {
+			return err
+		}
+		if serr := j.clock.Sleep(ctx, min(left, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll))))); serr != nil {
+			return fmt.Errorf("journal: not admitted while another worker's request was in flight: %w", serr)
 		}
 	}
-}
-
-// pendingWaiter is one wait of Admit or Begin for another worker's
-// pending marker to go (see [WithPendingWait]).
-type pendingWaiter struct {
-	j      *run
-	id     string    // the marker last seen
-	since  time.Time // when it was first seen
-	ctxErr error
-}
-
-// again reports whether err, a refusal because of the marker id, is worth
-// waiting out: another worker's marker that the store does not show dead
-// (R83), seen for less than the wait allowed. It sleeps one poll interval
-// first; false when the context ended (recorded for result) or the wait
-// is over. The wait is this process's own sight of the marker, never a
-// comparison with a time another machine wrote: a live marker at the end
-// of it is still a request in flight (refused as such, never judged dead).
-func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
-	var re *RestrictedError
-	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
-		return false
-	}
-	now := w.j.clock.Now()
-	if id != w.id {
-		w.id, w.since = id, now
-	}
-	left := w.j.pendingWait - now.Sub(w.since)
-	if left <= 0 {
-		return false
-	}
-	if serr := w.j.clock.Sleep(ctx, min(left, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll))))); serr != nil {
-		w.ctxErr = serr
-		return false
-	}
-	return true
-}
-
-// result is the error to return when the wait ends without admission.
-func (w *pendingWaiter) result(err error) error {
-	if w.ctxErr != nil {
-		return fmt.Errorf("journal: not admitted while another worker's request was in flight: %w", w.ctxErr)
-	}
-	return err
 }
 
 // Begin is [Journal.Begin] of a run or shard.
