@@ -511,21 +511,17 @@ func (l *loc) with(ctx context.Context) *loc {
 	return &c
 }
 
-// listLimit is how many names a listing of the location asks for: a root
-// lists its shards' names too (and leaves them out).
-func (l *loc) listLimit() int { return (maxFiles + 1) * (l.shards + 1) }
-
 // ownShardName reports whether name lies in one of the root's shards.
 func ownShardName(name string, shards int) bool {
 	sh, _, ok := strings.Cut(name, "/")
 	return ok && ownShard(sh, shards)
 }
 
-// names lists the location's names in the Store; a shard's with the
-// Store's ListPrefix when it has one, else from a listing of the whole
-// root.
+// names lists the location's names in the Store (a root's include its
+// shards'); a shard's with the Store's ListPrefix when it has one, else
+// from a listing of the whole root.
 func (l *loc) names(ctx context.Context) ([]string, error) {
-	limit := l.listLimit()
+	limit := (maxFiles + 1) * (l.shards + 1)
 	if l.prefix == "" {
 		return l.st.List(ctx, limit)
 	}
