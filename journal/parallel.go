@@ -166,7 +166,7 @@ type shardStatus struct {
 	gone    bool // an upload begun whose marker was removed by hand (R85)
 }
 
-// shardState computes shard k's part from its snapshot s (and the
+// shardStateLocked computes shard k's part from its snapshot s (and the
 // failure of its Journal, if any); judge says whether s is the latest
 // sight of the shard's marker. Called with p.mu held.
 func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
@@ -240,7 +240,7 @@ func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 	return out
 }
 
-// partsLocked computes every shard's part from the shard Journals'
+// parts computes every shard's part from the shard Journals'
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
 func (p *root) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
@@ -322,7 +322,7 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	return p.merge(p.snap, out)
 }
 
-// status is the root's status: every shard's, merged, from what this
+// statusAt is the root's status: every shard's, merged, from what this
 // process read last (refresh: read every shard again first).
 func (p *root) statusAt(ctx context.Context, now time.Time, refresh bool) Status {
 	return p.merge(p.snap, p.parts(ctx, now, refresh))
