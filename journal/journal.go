@@ -20,14 +20,11 @@ import (
 
 // Errors of the journal. They are wrapped, never returned bare: test for
 // them with errors.Is. The refusals without a sentinel of their own say
-// what they are otherwise: a request for a file this run never sends
-// again (acked, unknown, skipped by a review) wraps
-// [readrecovery.ErrReplayRefused] (docs/policy.md: refusal-says-what-it-is);
-// a request, review or record refused because the run is full
-// (bounded-journal) has the methods JournalFull and JournalRestricted
-// (journal-full, never persistence-failed); a review refused because its
-// marker's worker is alive (R83) or because it names nothing it can
-// decide says so, and writes nothing.
+// what they are otherwise (docs/policy.md: refusal-says-what-it-is): a
+// request for a file this run never sends again wraps
+// [readrecovery.ErrReplayRefused]; one refused because the run is full
+// (bounded-journal) has the methods JournalFull and JournalRestricted; a
+// refused review says why, and writes nothing.
 var (
 	// errCorrupt: the run failed verification (a missing, unreadable,
 	// oversized, edited, truncated, reordered or unexpected file, a broken
@@ -96,8 +93,7 @@ func (e *fullError) JournalRestricted() {}
 func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
 // errZero is the error of every method of a zero or nil *Journal: only
-// [Open] and [OpenStore] make a
-// usable one.
+// [Open] and [OpenStore] make a usable one.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
 
 // zeroStatus is the status of a zero Journal: unresolved, so that nothing
@@ -371,8 +367,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		} else {
 			create = false
 		}
-		jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n)
-		if err != nil {
+		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
 			return nil, err
 		}
 		return jr, nil
@@ -424,14 +419,10 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	return nil, dirError(b.where(), err)
 }
 
-// create makes a new run (docs/policy.md: shared-runs, R84): the
-// directory (or the existing empty one made private), durable in its
-// parent, then plan.json, then parts (a parallel run's shards), and last
-// the manifest, each written exclusively and atomically. Until the
-// manifest is linked the run is an unfinished creation, which the next
-// Open finishes. A part that exists with the same bytes is no error; a
-// manifest that exists is another worker's, and create returns a nil
-// snapshot (the caller reads the run). parallel > 0 makes a root.
+// create makes a new run (docs/policy.md: shared-runs): the directory,
+// plan.json, parts (a parallel run's shards), and last the manifest. A
+// manifest that exists is another worker's: create returns a nil snapshot
+// (the caller reads the run). parallel > 0 makes a root.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
@@ -456,7 +447,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if err != nil {
 		return nil, err
 	}
-	if _, err := j.writeAtomic(manifestName, data); err != nil {
+	if _, err := j.b.put(manifestName, data); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, nil // another worker's: the caller reads it
 		}
@@ -470,12 +461,11 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	return s, nil
 }
 
-// putPart stores the part name of a creation exclusively. A part that
-// exists already (another worker creating the same run, or a creation
-// killed after writing it) is no error when it holds exactly data; one
-// that holds a different plan is [ErrPlanMismatch].
+// putPart stores the part name of a creation exclusively; one that
+// exists is no error when it holds exactly data, else [ErrPlanMismatch]
+// (shared-runs).
 func (j *run) putPart(name string, data []byte) error {
-	_, err := j.writeAtomic(name, data)
+	_, err := j.b.put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
@@ -559,22 +549,18 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 
 // Begin records that a request is about to be sent (docs/policy.md:
 // journal-claim-then-check): it waits for this Journal's request in
-// flight, if any, creates pending-request.json exclusively (method, URL
-// digest, attempt, resend-of, the file digest of [WithUpload] or
-// [WithUploadPart], the time, the worker's host and pid), and only then
-// checks under it the status, the plan and the file's records; a refusal
-// removes the marker again and nothing is sent. In a parallel run the
-// request goes to its file's (or URL's) shard, and the check reads every
-// other shard too (parallel-shards).
+// flight, if any, creates pending-request.json (the request, the file
+// digest of [WithUpload] or [WithUploadPart], the time, the worker's host
+// and pid), and only then checks under it the status, the plan and the
+// file's records; a refusal removes the marker again. In a parallel run
+// the request goes to its file's (or URL's) shard (parallel-shards).
 //
-// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped, when
-// it ends while waiting (journal-slot-honours-deadline; nothing written);
-// a refusal wrapping [readrecovery.ErrReplayRefused] (the file is acked,
-// unknown, skipped by a review, or outside the plan: [ErrPlanMismatch]);
-// a *RestrictedError (waiting, unresolved, another request's marker:
-// [ErrPending]); anything else is a persistence failure
-// (persistence-failure-is-terminal). After nil the caller calls exactly
-// one of Complete or Backoff.
+// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped
+// (journal-slot-honours-deadline); a refusal wrapping
+// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a
+// *RestrictedError ([ErrPending] for another request's marker); anything
+// else is a persistence failure. After nil the caller calls exactly one
+// of Complete or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -588,24 +574,21 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return j.r.Begin(ctx, req)
 }
 
-// Backoff records a 429 of the request in flight as the next immutable
-// backoff entry of its run (or shard), with ra, timing (nil: none known;
-// the run becomes unresolved) and the upload provenance, then removes the
-// marker (docs/policy.md: immutable-chained-entries, queue-429-route). It
-// returns the entry's event digest. ctx does not cancel the write. Any
-// error is a persistence failure (persistence-failure-is-terminal): the
-// marker stays, and the caller must neither wait nor re-send.
+// Backoff records a 429 of the request in flight as the next backoff
+// entry of its run (or shard), with ra, timing (nil: none known; the run
+// becomes unresolved) and the upload provenance, then removes the marker
+// (docs/policy.md: immutable-chained-entries, queue-429-route). It returns
+// the entry's event digest. ctx does not cancel the write. Any error is a
+// persistence failure (persistence-failure-is-terminal).
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
 // Complete ends the request in flight for every outcome but a 429 (which
-// needs Backoff). A commit ([WithUpload]) first writes its receipt: the
-// ACK, or the attempt without ACK, never replayed
-// (upload-only-continuation); a part ([WithUploadPart]) its part receipt,
-// never the file's ACK (parts-are-not-acks). Then the marker goes. An
-// error means the receipt or the removal failed
-// (receipt-failure-keeps-ack): the caller keeps the ACK and stops.
+// needs Backoff). A commit ([WithUpload]) first writes its receipt
+// (upload-only-continuation), a part ([WithUploadPart]) its part receipt
+// (parts-are-not-acks); then the marker goes. An error means the receipt
+// or the removal failed (receipt-failure-keeps-ack).
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
@@ -633,44 +616,34 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	return j.impl().RecordedPlan(now)
 }
 
-// Review records an operator's decision about a file classed unknown, the
-// only way out of unknown (docs/policy.md: operator-review): a review
-// record in the run's chain (in a parallel run, in the file's shard) with
-// the decision, the OS user, the time, the sanitized note and the
-// evidence it saw. [DecisionReupload] makes the file eligible as a
-// never-attempted one (a new approval is still needed); [DecisionSkip]
-// means it is never sent. file is its [PlannedFile.ID] or its digest.
+// Review records an operator's decision about a file classed unknown
+// (docs/policy.md: operator-review), in a parallel run in the file's
+// shard. [DecisionReupload] makes the file eligible as a never-attempted
+// one (a new approval is still needed); [DecisionSkip] means it is never
+// sent. file is its [PlannedFile.ID] or its digest.
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
 // ReviewPending resolves the run's dead pending marker (docs/policy.md:
-// pending-review): a review record bound to the marker's bytes; the file
-// it names is unknown from then on, and the run waits until the review
-// time plus 30 s, or until notBefore (Unix seconds, 0 for none) when
-// later. A marker its worker holds live (R83) is refused and nothing is
-// written. It is [Journal.ReviewPendingMarker] with no marker named.
+// pending-review); notBefore is Unix seconds, 0 for none. A live marker is
+// refused. It is [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
-// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json",
-// the pending review applied in that shard. An empty marker means the
-// run's only dead one: in a run without shards its pending-request.json;
-// in a parallel run the one marker whose worker the store shows dead
-// (R83) — a run with several is refused with their names, and one whose
-// markers are all held live is refused (errLive). A named marker
-// that is live is refused with errLive too.
+// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json".
+// An empty marker means the run's only dead one; a parallel run with
+// several is refused with their names, and one whose markers are all live
+// is refused.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
 // ReviewRestriction bounds a backoff entry without timing by an
-// operator's notBefore (docs/policy.md: restriction-review), at least the
-// review time plus 30 s: a review record naming the entry; the run then
-// waits until notBefore. In a parallel run entry names its shard
-// ("shard-01/backoff-0001.json").
+// operator's notBefore (docs/policy.md: restriction-review). In a
+// parallel run entry names its shard ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
@@ -711,10 +684,9 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
 }
 
-// refreshLocked re-reads the directory listing and any file it does not
-// know yet (entries and receipts are immutable), so that another process's
-// records count.
-// ctx bounds every list and read (R85).
+// refreshLocked re-reads the listing and any file it does not know yet
+// (records are immutable), so that another process's records count; ctx
+// bounds every list and read (R85).
 func (j *run) refreshLocked(ctx context.Context) {
 	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {
@@ -765,7 +737,7 @@ func (j *run) finishDeadReview() bool {
 		if err != nil {
 			return false
 		}
-		if _, err := j.writeAtomic(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, err := j.b.put(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -777,75 +749,50 @@ func (j *run) finishDeadReview() bool {
 // Admit is [Journal.Admit] of a run or shard: it re-reads the run, and
 // waits (WithPendingWait) for another worker's marker to go.
 func (j *run) Admit(ctx context.Context, now time.Time) error {
-	w := j.newPendingWaiter()
-	for {
-		j.mu.Lock()
+	return j.waitOut(ctx, func(start time.Time, _ bool) error {
 		j.refreshFinishing(ctx)
-		at := now.Add(w.waited())
-		s := j.statusLocked(at, true)
-		id := j.snap.pendingID
-		j.mu.Unlock()
-		if s.Allows() {
-			return nil
+		if s := j.statusLocked(now.Add(max(j.clock.Now().Sub(start), 0)), true); !s.Allows() {
+			return &RestrictedError{Status: s}
 		}
-		err := error(&RestrictedError{Status: s})
-		if !w.again(ctx, err, id) {
-			return w.result(err)
-		}
-	}
+		return nil
+	})
 }
 
-// pendingWaiter is one wait of Admit or Begin for another worker's
-// pending marker to go (see [WithPendingWait]).
-type pendingWaiter struct {
-	j      *run
-	start  time.Time
-	id     string    // the marker last seen
-	since  time.Time // when it was first seen
-	ctxErr error
-}
-
-func (j *run) newPendingWaiter() *pendingWaiter {
-	now := j.clock.Now()
-	return &pendingWaiter{j: j, start: now, since: now}
-}
-
-// waited is the time spent waiting so far.
-func (w *pendingWaiter) waited() time.Duration { return max(w.j.clock.Now().Sub(w.start), 0) }
-
-// again reports whether err, a refusal because of the marker id, is worth
-// waiting out: another worker's marker that the store does not show dead
-// (R83), seen for less than the wait allowed. It sleeps one poll interval
-// first; false when the context ended (recorded for result) or the wait
-// is over. The wait is this process's own sight of the marker, never a
+// waitOut calls try under j.mu, with the start of the wait and whether
+// it is the first try, until it returns nil or a refusal not worth waiting
+// out ([WithPendingWait]): worth it is a refusal because of another
+// worker's marker that the store does not show dead (R83), seen for less
+// than the wait allowed; each try after the first comes a poll interval
+// later. The wait is this process's own sight of the marker, never a
 // comparison with a time another machine wrote: a live marker at the end
 // of it is still a request in flight (refused as such, never judged dead).
-func (w *pendingWaiter) again(ctx context.Context, err error, id string) bool {
-	var re *RestrictedError
-	if w.j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
-		return false
+func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool) error) error {
+	start := j.clock.Now()
+	seen, since := "", start // the marker last seen, and when it was first seen
+	for first := true; ; first = false {
+		j.mu.Lock()
+		err := try(start, first)
+		id := ""
+		if err != nil && j.snap != nil {
+			id = j.snap.pendingID
+		}
+		j.mu.Unlock()
+		var re *RestrictedError
+		if err == nil || j.pendingWait <= 0 || !errors.As(err, &re) || !errors.Is(err, ErrPending) || re.Status.abandoned {
+			return err
+		}
+		now := j.clock.Now()
+		if id != seen {
+			seen, since = id, now
+		}
+		left := j.pendingWait - now.Sub(since)
+		if left <= 0 {
+			return err
+		}
+		if serr := j.clock.Sleep(ctx, min(left, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll))))); serr != nil {
+			return fmt.Errorf("journal: not admitted while another worker's request was in flight: %w", serr)
+		}
 	}
-	now := w.j.clock.Now()
-	if id != w.id {
-		w.id, w.since = id, now
-	}
-	left := w.j.pendingWait - now.Sub(w.since)
-	if left <= 0 {
-		return false
-	}
-	if serr := w.j.clock.Sleep(ctx, min(left, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll))))); serr != nil {
-		w.ctxErr = serr
-		return false
-	}
-	return true
-}
-
-// result is the error to return when the wait ends without admission.
-func (w *pendingWaiter) result(err error) error {
-	if w.ctxErr != nil {
-		return fmt.Errorf("journal: not admitted while another worker's request was in flight: %w", w.ctxErr)
-	}
-	return err
 }
 
 // Begin is [Journal.Begin] of a run or shard.
@@ -856,23 +803,11 @@ func (j *run) Begin(ctx context.Context, req readrecovery.JournalRequest) error 
 	if err := j.acquire(ctx); err != nil {
 		return err
 	}
-	w := j.newPendingWaiter()
-	for try := 0; ; try++ {
-		j.mu.Lock()
-		err := j.beginLocked(ctx, req, try == 0)
-		id := ""
-		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
-		}
-		j.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		if !w.again(ctx, err, id) {
-			<-j.slot
-			return w.result(err)
-		}
+	err := j.waitOut(ctx, func(_ time.Time, first bool) error { return j.beginLocked(ctx, req, first) })
+	if err != nil {
+		<-j.slot
 	}
+	return err
 }
 
 // acquire takes this Journal's one request slot, or returns ctx's error
@@ -893,7 +828,9 @@ func (j *run) acquire(ctx context.Context) error {
 	return nil
 }
 
-func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
+// requestMarker is the marker of req; an upload's mutation (WithUpload,
+// WithUploadPart) names its file.
+func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
@@ -901,6 +838,11 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
 		m.FileDigest, m.Part = fileDigest(u.id), u.part
 	}
+	return m
+}
+
+func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
+	m := requestMarker(ctx, req)
 	// A first check without the claim refuses early and writes nothing;
 	// the check that authorises the request is the one under the claim.
 	// A shard of a parallel run checks first what it read last (at its
@@ -943,11 +885,22 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 	} else {
 		j.refreshLocked(ctx)
 	}
-	if err := j.checkRequest(m, j.clock.Now()); err != nil {
-		return j.unclaim(err)
+	return j.checkClaimed(m, others, nil)
+}
+
+// checkClaimed is the check under m's claim (journal-claim-then-check),
+// after err, if any: the request, then others, the status of the other
+// shards. A refusal removes the marker; an upload's request then has its
+// begin recorded (R85).
+func (j *run) checkClaimed(m markerFile, others Status, err error) error {
+	if err == nil {
+		err = j.checkRequest(m, j.clock.Now())
 	}
-	if j.group != nil && !others.Allows() {
-		return j.unclaim(&RestrictedError{Status: others})
+	if err == nil && j.group != nil && !others.Allows() {
+		err = &RestrictedError{Status: others}
+	}
+	if err != nil {
+		return j.unclaim(err)
 	}
 	if m.FileDigest != "" {
 		if err := j.beginRecord(m); err != nil {
@@ -1058,7 +1011,6 @@ func (j *run) claim(m markerFile) error {
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, bareErr(err))
 	}
 	return refusal
@@ -1136,7 +1088,7 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 		return env{}, false, err
 	}
 	e = env{Seq: seq, Prev: prev, Digest: digest}
-	linked, err = j.writeAtomic(name, data)
+	linked, err = j.b.put(name, data)
 	s.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked {
 		return e, false, err
@@ -1165,7 +1117,7 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 		return err
 	}
 	hn := headName(seq)
-	hl, err := j.writeAtomic(hn, hd)
+	hl, err := j.b.put(hn, hd)
 	if hl {
 		e := env{Seq: seq, Prev: prev, Digest: digest}
 		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
@@ -1213,19 +1165,14 @@ func (j *run) beginRecord(m markerFile) error {
 	return fmt.Errorf("journal: begin: %w", bareErr(err))
 }
 
-// writeAtomic stores the immutable record name exclusively (see
-// [dirStore.put] for the directory's durable-write sequence). linked
-// reports whether name exists durably.
-func (j *run) writeAtomic(name string, data []byte) (linked bool, err error) {
-	return j.b.put(name, data)
-}
-
 // clearMarker removes the marker this Journal created (conditionally on
-// its version, in a store that has versions).
+// its version, in a store that has versions); a failure is a persistence
+// failure.
 func (j *run) clearMarker() error {
 	err := j.b.removeMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
 	if err != nil {
+		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
@@ -1243,7 +1190,8 @@ func (j *run) finish() {
 	<-j.slot
 }
 
-// takeInflight checks that req is the request Begin recorded.
+// takeInflight checks that req is the request Begin recorded; the caller
+// finishes it after nil. A request that differs is finished at once.
 func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
 	m := j.inflight
 	if m == nil {
@@ -1251,23 +1199,14 @@ func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error)
 	}
 	if m.Method != req.Method || m.URLDigest != req.URLDigest || m.Attempt != req.Attempt || m.ResendOf != req.ResendOf {
 		j.fail("request differs from the one begun")
-		return m, errors.New("journal: the request differs from the one Begin recorded")
+		j.finish()
+		return nil, errors.New("journal: the request differs from the one Begin recorded")
 	}
 	return m, nil
 }
 
-// Backoff records a 429 of the request in flight as the next immutable
-// backoff-NNNN.json, written atomically (see the package documentation),
-// then removes pending-request.json and fsyncs the directory (docs/policy.md: immutable-chained-entries,
-// queue-429-route). The entry binds the plan digest, the previous entry's digest, the
-// method, URL digest, sanitized request ID and status of out, ra, timing
-// (nil: none known; the run becomes unresolved) and the upload provenance;
-// it returns the entry's event digest. ctx does not cancel the write.
-//
-// Any error is a persistence failure (persistence-failure-is-terminal): the marker stays, the Journal
-// is unresolved, and the caller must neither wait nor re-send. When the
-// entry itself was written before the failure, its digest is returned with
-// the error.
+// Backoff is [Journal.Backoff] of a run or shard; an entry written before
+// a failure still has its digest returned with the error.
 func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	if j.zero() {
 		return "", errZero
@@ -1275,13 +1214,10 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
-	if m == nil {
-		return "", err
-	}
-	defer j.finish()
 	if err != nil {
 		return "", err
 	}
+	defer j.finish()
 	s := j.snap
 	e := entryBody{
 		BackoffVersion: backoffVersion,
@@ -1331,23 +1267,12 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
 	return digest, nil
 }
 
-// Complete ends the request in flight for every outcome but a 429 (a 429
-// is refused: it keeps the marker and returns an error). For an upload's
-// commit (a mutation whose context carries [WithUpload]) it first writes
-// the immutable commit receipt atomically: the ACK (status 2xx, request
-// ID, ETag, attempt) or, for any other outcome, the record that the upload
-// was attempted without ACK, so that it is never replayed (upload-only-continuation). For a
-// part ([WithUploadPart]) it writes the next part receipt of the file
-// (part-<hex>-NNNN.json): the part's outcome, never the file's ACK (parts-are-not-acks).
-// Then it removes pending-request.json and fsyncs the directory. An error
-// means the receipt or the marker removal failed (receipt-failure-keeps-ack): the marker stays,
-// the Journal is unresolved, and the caller keeps the ACK and stops.
+// Complete is [Journal.Complete] of a run or shard.
 func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	if j.zero() {
 		return errZero
@@ -1355,13 +1280,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	m, err := j.takeInflight(req)
-	if m == nil {
-		return err
-	}
-	defer j.finish()
 	if err != nil {
 		return err
 	}
+	defer j.finish()
 	if httprule.IsThrottled(out.StatusCode) {
 		// A 429 completed as if it were anything else would lose its
 		// restriction: refuse, keep the marker (unresolved).
@@ -1416,7 +1338,6 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		}
 	}
 	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: complete: %w", bareErr(err))
 	}
 	return nil

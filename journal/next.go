@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery"
-	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
@@ -48,27 +47,20 @@ type nextState struct {
 }
 
 // Next hands the calling worker the next file of the plan that is
-// eligible under the run's status and approval a (see
-// [Journal.PlanContinuation]: never-attempted, or reviewed for a reupload,
-// with [NewApproval], while the run is clear or elapsed) and whose shard
-// has no request in flight, claimed for it: the shard's exclusive
-// pending-request.json is created for the file (method "CLAIM", the
-// worker's host and pid) before Next returns, and checked under it, so no
-// other worker, in this process or another, is handed the same file. The
-// worker then uploads it through the transport with [WithUpload] (and
-// [WithUploadPart]) and this Journal: the upload's first journaled request
-// is sent under the claim's marker, which it clears as any request does. A
-// worker that does not send the file gives it back with [Journal.Release];
-// a worker that dies holding a claim leaves the marker, and the file is
-// unknown until a review, never handed out again as eligible.
+// eligible under the run's status and approval a (as
+// [Journal.PlanContinuation] decides) and whose shard has no request in
+// flight, claimed for it under the shard's marker (docs/policy.md:
+// next-hands-out-work). The worker uploads it with [WithUpload] (and
+// [WithUploadPart]) through this Journal, whose first journaled request
+// adopts the claim, or gives it back with [Journal.Release].
 //
-// While every shard that may still have a file is busy (another request
-// in flight), Next waits, polling, within ctx. It returns an error
-// wrapping [ErrNoMoreFiles] when no file is left, a *[RestrictedError]
-// when the run is waiting or unresolved (an abandoned marker included),
-// ctx's error (wrapped) when ctx ends, and any other error when the claim
-// cannot be written or removed (a persistence failure). The Journal must
-// have been opened [WithPlan]: the journal stores file digests, never IDs.
+// While every shard that may still have a file is busy, Next waits,
+// polling, within ctx. It returns an error wrapping [ErrNoMoreFiles] when
+// no file is left, a *[RestrictedError] when the run is waiting or
+// unresolved (an abandoned marker included), ctx's error (wrapped) when
+// ctx ends, and any other error when the claim cannot be written or
+// removed (a persistence failure). The Journal must have been opened
+// [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -318,7 +310,6 @@ func (j *Journal) Release(f PlannedFile) error {
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
-		lane.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
 	}
 	return nil
@@ -327,28 +318,21 @@ func (lane *run) giveBack() error {
 // beginClaimed is Begin of the first request of the file this Journal's
 // Next claimed (handled false for any other request): the claim's marker
 // becomes the request's (it names the file already, so a crash from here
-// on leaves the file unknown, as any marker does), and the request is
-// checked under it as beginLocked checks under its own claim: the run's
-// status, the plan, the file's records, the other shards. A refusal
-// removes the marker and gives the slot back. Begin calls it for a run or
-// a shard, never for a parallel run's root.
+// on leaves the file unknown), checked under it as beginLocked checks. A
+// refusal removes the marker and gives the slot back.
 func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
-	u, ok := ctx.Value(uploadKey{}).(uploadMark)
-	if !ok || !httprule.IsMutation(req.Method) {
+	m := requestMarker(ctx, req)
+	if m.FileDigest == "" {
 		return false, nil
 	}
-	d := fileDigest(u.id)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.claimed == "" || j.claimed != d || j.inflight == nil {
+	if j.claimed != m.FileDigest || j.inflight == nil {
 		return false, nil
 	}
 	j.claimed = ""
 	now := j.clock.Now()
-	m := markerFile{
-		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
-		Attempt: req.Attempt, ResendOf: req.ResendOf, FileDigest: d, Part: u.part, BegunAtUTC: now.Unix(),
-	}
+	m.BegunAtUTC = now.Unix()
 	j.inflight = &m
 	// The run (or shard) was read under the claim by Next, and nothing
 	// of it can change while the claim is held (every write of a run is
@@ -357,23 +341,10 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
 	}
-	err = j.checkLimits()
-	if err == nil {
-		err = j.checkRequest(m, j.clock.Now())
-	}
-	if err == nil && j.group != nil && !others.Allows() {
-		err = &RestrictedError{Status: others}
-	}
-	if err != nil {
-		err = j.unclaim(err)
+	if err := j.checkClaimed(m, others, j.checkLimits()); err != nil {
 		<-j.slot
 		return true, err
 	}
-	if err := j.beginRecord(m); err != nil { // R85
-		<-j.slot
-		return true, err
-	}
-	j.own(d)
 	return true, nil
 }
 

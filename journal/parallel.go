@@ -15,7 +15,6 @@ import (
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
-	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
@@ -31,13 +30,11 @@ const minParallel = 2
 // (R83).
 const defaultParallelWait = 30 * time.Second
 
-// WithParallel makes a new run a parallel one of n shards (2 to 16;
-// anything else is an error at open), docs/policy.md: parallel-shards: up
-// to n journaled requests in flight at once across the run's workers,
-// each under its own shard's marker; shard-01 … shard-NN are ordinary
-// runs, each with the files [Journal.Shard] maps to it. An existing
-// parallel run opens with or without the option; n must then match, and
-// the option on a run created without it is an error.
+// WithParallel makes a new run a parallel one of n shards, 2 to 16
+// (docs/policy.md: parallel-shards): up to n journaled requests in flight
+// at once, each under its shard's marker. An existing parallel run opens
+// with or without the option; n must then match, and the option on a run
+// created without it is an error.
 func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
@@ -129,9 +126,9 @@ func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
 // context names (a mutation marked WithUpload or WithUploadPart, as Begin
 // binds it), else the shard of its URL digest.
 func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run {
-	d := req.URLDigest
-	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
-		d = fileDigest(u.id)
+	d := requestMarker(ctx, req).FileDigest
+	if d == "" {
+		d = req.URLDigest
 	}
 	return p.shards[p.lane(d)]
 }
@@ -169,7 +166,7 @@ type shardStatus struct {
 	gone    bool // an upload begun whose marker was removed by hand (R85)
 }
 
-// shardState computes shard k's part from its snapshot s (and the
+// shardStateLocked computes shard k's part from its snapshot s (and the
 // failure of its Journal, if any); judge says whether s is the latest
 // sight of the shard's marker. Called with p.mu held.
 func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
@@ -194,10 +191,7 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 }
 
 // merge is the run's status from its shards' (docs/policy.md:
-// parallel-shards): unresolved when the root or any shard is (a dead
-// marker included); else waiting while any shard waits (the greatest
-// not-before wins); else elapsed when any restriction passed; else clear.
-// Reasons name the shard.
+// parallel-shards; a dead marker is unresolved). Reasons name the shard.
 func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 	defer func() { st.named = true }()
 	if len(root.findings) > 0 {
@@ -246,7 +240,7 @@ func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 	return out
 }
 
-// partsLocked computes every shard's part from the shard Journals'
+// parts computes every shard's part from the shard Journals'
 // snapshots, refreshing them first when refresh is set. Each shard's mu
 // is taken in turn, never two at once.
 func (p *root) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
@@ -328,7 +322,7 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	return p.merge(p.snap, out)
 }
 
-// status is the root's status: every shard's, merged, from what this
+// statusAt is the root's status: every shard's, merged, from what this
 // process read last (refresh: read every shard again first).
 func (p *root) statusAt(ctx context.Context, now time.Time, refresh bool) Status {
 	return p.merge(p.snap, p.parts(ctx, now, refresh))
@@ -354,12 +348,9 @@ func (p *root) gate(now time.Time) Status {
 	return p.merge(p.snap, parts)
 }
 
-// Admit is [Journal.Admit] of a parallel run. When ctx names a file
-// ([WithUpload], [WithUploadPart]) it decides from what this process read
-// last — every Begin reads its own shard and the others again under its
-// claim, before the send — and reads every shard again only when that
-// refuses (a restriction that passed, a marker a review resolved). When
-// ctx names no file it reads every shard first.
+// Admit is [Journal.Admit] of a parallel run (docs/policy.md: "Shards in
+// detail"): a request of a file is decided from what this process read
+// last, and every shard is read again only when that refuses.
 func (p *root) Admit(ctx context.Context, now time.Time) error {
 	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
 		if st := p.statusAt(ctx, now, false); st.Allows() {
@@ -441,8 +432,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
 	rec, err := p.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
-	rec.Name = inShard(k, rec.Name)
-	return rec, err
+	return prefixed(k, rec), err
 }
 
 // Review is [Journal.Review] in the file's shard, which checks the
@@ -454,8 +444,7 @@ func (p *root) Review(ctx context.Context, file string, decision Decision, note 
 	}
 	k := p.lane(d) + 1
 	rec, err := p.shards[k-1].Review(ctx, file, decision, note)
-	rec.Name = inShard(k, rec.Name)
-	return rec, err
+	return prefixed(k, rec), err
 }
 
 // inShard names a shard's file by its place in the root ("" stays "").
@@ -685,14 +674,11 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 	return sum, nil
 }
 
-// lightView makes a scan of a shard the check across shards: only what
-// can restrict another shard's request (manifest and plan, backoff
-// entries, reviews, the marker). Receipts, part receipts and heads are
-// left out of its listing, so it reads none of them and checks no
-// sequence: the shard's own workers, and every Status, plan and
-// InspectStore, check the whole shard. The marker's liveness is asked of
-// the store at every scan (R83); its bytes are read again only when its
-// version (Blob: the probe's ETag) is not the one read last.
+// lightView makes a scan of a shard the check across shards
+// (docs/policy.md: "Shards in detail"): receipts, part receipts and heads
+// are left out of its listing, so it checks no sequence. The marker's
+// bytes are read again only when its version (Blob: the probe's ETag) is
+// not the one read last.
 type lightView struct {
 	p *root
 	i int

@@ -120,17 +120,17 @@ type listedName struct {
 // (private-run-directory, hostile-directories).
 func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
-func newDirStore(fsy fsys.FS, dir string) *dirStore {
-	return &dirStore{fs: fsy, dir: dir, held: &heldMarker{}}
-}
+func newDirStore(fsy fsys.FS, dir string) *dirStore { return &dirStore{fs: fsy, dir: dir} }
 
 // dirStore is the local directory: beyond the Store, it tells the journal
 // (loc) each name's file type and mode, the directory's mode, and whether
-// it lies inside a run. held is the marker Create made, until Hold.
+// it lies inside a run.
 type dirStore struct {
-	fs   fsys.FS
-	dir  string
-	held *heldMarker
+	fs  fsys.FS
+	dir string
+
+	mu   sync.Mutex
+	held func() // the release of the marker Create made, until Hold takes it
 }
 
 // ownShard reports whether name is one of the root's shards.
@@ -253,9 +253,8 @@ func (d *dirStore) initRun(exists bool) error {
 	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put writes name durably through a temporary file (tempName): create it
-// (O_EXCL, 0600), write, fsync, close, then linkTemp. A failure before the
-// link removes the temporary file.
+// put writes name durably through a temporary file (docs/policy.md: "The
+// durable writes"). A failure before the link removes the temporary file.
 func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -269,10 +268,9 @@ func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
 	return d.linkTemp(tmp, name)
 }
 
-// linkTemp links tmp to name, which fails if name exists (tmp is then
-// removed), fsyncs the directory, removes tmp and fsyncs again. linked
-// reports whether name exists: a record linked before a failed fsync is
-// in the run (the caller keeps the marker).
+// linkTemp links tmp to name (failing if name exists) and ends the
+// durable write. linked reports whether name exists: a record linked
+// before a failed fsync is in the run (the caller keeps the marker).
 func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
 	if err := d.fs.Link(tmp, filepath.Join(d.dir, name)); err != nil {
 		_ = d.fs.Remove(tmp)
@@ -287,18 +285,15 @@ func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
 	return true, d.fs.SyncDir(d.dir)
 }
 
-// createMarker creates the marker held live by an exclusive lock
-// (marker-liveness): its temporary file is locked before it is written and
-// linked, so the name appears with its content and its lock held; the
-// open file keeps the lock until release, after the marker's removal, and
-// the kernel releases it when this process dies. Without locks
-// (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A failure
-// after the link removes the marker again (nothing was sent).
-func (d *dirStore) createMarker(data []byte) (string, func(), error) {
+// createMarker creates the marker from a temporary file locked before it
+// is written and linked, held until release (marker-liveness). Without
+// locks (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A
+// failure after the link removes the marker again (nothing was sent).
+func (d *dirStore) createMarker(data []byte) (func(), error) {
 	tmp := filepath.Join(d.dir, tempName(markerName))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if err = f.Lock(true); errors.Is(err, fsys.ErrNoLocks) {
 		err = nil
@@ -323,81 +318,47 @@ func (d *dirStore) createMarker(data []byte) (string, func(), error) {
 		if linked {
 			_ = d.fs.Remove(tmp)
 		}
-		return "", nil, err
+		return nil, err
 	}
 	var once sync.Once
-	return "", func() { once.Do(func() { f.Close() }) }, nil
-}
-
-// live probes the marker's lock: a shared lock taken without waiting
-// means no process holds the exclusive one (dead: its worker died, or
-// it was made by hand); one refused means its worker lives. The probe's
-// lock is released at once (the file is closed).
-func (d *dirStore) live() liveness {
-	path := filepath.Join(d.dir, markerName)
-	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return holdGone
-	case err != nil:
-		return holdNone // a symbolic link, say: never a worker's marker
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil || !info.Mode().IsRegular() {
-		return holdNone // a FIFO, a device: never a worker's marker
-	}
-	switch err := f.Lock(false); {
-	case err == nil:
-		// Unlocked: dead, unless its worker removed it (and let its lock
-		// go) since this open; then the name is gone, or another marker's.
-		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
-			return holdGone
-		}
-		return holdNone
-	case errors.Is(err, fsys.ErrLocked):
-		return holdLive
-	}
-	return holdUnknown
-}
-
-// remove removes the marker or an older head and fsyncs the directory.
-func (d *dirStore) remove(name string) error {
-	if _, head := parseHeadName(name); !head && name != markerName {
-		return errors.New("journal: only the pending marker and older heads are ever removed")
-	}
-	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
-		return err
-	}
-	return d.fs.SyncDir(d.dir)
+	return func() { once.Do(func() { f.Close() }) }, nil
 }
 
 // Create implements [Store]: any name atomically through its temporary
 // file; the marker held by its lock from before its name appears, until
 // [dirStore.Hold]'s release.
 func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
-	if name == markerName {
-		_, release, err := d.createMarker(data)
-		if err == nil {
-			d.held.put(release)
-		}
+	if name != markerName {
+		_, err := d.put(name, data)
 		return "", err
 	}
-	_, err := d.put(name, data)
+	release, err := d.createMarker(data)
+	if err == nil {
+		d.mu.Lock()
+		if d.held != nil {
+			d.held()
+		}
+		d.held = release
+		d.mu.Unlock()
+	}
 	return "", err
 }
 
 // Hold implements [Store]: the marker's lock is taken by Create already;
 // release closes the locked file.
 func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
-	release := d.held.take()
+	d.mu.Lock()
+	release := d.held
+	d.held = nil
+	d.mu.Unlock()
 	if name != markerName || release == nil {
 		return nil, errors.New("journal: only a marker this store created is held")
 	}
 	return release, nil
 }
 
-// Live implements [Store] with the lock probe of [dirStore.live].
+// Live implements [Store] by probing the marker's lock with a shared one,
+// taken without waiting and released at once (marker-liveness).
 func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) {
 	if name != markerName {
 		return false, "", errors.New("journal: only the marker is held")
@@ -405,47 +366,31 @@ func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) 
 	if err := ctx.Err(); err != nil {
 		return false, "", err // cannot tell
 	}
-	switch d.live() {
-	case holdLive:
-		return true, "", nil
-	case holdNone:
-		return false, "", nil
-	case holdGone:
+	path := filepath.Join(d.dir, markerName)
+	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return false, "", fs.ErrNotExist
+	case err != nil:
+		return false, "", nil // a symbolic link, say: never a worker's marker
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return false, "", nil // a FIFO, a device: never a worker's marker
+	}
+	switch err := f.Lock(false); {
+	case err == nil:
+		// Unlocked: dead, unless its worker removed it (and let its lock
+		// go) since this open; then the name is gone, or another marker's.
+		if now, err := d.fs.Stat(path); err != nil || !os.SameFile(info, now) {
+			return false, "", fs.ErrNotExist
+		}
+		return false, "", nil
+	case errors.Is(err, fsys.ErrLocked):
+		return true, "", nil
 	}
 	return false, "", fsys.ErrNoLocks
-}
-
-// heldMarker is the release of the marker a dirStore's Create made, until
-// Hold takes it. A dirStore without one releases at once what Create
-// makes.
-type heldMarker struct {
-	mu      sync.Mutex
-	release func()
-}
-
-func (h *heldMarker) put(f func()) {
-	if h == nil {
-		f()
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.release != nil {
-		h.release()
-	}
-	h.release = f
-}
-
-func (h *heldMarker) take() func() {
-	if h == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f := h.release
-	h.release = nil
-	return f
 }
 
 // Read implements [Store] with the checks of the directory: a regular,
@@ -475,8 +420,17 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
-// Remove implements [Store]; a directory has no versions.
-func (d *dirStore) Remove(_ context.Context, name, _ string) error { return d.remove(name) }
+// Remove implements [Store] for the marker or an older head, and fsyncs
+// the directory; a directory has no versions.
+func (d *dirStore) Remove(_ context.Context, name, _ string) error {
+	if _, head := parseHeadName(name); !head && name != markerName {
+		return errors.New("journal: only the pending marker and older heads are ever removed")
+	}
+	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
+		return err
+	}
+	return d.fs.SyncDir(d.dir)
+}
 
 // loc is where a run is kept, the journal's one view of its [Store]: a
 // few functions over the Store's operations, bound to the caller's
@@ -488,8 +442,11 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error { return d.re
 type loc struct {
 	st Store
 	// dir is st when it is the local directory, else nil.
-	dir  *dirStore
-	name string
+	dir *dirStore
+	// prefix is a shard's in a Store ("shard-KK/"): every name of the
+	// location is st's name prefix+name.
+	prefix string
+	name   string
 	// shards is the shard count of a parallel run's root (its shards
 	// shard-01 … are its own); inRoot marks a shard, which lies inside
 	// its root by design.
@@ -539,8 +496,8 @@ func (l *loc) shard(k int) *loc {
 		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, shardName(k)))
 		c.st, c.name = c.dir, c.dir.dir
 	} else {
-		p := shardName(k) + "/"
-		c.st, c.name = &prefixStore{st: l.st, prefix: p}, l.name+p
+		c.prefix = shardName(k) + "/"
+		c.name = l.name + c.prefix
 	}
 	return &c
 }
@@ -554,59 +511,33 @@ func (l *loc) with(ctx context.Context) *loc {
 	return &c
 }
 
-// listLimit is how many names a listing of the location asks for: a root
-// lists its shards' names too (and leaves them out).
-func (l *loc) listLimit() int { return (maxFiles + 1) * (l.shards + 1) }
-
 // ownShardName reports whether name lies in one of the root's shards.
 func ownShardName(name string, shards int) bool {
 	sh, _, ok := strings.Cut(name, "/")
 	return ok && ownShard(sh, shards)
 }
 
-// prefixStore is a shard of a root kept in a Store: the names under
-// prefix (shard-KK/).
-type prefixStore struct {
-	st     Store
-	prefix string
-}
-
-func (p *prefixStore) Create(ctx context.Context, name string, data []byte) (string, error) {
-	return p.st.Create(ctx, p.prefix+name, data)
-}
-
-func (p *prefixStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
-	return p.st.Read(ctx, p.prefix+name, limit)
-}
-
-func (p *prefixStore) Remove(ctx context.Context, name, version string) error {
-	return p.st.Remove(ctx, p.prefix+name, version)
-}
-
-func (p *prefixStore) Hold(ctx context.Context, name, version string) (func(), error) {
-	return p.st.Hold(ctx, p.prefix+name, version)
-}
-
-func (p *prefixStore) Live(ctx context.Context, name string) (bool, string, error) {
-	return p.st.Live(ctx, p.prefix+name)
-}
-
-// List lists the shard's names: with the Store's ListPrefix when it has
-// one, else from a listing of the whole root.
-func (p *prefixStore) List(ctx context.Context, limit int) ([]string, error) {
+// names lists the location's names in the Store (a root's include its
+// shards'); a shard's with the Store's ListPrefix when it has one, else
+// from a listing of the whole root.
+func (l *loc) names(ctx context.Context) ([]string, error) {
+	limit := (maxFiles + 1) * (l.shards + 1)
+	if l.prefix == "" {
+		return l.st.List(ctx, limit)
+	}
 	var names []string
 	var err error
-	if pl, ok := p.st.(prefixLister); ok {
-		names, err = pl.ListPrefix(ctx, p.prefix, limit)
+	if pl, ok := l.st.(prefixLister); ok {
+		names, err = pl.ListPrefix(ctx, l.prefix, limit)
 	} else {
-		names, err = p.st.List(ctx, (maxFiles+1)*(maxParallel+1))
+		names, err = l.st.List(ctx, (maxFiles+1)*(maxParallel+1))
 	}
 	if err != nil {
 		return nil, err
 	}
 	out := names[:0:0]
 	for _, n := range names {
-		if rest, ok := strings.CutPrefix(n, p.prefix); ok && len(out) < limit {
+		if rest, ok := strings.CutPrefix(n, l.prefix); ok && len(out) < limit {
 			out = append(out, rest)
 		}
 	}
@@ -636,7 +567,7 @@ func (l *loc) nested() error {
 			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(l.name), escapeName(outer))
 		}
 	}
-	names, err := l.st.List(ctx, l.listLimit())
+	names, err := l.names(ctx)
 	if err != nil {
 		return nil // the scan reports it
 	}
@@ -688,7 +619,7 @@ func (l *loc) list() ([]listedName, []Finding, error) {
 			return nil, nil, err
 		}
 	} else {
-		names, err := l.st.List(ctx, l.listLimit())
+		names, err := l.names(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -725,7 +656,7 @@ func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool)
 		}
 		return nil, "", false
 	}
-	data, version, err := l.st.Read(ctx, name, limit)
+	data, version, err := l.st.Read(ctx, l.prefix+name, limit)
 	switch {
 	case err != nil:
 		return bad("unreadable: %s", redact.Text(err.Error()))
@@ -755,7 +686,7 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 	}
 	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := l.st.Create(ctx, name, data)
+	version, err := l.st.Create(ctx, l.prefix+name, data)
 	if _, head := parseHeadName(name); head && err == nil && version != "" {
 		l.heads.mu.Lock()
 		if l.heads.m == nil {
@@ -774,13 +705,13 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 func (l *loc) createMarker(data []byte) (string, func(), error) {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := l.st.Create(ctx, markerName, data)
+	version, err := l.st.Create(ctx, l.prefix+markerName, data)
 	if err != nil {
 		return "", nil, err
 	}
-	release, err := l.st.Hold(ctx, markerName, version)
+	release, err := l.st.Hold(ctx, l.prefix+markerName, version)
 	if err != nil {
-		_ = l.st.Remove(ctx, markerName, version)
+		_ = l.st.Remove(ctx, l.prefix+markerName, version)
 		return "", nil, fmt.Errorf("hold %s live: %w", markerName, err)
 	}
 	return version, release, nil
@@ -794,7 +725,7 @@ func (l *loc) live() (liveness, string) {
 	}
 	ctx, cancel := l.rctx()
 	defer cancel()
-	live, version, err := l.st.Live(ctx, markerName)
+	live, version, err := l.st.Live(ctx, l.prefix+markerName)
 	if l.light != nil {
 		l.light.probed = version
 	}
@@ -822,32 +753,28 @@ func (l *loc) removeHead(name string) error {
 	l.heads.mu.Unlock()
 	if !own && l.dir == nil {
 		var err error
-		if _, version, err = l.st.Read(ctx, name, maxRecordBytes); err != nil {
+		if _, version, err = l.st.Read(ctx, l.prefix+name, maxRecordBytes); err != nil {
 			return err
 		}
 	}
-	return l.st.Remove(ctx, name, version)
+	return l.st.Remove(ctx, l.prefix+name, version)
 }
 
 // removeMarker removes the marker created with version.
 func (l *loc) removeMarker(version string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	return l.st.Remove(ctx, markerName, version)
+	return l.st.Remove(ctx, l.prefix+markerName, version)
 }
 
 // OpenStore opens the run kept in st, as [Open] does for a directory:
 // it creates a new run when st holds nothing, or opens and verifies the
-// existing one. Any number of processes may open the same run (docs/policy.md: shared-runs):
-// each one's Admit and Begin read the store again, the pending marker
-// serializes their journaled requests, and a restriction one of them
-// records blocks all of them. Workers may also create a new run together
-// (docs/policy.md: shared-runs): one of them links the manifest, the others
-// open its run; a creation killed before its manifest is finished by the
-// next OpenStore. ctx bounds every list and read of the opening (its
-// writes, when it creates the run, are detached under their own bound),
-// never the Journal's later calls. OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...).
-// With [Existing] it never creates.
+// existing one. Any number of processes may open, or create together, the
+// same run (docs/policy.md: shared-runs). ctx bounds every list and read
+// of the opening (its writes, when it creates the run, are detached under
+// their own bound), never the Journal's later calls.
+// OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...). With
+// [Existing] it never creates.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
 	if st == nil {
 		return nil, errors.New("journal: nil Store")
@@ -862,14 +789,12 @@ func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) 
 }
 
 // WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
-// for the pending marker of another worker's request to go, instead of
-// refusing at once with an unresolved status ([ErrPending]): the marker
-// serializes the journaled requests of workers sharing one run (docs/policy.md: shared-runs).
-// The wait honours the caller's context. A marker whose worker the store
-// shows dead (R83: no lock, no lease) ends the wait at once: the run is
-// unresolved for every worker, as without the option. One still live
-// after d is refused as a request in flight (never judged dead by its
-// age). Default: 0, no wait. A negative d is ignored.
+// for the pending marker of another worker's request to go (docs/policy.md:
+// shared-runs), instead of refusing at once with an unresolved status
+// ([ErrPending]). The wait honours the caller's context. A marker whose
+// worker the store shows dead (marker-liveness) ends the wait at once;
+// one still live after d is refused as a request in flight, never judged
+// dead by its age. Default: 0, no wait. A negative d is ignored.
 func WithPendingWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -880,16 +805,11 @@ func WithPendingWait(d time.Duration) Option {
 
 // InspectStore checks the run kept in st (a directory: [DirStore]) without
 // changing it and returns, in Summary.Findings, every finding, one per
-// problem (each kind of file as its entry of the table fileKinds says):
-// the directory's mode and file count (at most 1003); unexpected,
-// non-regular, oversized or non-private files; the manifest (version,
-// canonical form, digest); the entries (numbering backoff-0001.json
-// onwards without gaps, at most 200, canonical form, event digest,
-// sequence, plan digest, the run link, a usable timing); the receipts
-// (digest, name, plan); and a pending marker (an unfinished request). No
-// findings means the run can never be unresolved except by clock
-// regression, which depends on the time of the question (see
-// [Journal.Status]).
+// problem, as docs/policy.md ("The journal in detail") lists them: the
+// location, every file (as the table fileKinds says), the chain and a
+// pending marker. No findings means the run can never be unresolved
+// except by clock regression, which depends on the time of the question
+// (see [Journal.Status]).
 //
 // The error is non-nil only when the run itself cannot be read: it does
 // not exist or holds no run (errors.Is(err, fs.ErrNotExist)), is not a

@@ -73,14 +73,11 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 	case "status":
 		return c.statusCommand(ctx, rest, stdout, stderr) // watch.go
 	case "verify":
-		pos, err := parseInterleaved(newFlags(c.Sub+cmd), rest)
-		if err != nil {
-			return c.flagError(err, cmd, stdout, stderr)
+		run, code, ok := c.parse(newFlags(c.Sub+cmd), rest, stdout, stderr)
+		if !ok {
+			return code
 		}
-		if len(pos) != 1 || pos[0] == "" {
-			return c.usageError(stderr, c.Sub+cmd+" takes one "+c.Arg)
-		}
-		return c.verify(ctx, pos[0], stdout, stderr)
+		return c.verify(ctx, run, stdout, stderr)
 	case "plan":
 		return c.plan(ctx, rest, stdout, stderr)
 	case "review":
@@ -92,15 +89,21 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
 
-// flagError answers a flag parse error of subcommand cmd: the usage on
-// stdout and 0 for -h, -help or --help where a flag is expected, else a
-// usage error.
-func (c *Command) flagError(err error, cmd string, stdout, stderr io.Writer) int {
-	if errors.Is(err, flag.ErrHelp) {
+// parse parses the flags of fset's subcommand and its one run argument.
+// On false the caller returns code: 0 with the usage on stdout for -h,
+// -help or --help where a flag is expected, else 2 for a usage error.
+func (c *Command) parse(fset *flag.FlagSet, args []string, stdout, stderr io.Writer) (run string, code int, ok bool) {
+	pos, err := parseInterleaved(fset, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, c.Usage)
-		return 0
+		return "", 0, false
+	case err != nil:
+		return "", c.usageError(stderr, fset.Name()+": "+err.Error()), false
+	case len(pos) != 1 || pos[0] == "":
+		return "", c.usageError(stderr, fset.Name()+" takes one "+c.Arg), false
 	}
-	return c.usageError(stderr, c.Sub+cmd+": "+err.Error())
+	return pos[0], 0, true
 }
 
 func (c *Command) usageError(stderr io.Writer, msg string) int {
@@ -199,21 +202,18 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	fset := newFlags(c.Sub + "plan")
 	asJSON := fset.Bool("json", false, "")
 	idsFile := fset.String("ids", "", "")
-	pos, err := parseInterleaved(fset, args)
-	if err != nil {
-		return c.flagError(err, "plan", stdout, stderr)
-	}
-	if len(pos) != 1 || pos[0] == "" {
-		return c.usageError(stderr, c.Sub+"plan takes one "+c.Arg)
+	dir, code, ok := c.parse(fset, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	var ids map[string]string
 	if *idsFile != "" {
+		var err error
 		if ids, err = readIDs(*idsFile); err != nil {
 			fmt.Fprintf(stderr, "%s: %splan --ids: %s\n", c.Prog, c.Sub, printable(err))
 			return 2
 		}
 	}
-	dir := pos[0]
 	j, err := c.Open(ctx, dir)
 	if err != nil {
 		return c.unreadable(err, stderr)
@@ -352,13 +352,11 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	marker := fset.String("marker", "", "")
 	restriction := fset.String("restriction", "", "")
 	notBefore := fset.Int64("not-before", 0, "")
-	pos, err := parseInterleaved(fset, args)
-	if err != nil {
-		return c.flagError(err, "review", stdout, stderr)
+	run, code, ok := c.parse(fset, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	switch {
-	case len(pos) != 1 || pos[0] == "":
-		return c.usageError(stderr, c.Sub+"review takes one "+c.Arg)
 	case *pending && (*file != "" || *decision != ""):
 		return c.usageError(stderr, c.Sub+"review --pending takes no --file or --decision (review the file afterwards)")
 	case *pending && *note == "":
@@ -380,7 +378,7 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	case *decision != string(journal.DecisionReupload) && *decision != string(journal.DecisionSkip):
 		return c.usageError(stderr, c.Sub+"review needs --decision reupload or --decision skip")
 	}
-	j, err := c.Open(ctx, pos[0])
+	j, err := c.Open(ctx, run)
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}

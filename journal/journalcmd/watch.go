@@ -29,20 +29,17 @@ func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stde
 	text := fset.Bool("text", false, "")
 	watch := fset.Bool("watch", false, "")
 	interval := fset.Duration("interval", defaultInterval, "")
-	pos, err := parseInterleaved(fset, args)
-	if err != nil {
-		return c.flagError(err, "status", stdout, stderr)
-	}
-	if len(pos) != 1 || pos[0] == "" {
-		return c.usageError(stderr, c.Sub+"status takes one "+c.Arg)
+	run, code, ok := c.parse(fset, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if *interval <= 0 {
 		return c.usageError(stderr, fmt.Sprintf("%sstatus: --interval %v: must be positive", c.Sub, *interval))
 	}
 	if *watch {
-		return c.watch(ctx, pos[0], *interval, stdout, stderr)
+		return c.watch(ctx, run, *interval, stdout, stderr)
 	}
-	j, err := c.Open(ctx, pos[0])
+	j, err := c.Open(ctx, run)
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}

@@ -62,18 +62,18 @@ var (
 	ErrNoLocks = errors.New("fsys: the file system keeps no locks")
 )
 
-// OS is the real file system of the os package.
+// OS is the real file system of the os package: each method calls the os
+// function of its name, but ReadDir and SyncDir.
 type OS struct{}
 
 var _ FS = OS{}
 
-// Mkdir calls os.Mkdir.
 func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
-
-// Chmod calls os.Chmod.
 func (OS) Chmod(name string, perm fs.FileMode) error { return os.Chmod(name, perm) }
+func (OS) Link(oldname, newname string) error        { return os.Link(oldname, newname) }
+func (OS) Remove(name string) error                  { return os.Remove(name) }
+func (OS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
 
-// OpenFile calls os.OpenFile.
 func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
@@ -86,15 +86,6 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 type osFile struct{ *os.File }
 
 func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
-
-// Link calls os.Link.
-func (OS) Link(oldname, newname string) error { return os.Link(oldname, newname) }
-
-// Remove calls os.Remove.
-func (OS) Remove(name string) error { return os.Remove(name) }
-
-// Stat calls os.Stat.
-func (OS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 // ReadDir reads at most n entries (all when n <= 0) of the directory name.
 // The directory is opened with [DirFlags]: a FIFO or device under name
