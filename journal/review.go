@@ -175,8 +175,7 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 		j.fail("write " + r.name + ": " + redact.Text(err.Error()))
 		return rec{}, fmt.Errorf("journal: review: %w", err)
 	}
-	if err := j.clearMarker(); err != nil {
-		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
+	if err := j.clearMarker(); err != nil { // clearMarker records the failure
 		return r, fmt.Errorf("journal: review: %w", err)
 	}
 	return r, nil
