@@ -11,32 +11,29 @@ import (
 // (docs/policy.md: upload-only-continuation).
 type FileState string
 
-// The four classes.
+// The classes.
 const (
-	// FileAcked: a receipt records the upload's original 2xx ACK. It is
+	// FileAcked: a receipt records the upload's original 2xx ACK; it is
 	// never sent again.
 	FileAcked FileState = "acked"
-	// FileNeverAttempted: no record names the file. It may be uploaded, but
-	// only under a new approval and while the status is clear or elapsed.
+	// FileNeverAttempted: no record names the file. It may be uploaded only
+	// under a new approval and while the status is clear or elapsed.
 	FileNeverAttempted FileState = "never-attempted"
 	// FileUnknown: a record names the file (a backoff entry of its upload, a
-	// part receipt, a receipt without ACK, the pending marker, or a receipt
-	// that fails verification) but no ACK is on record. It is never
-	// replayed: retain the source and the receipts and ask for an
-	// operator's scoped recovery review ([Journal.Review]), the only way out
-	// of unknown.
+	// part receipt, a receipt without ACK or failing verification, the
+	// pending marker) but no ACK is on record. It is never replayed: keep
+	// the source and the receipts for an operator's review ([Journal.Review]),
+	// the only way out of unknown.
 	FileUnknown FileState = "unknown"
 	// FileReviewed: an operator reviewed the file while it was unknown and
-	// no record of it came since. With [DecisionReupload] it may be sent
-	// again as a never-attempted file is (a new approval is still needed);
-	// with [DecisionSkip] it is never sent. A review never makes a file
-	// acked.
+	// no record of it came since. With [DecisionReupload] it is sent again
+	// as a never-attempted file is (a new approval still needed); with
+	// [DecisionSkip], never. A review never makes a file acked.
 	FileReviewed FileState = "reviewed"
-	// FileInFlight: another worker's pending marker names the file: its
-	// request is in flight (in-flight). It is never eligible while the
-	// marker stays; [Journal.PlanContinuation] of a Journal opened
-	// [WithPendingWait] reports it (without the option the marker makes
-	// the run unresolved and the file unknown).
+	// FileInFlight: another worker's pending marker names the file (its
+	// request is in flight); never eligible while the marker stays. Only a
+	// Journal opened [WithPendingWait] reports it: without, the marker makes
+	// the run unresolved and the file unknown.
 	FileInFlight FileState = "in-flight"
 )
 
@@ -56,18 +53,12 @@ func (f PlannedFile) Digest() string { return fileDigest(f.ID) }
 
 // FileDecision is the plan for one file.
 type FileDecision struct {
-	// ID is the planned file's identity, as given.
-	ID string
-	// Digest is its [PlannedFile.Digest].
-	Digest string
-	// State is its class.
-	State FileState
-	// Decision is the decision of the review of a reviewed file, else "".
-	Decision Decision
-	// Upload reports whether this continuation may send it now.
-	Upload bool
-	// Reason says why, naming the record that decides.
-	Reason string
+	ID       string    // the planned file's identity, as given
+	Digest   string    // its [PlannedFile.Digest]
+	State    FileState // its class
+	Decision Decision  // the decision of a reviewed file's review, else ""
+	Upload   bool      // whether this continuation may send it now
+	Reason   string    // why, naming the record that decides
 }
 
 // Continuation is the upload-only plan of a run: only uploads, never the
@@ -124,9 +115,8 @@ func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.
 	case s.manifest.planDigest != want:
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
 	}
-	// With WithPendingWait the run is shared: a marker is another
-	// worker's request in flight, not a reason to plan nothing (each Begin
-	// checks the file again under its own claim, docs/policy.md: journal-claim-then-check).
+	// With WithPendingWait a marker is another worker's request in flight, not a reason
+	// to plan nothing: each Begin checks again (docs/policy.md: journal-claim-then-check).
 	shared := j.pendingWait > 0 && j.failed == ""
 	c := Continuation{Status: j.statusLocked(now, false)}
 	if shared {
@@ -195,15 +185,13 @@ type fileView struct {
 	receipt *rec   // its round's commit receipt not covered by that review
 	bad     string // a receipt or part receipt of the file that fails verification
 	record  string // the first record of the round naming the file, as a reason; "" when none
-	// pending is a pending review of the file since its last decision
-	// review: the file's request was in flight under a dead marker.
-	pending *rec
+	pending *rec   // a pending review since the last decision: in flight under a dead marker
 }
 
 func (s *snapshot) view(d string, ignorePending bool) fileView {
 	v := fileView{round: 1, bad: s.badFiles[fileHex(d)]}
 	var mark reviewEvidence
-	var pending *rec // a pending review of the file since its last decision
+	var pending *rec
 	for _, r := range s.byFile[d] {
 		switch rv := r.review(); {
 		case rv == nil:
