@@ -22,14 +22,12 @@ const (
 	Elapsed State = "elapsed"
 	// Unresolved: the journal cannot bound the restriction in time, or
 	// cannot be trusted. Network access is blocked; no file timestamp,
-	// approval or edit repairs it. The ways out, each keeping every
-	// record: a dead pending marker, [Journal.ReviewPending]
-	// (`journal review --pending`); an entry without timing,
-	// [Journal.ReviewRestriction] (`journal review --restriction`); a
-	// clock before a recorded receipt time, the clock's correction. A run
-	// that fails verification (an edited, deleted or foreign file) has no
-	// review: its evidence cannot be trusted, and the batch goes on in a
-	// new run after an operator's check.
+	// approval or edit repairs it. The ways out keep every record: for a
+	// dead pending marker [Journal.ReviewPending], for an entry without
+	// timing [Journal.ReviewRestriction], for a clock before a recorded
+	// receipt time the clock's correction. A run that fails verification
+	// (an edited, deleted or foreign file) has no review: the batch goes on
+	// in a new run after an operator's check.
 	Unresolved State = "unresolved"
 )
 
@@ -44,21 +42,18 @@ const (
 // timing is known. remaining_seconds is null for unresolved, 0 for clear
 // and elapsed.
 type Status struct {
-	// State is clear, waiting, elapsed or unresolved.
-	State State
+	State State // clear, waiting, elapsed or unresolved
 	// ReceivedAtUTC is the receipt time of the latest restriction's 429, in
 	// UTC Unix seconds; 0 when none is known.
 	ReceivedAtUTC int64
 	// NotBeforeUTC is the first Unix second at which the latest restriction
 	// has passed; 0 when none is known.
-	NotBeforeUTC int64
-	// ServerDelaySeconds is the delay the server asked for.
-	ServerDelaySeconds int64
+	NotBeforeUTC       int64
+	ServerDelaySeconds int64 // the delay the server asked for
 	// RemainingSeconds is, for waiting, the whole seconds (rounded up) until
 	// NotBeforeUTC; 0 otherwise.
 	RemainingSeconds int64
-	// Reason says why, naming the file that decides.
-	Reason string
+	Reason           string // why, naming the file that decides
 
 	// Files is the run at a glance: its planned files per class
 	// (acked, in-flight, never-attempted, unknown, reviewed; a file under
@@ -70,12 +65,9 @@ type Status struct {
 	// every Status but [Journal.Status]'s.
 	Shards []ShardView
 
-	cause error // errCorrupt or ErrPending for unresolved, or nil
-	// abandoned: the cause is a marker whose worker the store shows dead
-	// (R83): waiting for it is no use.
-	abandoned bool
-	// named: Reason names its shard already (a parallel run's merge).
-	named bool
+	cause     error // errCorrupt or ErrPending for unresolved, or nil
+	abandoned bool  // the cause is a marker whose worker the store shows dead (R83): no use waiting
+	named     bool  // Reason names its shard already (a parallel run's merge)
 }
 
 // Allows reports whether the state lets requests proceed: clear or elapsed.
@@ -134,9 +126,8 @@ func (s Status) CommandJSON() ([]byte, error) {
 	}{fileBatch{s, s.Files, s.Shards}})
 }
 
-// status computes the state of snapshot s at now (docs/policy.md:
-// status-before-network, not-before-survives), in the switch's order;
-// ignorePending leaves the marker out.
+// status is snapshot s's state at now, in the switch's order (docs/policy.md:
+// status-before-network, not-before-survives); ignorePending leaves the marker out.
 func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	var st Status
 	var latest *restriction
@@ -176,11 +167,8 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		}
 		return st
 	}
-	nb := time.Unix(latest.NotBeforeUTC, 0)
-	if now.Before(nb) {
-		st.State = Waiting
-		st.RemainingSeconds = remainingSeconds(latest.NotBeforeUTC, now)
-		st.Reason = latest.why
+	if now.Before(time.Unix(latest.NotBeforeUTC, 0)) {
+		st.State, st.RemainingSeconds, st.Reason = Waiting, remainingSeconds(latest.NotBeforeUTC, now), latest.why
 		return st
 	}
 	st.State = Elapsed
@@ -188,9 +176,8 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	return st
 }
 
-// restriction is one recorded bound on network access: a timed backoff
-// entry's, or a pending review's (the unknown restriction of a lost
-// response, pending-review).
+// restriction is one recorded bound on network access: a timed backoff entry's, a
+// restriction review's, or a pending review's (a lost response's unknown restriction).
 type restriction struct {
 	name string
 	timingJSON
@@ -209,30 +196,26 @@ func (s *snapshot) restrictions() []restriction {
 	}
 	for _, rr := range s.reviews() {
 		r := rr.review()
+		reviewed := func(notBefore int64, what string) {
+			d := notBefore - r.ReviewedAtUTC
+			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, notBefore, d},
+				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d)})
+		}
 		if rs := r.Restriction; rs != nil {
-			d := rs.NotBeforeUTC - r.ReviewedAtUTC
-			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, rs.NotBeforeUTC, d}, fmt.Sprintf(
-				"%s: restriction review of %s, whose server restriction has no timing: waits %d s until not_before_utc",
-				rr.name, rs.Entry, d)})
+			reviewed(rs.NotBeforeUTC, "restriction review of "+rs.Entry+", whose server restriction has no timing")
 		}
 		if m := r.Marker; m != nil {
-			d := m.NotBeforeUTC - r.ReviewedAtUTC
-			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, m.NotBeforeUTC, d}, fmt.Sprintf(
-				"%s: pending review of an abandoned request, whose restriction is unknown: waits %d s until not_before_utc",
-				rr.name, d)})
+			reviewed(m.NotBeforeUTC, "pending review of an abandoned request, whose restriction is unknown")
 		}
 	}
 	return out
 }
 
-// remainingSeconds is the whole seconds, rounded up, from now until the
-// Unix second notBefore, for a now before it. It is computed in seconds,
-// not as a time.Duration (which saturates at 292 years and overflowed
-// when rounded up): every timing is bounded by year 9999, so the result
-// never overflows, and it saturates at the int64 bounds for any input.
+// remainingSeconds is the whole seconds, rounded up, from now until the Unix second
+// notBefore: ceil(notBefore - (sec + frac)) = notBefore - sec. In seconds, not a
+// time.Duration (which saturates at 292 years and overflowed when rounded up); it
+// saturates at the int64 bounds for any input.
 func remainingSeconds(notBefore int64, now time.Time) int64 {
-	// ceil(notBefore - (sec + frac)) = notBefore - sec for 0 <= frac < 1
-	// when the difference is positive.
 	sec := now.Unix()
 	switch {
 	case sec < 0 && notBefore > math.MaxInt64+sec:
