@@ -5,16 +5,11 @@ import (
 	"time"
 )
 
-// This file is the run at a glance (issue 28): the counts of files per
-// class and one line per shard that [Journal.Status] adds to the status,
-// and that `journal status` prints.
-
 // ShardView is one shard's line of a run at a glance ([Status.Shards]):
 // its state, its marker and the worker that holds it, and its files per
 // class. A run without shards has one line, for the run itself.
 type ShardView struct {
-	// Shard names it: "shard-01" … in a parallel run, "." for a run
-	// without shards.
+	// Shard names it: "shard-01" … in a parallel run, "." for a run without shards.
 	Shard string `json:"shard"`
 	// State is the shard's own state: unresolved while its marker is dead
 	// (as the run is), else its records' state.
@@ -46,10 +41,8 @@ const (
 	markerResolved = "resolved"
 )
 
-// glance adds the counts and the shard lines to st, the status
-// [Journal.Status] computed, from what this Journal read last (nothing is
-// read). A file under a live marker is in-flight, under a dead one
-// unknown.
+// glance adds the counts and the shard lines to st, the status [Journal.Status]
+// computed, from what this Journal read last (nothing is read).
 func (j *Journal) glance(st Status, now time.Time) Status {
 	lanes := j.r.lanes()
 	total := map[FileState]int{}
@@ -72,7 +65,7 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 	return st
 }
 
-// viewLocked is the lane's line. Called with its mu held.
+// viewLocked is the lane's line: a file under a live marker is in-flight, under a dead one unknown.
 func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
 	v := ShardView{Shard: ".", State: s.status(now, true).State}
@@ -90,7 +83,8 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		case lane.inflight == nil && s.deadMarker():
 			v.Marker, v.State = markerDead, Unresolved
 		}
-		if m, ok := markerOf(s); ok {
+		_, data, _ := strings.Cut(s.pendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
+		if m, ok := parseMarker([]byte(data)); ok {
 			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
 			if m.BegunAtUTC > 0 {
 				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)
@@ -113,14 +107,4 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		v.Files[c]++
 	}
 	return v
-}
-
-// markerOf parses the marker snapshot s read (its pendingID is the
-// marker's version, a NUL, and its bytes).
-func markerOf(s *snapshot) (markerFile, bool) {
-	_, data, ok := strings.Cut(s.pendingID, "\x00")
-	if !ok {
-		return markerFile{}, false
-	}
-	return parseMarker([]byte(data))
 }
