@@ -89,9 +89,8 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
 
-// parse parses the flags of fset's subcommand and its one run argument.
-// On false the caller returns code: 0 with the usage on stdout for -h,
-// -help or --help where a flag is expected, else 2 for a usage error.
+// parse parses fset's flags and the one run argument. On false the caller returns
+// code: 0 (the usage on stdout) for -h, -help or --help, else 2, a usage error.
 func (c *Command) parse(fset *flag.FlagSet, args []string, stdout, stderr io.Writer) (run string, code int, ok bool) {
 	pos, err := parseInterleaved(fset, args)
 	switch {
@@ -206,13 +205,10 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	if !ok {
 		return code
 	}
-	var ids map[string]string
-	if *idsFile != "" {
-		var err error
-		if ids, err = readIDs(*idsFile); err != nil {
-			fmt.Fprintf(stderr, "%s: %splan --ids: %s\n", c.Prog, c.Sub, printable(err))
-			return 2
-		}
+	ids, err := readIDs(*idsFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %splan --ids: %s\n", c.Prog, c.Sub, printable(err))
+		return 2
 	}
 	j, err := c.Open(ctx, dir)
 	if err != nil {
@@ -222,12 +218,6 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
 		return 4
-	}
-	named := 0
-	for _, f := range cont.Files {
-		if _, ok := ids[f.Digest]; ok {
-			named++
-		}
 	}
 	if *asJSON {
 		var out planJSON
@@ -248,23 +238,24 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stdout, "%s\n", b)
 		return stateCode(cont.Status.State)
 	}
-	st := cont.Status
-	writeRun(stdout, st)
+	writeRun(stdout, cont.Status)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	head := "CLASS\tDECISION\tFILE\tREASON"
 	if ids != nil {
 		head = "CLASS\tDECISION\tID\tFILE\tREASON"
 	}
 	fmt.Fprintln(tw, head)
+	named := 0
 	for _, f := range cont.Files {
 		d := string(f.Decision)
 		if d == "" {
 			d = "-"
 		}
 		if ids != nil {
-			id, ok := ids[f.Digest]
-			if id = escape(id); !ok {
-				id = "?"
+			id := "?"
+			if raw, ok := ids[f.Digest]; ok {
+				id = escape(raw)
+				named++
 			}
 			d += "\t" + id
 		}
@@ -284,7 +275,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	} else {
 		fmt.Fprintf(stdout, "--ids named %d of %d files (? marks a digest no line of %s names)\n", named, len(cont.Files), escape(*idsFile))
 	}
-	return stateCode(st.State)
+	return stateCode(cont.Status.State)
 }
 
 // digestsOnly is what plan prints without --ids: how to map digests.
@@ -294,9 +285,12 @@ const digestsOnly = "the run stores file digests, never IDs: give --ids FILE (on
 // maxIDsBytes bounds the --ids file.
 const maxIDsBytes = 64 << 20
 
-// readIDs reads one planned file ID per line (a trailing "\r" dropped,
-// empty lines skipped) and maps each ID's journal.FileDigest to it.
+// readIDs reads one planned file ID per line (a trailing "\r" dropped, empty
+// lines skipped) and maps each ID's digest to it; nil for no path.
 func readIDs(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -318,19 +312,16 @@ func readIDs(path string) (map[string]string, error) {
 	return ids, nil
 }
 
-// printable returns err's message with control characters, non-ASCII
-// bytes, quotes and backslashes escaped as in a Go string literal (without
-// the surrounding quotes): an error names paths and records that an
-// operator or a hostile directory chose, and none of their bytes may reach
-// the terminal raw.
+// printable returns err's message escaped as in a Go string literal, without the
+// quotes: it names paths and records that an operator or a hostile directory
+// chose, and none of their bytes may reach the terminal raw.
 func printable(err error) string {
 	q := strconv.QuoteToASCII(err.Error())
 	return q[1 : len(q)-1]
 }
 
-// escape returns s as it is when it is plain printable ASCII without
-// spaces, quotes or backslashes, else quoted with Go escapes, so that no
-// ID can forge a line or reach a terminal raw.
+// escape returns s as it is when it is printable ASCII without spaces, quotes or
+// backslashes, else Go-quoted, so that no ID can forge a line or reach a terminal raw.
 func escape(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
@@ -391,8 +382,14 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	default:
 		rec, err = j.Review(ctx, *file, journal.Decision(*decision), *note)
 	}
-	if err != nil {
-		return c.reviewFailed(err, stderr)
+	var re *journal.RestrictedError
+	switch {
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
+		return 4 // the run's state refused it
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
+		return 1
 	}
 	switch {
 	case *pending:
@@ -413,18 +410,6 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	}
 	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)
 	return 0
-}
-
-// reviewFailed reports a review that was not written: exit 4 when the
-// run's state refused it, else 1.
-func (c *Command) reviewFailed(err error, stderr io.Writer) int {
-	var re *journal.RestrictedError
-	if errors.As(err, &re) {
-		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
-		return 4
-	}
-	fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-	return 1
 }
 
 func (c *Command) unreadable(err error, stderr io.Writer) int {

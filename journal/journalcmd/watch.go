@@ -12,23 +12,17 @@ import (
 	"github.com/readrecovery/readrecovery/journal"
 )
 
-// This file is `status`: the run's status as JSON (the default), or at a
-// glance as text (--text), redrawn until the run is done or stopped
-// (--watch).
-
-// defaultInterval is how often --watch redraws without --interval.
-const defaultInterval = 2 * time.Second
-
 // clearScreen moves a terminal's cursor home and clears it: --watch
 // redraws in place on a terminal, and appends frames anywhere else.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// statusCommand runs `status [--text] [--watch [--interval D]] RUN`.
+// statusCommand runs `status [--text] [--watch [--interval D]] RUN`: the run's status
+// as JSON, or at a glance as text (--text), redrawn until it is done or stopped (--watch).
 func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "status")
 	text := fset.Bool("text", false, "")
 	watch := fset.Bool("watch", false, "")
-	interval := fset.Duration("interval", defaultInterval, "")
+	interval := fset.Duration("interval", 2*time.Second, "")
 	run, code, ok := c.parse(fset, args, stdout, stderr)
 	if !ok {
 		return code
@@ -94,18 +88,17 @@ func (c *Command) watch(ctx context.Context, dir string, interval time.Duration,
 		}
 		fmt.Fprintf(&b, "%s %sstatus --watch %s: %s, every %v\n", c.Prog, c.Sub, escape(dir), now.UTC().Format(time.RFC3339), interval)
 		writeGlance(&b, st)
-		end := ""
+		end := true
 		switch {
 		case st.State == journal.Unresolved:
-			end = "stopped: the run is unresolved"
+			fmt.Fprintln(&b, "stopped: the run is unresolved")
 		case st.Files != nil && st.Files[journal.FileInFlight] == 0 && st.Files[journal.FileNeverAttempted] == 0:
-			end = "done: no file in flight, none never attempted"
-		}
-		if end != "" {
-			fmt.Fprintln(&b, end)
+			fmt.Fprintln(&b, "done: no file in flight, none never attempted")
+		default:
+			end = false
 		}
 		_, _ = io.WriteString(stdout, b.String())
-		if end != "" {
+		if end {
 			return last
 		}
 		t.Reset(interval)
