@@ -64,14 +64,12 @@ type FileDecision struct {
 // Continuation is the upload-only plan of a run: only uploads, never the
 // source creation, and only of files that were never attempted.
 type Continuation struct {
-	// Status is the run's status at the time of planning.
-	Status Status
+	Status Status // the run's status at the time of planning
 	// Partial is set by [Journal.RecordedPlan] for a run without plan.json
 	// (written before it existed): Files then lists only the files that
 	// records name, and never-attempted files are missing.
 	Partial bool
-	// Files are the decisions, in the order of the plan given.
-	Files []FileDecision
+	Files   []FileDecision // the decisions, in the order of the plan given
 }
 
 // Uploads returns the IDs of the files that may be sent now, in plan order.
@@ -115,8 +113,7 @@ func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.
 	case s.manifest.planDigest != want:
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
 	}
-	// With WithPendingWait a marker is another worker's request in flight, not a reason
-	// to plan nothing: each Begin checks again (docs/policy.md: journal-claim-then-check).
+	// WithPendingWait: a marker is a request in flight (docs/policy.md: journal-claim-then-check).
 	shared := j.pendingWait > 0 && j.failed == ""
 	c := Continuation{Status: j.statusLocked(now, false)}
 	if shared {
@@ -152,12 +149,10 @@ func (s *snapshot) decide(d string, approval Approval, st Status, ignorePending 
 		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", escapeName(v.bad))
 	case v.record != "":
 		fd.State, fd.Reason = FileUnknown, v.record+"; never replayed, needs operator review"
+	case v.review != nil && v.review.review().Decision == DecisionSkip:
+		fd.State, fd.Decision, fd.Reason = FileReviewed, DecisionSkip, v.review.name+": reviewed, skip: never sent"
 	case v.review != nil:
 		fd.State, fd.Decision = FileReviewed, v.review.review().Decision
-		if fd.Decision == DecisionSkip {
-			fd.Reason = v.review.name + ": reviewed, skip: never sent"
-			break
-		}
 		fd.Upload, fd.Reason = eligible(approval, st, v.review.name+": reviewed, reupload: sent as a never-attempted file")
 	default:
 		fd.State = FileNeverAttempted

@@ -55,14 +55,12 @@ type Status struct {
 	RemainingSeconds int64
 	Reason           string // why, naming the file that decides
 
-	// Files is the run at a glance: its planned files per class
-	// (acked, in-flight, never-attempted, unknown, reviewed; a file under
-	// an abandoned marker is unknown), as [Journal.Status] saw them. It is
-	// nil in every other Status, and for a run without plan.json.
+	// Files is the run at a glance: its planned files per class (a file under an
+	// abandoned marker is unknown), as [Journal.Status] saw them; nil in every
+	// other Status, and for a run without plan.json.
 	Files map[FileState]int
-	// Shards has one line per shard of a parallel run (one line for a run
-	// without shards): its state, marker, worker and files. It is nil in
-	// every Status but [Journal.Status]'s.
+	// Shards has a [ShardView] per shard (one for a run without shards); nil
+	// in every Status but [Journal.Status]'s.
 	Shards []ShardView
 
 	cause     error // errCorrupt or ErrPending for unresolved, or nil

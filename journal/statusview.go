@@ -22,16 +22,13 @@ type ShardView struct {
 	Marker string `json:"marker"`
 	// Method is the marker's: an HTTP method, CLAIM for a file
 	// [Journal.Next] handed out, REVIEW for a review being written.
-	Method string `json:"method,omitempty"`
-	// FileDigest is the file the marker names, if any.
-	FileDigest string `json:"file_digest,omitempty"`
+	Method     string `json:"method,omitempty"`
+	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
 	// Host and PID name the worker that wrote the marker, when it says.
-	Host string `json:"host,omitempty"`
-	PID  int    `json:"pid,omitempty"`
-	// AgeSeconds is the marker's age by its begun_at_utc.
-	AgeSeconds int64 `json:"age_seconds,omitempty"`
-	// Files counts the shard's planned files per class (as Status.Files).
-	Files map[FileState]int `json:"files"`
+	Host       string            `json:"host,omitempty"`
+	PID        int               `json:"pid,omitempty"`
+	AgeSeconds int64             `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
+	Files      map[FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
 }
 
 // Marker states of a [ShardView].
@@ -44,10 +41,9 @@ const (
 // glance adds the counts and the shard lines to st, the status [Journal.Status]
 // computed, from what this Journal read last (nothing is read).
 func (j *Journal) glance(st Status, now time.Time) Status {
-	lanes := j.r.lanes()
 	total := map[FileState]int{}
 	known := true
-	for _, lane := range lanes {
+	for _, lane := range j.r.lanes() {
 		lane.mu.Lock()
 		v := lane.viewLocked(now)
 		lane.mu.Unlock()
