@@ -25,15 +25,12 @@ import (
 
 // Command is one command's way to reach its runs, and its words.
 type Command struct {
-	// Prog starts every message ("readrecovery", "rrjournal").
-	Prog string
+	Prog string // starts every message ("readrecovery", "rrjournal")
 	// Sub comes before a subcommand's name in messages ("journal " for
 	// `readrecovery journal plan`, "" for `rrjournal plan`).
-	Sub string
-	// Arg names the run argument in messages ("DIR", "RUN").
-	Arg string
-	// Usage is printed for --help (to stdout) and after a usage error.
-	Usage string
+	Sub   string
+	Arg   string // names the run argument in messages ("DIR", "RUN")
+	Usage string // printed for --help (to stdout) and after a usage error
 	// Open opens an existing run; Inspect verifies one without opening it
 	// (journal.Open with journal.Existing, and journal.InspectStore).
 	Open    func(ctx context.Context, run string) (*journal.Journal, error)
@@ -175,20 +172,16 @@ type planJSON struct {
 	FileBatch struct {
 		Backoff journal.Status `json:"backoff"`
 		Plan    struct {
-			// Complete is false for a run without plan.json: only the
-			// files that records name are listed.
-			Complete bool           `json:"complete"`
+			Complete bool           `json:"complete"` // false without plan.json: only files records name
 			Counts   map[string]int `json:"counts"`
 			Files    []planFile     `json:"files"`
 		} `json:"plan"`
 	} `json:"file_batch"`
 }
 
-// planFile is one planned file in planJSON (an alias: the field's type
-// is the struct itself).
+// planFile is one planned file in planJSON (an alias: the field's type is the struct).
 type planFile = struct {
-	// ID is the file's ID from --ids, when it names it.
-	ID         string `json:"id,omitempty"`
+	ID         string `json:"id,omitempty"` // the file's ID from --ids, when it names it
 	FileDigest string `json:"file_digest"`
 	Class      string `json:"class"`
 	Decision   string `json:"decision,omitempty"`
