@@ -200,8 +200,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	ids, err := readIDs(*idsFile)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %splan --ids: %s\n", c.Prog, c.Sub, printable(err))
-		return 2
+		return c.fail(stderr, 2, c.Sub+"plan --ids: ", err)
 	}
 	j, err := c.Open(ctx, dir)
 	if err != nil {
@@ -209,8 +208,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	cont, err := j.RecordedPlan(c.now())
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-		return 4
+		return c.fail(stderr, 4, "", err)
 	}
 	if *asJSON {
 		var out planJSON
@@ -225,8 +223,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %splan: %s\n", c.Prog, c.Sub, printable(err))
-			return 2
+			return c.fail(stderr, 2, c.Sub+"plan: ", err)
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 		return stateCode(cont.Status.State)
@@ -378,11 +375,9 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	var re *journal.RestrictedError
 	switch {
 	case errors.As(err, &re):
-		fmt.Fprintf(stderr, "%s: review refused: %s\n", c.Prog, printable(err))
-		return 4 // the run's state refused it
+		return c.fail(stderr, 4, "review refused: ", err) // the run's state refused it
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
-		return 1
+		return c.fail(stderr, 1, "", err)
 	}
 	switch {
 	case *pending:
@@ -408,11 +403,15 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 func (c *Command) unreadable(err error, stderr io.Writer) int {
 	switch {
 	case errors.Is(err, journal.ErrNotRun):
-		fmt.Fprintf(stderr, "%s: %s\n", c.Prog, printable(err))
+		return c.fail(stderr, 2, "", err)
 	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(stderr, "%s: no journal run: %s\n", c.Prog, printable(err))
-	default:
-		fmt.Fprintf(stderr, "%s: cannot read the run: %s\n", c.Prog, printable(err))
+		return c.fail(stderr, 2, "no journal run: ", err)
 	}
-	return 2
+	return c.fail(stderr, 2, "cannot read the run: ", err)
+}
+
+// fail prints "PROG: " what and err's printable message on stderr and returns code.
+func (c *Command) fail(stderr io.Writer, code int, what string, err error) int {
+	fmt.Fprintf(stderr, "%s: %s%s\n", c.Prog, what, printable(err))
+	return code
 }

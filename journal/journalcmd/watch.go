@@ -44,8 +44,7 @@ func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stde
 	}
 	b, err := st.CommandJSON()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %sstatus: %s\n", c.Prog, c.Sub, printable(err))
-		return 2
+		return c.fail(stderr, 2, c.Sub+"status: ", err)
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
 	return stateCode(st.State)
