@@ -18,25 +18,22 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Errors of the journal. They are wrapped, never returned bare: test for
-// them with errors.Is. The refusals without a sentinel of their own say
-// what they are otherwise (docs/policy.md: refusal-says-what-it-is): a
-// request for a file this run never sends again wraps
-// [readrecovery.ErrReplayRefused]; one refused because the run is full
-// (bounded-journal) has the methods JournalFull and JournalRestricted; a
-// refused review says why, and writes nothing.
+// Errors of the journal, always wrapped: test for them with errors.Is.
+// Refusals without a sentinel of their own say what they are otherwise
+// (docs/policy.md: refusal-says-what-it-is): a request for a file this run
+// never sends again wraps [readrecovery.ErrReplayRefused]; one refused
+// because the run is full (bounded-journal) has the methods JournalFull and
+// JournalRestricted; a refused review says why, and writes nothing.
 var (
-	// errCorrupt: the run failed verification (a missing, unreadable,
-	// oversized, edited, truncated, reordered or unexpected file, a broken
-	// chain, too many files). Such a run is unresolved.
+	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
+	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
 	errCorrupt = errors.New("journal: run failed verification")
 
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
-	// errLimit: the run is full (fullError).
-	errLimit = errors.New("journal: run limit reached")
+	errLimit = errors.New("journal: run limit reached") // the run is full (fullError)
 
 	// ErrPending means pending-request.json already exists: another
 	// process is sending a request (its worker holds the marker live), or
@@ -44,8 +41,7 @@ var (
 	// unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
 
-	// errLive: a pending review named a marker whose worker holds it live
-	// (R83: its lock or lease); errReviewRefused holds too.
+	// errLive: a pending review named a marker whose worker holds it live; errReviewRefused holds too.
 	errLive = errors.New("journal: the marker's worker is alive")
 
 	// ErrPlanMismatch means the plan given to [Open] or
@@ -53,17 +49,15 @@ var (
 	// request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
-	// errReplay: a request names a file this run never sends again.
-	errReplay = errors.New("journal: upload not sent again")
+	errReplay = errors.New("journal: upload not sent again") // a file this run never sends again
 
-	// errReviewRefused: a review refused (a decision neither reupload nor
-	// skip, a file outside the plan or not unknown, no marker to resolve).
+	// errReviewRefused: a decision neither reupload nor skip, a file outside the plan or not
+	// unknown, no marker to resolve.
 	errReviewRefused = errors.New("journal: review refused")
 )
 
-// refusal is the error of a request the journal refuses to send because of
-// what the run records about its file: it wraps the journal's sentinel
-// (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
+// refusal is a request refused for what the run records about its file: it
+// wraps sentinel (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
 type refusal struct {
 	sentinel error
 	detail   string
@@ -76,13 +70,9 @@ func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }
 
-// fullError is the error of what the run is too full for: 200 backoff
-// entries, 1003 files, or a per-file or per-run numbering limit
-// (bounded-journal). Nothing failed to be written, and a request is
-// refused before any network access. A transport finds JournalFull with
-// errors.As and stops as journal-full; one that knows only
-// JournalRestricted still stops as journal-restricted, never
-// persistence-failed.
+// fullError: the run is too full for the request (bounded-journal), refused before any
+// network access. A transport that knows only JournalRestricted still stops as
+// journal-restricted, never persistence-failed.
 type fullError struct{ detail string }
 
 func (e *fullError) Error() string      { return "journal-full: " + e.detail }
@@ -92,20 +82,17 @@ func (e *fullError) JournalRestricted() {}
 
 func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
-// errZero is the error of every method of a zero or nil *Journal: only
-// [Open] and [OpenStore] make a usable one.
+// errZero is every method's error on a zero or nil *Journal; its status is unresolved.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
 
-// zeroStatus is the status of a zero Journal: unresolved, so that nothing
-// is ever sent under it.
 func zeroStatus() Status {
 	return Status{State: Unresolved, Reason: errZero.Error(), cause: errZero}
 }
 
 // RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
 // run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
-// for an unresolved run errors.Is also finds errCorrupt (failed
-// verification) or ErrPending (an unfinished request) when one is the cause.
+// for an unresolved run errors.Is also finds [ErrPending] (an unfinished
+// request) when that is the cause.
 type RestrictedError struct {
 	// Status is the run's status at the time of the question.
 	Status Status
@@ -119,9 +106,8 @@ func (e *RestrictedError) Error() string {
 	return fmt.Sprintf("journal: run %s: %s", e.Status.State, e.Status.Reason)
 }
 
-// JournalRestricted marks the error as a refusal by the run's status (not a
-// persistence failure), for a transport that looks for the method with
-// errors.As, as azcore looks for NonRetriable.
+// JournalRestricted marks the error as a refusal by the run's status, not a
+// persistence failure, for a transport that looks for it with errors.As.
 func (e *RestrictedError) JournalRestricted() {}
 
 // Unwrap returns ErrRestricted and the cause, if any.
@@ -144,9 +130,8 @@ type config struct {
 	clock       clock.Clock
 	fs          fsys.FS
 	pendingWait time.Duration
-	// parallel is WithParallel's n; parallelSet says the option was given.
-	parallel    int
-	parallelSet bool
+	parallel    int  // WithParallel's n
+	parallelSet bool // WithParallel was given
 	existing    bool // Existing: never create
 }
 
@@ -160,12 +145,11 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithPlan gives the files of the batch. A new run records their
-// digestOfPlan in its manifest; an existing run must have recorded the same
-// digest, or Open fails with [ErrPlanMismatch]. Begin then refuses an upload
-// of a file outside the plan. Default: an empty plan for a new run and no
-// check for an existing one. A nil slice is ignored; an empty one is the
-// empty plan.
+// WithPlan gives the files of the batch. A new run records the plan's
+// digest in its manifest; an existing run must have recorded the same, or
+// Open fails with [ErrPlanMismatch]. Begin refuses an upload of a file
+// outside the plan. Default: an empty plan for a new run and no check for
+// an existing one. A nil slice is ignored; an empty one is the empty plan.
 func WithPlan(files []PlannedFile) Option {
 	return optionFunc(func(c *config) {
 		if files != nil {
@@ -174,8 +158,7 @@ func WithPlan(files []PlannedFile) Option {
 	})
 }
 
-// withClock and withFS are the internal seams of the tests (docs/policy.md: clock-is-internal): not
-// options users can name.
+// withClock and withFS are the tests' internal seams (docs/policy.md: clock-is-internal).
 func withClock(k clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if k != nil {
@@ -192,13 +175,11 @@ func withFS(f fsys.FS) Option {
 	})
 }
 
-// Journal is the durable record of one File batch run: a private directory
-// of backoff entries, receipts and the pending-request marker. It
-// implements [readrecovery.Journal]; attach it to a run's requests with
-// [readrecovery.WithJournal]. It is safe for concurrent use. Journaled
-// requests of one run (of one shard of a parallel run) are sent one at a
-// time: Begin waits (honouring its context) while another request of this
-// Journal is in flight there.
+// Journal is the durable record of one File batch run; it implements
+// [readrecovery.Journal] and is safe for concurrent use. Journaled requests
+// of one run (of one shard of a parallel run) are sent one at a time: Begin
+// waits (honouring its context) while another request of this Journal is
+// in flight there.
 type Journal struct {
 	dir   string
 	clock clock.Clock
@@ -206,9 +187,8 @@ type Journal struct {
 	nx    nextState // Next's plan and claims (next.go)
 }
 
-// runner is what a Journal opens: one run (*run), or the root of a
-// parallel run (*root, R82), which owns its shards (each a *run) and
-// sends each call to the shard that records it.
+// runner is what a Journal opens: one *run, or a parallel run's *root, which sends each
+// call to the shard (a *run) that records it.
 type runner interface {
 	Admit(ctx context.Context, now time.Time) error
 	Begin(ctx context.Context, req readrecovery.JournalRequest) error
@@ -220,22 +200,18 @@ type runner interface {
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
-	// lanes are the runs that record the files (Next's lanes): the run
-	// itself, or the shards; lane(d) is the index of file digest d's.
+	// lanes are the runs that record the files (the run, or the shards); lane(d) is d's index.
 	lanes() []*run
 	lane(d string) int
-	// gate is the status Next checks before each pass over the lanes:
-	// a root's, merged from what it read last; a run's own is checked
-	// by its claim.
+	// gate is the status Next checks before each pass over the lanes: a root's merged one
+	// (a run's own is checked by its claim).
 	gate(now time.Time) Status
 }
 
-// zero reports whether j is nil or a zero Journal (not made by an Open
-// function): every method then refuses, never panics.
+// zero reports a nil or zero Journal, whose every method refuses, never panics.
 func (j *Journal) zero() bool { return j == nil || j.r == nil }
 
-// impl is j's runner; a zero Journal's is a nil *run, whose every method
-// refuses with errZero.
+// impl is j's runner; a zero Journal's is a nil *run, which refuses with errZero.
 func (j *Journal) impl() runner {
 	if j.zero() {
 		return (*run)(nil)
@@ -250,34 +226,21 @@ type run struct {
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
+	slot        chan struct{}   // held from Begin to Complete/Backoff
 
-	slot chan struct{} // held from Begin to Complete/Backoff
-
-	mu       sync.Mutex
-	snap     *snapshot
-	inflight *markerFile // the marker this Journal holds, or nil
-	// markerVersion is the store's version of the marker this Journal
-	// created: its conditional delete names it.
-	markerVersion string
-	markerData    []byte // the bytes of that marker
-	// markerHold ends the store's hold of that marker (Store.Hold): its
-	// lock or lease, which tells every other process it is live (R83).
-	markerHold func()
-	failed     string // a persistence failure; the Journal stays unresolved
-	// started holds, by file digest, the upload this Journal began: its
-	// later parts and its commit continue that upload while every part so
-	// far was accepted; after a 429 only the transport's queue-429 re-send
-	// of that request may follow, and after any other outcome nothing. A
-	// file with records of its round that this Journal did not begin is
-	// unknown and refused.
+	mu            sync.Mutex
+	snap          *snapshot
+	inflight      *markerFile // the marker this Journal holds, or nil
+	markerVersion string      // the store's version of that marker: its conditional delete names it
+	markerData    []byte      // the bytes of that marker
+	markerHold    func()      // ends the store's hold (lock or lease) that shows it live
+	failed        string      // a persistence failure; the Journal stays unresolved
+	// started: by file digest, the upload this Journal began; a file with records of its
+	// round that this Journal did not begin is unknown and refused (checkFile).
 	started map[string]*ownUpload
-	// claimed is the file digest of Next's claim whose request has not
-	// begun (next.go).
-	claimed string
-
-	// group and shardNo are set on a shard: its root, and its number.
-	group   *root
-	shardNo int
+	claimed string // the file digest of Next's claim whose request has not begun (next.go)
+	group   *root  // on a shard: its root
+	shardNo int    // on a shard: its number
 }
 
 func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
@@ -304,45 +267,39 @@ func (j *run) status(now time.Time) Status {
 	return j.statusLocked(now, false)
 }
 
-// ownUpload is the state of an upload this Journal began (see started).
+// ownUpload is an upload this Journal began: its parts and commit go on while every part
+// was accepted; after a 429 only the re-send naming throttledBy (the entry's event digest)
+// may go; closed (a commit, a failed part, a request never sent) sends nothing more.
 type ownUpload struct {
-	round int
-	// throttledBy is the event digest of the backoff entry of the upload's
-	// latest request when it met 429: only the re-send naming it may go.
+	round                      int
 	throttledBy, throttledName string
-	// closed: a request of the upload ended without a 2xx part (a commit
-	// of any outcome, a failed part, a request never sent): nothing of
-	// the file is sent again without a review.
-	closed bool
+	closed                     bool
 }
 
 var _ readrecovery.Journal = (*Journal)(nil)
 
-// Open opens the run in dir, creating a new one when dir does not exist or
-// is an empty directory: the directory (mode 0700) and a run manifest
-// run.json (0600) declaring backoff_version "1.0" and the plan digest. An
-// existing run is verified (see [InspectStore]); a run that fails
-// verification still opens, with status unresolved and a reason naming the
-// file, so that it can be reported; it never opens as clear. Open fails
-// only when dir cannot be read or created, or on [ErrPlanMismatch]. The
-// parent of dir must exist. With [Existing] it never creates.
+// Open opens the run in dir, creating one when dir does not exist or is
+// empty: the directory (mode 0700) and its manifest run.json (0600) with
+// backoff_version "1.0" and the plan digest. An existing run is verified
+// ([InspectStore]); one that fails still opens, unresolved with a reason
+// naming the file, never as clear. Open fails only when dir cannot be read
+// or created, or on [ErrPlanMismatch]. The parent of dir must exist. With
+// [Existing] it never creates.
 func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
 	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), opts)
 }
 
 // Existing makes [Open] and [OpenStore] open only a run that exists: a
-// missing or empty dir (a store that holds no run) is an error for which
-// errors.Is(err, fs.ErrNotExist) holds, and nothing is ever written to open
-// it. `readrecovery journal status` uses it.
+// missing or empty dir (a store without a run) is an error for which
+// errors.Is(err, fs.ErrNotExist) holds, and nothing is written.
 func Existing() Option { return optionFunc(func(c *config) { c.existing = true }) }
 
-// openLoc opens the run kept in ub; ctx bounds every list and read of the
-// opening (R85), never the Journal's later calls (each takes its own).
+// openLoc opens the run kept in ub; ctx bounds the opening's lists and reads, never the
+// Journal's later calls.
 func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
-	create := !cfg.existing
 	dir := b.where()
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planDigest, err := digestOfPlan(cfg.plan)
@@ -362,10 +319,9 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
 	}
 	if n > 0 || cfg.parallelSet {
+		create := n == 0 && !cfg.existing
 		if n == 0 {
 			n = cfg.parallel
-		} else {
-			create = false
 		}
 		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
 			return nil, err
@@ -380,7 +336,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		own = nil
 	}
 	j := openRun(ub, cfg, cfg.pendingWait, own)
-	s, err := j.openSnap(b, create, cfg.plan != nil, planFiles, planDigest, 0, nil)
+	s, err := j.openSnap(b, !cfg.existing, cfg.plan != nil, planFiles, planDigest, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -392,10 +348,9 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	return jr, nil
 }
 
-// openSnap reads the run in b, creating it (with create) when it does not
-// exist or its creation stopped before the manifest (another worker's,
-// under way, or one killed partway: it is finished). parallel and parts
-// are create's, for a parallel run's root.
+// openSnap reads the run in b, creating it (with create) when it does not exist or its
+// creation stopped before the manifest (another worker's under way, or a killed one: it
+// is finished). parallel and parts are create's, for a parallel run's root.
 func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
 	s, err := scanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
@@ -419,10 +374,9 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	return nil, dirError(b.where(), err)
 }
 
-// create makes a new run (docs/policy.md: shared-runs): the directory,
-// plan.json, parts (a parallel run's shards), and last the manifest. A
-// manifest that exists is another worker's: create returns a nil snapshot
-// (the caller reads the run). parallel > 0 makes a root.
+// create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
+// (a root's shards), and last the manifest, so that a run with a manifest is whole. A
+// manifest that exists is another worker's: a nil snapshot, the caller reads it.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
@@ -442,8 +396,8 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 			return nil, err
 		}
 	}
-	mb := manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
-	data, digest, err := encodeManifest(mb)
+	data, digest, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest,
+		CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}
@@ -461,9 +415,8 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	return s, nil
 }
 
-// putPart stores the part name of a creation exclusively; one that
-// exists is no error when it holds exactly data, else [ErrPlanMismatch]
-// (shared-runs).
+// putPart stores a creation's part exclusively; one that exists is no error when it
+// holds exactly data, else [ErrPlanMismatch].
 func (j *run) putPart(name string, data []byte) error {
 	_, err := j.b.put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
@@ -479,10 +432,8 @@ func (j *run) putPart(name string, data []byte) error {
 	return nil
 }
 
-// unfinishedCreation reports whether s is a run whose creation stopped
-// before its manifest: no run.json, and nothing but plan.json and the
-// temporary files of durable writes (every request is preceded by the
-// manifest, so none was sent).
+// unfinishedCreation: no run.json and nothing but plan.json and temporary files, so no
+// request was sent (every request follows the manifest).
 func unfinishedCreation(s *snapshot) bool {
 	if s.manifest != nil {
 		return false
@@ -495,9 +446,8 @@ func unfinishedCreation(s *snapshot) bool {
 	return true
 }
 
-// adoptPlan is the plan with which an opener finishes an unfinished
-// creation: its own when it gave one (given), else the one the creation's
-// plan.json records, when readable.
+// adoptPlan is the plan that finishes an unfinished creation: the opener's own when
+// given, else the readable plan.json's.
 func adoptPlan(s *snapshot, given bool, files []string, digest string) ([]string, string) {
 	if pl, ok := s.cache[planName].(planList); ok && !given {
 		return pl.files, pl.digest
@@ -505,8 +455,8 @@ func adoptPlan(s *snapshot, given bool, files []string, digest string) ([]string
 	return files, digest
 }
 
-// Dir returns the run directory, or for a run opened with [OpenStore] the
-// store's name (its String method, or "store").
+// Dir returns the run directory, or for [OpenStore] the store's name (its
+// String method, or "store").
 func (j *Journal) Dir() string {
 	if j == nil {
 		return ""
@@ -514,12 +464,11 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now (docs/policy.md:
-// status-before-network, not-before-survives) from what this Journal read
-// last: it reads nothing and never sleeps. A pending marker, its own
-// request's included, makes a run unresolved; a persistence failure keeps
-// it so (open the run again to re-read it). Files and Shards give the run
-// at a glance.
+// Status returns the run's state at now from what this Journal read last:
+// it reads nothing and never sleeps. A pending marker, its own request's
+// included, makes a run unresolved; a persistence failure keeps it so
+// (open the run again to re-read it). Files and Shards give the run at a
+// glance.
 func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
@@ -528,13 +477,11 @@ func (j *Journal) Status(now time.Time) Status {
 }
 
 // Admit reports whether a request of this run may access the network at
-// now (docs/policy.md: status-before-network): nil for clear or elapsed,
-// else a *RestrictedError with the status, or ctx's error (wrapped) when
-// ctx has ended (refusal-says-what-it-is). It re-reads the run first and
+// now: nil for clear or elapsed, else a *RestrictedError with the status,
+// or ctx's error (wrapped) when ctx has ended. It re-reads the run and
 // never sleeps, except to wait [WithPendingWait] for another worker's
-// marker. The marker of this Journal's own request does not count (Begin
-// orders requests); in a parallel run another worker's marker is a
-// request in flight unless its worker is dead (R83).
+// marker. This Journal's own marker does not count (Begin orders
+// requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	switch {
 	case j.zero():
@@ -547,20 +494,18 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	return j.r.Admit(ctx, now)
 }
 
-// Begin records that a request is about to be sent (docs/policy.md:
-// journal-claim-then-check): it waits for this Journal's request in
-// flight, if any, creates pending-request.json (the request, the file
-// digest of [WithUpload] or [WithUploadPart], the time, the worker's host
-// and pid), and only then checks under it the status, the plan and the
-// file's records; a refusal removes the marker again. In a parallel run
-// the request goes to its file's (or URL's) shard (parallel-shards).
+// Begin records that a request is about to be sent: it waits for this
+// Journal's request in flight, if any, creates pending-request.json (the
+// request, the file digest of [WithUpload] or [WithUploadPart], the time,
+// the worker's host and pid), and only then checks under it the status,
+// the plan and the file's records; a refusal removes the marker. A
+// parallel run's request goes to its file's (or URL's) shard.
 //
-// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped
-// (journal-slot-honours-deadline); a refusal wrapping
-// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a
-// *RestrictedError ([ErrPending] for another request's marker); anything
-// else is a persistence failure. After nil the caller calls exactly one
-// of Complete or Backoff.
+// Errors: ctx's error, wrapped; a refusal wrapping
+// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a *RestrictedError
+// ([ErrPending] for another request's marker); anything else is a
+// persistence failure. After nil the caller calls exactly one of Complete
+// or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -576,74 +521,66 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 
 // Backoff records a 429 of the request in flight as the next backoff
 // entry of its run (or shard), with ra, timing (nil: none known; the run
-// becomes unresolved) and the upload provenance, then removes the marker
-// (docs/policy.md: immutable-chained-entries, queue-429-route). It returns
-// the entry's event digest. ctx does not cancel the write. Any error is a
-// persistence failure (persistence-failure-is-terminal).
+// becomes unresolved) and the upload provenance, then removes the marker.
+// It returns the entry's event digest. ctx does not cancel the write. Any
+// error is a persistence failure.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
 // Complete ends the request in flight for every outcome but a 429 (which
-// needs Backoff). A commit ([WithUpload]) first writes its receipt
-// (upload-only-continuation), a part ([WithUploadPart]) its part receipt
-// (parts-are-not-acks); then the marker goes. An error means the receipt
-// or the removal failed (receipt-failure-keeps-ack).
+// needs Backoff). A commit ([WithUpload]) first writes its receipt, a part
+// ([WithUploadPart]) its part receipt; then the marker goes. An error means
+// the receipt or the removal failed.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
 
 // PlanContinuation re-reads the run and classifies every file of files,
-// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]
-// (docs/policy.md: upload-only-continuation). Only a never-attempted file,
-// or one reviewed for [DecisionReupload], gets Upload, and only with
-// [NewApproval] while the status at now allows requests. In a run shared
-// by workers ([WithPendingWait], [WithParallel]) another worker's marker
-// is its request in flight (the file is in-flight), not a reason to plan
-// nothing: each Begin checks its file again under its own claim.
+// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]. Only
+// a never-attempted file, or one reviewed for [DecisionReupload], gets
+// Upload, and only with [NewApproval] while the status at now allows
+// requests. In a run shared by workers another worker's marker makes its
+// file in-flight, not the whole plan empty.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	return j.impl().PlanContinuation(files, approval, now)
 }
 
-// RecordedPlan classifies every file of the plan the run recorded in
-// plan.json, as [Journal.PlanContinuation] does without a new approval, for
-// an operator who has only the run directory (`readrecovery journal
-// plan`). The journal stores file digests, never IDs: each FileDecision's
-// ID is empty and Digest names the file. For a run without plan.json the
-// continuation is Partial: it lists the files that records name. Its error
-// is an error when the manifest cannot be read.
+// RecordedPlan classifies every file of the plan recorded in plan.json, as
+// [Journal.PlanContinuation] does without a new approval. The run stores
+// digests, never IDs: each FileDecision's ID is empty and Digest names the
+// file. Without plan.json the continuation is Partial: the files records
+// name. It fails when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	return j.impl().RecordedPlan(now)
 }
 
-// Review records an operator's decision about a file classed unknown
-// (docs/policy.md: operator-review), in a parallel run in the file's
-// shard. [DecisionReupload] makes the file eligible as a never-attempted
-// one (a new approval is still needed); [DecisionSkip] means it is never
-// sent. file is its [PlannedFile.ID] or its digest.
+// Review records an operator's decision about a file classed unknown, in
+// its shard's run. [DecisionReupload] makes the file eligible as a
+// never-attempted one (a new approval is still needed); [DecisionSkip]
+// means it is never sent. file is its [PlannedFile.ID] or its digest.
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
-// ReviewPending resolves the run's dead pending marker (docs/policy.md:
-// pending-review); notBefore is Unix seconds, 0 for none. A live marker is
-// refused. It is [Journal.ReviewPendingMarker] with no marker named.
+// ReviewPending resolves the run's dead pending marker; notBefore is Unix
+// seconds, 0 for none. A live marker is refused. It is
+// [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
-// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json".
-// An empty marker means the run's only dead one; a parallel run with
-// several is refused with their names, and one whose markers are all live
-// is refused.
+// marker, in a parallel run "shard-KK/pending-request.json". An empty
+// marker means the run's only dead one: a parallel run with several is
+// refused with their names, one whose markers are all live is refused.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
 // ReviewRestriction bounds a backoff entry without timing by an
-// operator's notBefore (docs/policy.md: restriction-review). In a
-// parallel run entry names its shard ("shard-01/backoff-0001.json").
+// operator's notBefore. In a parallel run entry names its shard
+// ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
@@ -664,10 +601,9 @@ func (j *Journal) Parallel() int {
 }
 
 // Shard returns the shard (1 to n) that records the file with identity id
-// in a run created [WithParallel](n), or 0 for a run without shards:
-// the first 8 bytes of its [PlannedFile.Digest]'s SHA-256, big-endian,
-// modulo n, plus 1. Workers that split a plan by shard never wait for
-// each other's markers.
+// in a run created [WithParallel](n), or 0 for a run without shards: the
+// first 8 bytes of its [PlannedFile.Digest]'s SHA-256, big-endian, modulo
+// n, plus 1.
 func (j *Journal) Shard(id string) int {
 	if j.zero() {
 		return 0
