@@ -611,8 +611,7 @@ func (j *Journal) Shard(id string) int {
 	return j.r.lanes()[j.r.lane(fileDigest(id))].shardNo
 }
 
-// statusLocked: with ignoreOwn, the marker of this Journal's own request in
-// flight does not count (it will be cleared or will stay for a crash).
+// statusLocked: with ignoreOwn, this Journal's own marker in flight does not count.
 func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
@@ -620,15 +619,12 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
 }
 
-// refreshLocked re-reads the listing and any file it does not know yet
-// (records are immutable), so that another process's records count; ctx
-// bounds every list and read (R85).
+// refreshLocked re-reads the listing and the files it does not know yet (records are
+// immutable), so that another process's records count; ctx bounds the reads.
 func (j *run) refreshLocked(ctx context.Context) {
 	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {
-		// The marker listed under this Journal's claim is its own: its
-		// bytes are known, no read needed.
-		b.own = &lightMarker{data: j.markerData, version: j.markerVersion}
+		b.own = &lightMarker{data: j.markerData, version: j.markerVersion} // its bytes are known
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -638,9 +634,8 @@ func (j *run) refreshLocked(ctx context.Context) {
 	j.snap = s
 }
 
-// refreshFinishing is refreshLocked, then the end of what a review that
-// died or failed left behind (finishDeadReview), read again when it wrote.
-// Only the calls that may write use it (Admit, Begin, the reviews).
+// refreshFinishing is refreshLocked, then finishDeadReview, read again when it wrote;
+// for the calls that may write (Admit, Begin, the reviews).
 func (j *run) refreshFinishing(ctx context.Context) {
 	j.refreshLocked(ctx)
 	if j.finishDeadReview() {
@@ -648,15 +643,11 @@ func (j *run) refreshFinishing(ctx context.Context) {
 	}
 }
 
-// finishDeadReview ends what a review left behind when it died or failed
-// after its claim: the run's last record without its head, or a marker
-// that sent nothing and blocks every worker. It applies to a marker of a
-// review (method REVIEW) whose worker is dead (R83), and to a marker a
-// pending review resolved; such a marker's request, if any, is over. When
-// the run's last record has no head (the review's record, whose head
-// failed), the head is written as its writer would have; then the marker
-// is removed while it is still the one read. It reports whether it wrote;
-// any failure leaves the run as it was (unresolved by the marker).
+// finishDeadReview ends what a review that died or failed after its claim left: for the
+// marker of a review whose worker is dead, or one a pending review resolved (its request
+// is over), it writes a missing last head as its writer would have, then removes the
+// marker, still the one read, which blocks every worker. It reports whether it wrote; a
+// failure leaves the run as it was (unresolved by the marker).
 func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
@@ -682,8 +673,7 @@ func (j *run) finishDeadReview() bool {
 	return j.removeResolved(s) == nil
 }
 
-// Admit is [Journal.Admit] of a run or shard: it re-reads the run, and
-// waits (WithPendingWait) for another worker's marker to go.
+// Admit is [Journal.Admit] of a run or shard.
 func (j *run) Admit(ctx context.Context, now time.Time) error {
 	return j.waitOut(ctx, func(start time.Time, _ bool) error {
 		j.refreshFinishing(ctx)
@@ -694,14 +684,11 @@ func (j *run) Admit(ctx context.Context, now time.Time) error {
 	})
 }
 
-// waitOut calls try under j.mu, with the start of the wait and whether
-// it is the first try, until it returns nil or a refusal not worth waiting
-// out ([WithPendingWait]): worth it is a refusal because of another
-// worker's marker that the store does not show dead (R83), seen for less
-// than the wait allowed; each try after the first comes a poll interval
-// later. The wait is this process's own sight of the marker, never a
-// comparison with a time another machine wrote: a live marker at the end
-// of it is still a request in flight (refused as such, never judged dead).
+// waitOut calls try under j.mu (with the wait's start, and whether it is the first try)
+// until it returns nil or a refusal not worth waiting out: worth it is another worker's
+// marker, not shown dead by the store, seen for less than WithPendingWait. The wait is
+// this process's own sight of the marker, never a time another machine wrote: a marker
+// live at its end is still a request in flight, never judged dead.
 func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool) error) error {
 	start := j.clock.Now()
 	seen, since := "", start // the marker last seen, and when it was first seen
@@ -746,8 +733,8 @@ func (j *run) Begin(ctx context.Context, req readrecovery.JournalRequest) error 
 	return err
 }
 
-// acquire takes this Journal's one request slot, or returns ctx's error
-// (wrapped) when ctx ends first (journal-slot-honours-deadline).
+// acquire takes this Journal's one request slot, or returns ctx's error (wrapped) when
+// ctx ends first (docs/policy.md: journal-slot-honours-deadline).
 func (j *run) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not begun: %w", err)
@@ -764,8 +751,7 @@ func (j *run) acquire(ctx context.Context) error {
 	return nil
 }
 
-// requestMarker is the marker of req; an upload's mutation (WithUpload,
-// WithUploadPart) names its file.
+// requestMarker is the marker of req; an upload's mutation names its file.
 func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
@@ -777,12 +763,11 @@ func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerF
 	return m
 }
 
+// beginLocked claims req's marker and checks under it. A first check without the claim
+// refuses early and writes nothing; a shard's first one uses what it read last (at its
+// Admit or last request) and reads again only when that refuses.
 func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := requestMarker(ctx, req)
-	// A first check without the claim refuses early and writes nothing;
-	// the check that authorises the request is the one under the claim.
-	// A shard of a parallel run checks first what it read last (at its
-	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
 		j.refreshFinishing(ctx)
@@ -807,27 +792,19 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 		return err
 	}
 	var others Status
+	var wg sync.WaitGroup
 	if g := j.group; g != nil {
-		// Under the claim, every other shard too, read at the same time
-		// as this one: a restriction any worker recorded blocks this
-		// request (parallel-shards).
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			others = g.others(ctx, j.shardNo, j.clock.Now())
-		}()
-		j.refreshLocked(ctx)
-		<-done
-	} else {
-		j.refreshLocked(ctx)
+		// Under the claim every other shard too, read at the same time as this one: a
+		// restriction any worker recorded blocks this request (parallel-shards).
+		wg.Go(func() { others = g.others(ctx, j.shardNo, j.clock.Now()) })
 	}
+	j.refreshLocked(ctx)
+	wg.Wait()
 	return j.checkClaimed(m, others, nil)
 }
 
-// checkClaimed is the check under m's claim (journal-claim-then-check),
-// after err, if any: the request, then others, the status of the other
-// shards. A refusal removes the marker; an upload's request then has its
-// begin recorded (R85).
+// checkClaimed is the check under m's claim, after err if any: the request, then others
+// (the other shards' status). A refusal removes the marker; an upload's begin is recorded.
 func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 	if err == nil {
 		err = j.checkRequest(m, j.clock.Now())
@@ -847,8 +824,7 @@ func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 	return nil
 }
 
-// own records that this Journal began the upload of file d in its current
-// round (see started).
+// own records that this Journal began the upload of file d in its current round.
 func (j *run) own(d string) {
 	round := j.snap.view(d, true).round
 	if u := j.started[d]; u == nil || u.round != round {
@@ -856,13 +832,13 @@ func (j *run) own(d string) {
 	}
 }
 
-// checkLimits refuses a request that could need more than the run may
-// hold (bounded-journal): a request adds at most footprint files, or one entry.
+// checkLimits refuses a request that could need more than the run may hold: a request
+// adds at most footprint files (its claim's marker included), or one entry.
 func (j *run) checkLimits() error {
 	s := j.snap
 	files := s.files
 	if j.inflight != nil {
-		files-- // the marker of the claim counts in footprint
+		files--
 	}
 	if n := len(s.entries()); n >= maxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
@@ -873,9 +849,7 @@ func (j *run) checkLimits() error {
 	return nil
 }
 
-// checkRequest decides whether the request of marker m may be sent at now,
-// from the current snapshot. The marker of this Journal's claim does not
-// count.
+// checkRequest decides from the snapshot whether m's request may be sent at now.
 func (j *run) checkRequest(m markerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
@@ -895,55 +869,60 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 	return nil
 }
 
-// checkFile refuses a part or commit of a file that this run never sends
-// again (upload-only-continuation, parts-are-not-acks, operator-review).
+// checkFile refuses a part or commit of a file that this run never sends again.
 func (j *run) checkFile(m markerFile) error {
 	s := j.snap
 	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
-	name := "the file"
 	switch fd.State {
 	case FileAcked:
-		return refuse(errReplay, "%s is acked: %s", name, fd.Reason)
+		return refuse(errReplay, "the file is acked: %s", fd.Reason)
 	case FileReviewed:
 		if fd.Decision == DecisionSkip {
-			return refuse(errReplay, "%s: %s", name, fd.Reason)
+			return refuse(errReplay, "the file: %s", fd.Reason)
 		}
 	case FileUnknown:
 		v := s.view(m.FileDigest, true)
 		u := j.started[m.FileDigest]
 		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
-			return refuse(errReplay, "%s is unknown: %s", name, fd.Reason)
+			return refuse(errReplay, "the file is unknown: %s", fd.Reason)
 		}
 		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
-			// After a 429 the one request that may follow is the
-			// transport's own queue-429 re-send of the throttled request.
-			return refuse(errReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
+			return refuse(errReplay, "the file is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", u.throttledName)
 		}
 		return nil // this Journal's own upload of the round, in progress
 	}
 	return nil
 }
 
-// claim creates the marker m exclusively and makes it durable; this
-// Journal then holds it (inflight). An existing marker is another
-// request's: a *RestrictedError wrapping ErrPending, nothing written.
+// claim creates the marker m exclusively and durably; this Journal then holds it
+// (inflight). An existing marker is another request's: a *RestrictedError wrapping
+// ErrPending, nothing written. Any other failure is a persistence failure.
 func (j *run) claim(m markerFile) error {
 	m.Host, m.PID = workerHost, workerPID
 	data, err := marshalLine(m)
 	if err != nil {
 		return err
 	}
-	if err := j.writeMarker(data); err != nil {
-		return err
+	version, hold, err := j.b.createMarker(data)
+	switch {
+	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
+		reason := markerName + ": " + pendingProblem
+		if r := j.snap.pendingResolved; r != "" {
+			reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+		}
+		return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
+	case err != nil:
+		j.fail("create pending-request.json: " + redact.Text(err.Error()))
+		return fmt.Errorf("journal: begin: %w", err)
 	}
+	j.markerVersion, j.markerData, j.markerHold = version, data, hold
 	j.snap.pending, j.snap.pendingFile, j.snap.files = true, m.FileDigest, j.snap.files+1
 	j.inflight = &m
 	return nil
 }
 
-// unclaim removes the marker of a claim whose check refused the request
-// (nothing was sent) and returns the refusal, or a persistence failure
-// when the marker cannot be removed (the run stays unresolved).
+// unclaim removes the marker of a refused request (nothing was sent) and returns the
+// refusal, or a persistence failure when the marker cannot be removed.
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
@@ -952,32 +931,8 @@ func (j *run) unclaim(refusal error) error {
 	return refusal
 }
 
-// writeMarker creates the marker exclusively and makes it durable. A
-// failure after the creation removes it again (nothing was sent) when it
-// can; the Journal stays unresolved either way.
-func (j *run) writeMarker(data []byte) error {
-	version, hold, err := j.b.createMarker(data)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			// Another request's marker: the run is unresolved on disk;
-			// nothing of this Journal failed.
-			reason := markerName + ": " + pendingProblem
-			if r := j.snap.pendingResolved; r != "" {
-				reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
-			}
-			return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
-		}
-		j.fail("create pending-request.json: " + redact.Text(err.Error()))
-		return fmt.Errorf("journal: begin: %w", err)
-	}
-	j.markerVersion, j.markerData, j.markerHold = version, data, hold
-	return nil
-}
-
-// release ends the hold of this Journal's marker, once its request (or
-// review) is over: a marker still present after that (a write that
-// failed) is dead for every other process at once, and an operator's
-// pending review resolves it.
+// release ends the hold of this Journal's marker once its request or review is over: a
+// marker left by a failed write is then dead for every other process, for a pending review.
 func (j *run) release() {
 	if j.markerHold != nil {
 		j.markerHold()
@@ -986,15 +941,14 @@ func (j *run) release() {
 }
 
 func writeSyncClose(f fsys.File, data []byte) error {
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	return err
 }
 
 // fail records a persistence failure: the Journal is unresolved from now on.
