@@ -385,16 +385,15 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if len(planData) > maxPlanBytes {
 		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
 	}
-	if err := j.b.initRun(exists); err != nil {
-		return nil, err
+	err = j.b.initRun(exists)
+	if err == nil {
+		err = j.putPart(planName, planData)
 	}
-	if err := j.putPart(planName, planData); err != nil {
-		return nil, err
+	if err == nil && parts != nil {
+		err = parts()
 	}
-	if parts != nil {
-		if err := parts(); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, err
 	}
 	data, digest, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest,
 		CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel})
@@ -961,12 +960,10 @@ func (j *run) fail(why string) {
 	}
 }
 
-// putRecord seals body as the run's next record, of kind and named name,
-// stores it exclusively, then the run's head naming it — unless the begun
-// head of its request stands for it (R85) — and removes the heads it
-// replaces (deletion-detected). linked reports whether the record exists
-// durably; an error after that is the head's (a persistence failure: the
-// marker stays, so the run is unresolved until a review).
+// putRecord seals body as the run's next record, of kind and named name, stores it
+// exclusively, then the head naming it (unless its request's begun head stands for it)
+// and removes the heads it replaces. linked reports whether the record exists durably;
+// an error after that is the head's: the marker stays, unresolved until a review.
 func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err error) {
 	s := j.snap
 	seq, prev := s.nextLink()
@@ -996,9 +993,8 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 	return e, true, j.putHead(seq, link{name, digest}, nil)
 }
 
-// putHead writes head-seq after prev, the run's last record — a begun head
-// when begun is not nil (beginRecord) — then removes the heads it
-// replaces.
+// putHead writes head-seq after prev, the run's last record (a begun head when begun is
+// not nil), then removes the heads it replaces.
 func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 	s := j.snap
 	body := &headBody{Begun: begun}
@@ -1034,11 +1030,9 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 	return nil
 }
 
-// beginRecord makes the begin of an upload's request durable in the run's
-// chain before it is sent, under its claim (R85): a begun head, so that a
-// marker removed by hand is a finding, never a way to make its file
-// eligible. A head not written sends nothing (the claim ends); one
-// written but not durably is a persistence failure (the marker stays).
+// beginRecord writes an upload request's begun head under its claim, before it is sent,
+// so that a marker removed by hand is a finding, never a way to make the file eligible.
+// A head not written ends the claim; one written but not durably keeps the marker.
 func (j *run) beginRecord(m markerFile) error {
 	seq, prev := j.snap.nextLink()
 	err := j.putHead(seq, prev, &begunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
@@ -1047,17 +1041,17 @@ func (j *run) beginRecord(m markerFile) error {
 		return nil
 	}
 	j.fail("write " + headName(seq) + ": " + redact.Text(err.Error()))
+	err = fmt.Errorf("journal: begin: %w", bareErr(err))
 	if j.snap.begun == nil {
-		return j.unclaim(fmt.Errorf("journal: begin: %w", bareErr(err)))
+		return j.unclaim(err)
 	}
 	j.inflight = nil
 	j.release() // nothing is sent: the marker is dead for every other process
-	return fmt.Errorf("journal: begin: %w", bareErr(err))
+	return err
 }
 
-// clearMarker removes the marker this Journal created (conditionally on
-// its version, in a store that has versions); a failure is a persistence
-// failure.
+// clearMarker removes this Journal's marker (conditionally on its version, where the
+// store has versions); a failure is a persistence failure.
 func (j *run) clearMarker() error {
 	err := j.b.removeMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
@@ -1072,8 +1066,7 @@ func (j *run) clearMarker() error {
 	return nil
 }
 
-// finish ends the request in flight: the marker is this Journal's no more
-// and the next Begin may proceed.
+// finish ends the request in flight: the next Begin may proceed.
 func (j *run) finish() {
 	j.inflight = nil
 	j.release()
@@ -1110,19 +1103,13 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	defer j.finish()
 	s := j.snap
 	e := entryBody{
-		BackoffVersion: backoffVersion,
-		Sequence:       len(s.entries()) + 1,
-		PlanDigest:     s.planDigest(),
-		Method:         req.Method,
-		URLDigest:      req.URLDigest,
-		RequestID:      redact.ID(out.RequestID),
-		Status:         out.StatusCode,
-		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
+		BackoffVersion: backoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
+		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
+		RetryAfter: retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
+		Provenance: provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
 	if timing != nil && representable(timing) {
-		// A timing beyond the shared bound is no timing: the entry is
-		// recorded without it (the run is unresolved), never refused.
+		// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
 	}
 	if e.Sequence > maxEntries {
@@ -1134,32 +1121,40 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
 	name := entryName(e.Sequence)
-	ev, linked, err := j.putRecord(name, kindEntry, &e)
-	digest := ev.Digest
+	ev, linked, err := j.writeRecord(name, kindEntry, &e)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
-			u.throttledBy, u.throttledName = digest, name
+			u.throttledBy, u.throttledName = ev.Digest, name
 		} else {
 			u.closed = true
 		}
 	}
+	if !linked {
+		return "", fmt.Errorf("journal: backoff: %w", err)
+	}
+	if why := untimed(e); why != "" {
+		s.addFinding(name, "%s", why)
+	}
+	if err == nil {
+		err = j.clearMarker()
+	}
+	if err != nil {
+		return ev.Digest, fmt.Errorf("journal: backoff: %w", err)
+	}
+	return ev.Digest, nil
+}
+
+// writeRecord is putRecord of the request in flight, added to the snapshot when linked; a
+// failure is a persistence failure.
+func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
+	e, linked, err := j.putRecord(name, kind, body)
 	if linked {
-		s.add(rec{name, loaded{ev, &e}})
-		if why := untimed(e); why != "" {
-			s.addFinding(name, "%s", why)
-		}
+		j.snap.add(rec{name, loaded{e, body}})
 	}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
-		if !linked {
-			digest = ""
-		}
-		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
-	if err := j.clearMarker(); err != nil {
-		return digest, fmt.Errorf("journal: backoff: %w", err)
-	}
-	return digest, nil
+	return e, linked, err
 }
 
 // Complete is [Journal.Complete] of a run or shard.
@@ -1174,19 +1169,14 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		return err
 	}
 	defer j.finish()
-	if httprule.IsThrottled(out.StatusCode) {
-		// A 429 completed as if it were anything else would lose its
-		// restriction: refuse, keep the marker (unresolved).
+	if httprule.IsThrottled(out.StatusCode) { // it would lose its restriction: keep the marker
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
-	var name, kind string
-	var body any
 	s := j.snap
 	ok2xx := httprule.IsSuccess(out.StatusCode)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
-		// A part's 2xx continues the upload; any other outcome (a commit
-		// included) ends what this Journal may send of the file.
+		// A part's 2xx continues the upload; any other outcome ends what this Journal sends.
 		u.throttledBy, u.throttledName = "", ""
 		u.closed = u.closed || !m.Part || !ok2xx
 	}
@@ -1203,7 +1193,7 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 			j.fail("part limit")
 			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
-		name, kind, body = partName(m.FileDigest, p.Part), kindPart, &p
+		_, _, err = j.writeRecord(partName(m.FileDigest, p.Part), kindPart, &p)
 	case m.FileDigest != "":
 		round := s.view(m.FileDigest, true).round
 		r := receiptBody{
@@ -1215,17 +1205,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		if round > 1 {
 			r.Round = round
 		}
-		name, kind, body = receiptNameRound(m.FileDigest, round), kindReceipt, &r
+		_, _, err = j.writeRecord(receiptNameRound(m.FileDigest, round), kindReceipt, &r)
 	}
-	if name != "" {
-		e, linked, err := j.putRecord(name, kind, body)
-		if linked {
-			s.add(rec{name, loaded{e, body}})
-		}
-		if err != nil {
-			j.fail("write " + name + ": " + redact.Text(err.Error()))
-			return fmt.Errorf("journal: receipt: %w", bareErr(err))
-		}
+	if err != nil {
+		return fmt.Errorf("journal: receipt: %w", bareErr(err))
 	}
 	if err := j.clearMarker(); err != nil {
 		return fmt.Errorf("journal: complete: %w", bareErr(err))
@@ -1242,31 +1225,30 @@ type uploadMark struct {
 }
 
 // WithUpload returns a copy of ctx whose request commits the upload of the
-// planned file with identity id (its [PlannedFile.ID]): the request whose
-// 2xx is the file's ACK (a single-request upload, or the last request of a
-// multi-request one: Blob Put Block List, the last Files Put Range). The
-// journal binds the file's [PlannedFile.Digest] as the upload provenance of the
-// request's marker, backoff entries and commit receipt. An empty id
-// returns ctx unchanged.
+// planned file with identity id ([PlannedFile.ID]): the request whose 2xx
+// is the file's ACK (a single-request upload, or the last request of a
+// multi-request one: Blob Put Block List, the last Files Put Range). Its
+// marker, backoff entries and receipt name the file's [PlannedFile.Digest].
+// An empty id returns ctx unchanged.
 func WithUpload(ctx context.Context, id string) context.Context {
-	if id == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id})
+	return withMark(ctx, uploadMark{id: id})
 }
 
 // WithUploadPart returns a copy of ctx whose request is one part of the
 // upload of the planned file with identity id (Blob Put Block, Files
 // Create or Put Range before the commit). A part is journaled like the
-// commit (marker, backoff entries) and leaves a part receipt, but its 2xx
-// is never the file's ACK: only the request marked [WithUpload] records
-// it. A file with parts and no committed ACK is unknown in the
-// continuation plan (docs/policy.md: parts-are-not-acks). An empty id returns ctx unchanged.
+// commit and leaves a part receipt, but its 2xx is never the file's ACK: a
+// file with parts and no committed ACK is unknown. An empty id returns ctx
+// unchanged.
 func WithUploadPart(ctx context.Context, id string) context.Context {
-	if id == "" {
+	return withMark(ctx, uploadMark{id: id, part: true})
+}
+
+func withMark(ctx context.Context, u uploadMark) context.Context {
+	if u.id == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id, part: true})
+	return context.WithValue(ctx, uploadKey{}, u)
 }
 
 // hasEntry reports whether an entry has event digest d and, when both name
