@@ -18,12 +18,10 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Errors of the journal, always wrapped: test for them with errors.Is.
-// Refusals without a sentinel of their own say what they are otherwise
-// (docs/policy.md: refusal-says-what-it-is): a request for a file this run
-// never sends again wraps [readrecovery.ErrReplayRefused]; one refused
-// because the run is full (bounded-journal) has the methods JournalFull and
-// JournalRestricted; a refused review says why, and writes nothing.
+// Errors of the journal, always wrapped: test for them with errors.Is. A request for a
+// file this run never sends again wraps [readrecovery.ErrReplayRefused]; one refused
+// because the run is full has the methods JournalFull and JournalRestricted (find them
+// with errors.As); a refused review says why, and writes nothing.
 var (
 	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
 	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
@@ -35,18 +33,16 @@ var (
 
 	errLimit = errors.New("journal: run limit reached") // the run is full (fullError)
 
-	// ErrPending means pending-request.json already exists: another
-	// process is sending a request (its worker holds the marker live), or
-	// an earlier request never finished (its worker died). The run is
-	// unresolved.
+	// ErrPending means pending-request.json already exists: another process is sending a
+	// request (its worker holds the marker live), or an earlier one never finished (its
+	// worker died). The run is unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
 
 	// errLive: a pending review named a marker whose worker holds it live; errReviewRefused holds too.
 	errLive = errors.New("journal: the marker's worker is alive")
 
-	// ErrPlanMismatch means the plan given to [Open] or
-	// [Journal.PlanContinuation] is not the plan the run recorded, or a
-	// request names a file outside the plan.
+	// ErrPlanMismatch means the plan given to [Open] or [Journal.PlanContinuation] is not
+	// the plan the run recorded, or a request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
 	errReplay = errors.New("journal: upload not sent again") // a file this run never sends again
@@ -89,10 +85,9 @@ func zeroStatus() Status {
 	return Status{State: Unresolved, Reason: errZero.Error(), cause: errZero}
 }
 
-// RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
-// run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
-// for an unresolved run errors.Is also finds [ErrPending] (an unfinished
-// request) when that is the cause.
+// RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a run that is
+// waiting or unresolved. errors.Is(err, ErrRestricted) holds; for an unresolved run
+// errors.Is also finds [ErrPending] (an unfinished request) when that is the cause.
 type RestrictedError struct {
 	// Status is the run's status at the time of the question.
 	Status Status
@@ -175,11 +170,10 @@ func withFS(f fsys.FS) Option {
 	})
 }
 
-// Journal is the durable record of one File batch run; it implements
-// [readrecovery.Journal] and is safe for concurrent use. Journaled requests
-// of one run (of one shard of a parallel run) are sent one at a time: Begin
-// waits (honouring its context) while another request of this Journal is
-// in flight there.
+// Journal is the durable record of one File batch run; it implements [readrecovery.Journal]
+// and is safe for concurrent use. Journaled requests of one run (of one shard of a parallel
+// run) are sent one at a time: Begin waits (honouring its context) while another request of
+// this Journal is in flight there.
 type Journal struct {
 	dir   string
 	clock clock.Clock
@@ -278,12 +272,11 @@ type ownUpload struct {
 
 var _ readrecovery.Journal = (*Journal)(nil)
 
-// Open opens the run in dir, creating one when dir does not exist or is
-// empty: the directory (mode 0700) and its manifest run.json (0600) with
-// backoff_version "1.0" and the plan digest. An existing run is verified
-// ([InspectStore]); one that fails still opens, unresolved with a reason
-// naming the file, never as clear. Open fails only when dir cannot be read
-// or created, or on [ErrPlanMismatch]. The parent of dir must exist. With
+// Open opens the run in dir, creating one when dir does not exist or is empty: the
+// directory (mode 0700) and its manifest run.json (0600) with backoff_version "1.0" and the
+// plan digest. An existing run is verified ([InspectStore]); one that fails still opens,
+// unresolved with a reason naming the file, never as clear. Open fails only when dir cannot
+// be read or created, or on [ErrPlanMismatch]. The parent of dir must exist. With
 // [Existing] it never creates.
 func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
@@ -355,7 +348,9 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	s, err := scanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
 		err = errNoRun
-		planFiles, planDigest = adoptPlan(s, given, planFiles, planDigest)
+		if pl, ok := s.cache[planName].(planList); ok && !given {
+			planFiles, planDigest = pl.files, pl.digest // the creation's own plan
+		}
 	}
 	switch {
 	case err == nil:
@@ -445,15 +440,6 @@ func unfinishedCreation(s *snapshot) bool {
 	return true
 }
 
-// adoptPlan is the plan that finishes an unfinished creation: the opener's own when
-// given, else the readable plan.json's.
-func adoptPlan(s *snapshot, given bool, files []string, digest string) ([]string, string) {
-	if pl, ok := s.cache[planName].(planList); ok && !given {
-		return pl.files, pl.digest
-	}
-	return files, digest
-}
-
 // Dir returns the run directory, or for [OpenStore] the store's name (its
 // String method, or "store").
 func (j *Journal) Dir() string {
@@ -463,11 +449,10 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now from what this Journal read last:
-// it reads nothing and never sleeps. A pending marker, its own request's
-// included, makes a run unresolved; a persistence failure keeps it so
-// (open the run again to re-read it). Files and Shards give the run at a
-// glance.
+// Status returns the run's state at now from what this Journal read last: it reads nothing
+// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
+// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
+// the run at a glance.
 func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
@@ -475,11 +460,10 @@ func (j *Journal) Status(now time.Time) Status {
 	return j.glance(j.r.status(now), now) // statusview.go
 }
 
-// Admit reports whether a request of this run may access the network at
-// now: nil for clear or elapsed, else a *RestrictedError with the status,
-// or ctx's error (wrapped) when ctx has ended. It re-reads the run and
-// never sleeps, except to wait [WithPendingWait] for another worker's
-// marker. This Journal's own marker does not count (Begin orders
+// Admit reports whether a request of this run may access the network at now: nil for clear
+// or elapsed, else a *RestrictedError with the status, or ctx's error (wrapped) when ctx
+// has ended. It re-reads the run and never sleeps, except to wait [WithPendingWait] for
+// another worker's marker. This Journal's own marker does not count (Begin orders
 // requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	switch {
@@ -493,18 +477,16 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	return j.r.Admit(ctx, now)
 }
 
-// Begin records that a request is about to be sent: it waits for this
-// Journal's request in flight, if any, creates pending-request.json (the
-// request, the file digest of [WithUpload] or [WithUploadPart], the time,
-// the worker's host and pid), and only then checks under it the status,
-// the plan and the file's records; a refusal removes the marker. A
-// parallel run's request goes to its file's (or URL's) shard.
+// Begin records that a request is about to be sent: it waits for this Journal's request in
+// flight, if any, creates pending-request.json (the request, the file digest of
+// [WithUpload] or [WithUploadPart], the time, the worker's host and pid), and only then
+// checks under it the status, the plan and the file's records; a refusal removes the
+// marker. A parallel run's request goes to its file's (or URL's) shard.
 //
-// Errors: ctx's error, wrapped; a refusal wrapping
-// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a *RestrictedError
-// ([ErrPending] for another request's marker); anything else is a
-// persistence failure. After nil the caller calls exactly one of Complete
-// or Backoff.
+// Errors: ctx's error, wrapped; a refusal wrapping [readrecovery.ErrReplayRefused] or
+// [ErrPlanMismatch]; a *RestrictedError ([ErrPending] for another request's marker);
+// anything else is a persistence failure. After nil the caller calls exactly one of
+// Complete or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -518,29 +500,26 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return j.r.Begin(ctx, req)
 }
 
-// Backoff records a 429 of the request in flight as the next backoff
-// entry of its run (or shard), with ra, timing (nil: none known; the run
-// becomes unresolved) and the upload provenance, then removes the marker.
-// It returns the entry's event digest. ctx does not cancel the write. Any
-// error is a persistence failure.
+// Backoff records a 429 of the request in flight as the next backoff entry of its run (or
+// shard), with ra, timing (nil: none known; the run becomes unresolved) and the upload
+// provenance, then removes the marker. It returns the entry's event digest. ctx does not
+// cancel the write. Any error is a persistence failure.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
-// Complete ends the request in flight for every outcome but a 429 (which
-// needs Backoff). A commit ([WithUpload]) first writes its receipt, a part
-// ([WithUploadPart]) its part receipt; then the marker goes. An error means
-// the receipt or the removal failed.
+// Complete ends the request in flight for every outcome but a 429 (which needs Backoff). A
+// commit ([WithUpload]) first writes its receipt, a part ([WithUploadPart]) its part
+// receipt; then the marker goes. An error means the receipt or the removal failed.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
 
-// PlanContinuation re-reads the run and classifies every file of files,
-// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]. Only
-// a never-attempted file, or one reviewed for [DecisionReupload], gets
-// Upload, and only with [NewApproval] while the status at now allows
-// requests. In a run shared by workers another worker's marker makes its
-// file in-flight, not the whole plan empty.
+// PlanContinuation re-reads the run and classifies every file of files, which must be the
+// run's plan ([ErrPlanMismatch]), as a [FileState]. Only a never-attempted file, or one
+// reviewed for [DecisionReupload], gets Upload, and only with [NewApproval] while the
+// status at now allows requests. In a run shared by workers another worker's marker makes
+// its file in-flight, not the whole plan empty.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	return j.impl().PlanContinuation(files, approval, now)
 }
@@ -562,9 +541,8 @@ func (j *Journal) Review(ctx context.Context, file string, decision Decision, no
 	return j.impl().Review(ctx, file, decision, note)
 }
 
-// ReviewPending resolves the run's dead pending marker; notBefore is Unix
-// seconds, 0 for none. A live marker is refused. It is
-// [Journal.ReviewPendingMarker] with no marker named.
+// ReviewPending resolves the run's dead pending marker; notBefore is Unix seconds, 0 for
+// none. A live marker is refused. It is [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
@@ -577,9 +555,8 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
-// ReviewRestriction bounds a backoff entry without timing by an
-// operator's notBefore. In a parallel run entry names its shard
-// ("shard-01/backoff-0001.json").
+// ReviewRestriction bounds a backoff entry without timing by an operator's notBefore. In a
+// parallel run entry names its shard ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
@@ -599,10 +576,9 @@ func (j *Journal) Parallel() int {
 	return 0
 }
 
-// Shard returns the shard (1 to n) that records the file with identity id
-// in a run created [WithParallel](n), or 0 for a run without shards: the
-// first 8 bytes of its [PlannedFile.Digest]'s SHA-256, big-endian, modulo
-// n, plus 1.
+// Shard returns the shard (1 to n) that records the file with identity id in a run created
+// [WithParallel](n), or 0 for a run without shards: the first 8 bytes of its
+// [PlannedFile.Digest]'s SHA-256, big-endian, modulo n, plus 1.
 func (j *Journal) Shard(id string) int {
 	if j.zero() {
 		return 0
@@ -818,17 +794,12 @@ func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 		if err := j.beginRecord(m); err != nil {
 			return err
 		}
-		j.own(m.FileDigest)
+		round := j.snap.view(m.FileDigest, true).round // this Journal's upload of the round
+		if u := j.started[m.FileDigest]; u == nil || u.round != round {
+			j.started[m.FileDigest] = &ownUpload{round: round}
+		}
 	}
 	return nil
-}
-
-// own records that this Journal began the upload of file d in its current round.
-func (j *run) own(d string) {
-	round := j.snap.view(d, true).round
-	if u := j.started[d]; u == nil || u.round != round {
-		j.started[d] = &ownUpload{round: round}
-	}
 }
 
 // checkLimits refuses a request that could need more than the run may hold: a request
@@ -848,7 +819,8 @@ func (j *run) checkLimits() error {
 	return nil
 }
 
-// checkRequest decides from the snapshot whether m's request may be sent at now.
+// checkRequest decides from the snapshot whether m's request may be sent at now; a part
+// or commit of a file this run never sends again is refused.
 func (j *run) checkRequest(m markerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
@@ -858,37 +830,25 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.inPlan(m.FileDigest) {
 			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
-		if err := j.checkFile(m); err != nil {
-			return err
+		switch fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
+		case FileAcked:
+			return refuse(errReplay, "the file is acked: %s", fd.Reason)
+		case FileReviewed:
+			if fd.Decision == DecisionSkip {
+				return refuse(errReplay, "the file: %s", fd.Reason)
+			}
+		case FileUnknown: // only this Journal's own upload of the round goes on
+			v, u := s.view(m.FileDigest, true), j.started[m.FileDigest]
+			if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+				return refuse(errReplay, "the file is unknown: %s", fd.Reason)
+			}
+			if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
+				return refuse(errReplay, "the file is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", u.throttledName)
+			}
 		}
 	}
 	if m.ResendOf != "" && !s.hasEntry(m.ResendOf, m.FileDigest) {
 		return errors.New("journal: begin: resend_of names no backoff entry of this run for this file")
-	}
-	return nil
-}
-
-// checkFile refuses a part or commit of a file that this run never sends again.
-func (j *run) checkFile(m markerFile) error {
-	s := j.snap
-	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
-	switch fd.State {
-	case FileAcked:
-		return refuse(errReplay, "the file is acked: %s", fd.Reason)
-	case FileReviewed:
-		if fd.Decision == DecisionSkip {
-			return refuse(errReplay, "the file: %s", fd.Reason)
-		}
-	case FileUnknown:
-		v := s.view(m.FileDigest, true)
-		u := j.started[m.FileDigest]
-		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
-			return refuse(errReplay, "the file is unknown: %s", fd.Reason)
-		}
-		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
-			return refuse(errReplay, "the file is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", u.throttledName)
-		}
-		return nil // this Journal's own upload of the round, in progress
 	}
 	return nil
 }
@@ -1224,22 +1184,20 @@ type uploadMark struct {
 	part bool
 }
 
-// WithUpload returns a copy of ctx whose request commits the upload of the
-// planned file with identity id ([PlannedFile.ID]): the request whose 2xx
-// is the file's ACK (a single-request upload, or the last request of a
-// multi-request one: Blob Put Block List, the last Files Put Range). Its
-// marker, backoff entries and receipt name the file's [PlannedFile.Digest].
-// An empty id returns ctx unchanged.
+// WithUpload returns a copy of ctx whose request commits the upload of the planned file
+// with identity id ([PlannedFile.ID]): the request whose 2xx is the file's ACK (a
+// single-request upload, or the last request of a multi-request one: Blob Put Block List,
+// the last Files Put Range). Its marker, backoff entries and receipt name the file's
+// [PlannedFile.Digest]. An empty id returns ctx unchanged.
 func WithUpload(ctx context.Context, id string) context.Context {
 	return withMark(ctx, uploadMark{id: id})
 }
 
-// WithUploadPart returns a copy of ctx whose request is one part of the
-// upload of the planned file with identity id (Blob Put Block, Files
-// Create or Put Range before the commit). A part is journaled like the
-// commit and leaves a part receipt, but its 2xx is never the file's ACK: a
-// file with parts and no committed ACK is unknown. An empty id returns ctx
-// unchanged.
+// WithUploadPart returns a copy of ctx whose request is one part of the upload of the
+// planned file with identity id (Blob Put Block, Files Create or Put Range before the
+// commit). A part is journaled like the commit and leaves a part receipt, but its 2xx is
+// never the file's ACK: a file with parts and no committed ACK is unknown. An empty id
+// returns ctx unchanged.
 func WithUploadPart(ctx context.Context, id string) context.Context {
 	return withMark(ctx, uploadMark{id: id, part: true})
 }
