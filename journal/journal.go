@@ -230,7 +230,7 @@ type run struct {
 	markerHold    func()      // ends the store's hold (lock or lease) that shows it live
 	failed        string      // a persistence failure; the Journal stays unresolved
 	// started: by file digest, the upload this Journal began; a file with records of its
-	// round that this Journal did not begin is unknown and refused (checkFile).
+	// round that this Journal did not begin is unknown and refused (checkRequest).
 	started map[string]*ownUpload
 	claimed string // the file digest of Next's claim whose request has not begun (next.go)
 	group   *root  // on a shard: its root
