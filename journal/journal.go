@@ -18,52 +18,42 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
-// Errors of the journal. They are wrapped, never returned bare: test for
-// them with errors.Is. The refusals without a sentinel of their own say
-// what they are otherwise (docs/policy.md: refusal-says-what-it-is): a
-// request for a file this run never sends again wraps
-// [readrecovery.ErrReplayRefused]; one refused because the run is full
-// (bounded-journal) has the methods JournalFull and JournalRestricted; a
-// refused review says why, and writes nothing.
+// Errors of the journal, always wrapped: test for them with errors.Is. A request for a
+// file this run never sends again wraps [readrecovery.ErrReplayRefused]; one refused
+// because the run is full has the methods JournalFull and JournalRestricted (find them
+// with errors.As); a refused review says why, and writes nothing.
 var (
-	// errCorrupt: the run failed verification (a missing, unreadable,
-	// oversized, edited, truncated, reordered or unexpected file, a broken
-	// chain, too many files). Such a run is unresolved.
+	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
+	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
 	errCorrupt = errors.New("journal: run failed verification")
 
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
-	// errLimit: the run is full (fullError).
-	errLimit = errors.New("journal: run limit reached")
+	errLimit = errors.New("journal: run limit reached") // the run is full (fullError)
 
-	// ErrPending means pending-request.json already exists: another
-	// process is sending a request (its worker holds the marker live), or
-	// an earlier request never finished (its worker died). The run is
-	// unresolved.
+	// ErrPending means pending-request.json already exists: another process is sending a
+	// request (its worker holds the marker live), or an earlier one never finished (its
+	// worker died). The run is unresolved.
 	ErrPending = errors.New("journal: unfinished request pending")
 
-	// errLive: a pending review named a marker whose worker holds it live
-	// (R83: its lock or lease); errReviewRefused holds too.
+	// errLive: a pending review named a marker whose worker holds it live; errReviewRefused holds too.
 	errLive = errors.New("journal: the marker's worker is alive")
 
-	// ErrPlanMismatch means the plan given to [Open] or
-	// [Journal.PlanContinuation] is not the plan the run recorded, or a
-	// request names a file outside the plan.
+	// ErrPlanMismatch means the plan given to [Open] or [Journal.PlanContinuation] is not
+	// the plan the run recorded, or a request names a file outside the plan.
 	ErrPlanMismatch = errors.New("journal: plan does not match the run")
 
-	// errReplay: a request names a file this run never sends again.
-	errReplay = errors.New("journal: upload not sent again")
+	errReplay = errors.New("journal: upload not sent again") // a file this run never sends again
 
-	// errReviewRefused: a review refused (a decision neither reupload nor
-	// skip, a file outside the plan or not unknown, no marker to resolve).
+	// errReviewRefused: a decision neither reupload nor skip, a file outside the plan or not
+	// unknown, no marker to resolve.
 	errReviewRefused = errors.New("journal: review refused")
 )
 
-// refusal is the error of a request the journal refuses to send because of
-// what the run records about its file: it wraps the journal's sentinel
-// (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
+// refusal is a request refused for what the run records about its file: it
+// wraps sentinel (errReplay or ErrPlanMismatch) and [readrecovery.ErrReplayRefused].
 type refusal struct {
 	sentinel error
 	detail   string
@@ -76,13 +66,9 @@ func refuse(sentinel error, format string, args ...any) error {
 	return &refusal{sentinel: sentinel, detail: fmt.Sprintf(format, args...)}
 }
 
-// fullError is the error of what the run is too full for: 200 backoff
-// entries, 1003 files, or a per-file or per-run numbering limit
-// (bounded-journal). Nothing failed to be written, and a request is
-// refused before any network access. A transport finds JournalFull with
-// errors.As and stops as journal-full; one that knows only
-// JournalRestricted still stops as journal-restricted, never
-// persistence-failed.
+// fullError: the run is too full for the request (bounded-journal), refused before any
+// network access. A transport that knows only JournalRestricted still stops as
+// journal-restricted, never persistence-failed.
 type fullError struct{ detail string }
 
 func (e *fullError) Error() string      { return "journal-full: " + e.detail }
@@ -92,20 +78,16 @@ func (e *fullError) JournalRestricted() {}
 
 func full(format string, args ...any) error { return &fullError{detail: fmt.Sprintf(format, args...)} }
 
-// errZero is the error of every method of a zero or nil *Journal: only
-// [Open] and [OpenStore] make a usable one.
+// errZero is every method's error on a zero or nil *Journal; its status is unresolved.
 var errZero = errors.New("journal: a zero Journal: open one with journal.Open or journal.OpenStore")
 
-// zeroStatus is the status of a zero Journal: unresolved, so that nothing
-// is ever sent under it.
 func zeroStatus() Status {
 	return Status{State: Unresolved, Reason: errZero.Error(), cause: errZero}
 }
 
-// RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a
-// run that is waiting or unresolved. errors.Is(err, ErrRestricted) holds;
-// for an unresolved run errors.Is also finds errCorrupt (failed
-// verification) or ErrPending (an unfinished request) when one is the cause.
+// RestrictedError is the error of [Journal.Admit] and [Journal.Begin] for a run that is
+// waiting or unresolved. errors.Is(err, ErrRestricted) holds; for an unresolved run
+// errors.Is also finds [ErrPending] (an unfinished request) when that is the cause.
 type RestrictedError struct {
 	// Status is the run's status at the time of the question.
 	Status Status
@@ -119,9 +101,8 @@ func (e *RestrictedError) Error() string {
 	return fmt.Sprintf("journal: run %s: %s", e.Status.State, e.Status.Reason)
 }
 
-// JournalRestricted marks the error as a refusal by the run's status (not a
-// persistence failure), for a transport that looks for the method with
-// errors.As, as azcore looks for NonRetriable.
+// JournalRestricted marks the error as a refusal by the run's status, not a
+// persistence failure, for a transport that looks for it with errors.As.
 func (e *RestrictedError) JournalRestricted() {}
 
 // Unwrap returns ErrRestricted and the cause, if any.
@@ -144,9 +125,8 @@ type config struct {
 	clock       clock.Clock
 	fs          fsys.FS
 	pendingWait time.Duration
-	// parallel is WithParallel's n; parallelSet says the option was given.
-	parallel    int
-	parallelSet bool
+	parallel    int  // WithParallel's n
+	parallelSet bool // WithParallel was given
 	existing    bool // Existing: never create
 }
 
@@ -160,12 +140,11 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithPlan gives the files of the batch. A new run records their
-// digestOfPlan in its manifest; an existing run must have recorded the same
-// digest, or Open fails with [ErrPlanMismatch]. Begin then refuses an upload
-// of a file outside the plan. Default: an empty plan for a new run and no
-// check for an existing one. A nil slice is ignored; an empty one is the
-// empty plan.
+// WithPlan gives the files of the batch. A new run records the plan's
+// digest in its manifest; an existing run must have recorded the same, or
+// Open fails with [ErrPlanMismatch]. Begin refuses an upload of a file
+// outside the plan. Default: an empty plan for a new run and no check for
+// an existing one. A nil slice is ignored; an empty one is the empty plan.
 func WithPlan(files []PlannedFile) Option {
 	return optionFunc(func(c *config) {
 		if files != nil {
@@ -174,8 +153,7 @@ func WithPlan(files []PlannedFile) Option {
 	})
 }
 
-// withClock and withFS are the internal seams of the tests (docs/policy.md: clock-is-internal): not
-// options users can name.
+// withClock and withFS are the tests' internal seams (docs/policy.md: clock-is-internal).
 func withClock(k clock.Clock) Option {
 	return optionFunc(func(c *config) {
 		if k != nil {
@@ -192,13 +170,10 @@ func withFS(f fsys.FS) Option {
 	})
 }
 
-// Journal is the durable record of one File batch run: a private directory
-// of backoff entries, receipts and the pending-request marker. It
-// implements [readrecovery.Journal]; attach it to a run's requests with
-// [readrecovery.WithJournal]. It is safe for concurrent use. Journaled
-// requests of one run (of one shard of a parallel run) are sent one at a
-// time: Begin waits (honouring its context) while another request of this
-// Journal is in flight there.
+// Journal is the durable record of one File batch run; it implements [readrecovery.Journal]
+// and is safe for concurrent use. Journaled requests of one run (of one shard of a parallel
+// run) are sent one at a time: Begin waits (honouring its context) while another request of
+// this Journal is in flight there.
 type Journal struct {
 	dir   string
 	clock clock.Clock
@@ -206,9 +181,8 @@ type Journal struct {
 	nx    nextState // Next's plan and claims (next.go)
 }
 
-// runner is what a Journal opens: one run (*run), or the root of a
-// parallel run (*root, R82), which owns its shards (each a *run) and
-// sends each call to the shard that records it.
+// runner is what a Journal opens: one *run, or a parallel run's *root, which sends each
+// call to the shard (a *run) that records it.
 type runner interface {
 	Admit(ctx context.Context, now time.Time) error
 	Begin(ctx context.Context, req readrecovery.JournalRequest) error
@@ -220,22 +194,18 @@ type runner interface {
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
-	// lanes are the runs that record the files (Next's lanes): the run
-	// itself, or the shards; lane(d) is the index of file digest d's.
+	// lanes are the runs that record the files (the run, or the shards); lane(d) is d's index.
 	lanes() []*run
 	lane(d string) int
-	// gate is the status Next checks before each pass over the lanes:
-	// a root's, merged from what it read last; a run's own is checked
-	// by its claim.
+	// gate is the status Next checks before each pass over the lanes: a root's merged one
+	// (a run's own is checked by its claim).
 	gate(now time.Time) Status
 }
 
-// zero reports whether j is nil or a zero Journal (not made by an Open
-// function): every method then refuses, never panics.
+// zero reports a nil or zero Journal, whose every method refuses, never panics.
 func (j *Journal) zero() bool { return j == nil || j.r == nil }
 
-// impl is j's runner; a zero Journal's is a nil *run, whose every method
-// refuses with errZero.
+// impl is j's runner; a zero Journal's is a nil *run, which refuses with errZero.
 func (j *Journal) impl() runner {
 	if j.zero() {
 		return (*run)(nil)
@@ -250,34 +220,21 @@ type run struct {
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
+	slot        chan struct{}   // held from Begin to Complete/Backoff
 
-	slot chan struct{} // held from Begin to Complete/Backoff
-
-	mu       sync.Mutex
-	snap     *snapshot
-	inflight *markerFile // the marker this Journal holds, or nil
-	// markerVersion is the store's version of the marker this Journal
-	// created: its conditional delete names it.
-	markerVersion string
-	markerData    []byte // the bytes of that marker
-	// markerHold ends the store's hold of that marker (Store.Hold): its
-	// lock or lease, which tells every other process it is live (R83).
-	markerHold func()
-	failed     string // a persistence failure; the Journal stays unresolved
-	// started holds, by file digest, the upload this Journal began: its
-	// later parts and its commit continue that upload while every part so
-	// far was accepted; after a 429 only the transport's queue-429 re-send
-	// of that request may follow, and after any other outcome nothing. A
-	// file with records of its round that this Journal did not begin is
-	// unknown and refused.
+	mu            sync.Mutex
+	snap          *snapshot
+	inflight      *markerFile // the marker this Journal holds, or nil
+	markerVersion string      // the store's version of that marker: its conditional delete names it
+	markerData    []byte      // the bytes of that marker
+	markerHold    func()      // ends the store's hold (lock or lease) that shows it live
+	failed        string      // a persistence failure; the Journal stays unresolved
+	// started: by file digest, the upload this Journal began; a file with records of its
+	// round that this Journal did not begin is unknown and refused (checkRequest).
 	started map[string]*ownUpload
-	// claimed is the file digest of Next's claim whose request has not
-	// begun (next.go).
-	claimed string
-
-	// group and shardNo are set on a shard: its root, and its number.
-	group   *root
-	shardNo int
+	claimed string // the file digest of Next's claim whose request has not begun (next.go)
+	group   *root  // on a shard: its root
+	shardNo int    // on a shard: its number
 }
 
 func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
@@ -304,45 +261,38 @@ func (j *run) status(now time.Time) Status {
 	return j.statusLocked(now, false)
 }
 
-// ownUpload is the state of an upload this Journal began (see started).
+// ownUpload is an upload this Journal began: its parts and commit go on while every part
+// was accepted; after a 429 only the re-send naming throttledBy (the entry's event digest)
+// may go; closed (a commit, a failed part, a request never sent) sends nothing more.
 type ownUpload struct {
-	round int
-	// throttledBy is the event digest of the backoff entry of the upload's
-	// latest request when it met 429: only the re-send naming it may go.
+	round                      int
 	throttledBy, throttledName string
-	// closed: a request of the upload ended without a 2xx part (a commit
-	// of any outcome, a failed part, a request never sent): nothing of
-	// the file is sent again without a review.
-	closed bool
+	closed                     bool
 }
 
 var _ readrecovery.Journal = (*Journal)(nil)
 
-// Open opens the run in dir, creating a new one when dir does not exist or
-// is an empty directory: the directory (mode 0700) and a run manifest
-// run.json (0600) declaring backoff_version "1.0" and the plan digest. An
-// existing run is verified (see [InspectStore]); a run that fails
-// verification still opens, with status unresolved and a reason naming the
-// file, so that it can be reported; it never opens as clear. Open fails
-// only when dir cannot be read or created, or on [ErrPlanMismatch]. The
-// parent of dir must exist. With [Existing] it never creates.
+// Open opens the run in dir, creating one when dir does not exist or is empty: the
+// directory (mode 0700) and its manifest run.json (0600) with backoff_version "1.0" and the
+// plan digest. An existing run is verified ([InspectStore]); one that fails still opens,
+// unresolved with a reason naming the file, never as clear. Open fails only when dir cannot
+// be read or created, or on [ErrPlanMismatch]. The parent of dir must exist. With
+// [Existing] it never creates.
 func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
 	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), opts)
 }
 
 // Existing makes [Open] and [OpenStore] open only a run that exists: a
-// missing or empty dir (a store that holds no run) is an error for which
-// errors.Is(err, fs.ErrNotExist) holds, and nothing is ever written to open
-// it. `readrecovery journal status` uses it.
+// missing or empty dir (a store without a run) is an error for which
+// errors.Is(err, fs.ErrNotExist) holds, and nothing is written.
 func Existing() Option { return optionFunc(func(c *config) { c.existing = true }) }
 
-// openLoc opens the run kept in ub; ctx bounds every list and read of the
-// opening (R85), never the Journal's later calls (each takes its own).
+// openLoc opens the run kept in ub; ctx bounds the opening's lists and reads, never the
+// Journal's later calls.
 func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
-	create := !cfg.existing
 	dir := b.where()
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planDigest, err := digestOfPlan(cfg.plan)
@@ -362,10 +312,9 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
 	}
 	if n > 0 || cfg.parallelSet {
+		create := n == 0 && !cfg.existing
 		if n == 0 {
 			n = cfg.parallel
-		} else {
-			create = false
 		}
 		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
 			return nil, err
@@ -380,7 +329,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		own = nil
 	}
 	j := openRun(ub, cfg, cfg.pendingWait, own)
-	s, err := j.openSnap(b, create, cfg.plan != nil, planFiles, planDigest, 0, nil)
+	s, err := j.openSnap(b, !cfg.existing, cfg.plan != nil, planFiles, planDigest, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -392,15 +341,16 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	return jr, nil
 }
 
-// openSnap reads the run in b, creating it (with create) when it does not
-// exist or its creation stopped before the manifest (another worker's,
-// under way, or one killed partway: it is finished). parallel and parts
-// are create's, for a parallel run's root.
+// openSnap reads the run in b, creating it (with create) when it does not exist or its
+// creation stopped before the manifest (another worker's under way, or a killed one: it
+// is finished). parallel and parts are create's, for a parallel run's root.
 func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
 	s, err := scanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
 		err = errNoRun
-		planFiles, planDigest = adoptPlan(s, given, planFiles, planDigest)
+		if pl, ok := s.cache[planName].(planList); ok && !given {
+			planFiles, planDigest = pl.files, pl.digest // the creation's own plan
+		}
 	}
 	switch {
 	case err == nil:
@@ -419,10 +369,9 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	return nil, dirError(b.where(), err)
 }
 
-// create makes a new run (docs/policy.md: shared-runs): the directory,
-// plan.json, parts (a parallel run's shards), and last the manifest. A
-// manifest that exists is another worker's: create returns a nil snapshot
-// (the caller reads the run). parallel > 0 makes a root.
+// create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
+// (a root's shards), and last the manifest, so that a run with a manifest is whole. A
+// manifest that exists is another worker's: a nil snapshot, the caller reads it.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
 	planData, err := encodePlanList(plan)
 	if err != nil {
@@ -431,19 +380,18 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if len(planData) > maxPlanBytes {
 		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
 	}
-	if err := j.b.initRun(exists); err != nil {
+	err = j.b.initRun(exists)
+	if err == nil {
+		err = j.putPart(planName, planData)
+	}
+	if err == nil && parts != nil {
+		err = parts()
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := j.putPart(planName, planData); err != nil {
-		return nil, err
-	}
-	if parts != nil {
-		if err := parts(); err != nil {
-			return nil, err
-		}
-	}
-	mb := manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest, CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel}
-	data, digest, err := encodeManifest(mb)
+	data, digest, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest,
+		CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}
@@ -461,9 +409,8 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	return s, nil
 }
 
-// putPart stores the part name of a creation exclusively; one that
-// exists is no error when it holds exactly data, else [ErrPlanMismatch]
-// (shared-runs).
+// putPart stores a creation's part exclusively; one that exists is no error when it
+// holds exactly data, else [ErrPlanMismatch].
 func (j *run) putPart(name string, data []byte) error {
 	_, err := j.b.put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
@@ -479,10 +426,8 @@ func (j *run) putPart(name string, data []byte) error {
 	return nil
 }
 
-// unfinishedCreation reports whether s is a run whose creation stopped
-// before its manifest: no run.json, and nothing but plan.json and the
-// temporary files of durable writes (every request is preceded by the
-// manifest, so none was sent).
+// unfinishedCreation: no run.json and nothing but plan.json and temporary files, so no
+// request was sent (every request follows the manifest).
 func unfinishedCreation(s *snapshot) bool {
 	if s.manifest != nil {
 		return false
@@ -495,18 +440,8 @@ func unfinishedCreation(s *snapshot) bool {
 	return true
 }
 
-// adoptPlan is the plan with which an opener finishes an unfinished
-// creation: its own when it gave one (given), else the one the creation's
-// plan.json records, when readable.
-func adoptPlan(s *snapshot, given bool, files []string, digest string) ([]string, string) {
-	if pl, ok := s.cache[planName].(planList); ok && !given {
-		return pl.files, pl.digest
-	}
-	return files, digest
-}
-
-// Dir returns the run directory, or for a run opened with [OpenStore] the
-// store's name (its String method, or "store").
+// Dir returns the run directory, or for [OpenStore] the store's name (its
+// String method, or "store").
 func (j *Journal) Dir() string {
 	if j == nil {
 		return ""
@@ -514,12 +449,10 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now (docs/policy.md:
-// status-before-network, not-before-survives) from what this Journal read
-// last: it reads nothing and never sleeps. A pending marker, its own
-// request's included, makes a run unresolved; a persistence failure keeps
-// it so (open the run again to re-read it). Files and Shards give the run
-// at a glance.
+// Status returns the run's state at now from what this Journal read last: it reads nothing
+// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
+// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
+// the run at a glance.
 func (j *Journal) Status(now time.Time) Status {
 	if j.zero() {
 		return zeroStatus()
@@ -527,14 +460,11 @@ func (j *Journal) Status(now time.Time) Status {
 	return j.glance(j.r.status(now), now) // statusview.go
 }
 
-// Admit reports whether a request of this run may access the network at
-// now (docs/policy.md: status-before-network): nil for clear or elapsed,
-// else a *RestrictedError with the status, or ctx's error (wrapped) when
-// ctx has ended (refusal-says-what-it-is). It re-reads the run first and
-// never sleeps, except to wait [WithPendingWait] for another worker's
-// marker. The marker of this Journal's own request does not count (Begin
-// orders requests); in a parallel run another worker's marker is a
-// request in flight unless its worker is dead (R83).
+// Admit reports whether a request of this run may access the network at now: nil for clear
+// or elapsed, else a *RestrictedError with the status, or ctx's error (wrapped) when ctx
+// has ended. It re-reads the run and never sleeps, except to wait [WithPendingWait] for
+// another worker's marker. This Journal's own marker does not count (Begin orders
+// requests).
 func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	switch {
 	case j.zero():
@@ -547,20 +477,16 @@ func (j *Journal) Admit(ctx context.Context, now time.Time) error {
 	return j.r.Admit(ctx, now)
 }
 
-// Begin records that a request is about to be sent (docs/policy.md:
-// journal-claim-then-check): it waits for this Journal's request in
-// flight, if any, creates pending-request.json (the request, the file
-// digest of [WithUpload] or [WithUploadPart], the time, the worker's host
-// and pid), and only then checks under it the status, the plan and the
-// file's records; a refusal removes the marker again. In a parallel run
-// the request goes to its file's (or URL's) shard (parallel-shards).
+// Begin records that a request is about to be sent: it waits for this Journal's request in
+// flight, if any, creates pending-request.json (the request, the file digest of
+// [WithUpload] or [WithUploadPart], the time, the worker's host and pid), and only then
+// checks under it the status, the plan and the file's records; a refusal removes the
+// marker. A parallel run's request goes to its file's (or URL's) shard.
 //
-// Errors, by class (refusal-says-what-it-is): ctx's error, wrapped
-// (journal-slot-honours-deadline); a refusal wrapping
-// [readrecovery.ErrReplayRefused] or [ErrPlanMismatch]; a
-// *RestrictedError ([ErrPending] for another request's marker); anything
-// else is a persistence failure. After nil the caller calls exactly one
-// of Complete or Backoff.
+// Errors: ctx's error, wrapped; a refusal wrapping [readrecovery.ErrReplayRefused] or
+// [ErrPlanMismatch]; a *RestrictedError ([ErrPending] for another request's marker);
+// anything else is a persistence failure. After nil the caller calls exactly one of
+// Complete or Backoff.
 func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	switch {
 	case j.zero():
@@ -574,75 +500,62 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	return j.r.Begin(ctx, req)
 }
 
-// Backoff records a 429 of the request in flight as the next backoff
-// entry of its run (or shard), with ra, timing (nil: none known; the run
-// becomes unresolved) and the upload provenance, then removes the marker
-// (docs/policy.md: immutable-chained-entries, queue-429-route). It returns
-// the entry's event digest. ctx does not cancel the write. Any error is a
-// persistence failure (persistence-failure-is-terminal).
+// Backoff records a 429 of the request in flight as the next backoff entry of its run (or
+// shard), with ra, timing (nil: none known; the run becomes unresolved) and the upload
+// provenance, then removes the marker. It returns the entry's event digest. ctx does not
+// cancel the write. Any error is a persistence failure.
 func (j *Journal) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
 	return j.impl().route(ctx, req).Backoff(ctx, req, out, ra, timing)
 }
 
-// Complete ends the request in flight for every outcome but a 429 (which
-// needs Backoff). A commit ([WithUpload]) first writes its receipt
-// (upload-only-continuation), a part ([WithUploadPart]) its part receipt
-// (parts-are-not-acks); then the marker goes. An error means the receipt
-// or the removal failed (receipt-failure-keeps-ack).
+// Complete ends the request in flight for every outcome but a 429 (which needs Backoff). A
+// commit ([WithUpload]) first writes its receipt, a part ([WithUploadPart]) its part
+// receipt; then the marker goes. An error means the receipt or the removal failed.
 func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
 	return j.impl().route(ctx, req).Complete(ctx, req, out)
 }
 
-// PlanContinuation re-reads the run and classifies every file of files,
-// which must be the run's plan ([ErrPlanMismatch]), as a [FileState]
-// (docs/policy.md: upload-only-continuation). Only a never-attempted file,
-// or one reviewed for [DecisionReupload], gets Upload, and only with
-// [NewApproval] while the status at now allows requests. In a run shared
-// by workers ([WithPendingWait], [WithParallel]) another worker's marker
-// is its request in flight (the file is in-flight), not a reason to plan
-// nothing: each Begin checks its file again under its own claim.
+// PlanContinuation re-reads the run and classifies every file of files, which must be the
+// run's plan ([ErrPlanMismatch]), as a [FileState]. Only a never-attempted file, or one
+// reviewed for [DecisionReupload], gets Upload, and only with [NewApproval] while the
+// status at now allows requests. In a run shared by workers another worker's marker makes
+// its file in-flight, not the whole plan empty.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	return j.impl().PlanContinuation(files, approval, now)
 }
 
-// RecordedPlan classifies every file of the plan the run recorded in
-// plan.json, as [Journal.PlanContinuation] does without a new approval, for
-// an operator who has only the run directory (`readrecovery journal
-// plan`). The journal stores file digests, never IDs: each FileDecision's
-// ID is empty and Digest names the file. For a run without plan.json the
-// continuation is Partial: it lists the files that records name. Its error
-// is an error when the manifest cannot be read.
+// RecordedPlan classifies every file of the plan recorded in plan.json, as
+// [Journal.PlanContinuation] does without a new approval. The run stores
+// digests, never IDs: each FileDecision's ID is empty and Digest names the
+// file. Without plan.json the continuation is Partial: the files records
+// name. It fails when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 	return j.impl().RecordedPlan(now)
 }
 
-// Review records an operator's decision about a file classed unknown
-// (docs/policy.md: operator-review), in a parallel run in the file's
-// shard. [DecisionReupload] makes the file eligible as a never-attempted
-// one (a new approval is still needed); [DecisionSkip] means it is never
-// sent. file is its [PlannedFile.ID] or its digest.
+// Review records an operator's decision about a file classed unknown, in
+// its shard's run. [DecisionReupload] makes the file eligible as a
+// never-attempted one (a new approval is still needed); [DecisionSkip]
+// means it is never sent. file is its [PlannedFile.ID] or its digest.
 func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
-// ReviewPending resolves the run's dead pending marker (docs/policy.md:
-// pending-review); notBefore is Unix seconds, 0 for none. A live marker is
-// refused. It is [Journal.ReviewPendingMarker] with no marker named.
+// ReviewPending resolves the run's dead pending marker; notBefore is Unix seconds, 0 for
+// none. A live marker is refused. It is [Journal.ReviewPendingMarker] with no marker named.
 func (j *Journal) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, "", note, notBefore)
 }
 
 // ReviewPendingMarker is [Journal.ReviewPending] of the marker named
-// marker: in a parallel run ([WithParallel]) "shard-KK/pending-request.json".
-// An empty marker means the run's only dead one; a parallel run with
-// several is refused with their names, and one whose markers are all live
-// is refused.
+// marker, in a parallel run "shard-KK/pending-request.json". An empty
+// marker means the run's only dead one: a parallel run with several is
+// refused with their names, one whose markers are all live is refused.
 func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewPendingMarker(ctx, marker, note, notBefore)
 }
 
-// ReviewRestriction bounds a backoff entry without timing by an
-// operator's notBefore (docs/policy.md: restriction-review). In a
+// ReviewRestriction bounds a backoff entry without timing by an operator's notBefore. In a
 // parallel run entry names its shard ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
@@ -663,11 +576,9 @@ func (j *Journal) Parallel() int {
 	return 0
 }
 
-// Shard returns the shard (1 to n) that records the file with identity id
-// in a run created [WithParallel](n), or 0 for a run without shards:
-// the first 8 bytes of its [PlannedFile.Digest]'s SHA-256, big-endian,
-// modulo n, plus 1. Workers that split a plan by shard never wait for
-// each other's markers.
+// Shard returns the shard (1 to n) that records the file with identity id in a run created
+// [WithParallel](n), or 0 for a run without shards: the first 8 bytes of its
+// [PlannedFile.Digest]'s SHA-256, big-endian, modulo n, plus 1.
 func (j *Journal) Shard(id string) int {
 	if j.zero() {
 		return 0
@@ -675,8 +586,7 @@ func (j *Journal) Shard(id string) int {
 	return j.r.lanes()[j.r.lane(fileDigest(id))].shardNo
 }
 
-// statusLocked: with ignoreOwn, the marker of this Journal's own request in
-// flight does not count (it will be cleared or will stay for a crash).
+// statusLocked: with ignoreOwn, this Journal's own marker in flight does not count.
 func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
@@ -684,15 +594,12 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
 }
 
-// refreshLocked re-reads the listing and any file it does not know yet
-// (records are immutable), so that another process's records count; ctx
-// bounds every list and read (R85).
+// refreshLocked re-reads the listing and the files it does not know yet (records are
+// immutable), so that another process's records count; ctx bounds the reads.
 func (j *run) refreshLocked(ctx context.Context) {
 	b := j.b.with(ctx)
 	if j.inflight != nil && j.markerData != nil {
-		// The marker listed under this Journal's claim is its own: its
-		// bytes are known, no read needed.
-		b.own = &lightMarker{data: j.markerData, version: j.markerVersion}
+		b.own = &lightMarker{data: j.markerData, version: j.markerVersion} // its bytes are known
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -702,9 +609,8 @@ func (j *run) refreshLocked(ctx context.Context) {
 	j.snap = s
 }
 
-// refreshFinishing is refreshLocked, then the end of what a review that
-// died or failed left behind (finishDeadReview), read again when it wrote.
-// Only the calls that may write use it (Admit, Begin, the reviews).
+// refreshFinishing is refreshLocked, then finishDeadReview, read again when it wrote;
+// for the calls that may write (Admit, Begin, the reviews).
 func (j *run) refreshFinishing(ctx context.Context) {
 	j.refreshLocked(ctx)
 	if j.finishDeadReview() {
@@ -712,15 +618,11 @@ func (j *run) refreshFinishing(ctx context.Context) {
 	}
 }
 
-// finishDeadReview ends what a review left behind when it died or failed
-// after its claim: the run's last record without its head, or a marker
-// that sent nothing and blocks every worker. It applies to a marker of a
-// review (method REVIEW) whose worker is dead (R83), and to a marker a
-// pending review resolved; such a marker's request, if any, is over. When
-// the run's last record has no head (the review's record, whose head
-// failed), the head is written as its writer would have; then the marker
-// is removed while it is still the one read. It reports whether it wrote;
-// any failure leaves the run as it was (unresolved by the marker).
+// finishDeadReview ends what a review that died or failed after its claim left: for the
+// marker of a review whose worker is dead, or one a pending review resolved (its request
+// is over), it writes a missing last head as its writer would have, then removes the
+// marker, still the one read, which blocks every worker. It reports whether it wrote; a
+// failure leaves the run as it was (unresolved by the marker).
 func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
@@ -746,8 +648,7 @@ func (j *run) finishDeadReview() bool {
 	return j.removeResolved(s) == nil
 }
 
-// Admit is [Journal.Admit] of a run or shard: it re-reads the run, and
-// waits (WithPendingWait) for another worker's marker to go.
+// Admit is [Journal.Admit] of a run or shard.
 func (j *run) Admit(ctx context.Context, now time.Time) error {
 	return j.waitOut(ctx, func(start time.Time, _ bool) error {
 		j.refreshFinishing(ctx)
@@ -758,14 +659,11 @@ func (j *run) Admit(ctx context.Context, now time.Time) error {
 	})
 }
 
-// waitOut calls try under j.mu, with the start of the wait and whether
-// it is the first try, until it returns nil or a refusal not worth waiting
-// out ([WithPendingWait]): worth it is a refusal because of another
-// worker's marker that the store does not show dead (R83), seen for less
-// than the wait allowed; each try after the first comes a poll interval
-// later. The wait is this process's own sight of the marker, never a
-// comparison with a time another machine wrote: a live marker at the end
-// of it is still a request in flight (refused as such, never judged dead).
+// waitOut calls try under j.mu (with the wait's start, and whether it is the first try)
+// until it returns nil or a refusal not worth waiting out: worth it is another worker's
+// marker, not shown dead by the store, seen for less than WithPendingWait. The wait is
+// this process's own sight of the marker, never a time another machine wrote: a marker
+// live at its end is still a request in flight, never judged dead.
 func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool) error) error {
 	start := j.clock.Now()
 	seen, since := "", start // the marker last seen, and when it was first seen
@@ -810,8 +708,8 @@ func (j *run) Begin(ctx context.Context, req readrecovery.JournalRequest) error 
 	return err
 }
 
-// acquire takes this Journal's one request slot, or returns ctx's error
-// (wrapped) when ctx ends first (journal-slot-honours-deadline).
+// acquire takes this Journal's one request slot, or returns ctx's error (wrapped) when
+// ctx ends first (docs/policy.md: journal-slot-honours-deadline).
 func (j *run) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: not begun: %w", err)
@@ -828,8 +726,7 @@ func (j *run) acquire(ctx context.Context) error {
 	return nil
 }
 
-// requestMarker is the marker of req; an upload's mutation (WithUpload,
-// WithUploadPart) names its file.
+// requestMarker is the marker of req; an upload's mutation names its file.
 func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
 	m := markerFile{
 		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
@@ -841,12 +738,11 @@ func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerF
 	return m
 }
 
+// beginLocked claims req's marker and checks under it. A first check without the claim
+// refuses early and writes nothing; a shard's first one uses what it read last (at its
+// Admit or last request) and reads again only when that refuses.
 func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, first bool) error {
 	m := requestMarker(ctx, req)
-	// A first check without the claim refuses early and writes nothing;
-	// the check that authorises the request is the one under the claim.
-	// A shard of a parallel run checks first what it read last (at its
-	// Admit or its last request), and reads again only when that refuses.
 	cached := first && j.group != nil
 	if !cached {
 		j.refreshFinishing(ctx)
@@ -871,27 +767,19 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 		return err
 	}
 	var others Status
+	var wg sync.WaitGroup
 	if g := j.group; g != nil {
-		// Under the claim, every other shard too, read at the same time
-		// as this one: a restriction any worker recorded blocks this
-		// request (parallel-shards).
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			others = g.others(ctx, j.shardNo, j.clock.Now())
-		}()
-		j.refreshLocked(ctx)
-		<-done
-	} else {
-		j.refreshLocked(ctx)
+		// Under the claim every other shard too, read at the same time as this one: a
+		// restriction any worker recorded blocks this request (parallel-shards).
+		wg.Go(func() { others = g.others(ctx, j.shardNo, j.clock.Now()) })
 	}
+	j.refreshLocked(ctx)
+	wg.Wait()
 	return j.checkClaimed(m, others, nil)
 }
 
-// checkClaimed is the check under m's claim (journal-claim-then-check),
-// after err, if any: the request, then others, the status of the other
-// shards. A refusal removes the marker; an upload's request then has its
-// begin recorded (R85).
+// checkClaimed is the check under m's claim, after err if any: the request, then others
+// (the other shards' status). A refusal removes the marker; an upload's begin is recorded.
 func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 	if err == nil {
 		err = j.checkRequest(m, j.clock.Now())
@@ -906,27 +794,21 @@ func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 		if err := j.beginRecord(m); err != nil {
 			return err
 		}
-		j.own(m.FileDigest)
+		round := j.snap.view(m.FileDigest, true).round // this Journal's upload of the round
+		if u := j.started[m.FileDigest]; u == nil || u.round != round {
+			j.started[m.FileDigest] = &ownUpload{round: round}
+		}
 	}
 	return nil
 }
 
-// own records that this Journal began the upload of file d in its current
-// round (see started).
-func (j *run) own(d string) {
-	round := j.snap.view(d, true).round
-	if u := j.started[d]; u == nil || u.round != round {
-		j.started[d] = &ownUpload{round: round}
-	}
-}
-
-// checkLimits refuses a request that could need more than the run may
-// hold (bounded-journal): a request adds at most footprint files, or one entry.
+// checkLimits refuses a request that could need more than the run may hold: a request
+// adds at most footprint files (its claim's marker included), or one entry.
 func (j *run) checkLimits() error {
 	s := j.snap
 	files := s.files
 	if j.inflight != nil {
-		files-- // the marker of the claim counts in footprint
+		files--
 	}
 	if n := len(s.entries()); n >= maxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
@@ -937,9 +819,8 @@ func (j *run) checkLimits() error {
 	return nil
 }
 
-// checkRequest decides whether the request of marker m may be sent at now,
-// from the current snapshot. The marker of this Journal's claim does not
-// count.
+// checkRequest decides from the snapshot whether m's request may be sent at now; a part
+// or commit of a file this run never sends again is refused.
 func (j *run) checkRequest(m markerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
@@ -949,8 +830,21 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.inPlan(m.FileDigest) {
 			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
-		if err := j.checkFile(m); err != nil {
-			return err
+		switch fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
+		case FileAcked:
+			return refuse(errReplay, "the file is acked: %s", fd.Reason)
+		case FileReviewed:
+			if fd.Decision == DecisionSkip {
+				return refuse(errReplay, "the file: %s", fd.Reason)
+			}
+		case FileUnknown: // only this Journal's own upload of the round goes on
+			v, u := s.view(m.FileDigest, true), j.started[m.FileDigest]
+			if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+				return refuse(errReplay, "the file is unknown: %s", fd.Reason)
+			}
+			if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
+				return refuse(errReplay, "the file is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", u.throttledName)
+			}
 		}
 	}
 	if m.ResendOf != "" && !s.hasEntry(m.ResendOf, m.FileDigest) {
@@ -959,55 +853,35 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 	return nil
 }
 
-// checkFile refuses a part or commit of a file that this run never sends
-// again (upload-only-continuation, parts-are-not-acks, operator-review).
-func (j *run) checkFile(m markerFile) error {
-	s := j.snap
-	fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true)
-	name := "the file"
-	switch fd.State {
-	case FileAcked:
-		return refuse(errReplay, "%s is acked: %s", name, fd.Reason)
-	case FileReviewed:
-		if fd.Decision == DecisionSkip {
-			return refuse(errReplay, "%s: %s", name, fd.Reason)
-		}
-	case FileUnknown:
-		v := s.view(m.FileDigest, true)
-		u := j.started[m.FileDigest]
-		if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
-			return refuse(errReplay, "%s is unknown: %s", name, fd.Reason)
-		}
-		if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
-			// After a 429 the one request that may follow is the
-			// transport's own queue-429 re-send of the throttled request.
-			return refuse(errReplay, "%s is unknown: %s: its upload met 429; only the transport's queue-429 re-send of that request may follow, never another send", name, u.throttledName)
-		}
-		return nil // this Journal's own upload of the round, in progress
-	}
-	return nil
-}
-
-// claim creates the marker m exclusively and makes it durable; this
-// Journal then holds it (inflight). An existing marker is another
-// request's: a *RestrictedError wrapping ErrPending, nothing written.
+// claim creates the marker m exclusively and durably; this Journal then holds it
+// (inflight). An existing marker is another request's: a *RestrictedError wrapping
+// ErrPending, nothing written. Any other failure is a persistence failure.
 func (j *run) claim(m markerFile) error {
 	m.Host, m.PID = workerHost, workerPID
 	data, err := marshalLine(m)
 	if err != nil {
 		return err
 	}
-	if err := j.writeMarker(data); err != nil {
-		return err
+	version, hold, err := j.b.createMarker(data)
+	switch {
+	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
+		reason := markerName + ": " + pendingProblem
+		if r := j.snap.pendingResolved; r != "" {
+			reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+		}
+		return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
+	case err != nil:
+		j.fail("create pending-request.json: " + redact.Text(err.Error()))
+		return fmt.Errorf("journal: begin: %w", err)
 	}
+	j.markerVersion, j.markerData, j.markerHold = version, data, hold
 	j.snap.pending, j.snap.pendingFile, j.snap.files = true, m.FileDigest, j.snap.files+1
 	j.inflight = &m
 	return nil
 }
 
-// unclaim removes the marker of a claim whose check refused the request
-// (nothing was sent) and returns the refusal, or a persistence failure
-// when the marker cannot be removed (the run stays unresolved).
+// unclaim removes the marker of a refused request (nothing was sent) and returns the
+// refusal, or a persistence failure when the marker cannot be removed.
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
@@ -1016,32 +890,8 @@ func (j *run) unclaim(refusal error) error {
 	return refusal
 }
 
-// writeMarker creates the marker exclusively and makes it durable. A
-// failure after the creation removes it again (nothing was sent) when it
-// can; the Journal stays unresolved either way.
-func (j *run) writeMarker(data []byte) error {
-	version, hold, err := j.b.createMarker(data)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			// Another request's marker: the run is unresolved on disk;
-			// nothing of this Journal failed.
-			reason := markerName + ": " + pendingProblem
-			if r := j.snap.pendingResolved; r != "" {
-				reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
-			}
-			return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
-		}
-		j.fail("create pending-request.json: " + redact.Text(err.Error()))
-		return fmt.Errorf("journal: begin: %w", err)
-	}
-	j.markerVersion, j.markerData, j.markerHold = version, data, hold
-	return nil
-}
-
-// release ends the hold of this Journal's marker, once its request (or
-// review) is over: a marker still present after that (a write that
-// failed) is dead for every other process at once, and an operator's
-// pending review resolves it.
+// release ends the hold of this Journal's marker once its request or review is over: a
+// marker left by a failed write is then dead for every other process, for a pending review.
 func (j *run) release() {
 	if j.markerHold != nil {
 		j.markerHold()
@@ -1050,15 +900,14 @@ func (j *run) release() {
 }
 
 func writeSyncClose(f fsys.File, data []byte) error {
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	return err
 }
 
 // fail records a persistence failure: the Journal is unresolved from now on.
@@ -1071,12 +920,10 @@ func (j *run) fail(why string) {
 	}
 }
 
-// putRecord seals body as the run's next record, of kind and named name,
-// stores it exclusively, then the run's head naming it — unless the begun
-// head of its request stands for it (R85) — and removes the heads it
-// replaces (deletion-detected). linked reports whether the record exists
-// durably; an error after that is the head's (a persistence failure: the
-// marker stays, so the run is unresolved until a review).
+// putRecord seals body as the run's next record, of kind and named name, stores it
+// exclusively, then the head naming it (unless its request's begun head stands for it)
+// and removes the heads it replaces. linked reports whether the record exists durably;
+// an error after that is the head's: the marker stays, unresolved until a review.
 func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err error) {
 	s := j.snap
 	seq, prev := s.nextLink()
@@ -1106,9 +953,8 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 	return e, true, j.putHead(seq, link{name, digest}, nil)
 }
 
-// putHead writes head-seq after prev, the run's last record — a begun head
-// when begun is not nil (beginRecord) — then removes the heads it
-// replaces.
+// putHead writes head-seq after prev, the run's last record (a begun head when begun is
+// not nil), then removes the heads it replaces.
 func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 	s := j.snap
 	body := &headBody{Begun: begun}
@@ -1144,11 +990,9 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 	return nil
 }
 
-// beginRecord makes the begin of an upload's request durable in the run's
-// chain before it is sent, under its claim (R85): a begun head, so that a
-// marker removed by hand is a finding, never a way to make its file
-// eligible. A head not written sends nothing (the claim ends); one
-// written but not durably is a persistence failure (the marker stays).
+// beginRecord writes an upload request's begun head under its claim, before it is sent,
+// so that a marker removed by hand is a finding, never a way to make the file eligible.
+// A head not written ends the claim; one written but not durably keeps the marker.
 func (j *run) beginRecord(m markerFile) error {
 	seq, prev := j.snap.nextLink()
 	err := j.putHead(seq, prev, &begunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
@@ -1157,17 +1001,17 @@ func (j *run) beginRecord(m markerFile) error {
 		return nil
 	}
 	j.fail("write " + headName(seq) + ": " + redact.Text(err.Error()))
+	err = fmt.Errorf("journal: begin: %w", bareErr(err))
 	if j.snap.begun == nil {
-		return j.unclaim(fmt.Errorf("journal: begin: %w", bareErr(err)))
+		return j.unclaim(err)
 	}
 	j.inflight = nil
 	j.release() // nothing is sent: the marker is dead for every other process
-	return fmt.Errorf("journal: begin: %w", bareErr(err))
+	return err
 }
 
-// clearMarker removes the marker this Journal created (conditionally on
-// its version, in a store that has versions); a failure is a persistence
-// failure.
+// clearMarker removes this Journal's marker (conditionally on its version, where the
+// store has versions); a failure is a persistence failure.
 func (j *run) clearMarker() error {
 	err := j.b.removeMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
@@ -1182,8 +1026,7 @@ func (j *run) clearMarker() error {
 	return nil
 }
 
-// finish ends the request in flight: the marker is this Journal's no more
-// and the next Begin may proceed.
+// finish ends the request in flight: the next Begin may proceed.
 func (j *run) finish() {
 	j.inflight = nil
 	j.release()
@@ -1220,19 +1063,13 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	defer j.finish()
 	s := j.snap
 	e := entryBody{
-		BackoffVersion: backoffVersion,
-		Sequence:       len(s.entries()) + 1,
-		PlanDigest:     s.planDigest(),
-		Method:         req.Method,
-		URLDigest:      req.URLDigest,
-		RequestID:      redact.ID(out.RequestID),
-		Status:         out.StatusCode,
-		RetryAfter:     retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance:     provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
+		BackoffVersion: backoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
+		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
+		RetryAfter: retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
+		Provenance: provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
 	if timing != nil && representable(timing) {
-		// A timing beyond the shared bound is no timing: the entry is
-		// recorded without it (the run is unresolved), never refused.
+		// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
 		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
 	}
 	if e.Sequence > maxEntries {
@@ -1244,32 +1081,40 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
 	name := entryName(e.Sequence)
-	ev, linked, err := j.putRecord(name, kindEntry, &e)
-	digest := ev.Digest
+	ev, linked, err := j.writeRecord(name, kindEntry, &e)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
-			u.throttledBy, u.throttledName = digest, name
+			u.throttledBy, u.throttledName = ev.Digest, name
 		} else {
 			u.closed = true
 		}
 	}
+	if !linked {
+		return "", fmt.Errorf("journal: backoff: %w", err)
+	}
+	if why := untimed(e); why != "" {
+		s.addFinding(name, "%s", why)
+	}
+	if err == nil {
+		err = j.clearMarker()
+	}
+	if err != nil {
+		return ev.Digest, fmt.Errorf("journal: backoff: %w", err)
+	}
+	return ev.Digest, nil
+}
+
+// writeRecord is putRecord of the request in flight, added to the snapshot when linked; a
+// failure is a persistence failure.
+func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
+	e, linked, err := j.putRecord(name, kind, body)
 	if linked {
-		s.add(rec{name, loaded{ev, &e}})
-		if why := untimed(e); why != "" {
-			s.addFinding(name, "%s", why)
-		}
+		j.snap.add(rec{name, loaded{e, body}})
 	}
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
-		if !linked {
-			digest = ""
-		}
-		return digest, fmt.Errorf("journal: backoff: %w", err)
 	}
-	if err := j.clearMarker(); err != nil {
-		return digest, fmt.Errorf("journal: backoff: %w", err)
-	}
-	return digest, nil
+	return e, linked, err
 }
 
 // Complete is [Journal.Complete] of a run or shard.
@@ -1284,19 +1129,14 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		return err
 	}
 	defer j.finish()
-	if httprule.IsThrottled(out.StatusCode) {
-		// A 429 completed as if it were anything else would lose its
-		// restriction: refuse, keep the marker (unresolved).
+	if httprule.IsThrottled(out.StatusCode) { // it would lose its restriction: keep the marker
 		j.fail("a 429 was completed without its backoff entry")
 		return errors.New("journal: complete: a 429 must be recorded with Backoff")
 	}
-	var name, kind string
-	var body any
 	s := j.snap
 	ok2xx := httprule.IsSuccess(out.StatusCode)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
-		// A part's 2xx continues the upload; any other outcome (a commit
-		// included) ends what this Journal may send of the file.
+		// A part's 2xx continues the upload; any other outcome ends what this Journal sends.
 		u.throttledBy, u.throttledName = "", ""
 		u.closed = u.closed || !m.Part || !ok2xx
 	}
@@ -1313,7 +1153,7 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 			j.fail("part limit")
 			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
 		}
-		name, kind, body = partName(m.FileDigest, p.Part), kindPart, &p
+		_, _, err = j.writeRecord(partName(m.FileDigest, p.Part), kindPart, &p)
 	case m.FileDigest != "":
 		round := s.view(m.FileDigest, true).round
 		r := receiptBody{
@@ -1325,17 +1165,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		if round > 1 {
 			r.Round = round
 		}
-		name, kind, body = receiptNameRound(m.FileDigest, round), kindReceipt, &r
+		_, _, err = j.writeRecord(receiptNameRound(m.FileDigest, round), kindReceipt, &r)
 	}
-	if name != "" {
-		e, linked, err := j.putRecord(name, kind, body)
-		if linked {
-			s.add(rec{name, loaded{e, body}})
-		}
-		if err != nil {
-			j.fail("write " + name + ": " + redact.Text(err.Error()))
-			return fmt.Errorf("journal: receipt: %w", bareErr(err))
-		}
+	if err != nil {
+		return fmt.Errorf("journal: receipt: %w", bareErr(err))
 	}
 	if err := j.clearMarker(); err != nil {
 		return fmt.Errorf("journal: complete: %w", bareErr(err))
@@ -1351,32 +1184,29 @@ type uploadMark struct {
 	part bool
 }
 
-// WithUpload returns a copy of ctx whose request commits the upload of the
-// planned file with identity id (its [PlannedFile.ID]): the request whose
-// 2xx is the file's ACK (a single-request upload, or the last request of a
-// multi-request one: Blob Put Block List, the last Files Put Range). The
-// journal binds the file's [PlannedFile.Digest] as the upload provenance of the
-// request's marker, backoff entries and commit receipt. An empty id
-// returns ctx unchanged.
+// WithUpload returns a copy of ctx whose request commits the upload of the planned file
+// with identity id ([PlannedFile.ID]): the request whose 2xx is the file's ACK (a
+// single-request upload, or the last request of a multi-request one: Blob Put Block List,
+// the last Files Put Range). Its marker, backoff entries and receipt name the file's
+// [PlannedFile.Digest]. An empty id returns ctx unchanged.
 func WithUpload(ctx context.Context, id string) context.Context {
-	if id == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id})
+	return withMark(ctx, uploadMark{id: id})
 }
 
-// WithUploadPart returns a copy of ctx whose request is one part of the
-// upload of the planned file with identity id (Blob Put Block, Files
-// Create or Put Range before the commit). A part is journaled like the
-// commit (marker, backoff entries) and leaves a part receipt, but its 2xx
-// is never the file's ACK: only the request marked [WithUpload] records
-// it. A file with parts and no committed ACK is unknown in the
-// continuation plan (docs/policy.md: parts-are-not-acks). An empty id returns ctx unchanged.
+// WithUploadPart returns a copy of ctx whose request is one part of the upload of the
+// planned file with identity id (Blob Put Block, Files Create or Put Range before the
+// commit). A part is journaled like the commit and leaves a part receipt, but its 2xx is
+// never the file's ACK: a file with parts and no committed ACK is unknown. An empty id
+// returns ctx unchanged.
 func WithUploadPart(ctx context.Context, id string) context.Context {
-	if id == "" {
+	return withMark(ctx, uploadMark{id: id, part: true})
+}
+
+func withMark(ctx context.Context, u uploadMark) context.Context {
+	if u.id == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, uploadKey{}, uploadMark{id: id, part: true})
+	return context.WithValue(ctx, uploadKey{}, u)
 }
 
 // hasEntry reports whether an entry has event digest d and, when both name
