@@ -413,7 +413,7 @@ func (j *run) removeResolved(s *snapshot) error {
 	if err := j.b.removeMarker(version); err != nil {
 		return err
 	}
-	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingVersion, s.pendingResolved = false, "", "", "", "", ""
+	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingResolved = false, "", "", "", ""
 	s.files--
 	return nil
 }
