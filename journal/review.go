@@ -80,12 +80,11 @@ func (r rec) record() ReviewRecord {
 	return out
 }
 
-// Review is [Journal.Review] of a run without shards (operator-review),
-// checked under its claim as [Journal.Begin] is. Errors: a refusal (a decision
-// neither reupload nor skip, a file outside the plan or not unknown); a
-// *RestrictedError (a finding, another request's marker); the context's
-// error while waiting for this Journal's request in flight; else a
-// persistence failure (the Journal stays unresolved).
+// Review is [Journal.Review] of a run without shards (operator-review), checked
+// under its claim as [Journal.Begin] is. Errors: a refusal (a decision neither
+// reupload nor skip, a file outside the plan or not unknown); a *RestrictedError
+// (a finding, another request's marker); the context's error while waiting for
+// this Journal's request in flight; else a persistence failure (unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -283,14 +282,13 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending is [Journal.ReviewPending] of a run without shards
-// (pending-review, marker-liveness): of a dead marker, or of an upload's
-// marker removed by hand (R85), bound to its begun head's digest. On a
-// store that cannot tell liveness it is the operator's word that no worker
-// sends it. Errors: a refusal (no marker, notBefore not representable, a
-// live marker); a *RestrictedError for another finding; a persistence
-// failure when the review cannot be written (the run is as it was). A
-// marker the run already resolved is only removed again.
+// ReviewPending is [Journal.ReviewPending] of a run without shards (pending-review,
+// marker-liveness): of a dead marker, or of an upload's marker removed by hand (R85:
+// bound to its begun head's digest); where the store cannot tell liveness, the
+// operator's word that no worker sends it. Errors: a refusal (no marker, notBefore
+// not representable, a live marker); a *RestrictedError for another finding; a
+// persistence failure when the review cannot be written (the run is as it was).
+// A marker the run already resolved is only removed again.
 func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -319,8 +317,7 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	case !gone && s.pendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
 	case !gone && s.pendingResolved == "" && !s.deadMarker():
-		// R83: a marker its worker holds is a request in flight, however
-		// old: its own receipt or entry will end it.
+		// R83: a held marker is a request in flight, however old: its own record ends it.
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
 	}
 	for _, r := range s.reviews() {
@@ -334,8 +331,7 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", n)
 	}
 	rb := j.newReview(decisionPending, note)
-	m := markerFile{}
-	me := &markerEvidence{Digest: s.pendingDigest}
+	m, me := markerFile{}, &markerEvidence{Digest: s.pendingDigest}
 	if gone {
 		b := s.begun.req
 		m = markerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
@@ -373,9 +369,8 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	return out, nil
 }
 
-// removeResolved removes the marker a pending review resolved while it is
-// still the one reviewed: compared by digest (a directory has no versions),
-// removed on its version in a store that has them.
+// removeResolved removes the marker a pending review resolved while it is still the
+// one reviewed: by digest (a directory has no versions), and on its version if any.
 func (j *run) removeResolved(s *snapshot) error {
 	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
 	if !ok || digestOf(data) != s.pendingDigest {
@@ -390,11 +385,10 @@ func (j *run) removeResolved(s *snapshot) error {
 }
 
 // ReviewRestriction is [Journal.ReviewRestriction] of a run without shards
-// (restriction-review); the entry's file stays unknown. Errors: a refusal
-// (an entry not on record, with its own timing or bounded already, a
-// notBefore too early or not representable); a *RestrictedError (any
-// finding but entries without timing, another request's marker); the
-// context's error while waiting; else a persistence failure.
+// (restriction-review); the entry's file stays unknown. Errors: a refusal (an entry
+// not on record, with its own timing or bounded already, a notBefore too early or
+// not representable); a *RestrictedError (any finding but entries without timing,
+// another request's marker); the context's error while waiting; else a persistence failure.
 func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -439,9 +433,8 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 	return rec.record(), err
 }
 
-// putReview writes rb as the run's next review and adds it to the snapshot
-// once it is in the run. linked false means nothing was written; true with
-// an error, that it is in the run but not durably.
+// putReview writes rb as the run's next review, added to the snapshot once linked:
+// false means nothing was written; true with an error, in the run but not durably.
 func (j *run) putReview(rb reviewBody) (r rec, linked bool, err error) {
 	r.name, r.body = reviewName(rb.Sequence), &rb
 	r.env, linked, err = j.putRecord(r.name, kindReview, &rb)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,13 +35,10 @@ func (f Finding) String() string { return escapeName(f.File) + ": " + f.Problem 
 // escapeName returns name as it is when it is plain printable ASCII
 // without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
 func escapeName(name string) string {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
-			return strconv.QuoteToASCII(name)
-		}
-	}
-	if name == "" {
-		return `""`
+	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
+		return c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\''
+	}) {
+		return strconv.QuoteToASCII(name)
 	}
 	return name
 }
@@ -104,11 +102,8 @@ func newSnapshot() *snapshot {
 // register adds a self-verified record to the run's sequence.
 func (s *snapshot) register(name string, v any) {
 	r, ok := v.(loaded)
-	if !ok || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
-		return // not a record, or a legacy run's evidence (outside the sequence)
-	}
-	if _, head := r.body.(*headBody); head {
-		return
+	if _, head := r.body.(*headBody); !ok || head || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
+		return // not a record, a head, or a legacy run's evidence (outside the sequence)
 	}
 	if r.Seq == 0 {
 		s.addFinding(name, "seq 0: not in the run's sequence (made by hand, or from a legacy run)")
@@ -206,10 +201,9 @@ func (s *snapshot) bounded(name string) bool {
 // blocking reports whether a marker exists that no pending review resolves.
 func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
 
-// scan reads and verifies the run directory dir; prev, when not nil, is an
-// earlier snapshot of it whose immutable files are not read again. An error
-// means dir cannot be read, is empty (errNoRun) or holds no journal name
-// (ErrNotRun); every problem inside a run is a Finding.
+// scan reads and verifies the run directory dir, reading again no immutable
+// file of prev (nil or an earlier snapshot). Its error is dir's own: not
+// readable, empty (errNoRun), no journal name (ErrNotRun).
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
@@ -359,10 +353,10 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 		return nil, false
 	}
 	f, err := fsy.OpenFile(filepath.Join(dir, name), fsys.ReadFlags, 0)
-	if err != nil {
-		if fsys.IsSymlinkRefusal(err) {
-			return bad("not a regular file")
-		}
+	switch {
+	case err != nil && fsys.IsSymlinkRefusal(err):
+		return bad("not a regular file")
+	case err != nil:
 		return bad("unreadable: %v", bareErr(err))
 	}
 	defer f.Close()
@@ -422,9 +416,8 @@ type Summary struct {
 	// Findings are Verify's findings; none means the run verifies clean.
 	Findings []Finding
 	// Leftovers are the temporary files of interrupted writes older than a
-	// minute: neither records nor findings (the interruption shows as the
-	// pending marker or a missing manifest), but a crash's remains an
-	// operator should see.
+	// minute: neither records nor findings (the pending marker or a missing
+	// manifest shows the interruption), but what a crash left, for an operator.
 	Leftovers []Finding
 }
 
