@@ -224,10 +224,7 @@ var scanGen atomic.Uint64
 func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
-		s, err := scanOnce(b, prev, now)
-		if s != nil {
-			s.gen = gen
-		}
+		s, err := scanOnce(b, prev, now, gen)
 		if err != nil || !s.seqBroken || try == 3 {
 			return s, err
 		}
@@ -250,17 +247,17 @@ func sameNames(a []listedName, b []listedName) bool {
 	return !slices.ContainsFunc(b, func(n listedName) bool { return !seen[n.name] })
 }
 
-// scanOnce is one scan of the run kept in b.
-func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
+// scanOnce is one scan of the run kept in b, of scanRun's gen.
+func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, error) {
 	des, where, err := b.list()
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if len(des) == 0 {
+	case len(des) == 0:
 		return nil, errNoRun
 	}
 	s := newSnapshot()
-	s.files, s.listed, s.light = len(des), des, b.light != nil
+	s.files, s.listed, s.light, s.gen = len(des), des, b.light != nil, gen
 	s.findings = append(s.findings, where...)
 	if len(des) > maxFiles {
 		// Fail closed without reading anything: the bound on work is the bound on files.
