@@ -45,12 +45,11 @@ type ReviewRecord struct {
 	// Decision is reupload or skip; "pending" for a pending review,
 	// "restriction" for a restriction review.
 	Decision Decision
-	// Reviewer is the sanitized name of the OS user who wrote the review.
-	Reviewer string
-	// ReviewedAtUTC is the review's time, in UTC Unix seconds.
+	// Reviewer is the sanitized name of the OS user who wrote the review,
+	// ReviewedAtUTC its time in UTC Unix seconds, Note the sanitized note.
+	Reviewer      string
 	ReviewedAtUTC int64
-	// Note is the sanitized note.
-	Note string
+	Note          string
 	// Digest is the entry's review_digest.
 	Digest string
 	// The fields of a pending review ([Journal.ReviewPending]): Marker names
@@ -61,9 +60,8 @@ type ReviewRecord struct {
 	Marker, MarkerDigest, MarkerFileDigest string
 	// NotBeforeUTC is when the run's wait for the lost response ends.
 	NotBeforeUTC int64
-	// Removed reports whether the marker is gone; when false (its removal
-	// failed, or it had changed), the review still resolves it and a
-	// second ReviewPending removes it.
+	// Removed reports whether the marker is gone; when false (its removal failed,
+	// or it had changed), the review still resolves it and a second ReviewPending removes it.
 	Removed bool
 }
 

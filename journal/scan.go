@@ -58,11 +58,9 @@ type snapshot struct {
 	planFiles []string      // plan.json's file digests, sorted; nil without a usable plan.json
 	// recs are the records that passed their checks (admit), in seq order;
 	// byFile indexes them by the file they name (namedFile).
-	recs   []*rec
-	byFile map[string][]*rec
-	// badFiles names, by file hex prefix, a receipt or part receipt that
-	// fails verification: the file it names was attempted.
-	badFiles map[string]string
+	recs     []*rec
+	byFile   map[string][]*rec
+	badFiles map[string]string // by file hex prefix: a receipt or part receipt failing verification (attempted)
 	// The marker, when present: pendingFile is the file a readable one
 	// names, pendingID its version, NUL, its bytes, pendingDigest its
 	// bytes' digest; pendingResolved the pending review resolving it (it
@@ -76,15 +74,13 @@ type snapshot struct {
 	findings, leftovers []Finding
 	// seq holds the records with a run link, by seq (deletion-detected);
 	// lastSeq is the highest; heads the heads listed (the highest counts).
-	seq     map[int]rec
-	lastSeq int
-	heads   []string
-	begun   *begunHead // an upload begun whose record is still to come (R85), else nil
-	broken  int        // the records that fail their own checks
-	// seqBroken: the sequence check found something (scanRun lists again
-	// to tell a write in progress from a deletion); listed is the listing.
-	seqBroken bool
-	listed    []listedName
+	seq       map[int]rec
+	lastSeq   int
+	heads     []string
+	begun     *begunHead     // an upload begun whose record is still to come (R85), else nil
+	broken    int            // the records that fail their own checks
+	seqBroken bool           // the sequence check found something: scanRun lists again (a write in progress?)
+	listed    []listedName   // the listing
 	light     bool           // a lightView's scan: restrictions and the marker, no sequence check
 	gen       uint64         // scanGen: of two snapshots of one run, the greater was listed later
 	cache     map[string]any // the parsed immutable files by name: a refresh reads only new ones
@@ -208,19 +204,17 @@ func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
-// staleTemp is the age from which a durable write's temporary file is an
-// interrupted write's leftover (temporary-files-are-not-findings); younger,
-// it is another worker's write in progress.
+// staleTemp is the age from which a durable write's temporary file is an interrupted
+// write's leftover, not a write in progress (temporary-files-are-not-findings).
 const staleTemp = 60 * time.Second
 
 // scanGen numbers the scans of this process (snapshot.gen).
 var scanGen atomic.Uint64
 
-// scanRun is scan of the run kept in b at now (the age of temporary files).
-// A listing is not atomic: one taken during another worker's write may hold
-// a record without its head, or a head without the old one it replaced. So
-// a broken sequence is listed again, and scanned again (3 times at most)
-// while the listing changes; an unchanged one is the run's state.
+// scanRun is scan of the run kept in b at now (the age of temporary files). A listing
+// is not atomic: one taken during a write may hold a record without its head, or a
+// head without the old one it replaced. So a broken sequence is listed again, and
+// scanned again (3 times at most) while the listing changes: an unchanged one is the run's.
 func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
@@ -338,10 +332,9 @@ type planList struct {
 	digest string
 }
 
-// readCapped reads dir/name after checking, on the open file, that it is a
-// regular, private file of at most limit bytes; problems become findings on
-// s (when not nil). [fsys.ReadFlags] refuse a symbolic link and open a FIFO
-// or device without blocking (hostile-directories).
+// readCapped reads dir/name once the open file shows a regular, private file of at most
+// limit bytes; problems become findings on s (when not nil). [fsys.ReadFlags] refuse a
+// symbolic link and open a FIFO or device without blocking (hostile-directories).
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
 		if s != nil {
