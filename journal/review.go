@@ -13,8 +13,8 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// reviewMethod is the method a review's pending marker names: not an HTTP
-// request, so the marker names no upload in flight.
+// reviewMethod is the method of a review's marker: not an HTTP request, so
+// the marker names no upload in flight.
 const reviewMethod = "REVIEW"
 
 // Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
@@ -28,50 +28,40 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
-	// decisionPending is the decision of a pending review
-	// ([Journal.ReviewPending]): the abandoned marker it names no longer
-	// blocks, its file is unknown, and the run waits.
+	// decisionPending is a pending review's ([Journal.ReviewPending]): its
+	// marker blocks no more, its file is unknown, and the run waits.
 	decisionPending Decision = "pending"
-	// decisionRestriction is the decision of a restriction review
-	// ([Journal.ReviewRestriction]): a backoff entry without timing is
-	// bounded by the operator's not-before, and the run waits until then.
+	// decisionRestriction is a restriction review's ([Journal.ReviewRestriction]).
 	decisionRestriction Decision = "restriction"
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
 type ReviewRecord struct {
-	// Name is the entry's file name, review-NNNN.json.
-	Name string
-	// Sequence is NNNN.
+	// Name is the entry's file name, review-NNNN.json; Sequence is NNNN.
+	Name     string
 	Sequence int
 	// FileDigest is the reviewed file's [PlannedFile.Digest].
 	FileDigest string
-	// Decision is reupload or skip.
+	// Decision is reupload or skip; "pending" for a pending review,
+	// "restriction" for a restriction review.
 	Decision Decision
-	// Reviewer is the sanitized name of the OS user who wrote the review.
-	Reviewer string
-	// ReviewedAtUTC is the review's time, in UTC Unix seconds.
+	// Reviewer is the sanitized name of the OS user who wrote the review,
+	// ReviewedAtUTC its time in UTC Unix seconds, Note the sanitized note.
+	Reviewer      string
 	ReviewedAtUTC int64
-	// Note is the sanitized note.
-	Note string
+	Note          string
 	// Digest is the entry's review_digest.
 	Digest string
-
-	// The fields of a pending review ([Journal.ReviewPending]):
-	//
-	// Marker names the resolved marker: pending-request.json, or in a
-	// parallel run shard-KK/pending-request.json.
-	Marker string
-	// MarkerDigest is the digest of the resolved marker's bytes.
-	MarkerDigest string
-	// MarkerFileDigest is the file the marker named ("" for a request of
-	// no planned file, or an unreadable marker): it is unknown now.
-	MarkerFileDigest string
+	// The fields of a pending review ([Journal.ReviewPending]): Marker names
+	// the resolved marker (pending-request.json, or in a parallel run
+	// shard-KK/pending-request.json); MarkerDigest is the digest of its
+	// bytes; MarkerFileDigest is the file it named, unknown now ("" for a
+	// request of no planned file, or an unreadable marker).
+	Marker, MarkerDigest, MarkerFileDigest string
 	// NotBeforeUTC is when the run's wait for the lost response ends.
 	NotBeforeUTC int64
-	// Removed reports whether the marker is gone; when false (its removal
-	// failed, or it had changed), the review still resolves it and a
-	// second ReviewPending removes it.
+	// Removed reports whether the marker is gone; when false (its removal failed,
+	// or it had changed), the review still resolves it and a second ReviewPending removes it.
 	Removed bool
 }
 
@@ -88,12 +78,11 @@ func (r rec) record() ReviewRecord {
 	return out
 }
 
-// Review is [Journal.Review] of a run without shards (operator-review).
-// Like [Journal.Begin] it claims the marker, then checks under it. Errors:
-// a refusal (a decision neither reupload nor skip, a file outside the plan
-// or not unknown); a *RestrictedError (a finding, another request's
-// marker); the context's error while waiting for this Journal's request in
-// flight; else a persistence failure (the Journal stays unresolved).
+// Review is [Journal.Review] of a run without shards (operator-review), checked
+// under its claim as [Journal.Begin] is. Errors: a refusal (a decision neither
+// reupload nor skip, a file outside the plan or not unknown); a *RestrictedError
+// (a finding, another request's marker); the context's error while waiting for
+// this Journal's request in flight; else a persistence failure (unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -101,11 +90,11 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, sanitizeNote(string(decision), 32))
 	}
+	if file == "" {
+		return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
+	}
 	d := file
 	if !isDigest(file) {
-		if file == "" {
-			return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
-		}
 		d = fileDigest(file)
 	}
 	check := func() error {
@@ -132,19 +121,17 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 	return rec.record(), err
 }
 
-// newReview is the run's next review, of decision, as the snapshot shows
-// the run now (its evidence: the run's entries).
+// newReview is the run's next review, of decision, with the run's entries as evidence.
 func (j *run) newReview(decision Decision, note string) reviewBody {
 	s := j.snap
 	return reviewBody{Sequence: len(s.reviews()) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
 		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
 }
 
-// claimedReview writes the review build makes under the run's claim: it
-// checks, claims a marker of method REVIEW (naming the file d, if any),
-// checks again under it (journal-claim-then-check), writes and ends the
-// claim. A refusal under the claim gives the marker back, and a review not
-// written removes it too: nothing is left that blocks (pending-review).
+// claimedReview checks, claims a marker of method REVIEW (naming the file d,
+// if any), checks again under it (journal-claim-then-check), writes the
+// review build makes and ends the claim. A refusal or a review not written
+// removes the marker: nothing is left that blocks (pending-review).
 func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (rec, error) {
 	if err := j.acquire(ctx); err != nil {
 		return rec{}, err
@@ -181,14 +168,15 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	return r, nil
 }
 
-// evidence is what a review of file d sees now.
+// evidence is what a review of file d sees now; for d "" (a pending
+// review), the run's entries only.
 func (s *snapshot) evidence(d string) reviewEvidence {
 	var ev reviewEvidence
 	if es := s.entries(); len(es) > 0 {
 		ev.Entries, ev.LastEventDigest = len(es), es[len(es)-1].Digest
 	}
 	if d == "" {
-		return ev // a pending review: the run's entries only
+		return ev
 	}
 	if ps := s.partsOf(d); len(ps) > 0 {
 		ev.Parts, ev.LastPartDigest = len(ps), ps[len(ps)-1].Digest
@@ -199,10 +187,9 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 	return ev
 }
 
-// reviewProblem checks a review against the records before it (the
-// reviews already verified, the entries, receipts and parts on disk): the
-// evidence it names exists, and it shows the file unknown — never acked,
-// never without a record of its round. It returns "" when the review holds.
+// reviewProblem checks a review against the records before it: the
+// evidence it names exists, and it shows the file unknown (never acked,
+// never without a record of its round). "" means the review holds.
 func (s *snapshot) reviewProblem(r reviewBody) string {
 	ev := r.Evidence
 	d := r.FileDigest
@@ -222,25 +209,22 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		}
 	}
 	if r.Marker != nil {
-		// A pending review resolves a marker: it needs no record of the
-		// file (the marker was the only one).
-		return ""
+		return "" // a pending review needs no record of the file: the marker was the only one
 	}
 	if rs := r.Restriction; rs != nil {
-		for _, e := range entries {
-			if e.name == rs.Entry && e.Digest == rs.EventDigest {
-				if untimed(*e.entry()) == "" {
-					return "bounds " + rs.Entry + ", which has its own timing"
-				}
-				for _, p := range reviews {
-					if prs := p.review().Restriction; prs != nil && prs.EventDigest == rs.EventDigest {
-						return "bounds " + rs.Entry + " again (" + p.name + " did)"
-					}
-				}
-				return ""
+		i := slices.IndexFunc(entries, func(e *rec) bool { return e.name == rs.Entry && e.Digest == rs.EventDigest })
+		switch {
+		case i < 0:
+			return "names an entry that is not on disk (" + rs.Entry + ")"
+		case untimed(*entries[i].entry()) == "":
+			return "bounds " + rs.Entry + ", which has its own timing"
+		}
+		for _, p := range reviews {
+			if prs := p.review().Restriction; prs != nil && prs.EventDigest == rs.EventDigest {
+				return "bounds " + rs.Entry + " again (" + p.name + " did)"
 			}
 		}
-		return "names an entry that is not on disk (" + rs.Entry + ")"
+		return ""
 	}
 	if s.light {
 		return "" // a decision about a file restricts nothing: not checked by a light scan
@@ -265,18 +249,14 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		return "evidence is older than the file's review before it (reordered)"
 	}
 	rc := s.receiptOf(d, round)
-	hasReceipt := rc != nil
 	switch {
-	case hasReceipt && rc.receipt().ACK:
+	case rc != nil && rc.receipt().ACK:
 		return "reviews an acked file (a review never applies to an ACK)"
-	case hasReceipt && rc.Digest != ev.ReceiptDigest:
+	case rc != nil && rc.Digest != ev.ReceiptDigest:
 		return "evidence does not name the receipt of the reviewed round"
-	case !hasReceipt && ev.ReceiptDigest != "":
+	case rc == nil && ev.ReceiptDigest != "":
 		return "evidence names a receipt that is not on disk"
-	case hasReceipt:
-		return ""
-	}
-	if ev.Parts > mark.Parts {
+	case rc != nil, ev.Parts > mark.Parts:
 		return ""
 	}
 	for _, e := range entries[mark.Entries:ev.Entries] {
@@ -287,15 +267,12 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	return "reviews a file that was not unknown (no record of its round)"
 }
 
-// osUser names the OS user for a review: the account name, else $USER,
-// else the numeric user ID; sanitized.
+// osUser names the OS user for a review, sanitized: the account name, else
+// $USER, else the numeric user ID.
 func osUser() string {
-	name := ""
-	if u, err := user.Current(); err == nil {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
-	}
-	if name == "" {
-		name = os.Getenv("USER")
 	}
 	if name = sanitizeNote(name, maxReviewerBytes); name == "" {
 		name = "uid-" + strconv.Itoa(os.Getuid())
@@ -303,15 +280,13 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending is [Journal.ReviewPending] of a run without shards
-// (pending-review, marker-liveness): a dead marker, or an upload's marker
-// removed by hand (R85: its begun head has neither marker nor record; the
-// review is bound to that head's digest). On a store that cannot tell
-// liveness the review is the operator's word that no worker sends it.
-// Errors: a refusal (no marker, notBefore not representable, a live
-// marker); a *RestrictedError for another finding; a persistence failure
-// when the review cannot be written (the run is as it was). A marker the
-// run already resolved is only removed again.
+// ReviewPending is [Journal.ReviewPending] of a run without shards (pending-review,
+// marker-liveness): of a dead marker, or of an upload's marker removed by hand (R85:
+// bound to its begun head's digest); where the store cannot tell liveness, the
+// operator's word that no worker sends it. Errors: a refusal (no marker, notBefore
+// not representable, a live marker); a *RestrictedError for another finding; a
+// persistence failure when the review cannot be written (the run is as it was).
+// A marker the run already resolved is only removed again.
 func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -327,14 +302,10 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	defer j.mu.Unlock()
 	j.refreshFinishing(ctx)
 	s := j.snap
-	// R85: an upload begun whose marker was removed by hand is resolved
-	// like a dead marker's, bound to its begun head.
-	gone := !s.pending && s.begun != nil
-	var findings []Finding
-	for _, f := range s.findings {
-		if !gone || f.File != markerName {
-			findings = append(findings, f)
-		}
+	gone := !s.pending && s.begun != nil // R85: the marker of an upload begun, removed by hand
+	findings := s.findings
+	if gone {
+		findings = slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.File == markerName })
 	}
 	switch {
 	case !s.pending && !gone:
@@ -344,25 +315,21 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	case !gone && s.pendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
 	case !gone && s.pendingResolved == "" && !s.deadMarker():
-		// R83: a marker its worker holds is a request in flight, however
-		// old: its own receipt or entry will end it.
+		// R83: a held marker is a request in flight, however old: its own record ends it.
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
 	}
-	if s.pendingResolved != "" {
-		for _, r := range s.reviews() {
-			if r.name == s.pendingResolved {
-				rec := r.record()
-				rec.Removed = j.removeResolved(s) == nil
-				return rec, nil
-			}
+	for _, r := range s.reviews() {
+		if r.name == s.pendingResolved {
+			rec := r.record()
+			rec.Removed = j.removeResolved(s) == nil
+			return rec, nil
 		}
 	}
 	if n := len(s.reviews()); n >= maxReviews {
 		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", n)
 	}
 	rb := j.newReview(decisionPending, note)
-	m := markerFile{}
-	me := &markerEvidence{Digest: s.pendingDigest}
+	m, me := markerFile{}, &markerEvidence{Digest: s.pendingDigest}
 	if gone {
 		b := s.begun.req
 		m = markerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
@@ -384,7 +351,6 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	rb.Marker = me
 	rec, linked, err := j.putReview(rb)
 	if !linked {
-		// Nothing was written: the run is as it was.
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
 	out := rec.record()
@@ -401,10 +367,8 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	return out, nil
 }
 
-// removeResolved removes the marker a pending review resolved, when it is
-// still the marker reviewed: re-read and compared by digest (a directory
-// has no versions), removed conditionally on its version in a store that
-// has them.
+// removeResolved removes the marker a pending review resolved while it is still the
+// one reviewed: by digest (a directory has no versions), and on its version if any.
 func (j *run) removeResolved(s *snapshot) error {
 	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
 	if !ok || digestOf(data) != s.pendingDigest {
@@ -413,17 +377,16 @@ func (j *run) removeResolved(s *snapshot) error {
 	if err := j.b.removeMarker(version); err != nil {
 		return err
 	}
-	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingVersion, s.pendingResolved = false, "", "", "", "", ""
+	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingResolved = false, "", "", "", ""
 	s.files--
 	return nil
 }
 
 // ReviewRestriction is [Journal.ReviewRestriction] of a run without shards
-// (restriction-review); the entry's file stays unknown. Errors: a refusal
-// (an entry not on record, with its own timing or bounded already, a
-// notBefore too early or not representable); a *RestrictedError (any
-// finding but entries without timing, another request's marker); the
-// context's error while waiting; else a persistence failure.
+// (restriction-review); the entry's file stays unknown. Errors: a refusal (an entry
+// not on record, with its own timing or bounded already, a notBefore too early or
+// not representable); a *RestrictedError (any finding but entries without timing,
+// another request's marker); the context's error while waiting; else a persistence failure.
 func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
@@ -468,9 +431,8 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 	return rec.record(), err
 }
 
-// putReview writes rb as the run's next review and, once it is in the
-// run, adds it to the snapshot. linked false means nothing was written;
-// true with an error, that it is in the run but not durably.
+// putReview writes rb as the run's next review, added to the snapshot once linked:
+// false means nothing was written; true with an error, in the run but not durably.
 func (j *run) putReview(rb reviewBody) (r rec, linked bool, err error) {
 	r.name, r.body = reviewName(rb.Sequence), &rb
 	r.env, linked, err = j.putRecord(r.name, kindReview, &rb)

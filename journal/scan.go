@@ -6,8 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,13 +35,10 @@ func (f Finding) String() string { return escapeName(f.File) + ": " + f.Problem 
 // escapeName returns name as it is when it is plain printable ASCII
 // without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
 func escapeName(name string) string {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
-			return strconv.QuoteToASCII(name)
-		}
-	}
-	if name == "" {
-		return `""`
+	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
+		return c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\''
+	}) {
+		return strconv.QuoteToASCII(name)
 	}
 	return name
 }
@@ -54,63 +53,37 @@ var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
-	files    int
-	manifest *manifestInfo // nil when run.json is missing or unusable
-	// planFiles are the file digests of plan.json, sorted; nil for a run
-	// written before plan.json existed (or whose plan.json is unusable).
-	planFiles []string
-	// recs are the records the run holds (those that passed their checks:
-	// snapshot.admit), in seq order; byFile indexes them by the file they
-	// name (namedFile).
-	recs   []*rec
-	byFile map[string][]*rec
-	// badFiles holds, by file hex prefix, the name of a receipt or part
-	// receipt that fails verification: the file it names was attempted.
-	badFiles    map[string]string
-	pending     bool
-	pendingFile string // file digest named by a readable marker
-	// pendingID identifies the marker seen: its version, NUL, its bytes.
-	pendingID string
-	// pendingDigest and pendingVersion are the digest of the marker's
-	// bytes and its store version, when it could be read; pendingResolved
-	// names the pending review that resolves that very marker (pending-review):
-	// a resolved marker blocks no status and names no file in flight.
-	pendingDigest, pendingVersion, pendingResolved string
-	// pendingLive is what the store tells of the marker's worker (R83):
-	// live while it holds the marker's lock or lease.
-	pendingLive liveness
-	// pendingReview: the marker is a review's (method REVIEW), which
-	// sends nothing.
-	pendingReview bool
-	findings      []Finding
-	// leftovers are the temporary files of durable writes older than
-	// staleTemp: an interrupted write's remains, reported by Verify apart
-	// from the findings (see staleTemp).
-	leftovers []Finding
-	// seq holds the records that carry a run link, by sequence number
-	// (deletion-detected); lastSeq is the highest; heads are the names of the
-	// heads listed (the highest is the one that counts).
-	seq     map[int]rec
-	lastSeq int
-	heads   []string
-	// begun is the head of an upload begun whose record is still to
-	// come (R85); nil when the last head names its record. broken counts
-	// the records that fail their own checks.
-	begun  *begunHead
-	broken int
-	// seqBroken: the sequence check found something (scanRun lists again
-	// to tell a write in progress from a deletion); listed is the listing.
-	seqBroken bool
-	listed    []listedName
-	// light marks a scan of a lightView: restrictions and the marker
-	// only, no sequence check.
-	light bool
-	// gen orders the scans of this process (scanGen): of two snapshots
-	// of one run, the one with the greater gen was listed later.
-	gen uint64
-	// cache holds the parsed immutable files by name: a refresh reads
-	// only new files.
-	cache map[string]any
+	files     int
+	manifest  *manifestInfo // nil when run.json is missing or unusable
+	planFiles []string      // plan.json's file digests, sorted; nil without a usable plan.json
+	// recs are the records that passed their checks (admit), in seq order;
+	// byFile indexes them by the file they name (namedFile).
+	recs     []*rec
+	byFile   map[string][]*rec
+	badFiles map[string]string // by file hex prefix: a receipt or part receipt failing verification (attempted)
+	// The marker, when present: pendingFile is the file a readable one
+	// names, pendingID its version, NUL, its bytes, pendingDigest its
+	// bytes' digest; pendingResolved the pending review resolving it (it
+	// then blocks nothing: pending-review); pendingLive what the store tells
+	// of its worker (R83); pendingReview, a review's marker (sends nothing).
+	pending, pendingReview         bool
+	pendingLive                    liveness
+	pendingFile, pendingID         string
+	pendingDigest, pendingResolved string
+	// leftovers are the stale temporary files (staleTemp), listed apart from the findings.
+	findings, leftovers []Finding
+	// seq holds the records with a run link, by seq (deletion-detected);
+	// lastSeq is the highest; heads the heads listed (the highest counts).
+	seq       map[int]rec
+	lastSeq   int
+	heads     []string
+	begun     *begunHead     // an upload begun whose record is still to come (R85), else nil
+	broken    int            // the records that fail their own checks
+	seqBroken bool           // the sequence check found something: scanRun lists again (a write in progress?)
+	listed    []listedName   // the listing
+	light     bool           // a lightView's scan: restrictions and the marker, no sequence check
+	gen       uint64         // scanGen: of two snapshots of one run, the greater was listed later
+	cache     map[string]any // the parsed immutable files by name: a refresh reads only new ones
 }
 
 func newSnapshot() *snapshot {
@@ -125,15 +98,10 @@ func newSnapshot() *snapshot {
 // register adds a self-verified record to the run's sequence.
 func (s *snapshot) register(name string, v any) {
 	r, ok := v.(loaded)
-	if !ok || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
-		return // not a record, or a legacy run's evidence (outside the sequence)
-	}
-	if _, head := r.body.(*headBody); head {
-		return
+	if _, head := r.body.(*headBody); !ok || head || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
+		return // not a record, a head, or a legacy run's evidence (outside the sequence)
 	}
 	if r.Seq == 0 {
-		// Only a legacy run (no backoff_version) holds records outside
-		// the run's sequence: its legacy evidence.
 		s.addFinding(name, "seq 0: not in the run's sequence (made by hand, or from a legacy run)")
 		return
 	}
@@ -145,9 +113,8 @@ func (s *snapshot) register(name string, v any) {
 	s.lastSeq = max(s.lastSeq, r.Seq)
 }
 
-// nextLink is the place of the next record this Journal writes: its seq
-// and prev; seq 0 when the manifest is unusable (nothing is written then
-// anyway).
+// nextLink is the seq and prev of the next record this Journal writes;
+// seq 0 when the manifest is unusable (nothing is written then).
 func (s *snapshot) nextLink() (int, link) {
 	switch {
 	case s.manifest == nil:
@@ -177,14 +144,14 @@ func (s *snapshot) planDigest() string {
 	return s.manifest.planDigest
 }
 
-// inPlan reports whether the file digest d is in plan.json; true when the
-// run has no plan.json (nothing to check against).
+// inPlan reports whether the file digest d is in plan.json; true for a run
+// without plan.json (nothing to check against).
 func (s *snapshot) inPlan(d string) bool {
 	if s.planFiles == nil {
 		return true
 	}
-	i := sort.SearchStrings(s.planFiles, d)
-	return i < len(s.planFiles) && s.planFiles[i] == d
+	_, found := slices.BinarySearch(s.planFiles, d)
+	return found
 }
 
 // allFindings are the findings plus the pending marker, as Verify lists them.
@@ -203,7 +170,6 @@ const (
 	unknownProblem = "unfinished request: the store cannot tell whether its worker lives (a file system without locks): unresolved; once no worker is sending it, `journal review --pending` resolves it"
 )
 
-// markerProblem says what the marker is: in flight, or dead.
 func (s *snapshot) markerProblem() string {
 	switch s.pendingLive {
 	case holdLive, holdGone:
@@ -214,57 +180,45 @@ func (s *snapshot) markerProblem() string {
 	return pendingProblem
 }
 
-// deadMarker reports whether the blocking marker's worker is dead, or
-// cannot be told alive (treated as dead: it blocks every worker and may
-// be reviewed).
+// deadMarker reports whether the blocking marker's worker is dead or cannot
+// be told alive (treated as dead: it blocks every worker and may be reviewed).
 func (s *snapshot) deadMarker() bool {
 	return s.blocking() && (s.pendingLive == holdNone || s.pendingLive == holdUnknown)
 }
 
 // bounded reports whether a restriction review bounds the entry name.
 func (s *snapshot) bounded(name string) bool {
-	for _, r := range s.recs {
-		if rv := r.review(); rv != nil && rv.Restriction != nil && rv.Restriction.Entry == name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.recs, func(r *rec) bool {
+		rv := r.review()
+		return rv != nil && rv.Restriction != nil && rv.Restriction.Entry == name
+	})
 }
 
-// blocking reports whether a pending marker exists that no pending review
-// resolves.
+// blocking reports whether a marker exists that no pending review resolves.
 func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
 
-// scan reads and verifies the run directory dir. prev, when not nil, is an
-// earlier snapshot of the same directory whose immutable files need not be
-// read again. An error means the directory itself cannot be read (missing,
-// not a directory, unlistable), is empty (errNoRun) or holds no journal
-// name at all (ErrNotRun); every problem inside a run is a Finding.
+// scan reads and verifies the run directory dir, reading again no immutable
+// file of prev (nil or an earlier snapshot). Its error is dir's own: not
+// readable, empty (errNoRun), no journal name (ErrNotRun).
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
 	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
-// staleTemp is the age from which a durable write's temporary file is an
-// interrupted write's leftover, listed by [InspectStore] apart from the
-// findings (temporary-files-are-not-findings): younger, it is another
-// worker's write in progress; either way its writer's marker (or the
-// missing manifest) shows an interruption.
+// staleTemp is the age from which a durable write's temporary file is an interrupted
+// write's leftover, not a write in progress (temporary-files-are-not-findings).
 const staleTemp = 60 * time.Second
 
-// scanRun is scan of the run kept in b at now (the age of temporary files).
+// scanGen numbers the scans of this process (snapshot.gen).
+var scanGen atomic.Uint64
+
+// scanRun is scan of the run kept in b at now (the age of temporary files). A listing
+// is not atomic: one taken during a write may hold a record without its head, or a
+// head without the old one it replaced. So a broken sequence is listed again, and
+// scanned again (3 times at most) while the listing changes: an unchanged one is the run's.
 func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
-	// A listing is not atomic: one taken while another worker writes may
-	// hold a record without the head that follows it, or a head without
-	// the old one it replaced. When the sequence looks broken, list again:
-	// a listing that changed meanwhile was taken during a write, and the
-	// scan is done again (a few times at most); one that did not change is
-	// the run's state.
 	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
-		s, err := scanOnce(b, prev, now)
-		if s != nil {
-			s.gen = gen
-		}
+		s, err := scanOnce(b, prev, now, gen)
 		if err != nil || !s.seqBroken || try == 3 {
 			return s, err
 		}
@@ -275,9 +229,6 @@ func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	}
 }
 
-// scanGen numbers the scans of this process (snapshot.gen).
-var scanGen atomic.Uint64
-
 // sameNames reports whether the listing b holds exactly the names of a.
 func sameNames(a []listedName, b []listedName) bool {
 	if len(a) != len(b) {
@@ -287,41 +238,27 @@ func sameNames(a []listedName, b []listedName) bool {
 	for _, n := range a {
 		seen[n.name] = true
 	}
-	for _, n := range b {
-		if !seen[n.name] {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(b, func(n listedName) bool { return !seen[n.name] })
 }
 
-// scanOnce is one scan of the run kept in b.
-func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
+// scanOnce is one scan of the run kept in b, of scanRun's gen.
+func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, error) {
 	des, where, err := b.list()
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if len(des) == 0 {
+	case len(des) == 0:
 		return nil, errNoRun
 	}
 	s := newSnapshot()
-	s.files, s.listed = len(des), des
-	s.light = b.light != nil
+	s.files, s.listed, s.light, s.gen = len(des), des, b.light != nil, gen
 	s.findings = append(s.findings, where...)
 	if len(des) > maxFiles {
-		// Fail closed without reading anything: the bound on work is the
-		// bound on files.
+		// Fail closed without reading anything: the bound on work is the bound on files.
 		s.addFinding(".", "more than %d files (limit exceeded)", maxFiles)
 		return s, nil
 	}
-	isRun := false
-	for _, de := range des {
-		if isJournalName(de.name) {
-			isRun = true
-			break
-		}
-	}
-	if !isRun {
+	if !slices.ContainsFunc(des, func(de listedName) bool { return isJournalName(de.name) }) {
 		return nil, ErrNotRun
 	}
 	var cache map[string]any
@@ -329,66 +266,53 @@ func scanOnce(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 		cache = prev.cache
 	}
 	sort.Slice(des, func(i, k int) bool { return des[i].name < des[k].name })
-
-	// Findings about names come last, so that the first finding (the
-	// reason of the status) is the most basic one: directory, manifest,
-	// entries, receipts.
+	// Findings about names come last, so that the first finding (the reason
+	// of the status) is the most basic one: directory, manifest, records.
 	var late []Finding
 	byKind := map[*fileKind][]string{}
 	for _, de := range des {
 		name := de.name
-		k, n := kindOf(name)
+		k, n := kindOf(name) // nil for a temporary file and the marker
 		_, isTemp := parseTempName(name)
+		if name == markerName {
+			s.pending = true // whatever it is, its presence counts
+		}
 		switch {
-		case isTemp && !de.regular:
+		case !de.regular && (isTemp || name == markerName || k != nil):
+			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
+			if k != nil && k.attempted != nil {
+				s.badFiles[k.attempted(name)] = name
+			}
 		case isTemp:
-			// A write in progress, or an interrupted one's leftover: never a
-			// record, never a finding (see staleTemp).
+			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
 			if age := now.Sub(de.modTime); !de.modTime.IsZero() && age >= staleTemp {
 				s.leftovers = append(s.leftovers, Finding{name, fmt.Sprintf(
 					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
 					int64(age/time.Second))})
 			}
-		case name == markerName:
-			s.pending = true // whatever it is, its presence counts
-			if !de.regular {
-				late = append(late, Finding{name, "not a regular file"})
-			}
+		case name == markerName: // counted above
 		case k == nil:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
-		case !de.regular:
-			// Never followed: a link could point anywhere.
-			late = append(late, Finding{name, "not a regular file"})
-			if k.attempted != nil {
-				s.badFiles[k.attempted(name)] = name
-			}
 		case k.maxN > 0 && (n < 1 || n > k.maxN):
 			late = append(late, Finding{name, numberProblem(k)})
 		default:
 			byKind[k] = append(byKind[k], name)
 		}
 	}
-
 	s.check(byKind, &loader{s: s, b: b, cache: cache})
-
-	// The pending marker: its presence is the finding; its content, when
-	// readable, names the file for the planner.
 	if s.pending {
-		// Liveness first, then the bytes: a marker made after the
-		// probe is another request's, whose own probe will come.
+		// Liveness first, then the bytes: a marker made after the probe is
+		// another request's, whose own probe will come. A light scan never
+		// reads a live marker: it is a request in flight whatever it names,
+		// and no review resolves it (R83).
 		s.pendingLive, _ = b.live()
-		// The check across shards needs a live marker's bytes never: a
-		// live marker is a request in flight whatever it names, and no
-		// review resolves it (R83). Only a dead one is read.
 		skip := s.light && (s.pendingLive == holdLive || s.pendingLive == holdGone)
 		if data, version, ok := b.read(nil, markerName, maxRecordBytes); !skip && ok {
-			s.pendingID = version + "\x00" + string(data)
-			s.pendingDigest, s.pendingVersion = digestOf(data), version
+			s.pendingID, s.pendingDigest = version+"\x00"+string(data), digestOf(data)
 			m, ok := parseMarker(data)
 			s.pendingReview = ok && m.Method == reviewMethod
-			if ok && m.Method != reviewMethod {
-				// A review's marker names its file but sends nothing.
+			if ok && m.Method != reviewMethod { // a review's marker names its file but sends nothing
 				s.pendingFile = m.FileDigest
 			}
 			for _, r := range s.recs {
@@ -408,10 +332,9 @@ type planList struct {
 	digest string
 }
 
-// readCapped reads dir/name after checking, on the open file, that it is a
-// regular, private file of at most limit bytes; problems become findings
-// on s (when not nil). [fsys.ReadFlags] refuse a symbolic link and open a
-// FIFO or device without blocking (hostile-directories).
+// readCapped reads dir/name once the open file shows a regular, private file of at most
+// limit bytes; problems become findings on s (when not nil). [fsys.ReadFlags] refuse a
+// symbolic link and open a FIFO or device without blocking (hostile-directories).
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
 		if s != nil {
@@ -420,31 +343,29 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 		return nil, false
 	}
 	f, err := fsy.OpenFile(filepath.Join(dir, name), fsys.ReadFlags, 0)
-	if err != nil {
-		if fsys.IsSymlinkRefusal(err) {
-			return bad("not a regular file")
-		}
+	switch {
+	case err != nil && fsys.IsSymlinkRefusal(err):
+		return bad("not a regular file")
+	case err != nil:
 		return bad("unreadable: %v", bareErr(err))
 	}
 	defer f.Close()
 	info, err := f.Stat()
-	if err != nil {
+	switch {
+	case err != nil:
 		return bad("unreadable: %v", err)
-	}
-	if !info.Mode().IsRegular() {
+	case !info.Mode().IsRegular():
 		return bad("not a regular file")
-	}
-	if info.Size() > limit {
+	case info.Size() > limit:
 		return bad("%d bytes, over the %d-byte cap", info.Size(), limit)
-	}
-	if info.Size() == 0 {
+	case info.Size() == 0:
 		return bad("empty (truncated)")
 	}
 	if p := info.Mode().Perm(); p&0o077 != 0 && s != nil {
 		s.addFinding(name, "mode %04o, want 0600 (private)", p)
 	}
-	// Read exactly the size Stat reported (at most limit): one read call.
-	// A file that grew since is cut short and fails its canonical check.
+	// Exactly the size Stat reported, in one read: a file that grew since is
+	// cut short and fails its canonical check.
 	data = make([]byte, info.Size())
 	if _, err := io.ReadFull(f, data); err != nil {
 		return bad("unreadable: %v", err)
@@ -484,10 +405,9 @@ type Summary struct {
 	PlannedFiles int
 	// Findings are Verify's findings; none means the run verifies clean.
 	Findings []Finding
-	// Leftovers are the temporary files of interrupted writes (older than
-	// a minute): not records and not findings — the interruption shows
-	// as a finding of its own, the pending marker or a missing manifest —
-	// but the remains of a crash that an operator should see.
+	// Leftovers are the temporary files of interrupted writes older than a
+	// minute: neither records nor findings (the pending marker or a missing
+	// manifest shows the interruption), but what a crash left, for an operator.
 	Leftovers []Finding
 }
 
