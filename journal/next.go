@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,11 +15,9 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// This file is the journal as the work queue of a run's workers
-// (docs/policy.md: next-hands-out-work, R86): [Journal.Next] claims the
-// next eligible file for the calling worker with the exclusive marker of
-// its shard, the claim's first request adopts that marker (beginClaimed),
-// and [Journal.Release] gives back a file that was not sent.
+// The journal as the work queue of a run's workers (docs/policy.md:
+// next-hands-out-work, R86): Next claims a file under its shard's marker,
+// the claim's first request adopts it (beginClaimed), Release gives it back.
 
 // ErrNoMoreFiles is the error of [Journal.Next] when no file of the plan is
 // left to hand out: every one is acked, unknown, skipped, or needs an
@@ -26,10 +25,9 @@ import (
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 
-// claimMethod is the method a marker of [Journal.Next]'s claim names: not
-// an HTTP method. The claim's first request is sent under that marker, so
-// a worker that dies leaves it, and its file is unknown until a review
-// (never handed out again as eligible).
+// claimMethod is the method (not an HTTP one) a marker of Next's claim
+// names: a worker that dies leaves it, and its file is unknown until a
+// review, never handed out again as eligible.
 const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
@@ -46,13 +44,13 @@ type nextState struct {
 	left []int // per lane, the eligible files seen last
 }
 
-// Next hands the calling worker the next file of the plan that is
-// eligible under the run's status and approval a (as
-// [Journal.PlanContinuation] decides) and whose shard has no request in
-// flight, claimed for it under the shard's marker (docs/policy.md:
-// next-hands-out-work). The worker uploads it with [WithUpload] (and
-// [WithUploadPart]) through this Journal, whose first journaled request
-// adopts the claim, or gives it back with [Journal.Release].
+// Next hands the calling worker the next file of the plan that is eligible
+// under the run's status and approval a (as [Journal.PlanContinuation]
+// decides) and whose shard has no request in flight, claimed for it under
+// the shard's marker (docs/policy.md: next-hands-out-work). The worker
+// uploads it with [WithUpload] (and [WithUploadPart]) through this Journal,
+// whose first journaled request adopts the claim, or gives it back with
+// [Journal.Release].
 //
 // While every shard that may still have a file is busy, Next waits,
 // polling, within ctx. It returns an error wrapping [ErrNoMoreFiles] when
@@ -75,6 +73,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	j.nx.once.Do(func() {
 		j.nx.ids = make(map[string]string, len(j.nx.plan))
 		j.nx.lanes = make([][]string, len(lanes))
+		j.nx.left = make([]int, len(lanes))
 		for _, f := range j.nx.plan {
 			d := f.Digest()
 			j.nx.ids[d] = f.ID
@@ -89,12 +88,12 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			return PlannedFile{}, &RestrictedError{Status: st}
 		}
 		busy := false
-		for _, k := range j.nx.order(lanes, a) {
-			d, res, err := j.tryLane(ctx, lanes[k-1], k, a)
+		for _, i := range j.nx.order(lanes, a) {
+			d, res, err := j.tryLane(ctx, lanes[i], i+1, a)
 			switch res {
 			case laneClaimed:
 				j.nx.mu.Lock()
-				j.nx.last = k
+				j.nx.last = i + 1
 				j.nx.mu.Unlock()
 				return PlannedFile{ID: j.nx.ids[d]}, nil
 			case laneFailed:
@@ -112,19 +111,13 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	}
 }
 
-// order returns the lanes (1-based) to try: the lane of the last claim
-// first, then the others by the files they have left, most first (so that
-// the longest shard is worked on from the start and the run ends when the
-// shards do), ties in random order (so that workers that start together
-// spread across the shards).
+// order returns the lane indexes to try: the last claim's lane first, then
+// by the files they have left, most first (the longest shard is worked on
+// from the start, so the run ends when the shards do), ties in random order
+// (workers that start together spread across the shards).
 func (n *nextState) order(lanes []*run, a Approval) []int {
-	left := make([]int, len(lanes))
 	n.mu.Lock()
-	last := n.last
-	if n.left == nil {
-		n.left = make([]int, len(lanes))
-	}
-	copy(left, n.left)
+	last, left := n.last, slices.Clone(n.left)
 	n.mu.Unlock()
 	for i, lane := range lanes {
 		// A lane in the middle of a request of this Journal keeps the
@@ -132,10 +125,9 @@ func (n *nextState) order(lanes []*run, a Approval) []int {
 		if !lane.mu.TryLock() {
 			continue
 		}
-		st := Status{State: Clear}
 		left[i] = 0
 		for _, d := range n.lanes[i] {
-			if lane.snap.decide(d, a, st, true).Upload {
+			if lane.snap.decide(d, a, Status{State: Clear}, true).Upload {
 				left[i]++
 			}
 		}
@@ -145,15 +137,12 @@ func (n *nextState) order(lanes []*run, a Approval) []int {
 	copy(n.left, left)
 	n.mu.Unlock()
 	out := rand.Perm(len(lanes))
-	for i := range out {
-		out[i]++
-	}
 	sort.SliceStable(out, func(x, y int) bool {
-		kx, ky := out[x], out[y]
-		if (kx == last) != (ky == last) {
-			return kx == last && left[kx-1] > 0
+		ix, iy := out[x], out[y]
+		if (ix+1 == last) != (iy+1 == last) {
+			return ix+1 == last && left[ix] > 0
 		}
-		return left[kx-1] > left[ky-1]
+		return left[ix] > left[iy]
 	})
 	return out
 }
@@ -167,12 +156,11 @@ const (
 	laneFailed                    // an error that ends Next
 )
 
-// tryLane claims the first eligible file of lane k, if any: this
-// Journal's slot of the lane first (another request of this Journal in
-// flight there makes it busy), then the lane read again, then the claim's
-// marker, then the lane read and the file checked again under it
-// (journal-claim-then-check). On laneClaimed the slot stays held and the
-// marker stays until the claim's request ends or Release.
+// tryLane claims the first eligible file of lane k: this Journal's slot of
+// the lane (busy while another request of this Journal holds it), the lane
+// read again, the claim's marker, then the lane read and the file checked
+// again under it (journal-claim-then-check). A claim keeps the slot and the
+// marker until its request ends or Release.
 func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, laneResult, error) {
 	select {
 	case lane.slot <- struct{}{}:
@@ -184,11 +172,11 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	claimed := false
 	defer func() {
 		if !claimed {
-			<-lane.slot // the slot stays held only for a claim
+			<-lane.slot
 		}
 	}()
-	// The lane's own status, markers left out (another worker's is judged
-	// by markerLive, the claim's own never counts).
+	// The lane's own status, markers left out: another worker's is judged
+	// by markerLive, the claim's own never counts.
 	status := func(now time.Time) Status {
 		if lane.failed != "" {
 			return lane.statusLocked(now, false)
@@ -199,50 +187,40 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	sticky := j.nx.last == k
 	j.nx.mu.Unlock()
 	for try := 0; try < 3; try++ {
-		if try > 0 || !sticky {
-			// The lane of this Journal's last claim is read again only
-			// under the new claim: its other workers' records, if any,
-			// are found there.
+		// The last claim's lane is read again only under the new claim,
+		// which finds its other workers' records, if any.
+		read := try > 0 || !sticky
+		if read {
 			lane.refreshLocked(ctx)
 		}
 		if err := ctx.Err(); err != nil {
 			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s := lane.snap
-		st := status(now)
+		s, st := lane.snap, status(now)
 		if !st.Allows() {
 			return "", laneFailed, &RestrictedError{Status: st}
 		}
 		d := ""
-		left := false
 		for _, c := range j.nx.lanes[k-1] {
 			if s.decide(c, a, st, true).Upload {
-				left = true
-				if !s.blocking() || s.pendingFile != c {
-					d = c
-					break
-				}
+				d = c
+				break
 			}
 		}
 		switch {
-		case !left:
-			return "", laneEmpty, nil
-		case try == 0 && sticky && (s.blocking() || d == ""):
-			// This lane was not read again: the marker or record that makes
-			// it look busy may be gone (another worker's, seen by this
-			// Journal's last refresh). Read it again before calling it busy,
-			// or a worker whose other lanes are empty would wait forever.
-			continue
-		case s.blocking():
-			if s.deadMarker() {
-				// No lock or lease holds it (R83): its worker died in
-				// flight, and nothing waits for it.
-				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-					Reason: lane.ref() + ": " + pendingProblem}}
-			}
-			return "", laneBusy, nil
 		case d == "":
+			return "", laneEmpty, nil
+		case s.blocking() && !read:
+			// The marker may be gone (another worker's, seen by this
+			// Journal's last refresh): read again before calling the lane
+			// busy, or a worker whose other lanes are empty waits forever.
+			continue
+		case s.blocking() && s.deadMarker():
+			// No lock or lease holds it (R83): its worker died in flight.
+			return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
+				Reason: lane.ref() + ": " + pendingProblem}}
+		case s.blocking():
 			return "", laneBusy, nil
 		}
 		if err := lane.checkLimits(); err != nil {
@@ -256,8 +234,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", laneFailed, err
 		}
 		lane.refreshLocked(ctx)
-		st = status(lane.clock.Now())
-		if lane.snap.decide(d, a, st, true).Upload && lane.checkLimits() == nil {
+		if lane.snap.decide(d, a, status(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, laneClaimed, nil
 		}
@@ -304,9 +281,8 @@ func (j *Journal) Release(f PlannedFile) error {
 	return err
 }
 
-// giveBack removes the marker of Next's claim that no request adopted.
-// A failure is a persistence failure: the Journal is unresolved. Called
-// with the lane's mu held.
+// giveBack removes the marker of Next's claim that no request adopted; a
+// failure is a persistence failure. Called with the lane's mu held.
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
@@ -316,10 +292,10 @@ func (lane *run) giveBack() error {
 }
 
 // beginClaimed is Begin of the first request of the file this Journal's
-// Next claimed (handled false for any other request): the claim's marker
-// becomes the request's (it names the file already, so a crash from here
-// on leaves the file unknown), checked under it as beginLocked checks. A
-// refusal removes the marker and gives the slot back.
+// Next claimed (handled false for any other request): the claim's marker,
+// which names the file already (a crash from here on leaves it unknown),
+// becomes the request's, checked as beginLocked checks. A refusal removes
+// the marker and gives the slot back.
 func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
 	m := requestMarker(ctx, req)
 	if m.FileDigest == "" {
@@ -334,9 +310,9 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	now := j.clock.Now()
 	m.BegunAtUTC = now.Unix()
 	j.inflight = &m
-	// The run (or shard) was read under the claim by Next, and nothing
-	// of it can change while the claim is held (every write of a run is
-	// made under its marker); only the other shards are read again.
+	// Next read this run under the claim, and nothing of it changes while
+	// the claim is held (every write is made under the marker): only the
+	// other shards are read again.
 	var others Status
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
@@ -348,9 +324,8 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	return true, nil
 }
 
-// workerHost and workerPID name the worker in its marker, for an
-// operator's `journal status`: the host name (sanitized, at most 64
-// bytes; nothing secret) and the process ID.
+// workerHost and workerPID name the worker in its marker for `journal
+// status`: the host name (sanitized, at most 64 bytes) and the process ID.
 var workerHost, workerPID = func() string {
 	h, err := os.Hostname()
 	if err != nil {

@@ -22,12 +22,9 @@ import (
 
 const (
 	minParallel = 2
-	// maxParallel is the most shards (journaled requests in flight at
-	// once) a run created [WithParallel] may have.
-	maxParallel = 16
-	// defaultParallelWait is a parallel run's pending wait without
-	// [WithPendingWait]. It decides nothing about death: only the store
-	// does (R83).
+	maxParallel = 16 // the most shards (requests in flight at once) of a run
+	// defaultParallelWait is the pending wait without [WithPendingWait]; only
+	// the store decides death (R83).
 	defaultParallelWait = 30 * time.Second
 )
 
@@ -70,9 +67,8 @@ func inShard(k int, name string) string {
 // markerRef names shard k's marker: "shard-KK/pending-request.json".
 func markerRef(k int) string { return inShard(k, markerName) }
 
-// shardIndex maps a file identity digest (or a URL digest) to its shard,
-// 1 to n: the first 8 bytes of the SHA-256, big-endian, modulo n, plus 1.
-// A digest that is not a sha256 digest maps to shard 1.
+// shardIndex maps a file identity (or URL) digest to its shard, 1 to n
+// (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
 func shardIndex(digest string, n int) int {
 	h := strings.TrimPrefix(digest, "sha256:")
 	if len(h) < 16 {
@@ -99,8 +95,8 @@ func shardPlan(plan []string, k, n int) []string {
 	return out
 }
 
-// shardWants are the plan digests each shard's manifest must record, its
-// part of the root plan; "" each when the root has no plan.json.
+// shardWants are the plan digests of each shard's part of the root plan
+// ("" each without plan.json): what its manifest must record.
 func shardWants(plan []string, n int) []string {
 	out := make([]string, n)
 	for k := 1; plan != nil && k <= n; k++ {
@@ -121,9 +117,8 @@ func planDigestOf(sorted []string) string {
 }
 
 // root is a parallel run's root (R82: its own type, never a run): its
-// manifest and plan, read once at open (they never change), and its
-// shards, each a run of its own. It sends each call to the shard that
-// records it and merges their statuses (docs/policy.md: parallel-shards).
+// manifest and plan, read once at open, and its shards, each a run. It
+// routes each call to its shard and merges their statuses.
 type root struct {
 	clock  clock.Clock
 	snap   *snapshot // the root's own scan at open (read only after)
@@ -131,12 +126,11 @@ type root struct {
 	shards []*run   // shard k is shards[k-1]
 	wants  []string // shardWants of the root plan
 
-	// mu guards what follows. It is a leaf lock: nothing else is locked
-	// while it is held (a shard's mu may be held when it is taken).
+	// mu guards what follows: a leaf lock, taken with a shard's mu held or
+	// none, and nothing taken under it.
 	mu sync.Mutex
-	// views are this process's light scans of the shards for the check
-	// across shards (lightView), never a shard's own snapshot (its mu
-	// guards that).
+	// views are the light scans of the check across shards (lightView),
+	// never a shard's own snapshot (its mu guards that).
 	views   []*snapshot
 	markers []lightMarker // per shard, the marker bytes a light scan read last
 	failure string        // a shard's persistence failure
@@ -145,9 +139,8 @@ type root struct {
 func (p *root) lanes() []*run     { return p.shards }
 func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
 
-// route returns the shard of a request: the shard of the file its
-// context names (a mutation marked WithUpload or WithUploadPart, as Begin
-// binds it), else the shard of its URL digest.
+// route is the shard of the file req's context names (WithUpload,
+// WithUploadPart, as Begin binds it), else of its URL digest.
 func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run {
 	d := requestMarker(ctx, req).FileDigest
 	if d == "" {
@@ -167,8 +160,8 @@ func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error
 	return err
 }
 
-// noteFailure records a shard's persistence failure: every shard of this
-// process is unresolved from then on.
+// noteFailure records a shard's persistence failure: the run is
+// unresolved in this process from then on.
 func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -207,7 +200,7 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 }
 
 // merge is the run's status from its shards' parts (docs/policy.md:
-// parallel-shards; a dead marker is unresolved). Reasons name the shard.
+// parallel-shards); reasons name the shard.
 func (p *root) merge(parts []shardStatus) (st Status) {
 	defer func() { st.named = true }()
 	if len(p.snap.findings) > 0 {
@@ -242,10 +235,10 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 			best = &st
 		}
 	}
-	if best == nil {
-		return Status{State: Clear, Reason: "no backoff entries"}
+	out := Status{State: Clear}
+	if best != nil {
+		out = *best
 	}
-	out := *best
 	if out.State == Clear {
 		out.Reason = "no backoff entries"
 	}
@@ -255,10 +248,9 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 	return out
 }
 
-// parts is every shard's part from its Journal's snapshot and, when a
-// check across shards read the shard later, from that view too (its
-// restrictions and marker). Each shard's mu is taken in turn, never two at
-// once. refresh reads every shard again first; gate leaves out a shard
+// parts is every shard's part from its snapshot and, when a check across
+// shards read it later, from that view too; each shard's mu in turn, never
+// two at once. refresh reads every shard again first; gate skips a shard
 // whose mu is held, never waiting for a request of this Journal.
 func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []shardStatus {
 	if refresh {
@@ -294,10 +286,8 @@ func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []s
 	return out
 }
 
-// others is the check across shards under shard k's claim
-// (docs/policy.md: parallel-shards): every other shard scanned again at
-// once, reading only the records this process has not seen. Called with
-// shard k's mu held.
+// others is the check across shards under shard k's claim (its mu held):
+// every other shard scanned at once, reading only records not yet seen.
 func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
 	var wg sync.WaitGroup
@@ -329,32 +319,27 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	return p.merge(slices.Delete(parts, k-1, k))
 }
 
-// statusAt is the root's status: every shard's, merged, from what this
-// process read last (refresh: read every shard again first).
-func (p *root) statusAt(ctx context.Context, now time.Time, refresh bool) Status {
-	return p.merge(p.parts(ctx, now, refresh, false))
+func (p *root) status(now time.Time) Status {
+	return p.merge(p.parts(context.Background(), now, false, false))
 }
 
-func (p *root) status(now time.Time) Status { return p.statusAt(context.Background(), now, false) }
-
-// gate is the status Next checks, reading nothing: a shard in the middle of
-// a request of this Journal (its mu held: a Complete's fsyncs) is left out,
-// as that request checks the run under its claim, and Next's claim is
-// checked across shards by its Begin.
+// gate reads nothing and leaves out a shard amid a request of this Journal
+// (a Complete's fsyncs): that request checks the run under its claim, and
+// Next's claim is checked across shards by its Begin.
 func (p *root) gate(now time.Time) Status {
 	return p.merge(p.parts(context.Background(), now, false, true))
 }
 
-// Admit is [Journal.Admit] of a parallel run (docs/policy.md: "Shards in
-// detail"): a request of a file is decided from what this process read
-// last, and every shard is read again only when that refuses.
+// Admit decides a request of a file from what this process read last and
+// reads every shard again only when that refuses (docs/policy.md: "Shards
+// in detail").
 func (p *root) Admit(ctx context.Context, now time.Time) error {
 	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if st := p.statusAt(ctx, now, false); st.Allows() {
+		if p.merge(p.parts(ctx, now, false, false)).Allows() {
 			return nil
 		}
 	}
-	if st := p.statusAt(ctx, now, true); !st.Allows() {
+	if st := p.merge(p.parts(ctx, now, true, false)); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
 	return nil
@@ -398,7 +383,7 @@ func prefixed(k int, r ReviewRecord) ReviewRecord {
 	return r
 }
 
-// ReviewRestriction is [Journal.ReviewRestriction] of "shard-KK/backoff-NNNN.json".
+// ReviewRestriction reviews "shard-KK/backoff-NNNN.json".
 func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	k, name, ok := parseShardRef(entry)
 	if !ok || k > p.n {
@@ -408,8 +393,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 	return prefixed(k, rec), err
 }
 
-// Review is [Journal.Review] in the file's shard, which checks the
-// decision and the file.
+// Review is [Journal.Review] in the file's shard, which checks it.
 func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	d := file
 	if !isDigest(file) {
@@ -431,10 +415,9 @@ func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
 	return p.plan(nil, NoNewApproval, now)
 }
 
-// plan is PlanContinuation (files given) or RecordedPlan (files nil) of a
-// parallel run: each file decided in its shard, under the run's merged
-// status. A file under another worker's live marker is in-flight; under a
-// dead one, unknown (the run is unresolved then anyway).
+// plan is PlanContinuation (files given) or RecordedPlan (nil): each file
+// decided in its shard under the merged status; under another worker's
+// live marker in-flight, under a dead one unknown.
 func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	digests, ids := p.snap.planFiles, map[string]string{}
 	if files != nil {
@@ -483,9 +466,8 @@ func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Cont
 	return c, nil
 }
 
-// openParallel opens (or, with create, makes) the parallel run of n
-// shards whose root is ub. A creation writes the root's plan.json, every
-// shard, and last the root's manifest: a root with a manifest has all its
+// openParallel opens (with create, makes) the run of n shards rooted at ub.
+// A creation writes the root's manifest last: a root with one has all its
 // shards, and a shard missing later is a deletion (unresolved).
 func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
 	dir := ub.where()
@@ -498,7 +480,6 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
-	// The root's run is made for its creation only.
 	s, err := openRun(urb, cfg, wait, nil).openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
 			sub := shardPlan(planFiles, k, n)
@@ -511,7 +492,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if err != nil {
 		return nil, err
 	}
-	switch {
+	switch { // the root's run above is its creation's only
 	case s.manifest != nil && s.manifest.parallel == n:
 	case s.manifest != nil && s.manifest.parallel == 0:
 		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
@@ -537,17 +518,15 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		}
 		sj := openRun(urb.shard(k), cfg, wait, shardPlan(s.planFiles, k, n))
 		sj.group, sj.shardNo, sj.snap = p, k, ss
-		// The check across shards starts from a copy of what the open read
-		// (the shard's run adds to its own cache).
+		// The check across shards starts from a copy (the shard adds to its cache).
 		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
 		p.shards = append(p.shards, sj)
 	}
 	return p, nil
 }
 
-// scanShard scans shard k of the root rb once no run lies inside it. A
-// shard that cannot be read (deleted, or a creation that did not finish)
-// is a snapshot of that one finding, unread, which makes the run unresolved.
+// scanShard scans shard k of rb once no run lies inside it. A shard that
+// cannot be read (deleted, or not finished) is a snapshot of one finding.
 func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err error) {
 	b := rb.shard(k)
 	if err := b.nested(); err != nil {
@@ -561,9 +540,8 @@ func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err e
 	return s, unread, nil
 }
 
-// shardProblem says what makes the manifest of shard snapshot s no shard
-// of its root, whose plan gives it the plan digest want ("" when the root
-// has no plan.json); "" when nothing does.
+// shardProblem says what makes shard snapshot s's manifest no shard of its
+// root, which gives it plan digest want ("" for none); "" when nothing.
 func shardProblem(s *snapshot, want string) string {
 	switch {
 	case s.manifest != nil && s.manifest.parallel != 0:
@@ -574,8 +552,8 @@ func shardProblem(s *snapshot, want string) string {
 	return ""
 }
 
-// rootParallel returns the shard count the manifest in b declares: 0 for a
-// run without shards, a missing or unreadable manifest.
+// rootParallel is the shard count b's manifest declares; 0 when none or
+// unreadable.
 func rootParallel(b *loc) int {
 	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
 	if !ok {
@@ -588,8 +566,8 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is InspectStore of a parallel run: the root's findings and
-// every shard's, each named with its shard ("shard-02/backoff-0003.json").
+// inspectParallel is InspectStore of a parallel run, each shard's findings
+// named with its shard ("shard-02/backoff-0003.json").
 func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
 	if err := rb.nested(); err != nil {
@@ -632,26 +610,23 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 	return sum, nil
 }
 
-// lightView makes a scan of a shard the check across shards
-// (docs/policy.md: "Shards in detail"): receipts, part receipts and heads
-// are left out of its listing, so it checks no sequence. The marker's
-// bytes are read again only when its version (Blob: the probe's ETag) is
-// not the one read last.
+// lightView makes a shard's scan the check across shards (docs/policy.md:
+// "Shards in detail"): no receipt, part receipt or head, so no sequence; the
+// marker read again only when its version (Blob: the probe's ETag) changed.
 type lightView struct {
 	p      *root
 	i      int
 	probed string // the marker's version the liveness probe returned
 }
 
-// lightMarker is a marker's bytes and version, as read last (lightView)
-// or as written (the Journal's own, loc.own).
+// lightMarker is a marker's bytes and version, as read last (lightView) or
+// written (loc.own).
 type lightMarker struct {
 	data    []byte
 	version string
 }
 
-// filter leaves out a receipt, a part receipt, a head and a write in
-// progress.
+// filter leaves out receipts, part receipts, heads, writes in progress.
 func (v *lightView) filter(names []listedName) []listedName {
 	out := names[:0:0]
 	for _, n := range names {
@@ -665,8 +640,7 @@ func (v *lightView) filter(names []listedName) []listedName {
 	return out
 }
 
-// read reads the marker of l unless its probed version is the one read
-// last.
+// read reads l's marker unless its probed version is the one read last.
 func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
 	p := v.p
 	p.mu.Lock()
@@ -695,9 +669,8 @@ func shardReason(k int, reason string) string {
 	return shardName(k) + ": " + reason
 }
 
-// rootOnly adds a finding for every name in a parallel run's root but its
-// manifest and plan (and a write in progress): its records live in its
-// shards, so a record, a head or a marker in the root is not the run's.
+// rootOnly adds a finding for each journal name in a root but its manifest,
+// plan and writes in progress: its records live in its shards.
 func rootOnly(s *snapshot) {
 	for _, ln := range s.listed {
 		_, temp := parseTempName(ln.name)
