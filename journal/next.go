@@ -15,19 +15,14 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// The journal as the work queue of a run's workers (docs/policy.md:
-// next-hands-out-work, R86): Next claims a file under its shard's marker,
-// the claim's first request adopts it (beginClaimed), Release gives it back.
-
 // ErrNoMoreFiles is the error of [Journal.Next] when no file of the plan is
 // left to hand out: every one is acked, unknown, skipped, or needs an
 // approval this continuation does not have, and no other worker holds a
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 
-// claimMethod is the method (not an HTTP one) a marker of Next's claim
-// names: a worker that dies leaves it, and its file is unknown until a
-// review, never handed out again as eligible.
+// claimMethod is the method of a Next claim's marker (not an HTTP one): a
+// worker that dies leaves it, and its file is unknown until a review.
 const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
@@ -46,19 +41,18 @@ type nextState struct {
 
 // Next hands the calling worker the next file of the plan that is eligible
 // under the run's status and approval a (as [Journal.PlanContinuation]
-// decides) and whose shard has no request in flight, claimed for it under
-// the shard's marker (docs/policy.md: next-hands-out-work). The worker
-// uploads it with [WithUpload] (and [WithUploadPart]) through this Journal,
-// whose first journaled request adopts the claim, or gives it back with
-// [Journal.Release].
+// decides) and whose shard has no request in flight, claimed under the
+// shard's marker (docs/policy.md: next-hands-out-work). The worker uploads
+// it with [WithUpload] (and [WithUploadPart]) through this Journal, whose
+// first journaled request adopts the claim, or gives it back with
+// [Journal.Release]. While every shard that may still have a file is busy,
+// Next waits, polling, within ctx.
 //
-// While every shard that may still have a file is busy, Next waits,
-// polling, within ctx. It returns an error wrapping [ErrNoMoreFiles] when
-// no file is left, a *[RestrictedError] when the run is waiting or
-// unresolved (an abandoned marker included), ctx's error (wrapped) when
-// ctx ends, and any other error when the claim cannot be written or
-// removed (a persistence failure). The Journal must have been opened
-// [WithPlan]: the journal stores file digests, never IDs.
+// Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
+// *[RestrictedError] when the run is waiting or unresolved (an abandoned
+// marker included); ctx's error, wrapped; any other when the claim cannot
+// be written or removed (a persistence failure). The Journal must have been
+// opened [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -111,19 +105,16 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	}
 }
 
-// order returns the lane indexes to try: the last claim's lane first, then
-// by the files they have left, most first (the longest shard is worked on
-// from the start, so the run ends when the shards do), ties in random order
+// order is the lane indexes to try: the last claim's first, then most files
+// left first (the run ends when its longest shard does), ties at random
 // (workers that start together spread across the shards).
 func (n *nextState) order(lanes []*run, a Approval) []int {
 	n.mu.Lock()
 	last, left := n.last, slices.Clone(n.left)
 	n.mu.Unlock()
 	for i, lane := range lanes {
-		// A lane in the middle of a request of this Journal keeps the
-		// count seen last: Next does not wait for its fsyncs.
 		if !lane.mu.TryLock() {
-			continue
+			continue // amid a request of this Journal: never wait for its fsyncs
 		}
 		left[i] = 0
 		for _, d := range n.lanes[i] {
@@ -156,11 +147,10 @@ const (
 	laneFailed                    // an error that ends Next
 )
 
-// tryLane claims the first eligible file of lane k: this Journal's slot of
-// the lane (busy while another request of this Journal holds it), the lane
-// read again, the claim's marker, then the lane read and the file checked
-// again under it (journal-claim-then-check). A claim keeps the slot and the
-// marker until its request ends or Release.
+// tryLane claims lane k's first eligible file: this Journal's slot, a read,
+// the claim's marker, then a read and check under it (docs/policy.md:
+// journal-claim-then-check). A claim keeps slot and marker until its
+// request ends or Release.
 func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, laneResult, error) {
 	select {
 	case lane.slot <- struct{}{}:
@@ -175,8 +165,8 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			<-lane.slot
 		}
 	}()
-	// The lane's own status, markers left out: another worker's is judged
-	// by markerLive, the claim's own never counts.
+	// Markers left out: another worker's is judged by markerLive, the
+	// claim's own never counts.
 	status := func(now time.Time) Status {
 		if lane.failed != "" {
 			return lane.statusLocked(now, false)
@@ -187,8 +177,8 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	sticky := j.nx.last == k
 	j.nx.mu.Unlock()
 	for try := 0; try < 3; try++ {
-		// The last claim's lane is read again only under the new claim,
-		// which finds its other workers' records, if any.
+		// The last claim's lane is read only under the new claim, which
+		// finds its other workers' records.
 		read := try > 0 || !sticky
 		if read {
 			lane.refreshLocked(ctx)
@@ -212,14 +202,16 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		case d == "":
 			return "", laneEmpty, nil
 		case s.blocking() && !read:
-			// The marker may be gone (another worker's, seen by this
-			// Journal's last refresh): read again before calling the lane
+			// The marker seen last may be gone: read before calling the lane
 			// busy, or a worker whose other lanes are empty waits forever.
 			continue
-		case s.blocking() && s.deadMarker():
-			// No lock or lease holds it (R83): its worker died in flight.
+		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
+			ref := markerName
+			if lane.shardNo > 0 {
+				ref = markerRef(lane.shardNo)
+			}
 			return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-				Reason: lane.ref() + ": " + pendingProblem}}
+				Reason: ref + ": " + pendingProblem}}
 		case s.blocking():
 			return "", laneBusy, nil
 		}
@@ -247,23 +239,13 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	return "", laneBusy, nil
 }
 
-// ref names the run's marker in a reason: "pending-request.json", or in
-// a shard "shard-KK/pending-request.json".
-func (j *run) ref() string {
-	if j.shardNo == 0 {
-		return markerName
-	}
-	return markerRef(j.shardNo)
-}
-
 // Release gives back the file f that [Journal.Next] handed out and whose
-// upload did not begin (the worker could not read it, its context ended,
-// Admit refused it): the claim's marker is removed and the file is
-// eligible again, for any worker. A file whose upload began (its first
-// request adopted the claim), or that Next did not hand out to this
-// Journal, is left alone: Release then does nothing and returns nil. An
-// error means the marker could not be removed: the run is unresolved, as
-// after any persistence failure.
+// upload did not begin (unreadable, its context ended, Admit refused it):
+// the claim's marker is removed and the file is eligible again, for any
+// worker. A file whose upload began (its first request adopted the claim),
+// or that Next did not hand to this Journal, is left alone: Release returns
+// nil. An error means the marker could not be removed: the run is
+// unresolved, as after any persistence failure.
 func (j *Journal) Release(f PlannedFile) error {
 	if j.zero() {
 		return errZero
@@ -291,11 +273,10 @@ func (lane *run) giveBack() error {
 	return nil
 }
 
-// beginClaimed is Begin of the first request of the file this Journal's
-// Next claimed (handled false for any other request): the claim's marker,
-// which names the file already (a crash from here on leaves it unknown),
-// becomes the request's, checked as beginLocked checks. A refusal removes
-// the marker and gives the slot back.
+// beginClaimed is Begin of the first request of the file Next claimed
+// (handled false for others): the claim's marker, naming the file (a crash
+// leaves it unknown), becomes the request's, checked as beginLocked checks;
+// a refusal removes it and frees the slot.
 func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
 	m := requestMarker(ctx, req)
 	if m.FileDigest == "" {
@@ -311,8 +292,7 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	m.BegunAtUTC = now.Unix()
 	j.inflight = &m
 	// Next read this run under the claim, and nothing of it changes while
-	// the claim is held (every write is made under the marker): only the
-	// other shards are read again.
+	// the claim holds (every write is under the marker): only others are read.
 	var others Status
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
