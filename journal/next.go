@@ -83,17 +83,17 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 		}
 		busy := false
 		for _, i := range j.nx.order(lanes, a) {
-			d, res, err := j.tryLane(ctx, lanes[i], i+1, a)
-			switch res {
-			case laneClaimed:
+			d, err := j.tryLane(ctx, lanes[i], i+1, a)
+			switch {
+			case errors.Is(err, errLaneBusy):
+				busy = true
+			case err != nil:
+				return PlannedFile{}, err
+			case d != "":
 				j.nx.mu.Lock()
 				j.nx.last = i + 1
 				j.nx.mu.Unlock()
 				return PlannedFile{ID: j.nx.ids[d]}, nil
-			case laneFailed:
-				return PlannedFile{}, err
-			case laneBusy:
-				busy = true
 			}
 		}
 		if !busy {
@@ -138,24 +138,18 @@ func (n *nextState) order(lanes []*run, a Approval) []int {
 	return out
 }
 
-type laneResult int
+// errLaneBusy is tryLane's: a request in flight in the lane, maybe a file later.
+var errLaneBusy = errors.New("journal: next: lane busy")
 
-const (
-	laneEmpty   laneResult = iota // no eligible file left in the lane
-	laneClaimed                   // a file claimed
-	laneBusy                      // a request in flight there: maybe later
-	laneFailed                    // an error that ends Next
-)
-
-// tryLane claims lane k's first eligible file: this Journal's slot, a read,
-// the claim's marker, then a read and check under it (docs/policy.md:
-// journal-claim-then-check). A claim keeps slot and marker until its
-// request ends or Release.
-func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, laneResult, error) {
+// tryLane claims lane k's first eligible file ("" when none is left): this
+// Journal's slot, a read, the claim's marker, then a read and check under it
+// (docs/policy.md: journal-claim-then-check). A claim keeps slot and marker
+// until its request ends or Release. Any error but errLaneBusy ends Next.
+func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, error) {
 	select {
 	case lane.slot <- struct{}{}:
 	default:
-		return "", laneBusy, nil
+		return "", errLaneBusy
 	}
 	lane.mu.Lock()
 	defer lane.mu.Unlock()
@@ -184,12 +178,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			lane.refreshLocked(ctx)
 		}
 		if err := ctx.Err(); err != nil {
-			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
+			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
 		s, st := lane.snap, status(now)
 		if !st.Allows() {
-			return "", laneFailed, &RestrictedError{Status: st}
+			return "", &RestrictedError{Status: st}
 		}
 		d := ""
 		for _, c := range j.nx.lanes[k-1] {
@@ -200,7 +194,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		}
 		switch {
 		case d == "":
-			return "", laneEmpty, nil
+			return "", nil
 		case s.blocking() && !read:
 			// The marker seen last may be gone: read before calling the lane
 			// busy, or a worker whose other lanes are empty waits forever.
@@ -210,33 +204,33 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			if lane.shardNo > 0 {
 				ref = markerRef(lane.shardNo)
 			}
-			return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
+			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
 				Reason: ref + ": " + pendingProblem}}
 		case s.blocking():
-			return "", laneBusy, nil
+			return "", errLaneBusy
 		}
 		if err := lane.checkLimits(); err != nil {
-			return "", laneFailed, err
+			return "", err
 		}
 		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			if errors.Is(err, ErrPending) {
-				return "", laneBusy, nil // another worker claimed the lane first
+				return "", errLaneBusy // another worker claimed the lane first
 			}
-			return "", laneFailed, err
+			return "", err
 		}
 		lane.refreshLocked(ctx)
 		if lane.snap.decide(d, a, status(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
-			return d, laneClaimed, nil
+			return d, nil
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
 		if err := lane.giveBack(); err != nil {
-			return "", laneFailed, err
+			return "", err
 		}
 	}
-	return "", laneBusy, nil
+	return "", errLaneBusy
 }
 
 // Release gives back the file f that [Journal.Next] handed out and whose

@@ -64,21 +64,16 @@ func inShard(k int, name string) string {
 	return shardName(k) + "/" + name
 }
 
-// markerRef names shard k's marker: "shard-KK/pending-request.json".
 func markerRef(k int) string { return inShard(k, markerName) }
 
 // shardIndex maps a file identity (or URL) digest to its shard, 1 to n
 // (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
 func shardIndex(digest string, n int) int {
 	h := strings.TrimPrefix(digest, "sha256:")
-	if len(h) < 16 {
-		return 1
+	if b, err := hex.DecodeString(h[:min(len(h), 16)]); err == nil && len(b) == 8 {
+		return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
 	}
-	b, err := hex.DecodeString(h[:16])
-	if err != nil {
-		return 1
-	}
-	return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
+	return 1
 }
 
 // shardPlan returns the digests of the sorted plan that map to shard k.
