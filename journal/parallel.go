@@ -588,18 +588,16 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 			sum.Findings = append(sum.Findings, Finding{shardName(k), unread})
 			continue
 		}
-		pre := func(fs []Finding) []Finding {
-			out := make([]Finding, len(fs))
-			for i, f := range fs {
-				out[i] = Finding{shardName(k) + "/" + f.File, f.Problem}
-			}
-			return out
-		}
+		fs := ss.allFindings()
 		if problem := shardProblem(ss, wants[k-1]); problem != "" {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, problem})
+			fs = append([]Finding{{manifestName, problem}}, fs...)
 		}
-		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
-		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
+		for _, f := range fs {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + f.File, f.Problem})
+		}
+		for _, f := range ss.leftovers {
+			sum.Leftovers = append(sum.Leftovers, Finding{shardName(k) + "/" + f.File, f.Problem})
+		}
 		ss.tally(&sum)
 	}
 	return sum, nil
