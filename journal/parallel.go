@@ -23,8 +23,7 @@ import (
 const (
 	minParallel = 2
 	maxParallel = 16 // the most shards (requests in flight at once) of a run
-	// defaultParallelWait is the pending wait without [WithPendingWait]; only
-	// the store decides death (R83).
+	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
 	defaultParallelWait = 30 * time.Second
 )
 
@@ -155,8 +154,7 @@ func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error
 	return err
 }
 
-// noteFailure records a shard's persistence failure: the run is
-// unresolved in this process from then on.
+// noteFailure records a shard's persistence failure: the run is unresolved from then on.
 func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -547,8 +545,7 @@ func shardProblem(s *snapshot, want string) string {
 	return ""
 }
 
-// rootParallel is the shard count b's manifest declares; 0 when none or
-// unreadable.
+// rootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func rootParallel(b *loc) int {
 	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
 	if !ok {
@@ -561,8 +558,7 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is InspectStore of a parallel run, each shard's findings
-// named with its shard ("shard-02/backoff-0003.json").
+// inspectParallel is InspectStore of a root, findings named "shard-02/backoff-0003.json".
 func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
 	if err := rb.nested(); err != nil {
@@ -612,8 +608,7 @@ type lightView struct {
 	probed string // the marker's version the liveness probe returned
 }
 
-// lightMarker is a marker's bytes and version, as read last (lightView) or
-// written (loc.own).
+// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
 type lightMarker struct {
 	data    []byte
 	version string
