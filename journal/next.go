@@ -50,9 +50,9 @@ type nextState struct {
 //
 // Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
 // *[RestrictedError] when the run is waiting or unresolved (an abandoned
-// marker included); ctx's error, wrapped; any other when the claim cannot
-// be written or removed (a persistence failure). The Journal must have been
-// opened [WithPlan]: the journal stores file digests, never IDs.
+// marker included); ctx's error, wrapped, when ctx ends; any other when the
+// claim cannot be written or removed (a persistence failure). The Journal
+// must have been opened [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -156,7 +156,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	claimed := false
 	defer func() {
 		if !claimed {
-			<-lane.slot
+			<-lane.slot // the slot stays held only for a claim
 		}
 	}()
 	// Markers left out: another worker's is judged by markerLive, the
@@ -299,7 +299,7 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 }
 
 // workerHost and workerPID name the worker in its marker for `journal
-// status`: the host name (sanitized, at most 64 bytes) and the process ID.
+// status`: the host name (sanitized, at most 64 bytes; nothing secret) and the PID.
 var workerHost, workerPID = func() string {
 	h, err := os.Hostname()
 	if err != nil {

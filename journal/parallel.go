@@ -111,8 +111,8 @@ func planDigestOf(sorted []string) string {
 }
 
 // root is a parallel run's root (R82: its own type, never a run): its
-// manifest and plan, read once at open, and its shards, each a run. It
-// routes each call to its shard and merges their statuses.
+// manifest and plan, read once at open (they never change), and its shards,
+// each a run. It routes each call to its shard and merges their statuses.
 type root struct {
 	clock  clock.Clock
 	snap   *snapshot // the root's own scan at open (read only after)
