@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -14,22 +15,14 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-// This file is the journal as the work queue of a run's workers
-// (docs/policy.md: next-hands-out-work, R86): [Journal.Next] claims the
-// next eligible file for the calling worker with the exclusive marker of
-// its shard, the claim's first request adopts that marker (beginClaimed),
-// and [Journal.Release] gives back a file that was not sent.
-
 // ErrNoMoreFiles is the error of [Journal.Next] when no file of the plan is
 // left to hand out: every one is acked, unknown, skipped, or needs an
 // approval this continuation does not have, and no other worker holds a
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 
-// claimMethod is the method a marker of [Journal.Next]'s claim names: not
-// an HTTP method. The claim's first request is sent under that marker, so
-// a worker that dies leaves it, and its file is unknown until a review
-// (never handed out again as eligible).
+// claimMethod is the method of a Next claim's marker (not an HTTP one): a
+// worker that dies leaves it, and its file is unknown until a review.
 const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
@@ -46,21 +39,20 @@ type nextState struct {
 	left []int // per lane, the eligible files seen last
 }
 
-// Next hands the calling worker the next file of the plan that is
-// eligible under the run's status and approval a (as
-// [Journal.PlanContinuation] decides) and whose shard has no request in
-// flight, claimed for it under the shard's marker (docs/policy.md:
-// next-hands-out-work). The worker uploads it with [WithUpload] (and
-// [WithUploadPart]) through this Journal, whose first journaled request
-// adopts the claim, or gives it back with [Journal.Release].
+// Next hands the calling worker the next file of the plan that is eligible
+// under the run's status and approval a (as [Journal.PlanContinuation]
+// decides) and whose shard has no request in flight, claimed under the
+// shard's marker (docs/policy.md: next-hands-out-work). The worker uploads
+// it with [WithUpload] (and [WithUploadPart]) through this Journal, whose
+// first journaled request adopts the claim, or gives it back with
+// [Journal.Release]. While every shard that may still have a file is busy,
+// Next waits, polling, within ctx.
 //
-// While every shard that may still have a file is busy, Next waits,
-// polling, within ctx. It returns an error wrapping [ErrNoMoreFiles] when
-// no file is left, a *[RestrictedError] when the run is waiting or
-// unresolved (an abandoned marker included), ctx's error (wrapped) when
-// ctx ends, and any other error when the claim cannot be written or
-// removed (a persistence failure). The Journal must have been opened
-// [WithPlan]: the journal stores file digests, never IDs.
+// Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
+// *[RestrictedError] when the run is waiting or unresolved (an abandoned
+// marker included); ctx's error, wrapped, when ctx ends; any other when the
+// claim cannot be written or removed (a persistence failure). The Journal
+// must have been opened [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -75,6 +67,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	j.nx.once.Do(func() {
 		j.nx.ids = make(map[string]string, len(j.nx.plan))
 		j.nx.lanes = make([][]string, len(lanes))
+		j.nx.left = make([]int, len(lanes))
 		for _, f := range j.nx.plan {
 			d := f.Digest()
 			j.nx.ids[d] = f.ID
@@ -89,18 +82,18 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			return PlannedFile{}, &RestrictedError{Status: st}
 		}
 		busy := false
-		for _, k := range j.nx.order(lanes, a) {
-			d, res, err := j.tryLane(ctx, lanes[k-1], k, a)
-			switch res {
-			case laneClaimed:
+		for _, i := range j.nx.order(lanes, a) {
+			d, err := j.tryLane(ctx, lanes[i], i+1, a)
+			switch {
+			case errors.Is(err, errLaneBusy):
+				busy = true
+			case err != nil:
+				return PlannedFile{}, err
+			case d != "":
 				j.nx.mu.Lock()
-				j.nx.last = k
+				j.nx.last = i + 1
 				j.nx.mu.Unlock()
 				return PlannedFile{ID: j.nx.ids[d]}, nil
-			case laneFailed:
-				return PlannedFile{}, err
-			case laneBusy:
-				busy = true
 			}
 		}
 		if !busy {
@@ -112,30 +105,20 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	}
 }
 
-// order returns the lanes (1-based) to try: the lane of the last claim
-// first, then the others by the files they have left, most first (so that
-// the longest shard is worked on from the start and the run ends when the
-// shards do), ties in random order (so that workers that start together
-// spread across the shards).
+// order is the lane indexes to try: the last claim's first, then most files
+// left first (the run ends when its longest shard does), ties at random
+// (workers that start together spread across the shards).
 func (n *nextState) order(lanes []*run, a Approval) []int {
-	left := make([]int, len(lanes))
 	n.mu.Lock()
-	last := n.last
-	if n.left == nil {
-		n.left = make([]int, len(lanes))
-	}
-	copy(left, n.left)
+	last, left := n.last, slices.Clone(n.left)
 	n.mu.Unlock()
 	for i, lane := range lanes {
-		// A lane in the middle of a request of this Journal keeps the
-		// count seen last: Next does not wait for its fsyncs.
 		if !lane.mu.TryLock() {
-			continue
+			continue // amid a request of this Journal: never wait for its fsyncs
 		}
-		st := Status{State: Clear}
 		left[i] = 0
 		for _, d := range n.lanes[i] {
-			if lane.snap.decide(d, a, st, true).Upload {
+			if lane.snap.decide(d, a, Status{State: Clear}, true).Upload {
 				left[i]++
 			}
 		}
@@ -145,39 +128,28 @@ func (n *nextState) order(lanes []*run, a Approval) []int {
 	copy(n.left, left)
 	n.mu.Unlock()
 	out := rand.Perm(len(lanes))
-	for i := range out {
-		out[i]++
-	}
 	sort.SliceStable(out, func(x, y int) bool {
-		kx, ky := out[x], out[y]
-		if (kx == last) != (ky == last) {
-			return kx == last && left[kx-1] > 0
+		ix, iy := out[x], out[y]
+		if (ix+1 == last) != (iy+1 == last) {
+			return ix+1 == last && left[ix] > 0
 		}
-		return left[kx-1] > left[ky-1]
+		return left[ix] > left[iy]
 	})
 	return out
 }
 
-type laneResult int
+// errLaneBusy is tryLane's: a request in flight in the lane, maybe a file later.
+var errLaneBusy = errors.New("journal: next: lane busy")
 
-const (
-	laneEmpty   laneResult = iota // no eligible file left in the lane
-	laneClaimed                   // a file claimed
-	laneBusy                      // a request in flight there: maybe later
-	laneFailed                    // an error that ends Next
-)
-
-// tryLane claims the first eligible file of lane k, if any: this
-// Journal's slot of the lane first (another request of this Journal in
-// flight there makes it busy), then the lane read again, then the claim's
-// marker, then the lane read and the file checked again under it
-// (journal-claim-then-check). On laneClaimed the slot stays held and the
-// marker stays until the claim's request ends or Release.
-func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, laneResult, error) {
+// tryLane claims lane k's first eligible file ("" when none is left): this
+// Journal's slot, a read, the claim's marker, then a read and check under it
+// (docs/policy.md: journal-claim-then-check). A claim keeps slot and marker
+// until its request ends or Release. Any error but errLaneBusy ends Next.
+func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (string, error) {
 	select {
 	case lane.slot <- struct{}{}:
 	default:
-		return "", laneBusy, nil
+		return "", errLaneBusy
 	}
 	lane.mu.Lock()
 	defer lane.mu.Unlock()
@@ -187,8 +159,8 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			<-lane.slot // the slot stays held only for a claim
 		}
 	}()
-	// The lane's own status, markers left out (another worker's is judged
-	// by markerLive, the claim's own never counts).
+	// Markers left out: another worker's is judged by markerLive, the
+	// claim's own never counts.
 	status := func(now time.Time) Status {
 		if lane.failed != "" {
 			return lane.statusLocked(now, false)
@@ -199,94 +171,75 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 	sticky := j.nx.last == k
 	j.nx.mu.Unlock()
 	for try := 0; try < 3; try++ {
-		if try > 0 || !sticky {
-			// The lane of this Journal's last claim is read again only
-			// under the new claim: its other workers' records, if any,
-			// are found there.
+		// The last claim's lane is read only under the new claim, which
+		// finds its other workers' records.
+		read := try > 0 || !sticky
+		if read {
 			lane.refreshLocked(ctx)
 		}
 		if err := ctx.Err(); err != nil {
-			return "", laneFailed, fmt.Errorf("journal: next: %w", err)
+			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s := lane.snap
-		st := status(now)
+		s, st := lane.snap, status(now)
 		if !st.Allows() {
-			return "", laneFailed, &RestrictedError{Status: st}
+			return "", &RestrictedError{Status: st}
 		}
 		d := ""
-		left := false
 		for _, c := range j.nx.lanes[k-1] {
 			if s.decide(c, a, st, true).Upload {
-				left = true
-				if !s.blocking() || s.pendingFile != c {
-					d = c
-					break
-				}
+				d = c
+				break
 			}
 		}
 		switch {
-		case !left:
-			return "", laneEmpty, nil
-		case try == 0 && sticky && (s.blocking() || d == ""):
-			// This lane was not read again: the marker or record that makes
-			// it look busy may be gone (another worker's, seen by this
-			// Journal's last refresh). Read it again before calling it busy,
-			// or a worker whose other lanes are empty would wait forever.
-			continue
-		case s.blocking():
-			if s.deadMarker() {
-				// No lock or lease holds it (R83): its worker died in
-				// flight, and nothing waits for it.
-				return "", laneFailed, &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-					Reason: lane.ref() + ": " + pendingProblem}}
-			}
-			return "", laneBusy, nil
 		case d == "":
-			return "", laneBusy, nil
+			return "", nil
+		case s.blocking() && !read:
+			// The marker seen last may be gone: read before calling the lane
+			// busy, or a worker whose other lanes are empty waits forever.
+			continue
+		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
+			ref := markerName
+			if lane.shardNo > 0 {
+				ref = markerRef(lane.shardNo)
+			}
+			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
+				Reason: ref + ": " + pendingProblem}}
+		case s.blocking():
+			return "", errLaneBusy
 		}
 		if err := lane.checkLimits(); err != nil {
-			return "", laneFailed, err
+			return "", err
 		}
 		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			if errors.Is(err, ErrPending) {
-				return "", laneBusy, nil // another worker claimed the lane first
+				return "", errLaneBusy // another worker claimed the lane first
 			}
-			return "", laneFailed, err
+			return "", err
 		}
 		lane.refreshLocked(ctx)
-		st = status(lane.clock.Now())
-		if lane.snap.decide(d, a, st, true).Upload && lane.checkLimits() == nil {
+		if lane.snap.decide(d, a, status(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
-			return d, laneClaimed, nil
+			return d, nil
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
 		if err := lane.giveBack(); err != nil {
-			return "", laneFailed, err
+			return "", err
 		}
 	}
-	return "", laneBusy, nil
-}
-
-// ref names the run's marker in a reason: "pending-request.json", or in
-// a shard "shard-KK/pending-request.json".
-func (j *run) ref() string {
-	if j.shardNo == 0 {
-		return markerName
-	}
-	return markerRef(j.shardNo)
+	return "", errLaneBusy
 }
 
 // Release gives back the file f that [Journal.Next] handed out and whose
-// upload did not begin (the worker could not read it, its context ended,
-// Admit refused it): the claim's marker is removed and the file is
-// eligible again, for any worker. A file whose upload began (its first
-// request adopted the claim), or that Next did not hand out to this
-// Journal, is left alone: Release then does nothing and returns nil. An
-// error means the marker could not be removed: the run is unresolved, as
-// after any persistence failure.
+// upload did not begin (unreadable, its context ended, Admit refused it):
+// the claim's marker is removed and the file is eligible again, for any
+// worker. A file whose upload began (its first request adopted the claim),
+// or that Next did not hand to this Journal, is left alone: Release returns
+// nil. An error means the marker could not be removed: the run is
+// unresolved, as after any persistence failure.
 func (j *Journal) Release(f PlannedFile) error {
 	if j.zero() {
 		return errZero
@@ -304,9 +257,8 @@ func (j *Journal) Release(f PlannedFile) error {
 	return err
 }
 
-// giveBack removes the marker of Next's claim that no request adopted.
-// A failure is a persistence failure: the Journal is unresolved. Called
-// with the lane's mu held.
+// giveBack removes the marker of Next's claim that no request adopted; a
+// failure is a persistence failure. Called with the lane's mu held.
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
@@ -315,11 +267,10 @@ func (lane *run) giveBack() error {
 	return nil
 }
 
-// beginClaimed is Begin of the first request of the file this Journal's
-// Next claimed (handled false for any other request): the claim's marker
-// becomes the request's (it names the file already, so a crash from here
-// on leaves the file unknown), checked under it as beginLocked checks. A
-// refusal removes the marker and gives the slot back.
+// beginClaimed is Begin of the first request of the file Next claimed
+// (handled false for others): the claim's marker, naming the file (a crash
+// leaves it unknown), becomes the request's, checked as beginLocked checks;
+// a refusal removes it and frees the slot.
 func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest) (handled bool, err error) {
 	m := requestMarker(ctx, req)
 	if m.FileDigest == "" {
@@ -334,9 +285,8 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	now := j.clock.Now()
 	m.BegunAtUTC = now.Unix()
 	j.inflight = &m
-	// The run (or shard) was read under the claim by Next, and nothing
-	// of it can change while the claim is held (every write of a run is
-	// made under its marker); only the other shards are read again.
+	// Next read this run under the claim, and nothing of it changes while
+	// the claim holds (every write is under the marker): only others are read.
 	var others Status
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
@@ -348,9 +298,8 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	return true, nil
 }
 
-// workerHost and workerPID name the worker in its marker, for an
-// operator's `journal status`: the host name (sanitized, at most 64
-// bytes; nothing secret) and the process ID.
+// workerHost and workerPID name the worker in its marker for `journal
+// status`: the host name (sanitized, at most 64 bytes; nothing secret) and the PID.
 var workerHost, workerPID = func() string {
 	h, err := os.Hostname()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,16 +20,12 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// maxParallel is the most shards (journaled requests in flight at once)
-// a run created [WithParallel] may have.
-const maxParallel = 16
-
-const minParallel = 2
-
-// defaultParallelWait is a parallel run's pending wait without
-// [WithPendingWait]. It decides nothing about death: only the store does
-// (R83).
-const defaultParallelWait = 30 * time.Second
+const (
+	minParallel = 2
+	maxParallel = 16 // the most shards (requests in flight at once) of a run
+	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
+	defaultParallelWait = 30 * time.Second
+)
 
 // WithParallel makes a new run a parallel one of n shards, 2 to 16
 // (docs/policy.md: parallel-shards): up to n journaled requests in flight
@@ -44,29 +41,38 @@ func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
 
 // parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
 func parseShardName(name string) (int, bool) {
-	if len(name) != len("shard-00") || !strings.HasPrefix(name, "shard-") {
-		return 0, false
-	}
-	k, err := strconv.Atoi(name[len("shard-"):])
+	k, err := strconv.Atoi(strings.TrimPrefix(name, "shard-"))
 	if err != nil || k < 1 || k > maxParallel || shardName(k) != name {
 		return 0, false
 	}
 	return k, true
 }
 
-// shardIndex maps a file identity digest (or a URL digest) to its shard,
-// 1 to n: the first 8 bytes of the SHA-256, big-endian, modulo n, plus 1.
-// A digest that is not a sha256 digest maps to shard 1.
+// parseShardRef splits "shard-KK/name" into k and name.
+func parseShardRef(ref string) (int, string, bool) {
+	sh, name, ok := strings.Cut(ref, "/")
+	k, isShard := parseShardName(sh)
+	return k, name, ok && isShard
+}
+
+// inShard names a shard's file by its place in the root ("" stays "").
+func inShard(k int, name string) string {
+	if name == "" {
+		return ""
+	}
+	return shardName(k) + "/" + name
+}
+
+func markerRef(k int) string { return inShard(k, markerName) }
+
+// shardIndex maps a file identity (or URL) digest to its shard, 1 to n
+// (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
 func shardIndex(digest string, n int) int {
 	h := strings.TrimPrefix(digest, "sha256:")
-	if len(h) < 16 {
-		return 1
+	if b, err := hex.DecodeString(h[:min(len(h), 16)]); err == nil && len(b) == 8 {
+		return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
 	}
-	b, err := hex.DecodeString(h[:16])
-	if err != nil {
-		return 1
-	}
-	return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
+	return 1
 }
 
 // shardPlan returns the digests of the sorted plan that map to shard k.
@@ -83,6 +89,16 @@ func shardPlan(plan []string, k, n int) []string {
 	return out
 }
 
+// shardWants are the plan digests of each shard's part of the root plan
+// ("" each without plan.json): what its manifest must record.
+func shardWants(plan []string, n int) []string {
+	out := make([]string, n)
+	for k := 1; plan != nil && k <= n; k++ {
+		out[k-1] = planDigestOf(shardPlan(plan, k, n))
+	}
+	return out
+}
+
 // planDigestOf is digestOfPlan of sorted file digests.
 func planDigestOf(sorted []string) string {
 	if sorted == nil {
@@ -95,36 +111,30 @@ func planDigestOf(sorted []string) string {
 }
 
 // root is a parallel run's root (R82: its own type, never a run): its
-// manifest and plan, read once at open (they never change), and its
-// shards, each a run of its own. It sends each call to the shard that
-// records it and merges their statuses (docs/policy.md: parallel-shards).
+// manifest and plan, read once at open (they never change), and its shards,
+// each a run. It routes each call to its shard and merges their statuses.
 type root struct {
 	clock  clock.Clock
 	snap   *snapshot // the root's own scan at open (read only after)
 	n      int
-	shards []*run // shard k is shards[k-1]
-	// wants are the plan digests each shard's manifest must record (its
-	// part of the root plan); nil when the root has no plan.json.
-	wants []string
+	shards []*run   // shard k is shards[k-1]
+	wants  []string // shardWants of the root plan
 
-	// mu guards what follows. It is a leaf lock: nothing else is locked
-	// while it is held (a shard's mu may be held when it is taken).
+	// mu guards what follows: a leaf lock, taken with a shard's mu held or
+	// none, and nothing taken under it.
 	mu sync.Mutex
-	// views are this process's light scans of each shard for the check
-	// across shards (never a shard's own snapshot, which its mu guards):
-	// its restrictions and marker only (see lightView).
-	views []*snapshot
-	// markers are, per shard, the marker bytes a light scan read last.
-	markers []lightMarker
-	failure string // a shard's persistence failure
+	// views are the light scans of the check across shards (lightView),
+	// never a shard's own snapshot (its mu guards that).
+	views   []*snapshot
+	markers []lightMarker // per shard, the marker bytes a light scan read last
+	failure string        // a shard's persistence failure
 }
 
 func (p *root) lanes() []*run     { return p.shards }
 func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
 
-// route returns the shard of a request: the shard of the file its
-// context names (a mutation marked WithUpload or WithUploadPart, as Begin
-// binds it), else the shard of its URL digest.
+// route is the shard of the file req's context names (WithUpload,
+// WithUploadPart, as Begin binds it), else of its URL digest.
 func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run {
 	d := requestMarker(ctx, req).FileDigest
 	if d == "" {
@@ -133,8 +143,7 @@ func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run 
 	return p.shards[p.lane(d)]
 }
 
-// Begin is [Journal.Begin] in the request's shard, whose own reasons
-// name it.
+// Begin is [Journal.Begin] in the request's shard, whose reasons name it.
 func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	sj := p.route(ctx, req)
 	err := sj.Begin(ctx, req)
@@ -145,8 +154,7 @@ func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error
 	return err
 }
 
-// noteFailure records a shard's persistence failure: every shard of this
-// process is unresolved from then on.
+// noteFailure records a shard's persistence failure: the run is unresolved from then on.
 func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -157,25 +165,19 @@ func (p *root) noteFailure(k int, why string) {
 
 // shardStatus is one shard's part of the run's status.
 type shardStatus struct {
-	k     int
-	st    Status // the shard's status, its markers left out
-	stale bool   // its marker's worker is dead, or cannot be told alive (R83)
-	// problem says what a stale marker is (dead, or liveness unknown).
-	problem string
-	marker  bool // it shows a marker no review resolves
-	gone    bool // an upload begun whose marker was removed by hand (R85)
+	k       int
+	st      Status // the shard's status, its markers left out
+	stale   bool   // its marker's worker is dead, or cannot be told alive (R83)
+	problem string // what a stale marker is (dead, or liveness unknown)
+	marker  bool   // it shows a marker no review resolves
+	gone    bool   // an upload begun whose marker was removed by hand (R85)
 }
 
-// shardStateLocked computes shard k's part from its snapshot s (and the
-// failure of its Journal, if any); judge says whether s is the latest
-// sight of the shard's marker. Called with p.mu held.
+// shardStateLocked is shard k's part from its snapshot s and its Journal's
+// failure; judge says s is the latest sight of the shard's marker.
 func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
 	ss := shardStatus{k: k, marker: judge && s.blocking()}
-	want := ""
-	if p.wants != nil {
-		want = p.wants[k-1]
-	}
-	switch problem := shardProblem(s, want); {
+	switch problem := shardProblem(s, p.wants[k-1]); {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case problem != "":
@@ -190,12 +192,12 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 	return ss
 }
 
-// merge is the run's status from its shards' (docs/policy.md:
-// parallel-shards; a dead marker is unresolved). Reasons name the shard.
-func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
+// merge is the run's status from its shards' parts (docs/policy.md:
+// parallel-shards); reasons name the shard.
+func (p *root) merge(parts []shardStatus) (st Status) {
 	defer func() { st.named = true }()
-	if len(root.findings) > 0 {
-		return Status{State: Unresolved, Reason: root.findings[0].String(), cause: errCorrupt}
+	if len(p.snap.findings) > 0 {
+		return Status{State: Unresolved, Reason: p.snap.findings[0].String(), cause: errCorrupt}
 	}
 	p.mu.Lock()
 	failure := p.failure
@@ -205,8 +207,7 @@ func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 	}
 	var best *Status
 	inflight := 0
-	for i := range parts {
-		ps := &parts[i]
+	for _, ps := range parts {
 		st := ps.st
 		st.Reason = shardReason(ps.k, st.Reason)
 		if st.State == Unresolved {
@@ -227,10 +228,10 @@ func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 			best = &st
 		}
 	}
-	if best == nil {
-		return Status{State: Clear, Reason: "no backoff entries"}
+	out := Status{State: Clear}
+	if best != nil {
+		out = *best
 	}
-	out := *best
 	if out.State == Clear {
 		out.Reason = "no backoff entries"
 	}
@@ -240,10 +241,11 @@ func (p *root) merge(root *snapshot, parts []shardStatus) (st Status) {
 	return out
 }
 
-// parts computes every shard's part from the shard Journals'
-// snapshots, refreshing them first when refresh is set. Each shard's mu
-// is taken in turn, never two at once.
-func (p *root) parts(ctx context.Context, now time.Time, refresh bool) []shardStatus {
+// parts is every shard's part from its snapshot and, when a check across
+// shards read it later, from that view too; each shard's mu in turn, never
+// two at once. refresh reads every shard again first; gate skips a shard
+// whose mu is held, never waiting for a request of this Journal.
+func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []shardStatus {
 	if refresh {
 		var wg sync.WaitGroup
 		for _, sj := range p.shards {
@@ -257,34 +259,28 @@ func (p *root) parts(ctx context.Context, now time.Time, refresh bool) []shardSt
 	}
 	out := make([]shardStatus, 0, p.n)
 	for i, sj := range p.shards {
-		sj.mu.Lock()
-		out = p.appendShardState(out, i, sj, now)
+		switch {
+		case !gate:
+			sj.mu.Lock()
+		case !sj.mu.TryLock():
+			continue
+		}
+		s, failed := sj.snap, sj.failed
+		p.mu.Lock()
+		v := p.views[i]
+		later := v != nil && v.light && v.gen > s.gen
+		out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
+		if later {
+			out = append(out, p.shardStateLocked(i+1, v, "", now, true))
+		}
+		p.mu.Unlock()
 		sj.mu.Unlock()
 	}
 	return out
 }
 
-// appendShardState appends to out the state of shard i (0-based), sj, as
-// its Journal last read it and, when a check across shards listed it
-// later, as that listing shows it: its restrictions and marker count too
-// (the full scan's findings still do). Called with sj.mu held.
-func (p *root) appendShardState(out []shardStatus, i int, sj *run, now time.Time) []shardStatus {
-	s, failed := sj.snap, sj.failed
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v := p.views[i]
-	later := v != nil && v.light && v.gen > s.gen
-	out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
-	if later {
-		out = append(out, p.shardStateLocked(i+1, v, "", now, true))
-	}
-	return out
-}
-
-// others is the check across shards under shard k's claim
-// (docs/policy.md: parallel-shards): every other shard scanned again,
-// reading only the records this process has not seen. Called with shard
-// k's mu held.
+// others is the check across shards under shard k's claim (its mu held):
+// every other shard scanned at once, reading only records not yet seen.
 func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
 	var wg sync.WaitGroup
@@ -292,7 +288,7 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 		if i+1 == k {
 			continue
 		}
-		wg.Go(func() { // the shards are read at the same time
+		wg.Go(func() {
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
@@ -313,106 +309,62 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 		})
 	}
 	wg.Wait()
-	out := make([]shardStatus, 0, p.n-1)
-	for i := range parts {
-		if i+1 != k {
-			out = append(out, parts[i])
-		}
-	}
-	return p.merge(p.snap, out)
+	return p.merge(slices.Delete(parts, k-1, k))
 }
 
-// statusAt is the root's status: every shard's, merged, from what this
-// process read last (refresh: read every shard again first).
-func (p *root) statusAt(ctx context.Context, now time.Time, refresh bool) Status {
-	return p.merge(p.snap, p.parts(ctx, now, refresh))
+func (p *root) status(now time.Time) Status {
+	return p.merge(p.parts(context.Background(), now, false, false))
 }
 
-func (p *root) status(now time.Time) Status { return p.statusAt(context.Background(), now, false) }
-
-// gate is the run's status as [Journal.Status] merges it from what this
-// process read last, reading nothing and never waiting for a shard that
-// is in the middle of a request of this Journal (its mu held: a
-// Complete's fsyncs): that shard is left out, as its own request checks
-// the run under its claim, and the claim Next is about to make is checked
-// across shards by its Begin.
+// gate reads nothing and leaves out a shard amid a request of this Journal
+// (a Complete's fsyncs): that request checks the run under its claim, and
+// Next's claim is checked across shards by its Begin.
 func (p *root) gate(now time.Time) Status {
-	parts := make([]shardStatus, 0, p.n)
-	for i, sj := range p.shards {
-		if !sj.mu.TryLock() {
-			continue
-		}
-		parts = p.appendShardState(parts, i, sj, now)
-		sj.mu.Unlock()
-	}
-	return p.merge(p.snap, parts)
+	return p.merge(p.parts(context.Background(), now, false, true))
 }
 
-// Admit is [Journal.Admit] of a parallel run (docs/policy.md: "Shards in
-// detail"): a request of a file is decided from what this process read
-// last, and every shard is read again only when that refuses.
+// Admit decides a request of a file from what this process read last and
+// reads every shard again only when that refuses (docs/policy.md: "Shards
+// in detail").
 func (p *root) Admit(ctx context.Context, now time.Time) error {
 	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if st := p.statusAt(ctx, now, false); st.Allows() {
+		if p.merge(p.parts(ctx, now, false, false)).Allows() {
 			return nil
 		}
 	}
-	if st := p.statusAt(ctx, now, true); !st.Allows() {
+	if st := p.merge(p.parts(ctx, now, true, false)); !st.Allows() {
 		return &RestrictedError{Status: st}
-	}
-	return nil
-}
-
-// markerRef names shard k's marker: "shard-KK/pending-request.json".
-func markerRef(k int) string { return shardName(k) + "/" + markerName }
-
-// parseMarkerRef returns k of "shard-KK/pending-request.json".
-func parseMarkerRef(ref string) (int, bool) {
-	sh, rest, ok := strings.Cut(ref, "/")
-	if !ok || rest != markerName {
-		return 0, false
-	}
-	return parseShardName(sh)
-}
-
-func checkNotBefore(notBefore int64) error {
-	if notBefore < 0 || notBefore > unixtime.Max {
-		return fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
 	return nil
 }
 
 // ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
 func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	if marker != "" {
-		k, ok := parseMarkerRef(marker)
-		if !ok || k > p.n {
-			return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+	k, name, ok := parseShardRef(marker)
+	if marker != "" && (!ok || name != markerName || k > p.n) {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+	}
+	if marker == "" {
+		if notBefore < 0 || notBefore > unixtime.Max {
+			return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 		}
-		rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
-		return prefixed(k, rec), err
-	}
-	if err := checkNotBefore(notBefore); err != nil {
-		return ReviewRecord{}, err
-	}
-	now := p.clock.Now()
-	var stale, live []string
-	k := 0
-	for _, ps := range p.parts(ctx, now, true) {
+		var stale, live []string
+		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
+			switch {
+			case ps.gone || ps.marker && ps.stale:
+				stale, k = append(stale, markerRef(ps.k)), ps.k
+			case ps.marker:
+				live = append(live, markerRef(ps.k))
+			}
+		}
 		switch {
-		case ps.gone || ps.marker && ps.stale:
-			stale, k = append(stale, markerRef(ps.k)), ps.k
-		case ps.marker:
-			live = append(live, markerRef(ps.k))
+		case len(stale) > 1:
+			return ReviewRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
+		case len(stale) == 0 && len(live) > 0:
+			return ReviewRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, errLive, strings.Join(live, ", "))
+		case len(stale) == 0:
+			return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 		}
-	}
-	switch {
-	case len(stale) > 1:
-		return ReviewRecord{}, fmt.Errorf("%w: %d dead markers: %s; name one with --marker", errReviewRefused, len(stale), strings.Join(stale, ", "))
-	case len(stale) == 0 && len(live) > 0:
-		return ReviewRecord{}, fmt.Errorf("%w: %w: every marker is held by its live worker: %s", errReviewRefused, errLive, strings.Join(live, ", "))
-	case len(stale) == 0:
-		return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 	}
 	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
 	return prefixed(k, rec), err
@@ -424,19 +376,17 @@ func prefixed(k int, r ReviewRecord) ReviewRecord {
 	return r
 }
 
-// ReviewRestriction is [Journal.ReviewRestriction] of "shard-KK/backoff-NNNN.json".
+// ReviewRestriction reviews "shard-KK/backoff-NNNN.json".
 func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
-	sh, name, ok := strings.Cut(entry, "/")
-	k, isShard := parseShardName(sh)
-	if !ok || !isShard || k > p.n {
+	k, name, ok := parseShardRef(entry)
+	if !ok || k > p.n {
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
 	rec, err := p.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
 	return prefixed(k, rec), err
 }
 
-// Review is [Journal.Review] in the file's shard, which checks the
-// decision and the file.
+// Review is [Journal.Review] in the file's shard, which checks it.
 func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	d := file
 	if !isDigest(file) {
@@ -445,14 +395,6 @@ func (p *root) Review(ctx context.Context, file string, decision Decision, note 
 	k := p.lane(d) + 1
 	rec, err := p.shards[k-1].Review(ctx, file, decision, note)
 	return prefixed(k, rec), err
-}
-
-// inShard names a shard's file by its place in the root ("" stays "").
-func inShard(k int, name string) string {
-	if name == "" {
-		return ""
-	}
-	return shardName(k) + "/" + name
 }
 
 func (p *root) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
@@ -466,34 +408,30 @@ func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
 	return p.plan(nil, NoNewApproval, now)
 }
 
-// plan is PlanContinuation (files given) or RecordedPlan (files nil) of a
-// parallel run: each file decided in its shard, under the run's merged
-// status. A file under another worker's live marker is in-flight; under a
-// dead one, unknown (the run is unresolved then anyway).
+// plan is PlanContinuation (files given) or RecordedPlan (nil): each file
+// decided in its shard under the merged status; under another worker's
+// live marker in-flight, under a dead one unknown.
 func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	root := p.snap
+	digests, ids := p.snap.planFiles, map[string]string{}
 	if files != nil {
 		want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
-		if root.manifest.planDigest != want {
-			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, root.manifest.planDigest, want)
+		if p.snap.manifest.planDigest != want {
+			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.manifest.planDigest, want)
 		}
-	}
-	parts := p.parts(context.Background(), now, true)
-	c := Continuation{Status: p.merge(root, parts)}
-	digests := root.planFiles
-	ids := map[string]string{}
-	if files != nil {
 		digests = nil
 		for _, f := range files {
 			d := f.Digest()
 			digests, ids[d] = append(digests, d), f.ID
 		}
-	} else if digests == nil {
+	}
+	parts := p.parts(context.Background(), now, true, false)
+	if files == nil && digests == nil {
 		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
 	}
+	c := Continuation{Status: p.merge(parts)}
 	byShard := make([][]int, p.n)
 	for i, d := range digests {
 		byShard[p.lane(d)] = append(byShard[p.lane(d)], i)
@@ -501,8 +439,7 @@ func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Cont
 	c.Files = make([]FileDecision, len(digests))
 	for i, sj := range p.shards {
 		sj.mu.Lock()
-		s := sj.snap
-		own := sj.inflight != nil
+		s, own := sj.snap, sj.inflight != nil
 		for _, at := range byShard[i] {
 			d := digests[at]
 			fd := s.decide(d, approval, c.Status, true)
@@ -522,9 +459,8 @@ func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Cont
 	return c, nil
 }
 
-// openParallel opens (or, with create, makes) the parallel run of n
-// shards whose root is ub. A creation writes the root's plan.json, every
-// shard, and last the root's manifest: a root with a manifest has all its
+// openParallel opens (with create, makes) the run of n shards rooted at ub.
+// A creation writes the root's manifest last: a root with one has all its
 // shards, and a shard missing later is a deletion (unresolved).
 func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
 	dir := ub.where()
@@ -537,8 +473,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if err := rb.nested(); err != nil {
 		return nil, err
 	}
-	rj := openRun(urb, cfg, wait, nil) // the root's creation only
-	s, err := rj.openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
+	s, err := openRun(urb, cfg, wait, nil).openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
 			sub := shardPlan(planFiles, k, n)
 			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
@@ -550,52 +485,56 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	if err != nil {
 		return nil, err
 	}
-	switch {
+	switch { // the root's run above is its creation's only
 	case s.manifest != nil && s.manifest.parallel == n:
 	case s.manifest != nil && s.manifest.parallel == 0:
 		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
 	case s.manifest != nil:
 		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
 	default:
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), firstFinding(s))
+		why := "no run.json"
+		if len(s.findings) > 0 {
+			why = s.findings[0].String()
+		}
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), why)
 	}
 	if cfg.plan != nil && s.manifest.planDigest != planDigest {
 		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
 	}
 	rootOnly(s)
-	p := &root{clock: cfg.clock, snap: s, n: n, views: make([]*snapshot, n), markers: make([]lightMarker, n)}
-	if s.planFiles != nil {
-		p.wants = make([]string, n)
-	}
+	p := &root{clock: cfg.clock, snap: s, n: n, wants: shardWants(s.planFiles, n),
+		views: make([]*snapshot, n), markers: make([]lightMarker, n)}
 	for k := 1; k <= n; k++ {
-		sub := shardPlan(s.planFiles, k, n)
-		if p.wants != nil {
-			p.wants[k-1] = planDigestOf(sub)
-		}
-		sj := openRun(urb.shard(k), cfg, wait, sub)
-		sj.group, sj.shardNo = p, k
-		if err := rb.shard(k).nested(); err != nil {
-			return nil, err // a run inside a shard
-		}
-		ss, err := scanRun(rb.shard(k), nil, cfg.clock.Now())
+		ss, _, err := scanShard(rb, k, cfg.clock.Now())
 		if err != nil {
-			// A shard missing or unreadable: the run is unresolved (a
-			// deleted shard, or a creation that did not finish).
-			ss = newSnapshot()
-			ss.addFinding(".", "cannot read the shard: %s", redact.Text(bareErr(err).Error()))
+			return nil, err
 		}
-		sj.snap = ss
-		// The check across shards starts from what the open read (a copy:
-		// the shard's run adds to its own cache).
+		sj := openRun(urb.shard(k), cfg, wait, shardPlan(s.planFiles, k, n))
+		sj.group, sj.shardNo, sj.snap = p, k, ss
+		// The check across shards starts from a copy (the shard adds to its cache).
 		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
 		p.shards = append(p.shards, sj)
 	}
 	return p, nil
 }
 
-// shardProblem says what makes the manifest of shard snapshot s no shard
-// of its root, whose plan gives it the plan digest want ("" when the root
-// has no plan.json); "" when nothing does.
+// scanShard scans shard k of rb once no run lies inside it. A shard that
+// cannot be read (deleted, or not finished) is a snapshot of one finding.
+func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err error) {
+	b := rb.shard(k)
+	if err := b.nested(); err != nil {
+		return nil, "", err
+	}
+	if s, err = scanRun(b, nil, now); err != nil {
+		unread = "cannot read the shard: " + redact.Text(bareErr(err).Error())
+		s = newSnapshot()
+		s.addFinding(".", "%s", unread)
+	}
+	return s, unread, nil
+}
+
+// shardProblem says what makes shard snapshot s's manifest no shard of its
+// root, which gives it plan digest want ("" for none); "" when nothing.
 func shardProblem(s *snapshot, want string) string {
 	switch {
 	case s.manifest != nil && s.manifest.parallel != 0:
@@ -606,15 +545,7 @@ func shardProblem(s *snapshot, want string) string {
 	return ""
 }
 
-func firstFinding(s *snapshot) string {
-	if len(s.findings) > 0 {
-		return s.findings[0].String()
-	}
-	return "no run.json"
-}
-
-// rootParallel returns the shard count the manifest in b declares: 0 for a
-// run without shards, a missing or unreadable manifest.
+// rootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func rootParallel(b *loc) int {
 	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
 	if !ok {
@@ -627,8 +558,7 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is InspectStore of a parallel run: the root's findings and
-// every shard's, each named with its shard ("shard-02/backoff-0003.json").
+// inspectParallel is InspectStore of a root, findings named "shard-02/backoff-0003.json".
 func inspectParallel(b *loc, n int) (Summary, error) {
 	rb := b.asRoot(n)
 	if err := rb.nested(); err != nil {
@@ -644,57 +574,47 @@ func inspectParallel(b *loc, n int) (Summary, error) {
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
 	}
+	wants := shardWants(s.planFiles, n)
 	for k := 1; k <= n; k++ {
-		if err := rb.shard(k).nested(); err != nil {
+		ss, unread, err := scanShard(rb, k, now)
+		switch {
+		case err != nil:
 			return Summary{}, err
-		}
-		ss, err := scanRun(rb.shard(k), nil, now)
-		if err != nil {
-			sum.Findings = append(sum.Findings, Finding{shardName(k), "cannot read the shard: " + redact.Text(bareErr(err).Error())})
+		case unread != "":
+			sum.Findings = append(sum.Findings, Finding{shardName(k), unread})
 			continue
 		}
-		pre := func(fs []Finding) []Finding {
-			out := make([]Finding, len(fs))
-			for i, f := range fs {
-				out[i] = Finding{shardName(k) + "/" + f.File, f.Problem}
-			}
-			return out
+		fs := ss.allFindings()
+		if problem := shardProblem(ss, wants[k-1]); problem != "" {
+			fs = append([]Finding{{manifestName, problem}}, fs...)
 		}
-		want := ""
-		if s.planFiles != nil {
-			want = planDigestOf(shardPlan(s.planFiles, k, n))
+		for _, f := range fs {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + f.File, f.Problem})
 		}
-		if problem := shardProblem(ss, want); problem != "" {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + manifestName, problem})
+		for _, f := range ss.leftovers {
+			sum.Leftovers = append(sum.Leftovers, Finding{shardName(k) + "/" + f.File, f.Problem})
 		}
-		sum.Findings = append(sum.Findings, pre(ss.allFindings())...)
-		sum.Leftovers = append(sum.Leftovers, pre(ss.leftovers)...)
 		ss.tally(&sum)
 	}
 	return sum, nil
 }
 
-// lightView makes a scan of a shard the check across shards
-// (docs/policy.md: "Shards in detail"): receipts, part receipts and heads
-// are left out of its listing, so it checks no sequence. The marker's
-// bytes are read again only when its version (Blob: the probe's ETag) is
-// not the one read last.
+// lightView makes a shard's scan the check across shards (docs/policy.md:
+// "Shards in detail"): no receipt, part receipt or head, so no sequence; the
+// marker read again only when its version (Blob: the probe's ETag) changed.
 type lightView struct {
-	p *root
-	i int
-	// probed is the marker's version the liveness probe returned.
-	probed string
+	p      *root
+	i      int
+	probed string // the marker's version the liveness probe returned
 }
 
-// lightMarker is a marker's bytes and version, as read last (lightView)
-// or as written (the Journal's own, loc.own).
+// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
 type lightMarker struct {
 	data    []byte
 	version string
 }
 
-// filter leaves out a receipt, a part receipt, a head and a write in
-// progress.
+// filter leaves out receipts, part receipts, heads, writes in progress.
 func (v *lightView) filter(names []listedName) []listedName {
 	out := names[:0:0]
 	for _, n := range names {
@@ -708,8 +628,7 @@ func (v *lightView) filter(names []listedName) []listedName {
 	return out
 }
 
-// read reads the marker of l unless its probed version is the one read
-// last.
+// read reads l's marker unless its probed version is the one read last.
 func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
 	p := v.p
 	p.mu.Lock()
@@ -738,15 +657,12 @@ func shardReason(k int, reason string) string {
 	return shardName(k) + ": " + reason
 }
 
-// rootOnly adds a finding for every name in a parallel run's root but its
-// manifest and plan (and a write in progress): its records live in its
-// shards, so a record, a head or a marker in the root is not the run's.
+// rootOnly adds a finding for each journal name in a root but its manifest,
+// plan and writes in progress: its records live in its shards.
 func rootOnly(s *snapshot) {
 	for _, ln := range s.listed {
-		if _, temp := parseTempName(ln.name); temp || ln.name == manifestName || ln.name == planName {
-			continue
-		}
-		if isJournalName(ln.name) {
+		_, temp := parseTempName(ln.name)
+		if !temp && ln.name != manifestName && ln.name != planName && isJournalName(ln.name) {
 			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
 		}
 	}
