@@ -79,13 +79,14 @@ const (
 	holdGone                    // removed since the listing
 )
 
-// storeTimeout bounds each request of a Store; lists and reads are bounded
-// by the caller's context too (R85), writes only by this (loc.wctx).
-const storeTimeout = 30 * time.Second
-
-// pendingPoll is how often a Journal opened [WithPendingWait] looks again
-// for another worker's marker to go.
-const pendingPoll = 25 * time.Millisecond
+const (
+	// storeTimeout bounds each Store request: lists and reads are bounded
+	// by the caller's context too (R85), writes only by this (wctx).
+	storeTimeout = 30 * time.Second
+	// pendingPoll is how often [WithPendingWait] looks again for another
+	// worker's marker to go.
+	pendingPoll = 25 * time.Millisecond
+)
 
 // prefixLister and enclosing are a Store with one of its optional methods.
 type prefixLister interface {
@@ -95,8 +96,7 @@ type enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// errNested: a run would lie inside another run, or hold one (no-nesting);
-// Open and OpenStore refuse it and write nothing.
+// errNested: a run would lie inside another run, or hold one (no-nesting).
 var errNested = errors.New("journal: runs never nest")
 
 // listedName is a name of a listing; modTime is known only for a durable
@@ -115,8 +115,9 @@ func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
 func newDirStore(fsy fsys.FS, dir string) *dirStore { return &dirStore{fs: fsy, dir: dir} }
 
-// dirStore is the local directory: beyond the Store, it tells loc each
-// name's file type and mode, the directory's mode, and its ancestors.
+// dirStore is the local directory; loc asks it, beyond the Store, what only
+// it can tell: file types and modes, a record linked before a failure, its
+// ancestors.
 type dirStore struct {
 	fs   fsys.FS
 	dir  string
@@ -124,8 +125,8 @@ type dirStore struct {
 	held func() // the release of the marker Create made, until Hold takes it
 }
 
-// nestedDir is loc.nested for the directory: an ancestor holding run.json
-// (unless inRoot), or a subdirectory, other than the root's own shards.
+// nestedDir is loc.nested for the directory: an ancestor (unless inRoot) or
+// a subdirectory (but the root's own shards) holding run.json.
 func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	abs, err := filepath.Abs(d.dir)
 	if err != nil {
@@ -155,8 +156,8 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	return nil
 }
 
-// listDir is loc.list for the directory: each name's type (a temporary
-// file's age too), but the root's own shards, and the directory's mode.
+// listDir is loc.list for the directory: each name's type (and a temporary
+// file's age), but the root's own shards, and the directory's mode.
 func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Finding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -205,18 +206,6 @@ func fileType(m fs.FileMode) string {
 		return "a regular file"
 	}
 	return "not a regular file"
-}
-
-// readDir reads name with the directory's checks (readCapped); problems
-// become findings on s (when not nil).
-func (d *dirStore) readDir(ctx context.Context, s *snapshot, name string, limit int64) ([]byte, bool) {
-	if err := ctx.Err(); err != nil {
-		if s != nil {
-			s.addFinding(name, "not read: %s", err)
-		}
-		return nil, false
-	}
-	return readCapped(d.fs, s, d.dir, name, limit)
 }
 
 // put writes name durably through a temporary file (docs/policy.md: "The
@@ -331,10 +320,11 @@ func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) 
 	return false, "", fsys.ErrNoLocks
 }
 
-// Read implements [Store] with the directory's checks (readDir).
+// Read implements [Store] with the scan's checks of a directory's file
+// (loc.read): its finding is the error.
 func (d *dirStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
-	s := &snapshot{} // carries the finding that becomes the error
-	if data, ok := d.readDir(ctx, s, name, limit+1); ok {
+	s := &snapshot{}
+	if data, _, ok := locOf(d).with(ctx).read(s, name, limit+1); ok {
 		return data, "", nil
 	}
 	if _, err := d.fs.Stat(filepath.Join(d.dir, name)); errors.Is(err, fs.ErrNotExist) {
@@ -368,22 +358,18 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 
 // loc is where a run is kept, the journal's one view of its [Store], bound
 // to the caller's context (with) and to a parallel run's root (asRoot) or
-// shard (shard). Each operation has one branch for the local directory,
-// which tells what only it can: file types and modes, a record linked
-// before a failure, its ancestors.
+// shard (shard). An operation has one branch for the local directory, dir.
 type loc struct {
 	st     Store
 	dir    *dirStore // st when it is the local directory, else nil
 	prefix string    // a shard's in a Store ("shard-KK/"), before each name
 	name   string
-	shards int  // a parallel run's root's shard count: shard-01 … are its own
-	inRoot bool // a shard, which lies inside its root by design
-	// heads maps each head this loc created to its version, so that its
-	// removal needs no read first; shared by the copies of with.
-	heads *sync.Map
-	ctx   context.Context // the caller's, of the current call (with)
-	own   *lightMarker    // this Journal's marker under its claim: live, its bytes known
-	light *lightView      // makes the scan the check across shards
+	shards int             // a parallel run's root's shard count: shard-01 … are its own
+	inRoot bool            // a shard, which lies inside its root by design
+	heads  *sync.Map       // head → version, of those this loc created (removed unread); with's copies share it
+	ctx    context.Context // the caller's, of the current call (with)
+	own    *lightMarker    // this Journal's marker under its claim: live, its bytes known
+	light  *lightView      // makes the scan the check across shards
 }
 
 // locOf is the journal's view of st.
@@ -419,8 +405,8 @@ func (l *loc) shard(k int) *loc {
 	return &c
 }
 
-// with is the location bound to ctx: its lists and reads honour ctx's
-// deadline and cancellation (R85), its writes stay detached (wctx).
+// with is the location bound to ctx: its lists and reads honour ctx (R85),
+// its writes stay detached (wctx).
 func (l *loc) with(ctx context.Context) *loc {
 	c := *l
 	c.ctx = ctx
@@ -430,7 +416,7 @@ func (l *loc) with(ctx context.Context) *loc {
 	return &c
 }
 
-// rctx bounds a list or read by the caller's context and by storeTimeout,
+// rctx bounds a list or read by the caller's context, and by storeTimeout
 // for a store that never answers.
 func (l *loc) rctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(l.ctx, storeTimeout)
@@ -542,7 +528,7 @@ func (l *loc) list() (out []listedName, where []Finding, err error) {
 }
 
 // read reads name (at most limit bytes) for scan: a problem is a finding on
-// s (when not nil) and ok false.
+// s (when not nil) and ok false. A directory's file is read by readCapped.
 func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	if name == markerName && l.own != nil {
 		return l.own.data, l.own.version, true
@@ -550,17 +536,20 @@ func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool)
 	if name == markerName && l.light != nil {
 		return l.light.read(l, s, limit)
 	}
-	ctx, cancel := l.rctx()
-	defer cancel()
-	if l.dir != nil {
-		data, ok := l.dir.readDir(ctx, s, name, limit)
-		return data, "", ok
-	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
 		if s != nil {
 			s.addFinding(name, format, args...)
 		}
 		return nil, "", false
+	}
+	ctx, cancel := l.rctx()
+	defer cancel()
+	if l.dir != nil {
+		if err := ctx.Err(); err != nil {
+			return bad("not read: %s", err)
+		}
+		data, ok := readCapped(l.dir.fs, s, l.dir.dir, name, limit)
+		return data, "", ok
 	}
 	data, version, err := l.st.Read(ctx, l.prefix+name, limit)
 	switch {
@@ -672,23 +661,21 @@ func (l *loc) removeMarker(version string) error {
 	return l.st.Remove(ctx, l.prefix+markerName, version)
 }
 
-// OpenStore opens the run kept in st, as [Open] does for a directory
+// OpenStore opens the run kept in st as [Open] does a directory
 // (OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...)): it
-// creates a new run when st holds nothing (never with [Existing]), or
-// opens and verifies the existing one. Any number of processes may open,
-// or create together, the same run (docs/policy.md: shared-runs). ctx
-// bounds every list and read of the opening (its writes, when it creates
-// the run, are detached under their own bound), never the Journal's later
-// calls.
+// creates a new run when st holds nothing (never with [Existing]), or opens
+// and verifies the existing one. Any number of processes may open, or
+// create together, the same run (docs/policy.md: shared-runs). ctx bounds
+// every list and read of the opening (its writes, when it creates the run,
+// are detached under their own bound), never the Journal's later calls.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	if st == nil {
+	switch {
+	case st == nil:
 		return nil, errors.New("journal: nil Store")
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return nil, errors.New("journal: open: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("journal: open: %w", err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("journal: open: %w", ctx.Err())
 	}
 	return openLoc(ctx, locOf(st), opts)
 }
@@ -697,9 +684,9 @@ func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) 
 // for the pending marker of another worker's request to go (docs/policy.md:
 // shared-runs), instead of refusing at once with an unresolved status
 // ([ErrPending]). The wait honours the caller's context. A marker whose
-// worker the store shows dead (marker-liveness) ends the wait at once;
-// one still live after d is refused as a request in flight, never judged
-// dead by its age. Default: 0, no wait. A negative d is ignored.
+// worker the store shows dead (marker-liveness) ends the wait at once; one
+// still live after d is refused as a request in flight, never judged dead
+// by its age. Default: 0, no wait. A negative d is ignored.
 func WithPendingWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -709,26 +696,22 @@ func WithPendingWait(d time.Duration) Option {
 }
 
 // InspectStore checks the run kept in st (a directory: [DirStore]) without
-// changing it and returns in Summary.Findings every finding, one per
-// problem, as docs/policy.md ("The journal in detail") lists them: the
-// location, every file (as the table fileKinds says), the chain and a
-// pending marker. No findings means the run can never be unresolved but
-// by clock regression, which depends on the time of the question (see
-// [Journal.Status]). Summary also counts what the run holds, for a report
-// such as `readrecovery journal verify`'s "ok" line.
-//
-// The error is non-nil only when the run itself cannot be read: it does
-// not exist or holds no run (errors.Is(err, fs.ErrNotExist)), is not a
-// directory, or cannot be listed.
+// changing it, and returns in Summary.Findings every finding, one per
+// problem, as docs/policy.md ("The journal in detail") lists them (the
+// location, every file, the chain and a pending marker), and in Summary the
+// counts of what the run holds (`readrecovery journal verify`'s "ok" line). No findings means the run can never be unresolved but by
+// clock regression, which depends on the time of the question (see
+// [Journal.Status]). The error is non-nil only when the run itself cannot
+// be read: it does not exist or holds no run (errors.Is(err,
+// fs.ErrNotExist)), is not a directory, or cannot be listed.
 func InspectStore(ctx context.Context, st Store) (Summary, error) {
-	if st == nil {
+	switch {
+	case st == nil:
 		return Summary{}, errors.New("journal: nil Store")
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return Summary{}, errors.New("journal: inspect: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
+	case ctx.Err() != nil:
+		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
 	}
 	return inspect(locOf(st).with(ctx))
 }
