@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -121,8 +122,7 @@ func newDirStore(fsy fsys.FS, dir string) *dirStore { return &dirStore{fs: fsy, 
 type dirStore struct {
 	fs   fsys.FS
 	dir  string
-	mu   sync.Mutex
-	held func() // the release of the marker Create made, until Hold takes it
+	held atomic.Pointer[func()] // the release of the marker Create made, until Hold takes it
 }
 
 // nestedDir is loc.nested for the directory: an ancestor (unless inRoot) or
@@ -262,26 +262,20 @@ func (d *dirStore) put(name string, data []byte) (release func(), linked bool, e
 func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
 	release, _, err := d.put(name, data)
 	if release != nil {
-		d.mu.Lock()
-		if d.held != nil {
-			d.held()
+		if old := d.held.Swap(&release); old != nil {
+			(*old)() // an earlier marker's, never held
 		}
-		d.held = release
-		d.mu.Unlock()
 	}
 	return "", err
 }
 
 // Hold implements [Store]: Create took the marker's lock; release closes its file.
 func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
-	d.mu.Lock()
-	release := d.held
-	d.held = nil
-	d.mu.Unlock()
+	release := d.held.Swap(nil)
 	if name != markerName || release == nil {
 		return nil, errors.New("journal: only a marker this store created is held")
 	}
-	return release, nil
+	return *release, nil
 }
 
 // Live implements [Store] by probing the marker's lock with a shared one,
@@ -530,10 +524,10 @@ func (l *loc) list() (out []listedName, where []Finding, err error) {
 // read reads name (at most limit bytes) for scan: a problem is a finding on
 // s (when not nil) and ok false. A directory's file is read by readCapped.
 func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name == markerName && l.own != nil {
+	switch {
+	case name == markerName && l.own != nil:
 		return l.own.data, l.own.version, true
-	}
-	if name == markerName && l.light != nil {
+	case name == markerName && l.light != nil:
 		return l.light.read(l, s, limit)
 	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
