@@ -39,18 +39,13 @@ type File interface {
 }
 
 var (
-	// ErrLocked means another open file holds a conflicting lock.
-	ErrLocked = errors.New("fsys: locked by another open file")
-	// ErrNoLocks means the file system keeps no locks (ENOLCK,
-	// EOPNOTSUPP, ENOSYS, or a platform without flock).
-	ErrNoLocks = errors.New("fsys: the file system keeps no locks")
+	ErrLocked  = errors.New("fsys: locked by another open file")    // another open file holds a conflicting lock
+	ErrNoLocks = errors.New("fsys: the file system keeps no locks") // ENOLCK, EOPNOTSUPP, ENOSYS, or no flock
 )
 
 // OS is the os package's file system: each method but ReadDir and SyncDir
 // calls the os function of its name.
 type OS struct{}
-
-var _ FS = OS{}
 
 func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
 func (OS) Chmod(name string, perm fs.FileMode) error { return os.Chmod(name, perm) }
