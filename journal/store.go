@@ -17,25 +17,24 @@ import (
 )
 
 // Store is where a run's records live (shared-runs): a flat set of named,
-// immutable objects plus the one pending marker; formats, digests, the
-// chain and the limits are the journal's. [DirStore] is the local
-// directory; github.com/readrecovery/readrecovery/azure/blobjournal keeps
-// runs in Azure Blob Storage. A Store must not retry a write in a way that
-// could store an object twice, nor send through the transport of the run
-// it records: a failure is a persistence failure, never a wait.
+// immutable objects plus the one pending marker; formats, digests, the chain
+// and the limits are the journal's. [DirStore] is the local directory;
+// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure
+// Blob Storage. A Store must not retry a write in a way that could store an
+// object twice, nor send through the transport of the run it records: a
+// failure is a persistence failure, never a wait.
 //
 // The journal finds two optional methods by a type assertion:
 //
 //	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 //	EnclosingRun(ctx context.Context) (string, error)
 //
-// ListPrefix lists only the whole names that start with prefix (Blob: a
-// listing with that prefix): a parallel run's shards ([WithParallel]) live
-// under shard-01/ … shard-NN/ of their root's Store, and a shard is listed
-// with ListPrefix when the Store has it, else by List of the root,
+// ListPrefix lists only the whole names that start with prefix: a parallel
+// run's shards ([WithParallel]) live under shard-01/ … shard-NN/ of their
+// root's Store, each listed by ListPrefix, else by List of the root,
 // filtered. EnclosingRun returns the name of the run this one lies inside
-// (a Blob prefix under a prefix holding a run.json), or "" when there is
-// none; [OpenStore] refuses such a run (runs never nest).
+// (Blob: a prefix under one holding a run.json), or "" when none;
+// [OpenStore] refuses such a run (runs never nest).
 type Store interface {
 	// Create stores data under name only if no object of that name exists
 	// (O_EXCL; Blob: If-None-Match: *), durably before it returns, and
@@ -54,19 +53,17 @@ type Store interface {
 	// pending marker and a head a newer head replaced.
 	Remove(ctx context.Context, name, version string) error
 	// Hold keeps the marker name this process just created (version from
-	// Create) live until release (marker-liveness): Live tells every process
-	// its worker is alive, however long its request and whatever any clock
-	// says; a dead process's hold ends by the store's own means (the
-	// kernel's lock, the service's lease). The journal releases after the
-	// marker's removal; a failed Hold is a persistence failure (the marker
-	// is removed again, nothing is sent).
+	// Create) live, as Live tells every process, until release, however long
+	// its request and whatever any clock says (marker-liveness); a dead
+	// process's hold ends by the store's own means (the kernel's lock, the
+	// service's lease). The journal releases after the marker's removal; a
+	// failed Hold is a persistence failure (the marker is removed again, nothing is sent).
 	Hold(ctx context.Context, name, version string) (release func(), err error)
 	// Live reports whether a process holds name now, and its version (""
 	// without versions). A marker is live from its Create on (a store whose
 	// hold begins at Hold counts the moments between as live by its own
-	// means). A missing name: errors.Is(err, fs.ErrNotExist); any other
-	// error means the store cannot tell (no locks): the marker is treated
-	// as dead.
+	// means). A missing name: errors.Is(err, fs.ErrNotExist); any other error
+	// means the store cannot tell (no locks): the marker is treated as dead.
 	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
 
