@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -16,60 +17,53 @@ import (
 )
 
 // Store is where a run's records live (shared-runs): a flat set of named,
-// immutable objects plus the one pending marker; formats, digests, the
-// chain and the limits are the journal's. [DirStore] is the local
-// directory; the nested module github.com/readrecovery/readrecovery/azure/blobjournal
-// keeps runs in Azure Blob Storage. A Store must not retry a write in a
-// way that could store an object twice, nor send through the transport of
-// the run it records: a failure is a persistence failure, never a wait.
+// immutable objects plus the one pending marker; formats, digests, the chain
+// and the limits are the journal's. [DirStore] is the local directory;
+// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure
+// Blob Storage. A Store must not retry a write in a way that could store an
+// object twice, nor send through the transport of the run it records: a
+// failure is a persistence failure, never a wait.
 //
-// A Store may have two more methods, which the journal finds by a type
-// assertion:
+// The journal finds two optional methods by a type assertion:
 //
 //	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 //	EnclosingRun(ctx context.Context) (string, error)
 //
-// ListPrefix lists only the names that start with prefix (Blob Storage: a
-// listing with that prefix), whole names (the prefix included): the
-// shards of a parallel run ([WithParallel]) live under the prefixes
-// shard-01/ … shard-NN/ of their root's Store, and each shard's listing
-// uses ListPrefix when the Store has it, else List of the whole root,
-// filtered. EnclosingRun tells whether the run lies inside another run (a
-// Blob prefix under a prefix that holds a run.json): it returns the
-// enclosing run's name, or "" when there is none, and [OpenStore] refuses
-// such a run (runs never nest).
+// ListPrefix lists only the whole names that start with prefix: a parallel
+// run's shards ([WithParallel]) live under shard-01/ … shard-NN/ of their
+// root's Store, each listed by ListPrefix, else by List of the root,
+// filtered. EnclosingRun returns the name of the run this one lies inside
+// (Blob: a prefix under one holding a run.json), or "" when none;
+// [OpenStore] refuses such a run (runs never nest).
 type Store interface {
-	// Create stores data under name if and only if no object of that name
-	// exists (O_EXCL; Blob: If-None-Match: *), durably before it returns,
-	// and returns the stored object's version (an ETag; "" when the store
-	// has none). When name exists it returns an error for which
-	// errors.Is(err, fs.ErrExist) holds and changes nothing.
+	// Create stores data under name only if no object of that name exists
+	// (O_EXCL; Blob: If-None-Match: *), durably before it returns, and
+	// returns its version (an ETag; "" without versions). When name exists
+	// it changes nothing and errors.Is(err, fs.ErrExist) holds.
 	Create(ctx context.Context, name string, data []byte) (version string, err error)
-	// Read returns the content of name and its version. It reads at most
-	// limit+1 bytes, so that a larger object is seen as such without
-	// reading all of it. A missing name: errors.Is(err, fs.ErrNotExist).
+	// Read returns name's content and version, reading at most limit+1
+	// bytes so that a larger object shows as such without being read whole.
+	// A missing name: errors.Is(err, fs.ErrNotExist).
 	Read(ctx context.Context, name string, limit int64) (data []byte, version string, err error)
 	// List returns the names of at most limit objects of the run, in any
 	// order; an empty run gives none and no error.
 	List(ctx context.Context, limit int) ([]string, error)
 	// Remove deletes name only while its version is still version (Blob:
-	// If-Match; a store without versions ignores it). The journal removes
-	// only the pending marker and a head a newer head replaced.
+	// If-Match; ignored without versions). The journal removes only the
+	// pending marker and a head a newer head replaced.
 	Remove(ctx context.Context, name, version string) error
 	// Hold keeps the marker name this process just created (version from
-	// Create) live until release (marker-liveness): Live tells every
-	// process that its worker is alive, however long its request and
-	// whatever any clock says. A dead process's hold ends by the store's
-	// own means (the kernel's lock, the service's lease). The journal
-	// releases after the marker's removal; a failed Hold is a persistence
-	// failure (the marker is removed again, nothing is sent).
+	// Create) live, as Live tells every process, until release, however long
+	// its request and whatever any clock says (marker-liveness); a dead
+	// process's hold ends by the store's own means (the kernel's lock, the
+	// service's lease). The journal releases after the marker's removal; a
+	// failed Hold is a persistence failure (the marker is removed again, nothing is sent).
 	Hold(ctx context.Context, name, version string) (release func(), err error)
-	// Live reports whether a process holds name now, and its version
-	// ("" without versions). A marker is live from its Create on (a store
-	// whose hold begins at Hold counts the moments between as live by its
-	// own means). A missing name: errors.Is(err, fs.ErrNotExist); any
-	// other error means the store cannot tell (no locks): the marker is
-	// then treated as dead.
+	// Live reports whether a process holds name now, and its version (""
+	// without versions). A marker is live from its Create on (a store whose
+	// hold begins at Hold counts the moments between as live by its own
+	// means). A missing name: errors.Is(err, fs.ErrNotExist); any other error
+	// means the store cannot tell (no locks): the marker is treated as dead.
 	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
 
@@ -83,27 +77,24 @@ const (
 	holdGone                    // removed since the listing
 )
 
-// storeTimeout bounds each request of a Store; lists and reads are bounded
-// by the caller's context too (R85), writes only by this (loc.wctx).
-const storeTimeout = 30 * time.Second
+const (
+	// storeTimeout bounds each Store request: lists and reads are bounded
+	// by the caller's context too (R85), writes only by this (wctx).
+	storeTimeout = 30 * time.Second
+	// pendingPoll is how often [WithPendingWait] looks again for another
+	// worker's marker to go.
+	pendingPoll = 25 * time.Millisecond
+)
 
-// pendingPoll is how often a Journal opened [WithPendingWait] looks again
-// for another worker's marker to go.
-const pendingPoll = 25 * time.Millisecond
-
-// prefixLister is a [Store] with ListPrefix (see Store).
+// prefixLister and enclosing are a Store with one of its optional methods.
 type prefixLister interface {
 	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
-
-// enclosing is a [Store] with EnclosingRun (see Store).
 type enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// errNested means a run would lie inside another run, or hold one
-// (no-nesting): a run's records are only its own, so Open and OpenStore refuse it
-// and write nothing.
+// errNested: a run would lie inside another run, or hold one (no-nesting).
 var errNested = errors.New("journal: runs never nest")
 
 // listedName is a name of a listing; modTime is known only for a durable
@@ -122,28 +113,17 @@ func DirStore(dir string) Store { return newDirStore(fsys.OS{}, dir) }
 
 func newDirStore(fsy fsys.FS, dir string) *dirStore { return &dirStore{fs: fsy, dir: dir} }
 
-// dirStore is the local directory: beyond the Store, it tells the journal
-// (loc) each name's file type and mode, the directory's mode, and whether
-// it lies inside a run.
+// dirStore is the local directory; loc asks it, beyond the Store, what only
+// it can tell: file types and modes, a record linked before a failure, its
+// ancestors.
 type dirStore struct {
-	fs  fsys.FS
-	dir string
-
-	mu   sync.Mutex
-	held func() // the release of the marker Create made, until Hold takes it
+	fs   fsys.FS
+	dir  string
+	held atomic.Pointer[func()] // the release of the marker Create made, until Hold takes it
 }
 
-// ownShard reports whether name is one of the root's shards.
-func ownShard(name string, shards int) bool {
-	k, ok := parseShardName(name)
-	return ok && k <= shards
-}
-
-var _ Store = (*dirStore)(nil)
-
-// nestedDir refuses a directory inside a run (an ancestor holds run.json,
-// unless inRoot: a shard lies inside its root) or holding one (a
-// subdirectory, other than the root's own shards, holds run.json).
+// nestedDir is loc.nested for the directory: an ancestor (unless inRoot) or
+// a subdirectory (but the root's own shards) holding run.json.
 func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	abs, err := filepath.Abs(d.dir)
 	if err != nil {
@@ -173,9 +153,8 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 	return nil
 }
 
-// listDir lists the directory with each name's type (and a temporary
-// file's age), leaving out the root's own shards, plus findings about the
-// directory itself.
+// listDir is loc.list for the directory: each name's type (and a temporary
+// file's age), but the root's own shards, and the directory's mode.
 func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Finding, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -211,7 +190,7 @@ func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Fin
 	return out, findings, nil
 }
 
-// fileType names the type of a file that is not what the journal expects.
+// fileType names the type of what Stat found instead of a directory.
 func fileType(m fs.FileMode) string {
 	switch t := m.Type(); {
 	case t&fs.ModeNamedPipe != 0:
@@ -220,141 +199,80 @@ func fileType(m fs.FileMode) string {
 		return "a device"
 	case t&fs.ModeSocket != 0:
 		return "a socket"
-	case t&fs.ModeSymlink != 0:
-		return "a symbolic link"
 	case t == 0:
 		return "a regular file"
 	}
 	return "not a regular file"
 }
 
-// readDir reads name with the checks of the directory (readCapped):
-// problems become findings on s (when s is not nil).
-func (d *dirStore) readDir(ctx context.Context, s *snapshot, name string, limit int64) ([]byte, bool) {
-	if err := ctx.Err(); err != nil {
-		if s != nil {
-			s.addFinding(name, "not read: %s", err)
-		}
-		return nil, false
-	}
-	return readCapped(d.fs, s, d.dir, name, limit)
-}
-
-func (d *dirStore) initRun(exists bool) error {
-	if exists {
-		return d.fs.Chmod(d.dir, 0o700)
-	}
-	if err := d.fs.Mkdir(d.dir, 0o700); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil // another worker creating the same run made it (0700)
-		}
-		return err
-	}
-	return d.fs.SyncDir(filepath.Dir(d.dir))
-}
-
 // put writes name durably through a temporary file (docs/policy.md: "The
-// durable writes"). A failure before the link removes the temporary file.
-func (d *dirStore) put(name string, data []byte) (linked bool, err error) {
+// durable writes"); linked: name exists, as a record linked before a failed
+// fsync does. The marker's file is locked before it is written and linked
+// and stays open until release (marker-liveness; without locks nobody can
+// tell its liveness, no refusal); one failing after its link is removed
+// again (nothing was sent).
+func (d *dirStore) put(name string, data []byte) (release func(), linked bool, err error) {
 	tmp := filepath.Join(d.dir, tempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	if err := writeSyncClose(f, data); err != nil {
-		_ = d.fs.Remove(tmp)
-		return false, err
-	}
-	return d.linkTemp(tmp, name)
-}
-
-// linkTemp links tmp to name (failing if name exists) and ends the
-// durable write. linked reports whether name exists: a record linked
-// before a failed fsync is in the run (the caller keeps the marker).
-func (d *dirStore) linkTemp(tmp, name string) (linked bool, err error) {
-	if err := d.fs.Link(tmp, filepath.Join(d.dir, name)); err != nil {
-		_ = d.fs.Remove(tmp)
-		return false, err
-	}
-	if err := d.fs.SyncDir(d.dir); err != nil {
-		return true, err
-	}
-	if err := d.fs.Remove(tmp); err != nil {
-		return true, err
-	}
-	return true, d.fs.SyncDir(d.dir)
-}
-
-// createMarker creates the marker from a temporary file locked before it
-// is written and linked, held until release (marker-liveness). Without
-// locks (fsys.ErrNoLocks) nobody can tell its liveness: not a refusal. A
-// failure after the link removes the marker again (nothing was sent).
-func (d *dirStore) createMarker(data []byte) (func(), error) {
-	tmp := filepath.Join(d.dir, tempName(markerName))
-	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err = f.Lock(true); errors.Is(err, fsys.ErrNoLocks) {
-		err = nil
+	marker := name == markerName
+	if !marker {
+		err = writeSyncClose(f, data)
+	} else if err = f.Lock(true); err == nil || errors.Is(err, fsys.ErrNoLocks) {
+		if _, err = f.Write(data); err == nil {
+			err = f.Sync()
+		}
 	}
 	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	linked := false
-	if err == nil {
-		linked, err = d.linkTemp(tmp, markerName)
-	} else {
-		_ = d.fs.Remove(tmp)
+		err = d.fs.Link(tmp, filepath.Join(d.dir, name))
 	}
 	if err != nil {
+		_ = d.fs.Remove(tmp)
+		if marker {
+			f.Close()
+		}
+		return nil, false, err
+	}
+	if err = d.fs.SyncDir(d.dir); err == nil {
+		if err = d.fs.Remove(tmp); err == nil {
+			err = d.fs.SyncDir(d.dir)
+		}
+	}
+	switch {
+	case !marker:
+		return nil, true, err
+	case err != nil:
 		f.Close()
-		if linked && d.fs.Remove(filepath.Join(d.dir, markerName)) == nil {
+		if d.fs.Remove(filepath.Join(d.dir, markerName)) == nil {
 			_ = d.fs.SyncDir(d.dir)
 		}
-		if linked {
-			_ = d.fs.Remove(tmp)
-		}
-		return nil, err
+		_ = d.fs.Remove(tmp)
+		return nil, false, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { f.Close() }) }, nil
+	return func() { once.Do(func() { f.Close() }) }, true, nil
 }
 
-// Create implements [Store]: any name atomically through its temporary
-// file; the marker held by its lock from before its name appears, until
-// [dirStore.Hold]'s release.
+// Create implements [Store] with put; the marker's release waits for Hold.
 func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, error) {
-	if name != markerName {
-		_, err := d.put(name, data)
-		return "", err
-	}
-	release, err := d.createMarker(data)
-	if err == nil {
-		d.mu.Lock()
-		if d.held != nil {
-			d.held()
+	release, _, err := d.put(name, data)
+	if release != nil {
+		if old := d.held.Swap(&release); old != nil {
+			(*old)() // an earlier marker's, never held
 		}
-		d.held = release
-		d.mu.Unlock()
 	}
 	return "", err
 }
 
-// Hold implements [Store]: the marker's lock is taken by Create already;
-// release closes the locked file.
+// Hold implements [Store]: Create took the marker's lock; release closes its file.
 func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
-	d.mu.Lock()
-	release := d.held
-	d.held = nil
-	d.mu.Unlock()
+	release := d.held.Swap(nil)
 	if name != markerName || release == nil {
 		return nil, errors.New("journal: only a marker this store created is held")
 	}
-	return release, nil
+	return *release, nil
 }
 
 // Live implements [Store] by probing the marker's lock with a shared one,
@@ -393,21 +311,19 @@ func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) 
 	return false, "", fsys.ErrNoLocks
 }
 
-// Read implements [Store] with the checks of the directory: a regular,
-// private file, opened without following a link.
+// Read implements [Store] with the scan's checks of a directory's file
+// (loc.read): its finding is the error.
 func (d *dirStore) Read(ctx context.Context, name string, limit int64) ([]byte, string, error) {
-	s := newSnapshot()
-	data, ok := d.readDir(ctx, s, name, limit+1)
-	if !ok {
-		if _, err := d.fs.Stat(filepath.Join(d.dir, name)); errors.Is(err, fs.ErrNotExist) {
-			return nil, "", err
-		}
-		return nil, "", fmt.Errorf("journal: %s", s.findings[0])
+	s := &snapshot{}
+	if data, _, ok := locOf(d).with(ctx).read(s, name, limit+1); ok {
+		return data, "", nil
 	}
-	return data, "", nil
+	if _, err := d.fs.Stat(filepath.Join(d.dir, name)); errors.Is(err, fs.ErrNotExist) {
+		return nil, "", err
+	}
+	return nil, "", fmt.Errorf("journal: %s", s.findings[0])
 }
 
-// List implements [Store].
 func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 	des, err := d.fs.ReadDir(d.dir, limit)
 	if err != nil {
@@ -420,8 +336,7 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 	return out, nil
 }
 
-// Remove implements [Store] for the marker or an older head, and fsyncs
-// the directory; a directory has no versions.
+// Remove implements [Store] for the marker or an older head (no versions).
 func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 	if _, head := parseHeadName(name); !head && name != markerName {
 		return errors.New("journal: only the pending marker and older heads are ever removed")
@@ -432,46 +347,25 @@ func (d *dirStore) Remove(_ context.Context, name, _ string) error {
 	return d.fs.SyncDir(d.dir)
 }
 
-// loc is where a run is kept, the journal's one view of its [Store]: a
-// few functions over the Store's operations, bound to the caller's
-// context (with), to a parallel run's root (asRoot) or one of its shards
-// (shard). For the local directory (dir, the Store itself) the listing,
-// reads, record writes and the nesting check ask the directory what only
-// it can say: file types and modes, and whether a record was linked
-// before a failure.
+// loc is where a run is kept, the journal's one view of its [Store], bound
+// to the caller's context (with) and to a parallel run's root (asRoot) or
+// shard (shard). An operation has one branch for the local directory, dir.
 type loc struct {
-	st Store
-	// dir is st when it is the local directory, else nil.
-	dir *dirStore
-	// prefix is a shard's in a Store ("shard-KK/"): every name of the
-	// location is st's name prefix+name.
-	prefix string
+	st     Store
+	dir    *dirStore // st when it is the local directory, else nil
+	prefix string    // a shard's in a Store ("shard-KK/"), before each name
 	name   string
-	// shards is the shard count of a parallel run's root (its shards
-	// shard-01 … are its own); inRoot marks a shard, which lies inside
-	// its root by design.
-	shards int
-	inRoot bool
-	// heads holds the version each head this loc created got, so that
-	// its removal needs no read first; shared by the copies of with.
-	heads *headVersions
-	// ctx is the caller's context of the current call (nil: none).
-	ctx context.Context
-	// own is the marker this Journal holds under its claim, during a scan
-	// of its own: live, with the bytes it wrote (no read).
-	own *lightMarker
-	// light makes the scan the check across shards (see lightView).
-	light *lightView
-}
-
-type headVersions struct {
-	mu sync.Mutex
-	m  map[string]string
+	shards int             // a parallel run's root's shard count: shard-01 … are its own
+	inRoot bool            // a shard, which lies inside its root by design
+	heads  *sync.Map       // head → version, of those this loc created (removed unread); with's copies share it
+	ctx    context.Context // the caller's, of the current call (with)
+	own    *lightMarker    // this Journal's marker under its claim: live, its bytes known
+	light  *lightView      // makes the scan the check across shards
 }
 
 // locOf is the journal's view of st.
 func locOf(st Store) *loc {
-	l := &loc{st: st, name: "store", heads: &headVersions{}}
+	l := &loc{st: st, name: "store", heads: &sync.Map{}, ctx: context.Background()}
 	if d, ok := st.(*dirStore); ok {
 		l.dir, l.name = d, d.dir
 	} else if s, ok := st.(fmt.Stringer); ok {
@@ -480,18 +374,18 @@ func locOf(st Store) *loc {
 	return l
 }
 
-// asRoot is the location as the root of a parallel run of n shards: its
-// listing leaves out the shards, which nested allows.
+// asRoot is the location as the root of n shards, which its listing leaves
+// out and nested allows.
 func (l *loc) asRoot(n int) *loc {
 	c := *l
-	c.shards, c.heads = n, &headVersions{}
+	c.shards, c.heads = n, &sync.Map{}
 	return &c
 }
 
 // shard is shard k of a root (asRoot): the location shard-KK inside it.
 func (l *loc) shard(k int) *loc {
 	c := *l
-	c.shards, c.inRoot, c.heads = 0, true, &headVersions{}
+	c.shards, c.inRoot, c.heads = 0, true, &sync.Map{}
 	if l.dir != nil {
 		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, shardName(k)))
 		c.st, c.name = c.dir, c.dir.dir
@@ -502,13 +396,33 @@ func (l *loc) shard(k int) *loc {
 	return &c
 }
 
-// with is the same location bound to the caller's ctx: every list and
-// read of the copy honours ctx's deadline and cancellation (R85), while
-// its writes stay detached (see wctx).
+// with is the location bound to ctx: its lists and reads honour ctx (R85),
+// its writes stay detached (wctx).
 func (l *loc) with(ctx context.Context) *loc {
 	c := *l
 	c.ctx = ctx
+	if ctx == nil {
+		c.ctx = context.Background()
+	}
 	return &c
+}
+
+// rctx bounds a list or read by the caller's context, and by storeTimeout
+// for a store that never answers.
+func (l *loc) rctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(l.ctx, storeTimeout)
+}
+
+// wctx bounds a write by storeTimeout only: a record, head or marker
+// removal left half done is worse than a late one (a marker kept by the
+// caller's cancellation would leave the run unresolved).
+func (l *loc) wctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(l.ctx), storeTimeout)
+}
+
+func ownShard(name string, shards int) bool {
+	k, ok := parseShardName(name)
+	return ok && k <= shards
 }
 
 // ownShardName reports whether name lies in one of the root's shards.
@@ -518,8 +432,7 @@ func ownShardName(name string, shards int) bool {
 }
 
 // names lists the location's names in the Store (a root's include its
-// shards'); a shard's with the Store's ListPrefix when it has one, else
-// from a listing of the whole root.
+// shards'); a shard's by ListPrefix, else by a listing of the whole root.
 func (l *loc) names(ctx context.Context) ([]string, error) {
 	limit := (maxFiles + 1) * (l.shards + 1)
 	if l.prefix == "" {
@@ -544,14 +457,11 @@ func (l *loc) names(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// where names the location in messages.
 func (l *loc) where() string { return l.name }
 
-// nested returns an error wrapping errNested when the location lies inside
-// another run (the directory's ancestors; a Store that can tell,
-// EnclosingRun) or holds one (a flat listing of prefix x/ includes
-// x/y/run.json); a parallel run's root holds its own shards, and a shard
-// lies inside its root (no-nesting).
+// nested wraps errNested when the location lies inside another run (a
+// directory's ancestors; EnclosingRun) or holds one (a listing of x/ that
+// has x/y/run.json), but a root's own shards (no-nesting).
 func (l *loc) nested() error {
 	if l.dir != nil {
 		return l.dir.nestedDir(l.inRoot, l.shards)
@@ -582,52 +492,25 @@ func (l *loc) nested() error {
 	return nil
 }
 
-// rctx bounds a list or read: the caller's context (R85), and
-// storeTimeout besides, for a store that never answers.
-func (l *loc) rctx() (context.Context, context.CancelFunc) {
-	ctx := l.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return context.WithTimeout(ctx, storeTimeout)
-}
-
-// wctx bounds a write: detached from the caller's cancellation, because a
-// record, head or marker removal left half done is worse than a late one
-// (a marker the caller's cancellation kept would leave the run
-// unresolved), but never longer than its own bound, storeTimeout.
-func (l *loc) wctx() (context.Context, context.CancelFunc) {
-	ctx := context.Background()
-	if l.ctx != nil {
-		ctx = context.WithoutCancel(l.ctx)
-	}
-	return context.WithTimeout(ctx, storeTimeout)
-}
-
-// list returns the names of the run with whether each is a regular file,
-// and findings about the location itself. Its error means the location
-// cannot be read (an empty list is no error). A light scan leaves out
-// what cannot restrict another shard (lightView).
-func (l *loc) list() ([]listedName, []Finding, error) {
+// list returns the run's names and findings about the location; its error
+// means the location cannot be read. A light scan leaves out what cannot
+// restrict another shard (lightView).
+func (l *loc) list() (out []listedName, where []Finding, err error) {
 	ctx, cancel := l.rctx()
 	defer cancel()
-	var out []listedName
-	var where []Finding
 	if l.dir != nil {
-		var err error
-		if out, where, err = l.dir.listDir(ctx, l.shards); err != nil {
-			return nil, nil, err
-		}
+		out, where, err = l.dir.listDir(ctx, l.shards)
 	} else {
-		names, err := l.names(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
+		var names []string
+		names, err = l.names(ctx)
 		for _, n := range names {
 			if !ownShardName(n, l.shards) { // else a record of one of this root's shards
 				out = append(out, listedName{name: n, regular: true})
 			}
 		}
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	if l.light != nil {
 		out = l.light.filter(out)
@@ -635,26 +518,29 @@ func (l *loc) list() ([]listedName, []Finding, error) {
 	return out, where, nil
 }
 
-// read reads name (at most limit bytes) for scan: a problem becomes a
-// finding on s (when s is not nil) and ok is false.
+// read reads name (at most limit bytes) for scan: a problem is a finding on
+// s (when not nil) and ok false. A directory's file is read by readCapped.
 func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
-	if name == markerName && l.own != nil {
+	switch {
+	case name == markerName && l.own != nil:
 		return l.own.data, l.own.version, true
-	}
-	if name == markerName && l.light != nil {
+	case name == markerName && l.light != nil:
 		return l.light.read(l, s, limit)
-	}
-	ctx, cancel := l.rctx()
-	defer cancel()
-	if l.dir != nil {
-		data, ok := l.dir.readDir(ctx, s, name, limit)
-		return data, "", ok
 	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
 		if s != nil {
 			s.addFinding(name, format, args...)
 		}
 		return nil, "", false
+	}
+	ctx, cancel := l.rctx()
+	defer cancel()
+	if l.dir != nil {
+		if err := ctx.Err(); err != nil {
+			return bad("not read: %s", err)
+		}
+		data, ok := readCapped(l.dir.fs, s, l.dir.dir, name, limit)
+		return data, "", ok
 	}
 	data, version, err := l.st.Read(ctx, l.prefix+name, limit)
 	switch {
@@ -668,40 +554,44 @@ func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool)
 	return data, version, true
 }
 
-// initRun prepares an empty location for a new run; exists says that the
-// location exists (an empty directory).
+// initRun prepares the empty location of a new run (exists: the directory
+// is there); a Store needs nothing.
 func (l *loc) initRun(exists bool) error {
-	if l.dir != nil {
-		return l.dir.initRun(exists)
+	d := l.dir
+	switch {
+	case d == nil:
+		return nil
+	case exists:
+		return d.fs.Chmod(d.dir, 0o700)
 	}
-	return nil
+	if err := d.fs.Mkdir(d.dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another worker creating the same run made it (0700)
+		}
+		return err
+	}
+	return d.fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put stores an immutable record exclusively; stored reports whether name
-// exists durably (it may, even with an error: a directory's record linked
-// before its directory fsync failed).
+// put stores an immutable record exclusively; stored: name exists durably,
+// as it may despite an error (linked before the directory fsync failed).
 func (l *loc) put(name string, data []byte) (stored bool, err error) {
 	if l.dir != nil {
-		return l.dir.put(name, data)
+		_, stored, err = l.dir.put(name, data)
+		return stored, err
 	}
 	ctx, cancel := l.wctx()
 	defer cancel()
 	version, err := l.st.Create(ctx, l.prefix+name, data)
 	if _, head := parseHeadName(name); head && err == nil && version != "" {
-		l.heads.mu.Lock()
-		if l.heads.m == nil {
-			l.heads.m = map[string]string{}
-		}
-		l.heads.m[name] = version
-		l.heads.mu.Unlock()
+		l.heads.Store(name, version)
 	}
 	return err == nil, err
 }
 
-// createMarker creates the pending marker exclusively and holds it live
-// (Store.Hold) until release; an existing marker is an error wrapping
-// fs.ErrExist. A hold that fails removes the marker again: nothing is
-// sent under a marker that no other worker could tell alive.
+// createMarker creates the marker exclusively (an existing one: fs.ErrExist)
+// and holds it live until release. A failed hold removes it again: nothing
+// is sent under a marker that no other worker could tell alive.
 func (l *loc) createMarker(data []byte) (string, func(), error) {
 	ctx, cancel := l.wctx()
 	defer cancel()
@@ -717,8 +607,7 @@ func (l *loc) createMarker(data []byte) (string, func(), error) {
 	return version, release, nil
 }
 
-// live tells whether the marker's worker holds it now, and the marker's
-// version when the store has versions.
+// live tells whether the marker's worker holds it now, and its version.
 func (l *loc) live() (liveness, string) {
 	if l.own != nil {
 		return holdLive, l.own.version // this Journal's own, held
@@ -740,17 +629,14 @@ func (l *loc) live() (liveness, string) {
 	return holdNone, version
 }
 
-// removeHead removes a run head that a newer one replaced, conditionally
-// on the version it has now: the version its creation returned when this
-// loc created it, else read first (a head may be another worker's; a
-// directory has no versions).
+// removeHead removes a head a newer one replaced, on the version its
+// creation returned, else on the one read now (it may be another worker's;
+// a directory has no versions).
 func (l *loc) removeHead(name string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	l.heads.mu.Lock()
-	version, own := l.heads.m[name]
-	delete(l.heads.m, name)
-	l.heads.mu.Unlock()
+	v, own := l.heads.LoadAndDelete(name)
+	version, _ := v.(string)
 	if !own && l.dir == nil {
 		var err error
 		if _, version, err = l.st.Read(ctx, l.prefix+name, maxRecordBytes); err != nil {
@@ -760,30 +646,27 @@ func (l *loc) removeHead(name string) error {
 	return l.st.Remove(ctx, l.prefix+name, version)
 }
 
-// removeMarker removes the marker created with version.
 func (l *loc) removeMarker(version string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
 	return l.st.Remove(ctx, l.prefix+markerName, version)
 }
 
-// OpenStore opens the run kept in st, as [Open] does for a directory:
-// it creates a new run when st holds nothing, or opens and verifies the
-// existing one. Any number of processes may open, or create together, the
-// same run (docs/policy.md: shared-runs). ctx bounds every list and read
-// of the opening (its writes, when it creates the run, are detached under
-// their own bound), never the Journal's later calls.
-// OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...). With
-// [Existing] it never creates.
+// OpenStore opens the run kept in st as [Open] does a directory
+// (OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...)): it
+// creates a new run when st holds nothing (never with [Existing]), or opens
+// and verifies the existing one. Any number of processes may open, or
+// create together, the same run (docs/policy.md: shared-runs). ctx bounds
+// every list and read of the opening (its writes, when it creates the run,
+// are detached under their own bound), never the Journal's later calls.
 func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
-	if st == nil {
+	switch {
+	case st == nil:
 		return nil, errors.New("journal: nil Store")
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return nil, errors.New("journal: open: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("journal: open: %w", err)
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("journal: open: %w", ctx.Err())
 	}
 	return openLoc(ctx, locOf(st), opts)
 }
@@ -792,9 +675,9 @@ func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) 
 // for the pending marker of another worker's request to go (docs/policy.md:
 // shared-runs), instead of refusing at once with an unresolved status
 // ([ErrPending]). The wait honours the caller's context. A marker whose
-// worker the store shows dead (marker-liveness) ends the wait at once;
-// one still live after d is refused as a request in flight, never judged
-// dead by its age. Default: 0, no wait. A negative d is ignored.
+// worker the store shows dead (marker-liveness) ends the wait at once; one
+// still live after d is refused as a request in flight, never judged dead
+// by its age. Default: 0, no wait. A negative d is ignored.
 func WithPendingWait(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
@@ -804,26 +687,22 @@ func WithPendingWait(d time.Duration) Option {
 }
 
 // InspectStore checks the run kept in st (a directory: [DirStore]) without
-// changing it and returns, in Summary.Findings, every finding, one per
-// problem, as docs/policy.md ("The journal in detail") lists them: the
-// location, every file (as the table fileKinds says), the chain and a
-// pending marker. No findings means the run can never be unresolved
-// except by clock regression, which depends on the time of the question
-// (see [Journal.Status]).
-//
-// The error is non-nil only when the run itself cannot be read: it does
-// not exist or holds no run (errors.Is(err, fs.ErrNotExist)), is not a
-// directory, or cannot be listed. Summary also counts what the run holds,
-// for a report such as `readrecovery journal verify`'s "ok" line.
+// changing it, and returns in Summary.Findings every finding, one per
+// problem, as docs/policy.md ("The journal in detail") lists them (the
+// location, every file, the chain and a pending marker), and in Summary the
+// counts of what the run holds (`readrecovery journal verify`'s "ok" line). No findings means the run can never be unresolved but by
+// clock regression, which depends on the time of the question (see
+// [Journal.Status]). The error is non-nil only when the run itself cannot
+// be read: it does not exist or holds no run (errors.Is(err,
+// fs.ErrNotExist)), is not a directory, or cannot be listed.
 func InspectStore(ctx context.Context, st Store) (Summary, error) {
-	if st == nil {
+	switch {
+	case st == nil:
 		return Summary{}, errors.New("journal: nil Store")
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return Summary{}, errors.New("journal: inspect: nil context")
-	}
-	if err := ctx.Err(); err != nil {
-		return Summary{}, fmt.Errorf("journal: inspect: %w", err)
+	case ctx.Err() != nil:
+		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
 	}
 	return inspect(locOf(st).with(ctx))
 }

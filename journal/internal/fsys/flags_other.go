@@ -4,14 +4,12 @@ package fsys
 
 import "os"
 
-// ReadFlags are the flags with which the journal opens a file to read it.
-// Without O_NOFOLLOW and O_NONBLOCK on this platform, the journal relies on
-// the directory listing's file type, checked before every open, and on
-// fstat after it.
+// ReadFlags open a file to read it. Without O_NOFOLLOW and O_NONBLOCK here,
+// the journal relies on the listing's file type, checked before every open,
+// and on fstat after it.
 const ReadFlags = os.O_RDONLY
 
-// DirFlags are the flags with which the journal opens a directory to list
-// or fsync it; on this platform the caller's Stat says it is one first.
+// DirFlags open a directory to list or fsync it; the caller's Stat says it is one first.
 const DirFlags = os.O_RDONLY
 
 // IsSymlinkRefusal reports false: this platform has no O_NOFOLLOW.

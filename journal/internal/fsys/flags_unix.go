@@ -9,19 +9,17 @@ import (
 	"syscall"
 )
 
-// ReadFlags are the flags with which the journal opens a file to read it:
-// read-only, never following a symbolic link (the open fails with ELOOP),
-// and without blocking, so that opening a FIFO or a device returns at once
-// and the caller's fstat can refuse it as not a regular file.
+// ReadFlags open a file to read it without following a symbolic link (the
+// open fails with ELOOP) and without blocking, so that a FIFO or a device
+// opens at once and the caller's fstat refuses it as not a regular file.
 const ReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
-// DirFlags are the flags with which the journal opens a directory to list
-// or fsync it: a path that is not a directory (a FIFO, a device, a file)
-// fails at once with ENOTDIR, and nothing waits on a FIFO's writer.
+// DirFlags open a directory to list or fsync it: anything else (a FIFO, a
+// device, a file) fails at once with ENOTDIR, and nothing waits on a FIFO.
 const DirFlags = os.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NONBLOCK
 
-// IsSymlinkRefusal reports whether err is the refusal of an open with
-// O_NOFOLLOW of a symbolic link.
+// IsSymlinkRefusal reports whether err is an O_NOFOLLOW open's refusal of
+// a symbolic link.
 func IsSymlinkRefusal(err error) bool { return errors.Is(err, syscall.ELOOP) }
 
 // lock takes flock(2) on f without waiting, through its raw descriptor
@@ -37,11 +35,9 @@ func lock(f *os.File, exclusive bool) error {
 	}
 	var ferr error
 	if err := rc.Control(func(fd uintptr) {
-		for {
+		ferr = syscall.Flock(int(fd), how)
+		for ferr == syscall.EINTR {
 			ferr = syscall.Flock(int(fd), how)
-			if ferr != syscall.EINTR {
-				return
-			}
 		}
 	}); err != nil {
 		return err

@@ -1,9 +1,7 @@
-// Package fsys is the journal's file-system seam. The journal performs every
-// file operation through an [FS], so that tests can fail or "crash" any single
-// step of a write (create, write, fsync, close, link, remove, directory fsync)
-// and check what a later process finds on disk. It is internal: users of the
-// journal cannot replace the file system (docs/policy.md: clock-is-internal keeps seams out of the
-// public API).
+// Package fsys is the journal's file-system seam: every file operation goes
+// through an [FS], so that tests can fail or "crash" any single step of a
+// write and check what a later process finds on disk. It is internal
+// (docs/policy.md: clock-is-internal keeps seams out of the public API).
 package fsys
 
 import (
@@ -15,25 +13,15 @@ import (
 
 // FS is the set of file operations the journal uses. Names are full paths.
 type FS interface {
-	// Mkdir creates a directory (os.Mkdir).
-	Mkdir(name string, perm fs.FileMode) error
-	// Chmod changes a file's mode (os.Chmod).
-	Chmod(name string, perm fs.FileMode) error
-	// OpenFile opens or creates a file (os.OpenFile).
-	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
-	// Link creates newname as a hard link to oldname; it fails when newname
-	// exists (os.Link).
-	Link(oldname, newname string) error
-	// Remove removes a file (os.Remove).
-	Remove(name string) error
-	// Stat describes a file, following symbolic links (os.Stat).
-	Stat(name string) (fs.FileInfo, error)
-	// ReadDir returns at most n entries of a directory, in no particular
-	// order; n <= 0 means all. An empty directory gives no entries and no
-	// error.
+	Mkdir(name string, perm fs.FileMode) error                      // os.Mkdir
+	Chmod(name string, perm fs.FileMode) error                      // os.Chmod
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error) // os.OpenFile
+	Link(oldname, newname string) error                             // os.Link: fails when newname exists
+	Remove(name string) error                                       // os.Remove
+	Stat(name string) (fs.FileInfo, error)                          // os.Stat: follows symbolic links
+	// ReadDir returns at most n entries (all when n <= 0), in no order; none, no error, when empty.
 	ReadDir(name string, n int) ([]fs.DirEntry, error)
-	// SyncDir flushes a directory's entries to stable storage.
-	SyncDir(name string) error
+	SyncDir(name string) error // flushes a directory's entries to stable storage
 }
 
 // File is an open file.
@@ -41,32 +29,23 @@ type File interface {
 	io.Reader
 	io.Writer
 	io.Closer
-	// Sync flushes the file's content to stable storage.
-	Sync() error
-	// Stat describes the open file.
-	Stat() (fs.FileInfo, error)
-	// Lock takes an advisory lock on the open file without waiting
-	// (flock(2) with LOCK_NB): exclusive, or shared. The kernel releases
-	// it when the file is closed, by Close or by the death of the
-	// process. A lock another open file holds is an error wrapping
-	// [ErrLocked]; a file system that keeps no locks gives one wrapping
-	// [ErrNoLocks].
+	Sync() error                // flushes the content to stable storage
+	Stat() (fs.FileInfo, error) // describes the open file
+	// Lock takes an advisory lock without waiting (flock(2), LOCK_NB),
+	// exclusive or shared, released when the file is closed (by Close or
+	// the process's death). Another open file's lock: an error wrapping
+	// [ErrLocked]; a file system that keeps no locks: [ErrNoLocks].
 	Lock(exclusive bool) error
 }
 
 var (
-	// ErrLocked means another open file holds a conflicting lock.
-	ErrLocked = errors.New("fsys: locked by another open file")
-	// ErrNoLocks means the file system keeps no locks (ENOLCK,
-	// EOPNOTSUPP, ENOSYS, or a platform without flock).
-	ErrNoLocks = errors.New("fsys: the file system keeps no locks")
+	ErrLocked  = errors.New("fsys: locked by another open file")    // another open file holds a conflicting lock
+	ErrNoLocks = errors.New("fsys: the file system keeps no locks") // ENOLCK, EOPNOTSUPP, ENOSYS, or no flock
 )
 
-// OS is the real file system of the os package: each method calls the os
-// function of its name, but ReadDir and SyncDir.
+// OS is the os package's file system: each method but ReadDir and SyncDir
+// calls the os function of its name.
 type OS struct{}
-
-var _ FS = OS{}
 
 func (OS) Mkdir(name string, perm fs.FileMode) error { return os.Mkdir(name, perm) }
 func (OS) Chmod(name string, perm fs.FileMode) error { return os.Chmod(name, perm) }
@@ -87,8 +66,7 @@ type osFile struct{ *os.File }
 
 func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
 
-// ReadDir reads at most n entries (all when n <= 0) of the directory name.
-// The directory is opened with [DirFlags]: a FIFO or device under name
+// ReadDir opens the directory with [DirFlags]: a FIFO or device under name
 // is refused at once, never waited on.
 func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
 	d, err := os.OpenFile(name, DirFlags, 0)
@@ -103,8 +81,8 @@ func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {
 	return des, err
 }
 
-// SyncDir opens the directory and fsyncs it, so that the creation, linking
-// and removal of its entries are durable.
+// SyncDir fsyncs the directory, so that its entries' creation, linking and
+// removal are durable.
 func (OS) SyncDir(name string) error {
 	d, err := os.OpenFile(name, DirFlags, 0)
 	if err != nil {
