@@ -446,7 +446,7 @@ func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Cont
 			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
 				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 				fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
-				if parts[i].stale {
+				if s.deadMarker() {
 					fd.State = FileUnknown
 					fd.Reason = markerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				}

@@ -93,6 +93,15 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			}
 			require.Equal(t, []int{2}, run.markers(4))
 			require.Equal(t, Unresolved, live.Status(clk.Now()).State)
+			c, err = live.PlanContinuation(plan, NewApproval, clk.Now())
+			require.NoError(t, err)
+			require.Equal(t, Unresolved, c.Status.State)
+			for _, fd := range c.Files {
+				if fd.ID == fs[2] { // the dead worker's file: its outcome is unknown, never in flight
+					require.Equal(t, FileUnknown, fd.State)
+					require.Equal(t, "shard-02/pending-request.json: dead marker: its upload's outcome is unknown", fd.Reason)
+				}
+			}
 
 			op := open()
 			rec, err := op.ReviewPendingMarker(context.Background(), "", "worker 2 was killed", 0)
