@@ -558,47 +558,6 @@ func rootParallel(b *loc) int {
 	return mi.parallel
 }
 
-// inspectParallel is InspectStore of a root, findings named "shard-02/backoff-0003.json".
-func inspectParallel(b *loc, n int) (Summary, error) {
-	rb := b.asRoot(n)
-	if err := rb.nested(); err != nil {
-		return Summary{}, err
-	}
-	now := time.Now()
-	s, err := scanRun(rb, nil, now)
-	if err != nil {
-		return Summary{}, dirError(b.where(), err)
-	}
-	rootOnly(s)
-	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
-	if s.planFiles != nil {
-		sum.PlannedFiles = len(s.planFiles)
-	}
-	wants := shardWants(s.planFiles, n)
-	for k := 1; k <= n; k++ {
-		ss, unread, err := scanShard(rb, k, now)
-		switch {
-		case err != nil:
-			return Summary{}, err
-		case unread != "":
-			sum.Findings = append(sum.Findings, Finding{shardName(k), unread})
-			continue
-		}
-		fs := ss.allFindings()
-		if problem := shardProblem(ss, wants[k-1]); problem != "" {
-			fs = append([]Finding{{manifestName, problem}}, fs...)
-		}
-		for _, f := range fs {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + f.File, f.Problem})
-		}
-		for _, f := range ss.leftovers {
-			sum.Leftovers = append(sum.Leftovers, Finding{shardName(k) + "/" + f.File, f.Problem})
-		}
-		ss.tally(&sum)
-	}
-	return sum, nil
-}
-
 // lightView makes a shard's scan the check across shards (docs/policy.md:
 // "Shards in detail"): no receipt, part receipt or head, so no sequence; the
 // marker read again only when its version (Blob: the probe's ETag) changed.

@@ -411,21 +411,50 @@ type Summary struct {
 	Leftovers []Finding
 }
 
+// inspect is InspectStore of the run kept in b.
 func inspect(b *loc) (Summary, error) {
-	if n := rootParallel(b); n > 0 {
-		return inspectParallel(b, n)
-	}
-	if err := b.nested(); err != nil {
+	n := rootParallel(b)
+	rb := b.asRoot(n) // n == 0: a run without shards
+	if err := rb.nested(); err != nil {
 		return Summary{}, err
 	}
-	s, err := scanRun(b, nil, time.Now())
+	now := time.Now()
+	s, err := scanRun(rb, nil, now)
 	if err != nil {
 		return Summary{}, dirError(b.where(), err)
 	}
+	if n > 0 {
+		rootOnly(s) // a root's records live in its shards: none is counted
+	}
 	sum := Summary{PlannedFiles: -1, Findings: s.allFindings(), Leftovers: s.leftovers}
-	s.tally(&sum)
+	if n == 0 {
+		s.tally(&sum)
+	}
 	if s.planFiles != nil {
 		sum.PlannedFiles = len(s.planFiles)
+	}
+	// A parallel run's shards, their findings named "shard-02/backoff-0003.json".
+	wants := shardWants(s.planFiles, n)
+	for k := 1; k <= n; k++ {
+		ss, unread, err := scanShard(rb, k, now)
+		switch {
+		case err != nil:
+			return Summary{}, err
+		case unread != "":
+			sum.Findings = append(sum.Findings, Finding{shardName(k), unread})
+			continue
+		}
+		fs := ss.allFindings()
+		if problem := shardProblem(ss, wants[k-1]); problem != "" {
+			fs = append([]Finding{{manifestName, problem}}, fs...)
+		}
+		for _, f := range fs {
+			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + f.File, f.Problem})
+		}
+		for _, f := range ss.leftovers {
+			sum.Leftovers = append(sum.Leftovers, Finding{shardName(k) + "/" + f.File, f.Problem})
+		}
+		ss.tally(&sum)
 	}
 	return sum, nil
 }
