@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -77,8 +78,7 @@ func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
 
 // receiptNameRound names the commit receipt of a file's upload round:
-// receipt-<hex>.json for round 1, receipt-<hex>-rNN.json for a round after
-// a reupload review.
+// receipt-<hex>.json for round 1, receipt-<hex>-rNN.json after a reupload review.
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
 		return "receipt-" + fileHex(fileDigest) + jsonSuffix
@@ -86,7 +86,6 @@ func receiptNameRound(fileDigest string, round int) string {
 	return fmt.Sprintf("receipt-%s-r%02d.json", fileHex(fileDigest), round)
 }
 
-// partName names the n-th part receipt of a file.
 func partName(fileDigest string, n int) string {
 	return fmt.Sprintf("part-%s-%04d.json", fileHex(fileDigest), n)
 }
@@ -97,47 +96,34 @@ func fileHex(fileDigest string) string {
 	return h[:min(len(h), receiptHexLen)]
 }
 
-// parseName parses the name of a record or head: its kind, its number (an
-// entry's, review's, part's or head's; a receipt's round) and, for a
-// receipt or part receipt, its file's hex prefix. k is nil for any other
-// name.
+// parseName parses the name of a record or head: its kind, its number (a
+// receipt's round) and, for a receipt or part receipt, its file's hex prefix;
+// k is nil for any other name. A name is its kind's only if it renders back
+// from what was parsed, with a number of at most four digits (a round's, two).
 func parseName(name string) (k *fileKind, n int, hexPart string) {
-	base, ok := strings.CutSuffix(name, jsonSuffix)
-	if !ok {
-		return nil, 0, ""
-	}
-	for _, k := range fileKinds {
-		rest, ok := strings.CutPrefix(base, k.prefix)
-		if !ok || k.kind == "" {
+	for _, k := range fileKinds[2:] {
+		rest, ok := strings.CutPrefix(name, k.prefix)
+		if !ok {
 			continue
 		}
+		h, again := "", ""
+		if k.attempted != nil {
+			h = rest[:min(len(rest), receiptHexLen)]
+		}
+		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
+		n, err := strconv.Atoi(cmp.Or(num, "1")) // none: a receipt of round 1
 		switch k.kind {
 		case kindReceipt:
-			n = 1
-			if h, r, ok := strings.Cut(rest, "-r"); ok && len(r) == 2 && allDigits(r) {
-				if n, _ = strconv.Atoi(r); n < 2 || n > maxRounds {
-					return nil, 0, ""
-				}
-				rest = h
-			}
+			again = receiptNameRound(h, n)
 		case kindPart:
-			h, d, ok := strings.Cut(rest, "-")
-			if !ok || len(d) != 4 || !allDigits(d) {
-				return nil, 0, ""
-			}
-			n, _ = strconv.Atoi(d)
-			rest = h
+			again = partName(h, n)
 		default:
-			if len(rest) != 4 || !allDigits(rest) {
-				return nil, 0, ""
-			}
-			n, _ = strconv.Atoi(rest)
-			return k, n, ""
+			again = fmt.Sprintf("%s%04d%s", k.prefix, n, jsonSuffix)
 		}
-		if len(rest) != receiptHexLen || !lowerHex(rest) {
+		if err != nil || n > 9999 || k.kind == kindReceipt && n > maxRounds || !lowerHex(h) || again != name {
 			return nil, 0, ""
 		}
-		return k, n, rest
+		return k, n, h
 	}
 	return nil, 0, ""
 }
@@ -148,9 +134,8 @@ func parseHeadName(name string) (int, bool) {
 	return n, k != nil && k.kind == kindHead && n >= 1
 }
 
-// tempName returns a fresh name for the temporary file of a durable write
-// of final: final + ".tmp-" + 16 random hex digits, so that two writers
-// never meet on one temporary name (temporary-files-are-not-findings).
+// tempName returns a fresh name for the temporary file of a durable write of
+// final, so that two writers never meet on one (temporary-files-are-not-findings).
 func tempName(final string) string {
 	var b [tempHexLen / 2]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
@@ -181,23 +166,8 @@ func isJournalName(name string) bool {
 	return k != nil || name == markerName
 }
 
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
-
 func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 const digestPrefix = "sha256:"
