@@ -21,55 +21,44 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// backoffVersion is the format version a new run declares in its manifest
-// and every backoff entry carries (private-run-directory).
-const backoffVersion = "1.0"
-
-// Limits of one run (bounded-journal): backoff-0001.json to
-// backoff-0200.json, and 1003 names at every instant (the temporary file
-// of a write included).
+// The names, limits (bounded-journal) and format version (private-run-directory) of a run.
 const (
-	maxEntries = 200
-	maxFiles   = 1003
-)
+	backoffVersion = "1.0" // of a new run's manifest and of every backoff entry
+	maxEntries     = 200   // backoff-0001.json to backoff-0200.json
+	maxFiles       = 1003  // names at every instant, a write's temporary file included
+	// footprint is the most names one journaled request adds at its peak: the
+	// marker, the head and its temporary file, and the record (the head it
+	// replaces is removed once the new one is durable).
+	footprint = 4
 
-// File names inside a run directory.
-const (
-	manifestName = "run.json"
-	planName     = "plan.json"
-	markerName   = "pending-request.json"
-	// tempInfix and tempHexLen make the name of a durable write's
-	// temporary file (tempName).
-	tempInfix  = ".tmp-"
-	tempHexLen = 16
-	jsonSuffix = ".json"
-	// receiptHexLen is the number of hex digits of the file identity digest
-	// in the name of a receipt or part receipt (128 bits).
-	receiptHexLen = 32
-)
+	manifestName  = "run.json"
+	planName      = "plan.json"
+	markerName    = "pending-request.json"
+	tempInfix     = ".tmp-" // tempName's
+	tempHexLen    = 16
+	jsonSuffix    = ".json"
+	receiptHexLen = 32 // hex digits of the file identity digest naming a receipt or part (128 bits)
+	digestPrefix  = "sha256:"
 
-// Size caps, checked before a file is read; plan.json holds about 13,000
-// planned files.
-const (
+	// Size caps, checked before a file is read; plan.json holds about 13,000 planned files.
 	maxManifestBytes = 64 << 10
 	maxRecordBytes   = 4 << 10
 	maxPlanBytes     = 1 << 20
-)
 
-// Numbering limits (the file limit bounds them first in practice): part
-// receipts per file, reviews per run, upload rounds per file (1 plus its
-// reupload reviews), and the run's sequence numbers.
-const (
+	// Numbering limits (the file limit bounds them first in practice): part receipts
+	// per file, reviews per run, upload rounds per file (1 plus its reupload reviews),
+	// and the run's sequence numbers.
 	maxParts   = 9999
 	maxReviews = 9999
 	maxRounds  = 99
 	maxRunSeq  = 9999
-)
 
-// footprint is the most names one journaled request adds at its peak: the
-// marker, the head and its temporary file, and the record (the head it
-// replaces is removed once the new one is durable).
-const footprint = 4
+	// pendingWaitSeconds is the least a pending or restriction review makes
+	// the run wait: the policy's 30 s wait ceiling.
+	pendingWaitSeconds = 30
+	maxNoteBytes       = 256 // bounds of a review's free text
+	maxReviewerBytes   = 64
+)
 
 func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
 func reviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
@@ -170,8 +159,6 @@ func lowerHex(s string) bool {
 	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
-const digestPrefix = "sha256:"
-
 // digestOf returns "sha256:" and the hex SHA-256 of b.
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -195,10 +182,8 @@ type PlannedFile struct {
 	ID string
 }
 
-// digestOfPlan returns the digest a run binds for a plan: "sha256:" and the
-// hex SHA-256 of the canonical JSON {"files":[...]} of the sorted file
-// identity digests. The order of files does not matter. It fails for an
-// empty or duplicated ID.
+// digestOfPlan returns the digest a run binds for a plan, whatever the order
+// of its files (plan-ids); it fails for an empty or duplicated ID.
 func digestOfPlan(files []PlannedFile) (string, error) {
 	ds := make([]string, 0, len(files))
 	seen := make(map[string]bool, len(files))
@@ -217,16 +202,13 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 	return planDigestOf(ds), nil
 }
 
-// The on-disk types are local (not the root package's types) so that the
-// file format is frozen here, whatever happens to the Go API.
+// The on-disk types are local (not the root package's) so that the file
+// format is frozen here, whatever happens to the Go API.
 
-// envelope is every record of a run (R82): backoff entries, commit
-// receipts, part receipts, reviews and heads. seq is the record's number
-// in the run's one sequence (1, 2, … across the kinds; 0 only for a legacy
-// run's evidence, which lies outside it), prev the record before it by
-// name and digest (run.json and the manifest's digest for record 1; null
-// at seq 0), body the kind's own fields, and digest the digest of the
-// envelope's canonical encoding without it. A file is exactly that
+// envelope is every record of a run (R82; docs/policy.md: deletion-detected):
+// seq is its place in the run's one sequence (0 only for a legacy run's
+// evidence, whose prev is null), prev the record before it (run.json for
+// record 1), digest that of the canonical encoding without it. A file is that
 // encoding with the digest, plus "\n".
 type envelope struct {
 	Seq    int             `json:"seq"`
@@ -278,21 +260,18 @@ func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	return out, e.Digest, err
 }
 
-// unseal is the one loader of records: it refuses any file that is not
-// the canonical encoding of a valid record (own digest, a known kind, its
-// body's fields valid for the kind, a place in the sequence) and returns
-// its envelope and body (*entryBody, *receiptBody, *partBody, *reviewBody
-// or *headBody). The byte-for-byte comparison with the canonical encoding
-// also refuses unknown or duplicated keys, keys in another case, white
-// space and trailing bytes.
+// unseal is the one loader of records: it returns the envelope, kind and body
+// of a file that is byte for byte the canonical encoding of a valid record
+// (which also refuses unknown, duplicated or miscased keys, white space and
+// trailing bytes), or why it is not.
 func unseal(data []byte) (env, string, any, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		return env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
 	var body any
-	for _, k := range fileKinds {
-		if k.kind != "" && k.kind == e.Kind {
+	for _, k := range fileKinds[2:] {
+		if k.kind == e.Kind {
 			body = k.body()
 		}
 	}
@@ -366,8 +345,14 @@ func validBody(body any) error {
 	case *reviewBody:
 		return validReview(b)
 	case *headBody:
-		if b.Begun != nil {
-			return validBegun(b.Begun)
+		switch g := b.Begun; {
+		case g == nil:
+		case !isDigest(g.FileDigest):
+			return errors.New("begun.file_digest is not a sha256 digest")
+		case g.BegunAtUTC < 0 || g.BegunAtUTC > unixtime.Max:
+			return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", g.BegunAtUTC)
+		default:
+			return validRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf)
 		}
 	}
 	return nil
@@ -389,7 +374,7 @@ func nameOf(seq int, body any) string {
 	return headName(seq)
 }
 
-// Bodies of the records.
+// Bodies of the records (docs/policy.md: "Record formats").
 
 type retryAfterJSON struct {
 	Kind  string `json:"kind"`
@@ -402,8 +387,7 @@ type timingJSON struct {
 	ServerDelaySeconds int64 `json:"server_delay_seconds"`
 }
 
-// provenance is the upload-attempt provenance of a journaled request; part
-// marks a request of [WithUploadPart].
+// provenance is a journaled request's upload attempt; part marks a request of [WithUploadPart].
 type provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
@@ -411,8 +395,7 @@ type provenance struct {
 	Part       bool   `json:"part,omitempty"`
 }
 
-// entryBody is a backoff entry's (immutable-chained-entries): sequence is
-// its number NNNN; its event digest is the record's digest.
+// entryBody is a backoff entry's; its event digest is the record's digest.
 type entryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
@@ -426,9 +409,7 @@ type entryBody struct {
 	Provenance     provenance     `json:"provenance"`
 }
 
-// receiptBody is a commit receipt's: the file's ACK or its attempt
-// without one. Round is the upload round when above 1 (after a reupload
-// review), omitted for round 1.
+// receiptBody is a commit receipt's; Round is omitted for round 1.
 type receiptBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -445,9 +426,7 @@ type receiptBody struct {
 	Round          int    `json:"round,omitempty"`
 }
 
-// partBody is a part receipt's: the outcome of one request marked
-// [WithUploadPart]. Its 2xx is never the file's ACK, so the field is
-// "accepted", not "ack" (parts-are-not-acks).
+// partBody is a part receipt's: its 2xx is "accepted", never an ACK (parts-are-not-acks).
 type partBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -464,10 +443,8 @@ type partBody struct {
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
 }
 
-// reviewBody is a review's (operator-review, pending-review,
-// restriction-review): sequence is its number NNNN. Marker is set for a
-// pending review only (its file_digest is "": the file is the marker's),
-// Restriction for a restriction review only.
+// reviewBody is a review's. Marker is set on a pending review only (whose
+// file is the marker's: file_digest ""), Restriction on a restriction review only.
 type reviewBody struct {
 	Sequence      int                  `json:"sequence"`
 	PlanDigest    string               `json:"plan_digest"`
@@ -481,11 +458,8 @@ type reviewBody struct {
 	Restriction   *restrictionEvidence `json:"restriction,omitempty"`
 }
 
-// reviewEvidence is what a review saw of its file: the number of backoff
-// entries of the run and the digest of the last one, the number of the
-// file's part receipts and the digest of the last one, and the digest of
-// the commit receipt of the file's round ("" when none). A review applies
-// to these records only: later ones belong to the next round.
+// reviewEvidence is what a review saw of its file ("" for a digest of none);
+// the review applies to these records only: later ones belong to the next round.
 type reviewEvidence struct {
 	Entries         int    `json:"entries"`
 	LastEventDigest string `json:"last_event_digest"`
@@ -494,12 +468,10 @@ type reviewEvidence struct {
 	ReceiptDigest   string `json:"receipt_digest"`
 }
 
-// markerEvidence is what a pending review saw of the abandoned request it
-// resolves: the digest of its marker's bytes (or, for a marker removed by
-// hand, of the head that recorded its begin: R85), what the marker names
-// (empty when unreadable), and the not-before the run waits for: the
-// review time plus the 30 s wait ceiling, or the later time the operator
-// gave, since the lost response's restriction is unknown.
+// markerEvidence is what a pending review saw of the abandoned request: the
+// digest of its marker's bytes (of its begun head for a marker removed by
+// hand, R85), what the marker names (empty when unreadable) and the run's
+// not-before, since the lost response's restriction is unknown.
 type markerEvidence struct {
 	Digest       string `json:"digest"`
 	Method       string `json:"method"`
@@ -510,29 +482,22 @@ type markerEvidence struct {
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// restrictionEvidence is what a restriction review binds: the backoff
-// entry without timing (by name and event digest) and the not-before the
-// operator gives it, at least the review time plus the 30 s wait ceiling.
+// restrictionEvidence binds an entry without timing and the not-before the operator gives it.
 type restrictionEvidence struct {
 	Entry        string `json:"entry"`
 	EventDigest  string `json:"event_digest"`
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// headBody is a head's (deletion-detected). head-NNNN.json has seq NNNN
-// and prev the run's last record when it was written; it is one of two.
-// Written after record NNNN, prev names it and the body is {}. Written
-// before the record of an upload's request (R85), prev names record
-// NNNN-1 and begun the request: the head then stands for whatever record
-// takes the place NNNN — the request's entry or receipt, or the pending
-// review of its marker. A begun head whose place is empty while no marker
-// exists is a request whose marker was removed by hand: a finding.
+// headBody is a head's: {} after record NNNN, whose prev names it; or, written
+// before an upload's request (R85), begun the request and prev record NNNN-1:
+// the head stands for whatever record takes place NNNN (the request's entry or
+// receipt, or its marker's pending review).
 type headBody struct {
 	Begun *begunRequest `json:"begun,omitempty"`
 }
 
-// begunRequest is what a begun head says of its request (what the marker
-// says, without its worker).
+// begunRequest is what the marker says of its request, without its worker.
 type begunRequest struct {
 	Method     string `json:"method"`
 	URLDigest  string `json:"url_digest"`
@@ -543,19 +508,8 @@ type begunRequest struct {
 	BegunAtUTC int64  `json:"begun_at_utc"`
 }
 
-func validBegun(b *begunRequest) error {
-	switch {
-	case !isDigest(b.FileDigest):
-		return errors.New("begun.file_digest is not a sha256 digest")
-	case b.BegunAtUTC < 0 || b.BegunAtUTC > unixtime.Max:
-		return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", b.BegunAtUTC)
-	}
-	return validRequest("", b.Method, b.URLDigest, b.Attempt, b.ResendOf)
-}
-
-// markerFile is the content of pending-request.json. Its presence, not its
-// content, is what matters; the content names the request for a review,
-// and its worker (host and pid, nothing secret) for `journal status`.
+// markerFile is pending-request.json: its presence is what matters; its
+// content names the request for a review, and its worker for `journal status`.
 type markerFile struct {
 	BackoffVersion string `json:"backoff_version"`
 	Method         string `json:"method"`
@@ -578,9 +532,8 @@ func parseMarker(data []byte) (markerFile, bool) {
 	return m, true
 }
 
-// manifestBody is the canonical content of run.json (not a record: the
-// genesis of the run's sequence); its digest is that of its encoding.
-// Parallel is the shard count of a parallel run's root, omitted at zero.
+// manifestBody is run.json's content, the genesis of the run's sequence;
+// Parallel is a parallel root's shard count.
 type manifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
 	PlanDigest     string `json:"plan_digest"`
@@ -603,9 +556,8 @@ func encodeManifest(m manifestBody) ([]byte, string, error) {
 	return out, d, err
 }
 
-// manifestInfo is what a run manifest says. genesis is the prev of the
-// run's record 1: the manifest's own digest (1.0) or the digest of the
-// manifest file's bytes (legacy); parallel is a root's shard count.
+// manifestInfo is what run.json says. genesis is the prev of record 1: the
+// manifest's digest (1.0) or that of the file's bytes (legacy).
 type manifestInfo struct {
 	legacy     bool
 	version    string
@@ -658,9 +610,8 @@ type planFile struct {
 	Files []string `json:"files"`
 }
 
-// parsePlanList parses plan.json: exactly the canonical {"files":[...]} of
-// sorted, distinct file identity digests, plus "\n"; its digest is the
-// run's plan digest (digestOfPlan).
+// parsePlanList parses plan.json: exactly the canonical encoding of sorted,
+// distinct file identity digests; its digest is the run's plan digest.
 func parsePlanList(data []byte) ([]string, string, error) {
 	var pl planFile
 	if err := json.Unmarshal(data, &pl); err != nil {
@@ -700,14 +651,13 @@ var knownKinds = map[string]bool{
 	string(readrecovery.RetryAfterOversized): true,
 }
 
-// validRequest checks the request fields every record shares: nothing but
-// a method token and digests, so that no URL, query or credential can be
-// stored (nothing-secret-leaves).
+// validRequest checks the request fields every record shares: nothing but a
+// method token and digests, so that no URL, query or credential can be stored
+// (nothing-secret-leaves).
 func validRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
-	if method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		return fmt.Errorf("method %q is not an HTTP method", method)
-	}
 	switch {
+	case method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
+		return fmt.Errorf("method %q is not an HTTP method", method)
 	case planDigest != "" && !isDigest(planDigest):
 		return errors.New("plan_digest is not a sha256 digest")
 	case !isDigest(urlDigest):
@@ -720,9 +670,8 @@ func validRequest(planDigest, method, urlDigest string, attempt int, resendOf st
 	return nil
 }
 
-// validEntry checks an entry's fields: its typed Retry-After (a known
-// kind, a value that is 0 for every kind but seconds and date) and timing
-// (not_before exactly received + delay).
+// validEntry checks an entry's fields: a known Retry-After kind, a value that
+// is 0 for every kind but seconds and date, and not_before exactly received + delay.
 func validEntry(e entryBody) error {
 	ra, t := e.RetryAfter, e.Timing
 	if err := validRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
@@ -813,14 +762,10 @@ func validReview(r *reviewBody) error {
 	return nil
 }
 
-// pendingWaitSeconds is the least a pending or restriction review makes
-// the run wait: the policy's 30 s wait ceiling.
-const pendingWaitSeconds = 30
-
-// representable reports whether a timing lies within the one bound on
-// representable times (representable-times): a timing beyond it is no
-// timing (the entry is kept without one and the run is unresolved), never
-// a failure to record the restriction. An invalid timing is validEntry's.
+// representable reports whether a timing lies within the bound of
+// representable-times: beyond it an entry is kept without timing (the run is
+// unresolved), never a failure to record the restriction. An invalid timing
+// is validEntry's.
 func representable(t *readrecovery.RetryAfterTiming) bool {
 	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
 		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
@@ -845,12 +790,6 @@ func marshalLine(v any) ([]byte, error) {
 	}
 	return append(b, '\n'), nil
 }
-
-// Bounds of the free text of a review.
-const (
-	maxNoteBytes     = 256
-	maxReviewerBytes = 64
-)
 
 // sanitizeNote makes free text safe to store and print: valid UTF-8,
 // printable characters only (every control character, including newline
