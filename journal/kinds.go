@@ -8,50 +8,44 @@ import (
 	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds: its name
-// and its limits (docs/policy.md, "The run's files", says what each proves). The scan, Inspect, isJournalName and the
-// run's sequence all read the table fileKinds.
+// fileKind is the one description of a kind of file a run holds (docs/policy.md:
+// "The run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
 type fileKind struct {
-	// kind is the envelope's kind; "" for run.json and plan.json, whose
-	// name is prefix.
-	kind, prefix string
-	// maxN bounds the number of a numbered kind (0: not numbered).
-	maxN     int
-	maxBytes int64
-	// attempted returns the hex prefix of the file whose attempt a file
-	// of the kind records, so that one failing verification leaves its
-	// file unknown; nil when the kind names no file.
+	kind, prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
+	maxN         int    // the bound of a numbered kind's number (0: not numbered)
+	maxBytes     int64  // the size cap (0: maxRecordBytes)
+	// attempted returns the hex prefix of the file whose attempt a file of
+	// the kind records, so that one failing verification leaves its file
+	// unknown; nil when the kind names no file.
 	attempted func(name string) string
-	// body makes an empty body of a record kind (unseal).
-	body func() any
+	body      func() any // an empty body of a record kind (unseal)
 }
 
 // record reports whether the kind's files are records of the run's
 // sequence (a head is not one: it names the last).
 func (k *fileKind) record() bool { return k.kind != "" && k.kind != kindHead }
 
-func hexOf(name string) string { _, _, h := parseName(name); return h }
-
 // fileKinds is the table, in the order of the scan: each kind is checked
-// against the kinds before it. (Set in init: attempted parses names
-// through the table.)
+// against the kinds before it. (Set in init: attempted parses names through it.)
 var fileKinds []*fileKind
 
 func init() {
 	fileKinds = []*fileKind{
 		{prefix: manifestName, maxBytes: maxManifestBytes},
 		{prefix: planName, maxBytes: maxPlanBytes},
-		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes,
-			body: func() any { return new(entryBody) }},
-		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf,
-			body: func() any { return new(receiptBody) }},
-		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf,
-			body: func() any { return new(partBody) }},
-		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes,
-			body: func() any { return new(reviewBody) }},
-		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes,
-			body: func() any { return new(headBody) }},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, body: newBody[entryBody]},
+		{kind: kindReceipt, prefix: "receipt-", attempted: hexOf, body: newBody[receiptBody]},
+		{kind: kindPart, prefix: "part-", attempted: hexOf, body: newBody[partBody]},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, body: newBody[reviewBody]},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, body: newBody[headBody]},
 	}
+}
+
+func newBody[B any]() any { return new(B) }
+
+func hexOf(name string) string {
+	_, _, h := parseName(name)
+	return h
 }
 
 // kindOf returns the kind of a name and its number, or nil.
@@ -78,8 +72,7 @@ type loaded struct {
 	body any
 }
 
-// rec is a record the run holds: its name, envelope and typed body
-// (*entryBody, *receiptBody, *partBody or *reviewBody).
+// rec is a record the run holds: its name, envelope and typed body.
 type rec struct {
 	name string
 	loaded
@@ -165,36 +158,31 @@ type loader struct {
 }
 
 // load returns the cached parse of an immutable file, or reads and parses
-// it; a file is cached only when it raised no finding. note, when not "",
-// formats a parse error.
+// it; note, when not "", formats a parse error.
 func (ld *loader) load(name string, note string) (any, bool) {
-	s := ld.s
-	k, _ := kindOf(name)
 	if c, ok := ld.cache[name]; ok {
-		s.cache[name] = c
-		s.register(name, c)
+		ld.s.cache[name] = c
+		ld.s.register(name, c)
 		return c, true
 	}
-	before := len(s.findings)
-	data, _, ok := ld.b.read(s, name, k.maxBytes)
-	if !ok {
-		s.broken += boolInt(k.record())
-		return nil, false
-	}
-	return ld.parsed(name, data, note, before)
+	k, _ := kindOf(name)
+	before := len(ld.s.findings)
+	data, _, read := ld.b.read(ld.s, name, cmp.Or(k.maxBytes, maxRecordBytes))
+	return ld.parsed(name, data, read, note, before)
 }
 
-// parsed is load of the bytes data read from name; before is the count of
+// parsed is load of what a read of name gave; before is the count of
 // findings before the read (a file whose read raised one is not cached).
-func (ld *loader) parsed(name string, data []byte, note string, before int) (any, bool) {
+func (ld *loader) parsed(name string, data []byte, read bool, note string, before int) (any, bool) {
 	s := ld.s
 	k, _ := kindOf(name)
 	var v any
 	var err error
-	switch name {
-	case manifestName:
+	switch {
+	case !read:
+	case name == manifestName:
 		v, err = parseManifest(data)
-	case planName:
+	case name == planName:
 		files, d, perr := parsePlanList(data)
 		v, err = planList{files, d}, perr
 	default:
@@ -208,11 +196,12 @@ func (ld *loader) parsed(name string, data []byte, note string, before int) (any
 		v = loaded{e, body}
 	}
 	if err != nil {
-		if note == "" {
-			note = "%v"
+		s.addFinding(name, cmp.Or(note, "%v"), err)
+	}
+	if !read || err != nil {
+		if k.record() {
+			s.broken++
 		}
-		s.addFinding(name, note, err)
-		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	if len(s.findings) == before {
@@ -249,8 +238,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 		}
 		for i, name := range byKind[k] {
 			_, n, hex := parseName(name)
-			if k.maxN > 0 && n != i+1 {
-				// Entries and reviews are numbered from 0001 without gaps.
+			if k.maxN > 0 && n != i+1 { // entries and reviews: from 0001 without gaps
 				s.addFinding(name, "numbering not contiguous: %s%04d.json is missing", k.prefix, i+1)
 			}
 			v, ok := ld.load(name, note)
@@ -265,8 +253,8 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 			s.addFinding(r.name, "%s", untimed(*e))
 		}
 	}
-	// A commit receipt of a round after the first needs the reupload
-	// review that opened the round, and every receipt a planned file.
+	// A receipt of a round after the first needs the reupload review that
+	// opened the round, and every receipt a planned file.
 	receipts := ofKind[receiptBody](s, "")
 	slices.SortFunc(receipts, func(a, b *rec) int {
 		x, y := a.receipt(), b.receipt()
@@ -285,8 +273,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 		s.badFiles[fileHex(d)] = r.name
 	}
 	s.checkHeads(byKind[fileKinds[6]], ld)
-	// The records in the run's order (in a run that verifies, the order
-	// of each kind's names).
+	// The records in the run's order (in a run that verifies, each kind's names' order).
 	bySeq := func(a, b *rec) int { return a.Seq - b.Seq }
 	slices.SortStableFunc(s.recs, bySeq)
 	for _, l := range s.byFile {
@@ -294,12 +281,9 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	}
 }
 
-// admit applies the rule of a loaded record's kind against the records
-// before it, and adds it to the run's records when it holds: an entry
-// always (its problems are findings); a receipt bound to the plan; a part
-// receipt numbered from 0001 per file without gaps, bound to the plan, of
-// a planned file; a review whose evidence holds (reviewProblem: one that
-// does not never takes a file out of unknown).
+// admit applies the rule of a loaded record's kind against the records before
+// it, and adds it to the run's records when it holds; a review whose evidence
+// does not hold (reviewProblem) never takes a file out of unknown.
 func (s *snapshot) admit(r rec, n int) bool {
 	switch b := r.body.(type) {
 	case *entryBody:
@@ -340,10 +324,9 @@ func (s *snapshot) otherPlan(name, planDigest string) bool {
 	return false
 }
 
-// checkHeads finds what the run's sequence says is missing
-// (deletion-detected): a record the next one names, the record the head
-// names, the head of the last record, or the marker of an upload begun
-// (R85).
+// checkHeads finds what the run's sequence says is missing (deletion-detected):
+// a record the next one names, the record the head names, the head of the last
+// record, or the marker of an upload begun (R85).
 func (s *snapshot) checkHeads(names []string, ld *loader) {
 	if s.light {
 		return // no sequence: the light scan reads no receipt or head
@@ -364,8 +347,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		case k == 0:
 		case !ok && !listed[p.Name]:
 			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
-		case !ok:
-			// Present but failing its own checks: that is its finding.
+		case !ok: // present but failing its own checks: that is its finding
 		case r.name != p.Name || r.Digest != p.Digest:
 			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
 		}
@@ -384,8 +366,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		return
 	case s.pending && h == n-1:
 		// The last record's writer is between its record and its head
-		// (another worker's write in progress, or a crash there: its
-		// marker says so and keeps the run unresolved).
+		// (a write in progress, or a crash there: its marker says so).
 		return
 	case h < n:
 		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
@@ -399,8 +380,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	switch {
 	case begun == nil && s.pending && h == n+1:
 		return // a listing taken during a write saw the head, not yet its record
-	case begun != nil && h == n+1:
-		// An upload begun: its record is still to come.
+	case begun != nil && h == n+1: // an upload begun: its record is still to come
 		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
 		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
 			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
@@ -422,18 +402,14 @@ func (ld *loader) head(name string) (loaded, bool) {
 		probe := newSnapshot()
 		data, _, read := ld.b.read(probe, name, maxRecordBytes)
 		if !read && (s.pending || replacedHead(ld.b, name)) {
-			// A write in progress (the marker) replaces the head, or
-			// another worker's write finished since the listing and a
-			// newer head replaced this one: no finding; the next scan
-			// checks the newer head. A head gone with none newer is a
-			// deletion.
+			// A write in progress (the marker) replaces the head, or another
+			// worker's finished since the listing: the next scan checks the
+			// newer head. A head gone with none newer is a deletion.
 			return loaded{}, false
 		}
 		before := len(s.findings)
 		s.findings = append(s.findings, probe.findings...)
-		if read {
-			v, ok = ld.parsed(name, data, "", before)
-		}
+		v, ok = ld.parsed(name, data, read, "", before)
 	}
 	if !ok {
 		return loaded{}, false
@@ -468,13 +444,6 @@ func replacedHead(b *loc, name string) bool {
 // numberProblem is the finding of a numbered name beyond its kind's limit.
 func numberProblem(k *fileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.maxN)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // untimedEntry reports whether name is an entry without usable timing.
