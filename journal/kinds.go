@@ -158,24 +158,25 @@ type loader struct {
 }
 
 // load returns the cached parse of an immutable file, or reads and parses
-// it; note, when not "", formats a parse error.
+// it; note, when not "", formats a parse error. A file whose read or parse
+// raised a finding is not cached.
 func (ld *loader) load(name string, note string) (any, bool) {
+	s := ld.s
 	if c, ok := ld.cache[name]; ok {
-		ld.s.cache[name] = c
-		ld.s.register(name, c)
+		s.cache[name] = c
+		s.register(name, c)
 		return c, true
 	}
 	k, _ := kindOf(name)
-	before := len(ld.s.findings)
-	data, _, read := ld.b.read(ld.s, name, cmp.Or(k.maxBytes, maxRecordBytes))
-	return ld.parsed(name, data, read, note, before)
-}
-
-// parsed is load of what a read of name gave; before is the count of
-// findings before the read (a file whose read raised one is not cached).
-func (ld *loader) parsed(name string, data []byte, read bool, note string, before int) (any, bool) {
-	s := ld.s
-	k, _ := kindOf(name)
+	probe, before := newSnapshot(), len(s.findings)
+	data, _, read := ld.b.read(probe, name, cmp.Or(k.maxBytes, maxRecordBytes))
+	if !read && k.kind == kindHead && (s.pending || replacedHead(ld.b, name)) {
+		// A write in progress (the marker) replaces the head, or another
+		// worker's finished since the listing: the next scan checks the
+		// newer head. A head gone with none newer is a deletion.
+		return nil, false
+	}
+	s.findings = append(s.findings, probe.findings...)
 	var v any
 	var err error
 	switch {
@@ -372,10 +373,11 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
 		return
 	}
-	hd, ok := ld.head(headName(h))
+	v, ok := ld.load(headName(h), "")
 	if !ok {
-		return // its own finding
+		return // its own finding, unless a write replaced it meanwhile
 	}
+	hd := v.(loaded)
 	begun := hd.body.(*headBody).Begun
 	switch {
 	case begun == nil && s.pending && h == n+1:
@@ -390,31 +392,6 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		h--
 	}
 	at(h, hd.Prev, headName(hd.Seq))
-}
-
-// head loads a head once: the problems of its read are its findings
-// unless a write replaced it meanwhile.
-func (ld *loader) head(name string) (loaded, bool) {
-	s, v, ok := ld.s, any(nil), false
-	if _, cached := ld.cache[name]; cached {
-		v, ok = ld.load(name, "")
-	} else {
-		probe := newSnapshot()
-		data, _, read := ld.b.read(probe, name, maxRecordBytes)
-		if !read && (s.pending || replacedHead(ld.b, name)) {
-			// A write in progress (the marker) replaces the head, or another
-			// worker's finished since the listing: the next scan checks the
-			// newer head. A head gone with none newer is a deletion.
-			return loaded{}, false
-		}
-		before := len(s.findings)
-		s.findings = append(s.findings, probe.findings...)
-		v, ok = ld.parsed(name, data, read, "", before)
-	}
-	if !ok {
-		return loaded{}, false
-	}
-	return v.(loaded), true
 }
 
 // replacedHead reports whether the head name, listed but unreadable, is
