@@ -58,6 +58,13 @@ const (
 	pendingWaitSeconds = 30
 	maxNoteBytes       = 256 // bounds of a review's free text
 	maxReviewerBytes   = 64
+
+	// The kinds of records.
+	kindEntry   = "backoff"
+	kindReceipt = "receipt"
+	kindPart    = "part"
+	kindReview  = "review"
+	kindHead    = "head"
 )
 
 func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
@@ -66,8 +73,7 @@ func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
 func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
 
-// receiptNameRound names the commit receipt of a file's upload round:
-// receipt-<hex>.json for round 1, receipt-<hex>-rNN.json after a reupload review.
+// receiptNameRound names the commit receipt of a file's round: receipt-<hex>[-rNN].json (NN after round 1).
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
 		return "receipt-" + fileHex(fileDigest) + jsonSuffix
@@ -136,13 +142,11 @@ func tempName(final string) string {
 // the durable write path; ok is false for any other name.
 func parseTempName(name string) (final string, ok bool) {
 	i := len(name) - tempHexLen - len(tempInfix)
-	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) {
+	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) ||
+		!isJournalName(name[:i]) {
 		return "", false
 	}
-	if final = name[:i]; !isJournalName(final) {
-		return "", false
-	}
-	return final, true
+	return name[:i], true
 }
 
 // isJournalName reports whether name is a name the journal writes, or the
@@ -155,9 +159,7 @@ func isJournalName(name string) bool {
 	return k != nil || name == markerName
 }
 
-func lowerHex(s string) bool {
-	return strings.Trim(s, "0123456789abcdef") == ""
-}
+func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
 // digestOf returns "sha256:" and the hex SHA-256 of b.
 func digestOf(b []byte) string {
@@ -202,14 +204,11 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 	return planDigestOf(ds), nil
 }
 
-// The on-disk types are local (not the root package's) so that the file
-// format is frozen here, whatever happens to the Go API.
-
-// envelope is every record of a run (R82; docs/policy.md: deletion-detected):
-// seq is its place in the run's one sequence (0 only for a legacy run's
-// evidence, whose prev is null), prev the record before it (run.json for
-// record 1), digest that of the canonical encoding without it. A file is that
-// encoding with the digest, plus "\n".
+// envelope is every record of a run (R82, deletion-detected): seq is its place
+// in the run's one sequence (0 only for a legacy run's evidence, whose prev is
+// null), prev the record before it (run.json for record 1), digest that of the
+// encoding without it. The on-disk types are local (not the root package's) so
+// that the file format is frozen here, whatever happens to the Go API.
 type envelope struct {
 	Seq    int             `json:"seq"`
 	Kind   string          `json:"kind"`
@@ -230,15 +229,6 @@ type env struct {
 	Prev   link
 	Digest string
 }
-
-// The kinds of records.
-const (
-	kindEntry   = "backoff"
-	kindReceipt = "receipt"
-	kindPart    = "part"
-	kindReview  = "review"
-	kindHead    = "head"
-)
 
 // seal encodes body as a record of kind at seq after prev, and returns its
 // file bytes and digest.
