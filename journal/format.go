@@ -26,9 +26,8 @@ const (
 	backoffVersion = "1.0" // of a new run's manifest and of every backoff entry
 	maxEntries     = 200   // backoff-0001.json to backoff-0200.json
 	maxFiles       = 1003  // names at every instant, a write's temporary file included
-	// footprint is the most names one journaled request adds at its peak: the
-	// marker, the head and its temporary file, and the record (the head it
-	// replaces is removed once the new one is durable).
+	// footprint is the most names one journaled request adds at its peak: marker, head and its
+	// temporary file, record (the replaced head is removed once the new one is durable).
 	footprint = 4
 
 	manifestName  = "run.json"
@@ -45,17 +44,14 @@ const (
 	maxRecordBytes   = 4 << 10
 	maxPlanBytes     = 1 << 20
 
-	// Numbering limits (the file limit bounds them first in practice): part receipts
-	// per file, reviews per run, upload rounds per file (1 plus its reupload reviews),
-	// and the run's sequence numbers.
+	// Numbering limits (the file limit bounds them first): part receipts per file, reviews
+	// per run, upload rounds per file (1 plus its reupload reviews), the run's seq.
 	maxParts   = 9999
 	maxReviews = 9999
 	maxRounds  = 99
 	maxRunSeq  = 9999
 
-	// pendingWaitSeconds is the least a pending or restriction review makes
-	// the run wait: the policy's 30 s wait ceiling.
-	pendingWaitSeconds = 30
+	pendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait
 	maxNoteBytes       = 256 // bounds of a review's free text
 	maxReviewerBytes   = 64
 
@@ -73,7 +69,7 @@ func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
 func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
 
-// receiptNameRound names the commit receipt of a file's round: receipt-<hex>[-rNN].json (NN after round 1).
+// receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
 		return "receipt-" + fileHex(fileDigest) + jsonSuffix
@@ -91,10 +87,9 @@ func fileHex(fileDigest string) string {
 	return h[:min(len(h), receiptHexLen)]
 }
 
-// parseName parses the name of a record or head: its kind, its number (a
-// receipt's round) and, for a receipt or part receipt, its file's hex prefix;
-// k is nil for any other name. A name is its kind's only if it renders back
-// from what was parsed, with a number of at most four digits (a round's, two).
+// parseName parses the name of a record or head: its kind (nil for any other name),
+// number (a receipt's round) and file's hex prefix (a receipt's or part's). A name is
+// its kind's only if it renders back, with a number of at most four digits (a round's two).
 func parseName(name string) (k *fileKind, n int, hexPart string) {
 	for _, k := range fileKinds[2:] {
 		rest, ok := strings.CutPrefix(name, k.prefix)
@@ -137,9 +132,8 @@ func tempName(final string) string {
 	return final + tempInfix + hex.EncodeToString(b[:])
 }
 
-// parseTempName returns the journal name (or the marker's: it is written
-// through one too, so that it appears locked, R83) of a temporary file of
-// the durable write path; ok is false for any other name.
+// parseTempName returns the journal name of a durable write's temporary file (the
+// marker is written through one too, so that it appears locked: R83), or ok false.
 func parseTempName(name string) (final string, ok bool) {
 	i := len(name) - tempHexLen - len(tempInfix)
 	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) ||
@@ -177,10 +171,9 @@ func fileDigest(id string) string { return digestOf([]byte(id)) }
 
 // PlannedFile is one file of a batch plan.
 type PlannedFile struct {
-	// ID is the file's stable identity within the batch (for example its
-	// relative path and content hash). It must be non-empty and unique in
-	// the plan; it is stored only as its [PlannedFile.Digest]. Do not put secrets
-	// in it.
+	// ID is the file's stable identity within the batch (for example its relative path
+	// and content hash). It must be non-empty and unique in the plan; it is stored only
+	// as its [PlannedFile.Digest]. Do not put secrets in it.
 	ID string
 }
 
@@ -204,11 +197,10 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 	return planDigestOf(ds), nil
 }
 
-// envelope is every record of a run (R82, deletion-detected): seq is its place
-// in the run's one sequence (0 only for a legacy run's evidence, whose prev is
-// null), prev the record before it (run.json for record 1), digest that of the
-// encoding without it. The on-disk types are local (not the root package's) so
-// that the file format is frozen here, whatever happens to the Go API.
+// envelope is every record of a run (R82, deletion-detected): seq is its place in the
+// run's one sequence (0, with prev null, only for a legacy run's evidence), prev the record
+// before it (run.json for record 1), digest that of the encoding without it. The on-disk
+// types are local (not the root package's) so that the format is frozen, whatever the Go API.
 type envelope struct {
 	Seq    int             `json:"seq"`
 	Kind   string          `json:"kind"`
@@ -230,8 +222,7 @@ type env struct {
 	Digest string
 }
 
-// seal encodes body as a record of kind at seq after prev, and returns its
-// file bytes and digest.
+// seal encodes body as a record of kind at seq after prev: its file bytes and digest.
 func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -250,10 +241,9 @@ func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	return out, e.Digest, err
 }
 
-// unseal is the one loader of records: it returns the envelope, kind and body
-// of a file that is byte for byte the canonical encoding of a valid record
-// (which also refuses unknown, duplicated or miscased keys, white space and
-// trailing bytes), or why it is not.
+// unseal is the one loader of records: the envelope, kind and body of a file that is byte
+// for byte the canonical encoding of a valid record (which also refuses unknown, duplicated
+// or miscased keys, white space and trailing bytes), or why it is not.
 func unseal(data []byte) (env, string, any, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
@@ -302,8 +292,7 @@ func unseal(data []byte) (env, string, any, error) {
 	return env{Seq: e.Seq, Prev: prev, Digest: d}, e.Kind, body, nil
 }
 
-// validBody is the one check of a record's own fields, by kind (its
-// neighbours are checked by the scan).
+// validBody is the one check of a record's own fields, by kind (the scan checks its neighbours).
 func validBody(body any) error {
 	switch b := body.(type) {
 	case *entryBody:
@@ -348,8 +337,7 @@ func validBody(body any) error {
 	return nil
 }
 
-// nameOf is the file name of a record: it follows from the content, so a
-// renamed record is seen.
+// nameOf is the file name of a record: it follows from the content, so a renamed record is seen.
 func nameOf(seq int, body any) string {
 	switch b := body.(type) {
 	case *entryBody:
@@ -458,10 +446,9 @@ type reviewEvidence struct {
 	ReceiptDigest   string `json:"receipt_digest"`
 }
 
-// markerEvidence is what a pending review saw of the abandoned request: the
-// digest of its marker's bytes (of its begun head for a marker removed by
-// hand, R85), what the marker names (empty when unreadable) and the run's
-// not-before, since the lost response's restriction is unknown.
+// markerEvidence is what a pending review saw of the abandoned request: the digest of its
+// marker's bytes (of its begun head for a marker removed by hand, R85), what the marker names
+// (empty when unreadable) and the run's not-before, since the lost response's is unknown.
 type markerEvidence struct {
 	Digest       string `json:"digest"`
 	Method       string `json:"method"`
@@ -479,10 +466,9 @@ type restrictionEvidence struct {
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// headBody is a head's: {} after record NNNN, whose prev names it; or, written
-// before an upload's request (R85), begun the request and prev record NNNN-1:
-// the head stands for whatever record takes place NNNN (the request's entry or
-// receipt, or its marker's pending review).
+// headBody is a head's: {} after record NNNN, whose prev names it; or, written before an
+// upload's request (R85), begun the request, prev record NNNN-1, and it stands for whatever
+// record takes place NNNN (the request's entry or receipt, or its marker's pending review).
 type headBody struct {
 	Begun *begunRequest `json:"begun,omitempty"`
 }
@@ -628,8 +614,7 @@ func parsePlanList(data []byte) ([]string, string, error) {
 	return pl.Files, digestOf(want[:len(want)-1]), nil
 }
 
-// encodePlanList returns the content of plan.json for a plan's sorted
-// file identity digests.
+// encodePlanList returns plan.json for a plan's sorted file identity digests.
 func encodePlanList(digests []string) ([]byte, error) { return marshalLine(planFile{digests}) }
 
 var knownKinds = map[string]bool{
@@ -641,9 +626,8 @@ var knownKinds = map[string]bool{
 	string(readrecovery.RetryAfterOversized): true,
 }
 
-// validRequest checks the request fields every record shares: nothing but a
-// method token and digests, so that no URL, query or credential can be stored
-// (nothing-secret-leaves).
+// validRequest checks the request fields every record shares: nothing but a method token
+// and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
 func validRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
 	switch {
 	case method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
@@ -697,8 +681,7 @@ func validEntry(e entryBody) error {
 	return nil
 }
 
-// validReview checks a review's own fields (its evidence against the run
-// is reviewProblem's).
+// validReview checks a review's own fields (its evidence against the run is reviewProblem's).
 func validReview(r *reviewBody) error {
 	ev, m, rs := r.Evidence, r.Marker, r.Restriction
 	switch {
@@ -752,17 +735,15 @@ func validReview(r *reviewBody) error {
 	return nil
 }
 
-// representable reports whether a timing lies within the bound of
-// representable-times: beyond it an entry is kept without timing (the run is
-// unresolved), never a failure to record the restriction. An invalid timing
-// is validEntry's.
+// representable reports whether a timing lies within the bound of representable-times:
+// beyond it an entry is kept without timing (the run is unresolved), never a failure to
+// record the restriction. An invalid timing is validEntry's.
 func representable(t *readrecovery.RetryAfterTiming) bool {
 	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
 		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
 }
 
-// untimed returns why an entry cannot bound its restriction in time (so the
-// run is unresolved), or "".
+// untimed returns why an entry cannot bound its restriction in time (the run is unresolved), or "".
 func untimed(e entryBody) string {
 	switch {
 	case e.RetryAfter.Kind == string(readrecovery.RetryAfterOversized):
@@ -781,12 +762,10 @@ func marshalLine(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// sanitizeNote makes free text safe to store and print: valid UTF-8,
-// printable characters only (every control character, including newline
-// and ESC, becomes a space), any URL query or userinfo removed, runs of
-// spaces collapsed, trimmed, and cut to at most limit bytes on a rune
-// boundary. It returns a fixed point (sanitizing its result changes
-// nothing), so a loader can check that a stored text is sanitized.
+// sanitizeNote makes free text safe to store and print: valid UTF-8, printable characters
+// only (every control character, newline and ESC included, becomes a space), no URL query or
+// userinfo, runs of spaces collapsed, trimmed, cut to at most limit bytes on a rune boundary.
+// Its result is a fixed point, so a loader can check that a stored text is sanitized.
 func sanitizeNote(s string, limit int) string {
 	for range 8 {
 		t := sanitizeOnce(s, limit)

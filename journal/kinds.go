@@ -8,21 +8,19 @@ import (
 	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds (docs/policy.md:
-// "The run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
+// fileKind is the one description of a kind of file a run holds (docs/policy.md: "The
+// run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
 type fileKind struct {
 	kind, prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
 	maxN         int    // the bound of a numbered kind's number (0: not numbered)
 	maxBytes     int64  // the size cap (0: maxRecordBytes)
-	// attempted returns the hex prefix of the file whose attempt a file of
-	// the kind records, so that one failing verification leaves its file
-	// unknown; nil when the kind names no file.
+	// attempted returns the hex prefix of the file whose attempt a file of the kind records,
+	// so that one failing verification leaves its file unknown; nil when it names no file.
 	attempted func(name string) string
 	body      func() any // an empty body of a record kind (unseal)
 }
 
-// record reports whether the kind's files are records of the run's
-// sequence (a head is not one: it names the last).
+// record reports whether the kind's files are records of the run's sequence (not a head).
 func (k *fileKind) record() bool { return k.kind != "" && k.kind != kindHead }
 
 // fileKinds is the table, in the order of the scan: each kind is checked
@@ -59,8 +57,7 @@ func kindOf(name string) (*fileKind, int) {
 	return k, n
 }
 
-// isRecordName reports whether name is a record of the run's sequence: a
-// backoff entry, a commit receipt, a part receipt or a review.
+// isRecordName reports whether name is a record of the run's sequence.
 func isRecordName(name string) bool {
 	k, _ := kindOf(name)
 	return k != nil && k.record()
@@ -111,8 +108,7 @@ func (s *snapshot) add(r rec) {
 	}
 }
 
-// ofKind returns the records of body type B, of the file d ("" for every
-// file), in order.
+// ofKind returns the records of body type B, of the file d ("" for every file), in order.
 func ofKind[B any](s *snapshot, d string) []*rec {
 	list := s.recs
 	if d != "" {
@@ -149,8 +145,7 @@ func (s *snapshot) tally(sum *Summary) {
 	sum.Reviews += len(s.reviews())
 }
 
-// loader loads the immutable files of one scan, from the previous scan's
-// cache when it has them.
+// loader loads the immutable files of one scan, from the previous scan's cache when it has them.
 type loader struct {
 	s     *snapshot
 	b     *loc
@@ -212,10 +207,8 @@ func (ld *loader) load(name string, note string) (any, bool) {
 	return v, true
 }
 
-// check verifies the listed files, by kind in the table's order, each
-// against the kinds before it: run.json, plan.json (matching the
-// manifest), the records (each by the rule of its kind, admit), then what
-// needs the reviews, and the run's sequence with its head.
+// check verifies the listed files by kind in the table's order, each against the kinds
+// before it, then what needs the reviews, and the run's sequence with its head.
 func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	if len(byKind[fileKinds[0]]) == 0 {
 		s.addFinding(manifestName, "missing run manifest")
@@ -333,10 +326,6 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		return // no sequence: the light scan reads no receipt or head
 	}
 	s.heads, s.begun = names, nil
-	listed := make(map[string]bool, len(s.listed))
-	for _, de := range s.listed {
-		listed[de.name] = true
-	}
 	before := len(s.findings)
 	defer func() { s.seqBroken = len(s.findings) > before }()
 	// at checks that p names record k (run.json for 0), as by says.
@@ -346,7 +335,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
 			s.addFinding(by, "prev does not match run.json (from another run)")
 		case k == 0:
-		case !ok && !listed[p.Name]:
+		case !ok && !slices.ContainsFunc(s.listed, func(de listedName) bool { return de.name == p.Name }):
 			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
 		case !ok: // present but failing its own checks: that is its finding
 		case r.name != p.Name || r.Digest != p.Digest:
@@ -394,9 +383,8 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	at(h, hd.Prev, headName(hd.Seq))
 }
 
-// replacedHead reports whether the head name, listed but unreadable, is
-// gone from a fresh listing that holds a newer head: another worker's write
-// replaced it after the listing was taken.
+// replacedHead reports whether the head name, listed but unreadable, is gone from a fresh
+// listing that holds a newer head: another worker's write replaced it since the listing.
 func replacedHead(b *loc, name string) bool {
 	k, ok := parseHeadName(name)
 	if !ok {
