@@ -684,6 +684,7 @@ func validEntry(e entryBody) error {
 // validReview checks a review's own fields (its evidence against the run is reviewProblem's).
 func validReview(r *reviewBody) error {
 	ev, m, rs := r.Evidence, r.Marker, r.Restriction
+	fileless := m != nil || rs != nil // a pending or restriction review, which names no file_digest
 	switch {
 	case r.Sequence < 1 || r.Sequence > maxReviews:
 		return fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
@@ -707,16 +708,12 @@ func validReview(r *reviewBody) error {
 		return errors.New("restriction does not name an entry and its event digest")
 	case rs != nil && (rs.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max):
 		return fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, pendingWaitSeconds)
-	case m != nil || rs != nil:
-		if r.FileDigest != "" {
-			return errors.New("a pending or restriction review names no file_digest")
-		}
-	case !isDigest(r.FileDigest):
+	case fileless && r.FileDigest != "":
+		return errors.New("a pending or restriction review names no file_digest")
+	case !fileless && !isDigest(r.FileDigest):
 		return errors.New("file_digest is not a sha256 digest")
-	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:
+	case !fileless && r.Decision != DecisionReupload && r.Decision != DecisionSkip:
 		return fmt.Errorf("decision %q is not reupload, skip, pending or restriction", r.Decision)
-	}
-	switch {
 	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
 		return errors.New("reviewer is empty or not sanitized")
 	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
