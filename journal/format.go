@@ -51,7 +51,7 @@ const (
 	maxRounds  = 99
 	maxRunSeq  = 9999
 
-	pendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait
+	pendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait (the wait ceiling)
 	maxNoteBytes       = 256 // bounds of a review's free text
 	maxReviewerBytes   = 64
 
@@ -593,22 +593,21 @@ func parsePlanList(data []byte) ([]string, string, error) {
 	if err := json.Unmarshal(data, &pl); err != nil {
 		return nil, "", fmt.Errorf("not valid JSON of this format: %v", err)
 	}
-	if pl.Files == nil {
-		return nil, "", errors.New("files is not a list")
-	}
 	for i, f := range pl.Files {
-		if !isDigest(f) {
+		switch {
+		case !isDigest(f):
 			return nil, "", fmt.Errorf("files[%d] is not a sha256 digest", i)
-		}
-		if i > 0 && pl.Files[i-1] >= f {
+		case i > 0 && pl.Files[i-1] >= f:
 			return nil, "", errors.New("files are not sorted and distinct")
 		}
 	}
 	want, err := marshalLine(pl)
-	if err != nil {
+	switch {
+	case pl.Files == nil: // null or missing (the loop above saw no file)
+		return nil, "", errors.New("files is not a list")
+	case err != nil:
 		return nil, "", err
-	}
-	if !bytes.Equal(want, data) {
+	case !bytes.Equal(want, data):
 		return nil, "", errors.New("not in canonical form (edited)")
 	}
 	return pl.Files, digestOf(want[:len(want)-1]), nil
