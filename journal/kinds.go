@@ -355,9 +355,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	case h == 0 && n == 0:
 		return
 	case s.pending && h == n-1:
-		// The last record's writer is between its record and its head
-		// (a write in progress, or a crash there: its marker says so).
-		return
+		return // its writer is between record and head (at work, or crashed: its marker says so)
 	case h < n:
 		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
 		return
