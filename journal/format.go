@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -193,7 +193,7 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 		seen[d] = true
 		ds = append(ds, d)
 	}
-	sort.Strings(ds)
+	slices.Sort(ds)
 	return planDigestOf(ds), nil
 }
 
@@ -616,14 +616,9 @@ func parsePlanList(data []byte) ([]string, string, error) {
 // encodePlanList returns plan.json for a plan's sorted file identity digests.
 func encodePlanList(digests []string) ([]byte, error) { return marshalLine(planFile{digests}) }
 
-var knownKinds = map[string]bool{
-	string(readrecovery.RetryAfterSeconds):   true,
-	string(readrecovery.RetryAfterDate):      true,
-	string(readrecovery.RetryAfterMissing):   true,
-	string(readrecovery.RetryAfterInvalid):   true,
-	string(readrecovery.RetryAfterOverlong):  true,
-	string(readrecovery.RetryAfterOversized): true,
-}
+var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, readrecovery.RetryAfterDate,
+	readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid, readrecovery.RetryAfterOverlong,
+	readrecovery.RetryAfterOversized}
 
 // validRequest checks the request fields every record shares: nothing but a method token
 // and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
@@ -661,7 +656,7 @@ func validEntry(e entryBody) error {
 		return fmt.Errorf("status %d is not an HTTP status", e.Status)
 	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
 		return errors.New("provenance.file_digest is not a sha256 digest")
-	case !knownKinds[ra.Kind]:
+	case !slices.Contains(knownKinds, readrecovery.RetryAfterKind(ra.Kind)):
 		return fmt.Errorf("retry_after kind %q is unknown", ra.Kind)
 	case ra.Value < 0:
 		return fmt.Errorf("retry_after value %d is negative", ra.Value)
