@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds (docs/policy.md: "The
-// run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
+// fileKind is the one description of a kind of file a run holds (docs/policy.md:
+// "The run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
 type fileKind struct {
 	kind, prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
 	maxN         int    // the bound of a numbered kind's number (0: not numbered)
