@@ -97,7 +97,7 @@ func parseName(name string) (k *fileKind, n int, hexPart string) {
 			continue
 		}
 		h, again := "", ""
-		if k.attempted != nil {
+		if k.kind == kindReceipt || k.kind == kindPart {
 			h = rest[:min(len(rest), receiptHexLen)]
 		}
 		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
