@@ -2,13 +2,14 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -20,55 +21,47 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// backoffVersion is the format version a new run declares in its manifest
-// and every backoff entry carries (private-run-directory).
-const backoffVersion = "1.0"
-
-// Limits of one run (bounded-journal): backoff-0001.json to
-// backoff-0200.json, and 1003 names at every instant (the temporary file
-// of a write included).
+// The names, limits (bounded-journal) and format version (private-run-directory) of a run.
 const (
-	maxEntries = 200
-	maxFiles   = 1003
-)
+	backoffVersion = "1.0" // of a new run's manifest and of every backoff entry
+	maxEntries     = 200   // backoff-0001.json to backoff-0200.json
+	maxFiles       = 1003  // names at every instant, a write's temporary file included
+	// footprint is the most names one journaled request adds at its peak: marker, head and its
+	// temporary file, record (the replaced head is removed once the new one is durable).
+	footprint = 4
 
-// File names inside a run directory.
-const (
-	manifestName = "run.json"
-	planName     = "plan.json"
-	markerName   = "pending-request.json"
-	// tempInfix and tempHexLen make the name of a durable write's
-	// temporary file (tempName).
-	tempInfix  = ".tmp-"
-	tempHexLen = 16
-	jsonSuffix = ".json"
-	// receiptHexLen is the number of hex digits of the file identity digest
-	// in the name of a receipt or part receipt (128 bits).
-	receiptHexLen = 32
-)
+	manifestName  = "run.json"
+	planName      = "plan.json"
+	markerName    = "pending-request.json"
+	tempInfix     = ".tmp-" // tempName's
+	tempHexLen    = 16
+	jsonSuffix    = ".json"
+	receiptHexLen = 32 // hex digits of the file identity digest naming a receipt or part (128 bits)
+	digestPrefix  = "sha256:"
 
-// Size caps, checked before a file is read; plan.json holds about 13,000
-// planned files.
-const (
+	// Size caps, checked before a file is read; plan.json holds about 13,000 planned files.
 	maxManifestBytes = 64 << 10
 	maxRecordBytes   = 4 << 10
 	maxPlanBytes     = 1 << 20
-)
 
-// Numbering limits (the file limit bounds them first in practice): part
-// receipts per file, reviews per run, upload rounds per file (1 plus its
-// reupload reviews), and the run's sequence numbers.
-const (
+	// Numbering limits (the file limit bounds them first): part receipts per file, reviews
+	// per run, upload rounds per file (1 plus its reupload reviews), the run's seq.
 	maxParts   = 9999
 	maxReviews = 9999
 	maxRounds  = 99
 	maxRunSeq  = 9999
-)
 
-// footprint is the most names one journaled request adds at its peak: the
-// marker, the head and its temporary file, and the record (the head it
-// replaces is removed once the new one is durable).
-const footprint = 4
+	pendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait (the wait ceiling)
+	maxNoteBytes       = 256 // bounds of a review's free text
+	maxReviewerBytes   = 64
+
+	// The kinds of records.
+	kindEntry   = "backoff"
+	kindReceipt = "receipt"
+	kindPart    = "part"
+	kindReview  = "review"
+	kindHead    = "head"
+)
 
 func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
 func reviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
@@ -76,9 +69,7 @@ func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
 func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
 
-// receiptNameRound names the commit receipt of a file's upload round:
-// receipt-<hex>.json for round 1, receipt-<hex>-rNN.json for a round after
-// a reupload review.
+// receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
 		return "receipt-" + fileHex(fileDigest) + jsonSuffix
@@ -86,7 +77,6 @@ func receiptNameRound(fileDigest string, round int) string {
 	return fmt.Sprintf("receipt-%s-r%02d.json", fileHex(fileDigest), round)
 }
 
-// partName names the n-th part receipt of a file.
 func partName(fileDigest string, n int) string {
 	return fmt.Sprintf("part-%s-%04d.json", fileHex(fileDigest), n)
 }
@@ -97,47 +87,33 @@ func fileHex(fileDigest string) string {
 	return h[:min(len(h), receiptHexLen)]
 }
 
-// parseName parses the name of a record or head: its kind, its number (an
-// entry's, review's, part's or head's; a receipt's round) and, for a
-// receipt or part receipt, its file's hex prefix. k is nil for any other
-// name.
+// parseName parses the name of a record or head: its kind (nil for any other name),
+// number (a receipt's round) and file's hex prefix (a receipt's or part's). A name is
+// its kind's only if it renders back, with a number of at most four digits (a round's two).
 func parseName(name string) (k *fileKind, n int, hexPart string) {
-	base, ok := strings.CutSuffix(name, jsonSuffix)
-	if !ok {
-		return nil, 0, ""
-	}
-	for _, k := range fileKinds {
-		rest, ok := strings.CutPrefix(base, k.prefix)
-		if !ok || k.kind == "" {
+	for _, k := range fileKinds[2:] {
+		rest, ok := strings.CutPrefix(name, k.prefix)
+		if !ok {
 			continue
 		}
+		h, again := "", ""
+		if k.kind == kindReceipt || k.kind == kindPart {
+			h = rest[:min(len(rest), receiptHexLen)]
+		}
+		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
+		n, err := strconv.Atoi(cmp.Or(num, "1")) // none: a receipt of round 1
 		switch k.kind {
 		case kindReceipt:
-			n = 1
-			if h, r, ok := strings.Cut(rest, "-r"); ok && len(r) == 2 && allDigits(r) {
-				if n, _ = strconv.Atoi(r); n < 2 || n > maxRounds {
-					return nil, 0, ""
-				}
-				rest = h
-			}
+			again = receiptNameRound(h, n)
 		case kindPart:
-			h, d, ok := strings.Cut(rest, "-")
-			if !ok || len(d) != 4 || !allDigits(d) {
-				return nil, 0, ""
-			}
-			n, _ = strconv.Atoi(d)
-			rest = h
+			again = partName(h, n)
 		default:
-			if len(rest) != 4 || !allDigits(rest) {
-				return nil, 0, ""
-			}
-			n, _ = strconv.Atoi(rest)
-			return k, n, ""
+			again = fmt.Sprintf("%s%04d%s", k.prefix, n, jsonSuffix)
 		}
-		if len(rest) != receiptHexLen || !lowerHex(rest) {
+		if err != nil || n > 9999 || k.kind == kindReceipt && n > maxRounds || !lowerHex(h) || again != name {
 			return nil, 0, ""
 		}
-		return k, n, rest
+		return k, n, h
 	}
 	return nil, 0, ""
 }
@@ -148,27 +124,23 @@ func parseHeadName(name string) (int, bool) {
 	return n, k != nil && k.kind == kindHead && n >= 1
 }
 
-// tempName returns a fresh name for the temporary file of a durable write
-// of final: final + ".tmp-" + 16 random hex digits, so that two writers
-// never meet on one temporary name (temporary-files-are-not-findings).
+// tempName returns a fresh name for the temporary file of a durable write of
+// final, so that two writers never meet on one (temporary-files-are-not-findings).
 func tempName(final string) string {
 	var b [tempHexLen / 2]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
 	return final + tempInfix + hex.EncodeToString(b[:])
 }
 
-// parseTempName returns the journal name (or the marker's: it is written
-// through one too, so that it appears locked, R83) of a temporary file of
-// the durable write path; ok is false for any other name.
+// parseTempName returns the journal name of a durable write's temporary file (the
+// marker is written through one too, so that it appears locked: R83), or ok false.
 func parseTempName(name string) (final string, ok bool) {
 	i := len(name) - tempHexLen - len(tempInfix)
-	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) {
+	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) ||
+		!isJournalName(name[:i]) {
 		return "", false
 	}
-	if final = name[:i]; !isJournalName(final) {
-		return "", false
-	}
-	return final, true
+	return name[:i], true
 }
 
 // isJournalName reports whether name is a name the journal writes, or the
@@ -181,26 +153,7 @@ func isJournalName(name string) bool {
 	return k != nil || name == markerName
 }
 
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-const digestPrefix = "sha256:"
+func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
 // digestOf returns "sha256:" and the hex SHA-256 of b.
 func digestOf(b []byte) string {
@@ -218,17 +171,14 @@ func fileDigest(id string) string { return digestOf([]byte(id)) }
 
 // PlannedFile is one file of a batch plan.
 type PlannedFile struct {
-	// ID is the file's stable identity within the batch (for example its
-	// relative path and content hash). It must be non-empty and unique in
-	// the plan; it is stored only as its [PlannedFile.Digest]. Do not put secrets
-	// in it.
+	// ID is the file's stable identity within the batch (for example its relative path
+	// and content hash). It must be non-empty and unique in the plan; it is stored only
+	// as its [PlannedFile.Digest]. Do not put secrets in it.
 	ID string
 }
 
-// digestOfPlan returns the digest a run binds for a plan: "sha256:" and the
-// hex SHA-256 of the canonical JSON {"files":[...]} of the sorted file
-// identity digests. The order of files does not matter. It fails for an
-// empty or duplicated ID.
+// digestOfPlan returns the digest a run binds for a plan, whatever the order
+// of its files (plan-ids); it fails for an empty or duplicated ID.
 func digestOfPlan(files []PlannedFile) (string, error) {
 	ds := make([]string, 0, len(files))
 	seen := make(map[string]bool, len(files))
@@ -243,21 +193,14 @@ func digestOfPlan(files []PlannedFile) (string, error) {
 		seen[d] = true
 		ds = append(ds, d)
 	}
-	sort.Strings(ds)
+	slices.Sort(ds)
 	return planDigestOf(ds), nil
 }
 
-// The on-disk types are local (not the root package's types) so that the
-// file format is frozen here, whatever happens to the Go API.
-
-// envelope is every record of a run (R82): backoff entries, commit
-// receipts, part receipts, reviews and heads. seq is the record's number
-// in the run's one sequence (1, 2, … across the kinds; 0 only for a legacy
-// run's evidence, which lies outside it), prev the record before it by
-// name and digest (run.json and the manifest's digest for record 1; null
-// at seq 0), body the kind's own fields, and digest the digest of the
-// envelope's canonical encoding without it. A file is exactly that
-// encoding with the digest, plus "\n".
+// envelope is every record of a run (R82, deletion-detected): seq is its place in the
+// run's one sequence (0, with prev null, only for a legacy run's evidence), prev the record
+// before it (run.json for record 1), digest that of the encoding without it. The on-disk
+// types are local (not the root package's) so that the format is frozen, whatever the Go API.
 type envelope struct {
 	Seq    int             `json:"seq"`
 	Kind   string          `json:"kind"`
@@ -279,17 +222,7 @@ type env struct {
 	Digest string
 }
 
-// The kinds of records.
-const (
-	kindEntry   = "backoff"
-	kindReceipt = "receipt"
-	kindPart    = "part"
-	kindReview  = "review"
-	kindHead    = "head"
-)
-
-// seal encodes body as a record of kind at seq after prev, and returns its
-// file bytes and digest.
+// seal encodes body as a record of kind at seq after prev: its file bytes and digest.
 func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -308,21 +241,17 @@ func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	return out, e.Digest, err
 }
 
-// unseal is the one loader of records: it refuses any file that is not
-// the canonical encoding of a valid record (own digest, a known kind, its
-// body's fields valid for the kind, a place in the sequence) and returns
-// its envelope and body (*entryBody, *receiptBody, *partBody, *reviewBody
-// or *headBody). The byte-for-byte comparison with the canonical encoding
-// also refuses unknown or duplicated keys, keys in another case, white
-// space and trailing bytes.
+// unseal is the one loader of records: the envelope, kind and body of a file that is byte
+// for byte the canonical encoding of a valid record (which also refuses unknown, duplicated
+// or miscased keys, white space and trailing bytes), or why it is not.
 func unseal(data []byte) (env, string, any, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		return env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
 	var body any
-	for _, k := range fileKinds {
-		if k.kind != "" && k.kind == e.Kind {
+	for _, k := range fileKinds[2:] {
+		if k.kind == e.Kind {
 			body = k.body()
 		}
 	}
@@ -363,8 +292,7 @@ func unseal(data []byte) (env, string, any, error) {
 	return env{Seq: e.Seq, Prev: prev, Digest: d}, e.Kind, body, nil
 }
 
-// validBody is the one check of a record's own fields, by kind (its
-// neighbours are checked by the scan).
+// validBody is the one check of a record's own fields, by kind (the scan checks its neighbours).
 func validBody(body any) error {
 	switch b := body.(type) {
 	case *entryBody:
@@ -396,15 +324,20 @@ func validBody(body any) error {
 	case *reviewBody:
 		return validReview(b)
 	case *headBody:
-		if b.Begun != nil {
-			return validBegun(b.Begun)
+		switch g := b.Begun; {
+		case g == nil:
+		case !isDigest(g.FileDigest):
+			return errors.New("begun.file_digest is not a sha256 digest")
+		case g.BegunAtUTC < 0 || g.BegunAtUTC > unixtime.Max:
+			return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", g.BegunAtUTC)
+		default:
+			return validRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf)
 		}
 	}
 	return nil
 }
 
-// nameOf is the file name of a record: it follows from the content, so a
-// renamed record is seen.
+// nameOf is the file name of a record: it follows from the content, so a renamed record is seen.
 func nameOf(seq int, body any) string {
 	switch b := body.(type) {
 	case *entryBody:
@@ -419,7 +352,7 @@ func nameOf(seq int, body any) string {
 	return headName(seq)
 }
 
-// Bodies of the records.
+// Bodies of the records (docs/policy.md: "Record formats").
 
 type retryAfterJSON struct {
 	Kind  string `json:"kind"`
@@ -432,8 +365,7 @@ type timingJSON struct {
 	ServerDelaySeconds int64 `json:"server_delay_seconds"`
 }
 
-// provenance is the upload-attempt provenance of a journaled request; part
-// marks a request of [WithUploadPart].
+// provenance is a journaled request's upload attempt; part marks a request of [WithUploadPart].
 type provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
@@ -441,8 +373,7 @@ type provenance struct {
 	Part       bool   `json:"part,omitempty"`
 }
 
-// entryBody is a backoff entry's (immutable-chained-entries): sequence is
-// its number NNNN; its event digest is the record's digest.
+// entryBody is a backoff entry's; its event digest is the record's digest.
 type entryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
@@ -456,9 +387,7 @@ type entryBody struct {
 	Provenance     provenance     `json:"provenance"`
 }
 
-// receiptBody is a commit receipt's: the file's ACK or its attempt
-// without one. Round is the upload round when above 1 (after a reupload
-// review), omitted for round 1.
+// receiptBody is a commit receipt's; Round is omitted for round 1.
 type receiptBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -475,9 +404,7 @@ type receiptBody struct {
 	Round          int    `json:"round,omitempty"`
 }
 
-// partBody is a part receipt's: the outcome of one request marked
-// [WithUploadPart]. Its 2xx is never the file's ACK, so the field is
-// "accepted", not "ack" (parts-are-not-acks).
+// partBody is a part receipt's: its 2xx is "accepted", never an ACK (parts-are-not-acks).
 type partBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -494,10 +421,8 @@ type partBody struct {
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
 }
 
-// reviewBody is a review's (operator-review, pending-review,
-// restriction-review): sequence is its number NNNN. Marker is set for a
-// pending review only (its file_digest is "": the file is the marker's),
-// Restriction for a restriction review only.
+// reviewBody is a review's. Marker is set on a pending review only (whose
+// file is the marker's: file_digest ""), Restriction on a restriction review only.
 type reviewBody struct {
 	Sequence      int                  `json:"sequence"`
 	PlanDigest    string               `json:"plan_digest"`
@@ -511,11 +436,8 @@ type reviewBody struct {
 	Restriction   *restrictionEvidence `json:"restriction,omitempty"`
 }
 
-// reviewEvidence is what a review saw of its file: the number of backoff
-// entries of the run and the digest of the last one, the number of the
-// file's part receipts and the digest of the last one, and the digest of
-// the commit receipt of the file's round ("" when none). A review applies
-// to these records only: later ones belong to the next round.
+// reviewEvidence is what a review saw of its file ("" for a digest of none);
+// the review applies to these records only: later ones belong to the next round.
 type reviewEvidence struct {
 	Entries         int    `json:"entries"`
 	LastEventDigest string `json:"last_event_digest"`
@@ -524,12 +446,9 @@ type reviewEvidence struct {
 	ReceiptDigest   string `json:"receipt_digest"`
 }
 
-// markerEvidence is what a pending review saw of the abandoned request it
-// resolves: the digest of its marker's bytes (or, for a marker removed by
-// hand, of the head that recorded its begin: R85), what the marker names
-// (empty when unreadable), and the not-before the run waits for: the
-// review time plus the 30 s wait ceiling, or the later time the operator
-// gave, since the lost response's restriction is unknown.
+// markerEvidence is what a pending review saw of the abandoned request: the digest of its
+// marker's bytes (of its begun head for a marker removed by hand, R85), what the marker names
+// (empty when unreadable) and the run's not-before, since the lost response's is unknown.
 type markerEvidence struct {
 	Digest       string `json:"digest"`
 	Method       string `json:"method"`
@@ -540,29 +459,21 @@ type markerEvidence struct {
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// restrictionEvidence is what a restriction review binds: the backoff
-// entry without timing (by name and event digest) and the not-before the
-// operator gives it, at least the review time plus the 30 s wait ceiling.
+// restrictionEvidence binds an entry without timing and the not-before the operator gives it.
 type restrictionEvidence struct {
 	Entry        string `json:"entry"`
 	EventDigest  string `json:"event_digest"`
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// headBody is a head's (deletion-detected). head-NNNN.json has seq NNNN
-// and prev the run's last record when it was written; it is one of two.
-// Written after record NNNN, prev names it and the body is {}. Written
-// before the record of an upload's request (R85), prev names record
-// NNNN-1 and begun the request: the head then stands for whatever record
-// takes the place NNNN — the request's entry or receipt, or the pending
-// review of its marker. A begun head whose place is empty while no marker
-// exists is a request whose marker was removed by hand: a finding.
+// headBody is a head's: {} after record NNNN, whose prev names it; or, written before an
+// upload's request (R85), begun the request, prev record NNNN-1, and it stands for whatever
+// record takes place NNNN (the request's entry or receipt, or its marker's pending review).
 type headBody struct {
 	Begun *begunRequest `json:"begun,omitempty"`
 }
 
-// begunRequest is what a begun head says of its request (what the marker
-// says, without its worker).
+// begunRequest is what the marker says of its request, without its worker.
 type begunRequest struct {
 	Method     string `json:"method"`
 	URLDigest  string `json:"url_digest"`
@@ -573,19 +484,8 @@ type begunRequest struct {
 	BegunAtUTC int64  `json:"begun_at_utc"`
 }
 
-func validBegun(b *begunRequest) error {
-	switch {
-	case !isDigest(b.FileDigest):
-		return errors.New("begun.file_digest is not a sha256 digest")
-	case b.BegunAtUTC < 0 || b.BegunAtUTC > unixtime.Max:
-		return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", b.BegunAtUTC)
-	}
-	return validRequest("", b.Method, b.URLDigest, b.Attempt, b.ResendOf)
-}
-
-// markerFile is the content of pending-request.json. Its presence, not its
-// content, is what matters; the content names the request for a review,
-// and its worker (host and pid, nothing secret) for `journal status`.
+// markerFile is pending-request.json: its presence is what matters; its
+// content names the request for a review, and its worker for `journal status`.
 type markerFile struct {
 	BackoffVersion string `json:"backoff_version"`
 	Method         string `json:"method"`
@@ -608,9 +508,8 @@ func parseMarker(data []byte) (markerFile, bool) {
 	return m, true
 }
 
-// manifestBody is the canonical content of run.json (not a record: the
-// genesis of the run's sequence); its digest is that of its encoding.
-// Parallel is the shard count of a parallel run's root, omitted at zero.
+// manifestBody is run.json's content, the genesis of the run's sequence;
+// Parallel is a parallel root's shard count.
 type manifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
 	PlanDigest     string `json:"plan_digest"`
@@ -633,9 +532,8 @@ func encodeManifest(m manifestBody) ([]byte, string, error) {
 	return out, d, err
 }
 
-// manifestInfo is what a run manifest says. genesis is the prev of the
-// run's record 1: the manifest's own digest (1.0) or the digest of the
-// manifest file's bytes (legacy); parallel is a root's shard count.
+// manifestInfo is what run.json says. genesis is the prev of record 1: the
+// manifest's digest (1.0) or that of the file's bytes (legacy).
 type manifestInfo struct {
 	legacy     bool
 	version    string
@@ -688,56 +586,46 @@ type planFile struct {
 	Files []string `json:"files"`
 }
 
-// parsePlanList parses plan.json: exactly the canonical {"files":[...]} of
-// sorted, distinct file identity digests, plus "\n"; its digest is the
-// run's plan digest (digestOfPlan).
+// parsePlanList parses plan.json: exactly the canonical encoding of sorted,
+// distinct file identity digests; its digest is the run's plan digest.
 func parsePlanList(data []byte) ([]string, string, error) {
 	var pl planFile
 	if err := json.Unmarshal(data, &pl); err != nil {
 		return nil, "", fmt.Errorf("not valid JSON of this format: %v", err)
 	}
-	if pl.Files == nil {
-		return nil, "", errors.New("files is not a list")
-	}
 	for i, f := range pl.Files {
-		if !isDigest(f) {
+		switch {
+		case !isDigest(f):
 			return nil, "", fmt.Errorf("files[%d] is not a sha256 digest", i)
-		}
-		if i > 0 && pl.Files[i-1] >= f {
+		case i > 0 && pl.Files[i-1] >= f:
 			return nil, "", errors.New("files are not sorted and distinct")
 		}
 	}
 	want, err := marshalLine(pl)
-	if err != nil {
+	switch {
+	case pl.Files == nil: // null or missing (the loop above saw no file)
+		return nil, "", errors.New("files is not a list")
+	case err != nil:
 		return nil, "", err
-	}
-	if !bytes.Equal(want, data) {
+	case !bytes.Equal(want, data):
 		return nil, "", errors.New("not in canonical form (edited)")
 	}
 	return pl.Files, digestOf(want[:len(want)-1]), nil
 }
 
-// encodePlanList returns the content of plan.json for a plan's sorted
-// file identity digests.
+// encodePlanList returns plan.json for a plan's sorted file identity digests.
 func encodePlanList(digests []string) ([]byte, error) { return marshalLine(planFile{digests}) }
 
-var knownKinds = map[string]bool{
-	string(readrecovery.RetryAfterSeconds):   true,
-	string(readrecovery.RetryAfterDate):      true,
-	string(readrecovery.RetryAfterMissing):   true,
-	string(readrecovery.RetryAfterInvalid):   true,
-	string(readrecovery.RetryAfterOverlong):  true,
-	string(readrecovery.RetryAfterOversized): true,
-}
+var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, readrecovery.RetryAfterDate,
+	readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid, readrecovery.RetryAfterOverlong,
+	readrecovery.RetryAfterOversized}
 
-// validRequest checks the request fields every record shares: nothing but
-// a method token and digests, so that no URL, query or credential can be
-// stored (nothing-secret-leaves).
+// validRequest checks the request fields every record shares: nothing but a method token
+// and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
 func validRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
-	if method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		return fmt.Errorf("method %q is not an HTTP method", method)
-	}
 	switch {
+	case method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
+		return fmt.Errorf("method %q is not an HTTP method", method)
 	case planDigest != "" && !isDigest(planDigest):
 		return errors.New("plan_digest is not a sha256 digest")
 	case !isDigest(urlDigest):
@@ -750,9 +638,8 @@ func validRequest(planDigest, method, urlDigest string, attempt int, resendOf st
 	return nil
 }
 
-// validEntry checks an entry's fields: its typed Retry-After (a known
-// kind, a value that is 0 for every kind but seconds and date) and timing
-// (not_before exactly received + delay).
+// validEntry checks an entry's fields: a known Retry-After kind, a value that
+// is 0 for every kind but seconds and date, and not_before exactly received + delay.
 func validEntry(e entryBody) error {
 	ra, t := e.RetryAfter, e.Timing
 	if err := validRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
@@ -769,7 +656,7 @@ func validEntry(e entryBody) error {
 		return fmt.Errorf("status %d is not an HTTP status", e.Status)
 	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
 		return errors.New("provenance.file_digest is not a sha256 digest")
-	case !knownKinds[ra.Kind]:
+	case !slices.Contains(knownKinds, readrecovery.RetryAfterKind(ra.Kind)):
 		return fmt.Errorf("retry_after kind %q is unknown", ra.Kind)
 	case ra.Value < 0:
 		return fmt.Errorf("retry_after value %d is negative", ra.Value)
@@ -788,10 +675,10 @@ func validEntry(e entryBody) error {
 	return nil
 }
 
-// validReview checks a review's own fields (its evidence against the run
-// is reviewProblem's).
+// validReview checks a review's own fields (its evidence against the run is reviewProblem's).
 func validReview(r *reviewBody) error {
 	ev, m, rs := r.Evidence, r.Marker, r.Restriction
+	fileless := m != nil || rs != nil // a pending or restriction review, which names no file_digest
 	switch {
 	case r.Sequence < 1 || r.Sequence > maxReviews:
 		return fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
@@ -815,16 +702,12 @@ func validReview(r *reviewBody) error {
 		return errors.New("restriction does not name an entry and its event digest")
 	case rs != nil && (rs.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max):
 		return fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, pendingWaitSeconds)
-	case m != nil || rs != nil:
-		if r.FileDigest != "" {
-			return errors.New("a pending or restriction review names no file_digest")
-		}
-	case !isDigest(r.FileDigest):
+	case fileless && r.FileDigest != "":
+		return errors.New("a pending or restriction review names no file_digest")
+	case !fileless && !isDigest(r.FileDigest):
 		return errors.New("file_digest is not a sha256 digest")
-	case r.Decision != DecisionReupload && r.Decision != DecisionSkip:
+	case !fileless && r.Decision != DecisionReupload && r.Decision != DecisionSkip:
 		return fmt.Errorf("decision %q is not reupload, skip, pending or restriction", r.Decision)
-	}
-	switch {
 	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
 		return errors.New("reviewer is empty or not sanitized")
 	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
@@ -843,21 +726,15 @@ func validReview(r *reviewBody) error {
 	return nil
 }
 
-// pendingWaitSeconds is the least a pending or restriction review makes
-// the run wait: the policy's 30 s wait ceiling.
-const pendingWaitSeconds = 30
-
-// representable reports whether a timing lies within the one bound on
-// representable times (representable-times): a timing beyond it is no
-// timing (the entry is kept without one and the run is unresolved), never
-// a failure to record the restriction. An invalid timing is validEntry's.
+// representable reports whether a timing lies within the bound of representable-times:
+// beyond it an entry is kept without timing (the run is unresolved), never a failure to
+// record the restriction. An invalid timing is validEntry's.
 func representable(t *readrecovery.RetryAfterTiming) bool {
 	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
 		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
 }
 
-// untimed returns why an entry cannot bound its restriction in time (so the
-// run is unresolved), or "".
+// untimed returns why an entry cannot bound its restriction in time (the run is unresolved), or "".
 func untimed(e entryBody) string {
 	switch {
 	case e.RetryAfter.Kind == string(readrecovery.RetryAfterOversized):
@@ -876,18 +753,10 @@ func marshalLine(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Bounds of the free text of a review.
-const (
-	maxNoteBytes     = 256
-	maxReviewerBytes = 64
-)
-
-// sanitizeNote makes free text safe to store and print: valid UTF-8,
-// printable characters only (every control character, including newline
-// and ESC, becomes a space), any URL query or userinfo removed, runs of
-// spaces collapsed, trimmed, and cut to at most limit bytes on a rune
-// boundary. It returns a fixed point (sanitizing its result changes
-// nothing), so a loader can check that a stored text is sanitized.
+// sanitizeNote makes free text safe to store and print: valid UTF-8, printable characters
+// only (every control character, newline and ESC included, becomes a space), no URL query or
+// userinfo, runs of spaces collapsed, trimmed, cut to at most limit bytes on a rune boundary.
+// Its result is a fixed point, so a loader can check that a stored text is sanitized.
 func sanitizeNote(s string, limit int) string {
 	for range 8 {
 		t := sanitizeOnce(s, limit)

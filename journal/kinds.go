@@ -8,50 +8,42 @@ import (
 	"strings"
 )
 
-// fileKind is the one description of a kind of file a run holds: its name
-// and its limits (docs/policy.md, "The run's files", says what each proves). The scan, Inspect, isJournalName and the
-// run's sequence all read the table fileKinds.
+// fileKind is the one description of a kind of file a run holds (docs/policy.md:
+// "The run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
 type fileKind struct {
-	// kind is the envelope's kind; "" for run.json and plan.json, whose
-	// name is prefix.
-	kind, prefix string
-	// maxN bounds the number of a numbered kind (0: not numbered).
-	maxN     int
-	maxBytes int64
-	// attempted returns the hex prefix of the file whose attempt a file
-	// of the kind records, so that one failing verification leaves its
-	// file unknown; nil when the kind names no file.
+	kind, prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
+	maxN         int    // the bound of a numbered kind's number (0: not numbered)
+	maxBytes     int64  // the size cap (0: maxRecordBytes)
+	// attempted returns the hex prefix of the file whose attempt a file of the kind records,
+	// so that one failing verification leaves its file unknown; nil when it names no file.
 	attempted func(name string) string
-	// body makes an empty body of a record kind (unseal).
-	body func() any
+	body      func() any // an empty body of a record kind (unseal)
 }
 
-// record reports whether the kind's files are records of the run's
-// sequence (a head is not one: it names the last).
+// record reports whether the kind's files are records of the run's sequence (not a head).
 func (k *fileKind) record() bool { return k.kind != "" && k.kind != kindHead }
 
-func hexOf(name string) string { _, _, h := parseName(name); return h }
-
 // fileKinds is the table, in the order of the scan: each kind is checked
-// against the kinds before it. (Set in init: attempted parses names
-// through the table.)
+// against the kinds before it. (Set in init: attempted parses names through it.)
 var fileKinds []*fileKind
 
 func init() {
 	fileKinds = []*fileKind{
 		{prefix: manifestName, maxBytes: maxManifestBytes},
 		{prefix: planName, maxBytes: maxPlanBytes},
-		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, maxBytes: maxRecordBytes,
-			body: func() any { return new(entryBody) }},
-		{kind: kindReceipt, prefix: "receipt-", maxBytes: maxRecordBytes, attempted: hexOf,
-			body: func() any { return new(receiptBody) }},
-		{kind: kindPart, prefix: "part-", maxBytes: maxRecordBytes, attempted: hexOf,
-			body: func() any { return new(partBody) }},
-		{kind: kindReview, prefix: "review-", maxN: maxReviews, maxBytes: maxRecordBytes,
-			body: func() any { return new(reviewBody) }},
-		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, maxBytes: maxRecordBytes,
-			body: func() any { return new(headBody) }},
+		{kind: kindEntry, prefix: "backoff-", maxN: maxEntries, body: newBody[entryBody]},
+		{kind: kindReceipt, prefix: "receipt-", attempted: hexOf, body: newBody[receiptBody]},
+		{kind: kindPart, prefix: "part-", attempted: hexOf, body: newBody[partBody]},
+		{kind: kindReview, prefix: "review-", maxN: maxReviews, body: newBody[reviewBody]},
+		{kind: kindHead, prefix: "head-", maxN: maxRunSeq, body: newBody[headBody]},
 	}
+}
+
+func newBody[B any]() any { return new(B) }
+
+func hexOf(name string) string {
+	_, _, h := parseName(name)
+	return h
 }
 
 // kindOf returns the kind of a name and its number, or nil.
@@ -65,8 +57,7 @@ func kindOf(name string) (*fileKind, int) {
 	return k, n
 }
 
-// isRecordName reports whether name is a record of the run's sequence: a
-// backoff entry, a commit receipt, a part receipt or a review.
+// isRecordName reports whether name is a record of the run's sequence.
 func isRecordName(name string) bool {
 	k, _ := kindOf(name)
 	return k != nil && k.record()
@@ -78,8 +69,7 @@ type loaded struct {
 	body any
 }
 
-// rec is a record the run holds: its name, envelope and typed body
-// (*entryBody, *receiptBody, *partBody or *reviewBody).
+// rec is a record the run holds: its name, envelope and typed body.
 type rec struct {
 	name string
 	loaded
@@ -118,8 +108,7 @@ func (s *snapshot) add(r rec) {
 	}
 }
 
-// ofKind returns the records of body type B, of the file d ("" for every
-// file), in order.
+// ofKind returns the records of body type B, of the file d ("" for every file), in order.
 func ofKind[B any](s *snapshot, d string) []*rec {
 	list := s.recs
 	if d != "" {
@@ -156,8 +145,7 @@ func (s *snapshot) tally(sum *Summary) {
 	sum.Reviews += len(s.reviews())
 }
 
-// loader loads the immutable files of one scan, from the previous scan's
-// cache when it has them.
+// loader loads the immutable files of one scan, from the previous scan's cache when it has them.
 type loader struct {
 	s     *snapshot
 	b     *loc
@@ -165,36 +153,32 @@ type loader struct {
 }
 
 // load returns the cached parse of an immutable file, or reads and parses
-// it; a file is cached only when it raised no finding. note, when not "",
-// formats a parse error.
+// it; note, when not "", formats a parse error. A file whose read or parse
+// raised a finding is not cached.
 func (ld *loader) load(name string, note string) (any, bool) {
 	s := ld.s
-	k, _ := kindOf(name)
 	if c, ok := ld.cache[name]; ok {
 		s.cache[name] = c
 		s.register(name, c)
 		return c, true
 	}
-	before := len(s.findings)
-	data, _, ok := ld.b.read(s, name, k.maxBytes)
-	if !ok {
-		s.broken += boolInt(k.record())
+	k, _ := kindOf(name)
+	probe, before := newSnapshot(), len(s.findings)
+	data, _, read := ld.b.read(probe, name, cmp.Or(k.maxBytes, maxRecordBytes))
+	if !read && k.kind == kindHead && (s.pending || replacedHead(ld.b, name)) {
+		// A write in progress (the marker) replaces the head, or another
+		// worker's finished since the listing: the next scan checks the
+		// newer head. A head gone with none newer is a deletion.
 		return nil, false
 	}
-	return ld.parsed(name, data, note, before)
-}
-
-// parsed is load of the bytes data read from name; before is the count of
-// findings before the read (a file whose read raised one is not cached).
-func (ld *loader) parsed(name string, data []byte, note string, before int) (any, bool) {
-	s := ld.s
-	k, _ := kindOf(name)
+	s.findings = append(s.findings, probe.findings...)
 	var v any
 	var err error
-	switch name {
-	case manifestName:
+	switch {
+	case !read:
+	case name == manifestName:
 		v, err = parseManifest(data)
-	case planName:
+	case name == planName:
 		files, d, perr := parsePlanList(data)
 		v, err = planList{files, d}, perr
 	default:
@@ -208,11 +192,12 @@ func (ld *loader) parsed(name string, data []byte, note string, before int) (any
 		v = loaded{e, body}
 	}
 	if err != nil {
-		if note == "" {
-			note = "%v"
+		s.addFinding(name, cmp.Or(note, "%v"), err)
+	}
+	if !read || err != nil {
+		if k.record() {
+			s.broken++
 		}
-		s.addFinding(name, note, err)
-		s.broken += boolInt(k.record())
 		return nil, false
 	}
 	if len(s.findings) == before {
@@ -222,10 +207,8 @@ func (ld *loader) parsed(name string, data []byte, note string, before int) (any
 	return v, true
 }
 
-// check verifies the listed files, by kind in the table's order, each
-// against the kinds before it: run.json, plan.json (matching the
-// manifest), the records (each by the rule of its kind, admit), then what
-// needs the reviews, and the run's sequence with its head.
+// check verifies the listed files by kind in the table's order, each against the kinds
+// before it, then what needs the reviews, and the run's sequence with its head.
 func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	if len(byKind[fileKinds[0]]) == 0 {
 		s.addFinding(manifestName, "missing run manifest")
@@ -249,8 +232,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 		}
 		for i, name := range byKind[k] {
 			_, n, hex := parseName(name)
-			if k.maxN > 0 && n != i+1 {
-				// Entries and reviews are numbered from 0001 without gaps.
+			if k.maxN > 0 && n != i+1 { // entries and reviews: from 0001 without gaps
 				s.addFinding(name, "numbering not contiguous: %s%04d.json is missing", k.prefix, i+1)
 			}
 			v, ok := ld.load(name, note)
@@ -265,8 +247,8 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 			s.addFinding(r.name, "%s", untimed(*e))
 		}
 	}
-	// A commit receipt of a round after the first needs the reupload
-	// review that opened the round, and every receipt a planned file.
+	// A receipt of a round after the first needs the reupload review that
+	// opened the round, and every receipt a planned file.
 	receipts := ofKind[receiptBody](s, "")
 	slices.SortFunc(receipts, func(a, b *rec) int {
 		x, y := a.receipt(), b.receipt()
@@ -285,8 +267,7 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 		s.badFiles[fileHex(d)] = r.name
 	}
 	s.checkHeads(byKind[fileKinds[6]], ld)
-	// The records in the run's order (in a run that verifies, the order
-	// of each kind's names).
+	// The records in the run's order (in a run that verifies, each kind's names' order).
 	bySeq := func(a, b *rec) int { return a.Seq - b.Seq }
 	slices.SortStableFunc(s.recs, bySeq)
 	for _, l := range s.byFile {
@@ -294,12 +275,9 @@ func (s *snapshot) check(byKind map[*fileKind][]string, ld *loader) {
 	}
 }
 
-// admit applies the rule of a loaded record's kind against the records
-// before it, and adds it to the run's records when it holds: an entry
-// always (its problems are findings); a receipt bound to the plan; a part
-// receipt numbered from 0001 per file without gaps, bound to the plan, of
-// a planned file; a review whose evidence holds (reviewProblem: one that
-// does not never takes a file out of unknown).
+// admit applies the rule of a loaded record's kind against the records before
+// it, and adds it to the run's records when it holds; a review whose evidence
+// does not hold (reviewProblem) never takes a file out of unknown.
 func (s *snapshot) admit(r rec, n int) bool {
 	switch b := r.body.(type) {
 	case *entryBody:
@@ -340,19 +318,14 @@ func (s *snapshot) otherPlan(name, planDigest string) bool {
 	return false
 }
 
-// checkHeads finds what the run's sequence says is missing
-// (deletion-detected): a record the next one names, the record the head
-// names, the head of the last record, or the marker of an upload begun
-// (R85).
+// checkHeads finds what the run's sequence says is missing (deletion-detected):
+// a record the next one names, the record the head names, the head of the last
+// record, or the marker of an upload begun (R85).
 func (s *snapshot) checkHeads(names []string, ld *loader) {
 	if s.light {
 		return // no sequence: the light scan reads no receipt or head
 	}
 	s.heads, s.begun = names, nil
-	listed := make(map[string]bool, len(s.listed))
-	for _, de := range s.listed {
-		listed[de.name] = true
-	}
 	before := len(s.findings)
 	defer func() { s.seqBroken = len(s.findings) > before }()
 	// at checks that p names record k (run.json for 0), as by says.
@@ -362,10 +335,9 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		case k == 0 && s.manifest != nil && (p.Name != manifestName || p.Digest != s.manifest.genesis):
 			s.addFinding(by, "prev does not match run.json (from another run)")
 		case k == 0:
-		case !ok && !listed[p.Name]:
+		case !ok && !slices.ContainsFunc(s.listed, func(de listedName) bool { return de.name == p.Name }):
 			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
-		case !ok:
-			// Present but failing its own checks: that is its finding.
+		case !ok: // present but failing its own checks: that is its finding
 		case r.name != p.Name || r.Digest != p.Digest:
 			s.addFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.name, k)
 		}
@@ -383,24 +355,21 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	case h == 0 && n == 0:
 		return
 	case s.pending && h == n-1:
-		// The last record's writer is between its record and its head
-		// (another worker's write in progress, or a crash there: its
-		// marker says so and keeps the run unresolved).
-		return
+		return // its writer is between record and head (at work, or crashed: its marker says so)
 	case h < n:
 		s.addFinding(headName(n), "missing: the head naming the last record %s (deleted)", s.seq[n].name)
 		return
 	}
-	hd, ok := ld.head(headName(h))
+	v, ok := ld.load(headName(h), "")
 	if !ok {
-		return // its own finding
+		return // its own finding, unless a write replaced it meanwhile
 	}
+	hd := v.(loaded)
 	begun := hd.body.(*headBody).Begun
 	switch {
 	case begun == nil && s.pending && h == n+1:
 		return // a listing taken during a write saw the head, not yet its record
-	case begun != nil && h == n+1:
-		// An upload begun: its record is still to come.
+	case begun != nil && h == n+1: // an upload begun: its record is still to come
 		s.begun = &begunHead{name: headName(h), env: hd.env, req: *begun}
 		if !s.pending && s.broken == 0 { // else a record failing its checks may be the one
 			s.addFinding(markerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", headName(h), begunRecord(*begun, s))
@@ -412,38 +381,8 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	at(h, hd.Prev, headName(hd.Seq))
 }
 
-// head loads a head once: the problems of its read are its findings
-// unless a write replaced it meanwhile.
-func (ld *loader) head(name string) (loaded, bool) {
-	s, v, ok := ld.s, any(nil), false
-	if _, cached := ld.cache[name]; cached {
-		v, ok = ld.load(name, "")
-	} else {
-		probe := newSnapshot()
-		data, _, read := ld.b.read(probe, name, maxRecordBytes)
-		if !read && (s.pending || replacedHead(ld.b, name)) {
-			// A write in progress (the marker) replaces the head, or
-			// another worker's write finished since the listing and a
-			// newer head replaced this one: no finding; the next scan
-			// checks the newer head. A head gone with none newer is a
-			// deletion.
-			return loaded{}, false
-		}
-		before := len(s.findings)
-		s.findings = append(s.findings, probe.findings...)
-		if read {
-			v, ok = ld.parsed(name, data, "", before)
-		}
-	}
-	if !ok {
-		return loaded{}, false
-	}
-	return v.(loaded), true
-}
-
-// replacedHead reports whether the head name, listed but unreadable, is
-// gone from a fresh listing that holds a newer head: another worker's write
-// replaced it after the listing was taken.
+// replacedHead reports whether the head name, listed but unreadable, is gone from a fresh
+// listing that holds a newer head: another worker's write replaced it since the listing.
 func replacedHead(b *loc, name string) bool {
 	k, ok := parseHeadName(name)
 	if !ok {
@@ -468,13 +407,6 @@ func replacedHead(b *loc, name string) bool {
 // numberProblem is the finding of a numbered name beyond its kind's limit.
 func numberProblem(k *fileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.maxN)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // untimedEntry reports whether name is an entry without usable timing.
