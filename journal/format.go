@@ -536,7 +536,6 @@ func encodeManifest(m manifestBody) ([]byte, string, error) {
 // manifest's digest (1.0) or that of the file's bytes (legacy).
 type manifestInfo struct {
 	legacy     bool
-	version    string
 	planDigest string
 	genesis    string
 	parallel   int
@@ -579,7 +578,7 @@ func parseManifest(data []byte) (manifestInfo, error) {
 	case p != 0 && (p < minParallel || p > maxParallel):
 		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, maxParallel)
 	}
-	return manifestInfo{version: mf.BackoffVersion, planDigest: mf.PlanDigest, genesis: mf.Digest, parallel: mf.Parallel}, nil
+	return manifestInfo{planDigest: mf.PlanDigest, genesis: mf.Digest, parallel: mf.Parallel}, nil
 }
 
 type planFile struct {

@@ -401,7 +401,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 		}
 		return nil, err
 	}
-	mi := manifestInfo{version: backoffVersion, planDigest: planDigest, genesis: digest, parallel: parallel}
+	mi := manifestInfo{planDigest: planDigest, genesis: digest, parallel: parallel}
 	s := newSnapshot()
 	s.files, s.manifest, s.planFiles = 2, &mi, plan
 	s.cache[manifestName] = mi
