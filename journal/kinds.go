@@ -163,7 +163,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 		return c, true
 	}
 	k, _ := kindOf(name)
-	probe, before := newSnapshot(), len(s.findings)
+	probe, before := &snapshot{}, len(s.findings) // the read adds only findings
 	data, _, read := ld.b.read(probe, name, cmp.Or(k.maxBytes, maxRecordBytes))
 	if !read && k.kind == kindHead && (s.pending || replacedHead(ld.b, name)) {
 		// A write in progress (the marker) replaces the head, or another
