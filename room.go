@@ -1,0 +1,201 @@
+package readrecovery
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The room of a scope (docs/policy.md: scope-room): under shared
+// restrictions, a scope's requests that carry a Budget are handed to the
+// base only while the scope has room, so that a process that has not yet
+// heard the server's pace sends one request, not a burst, into a window
+// it does not know of. The room is an in-flight limit per scope: 1 for a
+// scope not heard from, one more for each 2xx (at most doubling per round
+// trip, as every request in flight adds at most one), halved on a 429 of
+// a request handed over after the last halving (once per round trip),
+// never above the cap. A server that says how much quota remains
+// (docs/policy.md: quota-headers) bounds it further: no more requests are
+// handed over than it said remain, less those in flight; at 0, one at a
+// time. The room keeps no time: its decisions are steps on events, tested
+// as a step table (shared_room_test.go).
+
+// DefaultScopeInFlight is the cap of a scope's room when neither
+// [WithScopeInFlight] nor the base's MaxConnsPerHost sets it.
+const DefaultScopeInFlight = 64
+
+// room is one scope's in-flight limit and what it learned.
+type room struct {
+	inflight int
+	limit    int
+	handed   uint64 // requests handed over so far: the last one's number
+	cutAt    uint64 // a 429 of a request handed at or before it says nothing new
+	quota    int    // what the server said remains, less what went since; -1 unknown
+	queue    []*roomWaiter
+	// The 2xx since the scope's last restriction (okFirst: the first's
+	// arrival): what a new restriction's pace starts from (newPace); and
+	// the 2xx of the requests handed over before it (numbers up to cut0)
+	// that came back after it (late0).
+	okN     int
+	okFirst time.Time
+	cut0    uint64
+	late0   int
+	// quotaUntil: the quota is 0 until then, as the server's reset
+	// headers said (quota-headers); zero when none said it. quotaPeak is
+	// the most the server ever said remain, plus the one that asked: the
+	// quota a reset renews.
+	quotaUntil time.Time
+	quotaPeak  int
+	quotaN     uint64 // the requests handed over when the quota was said
+}
+
+func newRoom() *room { return &room{limit: 1, quota: -1} }
+
+// hasRoom reports whether one more request may be handed over now. A
+// negative cap is a soft one (the base's own connection limit): once the
+// limit has grown to it and no quota is known, the room holds nothing back
+// and the base's pool queues what is beyond it, as without the room.
+func (r *room) hasRoom(cap int) bool {
+	if cap < 0 {
+		if r.limit >= -cap && r.quota < 0 {
+			return true
+		}
+		cap = -cap
+	}
+	if r.inflight >= min(r.limit, cap) {
+		return false
+	}
+	return r.quota != 0 || (r.inflight == 0 && r.quotaUntil.IsZero())
+}
+
+// renew ends a quota's hold at its reset, at now or after: the quota is
+// what it was at its most (the server resets it to its initial state;
+// the next answers say it exactly). It returns when the hold ends, zero
+// when there is none (any more).
+func (r *room) renew(now time.Time) time.Time {
+	if !r.quotaUntil.IsZero() && !now.Before(r.quotaUntil) {
+		r.quotaUntil, r.quota, r.quotaN = time.Time{}, max(r.quotaPeak, 1), r.handed
+	}
+	return r.quotaUntil
+}
+
+// noteReset keeps, for the quota the room now knows (remaining), when a
+// quota of 0 renews: now + reset (the latest such time wins); a quota
+// above 0 ends the hold.
+func (r *room) noteReset(now time.Time, remaining int, reset time.Duration) {
+	switch {
+	case remaining > 0:
+		r.quotaUntil = time.Time{}
+	case remaining == 0 && reset > 0:
+		if until := now.Add(reset); until.After(r.quotaUntil) {
+			r.quotaUntil = until
+		}
+	}
+}
+
+// enter hands a request over when there is room and no one waits before
+// it (w, when it waits already, must be the first); it returns the
+// request's hand-off number, 0 when it must wait.
+func (r *room) enter(cap int, w *roomWaiter) uint64 {
+	if !r.hasRoom(cap) || (len(r.queue) > 0 && r.queue[0] != w) {
+		return 0
+	}
+	if w != nil {
+		r.dequeue(w)
+	}
+	r.inflight++
+	r.handed++
+	if r.quota > 0 {
+		r.quota--
+	}
+	return r.handed
+}
+
+// leave is the response (or error) of the request handed over as number
+// n: status 0 for a transport error; remaining is the quota its headers
+// said, -1 unknown. What it says is that many less the requests still in
+// flight; the answers of requests in flight together may have reached
+// the server in any order, so a higher quota than the one known is taken
+// only from a request handed over after the known one was said (newer
+// news: a renewal), a lower or equal one always. leave reports whether it
+// took the quota.
+func (r *room) leave(cap int, n uint64, status, remaining int) bool {
+	r.inflight--
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		if n > r.cutAt {
+			r.limit = max(r.limit/2, 1)
+			r.cutAt = r.handed
+		}
+	case status >= 200 && status < 300:
+		r.limit = min(r.limit+1, max(cap, -cap))
+		if n <= r.cut0 {
+			r.late0++
+		} else {
+			r.okN++
+		}
+	}
+	if remaining < 0 {
+		return false
+	}
+	r.quotaPeak = max(r.quotaPeak, min(remaining, maxQuotaPeak-1)+1)
+	q := max(remaining-r.inflight, 0)
+	if r.quota >= 0 && n <= r.quotaN && q > r.quota {
+		return false
+	}
+	r.quota, r.quotaN = q, r.handed
+	return true
+}
+
+// dequeue removes w from the queue.
+func (r *room) dequeue(w *roomWaiter) {
+	for i, q := range r.queue {
+		if q == w {
+			r.queue = append(r.queue[:i], r.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// wakeHead wakes the first waiter when there is room for it.
+func (r *room) wakeHead(cap int) {
+	if len(r.queue) > 0 && r.hasRoom(cap) {
+		r.queue[0].wakeLocked()
+	}
+}
+
+// roomWaiter is a request waiting for its scope's room.
+type roomWaiter struct {
+	woken bool
+	wake  context.CancelCauseFunc // set while it sleeps
+}
+
+func (w *roomWaiter) wakeLocked() {
+	w.woken = true
+	if w.wake != nil {
+		w.wake(errRoomFree)
+	}
+}
+
+// errRoomFree is the cause that ends a wait for room: there is some.
+var errRoomFree = errors.New("readrecovery: the scope has room")
+
+// rooms is the Transport's table of rooms, beside its restrictions.
+type rooms struct {
+	cap int // the rooms' cap; negative: a soft cap, the base's MaxConnsPerHost (hasRoom)
+	mu  sync.Mutex
+	m   map[string]*room
+}
+
+// roomHold is a call's part in its scope's room: waiting (w), or handed
+// over (n, its hand-off number).
+type roomHold struct {
+	w     *roomWaiter
+	n     uint64
+	since time.Time // it began to wait for room
+	renew time.Time // the scope's quota renews then: the wait ends no later (zero: none)
+}
+
+// enterRoom tries to hand the call's request over in its scope's room;
