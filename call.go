@@ -153,8 +153,8 @@ func (c *call) await(adm admission, own *waitPlan) error {
 		var err error
 		if adm.room {
 			until := adm.until
-			if !c.room.renew.IsZero() && c.room.renew.Before(until) {
-				until = c.room.renew // the quota renews: ask again then
+			if !c.room.recheck.IsZero() && c.room.recheck.Before(until) {
+				until = c.room.recheck // the room changes by itself: ask again then
 			}
 			err = c.sleepRoom(until)
 		} else {
@@ -309,7 +309,7 @@ func (c *call) send(req *http.Request, attempt int, resendOf string) (*http.Resp
 	if c.place != nil {
 		c.sentAt = c.t.clk().Now() // a paced request: its release learns from when it went
 	}
-	resp, err := c.t.baseRT().RoundTrip(out)
+	resp, err := c.handOver(out)
 	if c.room.n != 0 && (err != nil || !httprule.IsThrottled(resp.StatusCode)) {
 		c.leaveRoom(resp, false) // a 429 leaves once its restriction is noted (facts429)
 	}

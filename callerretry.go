@@ -67,7 +67,7 @@ func (t *Transport) passHeld(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	c.sentAt = t.clk().Now() // a paced attempt: its release learns from when it went
-	resp, err := t.baseRT().RoundTrip(req)
+	resp, err := c.handOver(req)
 	switch {
 	case err != nil || resp == nil:
 		c.leaveRoom(nil, false)
@@ -139,8 +139,8 @@ func (c *call) holdForCaller() error {
 			return &StopError{Reason: StopRestricted, Detail: detailCallerRoom}
 		}
 		wake := end
-		if !c.room.renew.IsZero() && c.room.renew.Before(wake) {
-			wake = c.room.renew // the quota renews: ask again then
+		if !c.room.recheck.IsZero() && c.room.recheck.Before(wake) {
+			wake = c.room.recheck // the room changes by itself: ask again then
 		}
 		if err := c.sleepCallerRoom(wake.Sub(now)); err != nil {
 			c.leaveQueue()

@@ -230,32 +230,47 @@ func TestCallerRetryCeiling(t *testing.T) {
 	})
 }
 
-// blockFirst is a base whose first request takes d to answer.
-type blockFirst struct {
+// quotaZero is a base whose answers all say no quota remains (without a
+// reset) and whose second request takes d to answer.
+type quotaZero struct {
 	base http.RoundTripper
 	d    time.Duration
-	once sync.Once
+	mu   sync.Mutex
+	n    int
 }
 
-func (b *blockFirst) RoundTrip(req *http.Request) (*http.Response, error) {
-	slow := false
-	b.once.Do(func() { slow = true })
+func (b *quotaZero) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.n++
+	slow := b.n == 2
+	b.mu.Unlock()
 	if slow {
 		time.Sleep(b.d)
 	}
-	return b.base.RoundTrip(req)
+	resp, err := b.base.RoundTrip(req)
+	if resp != nil {
+		resp.Header.Set("x-ratelimit-remaining-requests", "0")
+	}
+	return resp, err
 }
 
 // TestCallerRetryRoomCeiling: a marked request that finds no room in its
-// scope waits for it at most the ceiling, then is refused (restricted)
-// without reaching the network; its context ending ends the wait with the
-// context's error.
+// scope (the server said no quota remains, and one request is in flight
+// for 40 s) waits for it at most the ceiling, then is refused
+// (restricted) without reaching the network; its context ending ends the
+// wait with the context's error. (Without the server's word the room
+// holds no one that long: TestSlowServerNoHarm.)
 func TestCallerRetryRoomCeiling(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := fakeserver.New()
 		defer srv.Close()
-		rt := New(&blockFirst{base: srv.Transport(), d: 40 * time.Second}, WithSharedRestrictions(nil))
+		rt := New(&quotaZero{base: srv.Transport(), d: 40 * time.Second}, WithSharedRestrictions(nil))
 		start := time.Now()
+		resp, err := rt.RoundTrip(callerPut(t, context.Background(), true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			resp, err := rt.RoundTrip(callerPut(t, context.Background(), true))
@@ -271,13 +286,13 @@ func TestCallerRetryRoomCeiling(t *testing.T) {
 		if _, err := rt.RoundTrip(callerPut(t, ctx, true)); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
 			t.Fatalf("canceled waiter: %v after %v, want the context's error after 5s", err, time.Since(start))
 		}
-		_, err := rt.RoundTrip(callerPut(t, context.Background(), true))
+		_, err = rt.RoundTrip(callerPut(t, context.Background(), true))
 		var se *StopError
 		if !errors.As(err, &se) || se.Reason != StopRestricted || se.Detail != detailCallerRoom || time.Since(start) != 35*time.Second {
 			t.Fatalf("waiter: %v after %v, want restricted after the 30 s ceiling (at 35s)", err, time.Since(start))
 		}
 		wg.Wait()
-		if got, want := callerLedger(srv, start), "201@40s"; got != want {
+		if got, want := callerLedger(srv, start), "201@0s 201@40s"; got != want {
 			t.Fatalf("the fake saw %s, want %s", got, want)
 		}
 	})

@@ -37,6 +37,13 @@ var (
 	// acknowledged file is never sent again). The transport refuses that
 	// one request with [StopReplayRefused]; the sequence goes on.
 	ErrReplayRefused = errors.New("readrecovery: upload outcome already recorded, not sent again")
+
+	// ErrNilResponse is wrapped in the error of a request whose base
+	// RoundTripper returned neither a response nor an error, which
+	// net/http's Client reports as an error too: the transport passes it
+	// on as a transport error, and the request's place in its scope comes
+	// back like any other's.
+	ErrNilResponse = errors.New("readrecovery: base RoundTripper returned a nil *Response with a nil error")
 )
 
 // StopReason says why a sequence stopped. The zero value means it has not.

@@ -37,6 +37,16 @@ func remainingQuota(h http.Header) int {
 // time until the requests' or the tokens' quota is renewed.
 var quotaResets = [...]string{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens"}
 
+// quotaFresh is how long a remaining-quota count binds after the answer
+// that said it when the scope's later answers say nothing newer
+// (docs/policy.md: quota-headers, "News expires"): Azure OpenAI's
+// request and token quotas are counted per minute (a count without its
+// reset header is a minute's news at most), and Resource Manager's
+// buckets refill continuously, well within a minute. After it the quota is
+// unknown again and binds nothing; a count at 0 with a reset header binds
+// until that reset instead.
+const quotaFresh = time.Minute
+
 // maxQuotaPeak bounds the quota a reset renews.
 const maxQuotaPeak = 1 << 20
 

@@ -8,32 +8,53 @@ import (
 	"time"
 )
 
-// The room of a scope (docs/policy.md: scope-room): under shared
-// restrictions, a scope's requests that carry a Budget are handed to the
-// base only while the scope has room, so that a process that has not yet
-// heard the server's pace sends one request, not a burst, into a window
-// it does not know of. The room is an in-flight limit per scope: 1 for a
-// scope not heard from, one more for each 2xx (at most doubling per round
-// trip, as every request in flight adds at most one), halved on a 429 of
-// a request handed over after the last halving (once per round trip),
-// never above the cap. A server that says how much quota remains
-// (docs/policy.md: quota-headers) bounds it further: no more requests are
-// handed over than it said remain, less those in flight; at 0, one at a
-// time. The room keeps no time: its decisions are steps on events, tested
-// as a step table (shared_room_test.go).
+// The room of a scope (docs/policy.md: scope-room, room-acceptance):
+// under shared restrictions, a scope's requests that carry a Budget (or
+// its caller's retry mark) are handed to the base only while the scope
+// has room, so that a process that has not yet heard the server's pace
+// sends one request, not a burst, into a window it does not know of. The
+// room is an in-flight limit per scope: 1 for a scope not heard from, one
+// more for each 2xx (at most doubling per round trip, as every request in
+// flight adds at most one), halved on a restricting 429 of a request
+// handed over after the last halving (once per round trip), never above
+// the cap. A request the server keeps longer than a 429 takes to come
+// back was accepted (room-acceptance): it no longer counts in flight and
+// the limit doubles, so a server that answers slowly and never throttles
+// sees the concurrency it would see without the room. A server that says
+// how much quota remains (docs/policy.md: quota-headers) bounds it
+// further, for as long as that news is fresh: no more requests are handed
+// over than it said remain, less those in flight; at 0, one at a time.
+// The room's decisions are steps on events at a given now, tested as a
+// step table (shared_room_test.go); it reads no clock.
 
 // DefaultScopeInFlight is the cap of a scope's room when neither
 // [WithScopeInFlight] nor the base's MaxConnsPerHost sets it.
 const DefaultScopeInFlight = 64
 
+// The acceptance time (docs/policy.md: room-acceptance): a request still
+// unanswered this long after its hand-off was accepted by the server. It
+// is twice the time the scope's latest 429 took to come back, within
+// [acceptMin, acceptMax], and acceptMin while the scope has sent none: a
+// throttling gateway answers at once, so only the 429s tell how long a
+// refusal takes (the other answers tell how long the work takes).
+const (
+	acceptMin = 50 * time.Millisecond
+	acceptMax = time.Second
+)
+
 // room is one scope's in-flight limit and what it learned.
 type room struct {
-	inflight int
+	inflight int // handed over, neither answered nor accepted yet
 	limit    int
 	handed   uint64 // requests handed over so far: the last one's number
 	cutAt    uint64 // a 429 of a request handed at or before it says nothing new
 	quota    int    // what the server said remains, less what went since; -1 unknown
 	queue    []*roomWaiter
+	// open: the hand-offs counted in flight, oldest first (at most as
+	// many as are in flight); refusal: how long the scope's latest 429
+	// took to come back (0: none yet).
+	open    []handoff
+	refusal time.Duration
 	// The 2xx since the scope's last restriction (okFirst: the first's
 	// arrival): what a new restriction's pace starts from (newPace); and
 	// the 2xx of the requests handed over before it (numbers up to cut0)
@@ -45,10 +66,18 @@ type room struct {
 	// quotaUntil: the quota is 0 until then, as the server's reset
 	// headers said (quota-headers); zero when none said it. quotaPeak is
 	// the most the server ever said remain, plus the one that asked: the
-	// quota a reset renews.
+	// quota a reset renews. quotaStale: a known quota binds until then
+	// (quotaFresh after the answer that said it), unknown after.
 	quotaUntil time.Time
 	quotaPeak  int
 	quotaN     uint64 // the requests handed over when the quota was said
+	quotaStale time.Time
+}
+
+// handoff is a request handed over: its number and when.
+type handoff struct {
+	n  uint64
+	at time.Time
 }
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
@@ -70,6 +99,46 @@ func (r *room) hasRoom(cap int) bool {
 	return r.quota != 0 || (r.inflight == 0 && r.quotaUntil.IsZero())
 }
 
+// acceptAfter is the scope's acceptance time.
+func (r *room) acceptAfter() time.Duration {
+	return min(max(2*r.refusal, acceptMin), acceptMax)
+}
+
+// tick applies what time changes at now: the requests in flight for the
+// acceptance time were accepted (each doubles the limit, within the cap;
+// not while the server says no quota remains),
+// a quota whose news went stale is unknown again, and a quota held at 0
+// renews at its reset.
+func (r *room) tick(now time.Time, cap int) {
+	for r.quota != 0 && len(r.open) > 0 && now.Sub(r.open[0].at) >= r.acceptAfter() {
+		r.open = r.open[1:]
+		r.inflight--
+		r.limit = min(2*r.limit, max(cap, -cap))
+	}
+	if len(r.open) == 0 {
+		r.open = nil // its array is not kept past a burst
+	}
+	if r.quota >= 0 && r.quotaUntil.IsZero() && !now.Before(r.quotaStale) {
+		r.quota = -1
+	}
+	r.renew(now)
+}
+
+// recheck returns when the room changes by itself after now, zero when it
+// changes only with an answer: a waiter asks again then.
+func (r *room) recheck() time.Time {
+	var at time.Time
+	if len(r.open) > 0 && r.quota != 0 {
+		at = r.open[0].at.Add(r.acceptAfter())
+	}
+	for _, t := range [...]time.Time{r.quotaUntil, r.quotaStale} {
+		if r.quota >= 0 && !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at
+}
+
 // renew ends a quota's hold at its reset, at now or after: the quota is
 // what it was at its most (the server resets it to its initial state;
 // the next answers say it exactly). It returns when the hold ends, zero
@@ -77,6 +146,7 @@ func (r *room) hasRoom(cap int) bool {
 func (r *room) renew(now time.Time) time.Time {
 	if !r.quotaUntil.IsZero() && !now.Before(r.quotaUntil) {
 		r.quotaUntil, r.quota, r.quotaN = time.Time{}, max(r.quotaPeak, 1), r.handed
+		r.quotaStale = now.Add(quotaFresh)
 	}
 	return r.quotaUntil
 }
@@ -95,10 +165,11 @@ func (r *room) noteReset(now time.Time, remaining int, reset time.Duration) {
 	}
 }
 
-// enter hands a request over when there is room and no one waits before
-// it (w, when it waits already, must be the first); it returns the
+// enter hands a request over at now when there is room and no one waits
+// before it (w, when it waits already, must be the first); it returns the
 // request's hand-off number, 0 when it must wait.
-func (r *room) enter(cap int, w *roomWaiter) uint64 {
+func (r *room) enter(now time.Time, cap int, w *roomWaiter) uint64 {
+	r.tick(now, cap)
 	if !r.hasRoom(cap) || (len(r.queue) > 0 && r.queue[0] != w) {
 		return 0
 	}
@@ -107,30 +178,51 @@ func (r *room) enter(cap int, w *roomWaiter) uint64 {
 	}
 	r.inflight++
 	r.handed++
+	r.open = append(r.open, handoff{n: r.handed, at: now})
 	if r.quota > 0 {
 		r.quota--
 	}
 	return r.handed
 }
 
-// leave is the response (or error) of the request handed over as number
-// n: status 0 for a transport error; remaining is the quota its headers
-// said, -1 unknown. What it says is that many less the requests still in
-// flight; the answers of requests in flight together may have reached
-// the server in any order, so a higher quota than the one known is taken
-// only from a request handed over after the known one was said (newer
-// news: a renewal), a lower or equal one always. leave reports whether it
-// took the quota.
-func (r *room) leave(cap int, n uint64, status, remaining int) bool {
-	r.inflight--
+// forget takes the request handed over as number n out of the requests in
+// flight, answered at now with status (0: not answered): false when it was
+// accepted already (it no longer counted).
+func (r *room) forget(now time.Time, n uint64, status int) bool {
+	for i, h := range r.open {
+		if h.n == n {
+			r.open = append(r.open[:i], r.open[i+1:]...)
+			r.inflight--
+			if d := now.Sub(h.at); d > 0 && status == http.StatusTooManyRequests {
+				r.refusal = d
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// leave is the response (or error) at now of the request handed over as
+// number n: status 0 for a transport error or a 429 that restricted
+// nothing (only a restricting 429 halves the limit); remaining is the
+// quota its headers said, -1 unknown. What it says is that many less the
+// requests still in flight; the answers of requests in flight together
+// may have reached the server in any order, so a higher quota than the
+// one known is taken only from a request handed over after the known one
+// was said (newer news: a renewal), a lower or equal one always. leave
+// reports whether it took the quota.
+func (r *room) leave(now time.Time, cap int, n uint64, status, remaining int) bool {
+	counted := r.forget(now, n, status)
 	switch {
-	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+	case status == http.StatusTooManyRequests:
 		if n > r.cutAt {
 			r.limit = max(r.limit/2, 1)
 			r.cutAt = r.handed
 		}
 	case status >= 200 && status < 300:
-		r.limit = min(r.limit+1, max(cap, -cap))
+		if counted {
+			r.limit = min(r.limit+1, max(cap, -cap)) // an accepted one grew it already
+		}
 		if n <= r.cut0 {
 			r.late0++
 		} else {
@@ -145,7 +237,7 @@ func (r *room) leave(cap int, n uint64, status, remaining int) bool {
 	if r.quota >= 0 && n <= r.quotaN && q > r.quota {
 		return false
 	}
-	r.quota, r.quotaN = q, r.handed
+	r.quota, r.quotaN, r.quotaStale = q, r.handed, now.Add(quotaFresh)
 	return true
 }
 
@@ -192,10 +284,11 @@ type rooms struct {
 // roomHold is a call's part in its scope's room: waiting (w), or handed
 // over (n, its hand-off number).
 type roomHold struct {
-	w     *roomWaiter
-	n     uint64
-	since time.Time // it began to wait for room
-	renew time.Time // the scope's quota renews then: the wait ends no later (zero: none)
+	w       *roomWaiter
+	n       uint64
+	since   time.Time // it began to wait for room
+	renew   time.Time // the scope's quota renews then (zero: none)
+	recheck time.Time // the room changes by itself then (acceptance, a quota's renewal or staleness): the wait ends no later (zero: none)
 }
 
 // enterRoom tries to hand the call's request over in its scope's room;

@@ -2,6 +2,7 @@ package readrecovery
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -142,7 +143,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case t.shared != nil && req.URL != nil:
 			resp, err = t.passShared(req)
 		default:
-			resp, err = t.baseRT().RoundTrip(req)
+			resp, err = t.sendBase(req)
 		}
 		if err == nil && resp != nil && resp.StatusCode == http.StatusTooManyRequests && httprule.IsMutation(methodOf(req)) && !callerRetries(req.Context()) {
 			t.guard.enter(newMutationID(req, s), throttledBy{resp.StatusCode, redact.RequestID(resp.Header)}, nil)
@@ -186,10 +187,22 @@ func closeRequestBody(req *http.Request) {
 	}
 }
 
+// sendBase hands req to the base transport. A base that returns neither a
+// response nor an error has failed (ErrNilResponse, as net/http's Client
+// says).
+func (t *Transport) sendBase(req *http.Request) (*http.Response, error) {
+	base := t.baseRT()
+	resp, err := base.RoundTrip(req)
+	if resp == nil && err == nil {
+		return nil, fmt.Errorf("%w (%T)", ErrNilResponse, base)
+	}
+	return resp, err
+}
+
 // passShared sends a request that carries nothing of the policy's: it is
 // never held, but its 429 restricts its scope for the others.
 func (t *Transport) passShared(req *http.Request) (*http.Response, error) {
-	resp, err := t.baseRT().RoundTrip(req)
+	resp, err := t.sendBase(req)
 	if err == nil && resp != nil && httprule.IsThrottled(resp.StatusCode) {
 		t.noteThrottle(t.shared.scopeOf(req), req, resp, nil)
 	}

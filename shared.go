@@ -362,6 +362,7 @@ func (c *call) wakeAt(until time.Time) time.Time {
 func (c *call) enterRoom() bool {
 	t := c.t.shared
 	scope := c.scopeOf()
+	now := c.t.clk().Now()
 	rs := &t.rooms
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -373,22 +374,23 @@ func (c *call) enterRoom() bool {
 		r = newRoom()
 		rs.m[scope] = r
 	}
-	c.room.renew = time.Time{}
-	if !r.quotaUntil.IsZero() {
-		// A quota at 0 until its reset (quota-headers): the clock is read
-		// only while one is held.
-		c.room.renew = r.renew(c.t.clk().Now())
-	}
-	if n := r.enter(rs.cap, c.room.w); n != 0 {
-		c.room.w, c.room.n = nil, n
-		r.wakeHead(rs.cap) // room for the next one too
+	if n := r.enter(now, rs.cap, c.room.w); n != 0 {
+		c.room.w, c.room.n, c.room.renew, c.room.recheck = nil, n, time.Time{}, time.Time{}
+		if len(r.queue) > 0 {
+			// The next one asks now: it goes too if there is room, and
+			// learns when the room changes by itself if not (its last
+			// look may have found nothing in flight to be accepted).
+			r.queue[0].wakeLocked()
+		}
 		return true
 	}
+	c.room.renew, c.room.recheck = r.quotaUntil, r.recheck()
 	if c.room.w == nil {
 		c.room.w = &roomWaiter{}
 		r.queue = append(r.queue, c.room.w)
 	}
 	c.room.w.woken = false
+	r.wakeHead(rs.cap) // the room may have grown by itself for the one before
 	return false
 }
 
@@ -423,15 +425,16 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 			status = 0 // neither growth nor halving
 		}
 	}
+	now := c.t.clk().Now()
 	rs := &c.t.shared.rooms
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
 		if r.okN == 0 && httprule.IsSuccess(status) && n > r.cut0 {
-			r.okFirst = c.t.clk().Now() // once per restriction: the clock is read rarely
+			r.okFirst = now
 		}
-		if r.leave(rs.cap, n, status, remaining) && (r.quota > 0 || reset > 0) {
+		if r.leave(now, rs.cap, n, status, remaining) && (r.quota > 0 || reset > 0) {
 			held := r.quotaUntil
-			r.noteReset(c.t.clk().Now(), r.quota, reset)
+			r.noteReset(now, r.quota, reset)
 			if r.quotaUntil.After(held) {
 				// A new hold: every waiter asks again, to learn when it
 				// ends (it sleeps until then, not until its ceiling).
@@ -526,17 +529,35 @@ func (c *call) onRoomWake(wake context.CancelCauseFunc) (unregister func(), wait
 	}, true
 }
 
+// handOver hands req to the base. Whatever the base does, the call's
+// permits come back (docs/policy.md: scope-room): a panic of the base
+// gives back its place in the room and in the release before it goes on
+// up to the caller.
+func (c *call) handOver(req *http.Request) (resp *http.Response, err error) {
+	returned := false
+	defer func() {
+		if !returned {
+			c.leaveRoom(nil, false)
+			c.givePlaceBack()
+		}
+	}()
+	resp, err = c.t.sendBase(req)
+	returned = true
+	return resp, err
+}
+
 // giveRoomBack returns a place in the room the call took but will not
 // use now (it waits for a window first, or stopped).
 func (c *call) giveRoomBack() {
 	if c.room.n == 0 {
 		return
 	}
+	n := c.room.n
 	c.room.n = 0
 	rs := &c.t.shared.rooms
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
-		r.inflight--
+		r.forget(time.Time{}, n, 0) // not answered: nothing learnt
 		r.wakeHead(rs.cap)
 	}
 	rs.mu.Unlock()

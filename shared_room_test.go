@@ -14,8 +14,9 @@ import (
 func TestRoomSteps(t *testing.T) {
 	type row struct {
 		name      string
-		op        string // "enter", "leave"
-		n         uint64 // leave: which request
+		at        time.Duration // the event's time after t0
+		op        string        // "enter", "leave"
+		n         uint64        // leave: which request
 		status    int
 		remaining int
 		want      uint64 // enter: hand-off number
@@ -86,17 +87,57 @@ func TestRoomSteps(t *testing.T) {
 			{name: "quota: renewed", op: "leave", n: 6, status: 200, remaining: 100, limit: 4, inflight: 0, quota: 100},
 			{op: "enter", want: 7, limit: 4, inflight: 1, quota: 99},
 		}},
+		{"acceptance", []row{
+			{name: "start: one", op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
+			{op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
+			{name: "acceptance: not before 50 ms without a 429 heard", at: 49 * time.Millisecond, op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
+			{name: "acceptance: at 50 ms the first was accepted: it leaves, the limit doubles", at: 50 * time.Millisecond, op: "enter", want: 2, limit: 2, inflight: 1, quota: -1},
+			{at: 50 * time.Millisecond, op: "enter", want: 3, limit: 2, inflight: 2, quota: -1},
+			{at: 50 * time.Millisecond, op: "enter", want: 0, limit: 2, inflight: 2, quota: -1},
+			{name: "acceptance: each accepted one doubles, within the cap", at: 100 * time.Millisecond, op: "enter", want: 4, limit: 4, inflight: 1, quota: -1},
+			{name: "acceptance: an accepted one's 2xx grows nothing more", at: 35 * time.Second, op: "leave", n: 1, status: 200, remaining: -1, limit: 4, inflight: 1, quota: -1},
+			{name: "acceptance: a 429 that took 400 ms sets the time to 800 ms, and halves", at: 500 * time.Millisecond, op: "leave", n: 4, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 0, quota: -1},
+			{at: 500 * time.Millisecond, op: "enter", want: 5, limit: 2, inflight: 1, quota: -1},
+			{at: 500 * time.Millisecond, op: "enter", want: 6, limit: 2, inflight: 2, quota: -1},
+			{at: 1299 * time.Millisecond, op: "enter", want: 0, limit: 2, inflight: 2, quota: -1},
+			{name: "acceptance: 800 ms after", at: 1300 * time.Millisecond, op: "enter", want: 7, limit: 4, inflight: 1, quota: -1},
+			{name: "acceptance: an accepted one's 429 still halves", at: 2 * time.Second, op: "leave", n: 5, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 1, quota: -1},
+		}},
+		{"acceptance-quota", []row{
+			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
+			{name: "the server says none remains", op: "leave", n: 1, status: 200, remaining: 0, limit: 2, inflight: 0, quota: 0},
+			{op: "enter", want: 2, limit: 2, inflight: 1, quota: 0},
+			{name: "at quota 0 none is accepted: one at a time, however long", at: 10 * time.Second, op: "enter", want: 0, limit: 2, inflight: 1, quota: 0},
+		}},
+		{"quota-expires", []row{
+			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
+			{name: "3 remain", op: "leave", n: 1, status: 200, remaining: 3, limit: 2, inflight: 0, quota: 3},
+			{op: "enter", want: 2, limit: 2, inflight: 1, quota: 2},
+			{at: 10 * time.Millisecond, op: "leave", n: 2, status: 200, remaining: -1, limit: 3, inflight: 0, quota: 2},
+			{name: "fresh for a minute after it was said", at: 59 * time.Second, op: "enter", want: 3, limit: 3, inflight: 1, quota: 1},
+			{at: 59 * time.Second, op: "leave", n: 3, status: 200, remaining: -1, limit: 4, inflight: 0, quota: 1},
+			{name: "then unknown: it binds nothing", at: time.Minute, op: "enter", want: 4, limit: 4, inflight: 1, quota: -1},
+			{name: "newer news binds again", at: time.Minute, op: "leave", n: 4, status: 200, remaining: 1, limit: 4, inflight: 0, quota: 1},
+			{at: time.Minute, op: "enter", want: 5, limit: 4, inflight: 1, quota: 0},
+			{at: time.Minute, op: "enter", want: 0, limit: 4, inflight: 1, quota: 0},
+		}},
+		{"503-changes-nothing", []row{
+			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
+			{op: "leave", n: 1, status: 200, remaining: -1, limit: 2, inflight: 0, quota: -1},
+			{op: "enter", want: 2, limit: 2, inflight: 1, quota: -1},
+			{name: "a 503 neither grows nor halves (only a restricting 429 halves)", op: "leave", n: 2, status: http.StatusServiceUnavailable, remaining: -1, limit: 2, inflight: 0, quota: -1},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRoom()
 			for i, s := range tc.rows {
 				switch s.op {
 				case "enter":
-					if got := r.enter(cap, nil); got != s.want {
+					if got := r.enter(t0.Add(s.at), cap, nil); got != s.want {
 						t.Fatalf("row %d %q: enter = %d, want %d", i, s.name, got, s.want)
 					}
 				case "leave":
-					r.leave(cap, s.n, s.status, s.remaining)
+					r.leave(t0.Add(s.at), cap, s.n, s.status, s.remaining)
 				}
 				if r.limit != s.limit || r.inflight != s.inflight || r.quota != s.quota {
 					t.Fatalf("row %d %q: limit %d in flight %d quota %d, want %d %d %d", i, s.name, r.limit, r.inflight, r.quota, s.limit, s.inflight, s.quota)
@@ -110,7 +151,7 @@ func TestRoomSteps(t *testing.T) {
 // comes later, and the next waiter is woken only when there is room.
 func TestRoomQueueOrder(t *testing.T) {
 	r := newRoom()
-	if r.enter(4, nil) != 1 {
+	if r.enter(t0, 4, nil) != 1 {
 		t.Fatal("first enter waited")
 	}
 	a, b := &roomWaiter{}, &roomWaiter{}
@@ -119,18 +160,18 @@ func TestRoomQueueOrder(t *testing.T) {
 	if a.woken || b.woken {
 		t.Fatal("woken without room")
 	}
-	if r.enter(4, b) != 0 || r.enter(4, nil) != 0 {
+	if r.enter(t0, 4, b) != 0 || r.enter(t0, 4, nil) != 0 {
 		t.Fatal("b or a newcomer went before a")
 	}
-	r.leave(4, 1, 200, -1)
+	r.leave(t0, 4, 1, 200, -1)
 	r.wakeHead(4)
 	if !a.woken || b.woken {
 		t.Fatalf("woken a=%v b=%v, want a only", a.woken, b.woken)
 	}
-	if r.enter(4, a) != 2 || len(r.queue) != 1 || r.queue[0] != b {
+	if r.enter(t0, 4, a) != 2 || len(r.queue) != 1 || r.queue[0] != b {
 		t.Fatalf("a not handed over first; queue %v", r.queue)
 	}
-	if r.enter(4, b) != 3 {
+	if r.enter(t0, 4, b) != 3 {
 		t.Fatal("b not handed over with room left")
 	}
 }
@@ -168,32 +209,34 @@ func TestRemainingQuota(t *testing.T) {
 func TestRoomSoftCap(t *testing.T) {
 	r := newRoom()
 	const soft = -2
-	if r.enter(soft, nil) != 1 || r.enter(soft, nil) != 0 {
+	if r.enter(t0, soft, nil) != 1 || r.enter(t0, soft, nil) != 0 {
 		t.Fatal("start: want one, then wait")
 	}
-	r.leave(soft, 1, 200, -1)
-	if r.enter(soft, nil) != 2 {
+	r.leave(t0, soft, 1, 200, -1)
+	if r.enter(t0, soft, nil) != 2 {
 		t.Fatal("after a 2xx: want a second one")
 	}
-	r.leave(soft, 2, 200, -1)
+	r.leave(t0, soft, 2, 200, -1)
 	if r.limit != 2 {
 		t.Fatalf("limit %d, want 2", r.limit)
 	}
 	for i := range 5 {
-		if r.enter(soft, nil) == 0 {
+		if r.enter(t0, soft, nil) == 0 {
 			t.Fatalf("grown to the soft cap: request %d held", i)
 		}
 	}
 	if r.inflight != 5 {
 		t.Fatalf("in flight %d, want 5 (counted, not held)", r.inflight)
 	}
-	r.leave(soft, r.handed, http.StatusTooManyRequests, -1)
-	if r.limit != 1 || r.enter(soft, nil) != 0 {
+	r.leave(t0, soft, r.handed, http.StatusTooManyRequests, -1)
+	if r.limit != 1 || r.enter(t0, soft, nil) != 0 {
 		t.Fatalf("after a 429: limit %d and not held", r.limit)
 	}
-	r.inflight, r.limit = 1, 2      // (the others came back with statuses that change nothing)
-	r.leave(soft, r.handed, 200, 3) // the latest request's answer
-	if r.quota != 3 || r.enter(soft, nil) == 0 || r.enter(soft, nil) == 0 || r.enter(soft, nil) != 0 {
+	for n := uint64(3); n <= 5; n++ {
+		r.leave(t0, soft, n, http.StatusNotFound, -1) // statuses that change nothing
+	}
+	r.leave(t0, soft, 6, 200, 3) // the latest answer: a 2xx (limit 2) and a quota
+	if r.quota != 3 || r.enter(t0, soft, nil) == 0 || r.enter(t0, soft, nil) == 0 || r.enter(t0, soft, nil) != 0 {
 		t.Fatalf("a known quota: want the hard cap 2 to hold (quota %d)", r.quota)
 	}
 }
@@ -234,10 +277,10 @@ func TestQuotaReset(t *testing.T) {
 // the room hands over as its limit allows; a quota above 0 ends a hold.
 func TestRoomQuotaResetSteps(t *testing.T) {
 	r := newRoom()
-	if r.enter(4, nil) != 1 {
+	if r.enter(t0, 4, nil) != 1 {
 		t.Fatal("start: want one")
 	}
-	r.leave(4, 1, 200, 0)
+	r.leave(t0, 4, 1, 200, 0)
 	r.noteReset(t0, 0, time.Second)
 	if r.quota != 0 || !r.quotaUntil.Equal(t0.Add(time.Second)) {
 		t.Fatalf("quota %d until %v, want 0 until +1s", r.quota, r.quotaUntil)
@@ -245,7 +288,7 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	if got := r.renew(t0.Add(999 * time.Millisecond)); !got.Equal(t0.Add(time.Second)) {
 		t.Fatalf("renew before the reset = %v, want the hold kept", got)
 	}
-	if r.enter(4, nil) != 0 {
+	if r.enter(t0, 4, nil) != 0 {
 		t.Fatal("held: the probe went before the reset, with nothing in flight")
 	}
 	r.noteReset(t0, 0, 500*time.Millisecond)
@@ -255,21 +298,21 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	if got := r.renew(t0.Add(time.Second)); !got.IsZero() || r.quota != 1 {
 		t.Fatalf("at the reset: hold %v quota %d, want none and the peak (0 remained after the one that asked: 1)", got, r.quota)
 	}
-	if r.enter(4, nil) != 2 || r.enter(4, nil) != 0 {
+	if r.enter(t0, 4, nil) != 2 || r.enter(t0, 4, nil) != 0 {
 		t.Fatal("renewed: want the peak quota (1) handed over, no more")
 	}
 	r.quota = -1 // (as if a peak of 2 had been seen)
-	if r.enter(4, nil) != 3 {
+	if r.enter(t0, 4, nil) != 3 {
 		t.Fatal("renewed: want the room's limit (2)")
 	}
 	// The answers of 2 and 3 come back in the other order: 3 says 5
 	// remain (4 less 2 in flight), 2 then says 0: the lower wins, and its
 	// reset holds again.
-	if !r.leave(4, 3, 200, 5) || r.quota != 4 {
+	if !r.leave(t0, 4, 3, 200, 5) || r.quota != 4 {
 		t.Fatalf("3's answer: quota %d, want 4", r.quota)
 	}
 	r.noteReset(t0.Add(time.Second), r.quota, -1)
-	if !r.leave(4, 2, 200, 0) || r.quota != 0 {
+	if !r.leave(t0, 4, 2, 200, 0) || r.quota != 0 {
 		t.Fatalf("2's answer: quota %d, want 0", r.quota)
 	}
 	r.noteReset(t0.Add(time.Second), r.quota, time.Second)
@@ -279,7 +322,7 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	// An answer of a request handed over before 2's answer came, saying
 	// more remain, is older news.
 	r.inflight++ // (one more, handed over before 2's answer came)
-	if r.leave(4, 3, 200, 7) || r.quota != 0 {
+	if r.leave(t0, 4, 3, 200, 7) || r.quota != 0 {
 		t.Fatalf("an older answer raised the quota to %d", r.quota)
 	}
 	// A quota above 0 from a request handed over later ends a hold.
