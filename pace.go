@@ -21,7 +21,8 @@ import (
 //   - A paced 429 ends a cycle: the rate the server let through is
 //     learnt from it (pace.learn, with the burst that rate gives the
 //     cycle before the ramp: burstAt), the spacing becomes 1/rate, and
-//     from then on the rate doubles only every paceSettled (it settles).
+//     the rate is held for paceHold from the new T (it settles), then
+//     probed with the ramp, so that the pace keeps learning.
 //     A settled pace spends at most 1/paceSpend of the burst beyond its
 //     rate, at twice the rate: from T when the penalty refilled the
 //     bucket, and to catch up when it lagged (succeeded, settle).
@@ -32,7 +33,7 @@ const (
 	paceMin     = 100 * time.Microsecond
 	paceMax     = time.Second
 	paceDouble  = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
-	paceSettled = time.Hour              // a learnt rate's: doubled in this much
+	paceHold    = 30 * time.Second       // a learnt rate is held this long from its T, then probed
 	paceTimes   = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
 	paceSpend   = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
 )
@@ -131,7 +132,14 @@ func (p *pace) succeeded(sent time.Time) {
 	case paceRamp:
 		p.interval = grown(p.interval, paceDouble)
 	case paceSettle:
-		p.settled = grown(p.settled, paceSettled)
+		if sent.Sub(p.since) >= paceHold {
+			// Held at the learnt rate for paceHold: the server may take
+			// more now (a process sharing it stopped, its limit rose).
+			// The ramp probes upward until a paced 429 teaches the rate
+			// again (throttled), so the pace keeps learning.
+			p.mode, p.interval = paceRamp, grown(p.settled, paceDouble)
+			return
+		}
 		if sent.After(p.last) {
 			p.owed = min(p.owed+float64(sent.Sub(p.last))/float64(p.settled), float64(p.ok))
 			p.last = sent

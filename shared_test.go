@@ -152,7 +152,7 @@ func TestPaceSteps(t *testing.T) {
 			// the 200th beyond the burst: 200/0.996 s = 200.8/s.
 			{name: "250 2xx at 250/s", op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 50, interval: -1},
 			{name: "settling rate: 200.8/s (the 429 at 1 s, 1 s penalty); the penalty refilled the burst: twice the rate from the new T", op: "429", at: s1, until: s2, interval: 2490000, mode: paceSettle, burst: 50, settled: 4980000, twice: true},
-			{name: "settled: the rate doubles only in paceSettled (an hour); a quarter of the burst not spent yet: still twice", op: "ok", at: s2, interval: -1, mode: paceSettle, burst: 50, settled: 4979995, twice: true},
+			{name: "settled: the rate is held (no growth); a quarter of the burst not spent yet: still twice", op: "ok", at: s2, interval: -1, mode: paceSettle, burst: 50, settled: 4980000, twice: true},
 			// 2xx sent every 2.49 ms: each spends half a spacing beyond the
 			// rate, so 25 of them spend 12.5 (a quarter of 50).
 			{name: "still behind after 20 at twice the rate", op: "oks", at: s2 + 2490*time.Microsecond, n: 19, every: 2490 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1, twice: true},
@@ -162,6 +162,8 @@ func TestPaceSteps(t *testing.T) {
 			// 100 ms late (20 spacings): the bucket refilled meanwhile.
 			{name: "a lag: caught up at twice the rate", op: "ok", at: s2 + 30*2490*time.Microsecond + 9*4980*time.Microsecond + 100*time.Millisecond, interval: -1, mode: paceSettle, burst: 50, settled: -1, twice: true},
 			{name: "caught up a quarter of the burst (26 at twice the rate: half a spacing each), not the 20 spacings: the learnt rate", op: "oks", at: s2 + 30*2490*time.Microsecond + 9*4980*time.Microsecond + 100*time.Millisecond + 2490*time.Microsecond, n: 26, every: 2490 * time.Microsecond, interval: -1, mode: paceSettle, burst: 50, settled: -1},
+			{name: "held until paceHold after its T (the 429's until, +2 s): the learnt rate still (after a lag: twice, to catch up)", op: "ok", at: s2 + paceHold - time.Millisecond, interval: -1, mode: paceSettle, burst: 50, settled: 4980000, twice: true},
+			{name: "then probed: the ramp from the learnt rate (4.98 ms of 500 ms: 2^-0.00996), until a paced 429 teaches it again", op: "ok", at: s2 + paceHold, interval: 4945737, mode: paceRamp, burst: 50},
 		}},
 		{"settling: a penalty too short to refill the burst: the learnt rate from the new T, no faster", pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: t0}, []row{
 			{op: "oks", at: 0, n: 250, every: 4 * time.Millisecond, mode: paceRamp, burst: 50, interval: -1},
