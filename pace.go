@@ -29,13 +29,13 @@ import (
 //
 // Always within [paceMin, paceMax], or 0.
 const (
-	paceStart   = 10 * time.Millisecond
-	paceMin     = 100 * time.Microsecond
-	paceMax     = time.Second
-	paceDouble  = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
-	paceHold    = 30 * time.Second       // a learnt rate is held this long from its T, then probed
-	paceTimes   = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
-	paceSpend   = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
+	paceStart  = 10 * time.Millisecond
+	paceMin    = 100 * time.Microsecond
+	paceMax    = time.Second
+	paceDouble = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
+	paceHold   = 30 * time.Second       // a learnt rate is held this long from its T, then probed
+	paceTimes  = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
+	paceSpend  = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
 )
 
 // The modes of a pace.
