@@ -391,12 +391,17 @@ type Report struct {
 	// Requests is how many requests were handed to the network, the
 	// re-sent ones included; a request refused before that is not counted.
 	Requests int `json:"requests"`
-	// Waits is how many waits requests of the sequence took (each request
-	// that waited for the window counts once); WaitTime their total length;
-	// WaitLog each of them.
-	Waits    int           `json:"waits"`
-	WaitTime time.Duration `json:"-"`
-	WaitLog  []WaitRecord  `json:"wait_log,omitempty"`
+	// Waits is how many waits for the server requests of the sequence took
+	// (each request that waited for the window, or for its scope's
+	// restriction, counts once); WaitTime their total length. RoomWaits
+	// and RoomWaitTime are the waits for the scope's room instead
+	// (trigger scope-room: the process held the request, the server said
+	// nothing). WaitLog lists each wait of both kinds, with its trigger.
+	Waits        int           `json:"waits"`
+	WaitTime     time.Duration `json:"-"`
+	RoomWaits    int           `json:"room_waits,omitempty"`
+	RoomWaitTime time.Duration `json:"-"`
+	WaitLog      []WaitRecord  `json:"wait_log,omitempty"`
 	// Window is the sequence's one wait window, nil when it had none.
 	Window *WindowRecord `json:"window,omitempty"`
 	// Stop is why the sequence stopped, "" while it runs; StopDetail says
@@ -436,7 +441,6 @@ func (b *Budget) Report() Report {
 	r := Report{
 		Sequence:               s.name,
 		Requests:               s.sent,
-		Waits:                  len(ev.waits),
 		WaitLog:                append([]WaitRecord(nil), ev.waits...),
 		FailedReads:            reported(ev.failed),
 		SuccessfulReads:        reported(ev.succeeded),
@@ -445,6 +449,12 @@ func (b *Budget) Report() Report {
 		DroppedMutations:       ev.droppedMutations,
 	}
 	for _, w := range ev.waits {
+		if w.Trigger == triggerRoom.String() {
+			r.RoomWaits++
+			r.RoomWaitTime += w.Actual
+			continue
+		}
+		r.Waits++
 		r.WaitTime += w.Actual
 	}
 	if s.win != nil {

@@ -27,6 +27,12 @@ func (r Report) String() string {
 	b.WriteString(strconv.Itoa(r.Waits))
 	b.WriteString(" wait=")
 	b.WriteString(r.WaitTime.Round(time.Millisecond).String())
+	if r.RoomWaits > 0 {
+		b.WriteString(" room-waits=")
+		b.WriteString(strconv.Itoa(r.RoomWaits))
+		b.WriteString(" room-wait=")
+		b.WriteString(r.RoomWaitTime.Round(time.Millisecond).String())
+	}
 	b.WriteString(" window=")
 	if r.Window == nil {
 		b.WriteString("-")

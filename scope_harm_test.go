@@ -222,3 +222,42 @@ func TestQuotaNewsExpires(t *testing.T) {
 		}
 	})
 }
+
+// TestReportTellsRoomWaits (R103): a Report counts a wait for the scope's
+// room apart from a wait for the server. B finds the room full behind A's
+// slow request and waits the 50 ms acceptance time for room, then meets a
+// 429 of "Retry-After: 1" and waits 1 s for the server: one of each, and
+// Waits counts only the server's. (Before, the Report said waits=2.)
+func TestReportTellsRoomWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(sequenceOf(
+			func(*http.Request) *http.Response { time.Sleep(2 * time.Second); return reply(http.StatusOK)(nil) },
+			reply(http.StatusTooManyRequests, "Retry-After", "1"),
+			reply(http.StatusOK),
+		))
+		rt := New(srv, WithSharedRestrictions(nil))
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			resp, err := rt.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("a")), "https://room.example/a"))
+			if err != nil {
+				t.Error(err)
+			}
+			drain(resp)
+		})
+		synctest.Wait()
+		b := NewBudget("b")
+		resp, err := rt.RoundTrip(get(t, WithBudget(context.Background(), b), "https://room.example/b"))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("b: %v %v, want 200 after its one wait", resp, err)
+		}
+		drain(resp)
+		wg.Wait()
+		r := b.Report()
+		if r.Requests != 2 || r.Waits != 1 || r.WaitTime != time.Second || r.RoomWaits != 1 || r.RoomWaitTime != acceptMin {
+			t.Fatalf("b's report: requests=%d waits=%d (%v) room waits=%d (%v), want 2, 1 (1s), 1 (%v)", r.Requests, r.Waits, r.WaitTime, r.RoomWaits, r.RoomWaitTime, acceptMin)
+		}
+		if got, want := r.String(), `sequence "b": requests=2 waits=1 wait=1s room-waits=1 room-wait=50ms window=read-429/1s stop=- reads ok=1 failed=1`; got != want {
+			t.Fatalf("String() = %s, want %s", got, want)
+		}
+	})
+}
