@@ -121,6 +121,28 @@ func specsInRunOrder(b *testing.B) []implSpec {
 	return out
 }
 
+// specsNamed returns the contenders named names (in implSpecs' order)
+// rotated by the round, as specsInRunOrder does, for a benchmark that runs
+// a few contenders of its own choosing (scenarios (h) and (s)).
+func specsNamed(b *testing.B, names []string) []implSpec {
+	var specs []implSpec
+	for _, s := range implSpecs {
+		if slices.Contains(names, s.name) {
+			specs = append(specs, s)
+		}
+	}
+	if len(specs) != len(names) {
+		b.Fatalf("contenders %v, found %d", names, len(specs))
+	}
+	r, _ := strconv.Atoi(os.Getenv("BENCH_ROUND"))
+	n := len(specs)
+	out := make([]implSpec, n)
+	for i := range n {
+		out[i] = specs[((i+r)%n+n)%n]
+	}
+	return out
+}
+
 // specsOf returns the contenders of the benchmark named bench, in
 // implSpecs' order.
 func specsOf(bench string) []implSpec {
