@@ -30,6 +30,10 @@
 //     HTTP/2 with TLS and with Retry-After: 1 (the re-dial's share), a
 //     throttle burst of 200 sequences, goroutines per in-flight request,
 //     the heap left by 200,000 finished sequences.
+//   - slowserver_bench_test.go: scenario (s), a slow server that never
+//     throttles (SPEC R98): bursts of 16 and 64 GETs, a Budget each,
+//     answered after 1 s or 5 s, against bare, rr-shared and rr-azure;
+//     TestSlowServerHarness checks the harness on a short burst.
 //   - budget_heap_test.go: heap per live budget.
 //   - retryafter_bench_test.go: Retry-After parsing next to net/http's
 //     ParseTime and strconv.Atoi.

@@ -79,12 +79,13 @@ type implSpec struct {
 //   - rr-budget-each (scenario 1 and own cost): a new Budget for every
 //     request instead of one per 10-page sequence, for issue 14's
 //     "loopback ratio ≤ 1.02 with a new Budget per request".
-//   - rr-shared (scenarios (c), (e) and (f)): rr-budget over a Transport
-//     made WithSharedRestrictions(nil), so that a 429 of one sequence
-//     holds every sequence of the same scheme and host until its T, and
-//     releases them at a pace (issue 21).
-//   - rr-azure (scenario (g)): rr-shared with AzureScope as the scope, so
-//     that two subscriptions on one Resource Manager host are two scopes.
+//   - rr-shared (scenarios 3, (c), (e), (f), (g), (h) and (s)): rr-budget
+//     over a Transport made WithSharedRestrictions(nil), so that a 429 of
+//     one sequence holds every sequence of the same scheme and host until
+//     its T, and releases them at a pace (issue 21).
+//   - rr-azure (scenarios (g) and (s)): rr-shared with AzureScope as the
+//     scope (the Azure wirings' default), so that two subscriptions on one
+//     Resource Manager host are two scopes.
 //   - rr-drained (scenarios 2 and 3): a control, not something the
 //     library does. rr-budget over a base that drains every 429's body
 //     into memory (drain429) before readrecovery sees it, so that when
@@ -112,6 +113,28 @@ var implSpecs = []implSpec{
 func specsInRunOrder(b *testing.B) []implSpec {
 	bench, _, _ := strings.Cut(b.Name(), "/")
 	specs := specsOf(bench)
+	r, _ := strconv.Atoi(os.Getenv("BENCH_ROUND"))
+	n := len(specs)
+	out := make([]implSpec, n)
+	for i := range n {
+		out[i] = specs[((i+r)%n+n)%n]
+	}
+	return out
+}
+
+// specsNamed returns the contenders named names (in implSpecs' order)
+// rotated by the round, as specsInRunOrder does, for a benchmark that runs
+// a few contenders of its own choosing (scenarios (h) and (s)).
+func specsNamed(b *testing.B, names []string) []implSpec {
+	var specs []implSpec
+	for _, s := range implSpecs {
+		if slices.Contains(names, s.name) {
+			specs = append(specs, s)
+		}
+	}
+	if len(specs) != len(names) {
+		b.Fatalf("contenders %v, found %d", names, len(specs))
+	}
 	r, _ := strconv.Atoi(os.Getenv("BENCH_ROUND"))
 	n := len(specs)
 	out := make([]implSpec, n)

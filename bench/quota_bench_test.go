@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +54,7 @@ var quotaContenders = []string{"rr-shared", "azcore"}
 func BenchmarkQuotaHeaders(b *testing.B) {
 	for _, header := range []string{"on", "off"} {
 		b.Run("header="+header, func(b *testing.B) {
-			for _, spec := range quotaSpecs(b) {
+			for _, spec := range specsNamed(b, quotaContenders) {
 				b.Run("impl="+spec.name, func(b *testing.B) {
 					var o quotaOutcome
 					for b.Loop() {
@@ -75,24 +73,6 @@ func BenchmarkQuotaHeaders(b *testing.B) {
 			}
 		})
 	}
-}
-
-// quotaSpecs returns scenario (h)'s contenders rotated by the round (as
-// specsInRunOrder does).
-func quotaSpecs(b *testing.B) []implSpec {
-	var specs []implSpec
-	for _, s := range implSpecs {
-		if slices.Contains(quotaContenders, s.name) {
-			specs = append(specs, s)
-		}
-	}
-	if len(specs) != len(quotaContenders) {
-		b.Fatalf("contenders %v, found %d", quotaContenders, len(specs))
-	}
-	if r, _ := strconv.Atoi(os.Getenv("BENCH_ROUND")); r%2 == 1 {
-		slices.Reverse(specs)
-	}
-	return specs
 }
 
 // quotaOutcome is what one op of scenario (h) did.

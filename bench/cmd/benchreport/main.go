@@ -260,6 +260,19 @@ var scenarios = []scenario{
 	{"BenchmarkQuotaHeaders/header=off", "Scenario (h) without the header",
 		"The same deployment and bucket without the remaining-quota header: the completions (h) must not fall below.",
 		[]string{"max-429s-per-window", "completed-seqs/op", "429s/op"}},
+	{"BenchmarkSlowServer/n=16/latency=1s", "Scenario (s): a slow server that never throttles, 16 GETs at once answered after 1 s",
+		"A loopback server (httptest, HTTP/1.1) that never throttles answers every GET 200 after a fixed latency. One op is one burst of concurrent GETs, " +
+			"each with a Budget of its own (`rr-shared`, `rr-azure`), over a new Transport whose base allows as many connections to the host as the burst has requests. " +
+			"`burst-s` is the burst's wall time, from its start to the last body read; `refused` the requests that returned an error; " +
+			"`max-inflight` the most requests the server had in flight at once; `first-to-last-arrival-s` the time from its first arrival to its last. " +
+			"R98: a scope that has said nothing sees the same concurrency as without shared restrictions. `rr-azure` is shared restrictions by `AzureScope` (the Azure wirings' default; for a loopback host the same scope as `rr-shared`'s).",
+		[]string{"burst-s", "refused", "max-inflight", "first-to-last-arrival-s"}},
+	{"BenchmarkSlowServer/n=16/latency=5s", "Scenario (s): 16 GETs at once answered after 5 s", "The same burst against the server answering after 5 s.",
+		[]string{"burst-s", "refused", "max-inflight", "first-to-last-arrival-s"}},
+	{"BenchmarkSlowServer/n=64/latency=1s", "Scenario (s): 64 GETs at once answered after 1 s", "The same with 64 GETs (and 64 connections) per burst.",
+		[]string{"burst-s", "refused", "max-inflight", "first-to-last-arrival-s"}},
+	{"BenchmarkSlowServer/n=64/latency=5s", "Scenario (s): 64 GETs at once answered after 5 s", "64 GETs against the server answering after 5 s.",
+		[]string{"burst-s", "refused", "max-inflight", "first-to-last-arrival-s"}},
 	{"BenchmarkGoroutinesInFlight", "Goroutines per in-flight request (blocked server)",
 		"20 GETs of one sequence wait on a blocked loopback server over 20 kept-alive connections (a warm-up round makes them). " +
 			"`goroutines/req` is the growth of `runtime.NumGoroutine` per request (the caller's goroutine and the server's handler included, " +

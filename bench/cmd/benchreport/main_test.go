@@ -71,8 +71,10 @@ func TestWriteScenarioVariants(t *testing.T) {
 }
 
 // wantTargets is the whole target table of testdata/raw.txt against
-// testdata/prev.txt: every target measured, two of them missed ("no"),
-// one (own cost against the previous run) shown above it.
+// testdata/prev.txt: every target measured; missed ("no"): scenario 3,
+// rr-budget-each's pass-through, (s)'s 16 GETs at 5 s and its refusals;
+// (s)'s 64 GETs at 1 s above its bound but not shown different from bare
+// (p ≥ 0.05); own cost shown above the previous run.
 const wantTargets = "" +
 	"| target | benchmark and metric | measured (medians) | p-value | met |\n" +
 	"|---|---|---|---|---|\n" +
@@ -86,6 +88,11 @@ const wantTargets = "" +
 	"| 27 (h): completions with the header not below those without (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` completed-seqs/op | 100 vs 90 without | 0.008 vs header=off | yes |\n" +
 	"| 27: scenario 3 (no throttle) with shared restrictions \u2265 0.97\u00d7 the throughput without (rr-shared vs rr-budget) | `BenchmarkConcurrentSequences/impl=rr-shared` pages/s | 0.958\u00d7 (23000 vs 24000 pages/s) | 0.008 vs rr-budget | no |\n" +
 	"| 27: own cost per request not significantly above the previous run's (rr-budget over the stub) | `BenchmarkOwnCost/impl=rr-budget` ns/op | 1150 ns vs 1100 ns before | 0.008 vs previous | no |\n" +
+	"| R98 (s): a slow server that never throttles, 16 GETs at once answered after 1 s: the burst \u2264 1.25\u00d7 bare's (rr-shared) | `BenchmarkSlowServer/n=16/latency=1s/impl=rr-shared` burst-s | 1.098\u00d7 (1.12 s vs bare 1.02 s) | 0.008 vs bare | yes |\n" +
+	"| R98 (s): a slow server that never throttles, 16 GETs at once answered after 5 s: the burst \u2264 1.10\u00d7 bare's (rr-shared) | `BenchmarkSlowServer/n=16/latency=5s/impl=rr-shared` burst-s | 4.024\u00d7 (20.20 s vs bare 5.02 s) | 0.008 vs bare | no |\n" +
+	"| R98 (s): a slow server that never throttles, 64 GETs at once answered after 1 s: the burst \u2264 1.25\u00d7 bare's (rr-shared) | `BenchmarkSlowServer/n=64/latency=1s/impl=rr-shared` burst-s | 1.275\u00d7 (1.30 s vs bare 1.02 s) | 0.214 vs bare | not shown |\n" +
+	"| R98 (s): a slow server that never throttles, 64 GETs at once answered after 5 s: the burst \u2264 1.10\u00d7 bare's (rr-shared) | `BenchmarkSlowServer/n=64/latency=5s/impl=rr-shared` burst-s | 1.020\u00d7 (5.12 s vs bare 5.02 s) | 0.008 vs bare | yes |\n" +
+	"| R98 (s): no request refused, in every round of every burst (rr-shared) | `BenchmarkSlowServer/impl=rr-shared` refused | most in a round, n/latency: 16/1s 0, 16/5s 2, 64/1s 0, 64/5s 0 | \u2013 | no |\n" +
 	"| 14: own cost \u2264 300 ns and \u2264 1 alloc per request, a Budget per 10 requests (rr-budget) | `BenchmarkOwnCost/impl=rr-budget` ns/op | +250 ns, +1 allocs | 0.008 vs bare | yes |\n" +
 	"| 14: pass-through on loopback \u2264 1.02\u00d7 bare, a Budget per 10 requests (rr-budget) | `BenchmarkPassThrough/impl=rr-budget` ns/op | 1.010\u00d7 | 0.008 vs bare | yes |\n" +
 	"| 14: pass-through on loopback \u2264 1.02\u00d7 bare with a new Budget per request (rr-budget-each) | `BenchmarkPassThrough/impl=rr-budget-each` ns/op | 1.120\u00d7 | 0.008 vs bare | no |\n" +
@@ -139,6 +146,8 @@ func TestTargetsFindAliases(t *testing.T) {
 		"BenchmarkSubscriptions/", "BenchmarkTwoSubscriptions/",
 		"other-delayed-reqs/op", "delayed-reqs/op",
 		"in-window-reqs/op", "In-Window-Reqs",
+		"BenchmarkSlowServer/n=16/latency=5s/impl=rr-shared", "BenchmarkSlowServer/impl=rr-shared/latency=5s/n=16",
+		"burst-s", "Burst-S/op",
 	).Replace(readFixture(t, "raw.txt"))
 	if raw == readFixture(t, "raw.txt") {
 		t.Fatal("the replacer changed nothing")
@@ -159,8 +168,8 @@ func TestTargetsNotMeasured(t *testing.T) {
 			t.Errorf("row not 'not measured in this run': %s", line)
 		}
 	}
-	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2+17 {
-		t.Errorf("%d lines, want a header and 17 rows:\n%s", n, got)
+	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2+22 {
+		t.Errorf("%d lines, want a header and 22 rows:\n%s", n, got)
 	}
 	raw := strings.ReplaceAll(readFixture(t, "raw.txt"), "goodput-pages/s", "other/op")
 	got = targetTable(t, raw, "")

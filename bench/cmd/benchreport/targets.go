@@ -7,7 +7,8 @@ import (
 )
 
 // The current targets: issue 27's (c), (e), (g), (h), scenario 3 and own
-// cost, and the standing ones of issues 14 and 6 that no later issue
+// cost, R98's scenario (s) (a slow server that never throttles), and the
+// standing ones of issues 14 and 6 that no later issue
 // withdrew or replaced. Each row names the benchmark and the metric it
 // reads, the medians, the p-value of the comparison the target makes
 // (Mann-Whitney U, benchstat's; "–" where the target has no reference
@@ -210,7 +211,23 @@ var (
 	finished       = m("BenchmarkFinishedSequences", "rr-budget", "B/seq")
 	h2Conns        = m("BenchmarkRecovered429H2", "rr-budget", "conns/op")
 	liveBudget     = m("BenchmarkHeapPerLiveBudget", "", "B/budget")
+	slowRefused    = m("BenchmarkSlowServer", "rr-shared", "refused", "refused-reqs/op")
 )
+
+// slowCell is one cell of scenario (s)'s grid: a burst of n GETs against
+// a server answering after latency ("1s", "5s"), with the most rr-shared's
+// burst may take as a multiple of bare's.
+type slowCell struct {
+	n, latency string
+	most       float64
+}
+
+var slowCells = []slowCell{{"16", "1s", 1.25}, {"16", "5s", 1.10}, {"64", "1s", 1.25}, {"64", "5s", 1.10}}
+
+// slowBurst is rr-shared's burst-s in one cell of scenario (s).
+func slowBurst(c slowCell) metric {
+	return m("BenchmarkSlowServer/n="+c.n+"/latency="+c.latency, "rr-shared", "burst-s", "burst-seconds")
+}
 
 // targets evaluates every current target; prev is the previous run (nil
 // when none was given).
@@ -345,6 +362,28 @@ func targets(r, prev results) []row {
 		return fmt.Sprintf("%s vs %s before", fmtNs(s.med), fmtNs(ps.med)), pv + " vs previous", shown(s.med <= ps.med, pv)
 	})
 
+	for _, c := range slowCells {
+		mt := slowBurst(c)
+		add(fmt.Sprintf("R98 (s): a slow server that never throttles, %s GETs at once answered after %s s: the burst ≤ %.2f× bare's (rr-shared)", c.n, strings.TrimSuffix(c.latency, "s"), c.most), mt,
+			vsBare(mt, func(v, b float64) string { return fmt.Sprintf("%.3f× (%s s vs bare %s s)", v/b, fmtNum(v), fmtNum(b)) },
+				func(v, b float64) bool { return v/b <= c.most }))
+	}
+	add("R98 (s): no request refused, in every round of every burst (rr-shared)", slowRefused, func() (string, string, string) {
+		var parts []string
+		var vals []float64
+		for _, c := range slowCells {
+			s, miss := r.get(m("BenchmarkSlowServer/n="+c.n+"/latency="+c.latency, "rr-shared", slowRefused.units...))
+			if miss != "" {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s/%s %s", c.n, c.latency, fmtNum(slices.Max(s.vals))))
+			vals = append(vals, s.vals...)
+		}
+		if len(parts) == 0 {
+			return missing(notMeasured)
+		}
+		return "most in a round, n/latency: " + strings.Join(parts, ", "), "–", yesNo(all(vals, func(v float64) bool { return v == 0 }))
+	})
 	add("14: own cost ≤ 300 ns and ≤ 1 alloc per request, a Budget per 10 requests (rr-budget)", ownNs, func() (string, string, string) {
 		s, miss := r.get(ownNs)
 		if miss != "" {
@@ -383,7 +422,7 @@ func targets(r, prev results) []row {
 // writeTargets writes the target table.
 func writeTargets(w *strings.Builder, r, prev results) {
 	fmt.Fprintf(w, "## Targets\n\n"+
-		"The current targets: issue 27's, and the standing ones of issues 14 and 6 (the number says whose). "+
+		"The current targets: issue 27's, R98's scenario (s), and the standing ones of issues 14 and 6 (the number says whose). "+
 		"A threshold is judged on the median; the p-value is that of the comparison beside it (Mann-Whitney U, as benchstat's), "+
 		"and a comparison whose difference it does not show (p ≥ 0.05) is \"not shown\", not \"no\".\n\n"+
 		"| target | benchmark and metric | measured (medians) | p-value | met |\n|---|---|---|---|---|\n")
