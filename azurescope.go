@@ -67,10 +67,17 @@ func AzureScope(req *http.Request) string {
 }
 
 // canonicalHost returns u's host name, lower-cased (ASCII: DNS names
-// compare so) and without one trailing dot, and its port, "" when none or
-// the scheme's default. It allocates only for a name with upper case.
+// compare so) and without the trailing dot of a fully qualified name, and
+// its port, "" when none or the scheme's default. A name ending in two
+// dots is no DNS name and keeps them (dropping one would spell another
+// name that drops one more: the canonical spelling must be its own). It
+// allocates only for a name with upper case.
 func canonicalHost(scheme string, u *url.URL) (name, port string) {
-	name, port = lowerASCII(strings.TrimSuffix(u.Hostname(), ".")), u.Port()
+	name, port = u.Hostname(), u.Port()
+	if n, ok := strings.CutSuffix(name, "."); ok && !strings.HasSuffix(n, ".") {
+		name = n
+	}
+	name = lowerASCII(name)
 	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
 		port = ""
 	}

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-func TestAzureScope(t *testing.T) {
-	for _, tc := range []struct{ url, want string }{
+// azureScopeCases are TestAzureScope's table, and seeds of FuzzAzureScope.
+func azureScopeCases() []struct{ url, want string } {
+	return []struct{ url, want string }{
 		// Resource Manager: the subscription, whatever follows.
 		{"https://management.azure.com/subscriptions/0000-AA/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines?api-version=2024-01-01", "arm:management.azure.com/subscriptions/0000-aa"},
 		{"https://management.azure.com/subscriptions/1111/providers?api-version=1", "arm:management.azure.com/subscriptions/1111"},
@@ -38,7 +39,11 @@ func TestAzureScope(t *testing.T) {
 		{"https://api.openai.com/v1/chat/completions", "https://api.openai.com"},
 		{"http://127.0.0.1:8080/x?token=SECRET", "http://127.0.0.1:8080"},
 		{"https://user:SECRET@example.com/subscriptions/9", "https://example.com"},
-	} {
+	}
+}
+
+func TestAzureScope(t *testing.T) {
+	for _, tc := range azureScopeCases() {
 		req, err := http.NewRequest(http.MethodGet, tc.url, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +65,34 @@ func TestAzureScope(t *testing.T) {
 // trailing dot, the scheme's default port) give that unit's one scope,
 // and distinct units stay distinct.
 func TestAzureScopeSpellings(t *testing.T) {
-	for _, tc := range []struct {
+	rowOf := map[string]string{} // scope -> row: distinct units, distinct scopes
+	for _, tc := range azureScopeSpellingCases() {
+		if row, dup := rowOf[tc.want]; dup {
+			t.Errorf("rows %s and %s both want %q", row, tc.name, tc.want)
+		}
+		rowOf[tc.want] = tc.name
+		t.Run(tc.name, func(t *testing.T) {
+			for _, u := range tc.urls {
+				req, err := http.NewRequest(http.MethodGet, u, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := AzureScope(req); got != tc.want {
+					t.Errorf("AzureScope(%s) = %q, want %q", u, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// azureScopeSpellingCases are TestAzureScopeSpellings' table, and seeds
+// of FuzzAzureScope: each row's URLs are spellings of one unit.
+func azureScopeSpellingCases() []struct {
+	name string
+	urls []string
+	want string
+} {
+	return []struct {
 		name string
 		urls []string
 		want string
@@ -114,18 +146,8 @@ func TestAzureScopeSpellings(t *testing.T) {
 		{"arm-other-subscription", []string{"https://management.azure.com/subscriptions/ffffffff-0000-4000-8000-00000000abcd"}, "arm:management.azure.com/subscriptions/ffffffff-0000-4000-8000-00000000abcd"},
 		{"openai-other-deployment", []string{"https://res.openai.azure.com/openai/deployments/gpt-4o-mini/chat/completions"}, "openai:res/gpt-4o-mini"},
 		{"azurite", []string{"http://127.0.0.1:10000/devstoreaccount1/c", "http://LOCALHOST.:10000/DevStoreAccount1/c"}, "storage:devstoreaccount1/blob"},
-		{"two-trailing-dots", []string{"https://acct.blob.core.windows.net../c"}, "https://acct.blob.core.windows.net."},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, u := range tc.urls {
-				req, err := http.NewRequest(http.MethodGet, u, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := AzureScope(req); got != tc.want {
-					t.Errorf("AzureScope(%s) = %q, want %q", u, got, tc.want)
-				}
-			}
-		})
+		// Two trailing dots spell no DNS name: kept as spelt, so that the
+		// canonical spelling is its own.
+		{"two-trailing-dots", []string{"https://acct.blob.core.windows.net../c", "https://ACCT.blob.core.windows.net..:443/c"}, "https://acct.blob.core.windows.net.."},
 	}
 }
