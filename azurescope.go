@@ -25,7 +25,9 @@ import (
 //   - anything else: the scheme and host, as the default scope.
 //
 // A scope never holds a query, user information or a fragment: only the
-// host and the path segments named above, lower-cased. One unit has one
+// host and the path segments named above, lower-cased; a segment that is
+// no Azure name (ASCII letters, digits, '-', '_', '.') gives the next
+// wider scope. One unit has one
 // scope however its host is spelt: the scheme and host are lower-cased,
 // one trailing dot of the host and the scheme's default port (443 for
 // https, 80 for http) are dropped, and another port is kept in the scheme
@@ -211,14 +213,14 @@ func azuriteAccount(h, port, path string) (account, service string, ok bool) {
 		return "", "", false
 	}
 	seg, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	if seg == "" {
+	if !isName(seg) {
 		return "", "", false
 	}
-	return strings.ToLower(seg), service, true
+	return lowerASCII(seg), service, true
 }
 
 // segmentAfter returns the path segment that follows the segment key
-// (case-insensitive), lower-cased; "" when there is none.
+// (case-insensitive), lower-cased; "" when there is none or it is no name.
 func segmentAfter(path, key string) string {
 	rest := strings.TrimPrefix(path, "/")
 	for rest != "" {
@@ -226,8 +228,29 @@ func segmentAfter(path, key string) string {
 		seg, rest, _ = strings.Cut(rest, "/")
 		if strings.EqualFold(seg, key) {
 			next, _, _ := strings.Cut(rest, "/")
+			if !isName(next) {
+				return ""
+			}
 			return lowerASCII(next)
 		}
 	}
 	return ""
+}
+
+// isName reports whether a path segment can be the name of an Azure unit:
+// a subscription ID, a deployment or a Storage account holds only ASCII
+// letters, digits, '-', '_' and '.'. Another segment names no unit (the
+// scope is the next wider one), so that nothing else of a path, such as a
+// decoded '?' or an '@', reaches a scope.
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -21,6 +21,12 @@ func FuzzAzureScope(f *testing.F) {
 			f.Add(u)
 		}
 	}
+	// Path segments that are no Azure name (they would carry '@' or a
+	// decoded '?' into the scope).
+	f.Add("https://management.azure.com/subscriptions/a@b/resourceGroups")
+	f.Add("https://management.azure.com/subscriptions/a%3Fb=SECRET/resourceGroups")
+	f.Add("https://res.openai.azure.com/openai/deployments/d@x/chat/completions")
+	f.Add("http://127.0.0.1:10000/user@host/c")
 	f.Fuzz(func(t *testing.T, raw string) {
 		u, err := url.Parse(raw)
 		if err != nil {
