@@ -1,8 +1,8 @@
 package readrecovery
 
 import (
-	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -25,16 +25,19 @@ import (
 //   - anything else: the scheme and host, as the default scope.
 //
 // A scope never holds a query, user information or a fragment: only the
-// host and the path segments named above, lower-cased.
+// host and the path segments named above, lower-cased; a segment that is
+// no Azure name (ASCII letters, digits, '-', '_', '.') gives the next
+// wider scope. One unit has one
+// scope however its host is spelt: the scheme and host are lower-cased,
+// one trailing dot of the host and the scheme's default port (443 for
+// https, 80 for http) are dropped, and another port is kept in the scheme
+// and host scope.
 func AzureScope(req *http.Request) string {
 	if req == nil || req.URL == nil {
 		return ""
 	}
-	host := strings.ToLower(req.URL.Host)
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
+	scheme := lowerASCII(req.URL.Scheme)
+	name, port := canonicalHost(scheme, req.URL)
 	path := req.URL.Path
 	switch {
 	case isARMHost(name):
@@ -44,7 +47,7 @@ func AzureScope(req *http.Request) string {
 		return "arm:" + name
 	case strings.HasSuffix(name, ".openai.azure.com"), strings.HasSuffix(name, ".cognitiveservices.azure.com"):
 		resource, _, _ := strings.Cut(name, ".")
-		if d := segmentAfter(path, "deployments"); d != "" && strings.HasPrefix(strings.ToLower(path), "/openai/") {
+		if d := segmentAfter(path, "deployments"); d != "" && hasPrefixFold(path, "/openai/") {
 			return "openai:" + resource + "/" + d
 		}
 		return "openai:" + resource
@@ -55,10 +58,93 @@ func AzureScope(req *http.Request) string {
 	if account, service, ok := storageHost(name); ok {
 		return "storage:" + account + "/" + service
 	}
-	if account, service, ok := azuriteAccount(host, path); ok {
+	if account, service, ok := azuriteAccount(name, port, path); ok {
 		return "storage:" + account + "/" + service
 	}
-	return schemeHost(req)
+	host := req.URL.Host
+	if !isHostPort(host, name, port) {
+		host = joinHostPort(name, port)
+	}
+	return scheme + "://" + host
+}
+
+// canonicalHost returns u's host name, lower-cased (ASCII: DNS names
+// compare so) and without the trailing dot of a fully qualified name, and
+// its port, "" when none or the scheme's default. A name ending in two
+// dots is no DNS name and keeps them (dropping one would spell another
+// name that drops one more: the canonical spelling must be its own). It
+// allocates only for a name with upper case.
+func canonicalHost(scheme string, u *url.URL) (name, port string) {
+	name, port = u.Hostname(), u.Port()
+	if n, ok := strings.CutSuffix(name, "."); ok && !strings.HasSuffix(n, ".") {
+		name = n
+	}
+	name = lowerASCII(name)
+	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		port = ""
+	}
+	return name, port
+}
+
+// joinHostPort is [net.JoinHostPort] where an empty port means none.
+func joinHostPort(name, port string) string {
+	if strings.IndexByte(name, ':') >= 0 {
+		name = "[" + name + "]"
+	}
+	if port == "" {
+		return name
+	}
+	return name + ":" + port
+}
+
+// isHostPort reports whether host is joinHostPort(name, port), without
+// building it: a host spelt canonically, the usual case, is used as it is.
+func isHostPort(host, name, port string) bool {
+	open, closing := "", ""
+	if strings.IndexByte(name, ':') >= 0 {
+		open, closing = "[", "]"
+	}
+	rest, ok := strings.CutPrefix(host, open)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, name)
+	}
+	if ok {
+		rest, ok = strings.CutPrefix(rest, closing)
+	}
+	if !ok {
+		return false
+	}
+	if port == "" {
+		return rest == ""
+	}
+	rest, ok = strings.CutPrefix(rest, ":")
+	return ok && rest == port
+}
+
+// lowerASCII is s with ASCII upper case lowered; s itself, unallocated,
+// when it has none.
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			var b strings.Builder
+			b.Grow(len(s))
+			b.WriteString(s[:i])
+			for ; i < len(s); i++ {
+				c := s[i]
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				b.WriteByte(c)
+			}
+			return b.String()
+		}
+	}
+	return s
+}
+
+// hasPrefixFold is strings.HasPrefix, ignoring case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // armHosts are Resource Manager's hosts: the public cloud and the
@@ -118,9 +204,8 @@ var azuriteServices = map[string]string{"10000": "blob", "10001": "queue", "1000
 
 // azuriteAccount reads the path-style account of a loopback Storage
 // emulator: 127.0.0.1:10000/{account}/...
-func azuriteAccount(hostPort, path string) (account, service string, ok bool) {
-	h, port, err := net.SplitHostPort(hostPort)
-	if err != nil || (h != "127.0.0.1" && h != "localhost" && h != "::1") {
+func azuriteAccount(h, port, path string) (account, service string, ok bool) {
+	if h != "127.0.0.1" && h != "localhost" && h != "::1" {
 		return "", "", false
 	}
 	service, ok = azuriteServices[port]
@@ -128,27 +213,44 @@ func azuriteAccount(hostPort, path string) (account, service string, ok bool) {
 		return "", "", false
 	}
 	seg, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	if seg == "" {
+	if !isName(seg) {
 		return "", "", false
 	}
-	return strings.ToLower(seg), service, true
+	return lowerASCII(seg), service, true
 }
 
 // segmentAfter returns the path segment that follows the segment key
-// (case-insensitive), lower-cased; "" when there is none.
+// (case-insensitive), lower-cased; "" when there is none or it is no name.
 func segmentAfter(path, key string) string {
-	rest := path
+	rest := strings.TrimPrefix(path, "/")
 	for rest != "" {
 		var seg string
-		seg, rest, _ = strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+		seg, rest, _ = strings.Cut(rest, "/")
 		if strings.EqualFold(seg, key) {
 			next, _, _ := strings.Cut(rest, "/")
-			return strings.ToLower(next)
+			if !isName(next) {
+				return ""
+			}
+			return lowerASCII(next)
 		}
-		if rest == "" {
-			break
-		}
-		rest = "/" + rest
 	}
 	return ""
+}
+
+// isName reports whether a path segment can be the name of an Azure unit:
+// a subscription ID, a deployment or a Storage account holds only ASCII
+// letters, digits, '-', '_' and '.'. Another segment names no unit (the
+// scope is the next wider one), so that nothing else of a path, such as a
+// decoded '?' or an '@', reaches a scope.
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
