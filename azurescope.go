@@ -61,7 +61,21 @@ func AzureScope(req *http.Request) string {
 	if account, service, ok := azuriteAccount(name, port, path); ok {
 		return "storage:" + account + "/" + service
 	}
-	host := req.URL.Host
+	return hostScope(scheme, req.URL.Host, name, port)
+}
+
+// schemeHost is the default scope of [WithSharedRestrictions]: the
+// request's scheme and host, spelt once as AzureScope's last case spells
+// them (lower case, no trailing dot, no default port).
+func schemeHost(req *http.Request) string {
+	scheme := lowerASCII(req.URL.Scheme)
+	name, port := canonicalHost(scheme, req.URL)
+	return hostScope(scheme, req.URL.Host, name, port)
+}
+
+// hostScope is the scope scheme://name:port of a URL whose host is host,
+// host itself when it is spelt so already (no allocation).
+func hostScope(scheme, host, name, port string) string {
 	if !isHostPort(host, name, port) {
 		host = joinHostPort(name, port)
 	}

@@ -158,3 +158,26 @@ func azureScopeSpellingCases() []struct {
 		{"two-trailing-dots", []string{"https://acct.blob.core.windows.net../c", "https://ACCT.blob.core.windows.net..:443/c"}, "https://acct.blob.core.windows.net.."},
 	}
 }
+
+// TestDefaultScopeSpellings: WithSharedRestrictions(nil)'s scope (scheme
+// and host) names one host once, as AzureScope's last case does (R102).
+func TestDefaultScopeSpellings(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"https://host.example/a", "https://host.example"},
+		{"HTTPS://Host.Example/a", "https://host.example"},
+		{"https://host.example./a", "https://host.example"},
+		{"https://host.example:443/a", "https://host.example"},
+		{"http://host.example:80/a", "http://host.example"},
+		{"https://host.example:8443/a", "https://host.example:8443"},
+		{"http://host.example:443/a", "http://host.example:443"},
+		{"http://127.0.0.1:10000/a", "http://127.0.0.1:10000"},
+	} {
+		req, err := http.NewRequest(http.MethodGet, tc.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := schemeHost(req); got != tc.want {
+			t.Errorf("schemeHost(%s) = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+}

@@ -126,12 +126,6 @@ func newRestrictions(scope func(*http.Request) string) *restrictions {
 	return &restrictions{scope: scope, m: make(map[string]*restriction), rooms: rooms{m: make(map[string]*room)}}
 }
 
-// schemeHost is the default scope: the request's scheme and host (with
-// its port, when the URL has one).
-func schemeHost(req *http.Request) string {
-	return req.URL.Scheme + "://" + req.URL.Host
-}
-
 // scopeOf returns the request's scope; a scope function that panics is
 // the caller's bug and is not recovered.
 func (t *restrictions) scopeOf(req *http.Request) string {
