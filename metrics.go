@@ -2,6 +2,8 @@ package readrecovery
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -59,4 +61,53 @@ func waitBuckets() []float64 {
 		b = append(b, ceiling*f)
 	}
 	return b
+}
+
+// meter registers the table's per-scope instruments with mp, once per
+// provider however many Transports share the table (docs/policy.md:
+// scope-state): gauges of the seconds until each scope's not-before, its
+// pace (requests per second), room, requests in flight and queued, and a
+// counter of its 429s, each with the scope's name as
+// readrecovery.scope. The callback reads a Snapshot. Errors only mean no
+// instruments.
+func (t *restrictions) meter(mp metric.MeterProvider) {
+	if mp == nil || !reflect.TypeOf(mp).Comparable() {
+		return
+	}
+	t.metered.Lock()
+	defer t.metered.Unlock()
+	if slices.Contains(t.meters, mp) {
+		return
+	}
+	t.meters = append(t.meters, mp)
+	m := mp.Meter(otelattr.ScopeName)
+	restricted, _ := m.Float64ObservableGauge(otelattr.ScopeRestrictedMetric, metric.WithUnit("s"),
+		metric.WithDescription("Seconds until the scope's not-before; 0 when it is not restricted."))
+	pace, _ := m.Float64ObservableGauge(otelattr.ScopePaceMetric, metric.WithUnit("{request}/s"),
+		metric.WithDescription("The scope's paced release, requests per second; 0 when none."))
+	room, _ := m.Int64ObservableGauge(otelattr.ScopeRoomMetric, metric.WithUnit("{request}"),
+		metric.WithDescription("The scope's room: its in-flight limit."))
+	inFlight, _ := m.Int64ObservableGauge(otelattr.ScopeInFlightMetric, metric.WithUnit("{request}"),
+		metric.WithDescription("The scope's requests in flight that count against its room."))
+	queued, _ := m.Int64ObservableGauge(otelattr.ScopeQueuedMetric, metric.WithUnit("{request}"),
+		metric.WithDescription("The scope's requests waiting for room."))
+	throttled, _ := m.Int64ObservableCounter(otelattr.ScopeThrottledMetric, metric.WithUnit("{response}"),
+		metric.WithDescription("The 429s answered to the scope's requests that went through its room."))
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		now := time.Now()
+		for _, st := range t.self.Snapshot() {
+			attrs := metric.WithAttributes(otelattr.Scope.String(st.Scope))
+			o.ObserveFloat64(restricted, max(st.NotBefore.Sub(now), 0).Seconds(), attrs)
+			rate := 0.0
+			if st.Pace > 0 {
+				rate = float64(time.Second) / float64(st.Pace)
+			}
+			o.ObserveFloat64(pace, rate, attrs)
+			o.ObserveInt64(room, int64(st.Room), attrs)
+			o.ObserveInt64(inFlight, int64(st.InFlight), attrs)
+			o.ObserveInt64(queued, int64(st.Queued), attrs)
+			o.ObserveInt64(throttled, int64(st.Throttled), attrs)
+		}
+		return nil
+	}, restricted, pace, room, inFlight, queued, throttled)
 }

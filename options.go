@@ -104,6 +104,11 @@ func WithLogger(l *slog.Logger) Option {
 // Turn it on when many sequences of one process talk to one throttled
 // account or deployment (a parallel download, many workers): without it
 // each sequence learns of a throttle only from its own 429.
+//
+// The Transport's table is its own: WithSharedRestrictions(scope) is
+// WithScopes(NewScopes(scope)). To share one table among several
+// Transports (several SDK clients of one process), give each the same
+// [Scopes].
 func WithSharedRestrictions(scope func(*http.Request) string) Option {
 	return optionFunc(func(c *config) {
 		c.shared = newRestrictions(scope)
@@ -132,23 +137,21 @@ func WithScopeInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.scopeInFlight = n })
 }
 
-// sharedFor returns the table of shared restrictions for base, its
-// rooms' cap set; nil without WithSharedRestrictions.
-func (c config) sharedFor(base http.RoundTripper) *restrictions {
-	if c.shared == nil {
-		return nil
-	}
+// roomCap returns the cap of a scope's room for the requests of a
+// Transport over base (WithScopeInFlight, else the base's soft one, else
+// DefaultScopeInFlight): negative for a soft cap, the base's
+// MaxConnsPerHost (room.go, hasRoom).
+func (c config) roomCap(base http.RoundTripper) int {
 	n := c.scopeInFlight
 	if ht, ok := base.(*http.Transport); ok && n <= 0 && ht.MaxConnsPerHost > 0 {
 		// A soft cap: once grown to the base's own limit, the base's pool
-		// queues what is beyond it (shared.go, hasRoom).
+		// queues what is beyond it.
 		n = -ht.MaxConnsPerHost
 	}
-	if n == 0 {
+	if n <= 0 {
 		n = DefaultScopeInFlight
 	}
-	c.shared.rooms.cap = n
-	return c.shared
+	return n
 }
 
 // withClock replaces the clock and sleeper; tests only.

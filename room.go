@@ -72,6 +72,7 @@ type room struct {
 	quotaPeak  int
 	quotaN     uint64 // the requests handed over when the quota was said
 	quotaStale time.Time
+	throttled  uint64 // the 429s answered to requests handed over (ScopeState.Throttled)
 }
 
 // handoff is a request handed over: its number and when.
@@ -274,11 +275,12 @@ func (w *roomWaiter) wakeLocked() {
 // errRoomFree is the cause that ends a wait for room: there is some.
 var errRoomFree = errors.New("readrecovery: the scope has room")
 
-// rooms is the Transport's table of rooms, beside its restrictions.
+// rooms is the table's rooms, beside its restrictions. Each Transport
+// that shares the table hands requests over against its own cap
+// (Transport.roomCap).
 type rooms struct {
-	cap int // the rooms' cap; negative: a soft cap, the base's MaxConnsPerHost (hasRoom)
-	mu  sync.Mutex
-	m   map[string]*room
+	mu sync.Mutex
+	m  map[string]*room
 }
 
 // roomHold is a call's part in its scope's room: waiting (w), or handed

@@ -33,7 +33,8 @@ type Transport struct {
 	logger  *slog.Logger
 	clock   clock.Clock
 	cuts    cutoffs       // the totals of the sequences it started
-	shared  *restrictions // WithSharedRestrictions, nil without (shared.go)
+	shared  *restrictions // WithSharedRestrictions or WithScopes, nil without (shared.go)
+	roomCap int           // the cap of a scope's room for its requests (options.go, roomCap)
 
 	guard repeatGuard // the throttled mutations (repeatguard.go)
 }
@@ -47,13 +48,20 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		base = cleanhttp.DefaultPooledTransport()
 	}
 	c := newConfig(opts)
+	if c.shared != nil && c.logger != nil {
+		c.shared.logger.CompareAndSwap(nil, c.logger)
+	}
+	if c.shared != nil {
+		c.shared.meter(c.meterProvider)
+	}
 	return &Transport{
 		base:    base,
 		tracer:  c.tracerProvider.Tracer(otelattr.ScopeName),
 		metrics: newInstruments(c.meterProvider),
 		logger:  c.logger,
 		clock:   c.clock,
-		shared:  c.sharedFor(base),
+		shared:  c.shared,
+		roomCap: c.roomCap(base),
 	}
 }
 

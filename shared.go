@@ -2,12 +2,16 @@ package readrecovery
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readrecovery/readrecovery/internal/httprule"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/otelattr"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // This file is the Transport's table of shared restrictions
@@ -30,8 +34,12 @@ const MaxSharedScopes = 4096
 // restrictions is the table of one Transport. The zero value is not
 // used: a Transport without the option has a nil table.
 type restrictions struct {
-	scope func(*http.Request) string
-	rooms rooms // the scopes' rooms (scope-room)
+	scope   func(*http.Request) string
+	self    *Scopes                     // the table as its users name it
+	logger  atomic.Pointer[slog.Logger] // the first of its Transports' loggers: one line per change of state
+	metered sync.Mutex                  // guards meters
+	meters  []metric.MeterProvider      // the providers its instruments are registered with (metrics.go)
+	rooms   rooms                       // the scopes' rooms (scope-room)
 
 	mu       sync.Mutex
 	m        map[string]*restriction
@@ -123,7 +131,9 @@ func newRestrictions(scope func(*http.Request) string) *restrictions {
 	if scope == nil {
 		scope = schemeHost
 	}
-	return &restrictions{scope: scope, m: make(map[string]*restriction), rooms: rooms{m: make(map[string]*room)}}
+	t := &restrictions{scope: scope, m: make(map[string]*restriction), rooms: rooms{m: make(map[string]*room)}}
+	t.self = &Scopes{t: t}
+	return t
 }
 
 // scopeOf returns the request's scope; a scope function that panics is
@@ -140,6 +150,8 @@ func (t *restrictions) scopeOf(req *http.Request) string {
 // in flight when the restriction began say nothing of the pace.) After a
 // release ended, the 429 starts a new one.
 func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan, paced *place) uint64 {
+	var change []slog.Attr // logged once the lock is given back
+	defer func() { t.logChange(change) }()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
@@ -163,6 +175,10 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 			}
 			r.pace.throttled(now, r.until)
 			r.pace.cutK = r.baseK
+			if r.pace.mode == paceSettle {
+				change = []slog.Attr{slog.String(otelattr.LogEvent, "pace-learnt"), slog.String(otelattr.LogScope, scope),
+					slog.Float64(otelattr.LogRate, float64(time.Second)/float64(max(r.pace.settled, paceMin))), slog.Float64(otelattr.LogBurst, r.pace.burst)}
+			}
 		}
 		t.noteEndLocked(r)
 		return r.gen
@@ -177,7 +193,18 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	t.m[scope] = r
 	t.peak = max(t.peak, len(t.m))
 	t.noteEndLocked(r)
+	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
+		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
 	return r.gen
+}
+
+// logChange writes one record of a change of a scope's state (a new
+// restriction, a learnt pace, a halved room: docs/policy.md: scope-state)
+// with the table's logger, when it has one and there is a change.
+func (t *restrictions) logChange(attrs []slog.Attr) {
+	if l := t.logger.Load(); l != nil && len(attrs) > 0 {
+		l.LogAttrs(context.Background(), slog.LevelInfo, "readrecovery: scope", attrs...)
+	}
 }
 
 // take returns the request's restriction at now: held is the place it
@@ -368,7 +395,7 @@ func (c *call) enterRoom() bool {
 		r = newRoom()
 		rs.m[scope] = r
 	}
-	if n := r.enter(now, rs.cap, c.room.w); n != 0 {
+	if n := r.enter(now, c.t.roomCap, c.room.w); n != 0 {
 		c.room.w, c.room.n, c.room.renew, c.room.recheck = nil, n, time.Time{}, time.Time{}
 		if len(r.queue) > 0 {
 			// The next one asks now: it goes too if there is room, and
@@ -384,7 +411,7 @@ func (c *call) enterRoom() bool {
 		r.queue = append(r.queue, c.room.w)
 	}
 	c.room.w.woken = false
-	r.wakeHead(rs.cap) // the room may have grown by itself for the one before
+	r.wakeHead(c.t.roomCap) // the room may have grown by itself for the one before
 	return false
 }
 
@@ -410,6 +437,7 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	n := c.room.n
 	c.room.n = 0
 	status, remaining, reset := 0, -1, time.Duration(-1)
+	throttled := resp != nil && httprule.IsThrottled(resp.StatusCode)
 	if resp != nil {
 		status, remaining = resp.StatusCode, remainingQuota(resp.Header)
 		if remaining == 0 {
@@ -421,12 +449,17 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 	}
 	now := c.t.clk().Now()
 	rs := &c.t.shared.rooms
+	var change []slog.Attr
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
+		limit := r.limit
+		if throttled {
+			r.throttled++
+		}
 		if r.okN == 0 && httprule.IsSuccess(status) && n > r.cut0 {
 			r.okFirst = now
 		}
-		if r.leave(now, rs.cap, n, status, remaining) && (r.quota > 0 || reset > 0) {
+		if r.leave(now, c.t.roomCap, n, status, remaining) && (r.quota > 0 || reset > 0) {
 			held := r.quotaUntil
 			r.noteReset(now, r.quota, reset)
 			if r.quotaUntil.After(held) {
@@ -437,9 +470,13 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 				}
 			}
 		}
-		r.wakeHead(rs.cap)
+		r.wakeHead(c.t.roomCap)
+		if r.limit < limit {
+			change = []slog.Attr{slog.String(otelattr.LogEvent, "room-halved"), slog.String(otelattr.LogScope, c.scopeOf()), slog.Int(otelattr.LogRoom, r.limit)}
+		}
 	}
 	rs.mu.Unlock()
+	c.t.shared.logChange(change)
 }
 
 // takeHistory returns what the scope's room saw pass since its last
@@ -480,7 +517,7 @@ func (c *call) leaveQueue() {
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
 		r.dequeue(c.room.w)
-		r.wakeHead(rs.cap)
+		r.wakeHead(c.t.roomCap)
 	}
 	rs.mu.Unlock()
 	c.room.w = nil
@@ -552,7 +589,7 @@ func (c *call) giveRoomBack() {
 	rs.mu.Lock()
 	if r := rs.m[c.scopeOf()]; r != nil {
 		r.forget(time.Time{}, n, 0) // not answered: nothing learnt
-		r.wakeHead(rs.cap)
+		r.wakeHead(c.t.roomCap)
 	}
 	rs.mu.Unlock()
 }

@@ -297,7 +297,6 @@ func TestRestrictionsPace(t *testing.T) {
 // come back after it (5) join the burst at the first paced 429, once.
 func TestRestrictionsPaceFromHistory(t *testing.T) {
 	tab := newRestrictions(nil)
-	tab.rooms.cap = 64
 	r := newRoom()
 	tab.rooms.m["a"] = r
 	for n := range 60 {

@@ -106,8 +106,8 @@ var azcoreDefaultStatusCodes = []int{
 // StatusCodes set on the result of ClientOptions have no effect, since
 // azcore consults ShouldRetry instead.
 //
-// The transport shares restrictions by Azure's own scopes
-// (readrecovery.WithSharedRestrictions(readrecovery.AzureScope), SPEC R90-R93):
+// The transport shares restrictions by Azure's own scopes, in the
+// process's one table ([NewTransportOver], SPEC R90-R93, R102):
 // a 429 of one request holds the other sequences' requests of its
 // subscription, storage account or deployment, and each scope's requests
 // are handed to the network only while it has room. opts apply after that
@@ -119,13 +119,28 @@ func ClientOptions(opts ...readrecovery.Option) policy.ClientOptions {
 	return o
 }
 
-// NewTransport returns readrecovery.New(nil, opts...) with shared
-// restrictions by [readrecovery.AzureScope] on before opts (see
-// [ClientOptions]): the transport ClientOptions and a nil t of [Apply]
-// use.
+// NewTransport returns [NewTransportOver](nil, opts...): the transport
+// ClientOptions and a nil t of [Apply] use.
 func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
-	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
+	return NewTransportOver(nil, opts...)
 }
+
+// NewTransportOver returns readrecovery.New(base, opts...) with this
+// package's defaults before opts: shared restrictions through the
+// process's one table keyed by Azure's scopes
+// (readrecovery.WithScopes(readrecovery.AzureScopes()), docs/policy.md:
+// azure-scopes), so that every client a program builds, over any base,
+// shares each subscription's, account's and deployment's not-before, pace
+// and room. Give it a base of your own (TLS settings, a proxy,
+// otelhttp.NewTransport) to keep the defaults over it; a nil base is
+// go-cleanhttp's pooled transport.
+func NewTransportOver(base http.RoundTripper, opts ...readrecovery.Option) *readrecovery.Transport {
+	return readrecovery.New(base, append([]readrecovery.Option{readrecovery.WithScopes(scopes())}, opts...)...)
+}
+
+// scopes is the table the defaults share: the process's (tests of this
+// package swap it for a table of each transport's own, export_test.go).
+var scopes = readrecovery.AzureScopes
 
 // Apply plugs t into o: o.Transport becomes an http.Client over t that
 // returns redirects instead of following them (and whose errors name the

@@ -220,9 +220,8 @@ func HTTPClient(t *readrecovery.Transport) *http.Client {
 	}
 }
 
-// NewTransport returns readrecovery.New(nil, opts...) with shared
-// restrictions by Azure's scopes on before opts
-// (readrecovery.WithSharedRestrictions(readrecovery.AzureScope)): one
+// NewTransport returns [NewTransportOver](nil, opts...): shared
+// restrictions by Azure's scopes, in the process's one table: one
 // deployment's 429 holds that deployment's other sequences, its Budget
 // requests are handed to the network only while it has room, and each of
 // openai-go's attempts of an inference call or a read without a Budget
@@ -231,8 +230,24 @@ func HTTPClient(t *readrecovery.Transport) *http.Client {
 // readrecovery.WithoutSharedRestrictions() to turn them off; a transport
 // you make with readrecovery.New has them only when you ask.
 func NewTransport(opts ...readrecovery.Option) *readrecovery.Transport {
-	return readrecovery.New(nil, append([]readrecovery.Option{readrecovery.WithSharedRestrictions(readrecovery.AzureScope)}, opts...)...)
+	return NewTransportOver(nil, opts...)
 }
+
+// NewTransportOver returns readrecovery.New(base, opts...) with this
+// package's defaults before opts: shared restrictions through the
+// process's one table keyed by Azure's scopes
+// (readrecovery.WithScopes(readrecovery.AzureScopes())), the table every
+// client of the process shares, rrazure's included. Give it a base of your
+// own (TLS settings, a proxy, otelhttp.NewTransport) to keep the defaults
+// over it: rropenai.NewClient(rropenai.NewTransportOver(base)). A nil
+// base is go-cleanhttp's pooled transport.
+func NewTransportOver(base http.RoundTripper, opts ...readrecovery.Option) *readrecovery.Transport {
+	return readrecovery.New(base, append([]readrecovery.Option{readrecovery.WithScopes(scopes())}, opts...)...)
+}
+
+// scopes is the table the defaults share: the process's (tests of this
+// package swap it for a table of each transport's own, export_test.go).
+var scopes = readrecovery.AzureScopes
 
 // Middleware is the openai-go middleware of [Options]. A request whose 429
 // openai-go keeps (not [Owns]: an inference call or a read without a

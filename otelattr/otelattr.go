@@ -30,6 +30,16 @@ const (
 	StopsMetric = "readrecovery.stops"
 	// WaitDurationMetric is a histogram of wait seconds (as WaitsMetric).
 	WaitDurationMetric = "readrecovery.wait.duration"
+	// The per-scope instruments of a table of shared restrictions
+	// (attribute: readrecovery.scope): gauges of the seconds until the
+	// scope's not-before, its pace in requests per second, its room, its
+	// requests in flight and queued, and a counter of its 429s.
+	ScopeRestrictedMetric = "readrecovery.scope.restricted"
+	ScopePaceMetric       = "readrecovery.scope.pace"
+	ScopeRoomMetric       = "readrecovery.scope.room"
+	ScopeInFlightMetric   = "readrecovery.scope.in_flight"
+	ScopeQueuedMetric     = "readrecovery.scope.queued"
+	ScopeThrottledMetric  = "readrecovery.scope.throttled"
 	// ScopeName is the instrumentation scope of the tracer and the meter.
 	ScopeName = "github.com/readrecovery/readrecovery"
 )
@@ -58,6 +68,7 @@ const (
 	JournalEventDigest     = attribute.Key("readrecovery.journal.event_digest")
 	WaitCauseMethod        = attribute.Key("readrecovery.wait.cause_method")
 	RetryAfterFloorMs      = attribute.Key("readrecovery.retry_after.floor_ms")
+	Scope                  = attribute.Key("readrecovery.scope")
 )
 
 // Log record keys: those of the records WithLogger writes (a wait, a
@@ -65,6 +76,12 @@ const (
 // keys: logs keep the short names operators search for.
 const (
 	LogActualSeconds   = "actual_seconds"
+	LogBurst           = "burst"
+	LogEvent           = "event"
+	LogNotBefore       = "not_before"
+	LogRate            = "rate_per_second"
+	LogRoom            = "room"
+	LogScope           = "scope"
 	LogCanceled        = "canceled"
 	LogDetail          = "detail"
 	LogFloorMs         = "floor_ms"

@@ -1,0 +1,119 @@
+package readrecovery
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Scopes is a table of shared restrictions (docs/policy.md:
+// shared-restriction, scope-room): for each scope, its not-before, its
+// paced release, its room and its quota news. Every Transport given the
+// same Scopes with [WithScopes] shares them: a 429 met through one holds
+// the requests of the others, and their requests share each scope's room
+// (each Transport against its own cap, [WithScopeInFlight]). A Scopes is
+// safe for concurrent use. Make one with [NewScopes]; the zero value is
+// not usable.
+type Scopes struct {
+	t *restrictions
+}
+
+// NewScopes returns a new, empty table whose requests belong to the scope
+// scope names (nil: the request's scheme and host, as
+// [WithSharedRestrictions] says).
+func NewScopes(scope func(*http.Request) string) *Scopes {
+	return newRestrictions(scope).self
+}
+
+// WithScopes makes the Transport share restrictions through s, as
+// [WithSharedRestrictions] does through a table of its own. A nil s turns
+// shared restrictions off, as [WithoutSharedRestrictions] does.
+func WithScopes(s *Scopes) Option {
+	return optionFunc(func(c *config) {
+		c.shared = nil
+		if s != nil {
+			c.shared = s.t
+		}
+	})
+}
+
+// azureScopes is the process's table keyed by AzureScope.
+var azureScopes = sync.OnceValue(func() *Scopes { return NewScopes(AzureScope) })
+
+// AzureScopes returns the process's one table of scopes keyed by
+// [AzureScope] (docs/policy.md: azure-scopes). The Azure wirings
+// (rrazure's ClientOptions and NewTransport, rropenai's NewTransport and a
+// nil transport of its functions) use it, so that every client a program
+// builds shares each subscription's, account's and deployment's
+// not-before, pace and room, whatever base transport each has.
+func AzureScopes() *Scopes { return azureScopes() }
+
+// Scopes returns the table the Transport shares restrictions through, nil
+// without shared restrictions.
+func (t *Transport) Scopes() *Scopes {
+	if t == nil || t.shared == nil {
+		return nil
+	}
+	return t.shared.self
+}
+
+// ScopeState is what a table knows of one scope at the moment of a
+// [Scopes.Snapshot] (docs/policy.md: scope-state).
+type ScopeState struct {
+	// Scope is the scope's name as the scope function gave it
+	// (AzureScope's and the default's carry no query, user information or
+	// fragment).
+	Scope string
+	// NotBefore is the scope's restriction T; zero when it is not
+	// restricted (or its release has ended).
+	NotBefore time.Time
+	// Pace is the spacing of the restriction's release: one request per
+	// Pace; 0 when it is not restricted or its release goes at once.
+	Pace time.Duration
+	// Room is the room's in-flight limit; InFlight the requests handed
+	// over that count against it (neither answered nor accepted yet);
+	// Queued the requests waiting for room.
+	Room, InFlight, Queued int
+	// Quota is what the server last said remains, less what went since,
+	// while that news is fresh; -1 unknown.
+	Quota int
+	// Throttled counts the 429s answered to the scope's requests that went
+	// through its room (those with a Budget or a caller's retry mark).
+	Throttled uint64
+}
+
+// Snapshot returns what the table knows of each scope it holds, sorted by
+// scope. It reads the table once, under its locks; nothing of it changes
+// the table.
+func (s *Scopes) Snapshot() []ScopeState {
+	t := s.t
+	byScope := map[string]*ScopeState{}
+	at := func(scope string) *ScopeState {
+		st := byScope[scope]
+		if st == nil {
+			st = &ScopeState{Scope: scope, Quota: -1}
+			byScope[scope] = st
+		}
+		return st
+	}
+	t.mu.Lock()
+	for scope, r := range t.m {
+		st := at(scope)
+		st.NotBefore, st.Pace = r.until, r.pace.interval
+	}
+	t.mu.Unlock()
+	t.rooms.mu.Lock()
+	for scope, r := range t.rooms.m {
+		st := at(scope)
+		st.Room, st.InFlight, st.Queued, st.Quota, st.Throttled = r.limit, r.inflight, len(r.queue), r.quota, r.throttled
+	}
+	t.rooms.mu.Unlock()
+	out := make([]ScopeState, 0, len(byScope))
+	for _, st := range byScope {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(a, b ScopeState) int { return strings.Compare(a.Scope, b.Scope) })
+	return out
+}
