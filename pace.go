@@ -71,6 +71,9 @@ type pace struct {
 	// bucket of that rate did not refill: passed - rate*span (burstAt).
 	passed float64
 	span   time.Duration
+	// cycle counts the cycles ended (endCycle): a rate learnt outside the
+	// table's lock applies only to the cycle it was learnt from.
+	cycle uint64
 }
 
 // history is what a scope's room saw before its first 429: ok requests
@@ -185,6 +188,34 @@ func (p *pace) settle(iv time.Duration, until time.Time, full bool) {
 // a ticket issued after the last slow-down: one due before it was in
 // flight then and says nothing new.)
 func (p *pace) throttled(now, until time.Time) {
+	if l := p.endCycle(now, until); l != nil {
+		p.learnt(l, l.rate())
+	}
+}
+
+// learning is what the end of a cycle learns from: the pace as it was at
+// the paced 429 received at now (the cycle's 2xx times its own), with its
+// penalty until until. Its rate is computed outside the table's lock
+// (restrictions.record): it costs a bisection over up to paceTimes
+// arrivals.
+type learning struct {
+	p          pace
+	now, until time.Time
+	cycle      uint64 // the pace's cycle it ended: learnt applies to that one only
+}
+
+// rate is the rate the cycle teaches (pace.learn).
+func (l *learning) rate() float64 { return l.p.learn(l.now, l.until) }
+
+// endCycle ends the cycle at a 429 received at now of a paced request,
+// the release restarting at until (the new T). When the cycle needs
+// learning (a ramp or a settled pace met the limit), it returns what to
+// learn from and settles the pace meanwhile at the cycle's floor (what
+// passed per cycle, penalty included: never faster than the rate learnt
+// will be); learnt then settles it at the rate learnt. Otherwise it
+// returns nil and the pace is final.
+func (p *pace) endCycle(now, until time.Time) *learning {
+	p.cycle++
 	switch {
 	case p.ok == 0 && p.mode == paceSettle:
 		// Nothing passed since T: still closed; slower.
@@ -196,16 +227,28 @@ func (p *pace) throttled(now, until time.Time) {
 		// The first cycle that let some through: its rate (penalty
 		// included) starts a ramp, and what passed beyond it is the
 		// burst.
+		cycle := p.cycle
 		*p = newPace(now, until, history{ok: p.ok, first: p.since})
 		p.stragglers = false // every one of them was paced
-		return
+		p.cycle = cycle
+		return nil
 	default:
-		rate := p.learn(now, until)
-		p.burst, p.passed, p.span = p.burstAt(rate), 0, 0
-		iv := intervalOf(rate)
-		p.settle(iv, until, float64(until.Sub(now))/float64(iv) >= p.burst)
+		l := &learning{p: *p, now: now, until: until, cycle: p.cycle}
+		p.learnt(l, float64(p.ok)/until.Sub(p.since).Seconds())
+		p.since, p.ok, p.times = until, 0, nil // the learning keeps the cycle's times
+		return l
 	}
 	p.since, p.ok, p.times = until, 0, p.times[:0]
+	return nil
+}
+
+// learnt settles the pace at rate, learnt from l: the burst that rate
+// gives the cycle l ended, the spacing 1/rate from l's new T, and twice
+// the rate there when the penalty refilled the burst (settle).
+func (p *pace) learnt(l *learning, rate float64) {
+	p.burst, p.passed, p.span = l.p.burstAt(rate), 0, 0
+	iv := intervalOf(rate)
+	p.settle(iv, l.until, float64(l.until.Sub(l.now))/float64(iv) >= p.burst)
 }
 
 // learn returns the rate the server let through in the cycle that a 429

@@ -151,11 +151,19 @@ func (t *restrictions) scopeOf(req *http.Request) string {
 // release ended, the 429 starts a new one.
 func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan, paced *place) uint64 {
 	var change []slog.Attr // logged once the lock is given back
-	defer func() { t.logChange(change) }()
+	var learn *learning    // a rate to learn once the lock is given back
+	var learner *restriction
+	defer func() {
+		if learn != nil {
+			t.learnLater(scope, learner, learn)
+		}
+		t.logChange(change)
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
 	if r := t.m[scope]; r != nil {
+		learner = r
 		if until.After(r.until) {
 			r.rebase(now, until)
 			r.until, r.plan = until, plan
@@ -173,12 +181,12 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 				r.pace.passed += n
 				r.pace.stragglers = false
 			}
-			r.pace.throttled(now, r.until)
-			r.pace.cutK = r.baseK
-			if r.pace.mode == paceSettle {
-				change = []slog.Attr{slog.String(otelattr.LogEvent, "pace-learnt"), slog.String(otelattr.LogScope, scope),
-					slog.Float64(otelattr.LogRate, float64(time.Second)/float64(max(r.pace.settled, paceMin))), slog.Float64(otelattr.LogBurst, r.pace.burst)}
+			if l := r.pace.endCycle(now, r.until); l != nil {
+				// The bisection runs once the lock is given back
+				// (learnLater): no other scope waits for it.
+				learn = l
 			}
+			r.pace.cutK = r.baseK
 		}
 		t.noteEndLocked(r)
 		return r.gen
@@ -196,6 +204,23 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
 		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
 	return r.gen
+}
+
+// learnLater learns l's rate outside the table's lock, then settles r's
+// pace at it when r is still the scope's restriction and its pace still in
+// the cycle l ended (a later 429 that ended that cycle first wins).
+func (t *restrictions) learnLater(scope string, r *restriction, l *learning) {
+	rate := l.rate()
+	t.mu.Lock()
+	applied := t.m[scope] == r && r.pace.cycle == l.cycle
+	if applied {
+		r.pace.learnt(l, rate)
+	}
+	t.mu.Unlock()
+	if applied {
+		t.logChange([]slog.Attr{slog.String(otelattr.LogEvent, "pace-learnt"), slog.String(otelattr.LogScope, scope),
+			slog.Float64(otelattr.LogRate, rate), slog.Float64(otelattr.LogBurst, l.p.burstAt(rate))})
+	}
 }
 
 // logChange writes one record of a change of a scope's state (a new

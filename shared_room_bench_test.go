@@ -3,7 +3,10 @@ package readrecovery
 import (
 	"context"
 	"net/http"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 )
 
 // BenchmarkRoundTripShared is BenchmarkRoundTripPassThrough/budget with
@@ -33,6 +36,81 @@ func BenchmarkRoundTripShared(b *testing.B) {
 				}
 				i++
 				rt.RoundTrip(r)
+			}
+		})
+	}
+}
+
+// BenchmarkAdmitWhileLearning (R97): one scope's take while another scope
+// learns its pace from paced 429s ending cycles of 4,096 2xx each (the
+// learner's bisection over them), against the same take with nothing
+// learning. Learning runs outside the table's lock, so the other scope's
+// admission costs the same (issue 36: about 1.8 ms per paced 429 under
+// the lock every scope shares, before). p999-ns and max-ns are the
+// other scope's slowest takes: a learner under the lock shows there.
+func BenchmarkAdmitWhileLearning(b *testing.B) {
+	for _, learning := range []bool{false, true} {
+		name := "idle"
+		if learning {
+			name = "other-scope-learning"
+		}
+		b.Run(name, func(b *testing.B) {
+			tab := newRestrictions(nil)
+			tab.record("busy", t0, t0.Add(s1), sharedPlan("r"), nil)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				now := t0.Add(s1)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if !learning {
+						runtime.Gosched()
+						continue
+					}
+					// A cycle of 4,096 paced 2xx (made outside the lock),
+					// then its paced 429.
+					tab.record("learner", now, now.Add(time.Second), sharedPlan("l"), nil)
+					tab.mu.Lock()
+					since := tab.m["learner"].until
+					tab.mu.Unlock()
+					p := pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: since}
+					for i := range 4096 {
+						p.succeeded(since.Add(time.Duration(i) * 4 * time.Millisecond))
+					}
+					// The 429 after the last 2xx (16.4 s of them), a 1 s
+					// penalty, of the ticket that went last: the learner
+					// bisects over the 4,096.
+					at := since.Add(4096 * 4 * time.Millisecond)
+					tab.mu.Lock()
+					r := tab.m["learner"]
+					r.pace = p
+					r.issued, r.done, r.goneAt, r.base, r.baseK = 4097, 4096, at, at, 4096
+					gen := r.gen
+					tab.mu.Unlock()
+					tab.record("learner", at, at.Add(time.Second), sharedPlan("l"), &place{scope: "learner", gen: gen, k: 4096})
+					now = at.Add(time.Hour)
+				}
+			}()
+			lat := make([]time.Duration, 0, 1<<20)
+			b.ReportAllocs()
+			for b.Loop() {
+				st := time.Now()
+				tab.take("other", t0, nil)
+				if len(lat) < cap(lat) {
+					lat = append(lat, time.Since(st))
+				}
+			}
+			close(stop)
+			<-done
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)*999/1000]), "p999-ns")
+				b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
 			}
 		})
 	}

@@ -912,3 +912,31 @@ func TestRestrictionsOneByOneInFact(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, now.Add(paceStart), f.until)
 }
+
+// TestRestrictionsLearnOutsideLock (R97): a paced 429 that ends a cycle of
+// 4,096 2xx is learnt once the table's lock is given back (the bisection
+// costs about 1.7 ms), and the table's pace ends as the step table's pure
+// pace.throttled says: the same rate, burst and mode.
+func TestRestrictionsLearnOutsideLock(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.record("a", t0, t0.Add(time.Second), sharedPlan("r"), nil)
+	r := tab.m["a"]
+	since := r.until
+	p := pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: since}
+	for i := range 4096 {
+		p.succeeded(since.Add(time.Duration(i) * 4 * time.Millisecond))
+	}
+	at := since.Add(4096 * 4 * time.Millisecond)
+	want := p
+	want.times = append([]time.Time(nil), p.times...)
+	want.throttled(at, at.Add(time.Second))
+	r.pace = p
+	r.issued, r.done, r.goneAt, r.base, r.baseK = 4097, 4096, at, at, 4096
+	tab.record("a", at, at.Add(time.Second), sharedPlan("r2"), &place{scope: "a", gen: r.gen, k: 4096})
+	got := tab.m["a"].pace
+	assert.Equal(t, paceSettle, got.mode)
+	assert.Equal(t, want.settled, got.settled, "the rate learnt")
+	assert.Equal(t, want.interval, got.interval)
+	assert.InDelta(t, want.burst, got.burst, 1e-9)
+	assert.NotEqual(t, intervalOf(4096/(at.Add(time.Second).Sub(since).Seconds())), got.settled, "not the provisional floor")
+}
