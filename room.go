@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -275,12 +274,10 @@ func (w *roomWaiter) wakeLocked() {
 // errRoomFree is the cause that ends a wait for room: there is some.
 var errRoomFree = errors.New("readrecovery: the scope has room")
 
-// rooms is the table's rooms, beside its restrictions. Each Transport
-// that shares the table hands requests over against its own cap
-// (Transport.roomCap).
-type rooms struct {
-	mu sync.Mutex
-	m  map[string]*room
+// idle reports whether nothing is in the room or waits for it (a nil room
+// is idle).
+func (r *room) idle() bool {
+	return r == nil || (r.inflight == 0 && len(r.open) == 0 && len(r.queue) == 0)
 }
 
 // roomHold is a call's part in its scope's room: waiting (w), or handed

@@ -85,35 +85,23 @@ type ScopeState struct {
 }
 
 // Snapshot returns what the table knows of each scope it holds, sorted by
-// scope. It reads the table once, under its locks; nothing of it changes
+// scope. It reads the table once, under its lock; nothing of it changes
 // the table.
 func (s *Scopes) Snapshot() []ScopeState {
 	t := s.t
-	byScope := map[string]*ScopeState{}
-	at := func(scope string) *ScopeState {
-		st := byScope[scope]
-		if st == nil {
-			st = &ScopeState{Scope: scope, Quota: -1}
-			byScope[scope] = st
-		}
-		return st
-	}
 	t.mu.Lock()
-	for scope, r := range t.m {
-		st := at(scope)
-		st.NotBefore, st.Pace = r.until, r.pace.interval
+	out := make([]ScopeState, 0, len(t.m))
+	for scope, e := range t.m {
+		st := ScopeState{Scope: scope, Quota: -1}
+		if r := e.r; r != nil {
+			st.NotBefore, st.Pace = r.until, r.pace.interval
+		}
+		if r := e.room; r != nil {
+			st.Room, st.InFlight, st.Queued, st.Quota, st.Throttled = r.limit, r.inflight, len(r.queue), r.quota, r.throttled
+		}
+		out = append(out, st)
 	}
 	t.mu.Unlock()
-	t.rooms.mu.Lock()
-	for scope, r := range t.rooms.m {
-		st := at(scope)
-		st.Room, st.InFlight, st.Queued, st.Quota, st.Throttled = r.limit, r.inflight, len(r.queue), r.quota, r.throttled
-	}
-	t.rooms.mu.Unlock()
-	out := make([]ScopeState, 0, len(byScope))
-	for _, st := range byScope {
-		out = append(out, *st)
-	}
 	slices.SortFunc(out, func(a, b ScopeState) int { return strings.Compare(a.Scope, b.Scope) })
 	return out
 }

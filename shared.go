@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// This file is the Transport's table of shared restrictions
+// This file is the table of shared restrictions
 // (docs/policy.md: shared-restriction, paced-release): a scope (by
 // default the request's scheme and host) that answered a 429 with a usable
 // delay is restricted until that 429's not-before T, for every sequence of
@@ -22,13 +22,16 @@ import (
 // the release; what a request does with them is the policy's
 // (sequence.go, admitAt).
 
-// MaxSharedScopes is how many restricted scopes a Transport made with
-// [WithSharedRestrictions] remembers at once. A scope is forgotten when
-// its restriction and its paced release have ended (at the next request
-// or 429 the Transport sees after that). When a 429 would restrict a new
-// scope while MaxSharedScopes are restricted, the restriction that ends
-// soonest is forgotten to make room: its scope's later requests are sent
-// as if it had none (each sequence then meets the server's 429 itself).
+// MaxSharedScopes is how many scopes a table of shared restrictions
+// ([WithSharedRestrictions], [Scopes]) remembers at once: the restricted
+// ones and those whose room learnt something. A restriction is forgotten
+// when it and its paced release have ended (at the next request or 429
+// the table sees after that); a scope with neither a restriction nor a
+// room goes with it. When a new scope would pass MaxSharedScopes, the
+// scopes with no restriction and nothing in their room are forgotten
+// first (their rooms start again at 1), then the restriction that ends
+// soonest: its scope's later requests are sent as if it had none (each
+// sequence then meets the server's 429 itself).
 const MaxSharedScopes = 4096
 
 // restrictions is the table of one Transport. The zero value is not
@@ -39,13 +42,22 @@ type restrictions struct {
 	logger  atomic.Pointer[slog.Logger] // the first of its Transports' loggers: one line per change of state
 	metered sync.Mutex                  // guards meters
 	meters  []metric.MeterProvider      // the providers its instruments are registered with (metrics.go)
-	rooms   rooms                       // the scopes' rooms (scope-room)
 
+	// mu guards m and every scope's restriction and room: one table, one
+	// lock (learning a pace runs outside it: learnLater).
 	mu       sync.Mutex
-	m        map[string]*restriction
+	m        map[string]*scopeEntry
 	peak     int       // the most entries m held since it was made (a map never shrinks)
 	gens     uint64    // the last generation handed out
 	earliest time.Time // no entry ends before it (when a sweep is due)
+}
+
+// scopeEntry is one scope's state: its restriction (nil when it has none)
+// and its room (nil until a request of the scope went through one; it
+// keeps what it learnt after the restriction ends).
+type scopeEntry struct {
+	r    *restriction
+	room *room
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
@@ -131,7 +143,7 @@ func newRestrictions(scope func(*http.Request) string) *restrictions {
 	if scope == nil {
 		scope = schemeHost
 	}
-	t := &restrictions{scope: scope, m: make(map[string]*restriction), rooms: rooms{m: make(map[string]*room)}}
+	t := &restrictions{scope: scope, m: make(map[string]*scopeEntry)}
 	t.self = &Scopes{t: t}
 	return t
 }
@@ -162,7 +174,8 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
-	if r := t.m[scope]; r != nil {
+	e := t.m[scope]
+	if r := e.restriction(); r != nil {
 		learner = r
 		if until.After(r.until) {
 			r.rebase(now, until)
@@ -176,7 +189,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 			if r.pace.stragglers {
 				// The requests in flight at the first 429 that passed
 				// after it: the burst too.
-				n := float64(t.rooms.takeStragglers(scope))
+				n := float64(e.room.takeStragglers())
 				r.pace.burst += n
 				r.pace.passed += n
 				r.pace.stragglers = false
@@ -193,13 +206,12 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	}
 	// The sweep above forgot every restriction that ended: this scope has
 	// none, and a new one starts at the first pace.
-	if len(t.m) >= MaxSharedScopes {
-		t.evictLocked()
+	if e == nil {
+		e = t.addLocked(scope)
 	}
 	t.gens++
-	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, t.rooms.takeHistory(scope)), plan: plan}
-	t.m[scope] = r
-	t.peak = max(t.peak, len(t.m))
+	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, e.room.takeHistory()), plan: plan}
+	e.r = r
 	t.noteEndLocked(r)
 	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
 		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
@@ -212,7 +224,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 func (t *restrictions) learnLater(scope string, r *restriction, l *learning) {
 	rate := l.rate()
 	t.mu.Lock()
-	applied := t.m[scope] == r && r.pace.cycle == l.cycle
+	applied := t.m[scope].restriction() == r && r.pace.cycle == l.cycle
 	if applied {
 		r.pace.learnt(l, rate)
 	}
@@ -241,12 +253,13 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
-	r := t.m[scope]
+	e := t.m[scope]
+	r := e.restriction()
 	if r == nil {
 		return restricted{}, place{}, false
 	}
 	if !now.Before(r.end()) {
-		delete(t.m, scope)
+		t.endLocked(scope, e)
 		return restricted{}, place{}, false
 	}
 	p := place{scope: scope, gen: r.gen, k: r.issued}
@@ -288,7 +301,7 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 func (t *restrictions) giveBack(p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.m[p.scope]
+	r := t.m[p.scope].restriction()
 	switch {
 	case r == nil || r.gen != p.gen || p.went:
 	case p.k+1 == r.issued && p.k >= r.baseK:
@@ -303,17 +316,60 @@ func (t *restrictions) giveBack(p place) {
 func (t *restrictions) succeeded(now, sent time.Time, p place) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if r := t.m[p.scope]; r != nil && r.gen == p.gen {
+	if r := t.m[p.scope].restriction(); r != nil && r.gen == p.gen {
 		r.rebase(now, r.until)
 		r.pace.succeeded(sent)
 	}
 }
 
-// len returns how many scopes the table holds.
+// len returns how many scopes of the table are restricted.
 func (t *restrictions) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.m)
+	n := 0
+	for _, e := range t.m {
+		if e.r != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// restriction returns the entry's restriction; nil for none (or no entry).
+func (e *scopeEntry) restriction() *restriction {
+	if e == nil {
+		return nil
+	}
+	return e.r
+}
+
+// addLocked makes scope's entry. At MaxSharedScopes entries, the scopes
+// with neither a restriction nor a request in their room are forgotten
+// first (a forgotten room starts again at 1), then, if none was, the
+// restriction that ends soonest.
+func (t *restrictions) addLocked(scope string) *scopeEntry {
+	if len(t.m) >= MaxSharedScopes {
+		for k, e := range t.m {
+			if e.r == nil && e.room.idle() {
+				delete(t.m, k)
+			}
+		}
+		if len(t.m) >= MaxSharedScopes {
+			t.evictLocked()
+		}
+	}
+	e := &scopeEntry{}
+	t.m[scope] = e
+	t.peak = max(t.peak, len(t.m))
+	return e
+}
+
+// endLocked ends scope's restriction; an entry that keeps no room goes.
+func (t *restrictions) endLocked(scope string, e *scopeEntry) {
+	e.r = nil
+	if e.room == nil {
+		delete(t.m, scope)
+	}
 }
 
 // noteEndLocked keeps earliest at or before every entry's end.
@@ -330,17 +386,19 @@ func (t *restrictions) sweepLocked(now time.Time) {
 		return
 	}
 	t.earliest = time.Time{}
-	for k, r := range t.m {
-		if !now.Before(r.end()) {
-			delete(t.m, k)
-			continue
+	for k, e := range t.m {
+		switch {
+		case e.r == nil:
+		case !now.Before(e.r.end()):
+			t.endLocked(k, e)
+		default:
+			t.noteEndLocked(e.r)
 		}
-		t.noteEndLocked(r)
 	}
 	if len(t.m) < t.peak/4 {
 		// A Go map keeps its buckets when entries are deleted: a table
 		// that shrank to a quarter is copied, so that its memory returns.
-		m := make(map[string]*restriction, len(t.m))
+		m := make(map[string]*scopeEntry, len(t.m))
 		for k, r := range t.m {
 			m[k] = r
 		}
@@ -348,16 +406,25 @@ func (t *restrictions) sweepLocked(now time.Time) {
 	}
 }
 
-// evictLocked forgets the restriction that ends soonest.
+// evictLocked forgets the restriction that ends soonest (and its entry,
+// when its room is idle too).
 func (t *restrictions) evictLocked() {
 	var victim string
 	var end time.Time
-	for k, r := range t.m {
-		if e := r.end(); victim == "" || e.Before(end) {
-			victim, end = k, e
+	for k, e := range t.m {
+		if e.r == nil {
+			continue
+		}
+		if at := e.r.end(); victim == "" || at.Before(end) {
+			victim, end = k, at
 		}
 	}
-	delete(t.m, victim)
+	if e := t.m[victim]; e != nil {
+		e.r = nil
+		if e.room.idle() {
+			delete(t.m, victim)
+		}
+	}
 }
 
 // note records the restriction a 429 of req sets on its scope, when its
@@ -404,22 +471,22 @@ func (c *call) wakeAt(until time.Time) time.Time {
 	return until
 }
 
+// enterRoom tries to hand the call's request over in its scope's room;
 // false: it waits (queued, in order).
 func (c *call) enterRoom() bool {
 	t := c.t.shared
 	scope := c.scopeOf()
 	now := c.t.clk().Now()
-	rs := &t.rooms
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.m[scope]
-	if r == nil {
-		if len(rs.m) >= MaxSharedScopes {
-			rs.forgetIdleLocked()
-		}
-		r = newRoom()
-		rs.m[scope] = r
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.m[scope]
+	if e == nil {
+		e = t.addLocked(scope)
 	}
+	if e.room == nil {
+		e.room = newRoom()
+	}
+	r := e.room
 	if n := r.enter(now, c.t.roomCap, c.room.w); n != 0 {
 		c.room.w, c.room.n, c.room.renew, c.room.recheck = nil, n, time.Time{}, time.Time{}
 		if len(r.queue) > 0 {
@@ -438,16 +505,6 @@ func (c *call) enterRoom() bool {
 	c.room.w.woken = false
 	r.wakeHead(c.t.roomCap) // the room may have grown by itself for the one before
 	return false
-}
-
-// forgetIdleLocked forgets the rooms nothing is in or waits for: a scope
-// then starts again at 1.
-func (rs *rooms) forgetIdleLocked() {
-	for k, r := range rs.m {
-		if r.inflight == 0 && len(r.queue) == 0 {
-			delete(rs.m, k)
-		}
-	}
 }
 
 // leaveRoom tells the scope's room that the call's request came back:
@@ -473,10 +530,10 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 		}
 	}
 	now := c.t.clk().Now()
-	rs := &c.t.shared.rooms
+	t := c.t.shared
 	var change []slog.Attr
-	rs.mu.Lock()
-	if r := rs.m[c.scopeOf()]; r != nil {
+	t.mu.Lock()
+	if r := t.roomLocked(c.scopeOf()); r != nil {
 		limit := r.limit
 		if throttled {
 			r.throttled++
@@ -500,16 +557,22 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 			change = []slog.Attr{slog.String(otelattr.LogEvent, "room-halved"), slog.String(otelattr.LogScope, c.scopeOf()), slog.Int(otelattr.LogRoom, r.limit)}
 		}
 	}
-	rs.mu.Unlock()
-	c.t.shared.logChange(change)
+	t.mu.Unlock()
+	t.logChange(change)
 }
 
-// takeHistory returns what the scope's room saw pass since its last
-// restriction and starts counting again: a 429 restricts it now.
-func (rs *rooms) takeHistory(scope string) history {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.m[scope]
+// roomLocked returns scope's room, nil when it has none.
+func (t *restrictions) roomLocked(scope string) *room {
+	if e := t.m[scope]; e != nil {
+		return e.room
+	}
+	return nil
+}
+
+// takeHistory returns what the room saw pass since the scope's last
+// restriction and starts counting again: a 429 restricts it now. A nil
+// room saw nothing.
+func (r *room) takeHistory() history {
 	if r == nil {
 		return history{}
 	}
@@ -520,10 +583,7 @@ func (rs *rooms) takeHistory(scope string) history {
 
 // takeStragglers returns how many requests handed over before the scope's
 // last restriction passed after it.
-func (rs *rooms) takeStragglers(scope string) int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	r := rs.m[scope]
+func (r *room) takeStragglers() int {
 	if r == nil {
 		return 0
 	}
@@ -538,13 +598,13 @@ func (c *call) leaveQueue() {
 	if c.room.w == nil {
 		return
 	}
-	rs := &c.t.shared.rooms
-	rs.mu.Lock()
-	if r := rs.m[c.scopeOf()]; r != nil {
+	t := c.t.shared
+	t.mu.Lock()
+	if r := t.roomLocked(c.scopeOf()); r != nil {
 		r.dequeue(c.room.w)
 		r.wakeHead(c.t.roomCap)
 	}
-	rs.mu.Unlock()
+	t.mu.Unlock()
 	c.room.w = nil
 }
 
@@ -570,18 +630,18 @@ func (c *call) sleepRoom(until time.Time) error {
 // comes). waiting is false when the call has no place in the queue or its
 // turn came already: then nothing is registered. unregister undoes it.
 func (c *call) onRoomWake(wake context.CancelCauseFunc) (unregister func(), waiting bool) {
-	rs := &c.t.shared.rooms
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
+	t := c.t.shared
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	w := c.room.w
 	if w == nil || w.woken {
 		return nil, false
 	}
 	w.wake = wake
 	return func() {
-		rs.mu.Lock()
+		t.mu.Lock()
 		w.wake = nil
-		rs.mu.Unlock()
+		t.mu.Unlock()
 	}, true
 }
 
@@ -610,11 +670,11 @@ func (c *call) giveRoomBack() {
 	}
 	n := c.room.n
 	c.room.n = 0
-	rs := &c.t.shared.rooms
-	rs.mu.Lock()
-	if r := rs.m[c.scopeOf()]; r != nil {
+	t := c.t.shared
+	t.mu.Lock()
+	if r := t.roomLocked(c.scopeOf()); r != nil {
 		r.forget(time.Time{}, n, 0) // not answered: nothing learnt
 		r.wakeHead(c.t.roomCap)
 	}
-	rs.mu.Unlock()
+	t.mu.Unlock()
 }

@@ -76,7 +76,7 @@ func BenchmarkAdmitWhileLearning(b *testing.B) {
 					// then its paced 429.
 					tab.record("learner", now, now.Add(time.Second), sharedPlan("l"), nil)
 					tab.mu.Lock()
-					since := tab.m["learner"].until
+					since := tab.m["learner"].r.until
 					tab.mu.Unlock()
 					p := pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: since}
 					for i := range 4096 {
@@ -87,7 +87,7 @@ func BenchmarkAdmitWhileLearning(b *testing.B) {
 					// bisects over the 4,096.
 					at := since.Add(4096 * 4 * time.Millisecond)
 					tab.mu.Lock()
-					r := tab.m["learner"]
+					r := tab.m["learner"].r
 					r.pace = p
 					r.issued, r.done, r.goneAt, r.base, r.baseK = 4097, 4096, at, at, 4096
 					gen := r.gen

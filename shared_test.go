@@ -261,7 +261,7 @@ func TestRestrictionsPace(t *testing.T) {
 	tab := newRestrictions(nil)
 	gen := tab.record("a", t0, t0.Add(s1), sharedPlan("r1"), nil)
 	tab.record("a", t0, t0.Add(s1), sharedPlan("r2"), nil)
-	assert.Equal(t, paceStart, tab.m["a"].pace.interval, "a 429 in flight before the restriction says nothing of the pace")
+	assert.Equal(t, paceStart, tab.m["a"].r.pace.interval, "a 429 in flight before the restriction says nothing of the pace")
 	var ps []place
 	for range 4 {
 		_, p, _ := tab.take("a", t0, nil)
@@ -271,7 +271,7 @@ func TestRestrictionsPace(t *testing.T) {
 	// slow start), the spacing halves and tickets 1.. are spaced anew.
 	tab.succeeded(t0.Add(s1), t0.Add(s1), ps[0])
 	iv := paceStart / 2
-	assert.Equal(t, iv, tab.m["a"].pace.interval)
+	assert.Equal(t, iv, tab.m["a"].r.pace.interval)
 	f, _, _ := tab.take("a", t0.Add(s1), &ps[3])
 	assert.Equal(t, t0.Add(s1+3*iv), f.until)
 	// Ticket 1 meets 429 "Retry-After: 1" at T+10 ms: one request passed
@@ -279,15 +279,15 @@ func TestRestrictionsPace(t *testing.T) {
 	// (slower than paceMax: paceMax); tickets 2.. restart at the new T.
 	T2 := t0.Add(s2 + 10*time.Millisecond)
 	assert.Equal(t, gen, tab.record("a", t0.Add(s1+10*time.Millisecond), T2, sharedPlan("r3"), &ps[1]))
-	assert.Equal(t, paceMax, tab.m["a"].pace.interval)
-	assert.Equal(t, paceRamp, tab.m["a"].pace.mode)
+	assert.Equal(t, paceMax, tab.m["a"].r.pace.interval)
+	assert.Equal(t, paceRamp, tab.m["a"].r.pace.mode)
 	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[2])
 	assert.Equal(t, T2, f.until)
 	f, _, _ = tab.take("a", t0.Add(s1+10*time.Millisecond), &ps[3])
 	assert.Equal(t, T2.Add(paceMax), f.until)
 	// A 429 of ticket 0 (due before the slow-down) changes no pace.
 	tab.record("a", t0.Add(s1+20*time.Millisecond), T2, sharedPlan("r4"), &ps[0])
-	assert.Equal(t, paceMax, tab.m["a"].pace.interval)
+	assert.Equal(t, paceMax, tab.m["a"].r.pace.interval)
 }
 
 // release-ramp through the table: a new restriction's pace starts from
@@ -298,7 +298,7 @@ func TestRestrictionsPace(t *testing.T) {
 func TestRestrictionsPaceFromHistory(t *testing.T) {
 	tab := newRestrictions(nil)
 	r := newRoom()
-	tab.rooms.m["a"] = r
+	tab.m["a"] = &scopeEntry{room: r}
 	for n := range 60 {
 		r.enter(t0, 64, nil)
 		if n < 50 {
@@ -308,11 +308,11 @@ func TestRestrictionsPaceFromHistory(t *testing.T) {
 	r.okFirst = t0
 	T := t0.Add(1010 * time.Millisecond)
 	gen := tab.record("a", t0.Add(10*time.Millisecond), T, sharedPlan("r1"), nil)
-	p := tab.m["a"].pace
+	p := tab.m["a"].r.pace
 	assert.Equal(t, paceRamp, p.mode)
 	assert.Equal(t, time.Duration(float64(time.Second)*1.01/50), p.interval)
 	assert.InDelta(t, 50-50/1.01*0.01, p.burst, 1e-9)
-	assert.Equal(t, history{}, tab.rooms.takeHistory("a"), "the room counts again from the restriction")
+	assert.Equal(t, history{}, r.takeHistory(), "the room counts again from the restriction")
 	// 5 of the 10 in flight pass after the 429, 5 meet 429 (in flight
 	// before T: no pace change).
 	for n := 51; n <= 55; n++ {
@@ -328,9 +328,9 @@ func TestRestrictionsPaceFromHistory(t *testing.T) {
 	// learnt rate refilled over the 10 ms from the first to the 429 (the
 	// one 2xx of the cycle over its 1.005 s, penalty included: any bucket
 	// passes one).
-	assert.InDelta(t, 55-0.01/1.005, tab.m["a"].pace.burst, 1e-6)
+	assert.InDelta(t, 55-0.01/1.005, tab.m["a"].r.pace.burst, 1e-6)
 	assert.Equal(t, 0, r.late0)
-	assert.Equal(t, paceSettle, tab.m["a"].pace.mode)
+	assert.Equal(t, paceSettle, tab.m["a"].r.pace.mode)
 }
 
 // The table's memory: 1,000 scopes are forgotten at the first use after
@@ -920,7 +920,7 @@ func TestRestrictionsOneByOneInFact(t *testing.T) {
 func TestRestrictionsLearnOutsideLock(t *testing.T) {
 	tab := newRestrictions(nil)
 	tab.record("a", t0, t0.Add(time.Second), sharedPlan("r"), nil)
-	r := tab.m["a"]
+	r := tab.m["a"].r
 	since := r.until
 	p := pace{interval: 4 * time.Millisecond, mode: paceRamp, burst: 50, since: since}
 	for i := range 4096 {
@@ -933,7 +933,7 @@ func TestRestrictionsLearnOutsideLock(t *testing.T) {
 	r.pace = p
 	r.issued, r.done, r.goneAt, r.base, r.baseK = 4097, 4096, at, at, 4096
 	tab.record("a", at, at.Add(time.Second), sharedPlan("r2"), &place{scope: "a", gen: r.gen, k: 4096})
-	got := tab.m["a"].pace
+	got := tab.m["a"].r.pace
 	assert.Equal(t, paceSettle, got.mode)
 	assert.Equal(t, want.settled, got.settled, "the rate learnt")
 	assert.Equal(t, want.interval, got.interval)
