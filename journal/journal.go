@@ -621,12 +621,13 @@ func (j *run) refreshFinishing(ctx context.Context) {
 // finishDeadReview ends what a review that died or failed after its claim left: for the
 // marker of a review whose worker is dead, or one a pending review resolved (its request
 // is over), it writes a missing last head as its writer would have, then removes the
-// marker, still the one read, which blocks every worker. It reports whether it wrote; a
-// failure leaves the run as it was (unresolved by the marker).
+// marker, still the one read, which blocks every worker. A dead worker's claim that never
+// sent is removed the same way (dead-claim-heals). It reports whether it wrote; a failure
+// leaves the run as it was.
 func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == holdNone)) {
+		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
 		return false
 	}
 	h := 0
@@ -634,7 +635,7 @@ func (j *run) finishDeadReview() bool {
 		k, _ := parseHeadName(n)
 		h = max(h, k)
 	}
-	if n := s.lastSeq; n > 0 && h == n-1 {
+	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
 		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
 		if err != nil {
 			return false

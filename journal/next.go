@@ -21,8 +21,10 @@ import (
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 
-// claimMethod is the method of a Next claim's marker (not an HTTP one): a
-// worker that dies leaves it, and its file is unknown until a review.
+// claimMethod is the method of a Next claim's marker (not an HTTP one). A
+// worker that dies before its upload begins leaves it dead and its file
+// eligible: the next worker removes it (dead-claim-heals); once the upload
+// began (its begun head), the file is unknown until a review.
 const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
@@ -46,7 +48,9 @@ type nextState struct {
 // it with [WithUpload] (and [WithUploadPart]) through this Journal, whose
 // first journaled request adopts the claim, or gives it back with
 // [Journal.Release]. While every shard that may still have a file is busy,
-// Next waits, polling, within ctx.
+// Next waits, polling, within ctx. A dead worker's claim whose upload never
+// began is removed and its file handed out again (docs/policy.md:
+// dead-claim-heals).
 //
 // Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
 // *[RestrictedError] when the run is waiting or unresolved (an abandoned
@@ -175,7 +179,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		// finds its other workers' records.
 		read := try > 0 || !sticky
 		if read {
-			lane.refreshLocked(ctx)
+			lane.refreshFinishing(ctx) // removes a dead worker's claim that never sent
 		}
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("journal: next: %w", err)
@@ -195,7 +199,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		switch {
 		case d == "":
 			return "", nil
-		case s.blocking() && !read:
+		case s.pending && !read:
 			// The marker seen last may be gone: read before calling the lane
 			// busy, or a worker whose other lanes are empty waits forever.
 			continue

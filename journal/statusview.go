@@ -17,8 +17,9 @@ type ShardView struct {
 	// Marker is "" without a marker; "live" for a request in flight (of
 	// this Journal, or another worker's that is not abandoned); "dead"
 	// for an abandoned one (its worker died, or is stuck: see
-	// [Journal.ReviewPendingMarker]); "resolved" for one a pending review
-	// resolved and that is still there.
+	// [Journal.ReviewPendingMarker]; a dead CLAIM never sent and blocks
+	// nothing: the next worker removes it); "resolved" for one a pending
+	// review resolved and that is still there.
 	Marker string `json:"marker"`
 	// Method is the marker's: an HTTP method, CLAIM for a file
 	// [Journal.Next] handed out, REVIEW for a review being written.
@@ -76,6 +77,8 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		switch {
 		case s.pendingResolved != "":
 			v.Marker = markerResolved
+		case s.pendingUnsent:
+			v.Marker = markerDead
 		case lane.inflight == nil && s.deadMarker():
 			v.Marker, v.State = markerDead, Unresolved
 		}
