@@ -1,14 +1,18 @@
 package journal
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io/fs"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -100,6 +104,24 @@ func shard1Plan(n int) []PlannedFile {
 	return slices.DeleteFunc(manyFiles(n), func(f PlannedFile) bool { return shardIndex(fileDigest(f.ID), 4) != 1 })
 }
 
+// lockedBuffer is a bytes.Buffer for writers in several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // killedWorker runs a Next worker process on dir that is SIGKILLed as kill
 // says ("claim", "begun") and returns the file it was handed.
 func killedWorker(t *testing.T, dir, url string, plan []PlannedFile, kill string) string {
@@ -174,6 +196,148 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	}
 	slices.Sort(wantFiles)
 	assert.Equal(t, wantFiles, treeNames(t, dir), "a receipt per file, no review, no marker")
+}
+
+// dead-upload-waits (R111) across processes: a worker process of a
+// WithParallel(4) directory run is SIGKILLed after its upload began (its
+// begun head written). `journal status` is unresolved, the shard's marker
+// dead with method PUT, the file unknown. A restarted worker process and a
+// worker in this process loop on Next: they wait, sending nothing and
+// not ending, and the in-process one says why once (one log line naming
+// the dead marker). The one pending review brings both back without a
+// restart: after its 30 s wait (the reviewer's clock is 29 s behind, so 1 s
+// here) they are handed every other file, each sent once, and end with
+// ErrNoMoreFiles; the killed file stays unknown until its reupload review,
+// after which Next hands it out.
+func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	plan := manyFiles(12)
+	srv := &putCounter{puts: map[string]int{}, delay: 150 * time.Millisecond} // both workers are handed files
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	dir := filepath.Join(t.TempDir(), "run")
+	_, err := Open(dir, WithPlan(plan), WithParallel(4))
+	require.NoError(t, err)
+	killed := killedWorker(t, dir, ts.URL, plan, "begun")
+
+	j, err := Open(dir, WithPlan(plan), WithParallel(4))
+	require.NoError(t, err)
+	k := j.Shard(killed)
+	st := j.Status(time.Now())
+	require.Equal(t, Unresolved, st.State)
+	v := st.Shards[k-1]
+	assert.Equal(t, []string{markerDead, string(Unresolved)}, []string{v.Marker, string(v.State)})
+	assert.Equal(t, 1, v.Files[FileUnknown])
+
+	logs := &lockedBuffer{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	type result struct {
+		lines []string
+		err   error
+	}
+	restarted := make(chan result, 1)
+	go func() {
+		lines, err := nextProcess(t, dir, ts.URL, plan, "")
+		restarted <- result{lines, err}
+	}()
+	w, err := Open(dir, WithPlan(plan), WithParallel(4))
+	require.NoError(t, err)
+	r := &shardedRun{dir: dir}
+	local := newSendLog(r, w.Shard)
+	local.delay = srv.delay
+	type loop struct {
+		got []string
+		end error
+	}
+	inproc := make(chan loop, 1)
+	go func() {
+		var l loop
+		for {
+			f, err := w.Next(context.Background(), NewApproval)
+			if err != nil {
+				l.end = err
+				break
+			}
+			l.got = append(l.got, f.ID)
+			if out := uploadOne(readrecovery.New(local), w, f.ID); out != "acked" {
+				l.end = errors.New(f.ID + ": " + out)
+				break
+			}
+		}
+		inproc <- l
+	}()
+
+	select {
+	case res := <-restarted:
+		t.Fatalf("the restarted worker ended while the run was unresolved: %v %v", res.lines, res.err)
+	case l := <-inproc:
+		t.Fatalf("the worker ended while the run was unresolved: %v %v", l.got, l.end)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	srv.mu.Lock()
+	assert.Empty(t, srv.puts, "nothing sent while the run is unresolved")
+	srv.mu.Unlock()
+	waits := strings.Count(logs.String(), "Next waits")
+	assert.Equal(t, 1, waits, "said once: %s", logs.String())
+	assert.Contains(t, logs.String(), shardName(k)+"/"+markerName)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = j.Next(ctx, NewApproval)
+	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "Next waited until its context ended")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrPending, "the context's end says what Next waited for")
+
+	reviewer, err := Open(dir, WithPlan(plan), WithParallel(4), withClock(newFakeClock(time.Now().Add(-29*time.Second))))
+	require.NoError(t, err)
+	rec, err := reviewer.ReviewPendingMarker(context.Background(), "", "worker killed mid-upload", 0)
+	require.NoError(t, err)
+	reviewed := time.Now()
+	assert.Equal(t, markerRef(k), rec.Marker)
+
+	var res result
+	select {
+	case res = <-restarted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restarted worker did not come back after the review")
+	}
+	require.NoError(t, res.err)
+	l := <-inproc
+	require.ErrorIs(t, l.end, ErrNoMoreFiles)
+	t.Logf("after the review (its not-before %d s on): both workers done %v later; files: restarted %d, in-process %d",
+		rec.NotBeforeUTC-reviewed.Unix(), time.Since(reviewed), len(res.lines)-1, len(l.got))
+	require.Equal(t, "end true", res.lines[len(res.lines)-1])
+	handed := slices.Clone(l.got)
+	for _, line := range res.lines[:len(res.lines)-1] {
+		id, ok := strings.CutPrefix(line, "got ")
+		require.True(t, ok, line)
+		handed = append(handed, id)
+	}
+	assert.NotEmpty(t, l.got, "the waiting worker came back")
+	assert.Greater(t, len(res.lines), 1, "the restarted worker came back")
+	slices.Sort(handed)
+	want := slices.DeleteFunc(ids(plan), func(id string) bool { return id == killed })
+	assert.Equal(t, want, handed, "every file but the killed one, each handed out once")
+	for _, id := range want {
+		srv.mu.Lock()
+		n := srv.puts[id]
+		srv.mu.Unlock()
+		assert.Equal(t, 1, n+local.puts[id], id)
+	}
+	assert.Zero(t, srv.puts[killed]+local.puts[killed], "the killed file is never sent again")
+
+	_, err = j.Review(context.Background(), killed, DecisionReupload, "not on the server")
+	require.NoError(t, err)
+	f, err := j.Next(context.Background(), NewApproval)
+	require.NoError(t, err)
+	assert.Equal(t, killed, f.ID, "the file's reupload decision makes it eligible again")
+	require.NoError(t, j.Release(f))
 }
 
 // The removal of a dead worker's marker on a directory (which has no

@@ -198,8 +198,8 @@ type runner interface {
 	lanes() []*run
 	lane(d string) int
 	// gate is the status Next checks before each pass over the lanes: a root's merged one
-	// (a run's own is checked by its claim).
-	gate(now time.Time) Status
+	// (a run's own is checked by its claim), read again with refresh.
+	gate(ctx context.Context, now time.Time, refresh bool) Status
 }
 
 // zero reports a nil or zero Journal, whose every method refuses, never panics.
@@ -253,7 +253,7 @@ func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
 func (j *run) route(context.Context, readrecovery.JournalRequest) *run { return j }
 func (j *run) lanes() []*run                                           { return []*run{j} }
 func (j *run) lane(string) int                                         { return 0 }
-func (j *run) gate(time.Time) Status                                   { return Status{State: Clear} }
+func (j *run) gate(context.Context, time.Time, bool) Status            { return Status{State: Clear} }
 
 func (j *run) status(now time.Time) Status {
 	j.mu.Lock()

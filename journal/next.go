@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -50,13 +51,17 @@ type nextState struct {
 // [Journal.Release]. While every shard that may still have a file is busy,
 // Next waits, polling, within ctx. A dead worker's claim whose upload never
 // began is removed and its file handed out again (docs/policy.md:
-// dead-claim-heals).
+// dead-claim-heals). While a dead worker's upload that began leaves the run
+// unresolved, and then while the run waits for its pending review's
+// not-before, Next waits too, reading the run again every 0.5 to 1 s, and
+// says why once on slog's default logger (dead-upload-waits).
 //
 // Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
-// *[RestrictedError] when the run is waiting or unresolved (an abandoned
-// marker included); ctx's error, wrapped, when ctx ends; any other when the
-// claim cannot be written or removed (a persistence failure). The Journal
-// must have been opened [WithPlan]: the journal stores file digests, never IDs.
+// *[RestrictedError] when the run is waiting or unresolved for any other
+// cause; ctx's error, wrapped, when ctx ends (with the *RestrictedError it
+// was waiting out, if any); any other when the claim cannot be written or
+// removed (a persistence failure). The Journal must have been opened
+// [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -78,19 +83,32 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			j.nx.lanes[j.r.lane(d)] = append(j.nx.lanes[j.r.lane(d)], d)
 		}
 	})
+	var held *RestrictedError // the run Next waits out (dead-upload-waits), said once
+	ended := func(err error) (PlannedFile, error) {
+		if held != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: %w while waiting: %w", err, held)
+		}
+		return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
+			return ended(err)
 		}
-		if st := j.r.gate(j.clock.Now()); !st.Allows() {
-			return PlannedFile{}, &RestrictedError{Status: st}
+		var re *RestrictedError
+		// While Next waits the gate reads the run: the review is news from the store.
+		if st := j.r.gate(ctx, j.clock.Now(), held != nil); !st.Allows() {
+			re = &RestrictedError{Status: st}
 		}
 		busy := false
 		for _, i := range j.nx.order(lanes, a) {
+			if re != nil {
+				break
+			}
 			d, err := j.tryLane(ctx, lanes[i], i+1, a)
 			switch {
 			case errors.Is(err, errLaneBusy):
 				busy = true
+			case errors.As(err, &re):
 			case err != nil:
 				return PlannedFile{}, err
 			case d != "":
@@ -100,11 +118,23 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 				return PlannedFile{ID: j.nx.ids[d]}, nil
 			}
 		}
-		if !busy {
+		poll := pendingPoll + time.Duration(rand.Int64N(int64(pendingPoll)))
+		switch {
+		case re != nil && !re.Status.nextWaits():
+			return PlannedFile{}, re
+		case re != nil:
+			if held == nil {
+				slog.Warn("journal: Next waits, within its context, for the run to allow uploads again",
+					"run", j.dir, "state", re.Status.State, "reason", re.Status.Reason)
+			}
+			held, poll = re, deadPoll+time.Duration(rand.Int64N(int64(deadPoll)))
+		case !busy:
 			return PlannedFile{}, fmt.Errorf("%w: every planned file is acked, unknown, skipped or not approved", ErrNoMoreFiles)
 		}
-		if err := j.clock.Sleep(ctx, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll)))); err != nil {
+		if err := j.clock.Sleep(ctx, poll); err != nil && held == nil {
 			return PlannedFile{}, fmt.Errorf("journal: next: while every shard with a file left was busy: %w", err)
+		} else if err != nil {
+			return ended(err)
 		}
 	}
 }

@@ -284,12 +284,14 @@ func nextProcess(t *testing.T, dir, url string, plan []PlannedFile, kill string)
 // putCounter is the multi-process tests' server: it counts the PUTs of
 // each path and answers 201.
 type putCounter struct {
-	mu   sync.Mutex
-	puts map[string]int
+	mu    sync.Mutex
+	puts  map[string]int
+	delay time.Duration // before each answer
 }
 
 func (s *putCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	time.Sleep(s.delay)
 	s.mu.Lock()
 	if r.Method == http.MethodPut {
 		s.puts[strings.TrimPrefix(r.URL.Path, "/files/")]++

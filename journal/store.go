@@ -84,6 +84,9 @@ const (
 	// pendingPoll is how often [WithPendingWait] looks again for another
 	// worker's marker to go.
 	pendingPoll = 25 * time.Millisecond
+	// deadPoll (plus up to as much again) is how often [Journal.Next] reads the run
+	// again while it waits for a dead worker's upload's review (dead-upload-waits).
+	deadPoll = 500 * time.Millisecond
 )
 
 // prefixLister and enclosing are a Store with one of its optional methods.
