@@ -27,6 +27,64 @@ func newSendLog(r *shardedRun, shard func(string) int) *sendLog {
 	return &sendLog{run: r, n: 4, shard: shard, throttle: map[string]bool{}, puts: map[string]int{}, perShard: map[int]int{}}
 }
 
+// Status tells a claimed file from an upload in flight (R111): on a
+// parallel run, directory and in-memory store with leases, a worker's
+// marker as a freshly opened Journal (`journal status`) shows it, for a
+// claim from Next (live, then its worker dead) and for the upload that
+// adopted it (begun, then its worker dead): the marker, its method (CLAIM
+// until the upload's begun head, then the upload's PUT), the shard's state
+// and the class of the file. A dead claim that never sent blocks nothing
+// (dead-claim-heals); a dead upload leaves the run unresolved.
+func TestStatusTellsClaimFromUpload(t *testing.T) {
+	cases := []struct {
+		name          string
+		begin, killed bool
+		marker        string
+		method        string
+		state         State // the shard's and the run's
+		class         FileState
+	}{
+		{"claim live", false, false, markerLive, claimMethod, Clear, FileInFlight},
+		{"upload live", true, false, markerLive, "PUT", Clear, FileInFlight},
+		{"claim dead", false, true, markerDead, claimMethod, Clear, FileNeverAttempted},
+		{"upload dead", true, true, markerDead, "PUT", Unresolved, FileUnknown},
+	}
+	plan := manyFiles(16)
+	for _, kind := range []string{"dir", "mem+prefix"} {
+		for _, tc := range cases {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				r := newShardedRun(t, kind)
+				clk := newFakeClock(t0)
+				open := opener4(t, r.st, plan, clk)
+				a := open()
+				f, err := a.Next(context.Background(), NewApproval)
+				require.NoError(t, err)
+				k := a.Shard(f.ID)
+				if tc.begin {
+					require.NoError(t, a.Begin(WithUpload(context.Background(), f.ID), putReq(t)))
+				}
+				if tc.killed {
+					kill(a)
+				}
+				st := open().Status(t0)
+				assert.Equal(t, tc.state, st.State, st.Reason)
+				v := st.Shards[k-1]
+				assert.Equal(t, tc.marker, v.Marker)
+				assert.Equal(t, tc.method, v.Method)
+				assert.Equal(t, tc.state, v.State)
+				assert.Equal(t, fileDigest(f.ID), v.FileDigest)
+				assert.Equal(t, os.Getpid(), v.PID)
+				if tc.class == FileNeverAttempted {
+					assert.Equal(t, len(plan), st.Files[FileNeverAttempted], "%v", st.Files)
+				} else {
+					assert.Equal(t, 1, st.Files[tc.class], "%v", st.Files)
+					assert.Equal(t, 1, v.Files[tc.class], "%v", v.Files)
+				}
+			})
+		}
+	}
+}
+
 // treeNames lists every file under dir, by its path inside it, sorted.
 func treeNames(t *testing.T, dir string) []string {
 	t.Helper()
@@ -228,7 +286,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	st := j.Status(time.Now())
 	require.Equal(t, Unresolved, st.State)
 	v := st.Shards[k-1]
-	assert.Equal(t, []string{markerDead, string(Unresolved)}, []string{v.Marker, string(v.State)})
+	assert.Equal(t, []string{markerDead, "PUT", string(Unresolved)}, []string{v.Marker, v.Method, string(v.State)})
 	assert.Equal(t, 1, v.Files[FileUnknown])
 
 	logs := &lockedBuffer{}

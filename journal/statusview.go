@@ -21,8 +21,9 @@ type ShardView struct {
 	// nothing: the next worker removes it); "resolved" for one a pending
 	// review resolved and that is still there.
 	Marker string `json:"marker"`
-	// Method is the marker's: an HTTP method, CLAIM for a file
-	// [Journal.Next] handed out, REVIEW for a review being written.
+	// Method is the marker's: an HTTP method (the upload's, once it began
+	// under a claim), CLAIM for a file [Journal.Next] handed out whose
+	// upload did not begin, REVIEW for a review being written.
 	Method     string `json:"method,omitempty"`
 	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
 	// Host and PID name the worker that wrote the marker, when it says.
@@ -84,6 +85,9 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		}
 		_, data, _ := strings.Cut(s.pendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
 		if m, ok := parseMarker([]byte(data)); ok {
+			if b := s.begun; m.Method == claimMethod && b != nil && b.req.FileDigest == m.FileDigest {
+				m.Method = b.req.Method // the claim's upload began: its head says what it sends
+			}
 			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
 			if m.BegunAtUTC > 0 {
 				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)
