@@ -226,7 +226,9 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	assert.Equal(t, []string{markerDead, claimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
 	assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
 
-	f, err := j.Next(context.Background(), NewApproval)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // were the claim unresolved, Next would wait
+	defer cancel()
+	f, err := j.Next(ctx, NewApproval)
 	took := time.Since(died)
 	require.NoError(t, err)
 	assert.Equal(t, killed, f.ID, "the killed worker's file is handed out again")
