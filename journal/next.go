@@ -84,15 +84,11 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 		}
 	})
 	var held *RestrictedError // the run Next waits out (dead-upload-waits), said once
-	ended := func(err error) (PlannedFile, error) {
-		if held != nil {
-			return PlannedFile{}, fmt.Errorf("journal: next: %w while waiting: %w", err, held)
-		}
-		return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
-	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return ended(err)
+		if err := ctx.Err(); err != nil && held != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: %w while waiting: %w", err, held)
+		} else if err != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
 		}
 		var re *RestrictedError
 		// While Next waits the gate reads the run: the review is news from the store.
@@ -133,9 +129,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 		}
 		if err := j.clock.Sleep(ctx, poll); err != nil && held == nil {
 			return PlannedFile{}, fmt.Errorf("journal: next: while every shard with a file left was busy: %w", err)
-		} else if err != nil {
-			return ended(err)
-		}
+		} // else the context's end says above what Next waited for
 	}
 }
 

@@ -337,9 +337,8 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 					s.pendingResolved, s.pendingFile = r.name, ""
 				}
 			}
-			if ok && m.Method == claimMethod && s.pendingResolved == "" && s.pendingLive == holdNone {
-				s.pendingUnsent = s.unsent(b, m.FileDigest, now)
-			}
+			s.pendingUnsent = ok && m.Method == claimMethod && s.pendingResolved == "" && s.pendingLive == holdNone &&
+				s.unsent(b, m.FileDigest, now)
 		}
 	}
 	s.findings = append(s.findings, late...)

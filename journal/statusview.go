@@ -49,9 +49,7 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 		lane.mu.Lock()
 		v := lane.viewLocked(now)
 		lane.mu.Unlock()
-		if v.Files == nil {
-			known = false
-		}
+		known = known && v.Files != nil
 		for c, n := range v.Files {
 			total[c] += n
 		}
