@@ -198,8 +198,8 @@ type runner interface {
 	lanes() []*run
 	lane(d string) int
 	// gate is the status Next checks before each pass over the lanes: a root's merged one
-	// (a run's own is checked by its claim).
-	gate(now time.Time) Status
+	// (a run's own is checked by its claim), read again with refresh.
+	gate(ctx context.Context, now time.Time, refresh bool) Status
 }
 
 // zero reports a nil or zero Journal, whose every method refuses, never panics.
@@ -253,7 +253,7 @@ func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
 func (j *run) route(context.Context, readrecovery.JournalRequest) *run { return j }
 func (j *run) lanes() []*run                                           { return []*run{j} }
 func (j *run) lane(string) int                                         { return 0 }
-func (j *run) gate(time.Time) Status                                   { return Status{State: Clear} }
+func (j *run) gate(context.Context, time.Time, bool) Status            { return Status{State: Clear} }
 
 func (j *run) status(now time.Time) Status {
 	j.mu.Lock()
@@ -621,12 +621,13 @@ func (j *run) refreshFinishing(ctx context.Context) {
 // finishDeadReview ends what a review that died or failed after its claim left: for the
 // marker of a review whose worker is dead, or one a pending review resolved (its request
 // is over), it writes a missing last head as its writer would have, then removes the
-// marker, still the one read, which blocks every worker. It reports whether it wrote; a
-// failure leaves the run as it was (unresolved by the marker).
+// marker, still the one read, which blocks every worker. A dead worker's claim that never
+// sent is removed the same way (dead-claim-heals). It reports whether it wrote; a failure
+// leaves the run as it was.
 func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || (s.pendingReview && s.pendingLive == holdNone)) {
+		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
 		return false
 	}
 	h := 0
@@ -634,7 +635,7 @@ func (j *run) finishDeadReview() bool {
 		k, _ := parseHeadName(n)
 		h = max(h, k)
 	}
-	if n := s.lastSeq; n > 0 && h == n-1 {
+	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
 		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
 		if err != nil {
 			return false

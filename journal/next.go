@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -21,8 +22,10 @@ import (
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
 
-// claimMethod is the method of a Next claim's marker (not an HTTP one): a
-// worker that dies leaves it, and its file is unknown until a review.
+// claimMethod is the method of a Next claim's marker (not an HTTP one). A
+// worker that dies before its upload begins leaves it dead and its file
+// eligible: the next worker removes it (dead-claim-heals); once the upload
+// began (its begun head), the file is unknown until a review.
 const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
@@ -46,13 +49,19 @@ type nextState struct {
 // it with [WithUpload] (and [WithUploadPart]) through this Journal, whose
 // first journaled request adopts the claim, or gives it back with
 // [Journal.Release]. While every shard that may still have a file is busy,
-// Next waits, polling, within ctx.
+// Next waits, polling, within ctx. A dead worker's claim whose upload never
+// began is removed and its file handed out again (docs/policy.md:
+// dead-claim-heals). While a dead worker's upload that began leaves the run
+// unresolved, and then while the run waits for its pending review's
+// not-before, Next waits too, reading the run again every 0.5 to 1 s, and
+// says why once on slog's default logger (dead-upload-waits).
 //
 // Errors: one wrapping [ErrNoMoreFiles] when no file is left; a
-// *[RestrictedError] when the run is waiting or unresolved (an abandoned
-// marker included); ctx's error, wrapped, when ctx ends; any other when the
-// claim cannot be written or removed (a persistence failure). The Journal
-// must have been opened [WithPlan]: the journal stores file digests, never IDs.
+// *[RestrictedError] when the run is waiting or unresolved for any other
+// cause; ctx's error, wrapped, when ctx ends (with the *RestrictedError it
+// was waiting out, if any); any other when the claim cannot be written or
+// removed (a persistence failure). The Journal must have been opened
+// [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	if j.zero() {
 		return PlannedFile{}, errZero
@@ -74,19 +83,28 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			j.nx.lanes[j.r.lane(d)] = append(j.nx.lanes[j.r.lane(d)], d)
 		}
 	})
+	var held *RestrictedError // the run Next waits out (dead-upload-waits), said once
 	for {
-		if err := ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil && held != nil {
+			return PlannedFile{}, fmt.Errorf("journal: next: %w while waiting: %w", err, held)
+		} else if err != nil {
 			return PlannedFile{}, fmt.Errorf("journal: next: %w", err)
 		}
-		if st := j.r.gate(j.clock.Now()); !st.Allows() {
-			return PlannedFile{}, &RestrictedError{Status: st}
+		var re *RestrictedError
+		// While Next waits the gate reads the run: the review is news from the store.
+		if st := j.r.gate(ctx, j.clock.Now(), held != nil); !st.Allows() {
+			re = &RestrictedError{Status: st}
 		}
 		busy := false
 		for _, i := range j.nx.order(lanes, a) {
+			if re != nil {
+				break
+			}
 			d, err := j.tryLane(ctx, lanes[i], i+1, a)
 			switch {
 			case errors.Is(err, errLaneBusy):
 				busy = true
+			case errors.As(err, &re):
 			case err != nil:
 				return PlannedFile{}, err
 			case d != "":
@@ -96,12 +114,22 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 				return PlannedFile{ID: j.nx.ids[d]}, nil
 			}
 		}
-		if !busy {
+		poll := pendingPoll + time.Duration(rand.Int64N(int64(pendingPoll)))
+		switch {
+		case re != nil && !re.Status.nextWaits():
+			return PlannedFile{}, re
+		case re != nil:
+			if held == nil {
+				slog.Warn("journal: Next waits, within its context, for the run to allow uploads again",
+					"run", j.dir, "state", re.Status.State, "reason", re.Status.Reason)
+			}
+			held, poll = re, deadPoll+time.Duration(rand.Int64N(int64(deadPoll)))
+		case !busy:
 			return PlannedFile{}, fmt.Errorf("%w: every planned file is acked, unknown, skipped or not approved", ErrNoMoreFiles)
 		}
-		if err := j.clock.Sleep(ctx, pendingPoll+time.Duration(rand.Int64N(int64(pendingPoll)))); err != nil {
+		if err := j.clock.Sleep(ctx, poll); err != nil && held == nil {
 			return PlannedFile{}, fmt.Errorf("journal: next: while every shard with a file left was busy: %w", err)
-		}
+		} // else the context's end says above what Next waited for
 	}
 }
 
@@ -175,7 +203,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		// finds its other workers' records.
 		read := try > 0 || !sticky
 		if read {
-			lane.refreshLocked(ctx)
+			lane.refreshFinishing(ctx) // removes a dead worker's claim that never sent
 		}
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("journal: next: %w", err)
@@ -195,7 +223,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		switch {
 		case d == "":
 			return "", nil
-		case s.blocking() && !read:
+		case s.pending && !read:
 			// The marker seen last may be gone: read before calling the lane
 			// busy, or a worker whose other lanes are empty waits forever.
 			continue

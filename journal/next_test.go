@@ -12,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -208,26 +206,29 @@ func TestNextRestricted(t *testing.T) {
 
 // Environment of a Next worker process (TestNextWorkerProcess).
 const (
-	envNextDir   = "RR_NEXT_WORKER_DIR"
-	envNextURL   = "RR_NEXT_WORKER_URL"
-	envNextFiles = "RR_NEXT_WORKER_FILES"
-	envNextKill  = "RR_NEXT_WORKER_KILL"
+	envNextDir  = "RR_NEXT_WORKER_DIR"
+	envNextURL  = "RR_NEXT_WORKER_URL"
+	envNextPlan = "RR_NEXT_WORKER_PLAN" // the plan's IDs, comma-separated
+	envNextKill = "RR_NEXT_WORKER_KILL"
 )
 
 // TestNextWorkerProcess is not a test of its own: run by the multi-process
 // Next tests, it is one worker process of a run WithParallel(4) that only
 // loops on Next, uploading each file through readrecovery to the parent's
 // server and printing "got ID" for each file it is handed, then "end" and
-// the error that ended the loop. With envNextKill set it kills itself
-// (SIGKILL) right after its first Next, before any send.
+// the error that ended the loop. With envNextKill "claim" it kills itself
+// (SIGKILL) right after its first Next, before any send; with "begun", right
+// after its upload's Begin (its begun head written), before the send.
 func TestNextWorkerProcess(t *testing.T) {
 	dir := os.Getenv(envNextDir)
 	if dir == "" {
 		t.Skip("a helper process of the multi-process Next tests")
 	}
-	n, err := strconv.Atoi(os.Getenv(envNextFiles))
-	require.NoError(t, err)
-	j, err := Open(dir, WithPlan(manyFiles(n)), WithParallel(4))
+	var plan []PlannedFile
+	for _, id := range strings.Split(os.Getenv(envNextPlan), ",") {
+		plan = append(plan, PlannedFile{ID: id})
+	}
+	j, err := Open(dir, WithPlan(plan), WithParallel(4))
 	require.NoError(t, err)
 	rt := readrecovery.New(http.DefaultTransport)
 	base := os.Getenv(envNextURL)
@@ -238,7 +239,10 @@ func TestNextWorkerProcess(t *testing.T) {
 			return
 		}
 		fmt.Printf("got %s\n", f.ID)
-		if os.Getenv(envNextKill) != "" {
+		if kill := os.Getenv(envNextKill); kill != "" {
+			if kill == "begun" {
+				require.NoError(t, j.Begin(WithUpload(context.Background(), f.ID), putReq(t)))
+			}
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			time.Sleep(time.Minute)
 		}
@@ -256,12 +260,11 @@ func TestNextWorkerProcess(t *testing.T) {
 }
 
 // nextProcess runs one Next worker process on dir and returns its lines.
-func nextProcess(t *testing.T, dir, url string, files int, kill bool) ([]string, error) {
+// kill is envNextKill's ("": none).
+func nextProcess(t *testing.T, dir, url string, plan []PlannedFile, kill string) ([]string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNextWorkerProcess$", "-test.count=1", "-test.v=false")
-	cmd.Env = append(os.Environ(), envNextDir+"="+dir, envNextURL+"="+url, envNextFiles+"="+strconv.Itoa(files))
-	if kill {
-		cmd.Env = append(cmd.Env, envNextKill+"=1")
-	}
+	cmd.Env = append(os.Environ(), envNextDir+"="+dir, envNextURL+"="+url,
+		envNextPlan+"="+strings.Join(ids(plan), ","), envNextKill+"="+kill)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -281,12 +284,14 @@ func nextProcess(t *testing.T, dir, url string, files int, kill bool) ([]string,
 // putCounter is the multi-process tests' server: it counts the PUTs of
 // each path and answers 201.
 type putCounter struct {
-	mu   sync.Mutex
-	puts map[string]int
+	mu    sync.Mutex
+	puts  map[string]int
+	delay time.Duration // before each answer
 }
 
 func (s *putCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	time.Sleep(s.delay)
 	s.mu.Lock()
 	if r.Method == http.MethodPut {
 		s.puts[strings.TrimPrefix(r.URL.Path, "/files/")]++
@@ -314,7 +319,7 @@ func TestNextFourProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range outs {
 		wg.Go(func() {
-			lines, err := nextProcess(t, dir, ts.URL, files, false)
+			lines, err := nextProcess(t, dir, ts.URL, manyFiles(files), "")
 			assert.NoError(t, err)
 			outs[w] = lines
 		})
@@ -343,87 +348,6 @@ func TestNextFourProcesses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, sum.Findings)
 	assert.Equal(t, files, sum.Receipts)
-}
-
-// A worker process killed (SIGKILL) right after Next handed it a file
-// leaves the claim's marker: the file is not handed out again as
-// eligible. The run is unresolved (the marker is abandoned) until the
-// pending review; then the file is unknown, every other file is handed
-// out and acked, Next ends with ErrNoMoreFiles, and only a reupload review
-// makes the killed worker's file eligible again.
-func TestNextKilledWorkersFileIsUnknown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a process")
-	}
-	const files = 12
-	plan := manyFiles(files)
-	srv := &putCounter{puts: map[string]int{}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	dir := filepath.Join(t.TempDir(), "run")
-	_, err := Open(dir, WithPlan(plan), WithParallel(4))
-	require.NoError(t, err)
-	lines, err := nextProcess(t, dir, ts.URL, files, true)
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	require.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal())
-	require.Len(t, lines, 1)
-	killed, ok := strings.CutPrefix(lines[0], "got ")
-	require.True(t, ok, lines[0])
-	assert.Empty(t, srv.puts, "killed before any send")
-
-	clk := newFakeClock(time.Now().Add(2 * time.Second))
-	j, err := Open(dir, WithPlan(plan), WithParallel(4), withClock(clk), WithPendingWait(time.Second))
-	require.NoError(t, err)
-	k := j.Shard(killed)
-	_, err = j.Next(context.Background(), NewApproval)
-	require.ErrorIs(t, err, ErrPending, "the dead worker's marker is abandoned: the run is unresolved")
-	c, err := j.RecordedPlan(clk.Now())
-	require.NoError(t, err)
-	for _, fd := range c.Files {
-		if fd.Digest == fileDigest(killed) {
-			assert.Equal(t, FileUnknown, fd.State)
-		}
-	}
-
-	rec, err := j.ReviewPendingMarker(context.Background(), markerRef(k), "worker killed", 0)
-	require.NoError(t, err)
-	assert.Equal(t, fileDigest(killed), rec.MarkerFileDigest)
-	clk.Set(clk.Now().Add(31 * time.Second)) // the pending review's wait
-	// The journal's calls themselves (the transport would judge markers by
-	// the real clock, the Journal by its fake one).
-	var got []string
-	for {
-		f, err := j.Next(context.Background(), NewApproval)
-		if err != nil {
-			require.ErrorIs(t, err, ErrNoMoreFiles)
-			break
-		}
-		got = append(got, f.ID)
-		ctx := WithUpload(context.Background(), f.ID)
-		require.NoError(t, j.Begin(ctx, putReq(t)))
-		require.NoError(t, j.Complete(ctx, putReq(t), ok201("r")))
-	}
-	sort.Strings(got)
-	var want []string
-	for _, f := range plan {
-		if f.ID != killed {
-			want = append(want, f.ID)
-		}
-	}
-	sort.Strings(want)
-	assert.Equal(t, want, got, "every file but the killed worker's")
-	c, err = j.RecordedPlan(clk.Now())
-	require.NoError(t, err)
-	assert.Equal(t, files-1, c.Count(FileAcked))
-	assert.Equal(t, 1, c.Count(FileUnknown))
-
-	_, err = j.Review(context.Background(), killed, DecisionReupload, "not on the server")
-	require.NoError(t, err)
-	f, err := j.Next(context.Background(), NewApproval)
-	require.NoError(t, err)
-	assert.Equal(t, killed, f.ID, "a reupload review makes it eligible again")
-	require.NoError(t, j.Release(f))
 }
 
 // A claim whose marker cannot be removed (Release, the store's delete

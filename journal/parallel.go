@@ -316,11 +316,11 @@ func (p *root) status(now time.Time) Status {
 	return p.merge(p.parts(context.Background(), now, false, false))
 }
 
-// gate reads nothing and leaves out a shard amid a request of this Journal
-// (a Complete's fsyncs): that request checks the run under its claim, and
-// Next's claim is checked across shards by its Begin.
-func (p *root) gate(now time.Time) Status {
-	return p.merge(p.parts(context.Background(), now, false, true))
+// gate reads nothing (but with refresh: every shard) and leaves out a shard
+// amid a request of this Journal (a Complete's fsyncs): that request checks
+// the run under its claim, and Next's claim is checked across shards by its Begin.
+func (p *root) gate(ctx context.Context, now time.Time, refresh bool) Status {
+	return p.merge(p.parts(ctx, now, refresh, !refresh))
 }
 
 // Admit decides a request of a file from what this process read last and

@@ -103,7 +103,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	assert.Equal(t, map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 2, FileUnknown: 1, FileReviewed: 0}, st.Files)
 	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
 	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at(0).Unix(), NotBeforeUTC: at(30 * time.Second).Unix(),
-		ServerDelaySeconds: 30, RemainingSeconds: 30,
+		ServerDelaySeconds: 30, RemainingSeconds: 30, reviewed: true, // Next waits it out (dead-upload-waits)
 		Reason: "review-0001.json: pending review of an abandoned request, whose restriction is unknown: waits 30 s until not_before_utc"}, st)
 	assert.Equal(t, Waiting, reopen(t, dir, at(29*time.Second)).Status(at(29*time.Second)).State)
 	j2 := reopen(t, dir, at(30*time.Second))

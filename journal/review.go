@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -367,14 +366,10 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 	return out, nil
 }
 
-// removeResolved removes the marker a pending review resolved while it is still the
-// one reviewed: by digest (a directory has no versions), and on its version if any.
+// removeResolved removes the marker a pending review resolved (or a dead claim that never
+// sent) while it is still the one read: by digest, and on its version (loc.removeDead).
 func (j *run) removeResolved(s *snapshot) error {
-	data, version, ok := j.b.read(nil, markerName, maxRecordBytes)
-	if !ok || digestOf(data) != s.pendingDigest {
-		return errors.New("journal: the marker changed since it was reviewed: not removed")
-	}
-	if err := j.b.removeMarker(version); err != nil {
+	if err := j.b.removeDead(s.pendingDigest); err != nil {
 		return err
 	}
 	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingResolved = false, "", "", "", ""

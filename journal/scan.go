@@ -65,8 +65,10 @@ type snapshot struct {
 	// names, pendingID its version, NUL, its bytes, pendingDigest its
 	// bytes' digest; pendingResolved the pending review resolving it (it
 	// then blocks nothing: pending-review); pendingLive what the store tells
-	// of its worker (R83); pendingReview, a review's marker (sends nothing).
+	// of its worker (R83); pendingReview, a review's marker (sends nothing);
+	// pendingUnsent, a dead worker's claim that never sent (dead-claim-heals).
 	pending, pendingReview         bool
+	pendingUnsent                  bool
 	pendingLive                    liveness
 	pendingFile, pendingID         string
 	pendingDigest, pendingResolved string
@@ -194,8 +196,23 @@ func (s *snapshot) bounded(name string) bool {
 	})
 }
 
-// blocking reports whether a marker exists that no pending review resolves.
-func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
+// blocking reports whether a marker exists that no pending review resolves
+// and that is no dead worker's claim that never sent.
+func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" && !s.pendingUnsent }
+
+// unsent reports whether a dead worker's claim of file d never began its
+// upload (docs/policy.md: dead-claim-heals): no begun head, and d's records
+// still make it eligible (a record of d is an upload begun, at work or done).
+// A light scan has neither heads nor receipts: it reads the run whole.
+func (s *snapshot) unsent(b *loc, d string, now time.Time) bool {
+	if s.light {
+		plain := *b
+		plain.light = nil
+		full, err := scanRun(&plain, s, now)
+		return err == nil && full.pendingUnsent && full.pendingDigest == s.pendingDigest
+	}
+	return d != "" && s.begun == nil && s.decide(d, NewApproval, Status{State: Clear}, true).Upload
+}
 
 // scan reads and verifies the run directory dir, reading again no immutable
 // file of prev (nil or an earlier snapshot). Its error is dir's own: not
@@ -320,6 +337,8 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 					s.pendingResolved, s.pendingFile = r.name, ""
 				}
 			}
+			s.pendingUnsent = ok && m.Method == claimMethod && s.pendingResolved == "" && s.pendingLive == holdNone &&
+				s.unsent(b, m.FileDigest, now)
 		}
 	}
 	s.findings = append(s.findings, late...)

@@ -66,10 +66,18 @@ type Status struct {
 	cause     error // errCorrupt or ErrPending for unresolved, or nil
 	abandoned bool  // the cause is a marker whose worker the store shows dead (R83): no use waiting
 	named     bool  // Reason names its shard already (a parallel run's merge)
+	reviewed  bool  // waiting for a pending review's not-before (the latest restriction)
 }
 
 // Allows reports whether the state lets requests proceed: clear or elapsed.
 func (s Status) Allows() bool { return s.State == Clear || s.State == Elapsed }
+
+// nextWaits reports whether [Journal.Next] waits s out rather than return it
+// (docs/policy.md: dead-upload-waits): a dead worker's upload that only the
+// pending review ends, then that review's wait.
+func (s Status) nextWaits() bool {
+	return s.State == Unresolved && s.abandoned || s.State == Waiting && s.reviewed
+}
 
 type statusJSON struct {
 	State              State  `json:"state"`
@@ -167,6 +175,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	}
 	if now.Before(time.Unix(latest.NotBeforeUTC, 0)) {
 		st.State, st.RemainingSeconds, st.Reason = Waiting, remainingSeconds(latest.NotBeforeUTC, now), latest.why
+		st.reviewed = latest.pending
 		return st
 	}
 	st.State = Elapsed
@@ -179,7 +188,8 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 type restriction struct {
 	name string
 	timingJSON
-	why string // the waiting status's reason
+	why     string // the waiting status's reason
+	pending bool   // a pending review's
 }
 
 // restrictions returns the run's restrictions in record order.
@@ -189,7 +199,7 @@ func (s *snapshot) restrictions() []restriction {
 		if e := er.entry(); e.Timing != nil && untimed(*e) == "" {
 			out = append(out, restriction{er.name, *e.Timing, fmt.Sprintf(
 				"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
-				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds)})
+				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
 		}
 	}
 	for _, rr := range s.reviews() {
@@ -197,7 +207,7 @@ func (s *snapshot) restrictions() []restriction {
 		reviewed := func(notBefore int64, what string) {
 			d := notBefore - r.ReviewedAtUTC
 			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, notBefore, d},
-				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d)})
+				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d), r.Marker != nil})
 		}
 		if rs := r.Restriction; rs != nil {
 			reviewed(rs.NotBeforeUTC, "restriction review of "+rs.Entry+", whose server restriction has no timing")

@@ -17,11 +17,13 @@ type ShardView struct {
 	// Marker is "" without a marker; "live" for a request in flight (of
 	// this Journal, or another worker's that is not abandoned); "dead"
 	// for an abandoned one (its worker died, or is stuck: see
-	// [Journal.ReviewPendingMarker]); "resolved" for one a pending review
-	// resolved and that is still there.
+	// [Journal.ReviewPendingMarker]; a dead CLAIM never sent and blocks
+	// nothing: the next worker removes it); "resolved" for one a pending
+	// review resolved and that is still there.
 	Marker string `json:"marker"`
-	// Method is the marker's: an HTTP method, CLAIM for a file
-	// [Journal.Next] handed out, REVIEW for a review being written.
+	// Method is the marker's: an HTTP method (the upload's, once it began
+	// under a claim), CLAIM for a file [Journal.Next] handed out whose
+	// upload did not begin, REVIEW for a review being written.
 	Method     string `json:"method,omitempty"`
 	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
 	// Host and PID name the worker that wrote the marker, when it says.
@@ -47,9 +49,7 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 		lane.mu.Lock()
 		v := lane.viewLocked(now)
 		lane.mu.Unlock()
-		if v.Files == nil {
-			known = false
-		}
+		known = known && v.Files != nil
 		for c, n := range v.Files {
 			total[c] += n
 		}
@@ -76,11 +76,16 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 		switch {
 		case s.pendingResolved != "":
 			v.Marker = markerResolved
+		case s.pendingUnsent:
+			v.Marker = markerDead
 		case lane.inflight == nil && s.deadMarker():
 			v.Marker, v.State = markerDead, Unresolved
 		}
 		_, data, _ := strings.Cut(s.pendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
 		if m, ok := parseMarker([]byte(data)); ok {
+			if b := s.begun; m.Method == claimMethod && b != nil && b.req.FileDigest == m.FileDigest {
+				m.Method = b.req.Method // the claim's upload began: its head says what it sends
+			}
 			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
 			if m.BegunAtUTC > 0 {
 				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)

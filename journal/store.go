@@ -84,6 +84,9 @@ const (
 	// pendingPoll is how often [WithPendingWait] looks again for another
 	// worker's marker to go.
 	pendingPoll = 25 * time.Millisecond
+	// deadPoll (plus up to as much again) is how often [Journal.Next] reads the run
+	// again while it waits for a dead worker's upload's review (dead-upload-waits).
+	deadPoll = 500 * time.Millisecond
 )
 
 // prefixLister and enclosing are a Store with one of its optional methods.
@@ -644,6 +647,34 @@ func (l *loc) removeHead(name string) error {
 		}
 	}
 	return l.st.Remove(ctx, l.prefix+name, version)
+}
+
+// removeDead removes another worker's marker while it is still the one whose bytes have
+// digest, on its version (Blob: If-Match). A directory has no versions: there it takes an
+// exclusive lock without waiting on the marker file (a live one is its worker's) and
+// checks that the name is still that file, so that two workers removing one dead marker
+// never remove the next worker's.
+func (l *loc) removeDead(digest string) error {
+	if d := l.dir; d != nil {
+		path := filepath.Join(d.dir, markerName)
+		f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.Lock(true); err != nil && !errors.Is(err, fsys.ErrNoLocks) {
+			return err // held: live, or another worker removing it
+		}
+		info, err := f.Stat()
+		if named, nerr := d.fs.Stat(path); err != nil || nerr != nil || !os.SameFile(info, named) {
+			return fs.ErrNotExist
+		}
+	}
+	data, version, ok := l.read(nil, markerName, maxRecordBytes)
+	if !ok || digestOf(data) != digest {
+		return errors.New("journal: the marker changed since it was read: not removed")
+	}
+	return l.removeMarker(version)
 }
 
 func (l *loc) removeMarker(version string) error {

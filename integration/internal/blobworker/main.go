@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -77,6 +78,7 @@ func main() {
 		maxRun   = flag.Duration("max-run", 5*time.Minute, "give up (exit 1) after this long")
 		storeLat = flag.Duration("store-latency", 0, "added before every request of the journal store (a remote Blob endpoint's round trip)")
 		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a run that ends in done)")
+		nextKill = flag.Bool("next-kill", false, "take one file with journal.Next, print it (outcome \"claimed\"), then SIGKILL this process before any upload")
 	)
 	flag.Parse()
 	if *cpuProf != "" {
@@ -137,6 +139,15 @@ func main() {
 	approval := journal.NoNewApproval
 	if *approve {
 		approval = journal.NewApproval
+	}
+	if *nextKill {
+		f, err := j.Next(ctx, approval)
+		if err != nil {
+			fail(say, 1, err)
+		}
+		say(f.ID, "claimed", "")
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
 	}
 	c, err := j.PlanContinuation(plan, approval, time.Now())
 	if err != nil {
