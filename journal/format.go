@@ -102,10 +102,12 @@ func parseName(name string) (k *fileKind, n int, hexPart string) {
 		}
 		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
 		n, err := strconv.Atoi(cmp.Or(num, "1")) // none: a receipt of round 1
-		switch k.kind {
-		case kindReceipt:
+		switch {
+		case k.kind == kindReceipt && rest[len(h):] == jsonSuffix:
+			again = name // receipt-<hex>.json: round 1, the commonest name, checked without rendering it
+		case k.kind == kindReceipt:
 			again = receiptNameRound(h, n)
-		case kindPart:
+		case k.kind == kindPart:
 			again = partName(h, n)
 		default:
 			again = fmt.Sprintf("%s%04d%s", k.prefix, n, jsonSuffix)

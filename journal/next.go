@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -35,8 +34,43 @@ type nextState struct {
 	lanes [][]string        // per lane, its files' digests in plan order
 
 	mu   sync.Mutex
-	last int   // the lane of this Journal's last claim, tried first (0: none)
-	left []int // per lane, the eligible files seen last
+	last int          // the lane of this Journal's last claim, tried first (0: none)
+	cur  []laneCursor // per lane, where its first eligible file was seen last
+}
+
+// laneCursor is where Next looks first in a lane's files, so that a Next
+// costs the same after thousands of uploads as at the start (R112): every
+// file before at was not eligible under approval a at the lane's seq. A
+// record only ever makes its file less eligible, but a review (reupload)
+// and so the cursor holds while no review follows seq.
+type laneCursor struct {
+	at, seq int
+	a       Approval
+}
+
+// from is the index of lane k's first file that may be eligible under a in
+// s, checking only s's records after the cursor's seq.
+func (n *nextState) from(k int, s *snapshot, a Approval) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := &n.cur[k]
+	if c.a != a || s.manifest == nil || s.manifest.legacy || s.lastSeq < c.seq {
+		*c = laneCursor{a: a} // a legacy run's records have no seq to follow
+	}
+	for q := c.seq + 1; q <= s.lastSeq && c.at > 0; q++ {
+		if r := s.seq[q]; r.review() != nil {
+			c.at = 0
+		}
+	}
+	c.seq = s.lastSeq
+	return c.at
+}
+
+// seen moves lane k's cursor to at, its first file eligible (or its end).
+func (n *nextState) seen(k, at int) {
+	n.mu.Lock()
+	n.cur[k].at = at
+	n.mu.Unlock()
 }
 
 // Next hands the calling worker the next file of the plan that is eligible
@@ -67,7 +101,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	j.nx.once.Do(func() {
 		j.nx.ids = make(map[string]string, len(j.nx.plan))
 		j.nx.lanes = make([][]string, len(lanes))
-		j.nx.left = make([]int, len(lanes))
+		j.nx.cur = make([]laneCursor, len(lanes))
 		for _, f := range j.nx.plan {
 			d := f.Digest()
 			j.nx.ids[d] = f.ID
@@ -82,7 +116,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			return PlannedFile{}, &RestrictedError{Status: st}
 		}
 		busy := false
-		for _, i := range j.nx.order(lanes, a) {
+		for _, i := range j.nx.order() {
 			d, err := j.tryLane(ctx, lanes[i], i+1, a)
 			switch {
 			case errors.Is(err, errLaneBusy):
@@ -107,27 +141,16 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 
 // order is the lane indexes to try: the last claim's first, then most files
 // left first (the run ends when its longest shard does), ties at random
-// (workers that start together spread across the shards).
-func (n *nextState) order(lanes []*run, a Approval) []int {
+// (workers that start together spread across the shards). A lane's files
+// left are those from its cursor on, as this Journal saw it last.
+func (n *nextState) order() []int {
 	n.mu.Lock()
-	last, left := n.last, slices.Clone(n.left)
-	n.mu.Unlock()
-	for i, lane := range lanes {
-		if !lane.mu.TryLock() {
-			continue // amid a request of this Journal: never wait for its fsyncs
-		}
-		left[i] = 0
-		for _, d := range n.lanes[i] {
-			if lane.snap.decide(d, a, Status{State: Clear}, true).Upload {
-				left[i]++
-			}
-		}
-		lane.mu.Unlock()
+	last, left := n.last, make([]int, len(n.lanes))
+	for i, c := range n.cur {
+		left[i] = len(n.lanes[i]) - c.at
 	}
-	n.mu.Lock()
-	copy(n.left, left)
 	n.mu.Unlock()
-	out := rand.Perm(len(lanes))
+	out := rand.Perm(len(left))
 	sort.SliceStable(out, func(x, y int) bool {
 		ix, iy := out[x], out[y]
 		if (ix+1 == last) != (iy+1 == last) {
@@ -185,14 +208,17 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
-		d := ""
-		for _, c := range j.nx.lanes[k-1] {
-			if s.decide(c, a, st, true).Upload {
-				d = c
-				break
-			}
+		d, files := "", j.nx.lanes[k-1]
+		at := j.nx.from(k-1, s, a)
+		for at < len(files) && !s.decide(files[at], a, st, true).Upload {
+			at++
+		}
+		if j.nx.seen(k-1, at); at < len(files) {
+			d = files[at]
 		}
 		switch {
+		case d == "" && !read:
+			continue // the last claim's lane, not read: another worker's review may have made a file eligible
 		case d == "":
 			return "", nil
 		case s.blocking() && !read:
