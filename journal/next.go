@@ -41,19 +41,19 @@ type nextState struct {
 // laneCursor is where Next looks first in a lane's files, so that a Next
 // costs the same after thousands of uploads as at the start (R112): every
 // file before at was not eligible under approval a at the lane's seq. A
-// record only ever makes its file less eligible, but a review (reupload)
-// and so the cursor holds while no review follows seq.
+// record only makes its file less eligible, but for a review (reupload), so
+// the cursor holds while no review follows seq.
 type laneCursor struct {
 	at, seq int
 	a       Approval
 }
 
-// from is the index of lane k's first file that may be eligible under a in
-// s, checking only s's records after the cursor's seq.
-func (n *nextState) from(k int, s *snapshot, a Approval) int {
+// first is lane k's first file eligible under a and st in s ("" for none),
+// looked for from its cursor, which it moves there.
+func (n *nextState) first(k int, s *snapshot, a Approval, st Status) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c := &n.cur[k]
+	c, files := &n.cur[k], n.lanes[k]
 	if c.a != a || s.manifest == nil || s.manifest.legacy || s.lastSeq < c.seq {
 		*c = laneCursor{a: a} // a legacy run's records have no seq to follow
 	}
@@ -63,14 +63,13 @@ func (n *nextState) from(k int, s *snapshot, a Approval) int {
 		}
 	}
 	c.seq = s.lastSeq
-	return c.at
-}
-
-// seen moves lane k's cursor to at, its first file eligible (or its end).
-func (n *nextState) seen(k, at int) {
-	n.mu.Lock()
-	n.cur[k].at = at
-	n.mu.Unlock()
+	for c.at < len(files) && !s.decide(files[c.at], a, st, true).Upload {
+		c.at++
+	}
+	if c.at < len(files) {
+		return files[c.at]
+	}
+	return ""
 }
 
 // Next hands the calling worker the next file of the plan that is eligible
@@ -208,14 +207,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
-		d, files := "", j.nx.lanes[k-1]
-		at := j.nx.from(k-1, s, a)
-		for at < len(files) && !s.decide(files[at], a, st, true).Upload {
-			at++
-		}
-		if j.nx.seen(k-1, at); at < len(files) {
-			d = files[at]
-		}
+		d := j.nx.first(k-1, s, a, st)
 		switch {
 		case d == "" && !read:
 			continue // the last claim's lane, not read: another worker's review may have made a file eligible

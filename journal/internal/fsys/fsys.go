@@ -63,7 +63,7 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 }
 
 // osFile is an *os.File with [File.Lock], taken where the OS has locks
-// (lock_unix.go: flock; lock_windows.go: LockFileEx); elsewhere Lock
+// (fsys_unix.go: flock; lock_windows.go: LockFileEx); elsewhere Lock
 // returns [ErrNoLocks] (lock_other.go).
 type osFile struct{ *os.File }
 
