@@ -67,8 +67,6 @@ func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
 func reviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
 func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
-func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
-
 // receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {

@@ -203,13 +203,6 @@ func (s *snapshot) bounded(name string) bool {
 // blocking reports whether a marker exists that no pending review resolves.
 func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == "" }
 
-// scan reads and verifies the run directory dir, reading again no immutable
-// file of prev (nil or an earlier snapshot). Its error is dir's own: not
-// readable, empty (errNoRun), no journal name (ErrNotRun).
-func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
-}
-
 // staleTemp is the age from which a durable write's temporary file is an interrupted
 // write's leftover, not a write in progress (temporary-files-are-not-findings).
 const staleTemp = 60 * time.Second
