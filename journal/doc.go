@@ -45,10 +45,14 @@
 // # Liveness
 //
 // Whether a marker's worker is alive comes from the store, never from a
-// clock (docs/policy.md: marker-liveness): an flock on a directory, a lease
-// on Blob Storage. The hold lives as long as its Journal: keep the Journal
-// reachable while its request is in flight (the Transport does); a Journal
-// garbage-collected mid-request drops its hold, and its marker then reads
-// as dead. On a file system without locks every other process treats a
-// worker's marker as dead: keep parallel runs where locks work.
+// clock (docs/policy.md: marker-liveness): on a directory an flock (Unix)
+// or LockFileEx (Windows), on Blob Storage a lease. The hold lives as long
+// as its Journal: keep the Journal reachable while its request is in
+// flight (the Transport does); a Journal garbage-collected mid-request
+// drops its hold, and its marker then reads as dead. Where the store cannot
+// tell (a file system whose locks fail with ENOLCK or EOPNOTSUPP, another
+// OS), a marker reads as live, never as dead: nothing is released or handed
+// out again on a guess, and a dead worker's marker blocks its run (or
+// shard) until the operator, sure that no worker sends it, resolves it with
+// [Journal.ReviewPending] (`journal review --pending`).
 package journal

@@ -67,8 +67,6 @@ func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
 func reviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
 func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
-func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
-
 // receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
 func receiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
@@ -102,10 +100,12 @@ func parseName(name string) (k *fileKind, n int, hexPart string) {
 		}
 		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
 		n, err := strconv.Atoi(cmp.Or(num, "1")) // none: a receipt of round 1
-		switch k.kind {
-		case kindReceipt:
+		switch {
+		case k.kind == kindReceipt && rest[len(h):] == jsonSuffix:
+			again = name // receipt-<hex>.json: round 1, the commonest name, checked without rendering it
+		case k.kind == kindReceipt:
 			again = receiptNameRound(h, n)
-		case kindPart:
+		case k.kind == kindPart:
 			again = partName(h, n)
 		default:
 			again = fmt.Sprintf("%s%04d%s", k.prefix, n, jsonSuffix)

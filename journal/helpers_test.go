@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/redact"
+	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/require"
 )
 
@@ -286,3 +288,29 @@ func kill(j *Journal) {
 func inspectDir(dir string) (Summary, error) {
 	return InspectStore(context.Background(), DirStore(dir))
 }
+
+// withClock and withFS are the tests' internal seams (docs/policy.md: clock-is-internal), here beside their callers.
+func withClock(k clock.Clock) Option {
+	return optionFunc(func(c *config) {
+		if k != nil {
+			c.clock = k
+		}
+	})
+}
+
+func withFS(f fsys.FS) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.fs = f
+		}
+	})
+}
+
+// scan reads and verifies the run directory dir, reading again no immutable
+// file of prev (nil or an earlier snapshot). Its error is dir's own: not
+// readable, empty (errNoRun), no journal name (ErrNotRun).
+func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
+	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
+}
+
+func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }

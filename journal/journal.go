@@ -153,23 +153,6 @@ func WithPlan(files []PlannedFile) Option {
 	})
 }
 
-// withClock and withFS are the tests' internal seams (docs/policy.md: clock-is-internal).
-func withClock(k clock.Clock) Option {
-	return optionFunc(func(c *config) {
-		if k != nil {
-			c.clock = k
-		}
-	})
-}
-
-func withFS(f fsys.FS) Option {
-	return optionFunc(func(c *config) {
-		if f != nil {
-			c.fs = f
-		}
-	})
-}
-
 // Journal is the durable record of one File batch run; it implements [readrecovery.Journal]
 // and is safe for concurrent use. Journaled requests of one run (of one shard of a parallel
 // run) are sent one at a time: Begin waits (honouring its context) while another request of

@@ -185,12 +185,15 @@ type noLockFile struct{ fsys.File }
 
 func (noLockFile) Lock(bool) error { return fsys.ErrNoLocks }
 
-// R83 on a file system without locks: a worker still sends (its marker is
-// written as always), but no other process can tell whether it lives, so
-// its marker counts as a dead one for everyone else: a run without shards
-// is unresolved by it (saying that the store cannot tell), another
-// shard's Begin is refused, and a pending review — the operator's word
-// that no worker sends it — is accepted.
+// R83 on a file system without locks (flock or LockFileEx failing with
+// ENOLCK, EOPNOTSUPP; an OS without locks): a worker still sends (its
+// marker is written as always), but no other process can tell whether it
+// lives, so its marker counts as live, never as dead: nothing is released
+// or handed out again on a guess. A run without shards is unresolved by it
+// (saying that the store cannot tell), its shard line shows it live;
+// another shard's Begin and Next go on as beside a live marker; Next never
+// hands out the claimed file; a pending review — the operator's word that
+// no worker sends it — is accepted.
 func TestNoLocksFilesystem(t *testing.T) {
 	t.Run("without shards", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "run")
@@ -202,6 +205,9 @@ func TestNoLocksFilesystem(t *testing.T) {
 		st := b.Status(t0)
 		require.Equal(t, Unresolved, st.State)
 		require.Equal(t, markerName+": "+unknownProblem, st.Reason)
+		require.Len(t, st.Shards, 1)
+		require.Equal(t, "live", st.Shards[0].Marker)
+		require.Equal(t, 1, st.Files[FileInFlight], "its file is in flight, not unknown")
 		rec, err := b.ReviewPending(context.Background(), "no worker runs", 0)
 		require.NoError(t, err)
 		require.True(t, rec.Removed)
@@ -210,18 +216,41 @@ func TestNoLocksFilesystem(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "run")
 		plan := manyFiles(8)
 		open := func() *Journal {
-			j, err := Open(dir, withFS(noLockFS{}), withClock(newFakeClock(t0)), WithPlan(plan), WithParallel(2))
+			j, err := Open(dir, withFS(noLockFS{}), WithPlan(plan), WithParallel(2))
 			require.NoError(t, err)
 			return j
 		}
 		a, b := open(), open()
 		fs := filesOfShards(plan, 2)
-		require.NoError(t, a.Begin(WithUpload(context.Background(), fs[1]), putReq(t)))
-		err := b.Begin(WithUpload(context.Background(), fs[2]), putReq(t))
-		require.ErrorIs(t, err, ErrPending)
-		require.Contains(t, err.Error(), "shard-01/"+markerName+": "+unknownProblem)
-		_, err = b.ReviewPendingMarker(context.Background(), "", "no worker runs", 0)
+		claimed, err := a.Next(context.Background(), NewApproval)
 		require.NoError(t, err)
+		k := a.Shard(claimed.ID)
+		other := fs[3-k]
+		require.NoError(t, b.Begin(WithUpload(context.Background(), other), putReq(t)), "the other shard goes on")
+		require.NoError(t, b.Complete(WithUpload(context.Background(), other), putReq(t), ok201("b")))
+		left := -1 // the other shard's files but the one b sent
+		for _, f := range plan {
+			if a.Shard(f.ID) != k {
+				left++
+			}
+		}
+		for range left {
+			f, err := b.Next(context.Background(), NewApproval)
+			require.NoError(t, err)
+			require.NotEqual(t, k, b.Shard(f.ID), "never a file of the claimed shard: its marker counts as live")
+			ctx := WithUpload(context.Background(), f.ID)
+			require.NoError(t, b.Begin(ctx, putReq(t)))
+			require.NoError(t, b.Complete(ctx, putReq(t), ok201("b")))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err = b.Next(ctx, NewApproval)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "it waits for the claimed shard, never takes its file")
+		_, err = os.Stat(filepath.Join(dir, shardName(k), markerName))
+		require.NoError(t, err, "the claim's marker stays")
+		rec, err := b.ReviewPendingMarker(context.Background(), "", "no worker runs", 0)
+		require.NoError(t, err, "the operator's word resolves it")
+		require.Equal(t, markerRef(k), rec.Marker)
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -38,8 +37,42 @@ type nextState struct {
 	lanes [][]string        // per lane, its files' digests in plan order
 
 	mu   sync.Mutex
-	last int   // the lane of this Journal's last claim, tried first (0: none)
-	left []int // per lane, the eligible files seen last
+	last int          // the lane of this Journal's last claim, tried first (0: none)
+	cur  []laneCursor // per lane, where its first eligible file was seen last
+}
+
+// laneCursor is where Next looks first in a lane's files, so that a Next
+// costs the same after thousands of uploads as at the start (R112): every
+// file before at was not eligible under approval a at the lane's seq. A
+// record only makes its file less eligible, but for a review (reupload), so
+// the cursor holds while no review follows seq.
+type laneCursor struct {
+	at, seq int
+	a       Approval
+}
+
+// first is lane k's first file eligible under a and st in s ("" for none),
+// looked for from its cursor, which it moves there.
+func (n *nextState) first(k int, s *snapshot, a Approval, st Status) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, files := &n.cur[k], n.lanes[k]
+	if c.a != a || s.manifest == nil || s.manifest.legacy || s.lastSeq < c.seq {
+		*c = laneCursor{a: a} // a legacy run's records have no seq to follow
+	}
+	for q := c.seq + 1; q <= s.lastSeq && c.at > 0; q++ {
+		if r := s.seq[q]; r.review() != nil {
+			c.at = 0
+		}
+	}
+	c.seq = s.lastSeq
+	for c.at < len(files) && !s.decide(files[c.at], a, st, true).Upload {
+		c.at++
+	}
+	if c.at < len(files) {
+		return files[c.at]
+	}
+	return ""
 }
 
 // Next hands the calling worker the next file of the plan that is eligible
@@ -76,7 +109,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 	j.nx.once.Do(func() {
 		j.nx.ids = make(map[string]string, len(j.nx.plan))
 		j.nx.lanes = make([][]string, len(lanes))
-		j.nx.left = make([]int, len(lanes))
+		j.nx.cur = make([]laneCursor, len(lanes))
 		for _, f := range j.nx.plan {
 			d := f.Digest()
 			j.nx.ids[d] = f.ID
@@ -96,7 +129,7 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 			re = &RestrictedError{Status: st}
 		}
 		busy := false
-		for _, i := range j.nx.order(lanes, a) {
+		for _, i := range j.nx.order() {
 			if re != nil {
 				break
 			}
@@ -135,27 +168,16 @@ func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
 
 // order is the lane indexes to try: the last claim's first, then most files
 // left first (the run ends when its longest shard does), ties at random
-// (workers that start together spread across the shards).
-func (n *nextState) order(lanes []*run, a Approval) []int {
+// (workers that start together spread across the shards). A lane's files
+// left are those from its cursor on, as this Journal saw it last.
+func (n *nextState) order() []int {
 	n.mu.Lock()
-	last, left := n.last, slices.Clone(n.left)
-	n.mu.Unlock()
-	for i, lane := range lanes {
-		if !lane.mu.TryLock() {
-			continue // amid a request of this Journal: never wait for its fsyncs
-		}
-		left[i] = 0
-		for _, d := range n.lanes[i] {
-			if lane.snap.decide(d, a, Status{State: Clear}, true).Upload {
-				left[i]++
-			}
-		}
-		lane.mu.Unlock()
+	last, left := n.last, make([]int, len(n.lanes))
+	for i, c := range n.cur {
+		left[i] = len(n.lanes[i]) - c.at
 	}
-	n.mu.Lock()
-	copy(n.left, left)
 	n.mu.Unlock()
-	out := rand.Perm(len(lanes))
+	out := rand.Perm(len(left))
 	sort.SliceStable(out, func(x, y int) bool {
 		ix, iy := out[x], out[y]
 		if (ix+1 == last) != (iy+1 == last) {
@@ -213,14 +235,10 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
-		d := ""
-		for _, c := range j.nx.lanes[k-1] {
-			if s.decide(c, a, st, true).Upload {
-				d = c
-				break
-			}
-		}
+		d := j.nx.first(k-1, s, a, st)
 		switch {
+		case d == "" && !read:
+			continue // the last claim's lane, not read: another worker's review may have made a file eligible
 		case d == "":
 			return "", nil
 		case s.pending && !read:

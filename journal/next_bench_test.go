@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/readrecovery/readrecovery"
+	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
 // BenchmarkNext measures R86's target: workers that only loop on Next
@@ -108,3 +111,98 @@ func benchUpload(rt http.RoundTripper, j *Journal, base, id string) string {
 	}
 	return "acked"
 }
+
+// BenchmarkNextGrowth measures what R112 bounds: Next plus one upload's
+// records (Begin, Complete with its receipt) by one worker on a run of
+// 10,000 planned files WithParallel(16) in a local directory (real fsyncs),
+// at the start of the run and after 5,000 uploads spread over the shards
+// (as many workers leave them). Its cost must not grow with the run's
+// records. The 5,000 uploads are made first, through the same calls
+// without fsyncs, and each measurement works on a copy (outside the timer).
+// nofsync measures the same without fsyncs: the journal's own work, apart
+// from this machine's disk, whose fsyncs vary from run to run.
+//
+//	go test -run '^$' -bench BenchmarkNextGrowth -benchmem -count 5 ./journal/
+func BenchmarkNextGrowth(b *testing.B) {
+	plan := manyFiles(10_000)
+	made := filepath.Join(b.TempDir(), "run")
+	j, err := Open(made, WithPlan(plan), WithParallel(16), withFS(noSyncFS{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, uploads := range []int{0, 5_000} {
+		for range uploads - j.Status(t0).Files[FileAcked] {
+			j.nx.last = 0 // no lane first: each upload goes to the shard with most files left
+			nextUpload(b, j)
+		}
+		for _, fsy := range []struct {
+			name string
+			fs   fsys.FS
+		}{{"fsync", fsys.OS{}}, {"nofsync", noSyncFS{}}} {
+			b.Run(fmt.Sprintf("uploads=%d/%s", uploads, fsy.name), func(b *testing.B) {
+				dir := filepath.Join(b.TempDir(), "run")
+				copyRun(b, made, dir)
+				j, err := Open(dir, WithPlan(plan), withFS(fsy.fs))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					nextUpload(b, j)
+				}
+			})
+		}
+	}
+}
+
+// copyRun copies the run directory from to the new directory to, private.
+func copyRun(b *testing.B, from, to string) {
+	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		if d.IsDir() {
+			return os.Mkdir(filepath.Join(to, rel), 0o700)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// nextUpload takes the next file and records its upload's 201.
+func nextUpload(b *testing.B, j *Journal) {
+	f, err := j.Next(context.Background(), NewApproval)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, req := WithUpload(context.Background(), f.ID), putReq(b)
+	if err := j.Begin(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	if err := j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// noSyncFS is the real file system without fsyncs, to prepare runs fast.
+type noSyncFS struct{ fsys.OS }
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+func (n noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (fsys.File, error) {
+	f, err := n.OS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+type noSyncFile struct{ fsys.File }
+
+func (noSyncFile) Sync() error { return nil }

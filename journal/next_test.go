@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -243,7 +242,9 @@ func TestNextWorkerProcess(t *testing.T) {
 			if kill == "begun" {
 				require.NoError(t, j.Begin(WithUpload(context.Background(), f.ID), putReq(t)))
 			}
-			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			if p, err := os.FindProcess(os.Getpid()); err == nil {
+				_ = p.Kill() // SIGKILL
+			}
 			time.Sleep(time.Minute)
 		}
 		b := readrecovery.NewBudget("w-" + f.ID)
@@ -376,4 +377,44 @@ func TestNextReleaseFailureIsPersistenceFailure(t *testing.T) {
 	_, err = j.Next(context.Background(), NewApproval)
 	var re *RestrictedError
 	require.ErrorAs(t, err, &re)
+}
+
+// Next's cursor (R112: it does not re-decide the files it passed) never
+// hides a file that becomes eligible again: here a.bin met 429 (unknown),
+// b.bin and c.bin were acked, Next ends; a reupload review of a.bin, a
+// record after the cursor, makes Next hand a.bin out again, under a new
+// approval only, and a second Journal that reads other workers' records
+// sees the same.
+func TestNextCursorSeesReviews(t *testing.T) {
+	clk := newFakeClock(t0)
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := Open(dir, withClock(clk), WithPlan(plan3))
+	require.NoError(t, err)
+	other, err := Open(dir, withClock(clk), WithPlan(plan3))
+	require.NoError(t, err)
+	next := func(j *Journal, a Approval) string {
+		f, err := j.Next(context.Background(), a)
+		if errors.Is(err, ErrNoMoreFiles) {
+			return "none"
+		}
+		require.NoError(t, err)
+		return f.ID
+	}
+	require.Equal(t, "a.bin", next(j, NewApproval))
+	record429(t, j, WithUpload(context.Background(), "a.bin"), putReq(t), secs(1), timing(t0, 1))
+	clk.Set(t0.Add(2 * time.Second))
+	for _, id := range []string{"b.bin", "c.bin"} {
+		require.Equal(t, id, next(j, NewApproval))
+		ctx := WithUpload(context.Background(), id)
+		require.NoError(t, j.Begin(ctx, putReq(t)))
+		require.NoError(t, j.Complete(ctx, putReq(t), ok201(id)))
+	}
+	require.Equal(t, "none", next(j, NewApproval))
+	require.Equal(t, "none", next(other, NewApproval))
+	_, err = other.Review(context.Background(), "a.bin", DecisionReupload, "resend")
+	require.NoError(t, err)
+	require.Equal(t, "a.bin", next(j, NewApproval), "the review came after the cursor")
+	require.Equal(t, "none", next(other, NoNewApproval), "a reupload needs a new approval")
+	require.NoError(t, j.Release(PlannedFile{ID: "a.bin"}))
+	require.Equal(t, "a.bin", next(other, NewApproval))
 }

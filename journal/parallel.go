@@ -165,12 +165,12 @@ func (p *root) noteFailure(k int, why string) {
 
 // shardStatus is one shard's part of the run's status.
 type shardStatus struct {
-	k       int
-	st      Status // the shard's status, its markers left out
-	stale   bool   // its marker's worker is dead, or cannot be told alive (R83)
-	problem string // what a stale marker is (dead, or liveness unknown)
-	marker  bool   // it shows a marker no review resolves
-	gone    bool   // an upload begun whose marker was removed by hand (R85)
+	k      int
+	st     Status // the shard's status, its markers left out
+	stale  bool   // its marker's worker is dead (R83): it blocks every shard
+	review bool   // its marker may be reviewed: dead, or liveness unknown
+	marker bool   // it shows a marker no review resolves
+	gone   bool   // an upload begun whose marker was removed by hand (R85)
 }
 
 // shardStateLocked is shard k's part from its snapshot s and its Journal's
@@ -186,7 +186,7 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 		ss.st = s.status(now, true)
 	}
 	if judge {
-		ss.stale, ss.problem = s.deadMarker(), s.markerProblem()
+		ss.stale, ss.review = s.deadMarker(), s.reviewable()
 		ss.gone = !s.pending && s.begun != nil
 	}
 	return ss
@@ -215,7 +215,7 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 		}
 		if ps.stale {
 			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
-				"%s: %s (`journal review --pending --marker %s`)", markerRef(ps.k), ps.problem, markerRef(ps.k))}
+				"%s: %s (`journal review --pending --marker %s`)", markerRef(ps.k), pendingProblem, markerRef(ps.k))}
 		}
 		if ps.marker {
 			inflight++
@@ -351,7 +351,7 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 		var stale, live []string
 		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
 			switch {
-			case ps.gone || ps.marker && ps.stale:
+			case ps.gone || ps.marker && ps.review:
 				stale, k = append(stale, markerRef(ps.k)), ps.k
 			case ps.marker:
 				live = append(live, markerRef(ps.k))

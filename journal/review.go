@@ -313,7 +313,7 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case !gone && s.pendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
-	case !gone && s.pendingResolved == "" && !s.deadMarker():
+	case !gone && s.pendingResolved == "" && !s.reviewable():
 		// R83: a held marker is a request in flight, however old: its own record ends it.
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
 	}

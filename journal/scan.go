@@ -169,7 +169,7 @@ func (s *snapshot) allFindings() []Finding {
 const (
 	pendingProblem = "unfinished request: its worker died in flight (no lock or lease holds the marker), so its outcome is unknown: unresolved until `journal review --pending`"
 	liveProblem    = "a request in flight: its worker holds the marker live (unresolved until it ends; never reviewed while live)"
-	unknownProblem = "unfinished request: the store cannot tell whether its worker lives (a file system without locks): unresolved; once no worker is sending it, `journal review --pending` resolves it"
+	unknownProblem = "a request in flight, or a dead worker's: the store cannot tell (a file system without locks), so it counts as live; once no worker is sending it, `journal review --pending` resolves it"
 )
 
 func (s *snapshot) markerProblem() string {
@@ -182,10 +182,16 @@ func (s *snapshot) markerProblem() string {
 	return pendingProblem
 }
 
-// deadMarker reports whether the blocking marker's worker is dead or cannot
-// be told alive (treated as dead: it blocks every worker and may be reviewed).
-func (s *snapshot) deadMarker() bool {
-	return s.blocking() && (s.pendingLive == holdNone || s.pendingLive == holdUnknown)
+// deadMarker reports whether the store shows the blocking marker's worker
+// dead. One whose liveness it cannot tell (no locks) counts as live, never
+// as dead: nothing is released, handed out again or blocked on a guess;
+// only an operator's pending review (reviewable) resolves it.
+func (s *snapshot) deadMarker() bool { return s.blocking() && s.pendingLive == holdNone }
+
+// reviewable reports whether a pending review may resolve the blocking
+// marker: a dead one, or one the store cannot tell, on the operator's word.
+func (s *snapshot) reviewable() bool {
+	return s.deadMarker() || s.blocking() && s.pendingLive == holdUnknown
 }
 
 // bounded reports whether a restriction review bounds the entry name.
@@ -212,13 +218,6 @@ func (s *snapshot) unsent(b *loc, d string, now time.Time) bool {
 		return err == nil && full.pendingUnsent && full.pendingDigest == s.pendingDigest
 	}
 	return d != "" && s.begun == nil && s.decide(d, NewApproval, Status{State: Clear}, true).Upload
-}
-
-// scan reads and verifies the run directory dir, reading again no immutable
-// file of prev (nil or an earlier snapshot). Its error is dir's own: not
-// readable, empty (errNoRun), no journal name (ErrNotRun).
-func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
 }
 
 // staleTemp is the age from which a durable write's temporary file is an interrupted

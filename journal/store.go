@@ -63,7 +63,7 @@ type Store interface {
 	// without versions). A marker is live from its Create on (a store whose
 	// hold begins at Hold counts the moments between as live by its own
 	// means). A missing name: errors.Is(err, fs.ErrNotExist); any other error
-	// means the store cannot tell (no locks): the marker is treated as dead.
+	// means the store cannot tell (no locks): the marker counts as live.
 	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
 
@@ -73,7 +73,7 @@ type liveness int
 const (
 	holdNone    liveness = iota // no lock or lease: its worker died, or the marker was made by hand
 	holdLive                    // its worker holds it: a request in flight
-	holdUnknown                 // the store cannot tell (no locks): treated as dead
+	holdUnknown                 // the store cannot tell (no locks): counts as live (deadMarker)
 	holdGone                    // removed since the listing
 )
 

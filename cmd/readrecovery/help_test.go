@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal"
 )
 
@@ -114,5 +118,59 @@ func TestUsageListsEveryFlag(t *testing.T) {
 	}
 	for _, cmd := range []string{"fakeserver", "demo", "journal status", "journal verify", "journal plan", "journal review", "version"} {
 		assert.Regexp(t, "readrecovery "+cmd+"[ \n]", usage, cmd)
+	}
+}
+
+// TestRunNamedHelp: a run directory named help is a run (R96): status,
+// --text, --watch, plan and verify read it and exit with its state's code
+// (0 clear, 3 waiting, 4 unresolved), never print the usage as help.
+func TestRunNamedHelp(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		dir    func(t *testing.T) string
+		code   int
+		state  string
+		verify int
+	}{
+		{"clear", func(t *testing.T) string { return fixture(t, readrecovery.RetryAfter{}, nil, false) }, 0, "clear", 0},
+		{"waiting", waitingRun, 3, "waiting", 0},
+		{"unresolved", func(t *testing.T) string {
+			return fixture(t, readrecovery.RetryAfter{Kind: readrecovery.RetryAfterOverlong}, nil, false)
+		}, 4, "unresolved", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cwd := t.TempDir()
+			require.NoError(t, os.Rename(tc.dir(t), filepath.Join(cwd, "help")))
+			t.Chdir(cwd)
+			at(t, now)
+			for _, c := range []struct {
+				args   []string
+				code   int
+				stdout string // a prefix of stdout
+			}{
+				{[]string{"journal", "status", "help"}, tc.code, `{"file_batch":{"backoff":{"state":"` + tc.state + `"`},
+				{[]string{"journal", "status", "--text", "help"}, tc.code, "run: " + tc.state},
+				{[]string{"journal", "status", "help", "--json"}, 2, ""}, // status has no --json: a usage error
+				{[]string{"journal", "plan", "help"}, tc.code, "run: " + tc.state},
+				{[]string{"journal", "plan", "--json", "help"}, tc.code, `{"file_batch":{"backoff":{"state":"` + tc.state + `"`},
+				{[]string{"journal", "verify", "help"}, tc.verify, map[int]string{0: "ok: ", 1: "backoff-0001.json: "}[tc.verify]},
+			} {
+				var out, errb bytes.Buffer
+				code := run(t.Context(), c.args, &out, &errb)
+				assert.Equal(t, c.code, code, "%q: %s", c.args, errb.String())
+				assert.NotContains(t, out.String(), "usage", "%q", c.args)
+				assert.True(t, strings.HasPrefix(out.String(), c.stdout), "%q: %s", c.args, out.String())
+			}
+			if tc.code != 4 {
+				return // --watch of a run with files left goes on until stopped (watch_test.go)
+			}
+			var out, errb bytes.Buffer
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			code := run(ctx, []string{"journal", "status", "--watch", "help"}, &out, &errb)
+			assert.Equal(t, tc.code, code, errb.String())
+			assert.True(t, strings.HasPrefix(out.String(), "readrecovery journal status --watch help: "), out.String())
+		})
 	}
 }

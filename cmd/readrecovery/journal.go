@@ -14,8 +14,9 @@ const journalUsage = `usage:
       print {"file_batch":{"backoff":{...},"files":{...},"shards":[...]}}: the status, the planned files
       per class (acked, in-flight, never-attempted, unknown, reviewed) and one line per shard (its marker
       live or dead, the worker's host and pid); --text prints the same as text; --watch redraws that text
-      every --interval until the run is done (nothing in flight, nothing never attempted) or unresolved,
-      or until SIGINT; exit 0 clear or elapsed, 3 waiting, 4 unresolved (--watch: of its last status)
+      every --interval (at least 100ms: a shorter one is raised to it) until the run is done (nothing in
+      flight, nothing never attempted) or unresolved, or until SIGINT; exit 0 clear or elapsed, 3 waiting,
+      4 unresolved (--watch: of its last status)
   readrecovery journal verify DIR
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   readrecovery journal plan [--json] [--ids FILE] DIR
@@ -35,7 +36,7 @@ const journalUsage = `usage:
       oversized field): the run waits until --not-before (at least 30 s from now); keeps every record;
       in a parallel run ENTRY names its shard (shard-02/backoff-0003.json);
       exit 3 recorded, 1 refused, 4 the run has other findings
-exit 2: usage error, or DIR missing, empty, unreadable or not a journal run
+exit 2: usage error, DIR missing, empty, unreadable or not a journal run, or output not written
 `
 
 // journalNow is the time the journal commands ask about. Tests replace it;

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +37,24 @@ func watchRun(t *testing.T) (dir string, done func()) {
 	return dir, func() {
 		require.NoError(t, j.Complete(ctx, req, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "r2"}))
 	}
+}
+
+// waitingRun is a run waiting 30 s from now that --watch never calls done:
+// a.bin met 429 (unknown), b.bin is never attempted.
+func waitingRun(t *testing.T) string {
+	t.Helper()
+	now := time.Now().Unix()
+	dir := filepath.Join(t.TempDir(), "run")
+	j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}))
+	require.NoError(t, err)
+	req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.PlannedFile{ID: "u"}.Digest(), Attempt: 1}
+	ctx := journal.WithUpload(context.Background(), "a.bin")
+	require.NoError(t, j.Begin(ctx, req))
+	_, err = j.Backoff(ctx, req, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "r"},
+		readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: 30},
+		&readrecovery.RetryAfterTiming{ReceivedAtUTC: now, NotBeforeUTC: now + 30, ServerDelaySeconds: 30})
+	require.NoError(t, err)
+	return dir
 }
 
 // `journal status --watch` redraws the run at a glance every --interval,
@@ -83,19 +105,7 @@ func TestJournalStatusWatchEnds(t *testing.T) {
 		assert.True(t, strings.HasSuffix(stdout, "stopped: the run is unresolved\n"), stdout)
 	})
 	t.Run("waiting until the context ends", func(t *testing.T) {
-		now := time.Now().Unix()
-		// a.bin met 429 (unknown), b.bin is left: not done while waiting.
-		dir := filepath.Join(t.TempDir(), "run")
-		j, err := journal.Open(dir, journal.WithPlan([]journal.PlannedFile{{ID: "a.bin"}, {ID: "b.bin"}}))
-		require.NoError(t, err)
-		req := readrecovery.JournalRequest{Method: "PUT", URLDigest: journal.PlannedFile{ID: "u"}.Digest(), Attempt: 1}
-		ctx := journal.WithUpload(context.Background(), "a.bin")
-		require.NoError(t, j.Begin(ctx, req))
-		_, err = j.Backoff(ctx, req, readrecovery.JournalOutcome{StatusCode: 429, RequestID: "r"},
-			readrecovery.RetryAfter{Kind: readrecovery.RetryAfterSeconds, Value: 30},
-			&readrecovery.RetryAfterTiming{ReceivedAtUTC: now, NotBeforeUTC: now + 30, ServerDelaySeconds: 30})
-		require.NoError(t, err)
-
+		dir := waitingRun(t)
 		var out, errb syncBuffer
 		wctx, cancel := context.WithCancel(context.Background())
 		code := make(chan int, 1)
@@ -130,4 +140,90 @@ func TestJournalStatusWatchEnds(t *testing.T) {
 			"SHARD  STATE  MARKER  METHOD  FILE  WORKER  AGE  ACKED  IN-FLIGHT  NEVER-ATTEMPTED  UNKNOWN  REVIEWED\n"+
 			".      clear  -       -       -     -       -    0      0          1                0        0\n", stdout)
 	})
+}
+
+// errWriter fails every write, as a closed stdout or a full disk does.
+type errWriter struct{}
+
+func (errWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// A status whose output cannot be written ends at once with exit 2 and says
+// so on stderr: --watch of a run that would wait forever never redraws
+// silently, and a one-shot status never exits 0, 3 or 4 as if printed.
+func TestJournalStatusWriteError(t *testing.T) {
+	dir := waitingRun(t)
+	for _, args := range [][]string{
+		{"status", "--watch", dir}, {"status", "--watch", "--text", dir}, {"status", dir}, {"status", "--text", dir},
+	} {
+		var errb bytes.Buffer
+		done := make(chan int, 1)
+		go func() { done <- runJournalContext(t.Context(), args, errWriter{}, &errb) }()
+		select {
+		case code := <-done:
+			assert.Equal(t, 2, code, "%q", args)
+			assert.Equal(t, "readrecovery: journal status: cannot write the status: no space left on device\n", errb.String(), "%q", args)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q: still running after its output failed", args)
+		}
+	}
+
+	// The built command, its stdout on /dev/full: exit 2 at its first frame.
+	// (A closed stdout is /dev/null to a Go program, which the runtime opens
+	// in its place: a watch into /dev/null runs until the run is done.)
+	if _, err := os.Stat("/dev/full"); err != nil || runtime.GOOS == "windows" {
+		t.Skip("no /dev/full")
+	}
+	bin := buildCommand(t, t.TempDir())
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer full.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "journal", "status", "--watch", dir)
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = full, &errb
+	err = cmd.Run()
+	require.NoError(t, ctx.Err(), "still running after its output failed")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.ExitCode())
+	assert.Equal(t, "readrecovery: journal status: cannot write the status: write /dev/stdout: no space left on device\n", errb.String())
+
+	// Its stdout a pipe whose reader is gone: SIGPIPE ends it, as any Unix filter.
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd = exec.CommandContext(ctx, bin, "journal", "status", "--watch", "--interval", "100ms", dir)
+	cmd.Stdout = w
+	require.NoError(t, cmd.Start())
+	w.Close()
+	_, err = r.Read(make([]byte, 1))
+	require.NoError(t, err, "a first frame")
+	r.Close()
+	err = cmd.Wait()
+	require.NoError(t, ctx.Err(), "still running after its reader left")
+	require.ErrorAs(t, err, &ee)
+	if ws, ok := ee.Sys().(syscall.WaitStatus); assert.True(t, ok) {
+		assert.Equal(t, syscall.SIGPIPE, ws.Signal())
+	}
+}
+
+// --interval has a floor of 100ms: a shorter one (1ns) is raised to it, and
+// the frame's header says so. Frames come no faster than one per 100ms.
+func TestJournalStatusWatchIntervalFloor(t *testing.T) {
+	dir := waitingRun(t)
+	var out, errb syncBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	start := time.Now()
+	done := make(chan int, 1)
+	go func() {
+		done <- runJournalContext(ctx, []string{"status", "--watch", "--interval", "1ns", dir}, &out, &errb)
+	}()
+	require.Eventually(t, func() bool { return strings.Count(out.String(), "run: waiting") >= 3 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Equal(t, 3, <-done)
+	elapsed := time.Since(start)
+	frames := strings.Count(out.String(), "run: waiting")
+	assert.LessOrEqual(t, frames, int(elapsed/(100*time.Millisecond))+1, "%d frames in %v", frames, elapsed)
+	assert.Equal(t, frames, strings.Count(out.String(), ", every 100ms\n"), out.String())
+	assert.Empty(t, errb.String())
 }

@@ -51,9 +51,10 @@ func (c *Command) now() time.Time {
 // only a review entry: a missing run is an error (exit 2), never a new one.
 // ctx ends a review's wait. Exit codes: 0 clear or elapsed (status), clean
 // (verify), done (plan, review); 1 findings (verify) or a refused review; 2
-// a usage error or a run that is missing, unreadable or not a journal run; 3
-// waiting; 4 unresolved. `status --watch` exits with the code of its last
-// status once the run is done or stopped, or when ctx ends.
+// a usage error, a run that is missing, unreadable or not a journal run, or
+// status output that cannot be written; 3 waiting; 4 unresolved. `status
+// --watch` exits with the code of its last status once the run is done or
+// stopped, or when ctx ends.
 func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, c.Usage)

@@ -16,8 +16,13 @@ import (
 // redraws in place on a terminal, and appends frames anywhere else.
 const clearScreen = "\x1b[H\x1b[2J"
 
+// minInterval is the floor of --interval: each frame reads the whole run
+// again, so a shorter interval is raised to it (and the frame says so).
+const minInterval = 100 * time.Millisecond
+
 // statusCommand runs `status [--text] [--watch [--interval D]] RUN`: the run's status
 // as JSON, or at a glance as text (--text), redrawn until it is done or stopped (--watch).
+// Output that cannot be written (stdout closed, a full disk) is exit 2, said on stderr.
 func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "status")
 	text := fset.Bool("text", false, "")
@@ -31,30 +36,41 @@ func (c *Command) statusCommand(ctx context.Context, args []string, stdout, stde
 		return c.usageError(stderr, fmt.Sprintf("%sstatus: --interval %v: must be positive", c.Sub, *interval))
 	}
 	if *watch {
-		return c.watch(ctx, run, *interval, stdout, stderr)
+		return c.watch(ctx, run, max(*interval, minInterval), stdout, stderr)
 	}
 	j, err := c.Open(ctx, run)
 	if err != nil {
 		return c.unreadable(err, stderr)
 	}
 	st := j.Status(c.now())
+	var out strings.Builder
 	if *text {
-		writeGlance(stdout, st)
-		return stateCode(st.State)
+		writeGlance(&out, st)
+	} else {
+		b, err := st.CommandJSON()
+		if err != nil {
+			return c.fail(stderr, 2, c.Sub+"status: ", err)
+		}
+		fmt.Fprintf(&out, "%s\n", b)
 	}
-	b, err := st.CommandJSON()
-	if err != nil {
-		return c.fail(stderr, 2, c.Sub+"status: ", err)
+	return c.emit(stdout, stderr, out.String(), stateCode(st.State))
+}
+
+// emit writes out and returns code, or 2 when out cannot be written: a
+// --watch whose output goes nowhere must end, never redraw silently forever.
+func (c *Command) emit(stdout, stderr io.Writer, out string, code int) int {
+	if _, err := io.WriteString(stdout, out); err != nil {
+		return c.fail(stderr, 2, c.Sub+"status: cannot write the status: ", err)
 	}
-	fmt.Fprintf(stdout, "%s\n", b)
-	return stateCode(st.State)
+	return code
 }
 
 // watch redraws the run at a glance every interval, reading the run again
 // each time, until it is done (every planned file acked, unknown or
 // reviewed: none in flight, none never attempted), stopped (unresolved), or
 // ctx ends (SIGINT, SIGTERM). It exits with the code of the last status: 0
-// clear or elapsed, 3 waiting, 4 unresolved; 2 when the run cannot be read.
+// clear or elapsed, 3 waiting, 4 unresolved; 2 when the run cannot be read
+// or a frame cannot be written.
 func (c *Command) watch(ctx context.Context, dir string, interval time.Duration, stdout, stderr io.Writer) int {
 	redraw := isTerminal(stdout)
 	t := time.NewTimer(0)
@@ -96,9 +112,8 @@ func (c *Command) watch(ctx context.Context, dir string, interval time.Duration,
 		default:
 			end = false
 		}
-		_, _ = io.WriteString(stdout, b.String())
-		if end {
-			return last
+		if code := c.emit(stdout, stderr, b.String(), last); end || code != last {
+			return code
 		}
 		t.Reset(interval)
 	}

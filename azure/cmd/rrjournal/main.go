@@ -30,8 +30,9 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
   rrjournal status [--text] [--watch [--interval 2s]] RUN
       print {"file_batch":{"backoff":{...},"files":{...},"shards":[...]}}: the status, the planned files
       per class and one line per shard (its marker live or dead, the worker's host and pid); --text prints
-      the same as text; --watch redraws that text every --interval until the run is done or unresolved;
-      exit 0 clear or elapsed, 3 waiting, 4 unresolved (--watch: of its last status)
+      the same as text; --watch redraws that text every --interval (at least 100ms: a shorter one is
+      raised to it) until the run is done or unresolved; exit 0 clear or elapsed, 3 waiting,
+      4 unresolved (--watch: of its last status)
   rrjournal verify RUN
       print "ok" and the run's counts, or one line per finding (names escaped); exit 0 clean, 1 findings
   rrjournal plan [--json] [--ids FILE] RUN
@@ -51,7 +52,7 @@ const journalUsage = `usage (RUN is CONTAINER/PREFIX; AZURE_STORAGE_CONNECTION_S
       oversized field): the run waits until --not-before (at least 30 s from now); keeps every record;
       in a parallel run ENTRY names its shard (shard-02/backoff-0003.json);
       exit 3 recorded, 1 refused, 4 the run has other findings
-exit 2: usage error, no connection string, or RUN missing, unreadable or not a journal run
+exit 2: usage error, no connection string, RUN missing, unreadable or not a journal run, or output not written
 `
 
 var journalNow = time.Now

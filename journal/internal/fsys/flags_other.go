@@ -14,6 +14,3 @@ const DirFlags = os.O_RDONLY
 
 // IsSymlinkRefusal reports false: this platform has no O_NOFOLLOW.
 func IsSymlinkRefusal(err error) bool { return false }
-
-// lock reports ErrNoLocks: the journal takes no locks on this platform.
-func lock(*os.File, bool) error { return ErrNoLocks }

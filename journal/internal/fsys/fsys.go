@@ -31,16 +31,17 @@ type File interface {
 	io.Closer
 	Sync() error                // flushes the content to stable storage
 	Stat() (fs.FileInfo, error) // describes the open file
-	// Lock takes an advisory lock without waiting (flock(2), LOCK_NB),
-	// exclusive or shared, released when the file is closed (by Close or
-	// the process's death). Another open file's lock: an error wrapping
-	// [ErrLocked]; a file system that keeps no locks: [ErrNoLocks].
+	// Lock takes a lock without waiting (flock(2) LOCK_NB; Windows:
+	// LockFileEx of one byte beyond the data), exclusive or shared,
+	// released when the file is closed (by Close or the process's death).
+	// Another open file's lock: an error wrapping [ErrLocked]; a file
+	// system or OS that keeps no locks: [ErrNoLocks].
 	Lock(exclusive bool) error
 }
 
 var (
 	ErrLocked  = errors.New("fsys: locked by another open file")    // another open file holds a conflicting lock
-	ErrNoLocks = errors.New("fsys: the file system keeps no locks") // ENOLCK, EOPNOTSUPP, ENOSYS, or no flock
+	ErrNoLocks = errors.New("fsys: the file system keeps no locks") // ENOLCK, EOPNOTSUPP, ENOSYS, or an OS without locks
 )
 
 // OS is the os package's file system: each method but ReadDir and SyncDir
@@ -61,10 +62,13 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	return osFile{f}, nil
 }
 
-// osFile is an *os.File with [File.Lock].
+// osFile is an *os.File with [File.Lock], taken where the OS has locks
+// (fsys_unix.go: flock; lock_windows.go: LockFileEx); elsewhere Lock
+// returns [ErrNoLocks] (lock_other.go).
 type osFile struct{ *os.File }
 
 func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
+func (f osFile) Close() error              { unlock(f.File); return f.File.Close() }
 
 // ReadDir opens the directory with [DirFlags]: a FIFO or device under name
 // is refused at once, never waited on.
