@@ -100,9 +100,16 @@ func TestDemoExportsOTLP(t *testing.T) {
 				trigger, _ = a.Value["stringValue"].(string)
 			}
 		}
-		assert.Contains(t, []string{"read-429", "write-429", "queue-429", "shared-restriction"}, trigger)
+		assert.Contains(t, []string{"read-429", "write-429", "queue-429", "shared-restriction", "scope-room"}, trigger)
+		if trigger == "scope-room" {
+			// At T the release hands B and A's re-send over 10 ms apart;
+			// on a loaded machine the first's answer may take longer, and
+			// the second then waits for the scope's room: a wait for the
+			// process, not the server (scope-room), counted apart.
+			waits--
+		}
 	}
-	assert.Equal(t, 6, waits, "the demo's six waits (two in shared-restriction)")
+	assert.Equal(t, 6, waits, "the demo's six waits for the server (two in shared-restriction)")
 	assert.Equal(t, 2, stops, "the demo's two stops")
 }
 
