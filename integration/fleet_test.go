@@ -342,7 +342,7 @@ func (f *fleet) run() fleetResult {
 // memberLine is what the proxy saw of one member: its requests and 429s,
 // and its 2xx answers per second after the fleet's start, the pace the
 // member settled at.
-func memberLine(member int, arrivals []fleetArrival) string {
+func memberLine(arrivals []fleetArrival) string {
 	var throttled int
 	var perSecond []int
 	for _, a := range arrivals {
@@ -359,19 +359,23 @@ func memberLine(member int, arrivals []fleetArrival) string {
 		}
 		perSecond[s]++
 	}
-	return fmt.Sprintf("member %d at the proxy: requests %d, 429s %d, 2xx per second %v", member, len(arrivals), throttled, perSecond)
+	return fmt.Sprintf("at the proxy: requests %d, 429s %d, 2xx per second %v", len(arrivals), throttled, perSecond)
 }
 
-func (res fleetResult) log(tb testing.TB, name string) {
+// log logs the run in one line, each member in one line of its own (its
+// summary and what the proxy saw of it), and up to failures of the failed
+// sequences' reports: a benchmark's log keeps only its first ten lines.
+func (res fleetResult) log(tb testing.TB, name string, failures int) {
 	tb.Helper()
 	tb.Logf("%s: wall %v, completed %d, 429s %d, requests %d; the 429s after the first: %v",
 		name, res.wall.Round(time.Millisecond), res.completed, res.server.throttled, res.server.requests, res.server.cycles)
+	var failed []string
 	for i, s := range res.members {
-		tb.Logf("  %s", s)
-		for _, f := range s.Failed {
-			tb.Logf("    failed: %s", f)
-		}
-		tb.Logf("    %s", memberLine(i+1, res.arrivals[i]))
+		tb.Logf("  %s; %s", s, memberLine(res.arrivals[i]))
+		failed = append(failed, s.Failed...)
+	}
+	for _, f := range failed[:min(failures, len(failed))] {
+		tb.Logf("  failed: %s", f)
 	}
 }
 
@@ -397,7 +401,7 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 					f := newFleet(b, az, run)
 					b.StartTimer()
 					res := f.run()
-					res.log(b, fmt.Sprintf("run %d", i+1))
+					res.log(b, fmt.Sprintf("run %d", i+1), 1)
 					wall += res.wall
 					completed += res.completed
 					throttled += res.server.throttled
@@ -423,7 +427,7 @@ func TestFleetHarness(t *testing.T) {
 	for _, c := range fleetContenders {
 		t.Run(c.name, func(t *testing.T) {
 			res := newFleet(t, az, fleetRun{contender: c.name, procs: procs, sequences: sequences, lead: 500 * time.Millisecond}).run()
-			res.log(t, c.name)
+			res.log(t, c.name, len(res.members)*5)
 			if res.completed != procs*sequences {
 				t.Errorf("completed %d sequences, want %d", res.completed, procs*sequences)
 			}
