@@ -234,9 +234,11 @@ func newFleet(tb testing.TB, az *azurite, run fleetRun) *fleet {
 	if _, ok := fleetContenderNamed(run.contender); !ok {
 		tb.Fatalf("no fleet contender %q", run.contender)
 	}
-	r := newRig(tb, az)
+	var r *rig
 	if run.throttle {
 		r = bucketRig(tb, az)
+	} else {
+		r = newRig(tb, az)
 	}
 	for m := 1; m <= run.procs; m++ {
 		for _, b := range fleetCheckpoint(m) {
