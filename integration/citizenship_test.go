@@ -34,7 +34,7 @@ const (
 )
 
 // bucketRig is a rig whose proxy throttles as the command line above does.
-func bucketRig(t *testing.T, az *azurite) *rig {
+func bucketRig(t testing.TB, az *azurite) *rig {
 	t.Helper()
 	r := newRig(t, az)
 	r.script.Add(fakeserver.RouteAny, fakeserver.Throttle(fakeserver.RetryAfterRemaining()),

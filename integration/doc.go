@@ -10,6 +10,12 @@
 //	./azurite.sh install                      # once: Azurite into .azurite/
 //	RR_REQUIRE_AZURITE=1 go test -count=1 ./...
 //
+// BenchmarkFleetCheckpoints (fleet_test.go) is issue 36's fleet of
+// processes reading checkpoints from one account; a plain go test runs only
+// its harness check. Run it with:
+//
+//	RR_REQUIRE_AZURITE=1 go test -run '^$' -bench BenchmarkFleetCheckpoints -benchtime 1x -count 3 -timeout 30m .
+//
 // Without the emulator installed the Azurite tests skip, unless
 // RR_REQUIRE_AZURITE=1, under which they fail. RR_AZURITE_BLOB names
 // another blob entry point (Azurite's dist/src/blob/main.js) to run.

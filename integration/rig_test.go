@@ -31,7 +31,7 @@ import (
 // rig is one test's world: Azurite, a container of its own in it, and the
 // fakeserver proxy in front of Azurite with the test's script.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	az        *azurite
 	proxy     *fakeserver.Server
 	proxyURL  string // http://127.0.0.1:PORT
@@ -58,7 +58,7 @@ func withUpstream(wrap func(base http.RoundTripper) http.RoundTripper) rigOption
 // newRig makes a container in az and a proxy in front of az. The rules of
 // the returned rig's script are matched against the requests that reach
 // the proxy.
-func newRig(t *testing.T, az *azurite, opts ...rigOption) *rig {
+func newRig(t testing.TB, az *azurite, opts ...rigOption) *rig {
 	t.Helper()
 	var cfg rigConfig
 	for _, o := range opts {
