@@ -18,7 +18,8 @@ type config struct {
 	logger         *slog.Logger
 	clock          clock.Clock
 	shared         *restrictions
-	scopeInFlight  int // WithScopeInFlight, 0: the default
+	scopeInFlight  int        // WithScopeInFlight, 0: the default
+	store          ScopeStore // WithScopeStore, nil: none
 }
 
 // An Option configures a [Transport].
@@ -130,6 +131,20 @@ func WithoutSharedRestrictions() Option {
 // restrictions it does nothing.
 func WithScopeInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.scopeInFlight = n })
+}
+
+// WithScopeStore records s as the store through which the Transport
+// shares its scopes with the other processes that use s (R104; the
+// stores and their behaviour: docs/fleets.md, "Stores"). It takes effect
+// with [WithSharedRestrictions] only: without shared restrictions the
+// Transport keeps no scopes to share. The default (and what a nil s
+// means) is no store.
+func WithScopeStore(s ScopeStore) Option {
+	return optionFunc(func(c *config) {
+		if s != nil {
+			c.store = s
+		}
+	})
 }
 
 // sharedFor returns the table of shared restrictions for base, its
