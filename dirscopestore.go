@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -245,7 +246,12 @@ func writeDirFile(sd, name string, b []byte, durable bool) error {
 }
 
 // syncDir fsyncs the directory sd, so that a rename in it is durable.
+// Windows cannot flush a directory handle (and makes a rename durable
+// with the file system's own journal): there it does nothing.
 func syncDir(sd string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
 	d, err := os.Open(sd)
 	if err != nil {
 		return err

@@ -45,8 +45,9 @@ import (
 // writes no card: a timer exchange is a read of the card, a write of the
 // member and a listing (three requests).
 //
-// Its clock is the service's: [readrecovery.ScopeView.Now] is the Date
-// header of the exchange's last response, to the second.
+// Its clock is the service's: [readrecovery.ScopeView.Now] is the latest
+// Date header of the exchange's responses, to the second (the local clock
+// only if none carried one).
 //
 // The store's requests must not pass through a readrecovery transport:
 // build c with plain client options (blobjournal.ClientOptions is one:
@@ -110,6 +111,11 @@ func (s *blobScopeStore) Exchange(ctx context.Context, scope string, card readre
 	members, now, err := s.members(ctx, dir, now)
 	if err != nil {
 		return readrecovery.ScopeView{}, err
+	}
+	if now.IsZero() {
+		// No response carried a Date (the service always sends one; a
+		// proxy may drop it): the local clock, rather than no time.
+		now = scopecard.Normal(time.Now())
 	}
 	if m.ID != "" {
 		// The caller's own record is the one it just wrote, whatever a
