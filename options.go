@@ -18,7 +18,8 @@ type config struct {
 	logger         *slog.Logger
 	clock          clock.Clock
 	shared         *restrictions
-	scopeInFlight  int // WithScopeInFlight, 0: the default
+	scopeInFlight  int        // WithScopeInFlight, 0: the default
+	store          ScopeStore // WithScopeStore, nil: none
 }
 
 // An Option configures a [Transport].
@@ -135,6 +136,24 @@ func WithoutSharedRestrictions() Option {
 // restrictions it does nothing.
 func WithScopeInFlight(n int) Option {
 	return optionFunc(func(c *config) { c.scopeInFlight = n })
+}
+
+// WithScopeStore makes the Transport's table of shared restrictions
+// share each scope's not-before with the other processes that use s
+// (docs/fleets.md; docs/policy.md: scope-store): a 429's restriction is
+// written to s in the background, and a scope's first request in the
+// process reads s's card first (a short, bounded look), so that a process
+// started after another met "Retry-After: 4" does not send before that
+// not-before. It takes effect with [WithSharedRestrictions] or
+// [WithScopes] only (without them the Transport keeps no scopes to share),
+// and binds to the table: every Transport of the table shares through the
+// first store given. The default (and what a nil s means) is no store.
+func WithScopeStore(s ScopeStore) Option {
+	return optionFunc(func(c *config) {
+		if s != nil {
+			c.store = s
+		}
+	})
 }
 
 // roomCap returns the cap of a scope's room for the requests of a

@@ -1,0 +1,12 @@
+//go:build !unix
+
+package flock
+
+import "os"
+
+// ReadFlags open a record to read it. Without O_NOFOLLOW and O_NONBLOCK
+// here, the caller's fstat after the open is the only check.
+const ReadFlags = os.O_RDONLY
+
+// TryLock reports [ErrNoLocks]: no file locks off unix.
+func TryLock(*os.File) error { return ErrNoLocks }
