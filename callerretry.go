@@ -93,6 +93,7 @@ func (c *call) holdForCaller() error {
 	var roomSince time.Time
 	for {
 		now := clk.Now()
+		c.t.shared.look(c.ctx, c.scopeOf(), now) // the scope store's card (scopeshare.go)
 		if f, p, ok := c.t.shared.take(c.scopeOf(), now, c.place); ok {
 			c.place = &p
 			c.leaveQueue() // a restriction came meanwhile: its place first

@@ -53,6 +53,9 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	}
 	if c.shared != nil {
 		c.shared.meter(c.meterProvider)
+		if c.store != nil {
+			c.shared.share(c.store, c.clock.Now)
+		}
 	}
 	return &Transport{
 		base:    base,

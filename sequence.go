@@ -195,6 +195,9 @@ type waitPlan struct {
 	url        string
 	// eventDigest is the journal entry that allowed a queue-429 re-send.
 	eventDigest string
+	// fromStore: the restriction came from the scope store's card (another
+	// process's 429), not from a 429 this process received.
+	fromStore bool
 }
 
 // instant is the time of a decision: a fixed time (the step tables; a time

@@ -37,11 +37,13 @@ const MaxSharedScopes = 4096
 // restrictions is the table of one Transport. The zero value is not
 // used: a Transport without the option has a nil table.
 type restrictions struct {
-	scope   func(*http.Request) string
-	self    *Scopes                     // the table as its users name it
-	logger  atomic.Pointer[slog.Logger] // the first of its Transports' loggers: one line per change of state
-	metered sync.Mutex                  // guards meters
-	meters  []metric.MeterProvider      // the providers its instruments are registered with (metrics.go)
+	scope     func(*http.Request) string
+	self      *Scopes                     // the table as its users name it
+	logger    atomic.Pointer[slog.Logger] // the first of its Transports' loggers: one line per change of state
+	shareOnce sync.Once                   // links a store, once (scopeshare.go)
+	sharing   *scopeShare                 // the store's link; nil without a store
+	metered   sync.Mutex                  // guards meters
+	meters    []metric.MeterProvider      // the providers its instruments are registered with (metrics.go)
 
 	// mu guards m and every scope's restriction and room: one table, one
 	// lock (learning a pace runs outside it: learnLater).
@@ -165,9 +167,13 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	var change []slog.Attr // logged once the lock is given back
 	var learn *learning    // a rate to learn once the lock is given back
 	var learner *restriction
+	published := false // until is news for the store (scopeshare.go)
 	defer func() {
 		if learn != nil {
 			t.learnLater(scope, learner, learn)
+		}
+		if published && !plan.fromStore {
+			t.publish(scope, until, plan.requestID)
 		}
 		t.logChange(change)
 	}()
@@ -180,6 +186,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 		if until.After(r.until) {
 			r.rebase(now, until)
 			r.until, r.plan = until, plan
+			published = true
 			if r.pace.ok == 0 {
 				r.pace.since = until // nothing went yet: the release starts at the new T
 			}
@@ -212,6 +219,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	t.gens++
 	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, e.room.takeHistory()), plan: plan}
 	e.r = r
+	published = true
 	t.noteEndLocked(r)
 	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
 		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
