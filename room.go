@@ -223,9 +223,12 @@ func (r *room) leave(now time.Time, cap int, n uint64, status, remaining int) bo
 		if counted {
 			r.limit = min(r.limit+1, max(cap, -cap)) // an accepted one grew it already
 		}
-		if n <= r.cut0 {
-			r.late0++
-		} else {
+		switch {
+		case n <= r.cut0:
+			r.late0++ // handed over before the restriction: its burst
+		case r.okN == 0:
+			r.okN, r.okFirst = 1, now // the next restriction's history starts
+		default:
 			r.okN++
 		}
 	}

@@ -546,9 +546,6 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 		if throttled {
 			r.throttled++
 		}
-		if r.okN == 0 && httprule.IsSuccess(status) && n > r.cut0 {
-			r.okFirst = now
-		}
 		if r.leave(now, c.t.roomCap, n, status, remaining) && (r.quota > 0 || reset > 0) {
 			held := r.quotaUntil
 			r.noteReset(now, r.quota, reset)

@@ -376,3 +376,33 @@ func TestRoomRules(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomHistory (docs/policy.md: release-ramp, "Start"): what a new
+// restriction's pace starts from is the 2xx since the scope's last
+// restriction, the first's arrival its start; a 2xx of a request handed
+// over before that restriction is its burst (a straggler), not history.
+func TestRoomHistory(t *testing.T) {
+	r := newRoom()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	r.enter(at(0), 4, nil)
+	r.leave(at(10), 4, 1, 200, -1)
+	r.enter(at(10), 4, nil)
+	r.enter(at(10), 4, nil)
+	if h := r.takeHistory(); h != (history{ok: 1, first: at(10)}) {
+		t.Fatalf("history %+v, want 1 2xx from +10 ms", h)
+	}
+	r.leave(at(20), 4, 2, 200, -1) // handed over before the restriction
+	if r.okN != 0 || !r.okFirst.IsZero() || r.late0 != 1 {
+		t.Fatalf("a straggler's 2xx: okN %d first %v late %d, want 0, none, 1", r.okN, r.okFirst, r.late0)
+	}
+	r.enter(at(30), 4, nil)
+	r.leave(at(30), 4, 4, 200, -1)
+	r.enter(at(40), 4, nil)
+	r.leave(at(40), 4, 5, 200, -1)
+	if n := r.takeStragglers(); n != 1 {
+		t.Fatalf("stragglers %d, want 1", n)
+	}
+	if h := r.takeHistory(); h != (history{ok: 2, first: at(30)}) {
+		t.Fatalf("history %+v, want 2 2xx from +30 ms (the first after the restriction starts it)", h)
+	}
+}

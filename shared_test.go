@@ -940,3 +940,39 @@ func TestRestrictionsLearnOutsideLock(t *testing.T) {
 	assert.InDelta(t, want.burst, got.burst, 1e-9)
 	assert.NotEqual(t, intervalOf(4096/(at.Add(time.Second).Sub(since).Seconds())), got.settled, "not the provisional floor")
 }
+
+// TestRestrictionsNoBurstToCatchUp (docs/policy.md: paced-release): a
+// waiter that comes exactly two spacings after its place does not move
+// the release (the next place is half a spacing after it went); one that
+// comes later than that makes the release go on from now, a spacing
+// apart, with no burst to catch up.
+func TestRestrictionsNoBurstToCatchUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		late time.Duration // after ticket 1's place, T + 10 ms
+		next time.Duration // ticket 2's place, after T
+	}{
+		{"two spacings late: the release keeps its places", 2 * paceStart, 35 * time.Millisecond},
+		{"more than two spacings late: the release goes on from now", 2*paceStart + time.Nanosecond, 40*time.Millisecond + time.Nanosecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab := newRestrictions(nil)
+			T := t0.Add(s1)
+			tab.record("a", t0, T, sharedPlan("r"), nil)
+			_, p0, _ := tab.take("a", t0, nil)
+			_, p1, _ := tab.take("a", t0, nil)
+			_, p2, _ := tab.take("a", t0, nil)
+			if _, p, ok := tab.take("a", T, &p0); ok || !p.went {
+				t.Fatal("ticket 0 does not go at T")
+			}
+			at := T.Add(paceStart + tc.late)
+			if _, p, ok := tab.take("a", at, &p1); ok || !p.went {
+				t.Fatal("ticket 1 does not go when its waiter comes")
+			}
+			f, _, ok := tab.take("a", at, &p2)
+			if !ok || f.until.Sub(T) != tc.next {
+				t.Fatalf("ticket 2's place is T+%v (restricted %v), want T+%v", f.until.Sub(T), ok, tc.next)
+			}
+		})
+	}
+}
