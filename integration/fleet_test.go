@@ -40,6 +40,7 @@ const (
 	envFleetSequences = "RR_FLEET_SEQUENCES" // the member's sequences
 	envFleetMember    = "RR_FLEET_MEMBER"    // 1-based
 	envFleetStart     = "RR_FLEET_START"     // Unix nanoseconds: when the members start
+	envFleetStoreDir  = "RR_FLEET_STORE_DIR" // the fleet's directory scope store (rr-dir)
 )
 
 // fleetSequences is the fleet's whole work in issue 36: 160 checkpoint
@@ -58,6 +59,15 @@ type fleetContender struct {
 var fleetContenders = []fleetContender{
 	{"azcore", func() policy.ClientOptions { return policy.ClientOptions{} }},
 	{"rr", func() policy.ClientOptions { return rrazure.ClientOptions() }},
+	// rr-dir: the one-line wiring sharing each scope's not-before through
+	// a directory store the run's members share (issue 37).
+	{"rr-dir", func() policy.ClientOptions {
+		s, err := readrecovery.DirScopeStore(os.Getenv(envFleetStoreDir))
+		if err != nil {
+			panic(err)
+		}
+		return rrazure.ClientOptions(readrecovery.WithScopeStore(s))
+	}},
 }
 
 func fleetContenderNamed(name string) (fleetContender, bool) {
@@ -279,6 +289,7 @@ func (f *fleet) run() fleetResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now().Add(lead)
+	storeDir := tb.TempDir() // the run's own directory store (rr-dir)
 	res := fleetResult{members: make([]fleetSummary, f.procs)}
 	errs := make([]error, f.procs)
 	var wg sync.WaitGroup
@@ -289,7 +300,8 @@ func (f *fleet) run() fleetResult {
 			cmd.Env = append(os.Environ(),
 				envFleetProxy+"="+f.r.proxyURL, envFleetContainer+"="+f.r.container,
 				envFleetContender+"="+f.contender, envFleetSequences+"="+strconv.Itoa(f.sequences),
-				envFleetMember+"="+strconv.Itoa(member), envFleetStart+"="+strconv.FormatInt(start.UnixNano(), 10))
+				envFleetMember+"="+strconv.Itoa(member), envFleetStart+"="+strconv.FormatInt(start.UnixNano(), 10),
+				envFleetStoreDir+"="+storeDir)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			stdout, err := cmd.Output()
