@@ -68,9 +68,26 @@ func AzureScope(req *http.Request) string {
 // request's scheme and host, spelt once as AzureScope's last case spells
 // them (lower case, no trailing dot, no default port).
 func schemeHost(req *http.Request) string {
+	if u := req.URL; (u.Scheme == "https" || u.Scheme == "http") && plainHost(u.Host) {
+		return u.Scheme + "://" + u.Host // spelt once already: the usual case
+	}
 	scheme := lowerASCII(req.URL.Scheme)
 	name, port := canonicalHost(scheme, req.URL)
 	return hostScope(scheme, req.URL.Host, name, port)
+}
+
+// plainHost reports whether host is a name spelt as schemeHost spells it,
+// with no port: lower case, not empty, not ending in a dot, no ':' or '['.
+func plainHost(host string) bool {
+	if host == "" || host[len(host)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; 'A' <= c && c <= 'Z' || c == ':' || c == '[' {
+			return false
+		}
+	}
+	return true
 }
 
 // hostScope is the scope scheme://name:port of a URL whose host is host,

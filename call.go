@@ -86,7 +86,7 @@ func (c *call) admit(r request) admission {
 	if c.t.shared != nil && !r.hold && c.room.n == 0 {
 		// docs/policy.md: scope-room. The hand-off itself: a place in the
 		// scope's room first, or a wait for one.
-		if !c.enterRoom() {
+		if !c.enterRoom(&now) {
 			if c.room.since.IsZero() {
 				c.room.since = now.get()
 			}

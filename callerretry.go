@@ -111,7 +111,7 @@ func (c *call) holdForCaller() error {
 			// it still goes at once (as admit keeps it).
 			c.place = &p
 		}
-		if c.enterRoom() {
+		if c.enterRoom(&instant{t: now, known: true}) {
 			// A 429 leaves the room only once its restriction is noted:
 			// a place taken after it finds the restriction, which the
 			// take before may have missed.

@@ -109,19 +109,29 @@ func (r *room) acceptAfter() time.Duration {
 // not while the server says no quota remains),
 // a quota whose news went stale is unknown again, and a quota held at 0
 // renews at its reset.
-func (r *room) tick(now time.Time, cap int) {
-	for r.quota != 0 && len(r.open) > 0 && now.Sub(r.open[0].at) >= r.acceptAfter() {
+func (r *room) tick(now *instant, cap int) {
+	for r.quota != 0 && len(r.open) > 0 && !r.open[0].at.IsZero() && now.get().Sub(r.open[0].at) >= r.acceptAfter() {
 		r.open = r.open[1:]
 		r.inflight--
 		r.limit = min(2*r.limit, max(cap, -cap))
 	}
-	if len(r.open) == 0 {
-		r.open = nil // its array is not kept past a burst
-	}
-	if r.quota >= 0 && r.quotaUntil.IsZero() && !now.Before(r.quotaStale) {
+	if r.quota >= 0 && r.quotaUntil.IsZero() && !now.get().Before(r.quotaStale) {
 		r.quota = -1
 	}
-	r.renew(now)
+	if !r.quotaUntil.IsZero() {
+		r.renew(now.get())
+	}
+}
+
+// stamp gives the requests in flight whose hand-off time is not known yet
+// the time now: they were handed over by then at the latest. A room reads
+// the time of a hand-off only once someone waits for it (acceptance
+// counts from then, never earlier), so that a request that finds room
+// reads no clock.
+func (r *room) stamp(now *instant) {
+	for i := len(r.open) - 1; i >= 0 && r.open[i].at.IsZero(); i-- {
+		r.open[i].at = now.get()
+	}
 }
 
 // recheck returns when the room changes by itself after now, zero when it
@@ -168,9 +178,10 @@ func (r *room) noteReset(now time.Time, remaining int, reset time.Duration) {
 // enter hands a request over at now when there is room and no one waits
 // before it (w, when it waits already, must be the first); it returns the
 // request's hand-off number, 0 when it must wait.
-func (r *room) enter(now time.Time, cap int, w *roomWaiter) uint64 {
+func (r *room) enter(now *instant, cap int, w *roomWaiter) uint64 {
 	r.tick(now, cap)
 	if !r.hasRoom(cap) || (len(r.queue) > 0 && r.queue[0] != w) {
+		r.stamp(now)
 		return 0
 	}
 	if w != nil {
@@ -178,7 +189,7 @@ func (r *room) enter(now time.Time, cap int, w *roomWaiter) uint64 {
 	}
 	r.inflight++
 	r.handed++
-	r.open = append(r.open, handoff{n: r.handed, at: now})
+	r.open = append(r.open, handoff{n: r.handed}) // its time: stamp
 	if r.quota > 0 {
 		r.quota--
 	}
@@ -193,8 +204,10 @@ func (r *room) forget(now time.Time, n uint64, status int) bool {
 		if h.n == n {
 			r.open = append(r.open[:i], r.open[i+1:]...)
 			r.inflight--
-			if d := now.Sub(h.at); d > 0 && status == http.StatusTooManyRequests {
-				r.refusal = d
+			if status == http.StatusTooManyRequests && !h.at.IsZero() {
+				if d := now.Sub(h.at); d > 0 {
+					r.refusal = d
+				}
 			}
 			return true
 		}
@@ -211,8 +224,12 @@ func (r *room) forget(now time.Time, n uint64, status int) bool {
 // one known is taken only from a request handed over after the known one
 // was said (newer news: a renewal), a lower or equal one always. leave
 // reports whether it took the quota.
-func (r *room) leave(now time.Time, cap int, n uint64, status, remaining int) bool {
-	counted := r.forget(now, n, status)
+func (r *room) leave(now *instant, cap int, n uint64, status, remaining int) bool {
+	var at time.Time // the answer's time: read for a 429, quota news or a restriction's first 2xx only
+	if status == http.StatusTooManyRequests {
+		at = now.get()
+	}
+	counted := r.forget(at, n, status)
 	switch {
 	case status == http.StatusTooManyRequests:
 		if n > r.cutAt {
@@ -227,7 +244,7 @@ func (r *room) leave(now time.Time, cap int, n uint64, status, remaining int) bo
 		case n <= r.cut0:
 			r.late0++ // handed over before the restriction: its burst
 		case r.okN == 0:
-			r.okN, r.okFirst = 1, now // the next restriction's history starts
+			r.okN, r.okFirst = 1, now.get() // the next restriction's history starts
 		default:
 			r.okN++
 		}
@@ -240,7 +257,7 @@ func (r *room) leave(now time.Time, cap int, n uint64, status, remaining int) bo
 	if r.quota >= 0 && n <= r.quotaN && q > r.quota {
 		return false
 	}
-	r.quota, r.quotaN, r.quotaStale = q, r.handed, now.Add(quotaFresh)
+	r.quota, r.quotaN, r.quotaStale = q, r.handed, now.get().Add(quotaFresh)
 	return true
 }
 

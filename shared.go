@@ -481,10 +481,9 @@ func (c *call) wakeAt(until time.Time) time.Time {
 
 // enterRoom tries to hand the call's request over in its scope's room;
 // false: it waits (queued, in order).
-func (c *call) enterRoom() bool {
+func (c *call) enterRoom(now *instant) bool {
 	t := c.t.shared
 	scope := c.scopeOf()
-	now := c.t.clk().Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.m[scope]
@@ -537,7 +536,7 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 			status = 0 // neither growth nor halving
 		}
 	}
-	now := c.t.clk().Now()
+	now := instant{clk: c.t.clk()} // read only for a 429, quota news or a restriction's first 2xx
 	t := c.t.shared
 	var change []slog.Attr
 	t.mu.Lock()
@@ -546,9 +545,9 @@ func (c *call) leaveRoom(resp *http.Response, restricted bool) {
 		if throttled {
 			r.throttled++
 		}
-		if r.leave(now, c.t.roomCap, n, status, remaining) && (r.quota > 0 || reset > 0) {
+		if r.leave(&now, c.t.roomCap, n, status, remaining) && (r.quota > 0 || reset > 0) {
 			held := r.quotaUntil
-			r.noteReset(now, r.quota, reset)
+			r.noteReset(now.get(), r.quota, reset)
 			if r.quotaUntil.After(held) {
 				// A new hold: every waiter asks again, to learn when it
 				// ends (it sleeps until then, not until its ceiling).

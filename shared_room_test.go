@@ -88,20 +88,27 @@ func TestRoomSteps(t *testing.T) {
 			{op: "enter", want: 7, limit: 4, inflight: 1, quota: 99},
 		}},
 		{"acceptance", []row{
-			{name: "start: one", op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
-			{op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
+			{name: "start: one (its hand-off time is read only once someone waits)", op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
+			{name: "a waiter: the one in flight was handed over by now", op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
 			{name: "acceptance: not before 50 ms without a 429 heard", at: 49 * time.Millisecond, op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
 			{name: "acceptance: at 50 ms the first was accepted: it leaves, the limit doubles", at: 50 * time.Millisecond, op: "enter", want: 2, limit: 2, inflight: 1, quota: -1},
 			{at: 50 * time.Millisecond, op: "enter", want: 3, limit: 2, inflight: 2, quota: -1},
 			{at: 50 * time.Millisecond, op: "enter", want: 0, limit: 2, inflight: 2, quota: -1},
 			{name: "acceptance: each accepted one doubles, within the cap", at: 100 * time.Millisecond, op: "enter", want: 4, limit: 4, inflight: 1, quota: -1},
 			{name: "acceptance: an accepted one's 2xx grows nothing more", at: 35 * time.Second, op: "leave", n: 1, status: 200, remaining: -1, limit: 4, inflight: 1, quota: -1},
-			{name: "acceptance: a 429 that took 400 ms sets the time to 800 ms, and halves", at: 500 * time.Millisecond, op: "leave", n: 4, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 0, quota: -1},
-			{at: 500 * time.Millisecond, op: "enter", want: 5, limit: 2, inflight: 1, quota: -1},
-			{at: 500 * time.Millisecond, op: "enter", want: 6, limit: 2, inflight: 2, quota: -1},
-			{at: 1299 * time.Millisecond, op: "enter", want: 0, limit: 2, inflight: 2, quota: -1},
-			{name: "acceptance: 800 ms after", at: 1300 * time.Millisecond, op: "enter", want: 7, limit: 4, inflight: 1, quota: -1},
-			{name: "acceptance: an accepted one's 429 still halves", at: 2 * time.Second, op: "leave", n: 5, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 1, quota: -1},
+			{at: 100 * time.Millisecond, op: "enter", want: 5, limit: 4, inflight: 2, quota: -1},
+			{at: 100 * time.Millisecond, op: "enter", want: 6, limit: 4, inflight: 3, quota: -1},
+			{at: 100 * time.Millisecond, op: "enter", want: 7, limit: 4, inflight: 4, quota: -1},
+			{name: "a waiter stamps 4 to 7 at 100 ms", at: 100 * time.Millisecond, op: "enter", want: 0, limit: 4, inflight: 4, quota: -1},
+			{name: "acceptance: a 429 that took 400 ms sets the time to 800 ms, and halves", at: 500 * time.Millisecond, op: "leave", n: 4, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 3, quota: -1},
+			{at: 899 * time.Millisecond, op: "enter", want: 0, limit: 2, inflight: 3, quota: -1},
+			{name: "acceptance: 800 ms after they were known in flight", at: 900 * time.Millisecond, op: "enter", want: 8, limit: 4, inflight: 1, quota: -1},
+			{at: 900 * time.Millisecond, op: "enter", want: 9, limit: 4, inflight: 2, quota: -1},
+			{at: 900 * time.Millisecond, op: "enter", want: 10, limit: 4, inflight: 3, quota: -1},
+			{at: 900 * time.Millisecond, op: "enter", want: 11, limit: 4, inflight: 4, quota: -1},
+			{at: 900 * time.Millisecond, op: "enter", want: 0, limit: 4, inflight: 4, quota: -1},
+			{at: 1700 * time.Millisecond, op: "enter", want: 12, limit: 4, inflight: 1, quota: -1},
+			{name: "acceptance: an accepted one's 429 still halves", at: 2 * time.Second, op: "leave", n: 9, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 1, quota: -1},
 		}},
 		{"acceptance-quota", []row{
 			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
@@ -133,11 +140,11 @@ func TestRoomSteps(t *testing.T) {
 			for i, s := range tc.rows {
 				switch s.op {
 				case "enter":
-					if got := r.enter(t0.Add(s.at), cap, nil); got != s.want {
+					if got := r.enter(fixed(t0.Add(s.at)), cap, nil); got != s.want {
 						t.Fatalf("row %d %q: enter = %d, want %d", i, s.name, got, s.want)
 					}
 				case "leave":
-					r.leave(t0.Add(s.at), cap, s.n, s.status, s.remaining)
+					r.leave(fixed(t0.Add(s.at)), cap, s.n, s.status, s.remaining)
 				}
 				if r.limit != s.limit || r.inflight != s.inflight || r.quota != s.quota {
 					t.Fatalf("row %d %q: limit %d in flight %d quota %d, want %d %d %d", i, s.name, r.limit, r.inflight, r.quota, s.limit, s.inflight, s.quota)
@@ -151,7 +158,7 @@ func TestRoomSteps(t *testing.T) {
 // comes later, and the next waiter is woken only when there is room.
 func TestRoomQueueOrder(t *testing.T) {
 	r := newRoom()
-	if r.enter(t0, 4, nil) != 1 {
+	if r.enter(fixed(t0), 4, nil) != 1 {
 		t.Fatal("first enter waited")
 	}
 	a, b := &roomWaiter{}, &roomWaiter{}
@@ -160,18 +167,18 @@ func TestRoomQueueOrder(t *testing.T) {
 	if a.woken || b.woken {
 		t.Fatal("woken without room")
 	}
-	if r.enter(t0, 4, b) != 0 || r.enter(t0, 4, nil) != 0 {
+	if r.enter(fixed(t0), 4, b) != 0 || r.enter(fixed(t0), 4, nil) != 0 {
 		t.Fatal("b or a newcomer went before a")
 	}
-	r.leave(t0, 4, 1, 200, -1)
+	r.leave(fixed(t0), 4, 1, 200, -1)
 	r.wakeHead(4)
 	if !a.woken || b.woken {
 		t.Fatalf("woken a=%v b=%v, want a only", a.woken, b.woken)
 	}
-	if r.enter(t0, 4, a) != 2 || len(r.queue) != 1 || r.queue[0] != b {
+	if r.enter(fixed(t0), 4, a) != 2 || len(r.queue) != 1 || r.queue[0] != b {
 		t.Fatalf("a not handed over first; queue %v", r.queue)
 	}
-	if r.enter(t0, 4, b) != 3 {
+	if r.enter(fixed(t0), 4, b) != 3 {
 		t.Fatal("b not handed over with room left")
 	}
 }
@@ -209,34 +216,34 @@ func TestRemainingQuota(t *testing.T) {
 func TestRoomSoftCap(t *testing.T) {
 	r := newRoom()
 	const soft = -2
-	if r.enter(t0, soft, nil) != 1 || r.enter(t0, soft, nil) != 0 {
+	if r.enter(fixed(t0), soft, nil) != 1 || r.enter(fixed(t0), soft, nil) != 0 {
 		t.Fatal("start: want one, then wait")
 	}
-	r.leave(t0, soft, 1, 200, -1)
-	if r.enter(t0, soft, nil) != 2 {
+	r.leave(fixed(t0), soft, 1, 200, -1)
+	if r.enter(fixed(t0), soft, nil) != 2 {
 		t.Fatal("after a 2xx: want a second one")
 	}
-	r.leave(t0, soft, 2, 200, -1)
+	r.leave(fixed(t0), soft, 2, 200, -1)
 	if r.limit != 2 {
 		t.Fatalf("limit %d, want 2", r.limit)
 	}
 	for i := range 5 {
-		if r.enter(t0, soft, nil) == 0 {
+		if r.enter(fixed(t0), soft, nil) == 0 {
 			t.Fatalf("grown to the soft cap: request %d held", i)
 		}
 	}
 	if r.inflight != 5 {
 		t.Fatalf("in flight %d, want 5 (counted, not held)", r.inflight)
 	}
-	r.leave(t0, soft, r.handed, http.StatusTooManyRequests, -1)
-	if r.limit != 1 || r.enter(t0, soft, nil) != 0 {
+	r.leave(fixed(t0), soft, r.handed, http.StatusTooManyRequests, -1)
+	if r.limit != 1 || r.enter(fixed(t0), soft, nil) != 0 {
 		t.Fatalf("after a 429: limit %d and not held", r.limit)
 	}
 	for n := uint64(3); n <= 5; n++ {
-		r.leave(t0, soft, n, http.StatusNotFound, -1) // statuses that change nothing
+		r.leave(fixed(t0), soft, n, http.StatusNotFound, -1) // statuses that change nothing
 	}
-	r.leave(t0, soft, 6, 200, 3) // the latest answer: a 2xx (limit 2) and a quota
-	if r.quota != 3 || r.enter(t0, soft, nil) == 0 || r.enter(t0, soft, nil) == 0 || r.enter(t0, soft, nil) != 0 {
+	r.leave(fixed(t0), soft, 6, 200, 3) // the latest answer: a 2xx (limit 2) and a quota
+	if r.quota != 3 || r.enter(fixed(t0), soft, nil) == 0 || r.enter(fixed(t0), soft, nil) == 0 || r.enter(fixed(t0), soft, nil) != 0 {
 		t.Fatalf("a known quota: want the hard cap 2 to hold (quota %d)", r.quota)
 	}
 }
@@ -277,10 +284,10 @@ func TestQuotaReset(t *testing.T) {
 // the room hands over as its limit allows; a quota above 0 ends a hold.
 func TestRoomQuotaResetSteps(t *testing.T) {
 	r := newRoom()
-	if r.enter(t0, 4, nil) != 1 {
+	if r.enter(fixed(t0), 4, nil) != 1 {
 		t.Fatal("start: want one")
 	}
-	r.leave(t0, 4, 1, 200, 0)
+	r.leave(fixed(t0), 4, 1, 200, 0)
 	r.noteReset(t0, 0, time.Second)
 	if r.quota != 0 || !r.quotaUntil.Equal(t0.Add(time.Second)) {
 		t.Fatalf("quota %d until %v, want 0 until +1s", r.quota, r.quotaUntil)
@@ -288,7 +295,7 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	if got := r.renew(t0.Add(999 * time.Millisecond)); !got.Equal(t0.Add(time.Second)) {
 		t.Fatalf("renew before the reset = %v, want the hold kept", got)
 	}
-	if r.enter(t0, 4, nil) != 0 {
+	if r.enter(fixed(t0), 4, nil) != 0 {
 		t.Fatal("held: the probe went before the reset, with nothing in flight")
 	}
 	r.noteReset(t0, 0, 500*time.Millisecond)
@@ -298,21 +305,21 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	if got := r.renew(t0.Add(time.Second)); !got.IsZero() || r.quota != 1 {
 		t.Fatalf("at the reset: hold %v quota %d, want none and the peak (0 remained after the one that asked: 1)", got, r.quota)
 	}
-	if r.enter(t0, 4, nil) != 2 || r.enter(t0, 4, nil) != 0 {
+	if r.enter(fixed(t0), 4, nil) != 2 || r.enter(fixed(t0), 4, nil) != 0 {
 		t.Fatal("renewed: want the peak quota (1) handed over, no more")
 	}
 	r.quota = -1 // (as if a peak of 2 had been seen)
-	if r.enter(t0, 4, nil) != 3 {
+	if r.enter(fixed(t0), 4, nil) != 3 {
 		t.Fatal("renewed: want the room's limit (2)")
 	}
 	// The answers of 2 and 3 come back in the other order: 3 says 5
 	// remain (4 less 2 in flight), 2 then says 0: the lower wins, and its
 	// reset holds again.
-	if !r.leave(t0, 4, 3, 200, 5) || r.quota != 4 {
+	if !r.leave(fixed(t0), 4, 3, 200, 5) || r.quota != 4 {
 		t.Fatalf("3's answer: quota %d, want 4", r.quota)
 	}
 	r.noteReset(t0.Add(time.Second), r.quota, -1)
-	if !r.leave(t0, 4, 2, 200, 0) || r.quota != 0 {
+	if !r.leave(fixed(t0), 4, 2, 200, 0) || r.quota != 0 {
 		t.Fatalf("2's answer: quota %d, want 0", r.quota)
 	}
 	r.noteReset(t0.Add(time.Second), r.quota, time.Second)
@@ -322,7 +329,7 @@ func TestRoomQuotaResetSteps(t *testing.T) {
 	// An answer of a request handed over before 2's answer came, saying
 	// more remain, is older news.
 	r.inflight++ // (one more, handed over before 2's answer came)
-	if r.leave(t0, 4, 3, 200, 7) || r.quota != 0 {
+	if r.leave(fixed(t0), 4, 3, 200, 7) || r.quota != 0 {
 		t.Fatalf("an older answer raised the quota to %d", r.quota)
 	}
 	// A quota above 0 from a request handed over later ends a hold.
@@ -384,21 +391,21 @@ func TestRoomRules(t *testing.T) {
 func TestRoomHistory(t *testing.T) {
 	r := newRoom()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	r.enter(at(0), 4, nil)
-	r.leave(at(10), 4, 1, 200, -1)
-	r.enter(at(10), 4, nil)
-	r.enter(at(10), 4, nil)
+	r.enter(fixed(at(0)), 4, nil)
+	r.leave(fixed(at(10)), 4, 1, 200, -1)
+	r.enter(fixed(at(10)), 4, nil)
+	r.enter(fixed(at(10)), 4, nil)
 	if h := r.takeHistory(); h != (history{ok: 1, first: at(10)}) {
 		t.Fatalf("history %+v, want 1 2xx from +10 ms", h)
 	}
-	r.leave(at(20), 4, 2, 200, -1) // handed over before the restriction
+	r.leave(fixed(at(20)), 4, 2, 200, -1) // handed over before the restriction
 	if r.okN != 0 || !r.okFirst.IsZero() || r.late0 != 1 {
 		t.Fatalf("a straggler's 2xx: okN %d first %v late %d, want 0, none, 1", r.okN, r.okFirst, r.late0)
 	}
-	r.enter(at(30), 4, nil)
-	r.leave(at(30), 4, 4, 200, -1)
-	r.enter(at(40), 4, nil)
-	r.leave(at(40), 4, 5, 200, -1)
+	r.enter(fixed(at(30)), 4, nil)
+	r.leave(fixed(at(30)), 4, 4, 200, -1)
+	r.enter(fixed(at(40)), 4, nil)
+	r.leave(fixed(at(40)), 4, 5, 200, -1)
 	if n := r.takeStragglers(); n != 1 {
 		t.Fatalf("stragglers %d, want 1", n)
 	}
@@ -406,3 +413,6 @@ func TestRoomHistory(t *testing.T) {
 		t.Fatalf("history %+v, want 2 2xx from +30 ms (the first after the restriction starts it)", h)
 	}
 }
+
+// fixed is the instant t, as the step tables give it.
+func fixed(t time.Time) *instant { return &instant{t: t, known: true} }

@@ -300,9 +300,9 @@ func TestRestrictionsPaceFromHistory(t *testing.T) {
 	r := newRoom()
 	tab.m["a"] = &scopeEntry{room: r}
 	for n := range 60 {
-		r.enter(t0, 64, nil)
+		r.enter(fixed(t0), 64, nil)
 		if n < 50 {
-			r.leave(t0, 64, uint64(n+1), 200, -1)
+			r.leave(fixed(t0), 64, uint64(n+1), 200, -1)
 		}
 	}
 	r.okFirst = t0
@@ -316,7 +316,7 @@ func TestRestrictionsPaceFromHistory(t *testing.T) {
 	// 5 of the 10 in flight pass after the 429, 5 meet 429 (in flight
 	// before T: no pace change).
 	for n := 51; n <= 55; n++ {
-		r.leave(t0, 64, uint64(n), 200, -1)
+		r.leave(fixed(t0), 64, uint64(n), 200, -1)
 	}
 	assert.Equal(t, 0, r.okN, "a request handed over before the restriction is not the next history")
 	assert.Equal(t, 5, r.late0)
