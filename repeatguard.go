@@ -231,65 +231,12 @@ func (g *repeatGuard) lookup(ctx context.Context, m mutationID) (throttledBy, gu
 	if g.n.Load() == 0 {
 		return throttledBy{}, 0, false
 	}
-	g.mu.Lock()
-	keys := [3]guardKey{}
-	n := 0
-	if m.op != nil {
-		keys[n] = guardKey{kind: guardOperation, op: m.op}
-		n++
-	}
-	if m.u != nil {
-		keys[n] = guardKey{kind: guardRequest, url: weak.Make(m.u), method: m.method, target: m.target}
-		n++
-	}
-	if m.clientID != "" {
-		keys[n] = guardKey{kind: guardClientID, method: m.method, target: m.target, id: m.clientID}
-		n++
-	}
-	for _, k := range keys[:n] {
-		if i, ok := g.index[k]; ok {
-			by := g.ring[i].by
-			g.mu.Unlock()
-			return by, k.kind, true
-		}
-	}
-	if m.b == nil {
-		g.mu.Unlock()
-		return throttledBy{}, 0, false
+	if by, kind, ok := g.lookupIdentity(m); ok || m.b == nil {
+		return by, kind, ok
 	}
 	seq := weak.Make(m.b)
-	if _, ok := g.index[guardKey{kind: guardURL, seq: seq, method: m.method, target: m.target}]; !ok {
-		g.mu.Unlock()
+	if !g.digestThrottled(ctx, m, seq) {
 		return throttledBy{}, 0, false // no throttled mutation of this method and URL: no body is read
-	}
-	// Throttled bodies of this method and URL whose digest is still to be
-	// taken: taken outside the lock.
-	type todo struct {
-		i    int
-		lazy *lazyBody
-	}
-	var todos []todo
-	for i := range g.ring {
-		sl := &g.ring[i]
-		if sl.lazy != nil && sl.key.kind == guardURL && sl.key.seq == seq && sl.key.method == m.method && sl.key.target == m.target {
-			todos = append(todos, todo{i, sl.lazy})
-		}
-	}
-	g.mu.Unlock()
-	deadline := time.Now().Add(bodyCloseWait) // one bound for all of them
-	for _, t := range todos {
-		if !closedBy(ctx, t.lazy.sent, deadline) {
-			continue // the base still holds the body: told apart without its bytes
-		}
-		d := bodyDigest(t.lazy.getBody)
-		g.mu.Lock()
-		if sl := &g.ring[t.i]; sl.lazy == t.lazy {
-			sl.lazy = nil
-			if d != "" {
-				g.putLocked(guardSlot{key: guardKey{kind: guardBytes, seq: seq, method: m.method, target: m.target, id: d}, by: sl.by, clientID: t.lazy.clientID})
-			}
-		}
-		g.mu.Unlock()
 	}
 	var digest string
 	switch body := m.req.Body; {
@@ -312,6 +259,73 @@ func (g *repeatGuard) lookup(ctx context.Context, m mutationID) (throttledBy, gu
 		return throttledBy{}, 0, false // two operations with the same bytes
 	}
 	return sl.by, guardBytes, true
+}
+
+// lookupIdentity looks m up by its identities but its bytes: the
+// operation mark, the request object, the client request ID.
+func (g *repeatGuard) lookupIdentity(m mutationID) (throttledBy, guardKind, bool) {
+	keys := [3]guardKey{}
+	n := 0
+	if m.op != nil {
+		keys[n] = guardKey{kind: guardOperation, op: m.op}
+		n++
+	}
+	if m.u != nil {
+		keys[n] = guardKey{kind: guardRequest, url: weak.Make(m.u), method: m.method, target: m.target}
+		n++
+	}
+	if m.clientID != "" {
+		keys[n] = guardKey{kind: guardClientID, method: m.method, target: m.target, id: m.clientID}
+		n++
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys[:n] {
+		if i, ok := g.index[k]; ok {
+			return g.ring[i].by, k.kind, true
+		}
+	}
+	return throttledBy{}, 0, false
+}
+
+// digestThrottled takes, outside the lock, the digests still to be taken
+// of the throttled bodies of m's sequence, method and URL (each once the
+// base is done with it, all within one bodyCloseWait). It reports whether
+// the sequence has a throttled mutation of that method and URL at all.
+func (g *repeatGuard) digestThrottled(ctx context.Context, m mutationID, seq weak.Pointer[Budget]) bool {
+	type todo struct {
+		i    int
+		lazy *lazyBody
+	}
+	var todos []todo
+	g.mu.Lock()
+	if _, ok := g.index[guardKey{kind: guardURL, seq: seq, method: m.method, target: m.target}]; !ok {
+		g.mu.Unlock()
+		return false
+	}
+	for i := range g.ring {
+		sl := &g.ring[i]
+		if sl.lazy != nil && sl.key.kind == guardURL && sl.key.seq == seq && sl.key.method == m.method && sl.key.target == m.target {
+			todos = append(todos, todo{i, sl.lazy})
+		}
+	}
+	g.mu.Unlock()
+	deadline := time.Now().Add(bodyCloseWait) // one bound for all of them
+	for _, t := range todos {
+		if !closedBy(ctx, t.lazy.sent, deadline) {
+			continue // the base still holds the body: told apart without its bytes
+		}
+		d := bodyDigest(t.lazy.getBody)
+		g.mu.Lock()
+		if sl := &g.ring[t.i]; sl.lazy == t.lazy {
+			sl.lazy = nil
+			if d != "" {
+				g.putLocked(guardSlot{key: guardKey{kind: guardBytes, seq: seq, method: m.method, target: m.target, id: d}, by: sl.by, clientID: t.lazy.clientID})
+			}
+		}
+		g.mu.Unlock()
+	}
+	return true
 }
 
 // closedBy waits for sent to close, until deadline and while ctx lasts;
