@@ -63,7 +63,7 @@ func (c *call) admit(r request) admission {
 	now := instant{clk: clk}
 	if t := c.t.shared; t != nil {
 		if t.sharing != nil {
-			t.look(c.ctx, c.scopeOf(), now.get()) // the scope store's card (scopeshare.go)
+			t.sharing.look(c.ctx, c.scopeOf(), now.get()) // the scope store's card (scopeshare.go)
 		}
 		// A place whose time has come stays the request's: asked again
 		// (its journal first, or the held re-check), it still goes.

@@ -60,8 +60,8 @@ const (
 
 // passHeld sends a caller-retried request under shared restrictions: held
 // at its scope's not-before and room, sent once, its answer noted.
-func (t *Transport) passHeld(req *http.Request) (*http.Response, error) {
-	c := call{t: t, req: req, ctx: req.Context(), method: methodOf(req)}
+func (c *call) passHeld() (*http.Response, error) {
+	t, req := c.t, c.req
 	if err := c.holdForCaller(); err != nil {
 		closeRequestBody(req)
 		return nil, err
@@ -93,7 +93,7 @@ func (c *call) holdForCaller() error {
 	var roomSince time.Time
 	for {
 		now := clk.Now()
-		c.t.shared.look(c.ctx, c.scopeOf(), now) // the scope store's card (scopeshare.go)
+		c.t.shared.sharing.look(c.ctx, c.scopeOf(), now) // the scope store's card (scopeshare.go)
 		if f, p, ok := c.t.shared.take(c.scopeOf(), now, c.place); ok {
 			c.place = &p
 			c.leaveQueue() // a restriction came meanwhile: its place first

@@ -63,14 +63,14 @@ func waitBuckets() []float64 {
 	return b
 }
 
-// meter registers the table's per-scope instruments with mp, once per
+// meterScopes registers the table's per-scope instruments with mp, once per
 // provider however many Transports share the table (docs/policy.md:
 // scope-state): gauges of the seconds until each scope's not-before, its
 // pace (requests per second), room, requests in flight and queued, and a
 // counter of its 429s, each with the scope's name as
 // readrecovery.scope. The callback reads a Snapshot. Errors only mean no
 // instruments.
-func (t *restrictions) meter(mp metric.MeterProvider) {
+func meterScopes(t *restrictions, mp metric.MeterProvider) {
 	if mp == nil || !reflect.TypeOf(mp).Comparable() {
 		return
 	}

@@ -311,3 +311,26 @@ type roomHold struct {
 }
 
 // enterRoom tries to hand the call's request over in its scope's room;
+
+// takeHistory returns what the room saw pass since the scope's last
+// restriction and starts counting again: a 429 restricts it now. A nil
+// room saw nothing.
+func (r *room) takeHistory() history {
+	if r == nil {
+		return history{}
+	}
+	h := history{ok: r.okN, first: r.okFirst}
+	r.okN, r.okFirst, r.cut0, r.late0 = 0, time.Time{}, r.handed, 0
+	return h
+}
+
+// takeStragglers returns how many requests handed over before the scope's
+// last restriction passed after it.
+func (r *room) takeStragglers() int {
+	if r == nil {
+		return 0
+	}
+	n := r.late0
+	r.late0 = 0
+	return n
+}

@@ -52,7 +52,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		c.shared.logger.CompareAndSwap(nil, c.logger)
 	}
 	if c.shared != nil {
-		c.shared.meter(c.meterProvider)
+		meterScopes(c.shared, c.meterProvider)
 		if c.store != nil {
 			c.shared.share(c.store, c.clock.Now)
 		}
@@ -150,7 +150,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var err error
 		switch {
 		case t.shared != nil && req.URL != nil && callerRetries(req.Context()): // callerretry.go
-			resp, err = t.passHeld(req)
+			c := call{t: t, req: req, ctx: req.Context(), method: methodOf(req)}
+			resp, err = c.passHeld()
 		case t.shared != nil && req.URL != nil:
 			resp, err = t.passShared(req)
 		default:
@@ -232,4 +233,13 @@ func (t *Transport) noteThrottle(scope string, req *http.Request, resp *http.Res
 		timing = &tm
 	}
 	return t.shared.note(scope, req, receivedAt, w, timing, resp.StatusCode, redact.RequestID(resp.Header), paced)
+}
+
+// Scopes returns the table the Transport shares restrictions through, nil
+// without shared restrictions.
+func (t *Transport) Scopes() *Scopes {
+	if t == nil || t.shared == nil {
+		return nil
+	}
+	return t.shared.self
 }

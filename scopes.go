@@ -50,15 +50,6 @@ var azureScopes = sync.OnceValue(func() *Scopes { return NewScopes(AzureScope) }
 // not-before, pace and room, whatever base transport each has.
 func AzureScopes() *Scopes { return azureScopes() }
 
-// Scopes returns the table the Transport shares restrictions through, nil
-// without shared restrictions.
-func (t *Transport) Scopes() *Scopes {
-	if t == nil || t.shared == nil {
-		return nil
-	}
-	return t.shared.self
-}
-
 // ScopeState is what a table knows of one scope at the moment of a
 // [Scopes.Snapshot] (docs/policy.md: scope-state).
 type ScopeState struct {

@@ -40,6 +40,7 @@ const (
 
 // scopeShare is a table's link to its store.
 type scopeShare struct {
+	t     *restrictions // the table it shares
 	store ScopeStore
 	now   func() time.Time // this process's clock (the first Transport's)
 	mu    sync.Mutex
@@ -58,20 +59,11 @@ type storeLook struct {
 	done chan struct{}
 }
 
-// share links the table to s, once: the first store given wins; now is
-// the process's clock.
-func (t *restrictions) share(s ScopeStore, now func() time.Time) {
-	t.shareOnce.Do(func() {
-		t.sharing = &scopeShare{store: s, now: now, looks: map[string]*storeLook{}}
-	})
-}
-
 // look makes sure the table has seen the store's card of scope at now:
 // the scope's first look waits for the store (at most storeFirstLook, and
 // ctx), a later one after storeEvery runs in the background. It returns at
 // once when the table has no store.
-func (t *restrictions) look(ctx context.Context, scope string, now time.Time) {
-	sh := t.sharing
+func (sh *scopeShare) look(ctx context.Context, scope string, now time.Time) {
 	if sh == nil {
 		return
 	}
@@ -83,7 +75,7 @@ func (t *restrictions) look(ctx context.Context, scope string, now time.Time) {
 		sh.looks[scope] = l
 		done := l.done
 		sh.mu.Unlock()
-		go t.exchange(scope, ScopeCard{}, done)
+		go sh.exchange(scope, ScopeCard{}, done)
 		wait, cancel := context.WithTimeout(ctx, storeFirstLook)
 		defer cancel()
 		select {
@@ -93,26 +85,25 @@ func (t *restrictions) look(ctx context.Context, scope string, now time.Time) {
 		return
 	case l.done == nil && now.Sub(l.at) >= storeEvery:
 		l.at, l.done = now, make(chan struct{})
-		go t.exchange(scope, ScopeCard{}, l.done)
+		go sh.exchange(scope, ScopeCard{}, l.done)
 	}
 	sh.mu.Unlock()
 }
 
 // publish writes scope's not-before until (this process's clock) and the
 // 429's request ID to the store, in the background.
-func (t *restrictions) publish(scope string, until time.Time, requestID string) {
-	if t.sharing == nil {
+func (sh *scopeShare) publish(scope string, until time.Time, requestID string) {
+	if sh == nil {
 		return
 	}
-	go t.exchange(scope, ScopeCard{NotBefore: until, RequestID: requestID}, nil)
+	go sh.exchange(scope, ScopeCard{NotBefore: until, RequestID: requestID}, nil)
 }
 
 // exchange sends card (its not-before in this process's clock; a zero
 // card reads) to the store and takes back what its card holds: a later
 // not-before than the table's becomes the scope's restriction. done, when
 // not nil, is the scope's look: it ends with the exchange.
-func (t *restrictions) exchange(scope string, card ScopeCard, done chan struct{}) {
-	sh := t.sharing
+func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{}) {
 	defer func() {
 		if done != nil {
 			sh.mu.Lock()
@@ -131,7 +122,7 @@ func (t *restrictions) exchange(scope string, card ScopeCard, done chan struct{}
 	if !card.NotBefore.IsZero() && !known {
 		// The store's clock is not known yet: a read first, so that the
 		// not-before written is the store's time.
-		t.exchange(scope, ScopeCard{}, nil)
+		sh.exchange(scope, ScopeCard{}, nil)
 		sh.mu.Lock()
 		offset, known = sh.offset, sh.known
 		sh.mu.Unlock()
@@ -145,7 +136,7 @@ func (t *restrictions) exchange(scope string, card ScopeCard, done chan struct{}
 	sent := sh.now()
 	view, err := sh.store.Exchange(ctx, scope, card, ScopeMember{})
 	back := sh.now()
-	t.storeState(err)
+	sh.state(err)
 	if err != nil {
 		return
 	}
@@ -158,14 +149,13 @@ func (t *restrictions) exchange(scope string, card ScopeCard, done chan struct{}
 	if nb := view.Card.NotBefore; !nb.IsZero() {
 		local := nb.Add(-offset)
 		if local.After(back) {
-			t.record(scope, back, local, &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}, nil)
+			sh.t.record(scope, back, local, &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}, nil)
 		}
 	}
 }
 
-// storeState says once per change whether the store answers.
-func (t *restrictions) storeState(err error) {
-	sh := t.sharing
+// state says once per change whether the store answers.
+func (sh *scopeShare) state(err error) {
 	sh.mu.Lock()
 	changed := sh.failing != (err != nil)
 	sh.failing = err != nil
@@ -177,5 +167,5 @@ func (t *restrictions) storeState(err error) {
 	if err != nil {
 		event = "store-failing"
 	}
-	t.logChange([]slog.Attr{slog.String(otelattr.LogEvent, event)})
+	sh.t.logChange([]slog.Attr{slog.String(otelattr.LogEvent, event)})
 }

@@ -43,7 +43,7 @@ type restrictions struct {
 	shareOnce sync.Once                   // links a store, once (scopeshare.go)
 	sharing   *scopeShare                 // the store's link; nil without a store
 	metered   sync.Mutex                  // guards meters
-	meters    []metric.MeterProvider      // the providers its instruments are registered with (metrics.go)
+	meters    []metric.MeterProvider      // the providers its instruments are registered with (metrics.go, meterScopes)
 
 	// mu guards m and every scope's restriction and room: one table, one
 	// lock (learning a pace runs outside it: learnLater).
@@ -173,7 +173,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 			t.learnLater(scope, learner, learn)
 		}
 		if published && !plan.fromStore {
-			t.publish(scope, until, plan.requestID)
+			t.sharing.publish(scope, until, plan.requestID)
 		}
 		t.logChange(change)
 	}()
@@ -241,6 +241,14 @@ func (t *restrictions) learnLater(scope string, r *restriction, l *learning) {
 		t.logChange([]slog.Attr{slog.String(otelattr.LogEvent, "pace-learnt"), slog.String(otelattr.LogScope, scope),
 			slog.Float64(otelattr.LogRate, rate), slog.Float64(otelattr.LogBurst, l.p.burstAt(rate))})
 	}
+}
+
+// share links the table to s, once (scopeshare.go): the first store
+// given wins; now is the process's clock.
+func (t *restrictions) share(s ScopeStore, now func() time.Time) {
+	t.shareOnce.Do(func() {
+		t.sharing = &scopeShare{t: t, store: s, now: now, looks: map[string]*storeLook{}}
+	})
 }
 
 // logChange writes one record of a change of a scope's state (a new
@@ -571,29 +579,6 @@ func (t *restrictions) roomLocked(scope string) *room {
 		return e.room
 	}
 	return nil
-}
-
-// takeHistory returns what the room saw pass since the scope's last
-// restriction and starts counting again: a 429 restricts it now. A nil
-// room saw nothing.
-func (r *room) takeHistory() history {
-	if r == nil {
-		return history{}
-	}
-	h := history{ok: r.okN, first: r.okFirst}
-	r.okN, r.okFirst, r.cut0, r.late0 = 0, time.Time{}, r.handed, 0
-	return h
-}
-
-// takeStragglers returns how many requests handed over before the scope's
-// last restriction passed after it.
-func (r *room) takeStragglers() int {
-	if r == nil {
-		return 0
-	}
-	n := r.late0
-	r.late0 = 0
-	return n
 }
 
 // leaveQueue takes the call out of its scope's queue (it waits for
