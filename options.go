@@ -167,7 +167,7 @@ func (c config) roomCap(base http.RoundTripper) int {
 		// queues what is beyond it.
 		n = -ht.MaxConnsPerHost
 	}
-	if n <= 0 {
+	if n == 0 {
 		n = DefaultScopeInFlight
 	}
 	return n

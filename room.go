@@ -282,6 +282,10 @@ func (r *room) wakeHead(cap int) {
 type roomWaiter struct {
 	woken bool
 	wake  context.CancelCauseFunc // set while it sleeps
+	// timed: it sleeps until the room changes by itself (a hand-off's
+	// acceptance, a quota's renewal or staleness), not only until an
+	// answer or its ceiling.
+	timed bool
 }
 
 func (w *roomWaiter) wakeLocked() {

@@ -145,3 +145,27 @@ func TestScopeStateShows(t *testing.T) {
 		}
 	})
 }
+
+// TestRoomCapFromBase (docs/policy.md: scope-room): the room's cap is
+// WithScopeInFlight's, else the base's MaxConnsPerHost as a soft cap (a
+// room grown to it holds nothing back), else DefaultScopeInFlight. (A
+// refactor once turned the soft cap into the hard default of 64: scenario 3
+// then ran at 0.6x without shared restrictions.)
+func TestRoomCapFromBase(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		base http.RoundTripper
+		opts []Option
+		want int
+	}{
+		{"a base with MaxConnsPerHost: its soft cap", &http.Transport{MaxConnsPerHost: 245}, nil, -245},
+		{"a base without: the default", &http.Transport{}, nil, DefaultScopeInFlight},
+		{"another base: the default", newOK(), nil, DefaultScopeInFlight},
+		{"WithScopeInFlight wins", &http.Transport{MaxConnsPerHost: 245}, []Option{WithScopeInFlight(5)}, 5},
+	} {
+		rt := New(tc.base, append([]Option{WithSharedRestrictions(nil)}, tc.opts...)...)
+		if rt.roomCap != tc.want {
+			t.Errorf("%s: cap %d, want %d", tc.name, rt.roomCap, tc.want)
+		}
+	}
+}

@@ -504,10 +504,10 @@ func (c *call) enterRoom(now *instant) bool {
 	r := e.room
 	if n := r.enter(now, c.t.roomCap, c.room.w); n != 0 {
 		c.room.w, c.room.n, c.room.renew, c.room.recheck = nil, n, time.Time{}, time.Time{}
-		if len(r.queue) > 0 {
+		if len(r.queue) > 0 && (r.hasRoom(c.t.roomCap) || !r.queue[0].timed) {
 			// The next one asks now: it goes too if there is room, and
-			// learns when the room changes by itself if not (its last
-			// look may have found nothing in flight to be accepted).
+			// learns when the room changes by itself if its last look
+			// found nothing in flight that could be accepted.
 			r.queue[0].wakeLocked()
 		}
 		return true
@@ -517,7 +517,7 @@ func (c *call) enterRoom(now *instant) bool {
 		c.room.w = &roomWaiter{}
 		r.queue = append(r.queue, c.room.w)
 	}
-	c.room.w.woken = false
+	c.room.w.woken, c.room.w.timed = false, !c.room.recheck.IsZero()
 	r.wakeHead(c.t.roomCap) // the room may have grown by itself for the one before
 	return false
 }
