@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -278,15 +277,10 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	cfg := newConfig(opts)
 	dir := b.where()
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
-	planDigest, err := digestOfPlan(cfg.plan)
+	planFiles, planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
-	planFiles := make([]string, 0, len(cfg.plan))
-	for _, f := range cfg.plan {
-		planFiles = append(planFiles, f.Digest())
-	}
-	sort.Strings(planFiles)
 	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
 		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
 	}
@@ -542,13 +536,6 @@ func (j *Journal) ReviewPendingMarker(ctx context.Context, marker, note string, 
 // parallel run entry names its shard ("shard-01/backoff-0001.json").
 func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
-}
-
-func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	if marker != "" && marker != markerName && !j.zero() {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
-	}
-	return j.ReviewPending(ctx, note, notBefore)
 }
 
 // Parallel returns n for a run created [WithParallel](n), else 0.

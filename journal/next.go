@@ -237,14 +237,13 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		}
 		d := j.nx.first(k-1, s, a, st)
 		switch {
-		case d == "" && !read:
-			continue // the last claim's lane, not read: another worker's review may have made a file eligible
+		case !read && (d == "" || s.pending):
+			// The last claim's lane, not read: another worker's review may
+			// have made a file eligible, or the marker seen last may be gone
+			// (a worker whose other lanes are empty would wait forever).
+			continue
 		case d == "":
 			return "", nil
-		case s.pending && !read:
-			// The marker seen last may be gone: read before calling the lane
-			// busy, or a worker whose other lanes are empty waits forever.
-			continue
 		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
 			ref := markerName
 			if lane.shardNo > 0 {

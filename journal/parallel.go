@@ -104,9 +104,7 @@ func planDigestOf(sorted []string) string {
 	if sorted == nil {
 		sorted = []string{}
 	}
-	b, _ := json.Marshal(struct {
-		Files []string `json:"files"`
-	}{sorted})
+	b, _ := json.Marshal(planFile{sorted}) // plan.json's bytes without the newline
 	return digestOf(b)
 }
 
@@ -327,10 +325,8 @@ func (p *root) gate(ctx context.Context, now time.Time, refresh bool) Status {
 // reads every shard again only when that refuses (docs/policy.md: "Shards
 // in detail").
 func (p *root) Admit(ctx context.Context, now time.Time) error {
-	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if p.merge(p.parts(ctx, now, false, false)).Allows() {
-			return nil
-		}
+	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok && p.merge(p.parts(ctx, now, false, false)).Allows() {
+		return nil
 	}
 	if st := p.merge(p.parts(ctx, now, true, false)); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -366,7 +362,7 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 			return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 		}
 	}
-	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
+	rec, err := p.shards[k-1].ReviewPendingMarker(ctx, "", note, notBefore)
 	return prefixed(k, rec), err
 }
 
@@ -414,7 +410,7 @@ func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
 func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	digests, ids := p.snap.planFiles, map[string]string{}
 	if files != nil {
-		want, err := digestOfPlan(files)
+		_, want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}

@@ -99,7 +99,7 @@ func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.
 	if j.zero() {
 		return Continuation{}, errZero
 	}
-	want, err := digestOfPlan(files)
+	_, want, err := digestOfPlan(files)
 	if err != nil {
 		return Continuation{}, err
 	}

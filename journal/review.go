@@ -279,16 +279,20 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending is [Journal.ReviewPending] of a run without shards (pending-review,
+// ReviewPendingMarker is [Journal.ReviewPendingMarker] of a run without shards (pending-review,
 // marker-liveness): of a dead marker, or of an upload's marker removed by hand (R85:
 // bound to its begun head's digest); where the store cannot tell liveness, the
 // operator's word that no worker sends it. Errors: a refusal (no marker, notBefore
 // not representable, a live marker); a *RestrictedError for another finding; a
 // persistence failure when the review cannot be written (the run is as it was).
-// A marker the run already resolved is only removed again.
-func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
+// A marker the run already resolved is only removed again. marker is "" or
+// its only marker's name (as [Journal.ReviewPendingMarker] names it).
+func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
+	}
+	if marker != "" && marker != markerName {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
