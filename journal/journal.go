@@ -564,6 +564,15 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
 }
 
+// unmarked is the status with every marker left out (unresolved after a
+// persistence failure): Next and the run at a glance judge markers apart.
+func (j *run) unmarked(now time.Time) Status {
+	if j.failed != "" {
+		return j.statusLocked(now, false)
+	}
+	return j.snap.status(now, true)
+}
+
 // refreshLocked re-reads the listing and the files it does not know yet (records are
 // immutable), so that another process's records count; ctx bounds the reads.
 func (j *run) refreshLocked(ctx context.Context) {
@@ -600,11 +609,7 @@ func (j *run) finishDeadReview() bool {
 		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
 		return false
 	}
-	h := 0
-	for _, n := range s.heads {
-		k, _ := parseHeadName(n)
-		h = max(h, k)
-	}
+	h := s.lastHead()
 	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
 		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
 		if err != nil {

@@ -209,14 +209,6 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			<-lane.slot // the slot stays held only for a claim
 		}
 	}()
-	// Markers left out: another worker's is judged by markerLive, the
-	// claim's own never counts.
-	status := func(now time.Time) Status {
-		if lane.failed != "" {
-			return lane.statusLocked(now, false)
-		}
-		return lane.snap.status(now, true)
-	}
 	j.nx.mu.Lock()
 	sticky := j.nx.last == k
 	j.nx.mu.Unlock()
@@ -231,7 +223,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s, st := lane.snap, status(now)
+		s, st := lane.snap, lane.unmarked(now) // another worker's marker is judged below, the claim's own never counts
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
@@ -265,7 +257,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", err
 		}
 		lane.refreshLocked(ctx)
-		if lane.snap.decide(d, a, status(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
+		if lane.snap.decide(d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, nil
 		}

@@ -393,12 +393,7 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 	var target *rec
 	check := func() error {
 		s := j.snap
-		target = nil
-		for _, e := range s.entries() {
-			if e.name == entry {
-				target = e
-			}
-		}
+		target = s.entryNamed(entry)
 		now := j.clock.Now().Unix()
 		switch {
 		case target == nil:
@@ -412,8 +407,8 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		case len(s.reviews()) >= maxReviews:
 			return full("%d reviews recorded, the most a run holds", len(s.reviews()))
 		}
-		for _, f := range s.findings {
-			if !s.untimedEntry(f.File) {
+		for _, f := range s.findings { // but entries without timing
+			if e := s.entryNamed(f.File); e == nil || untimed(*e.entry()) == "" {
 				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 			}
 		}
