@@ -171,8 +171,8 @@ type runner interface {
 	// route is the run that records req: the run itself, or its shard.
 	route(ctx context.Context, req readrecovery.JournalRequest) *run
 	status(now time.Time) Status
-	PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
-	RecordedPlan(now time.Time) (Continuation, error)
+	// continuation is PlanContinuation of files, or RecordedPlan with files nil.
+	continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
@@ -498,7 +498,10 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 // status at now allows requests. In a run shared by workers another worker's marker makes
 // its file in-flight, not the whole plan empty.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	return j.impl().PlanContinuation(files, approval, now)
+	if files == nil {
+		files = []PlannedFile{} // the empty plan, never RecordedPlan
+	}
+	return j.impl().continuation(files, approval, now)
 }
 
 // RecordedPlan classifies every file of the plan recorded in plan.json, as
@@ -507,7 +510,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 // file. Without plan.json the continuation is Partial: the files records
 // name. It fails when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
-	return j.impl().RecordedPlan(now)
+	return j.impl().continuation(nil, NoNewApproval, now)
 }
 
 // Review records an operator's decision about a file classed unknown, in
@@ -1080,17 +1083,24 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	return ev.Digest, nil
 }
 
-// writeRecord is putRecord of the request in flight, added to the snapshot when linked; a
-// failure is a persistence failure.
+// writeRecord is putLinked of the request in flight; a failure is a persistence failure.
 func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
-	e, linked, err := j.putRecord(name, kind, body)
-	if linked {
-		j.snap.add(rec{name, loaded{e, body}})
-	}
+	r, linked, err := j.putLinked(name, kind, body)
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 	}
-	return e, linked, err
+	return r.env, linked, err
+}
+
+// putLinked is putRecord, its record added to the snapshot once linked: false means
+// nothing was written; true with an error, in the run but not durably.
+func (j *run) putLinked(name, kind string, body any) (rec, bool, error) {
+	e, linked, err := j.putRecord(name, kind, body)
+	r := rec{name, loaded{e, body}}
+	if linked {
+		j.snap.add(r)
+	}
+	return r, linked, err
 }
 
 // Complete is [Journal.Complete] of a run or shard.

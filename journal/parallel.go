@@ -393,21 +393,10 @@ func (p *root) Review(ctx context.Context, file string, decision Decision, note 
 	return prefixed(k, rec), err
 }
 
-func (p *root) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	if files == nil {
-		files = []PlannedFile{}
-	}
-	return p.plan(files, approval, now)
-}
-
-func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
-	return p.plan(nil, NoNewApproval, now)
-}
-
-// plan is PlanContinuation (files given) or RecordedPlan (nil): each file
+// continuation is PlanContinuation (files given) or RecordedPlan (nil): each file
 // decided in its shard under the merged status; under another worker's
 // live marker in-flight, under a dead one unknown.
-func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+func (p *root) continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	digests, ids := p.snap.planFiles, map[string]string{}
 	if files != nil {
 		_, want, err := digestOfPlan(files)

@@ -153,7 +153,8 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	if err := check(); err != nil {
 		return rec{}, j.unclaim(err)
 	}
-	r, linked, err := j.putReview(build())
+	rb := build()
+	r, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
 	switch {
 	case err != nil && !linked:
 		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
@@ -352,7 +353,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 		me.BegunAtUTC = 0
 	}
 	rb.Marker = me
-	rec, linked, err := j.putReview(rb)
+	rec, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
 	if !linked {
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
@@ -423,15 +424,4 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		j.snap.findings = slices.DeleteFunc(j.snap.findings, func(f Finding) bool { return f.File == target.name })
 	}
 	return rec.record(), err
-}
-
-// putReview writes rb as the run's next review, added to the snapshot once linked:
-// false means nothing was written; true with an error, in the run but not durably.
-func (j *run) putReview(rb reviewBody) (r rec, linked bool, err error) {
-	r.name, r.body = reviewName(rb.Sequence), &rb
-	r.env, linked, err = j.putRecord(r.name, kindReview, &rb)
-	if linked {
-		j.snap.add(r)
-	}
-	return r, linked, err
 }
