@@ -275,7 +275,7 @@ func Existing() Option { return optionFunc(func(c *config) { c.existing = true }
 func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
-	dir := b.where()
+	dir := b.name
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planFiles, planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
@@ -339,11 +339,11 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 			s, err = scanRun(b, nil, j.clock.Now())
 		}
 		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.where()), bareErr(err))
+			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.name), bareErr(err))
 		}
 		return s, nil
 	}
-	return nil, dirError(b.where(), err)
+	return nil, dirError(b.name, err)
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
