@@ -396,7 +396,7 @@ func init() {
 				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(fileDigest("a.bin"))) {
 					return
 				}
-				pd, err := digestOfPlan(plan3)
+				_, pd, err := digestOfPlan(plan3)
 				require.NoError(t, err)
 				appendRecord(t, dir, receiptName(fileDigest("a.bin")), kindReceipt, &receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
 					URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RecordedAtUTC: t0.Unix()})

@@ -177,24 +177,25 @@ type PlannedFile struct {
 	ID string
 }
 
-// digestOfPlan returns the digest a run binds for a plan, whatever the order
-// of its files (plan-ids); it fails for an empty or duplicated ID.
-func digestOfPlan(files []PlannedFile) (string, error) {
+// digestOfPlan returns the plan's file digests, sorted, and the digest a run
+// binds for it, whatever the order of its files (plan-ids); it fails for an
+// empty or duplicated ID.
+func digestOfPlan(files []PlannedFile) ([]string, string, error) {
 	ds := make([]string, 0, len(files))
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
 		if f.ID == "" {
-			return "", errors.New("journal: planned file with an empty ID")
+			return nil, "", errors.New("journal: planned file with an empty ID")
 		}
 		d := fileDigest(f.ID)
 		if seen[d] {
-			return "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
+			return nil, "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
 		}
 		seen[d] = true
 		ds = append(ds, d)
 	}
 	slices.Sort(ds)
-	return planDigestOf(ds), nil
+	return ds, planDigestOf(ds), nil
 }
 
 // envelope is every record of a run (R82, deletion-detected): seq is its place in the

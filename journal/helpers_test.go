@@ -182,7 +182,7 @@ func copyDir(t testing.TB, src, dst string) {
 func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delays []int64, acked []string) {
 	t.Helper()
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	pd, err := digestOfPlan(plan)
+	_, pd, err := digestOfPlan(plan)
 	require.NoError(t, err)
 	data, prev, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
 	require.NoError(t, err)

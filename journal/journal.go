@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -172,8 +171,8 @@ type runner interface {
 	// route is the run that records req: the run itself, or its shard.
 	route(ctx context.Context, req readrecovery.JournalRequest) *run
 	status(now time.Time) Status
-	PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
-	RecordedPlan(now time.Time) (Continuation, error)
+	// continuation is PlanContinuation of files, or RecordedPlan with files nil.
+	continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
 	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
@@ -276,17 +275,12 @@ func Existing() Option { return optionFunc(func(c *config) { c.existing = true }
 func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	b := ub.with(ctx)
 	cfg := newConfig(opts)
-	dir := b.where()
+	dir := b.name
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
-	planDigest, err := digestOfPlan(cfg.plan)
+	planFiles, planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
-	planFiles := make([]string, 0, len(cfg.plan))
-	for _, f := range cfg.plan {
-		planFiles = append(planFiles, f.Digest())
-	}
-	sort.Strings(planFiles)
 	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
 		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
 	}
@@ -345,11 +339,11 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 			s, err = scanRun(b, nil, j.clock.Now())
 		}
 		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.where()), bareErr(err))
+			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.name), bareErr(err))
 		}
 		return s, nil
 	}
-	return nil, dirError(b.where(), err)
+	return nil, dirError(b.name, err)
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
@@ -504,7 +498,10 @@ func (j *Journal) Complete(ctx context.Context, req readrecovery.JournalRequest,
 // status at now allows requests. In a run shared by workers another worker's marker makes
 // its file in-flight, not the whole plan empty.
 func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	return j.impl().PlanContinuation(files, approval, now)
+	if files == nil {
+		files = []PlannedFile{} // the empty plan, never RecordedPlan
+	}
+	return j.impl().continuation(files, approval, now)
 }
 
 // RecordedPlan classifies every file of the plan recorded in plan.json, as
@@ -513,7 +510,7 @@ func (j *Journal) PlanContinuation(files []PlannedFile, approval Approval, now t
 // file. Without plan.json the continuation is Partial: the files records
 // name. It fails when the manifest cannot be read.
 func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
-	return j.impl().RecordedPlan(now)
+	return j.impl().continuation(nil, NoNewApproval, now)
 }
 
 // Review records an operator's decision about a file classed unknown, in
@@ -544,13 +541,6 @@ func (j *Journal) ReviewRestriction(ctx context.Context, entry, note string, not
 	return j.impl().ReviewRestriction(ctx, entry, note, notBefore)
 }
 
-func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	if marker != "" && marker != markerName && !j.zero() {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
-	}
-	return j.ReviewPending(ctx, note, notBefore)
-}
-
 // Parallel returns n for a run created [WithParallel](n), else 0.
 func (j *Journal) Parallel() int {
 	if p, ok := j.impl().(*root); ok {
@@ -575,6 +565,15 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
 	}
 	return j.snap.status(now, ignoreOwn && j.inflight != nil)
+}
+
+// unmarked is the status with every marker left out (unresolved after a
+// persistence failure): Next and the run at a glance judge markers apart.
+func (j *run) unmarked(now time.Time) Status {
+	if j.failed != "" {
+		return j.statusLocked(now, false)
+	}
+	return j.snap.status(now, true)
 }
 
 // refreshLocked re-reads the listing and the files it does not know yet (records are
@@ -613,11 +612,7 @@ func (j *run) finishDeadReview() bool {
 		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
 		return false
 	}
-	h := 0
-	for _, n := range s.heads {
-		k, _ := parseHeadName(n)
-		h = max(h, k)
-	}
+	h := s.lastHead()
 	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
 		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
 		if err != nil {
@@ -1088,17 +1083,24 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	return ev.Digest, nil
 }
 
-// writeRecord is putRecord of the request in flight, added to the snapshot when linked; a
-// failure is a persistence failure.
+// writeRecord is putLinked of the request in flight; a failure is a persistence failure.
 func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
-	e, linked, err := j.putRecord(name, kind, body)
-	if linked {
-		j.snap.add(rec{name, loaded{e, body}})
-	}
+	r, linked, err := j.putLinked(name, kind, body)
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 	}
-	return e, linked, err
+	return r.env, linked, err
+}
+
+// putLinked is putRecord, its record added to the snapshot once linked: false means
+// nothing was written; true with an error, in the run but not durably.
+func (j *run) putLinked(name, kind string, body any) (rec, bool, error) {
+	e, linked, err := j.putRecord(name, kind, body)
+	r := rec{name, loaded{e, body}}
+	if linked {
+		j.snap.add(r)
+	}
+	return r, linked, err
 }
 
 // Complete is [Journal.Complete] of a run or shard.

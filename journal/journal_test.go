@@ -29,7 +29,7 @@ func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &m))
-	pd, _ := digestOfPlan(plan3)
+	_, pd, _ := digestOfPlan(plan3)
 	assert.Equal(t, "1.0", m["backoff_version"])
 	assert.Equal(t, pd, m["plan_digest"])
 	assert.Equal(t, float64(t0.Unix()), m["created_at_utc"])
@@ -161,7 +161,7 @@ func TestEntryFields(t *testing.T) {
 	}
 	var e map[string]any
 	require.NoError(t, json.Unmarshal(b, &e))
-	pd, _ := digestOfPlan(plan3)
+	_, pd, _ := digestOfPlan(plan3)
 	body := map[string]any{
 		"backoff_version": "1.0",
 		"sequence":        float64(2),
@@ -567,7 +567,7 @@ func copyFile(t *testing.T, dir, from, to string) {
 func TestLegacyRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "legacy")
 	require.NoError(t, os.Mkdir(dir, 0o700))
-	pd, _ := digestOfPlan(plan3)
+	_, pd, _ := digestOfPlan(plan3)
 	// Written by hand, as an older version would have.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
 		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))

@@ -345,11 +345,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 	for _, k := range slices.Sorted(maps.Keys(s.seq)) {
 		at(k-1, s.seq[k].Prev, s.seq[k].name)
 	}
-	h := 0
-	for _, n := range s.heads {
-		k, _ := parseHeadName(n)
-		h = max(h, k)
-	}
+	h := s.lastHead()
 	n := s.lastSeq
 	switch {
 	case h == 0 && n == 0:
@@ -409,12 +405,21 @@ func numberProblem(k *fileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.maxN)
 }
 
-// untimedEntry reports whether name is an entry without usable timing.
-func (s *snapshot) untimedEntry(name string) bool {
-	for _, r := range s.recs {
-		if e := r.entry(); e != nil && r.name == name {
-			return untimed(*e) != ""
+// entryNamed returns the backoff entry named name, or nil.
+func (s *snapshot) entryNamed(name string) *rec {
+	for _, e := range s.entries() {
+		if e.name == name {
+			return e
 		}
 	}
-	return false
+	return nil
+}
+
+// lastHead is the number of the highest head listed (0: none).
+func (s *snapshot) lastHead() (h int) {
+	for _, n := range s.heads {
+		k, _ := parseHeadName(n)
+		h = max(h, k)
+	}
+	return h
 }

@@ -209,14 +209,6 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			<-lane.slot // the slot stays held only for a claim
 		}
 	}()
-	// Markers left out: another worker's is judged by markerLive, the
-	// claim's own never counts.
-	status := func(now time.Time) Status {
-		if lane.failed != "" {
-			return lane.statusLocked(now, false)
-		}
-		return lane.snap.status(now, true)
-	}
 	j.nx.mu.Lock()
 	sticky := j.nx.last == k
 	j.nx.mu.Unlock()
@@ -231,20 +223,19 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s, st := lane.snap, status(now)
+		s, st := lane.snap, lane.unmarked(now) // another worker's marker is judged below, the claim's own never counts
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
 		d := j.nx.first(k-1, s, a, st)
 		switch {
-		case d == "" && !read:
-			continue // the last claim's lane, not read: another worker's review may have made a file eligible
+		case !read && (d == "" || s.pending):
+			// The last claim's lane, not read: another worker's review may
+			// have made a file eligible, or the marker seen last may be gone
+			// (a worker whose other lanes are empty would wait forever).
+			continue
 		case d == "":
 			return "", nil
-		case s.pending && !read:
-			// The marker seen last may be gone: read before calling the lane
-			// busy, or a worker whose other lanes are empty waits forever.
-			continue
 		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
 			ref := markerName
 			if lane.shardNo > 0 {
@@ -266,7 +257,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", err
 		}
 		lane.refreshLocked(ctx)
-		if lane.snap.decide(d, a, status(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
+		if lane.snap.decide(d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, nil
 		}

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -99,14 +100,10 @@ func shardWants(plan []string, n int) []string {
 	return out
 }
 
-// planDigestOf is digestOfPlan of sorted file digests.
+// planDigestOf is digestOfPlan of sorted file digests (never nil: its callers
+// pass digestOfPlan's and shardPlan's lists, made non-nil).
 func planDigestOf(sorted []string) string {
-	if sorted == nil {
-		sorted = []string{}
-	}
-	b, _ := json.Marshal(struct {
-		Files []string `json:"files"`
-	}{sorted})
+	b, _ := json.Marshal(planFile{sorted}) // plan.json's bytes without the newline
 	return digestOf(b)
 }
 
@@ -136,11 +133,7 @@ func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
 // route is the shard of the file req's context names (WithUpload,
 // WithUploadPart, as Begin binds it), else of its URL digest.
 func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run {
-	d := requestMarker(ctx, req).FileDigest
-	if d == "" {
-		d = req.URLDigest
-	}
-	return p.shards[p.lane(d)]
+	return p.shards[p.lane(cmp.Or(requestMarker(ctx, req).FileDigest, req.URLDigest))]
 }
 
 // Begin is [Journal.Begin] in the request's shard, whose reasons name it.
@@ -327,10 +320,8 @@ func (p *root) gate(ctx context.Context, now time.Time, refresh bool) Status {
 // reads every shard again only when that refuses (docs/policy.md: "Shards
 // in detail").
 func (p *root) Admit(ctx context.Context, now time.Time) error {
-	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok {
-		if p.merge(p.parts(ctx, now, false, false)).Allows() {
-			return nil
-		}
+	if _, ok := ctx.Value(uploadKey{}).(uploadMark); ok && p.merge(p.parts(ctx, now, false, false)).Allows() {
+		return nil
 	}
 	if st := p.merge(p.parts(ctx, now, true, false)); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -366,14 +357,14 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 			return ReviewRecord{}, fmt.Errorf("%w: no pending marker in any shard: nothing to resolve", errReviewRefused)
 		}
 	}
-	rec, err := p.shards[k-1].ReviewPending(ctx, note, notBefore)
-	return prefixed(k, rec), err
+	return p.review(k, func(sj *run) (ReviewRecord, error) { return sj.ReviewPendingMarker(ctx, "", note, notBefore) })
 }
 
-// prefixed names a shard's review by its place in the root.
-func prefixed(k int, r ReviewRecord) ReviewRecord {
+// review is shard k's review by call, named by its place in the root.
+func (p *root) review(k int, call func(sj *run) (ReviewRecord, error)) (ReviewRecord, error) {
+	r, err := call(p.shards[k-1])
 	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
-	return r
+	return r, err
 }
 
 // ReviewRestriction reviews "shard-KK/backoff-NNNN.json".
@@ -382,8 +373,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 	if !ok || k > p.n {
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
-	rec, err := p.shards[k-1].ReviewRestriction(ctx, name, note, notBefore)
-	return prefixed(k, rec), err
+	return p.review(k, func(sj *run) (ReviewRecord, error) { return sj.ReviewRestriction(ctx, name, note, notBefore) })
 }
 
 // Review is [Journal.Review] in the file's shard, which checks it.
@@ -392,29 +382,16 @@ func (p *root) Review(ctx context.Context, file string, decision Decision, note 
 	if !isDigest(file) {
 		d = fileDigest(file)
 	}
-	k := p.lane(d) + 1
-	rec, err := p.shards[k-1].Review(ctx, file, decision, note)
-	return prefixed(k, rec), err
+	return p.review(p.lane(d)+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
 }
 
-func (p *root) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	if files == nil {
-		files = []PlannedFile{}
-	}
-	return p.plan(files, approval, now)
-}
-
-func (p *root) RecordedPlan(now time.Time) (Continuation, error) {
-	return p.plan(nil, NoNewApproval, now)
-}
-
-// plan is PlanContinuation (files given) or RecordedPlan (nil): each file
+// continuation is PlanContinuation (files given) or RecordedPlan (nil): each file
 // decided in its shard under the merged status; under another worker's
 // live marker in-flight, under a dead one unknown.
-func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+func (p *root) continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	digests, ids := p.snap.planFiles, map[string]string{}
 	if files != nil {
-		want, err := digestOfPlan(files)
+		_, want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
@@ -463,7 +440,7 @@ func (p *root) plan(files []PlannedFile, approval Approval, now time.Time) (Cont
 // A creation writes the root's manifest last: a root with one has all its
 // shards, and a shard missing later is a deletion (unresolved).
 func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
-	dir := ub.where()
+	dir := ub.name
 	urb := ub.asRoot(n)
 	rb := urb.with(ctx)
 	wait := cfg.pendingWait

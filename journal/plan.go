@@ -94,28 +94,34 @@ func (c Continuation) Count(st FileState) int {
 	return n
 }
 
-// PlanContinuation is [Journal.PlanContinuation] of a run without shards.
-func (j *run) PlanContinuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
+// continuation is [Journal.PlanContinuation] of files, or with files nil
+// [Journal.RecordedPlan], of a run without shards.
+func (j *run) continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
 	if j.zero() {
 		return Continuation{}, errZero
 	}
-	want, err := digestOfPlan(files)
+	_, want, err := digestOfPlan(files) // nil: the empty plan, never an error
 	if err != nil {
 		return Continuation{}, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.refreshLocked(context.Background()) // PlanContinuation takes no context: the store's own bound
+	j.refreshLocked(context.Background()) // neither takes a context: the store's own bound
 	s := j.snap
 	switch {
+	case s.manifest == nil && files == nil:
+		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", errCorrupt)
 	case s.manifest == nil:
 		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan cannot be checked", errCorrupt)
-	case s.manifest.planDigest != want:
+	case files != nil && s.manifest.planDigest != want:
 		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
+	}
+	c := Continuation{Status: j.statusLocked(now, false)}
+	if files == nil {
+		return s.recorded(c), nil
 	}
 	// WithPendingWait: a marker is a request in flight (docs/policy.md: journal-claim-then-check).
 	shared := j.pendingWait > 0 && j.failed == ""
-	c := Continuation{Status: j.statusLocked(now, false)}
 	if shared {
 		c.Status = s.status(now, true)
 	}
@@ -224,19 +230,9 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 	return v
 }
 
-// RecordedPlan is [Journal.RecordedPlan] of a run without shards.
-func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
-	if j.zero() {
-		return Continuation{}, errZero
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.refreshLocked(context.Background()) // RecordedPlan takes no context: the store's own bound
-	s := j.snap
-	if s.manifest == nil {
-		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", errCorrupt)
-	}
-	c := Continuation{Status: j.statusLocked(now, false)}
+// recorded is c with every file of plan.json decided as [Journal.RecordedPlan]
+// decides them; without plan.json, the files records name (Partial).
+func (s *snapshot) recorded(c Continuation) Continuation {
 	files := s.planFiles
 	if files == nil {
 		c.Partial = true
@@ -252,5 +248,5 @@ func (j *run) RecordedPlan(now time.Time) (Continuation, error) {
 	for _, d := range files {
 		c.Files = append(c.Files, s.decide(d, NoNewApproval, c.Status, false))
 	}
-	return c, nil
+	return c
 }

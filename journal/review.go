@@ -153,7 +153,8 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	if err := check(); err != nil {
 		return rec{}, j.unclaim(err)
 	}
-	r, linked, err := j.putReview(build())
+	rb := build()
+	r, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
 	switch {
 	case err != nil && !linked:
 		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
@@ -279,16 +280,20 @@ func osUser() string {
 	return name
 }
 
-// ReviewPending is [Journal.ReviewPending] of a run without shards (pending-review,
+// ReviewPendingMarker is [Journal.ReviewPendingMarker] of a run without shards (pending-review,
 // marker-liveness): of a dead marker, or of an upload's marker removed by hand (R85:
 // bound to its begun head's digest); where the store cannot tell liveness, the
 // operator's word that no worker sends it. Errors: a refusal (no marker, notBefore
 // not representable, a live marker); a *RestrictedError for another finding; a
 // persistence failure when the review cannot be written (the run is as it was).
-// A marker the run already resolved is only removed again.
-func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (ReviewRecord, error) {
+// A marker the run already resolved is only removed again. marker is "" or
+// its only marker's name (as [Journal.ReviewPendingMarker] names it).
+func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
+	}
+	if marker != "" && marker != markerName {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
@@ -348,7 +353,7 @@ func (j *run) ReviewPending(ctx context.Context, note string, notBefore int64) (
 		me.BegunAtUTC = 0
 	}
 	rb.Marker = me
-	rec, linked, err := j.putReview(rb)
+	rec, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
 	if !linked {
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
@@ -389,12 +394,7 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 	var target *rec
 	check := func() error {
 		s := j.snap
-		target = nil
-		for _, e := range s.entries() {
-			if e.name == entry {
-				target = e
-			}
-		}
+		target = s.entryNamed(entry)
 		now := j.clock.Now().Unix()
 		switch {
 		case target == nil:
@@ -408,8 +408,8 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		case len(s.reviews()) >= maxReviews:
 			return full("%d reviews recorded, the most a run holds", len(s.reviews()))
 		}
-		for _, f := range s.findings {
-			if !s.untimedEntry(f.File) {
+		for _, f := range s.findings { // but entries without timing
+			if e := s.entryNamed(f.File); e == nil || untimed(*e.entry()) == "" {
 				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 			}
 		}
@@ -424,15 +424,4 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		j.snap.findings = slices.DeleteFunc(j.snap.findings, func(f Finding) bool { return f.File == target.name })
 	}
 	return rec.record(), err
-}
-
-// putReview writes rb as the run's next review, added to the snapshot once linked:
-// false means nothing was written; true with an error, in the run but not durably.
-func (j *run) putReview(rb reviewBody) (r rec, linked bool, err error) {
-	r.name, r.body = reviewName(rb.Sequence), &rb
-	r.env, linked, err = j.putRecord(r.name, kindReview, &rb)
-	if linked {
-		j.snap.add(r)
-	}
-	return r, linked, err
 }

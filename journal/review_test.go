@@ -131,7 +131,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 	require.NoError(t, err)
 	_, err = base.Review(context.Background(), "b.bin", DecisionSkip, "two")
 	require.NoError(t, err)
-	pd, _ := digestOfPlan(plan3)
+	_, pd, _ := digestOfPlan(plan3)
 	forge := func(t *testing.T, dir, file string, ev reviewEvidence) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)

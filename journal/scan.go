@@ -135,7 +135,11 @@ type begunHead struct {
 	req begunRequest
 }
 
+// addFinding adds a finding; on a nil snapshot (a read that keeps none) it does nothing.
 func (s *snapshot) addFinding(file, format string, args ...any) {
+	if s == nil {
+		return
+	}
 	s.findings = append(s.findings, Finding{File: file, Problem: fmt.Sprintf(format, args...)})
 }
 
@@ -355,9 +359,7 @@ type planList struct {
 // symbolic link and open a FIFO or device without blocking (hostile-directories).
 func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
 	bad := func(format string, args ...any) ([]byte, bool) {
-		if s != nil {
-			s.addFinding(name, format, args...)
-		}
+		s.addFinding(name, format, args...)
 		return nil, false
 	}
 	f, err := fsy.OpenFile(filepath.Join(dir, name), fsys.ReadFlags, 0)
@@ -379,7 +381,7 @@ func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data [
 	case info.Size() == 0:
 		return bad("empty (truncated)")
 	}
-	if p := info.Mode().Perm(); p&0o077 != 0 && s != nil {
+	if p := info.Mode().Perm(); p&0o077 != 0 {
 		s.addFinding(name, "mode %04o, want 0600 (private)", p)
 	}
 	// Exactly the size Stat reported, in one read: a file that grew since is
@@ -439,7 +441,7 @@ func inspect(b *loc) (Summary, error) {
 	now := time.Now()
 	s, err := scanRun(rb, nil, now)
 	if err != nil {
-		return Summary{}, dirError(b.where(), err)
+		return Summary{}, dirError(b.name, err)
 	}
 	if n > 0 {
 		rootOnly(s) // a root's records live in its shards: none is counted

@@ -64,12 +64,9 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 // viewLocked is the lane's line: a file under a live marker is in-flight, under a dead one unknown.
 func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
-	v := ShardView{Shard: ".", State: s.status(now, true).State}
+	v := ShardView{Shard: ".", State: lane.unmarked(now).State}
 	if lane.shardNo > 0 {
 		v.Shard = shardName(lane.shardNo)
-	}
-	if lane.failed != "" {
-		v.State = Unresolved
 	}
 	if s.pending {
 		v.Marker = markerLive

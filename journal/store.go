@@ -460,8 +460,6 @@ func (l *loc) names(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (l *loc) where() string { return l.name }
-
 // nested wraps errNested when the location lies inside another run (a
 // directory's ancestors; EnclosingRun) or holds one (a listing of x/ that
 // has x/y/run.json), but a root's own shards (no-nesting).
@@ -531,9 +529,7 @@ func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool)
 		return l.light.read(l, s, limit)
 	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
-		if s != nil {
-			s.addFinding(name, format, args...)
-		}
+		s.addFinding(name, format, args...)
 		return nil, "", false
 	}
 	ctx, cancel := l.rctx()

@@ -6,6 +6,7 @@
 package journalcmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,10 +239,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	fmt.Fprintln(tw, head)
 	named := 0
 	for _, f := range cont.Files {
-		d := string(f.Decision)
-		if d == "" {
-			d = "-"
-		}
+		d := cmp.Or(string(f.Decision), "-")
 		if ids != nil {
 			id := "?"
 			if raw, ok := ids[f.Digest]; ok {

@@ -70,6 +70,20 @@ type osFile struct{ *os.File }
 func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
 func (f osFile) Close() error              { unlock(f.File); return f.File.Close() }
 
+// control runs fn on f's raw descriptor or handle (Fd would put the file in
+// blocking mode) and returns its error, or the error of reaching it.
+func control(f *os.File, fn func(fd uintptr) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(fd) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
 // ReadDir opens the directory with [DirFlags]: a FIFO or device under name
 // is refused at once, never waited on.
 func (OS) ReadDir(name string, n int) ([]fs.DirEntry, error) {

@@ -29,19 +29,13 @@ func lock(f *os.File, exclusive bool) error {
 	if exclusive {
 		how = syscall.LOCK_EX | syscall.LOCK_NB
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) {
-		ferr = syscall.Flock(int(fd), how)
-		for ferr == syscall.EINTR {
-			ferr = syscall.Flock(int(fd), how)
+	ferr := control(f, func(fd uintptr) error {
+		err := syscall.Flock(int(fd), how)
+		for err == syscall.EINTR {
+			err = syscall.Flock(int(fd), how)
 		}
-	}); err != nil {
 		return err
-	}
+	})
 	switch {
 	case errors.Is(ferr, syscall.EWOULDBLOCK):
 		return fmt.Errorf("%w: %w", ErrLocked, ferr)

@@ -23,7 +23,7 @@ func lock(f *os.File, exclusive bool) error {
 	if exclusive {
 		flags |= windows.LOCKFILE_EXCLUSIVE_LOCK
 	}
-	err := control(f, func(h windows.Handle) error { o := lockAt; return windows.LockFileEx(h, flags, 0, 1, 0, &o) })
+	err := control(f, func(h uintptr) error { o := lockAt; return windows.LockFileEx(windows.Handle(h), flags, 0, 1, 0, &o) })
 	switch {
 	case errors.Is(err, windows.ERROR_LOCK_VIOLATION), errors.Is(err, windows.ERROR_IO_PENDING):
 		return fmt.Errorf("%w: %w", ErrLocked, err)
@@ -36,18 +36,5 @@ func lock(f *os.File, exclusive bool) error {
 // unlock drops f's lock, if any, before its handle closes: Windows may
 // release a lock left to the close a while later.
 func unlock(f *os.File) {
-	_ = control(f, func(h windows.Handle) error { o := lockAt; return windows.UnlockFileEx(h, 0, 1, 0, &o) })
-}
-
-// control runs fn on f's handle and returns its error.
-func control(f *os.File, fn func(windows.Handle) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(h uintptr) { ferr = fn(windows.Handle(h)) }); err != nil {
-		return err
-	}
-	return ferr
+	_ = control(f, func(h uintptr) error { o := lockAt; return windows.UnlockFileEx(windows.Handle(h), 0, 1, 0, &o) })
 }
