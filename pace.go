@@ -22,20 +22,25 @@ import (
 //     learnt from it (pace.learn, with the burst that rate gives the
 //     cycle before the ramp: burstAt), the spacing becomes 1/rate, and
 //     the rate is held for paceHold from the new T (it settles), then
-//     probed with the ramp, so that the pace keeps learning.
+//     probed with the ramp, so that the pace keeps learning. A rate
+//     paceFar times or more below the fastest a ramp of the pace passed
+//     (fastest) is held only paceHoldSqueezed: the server let that
+//     through, so others sharing it took the rest and may soon be gone.
 //     A settled pace spends at most 1/paceSpend of the burst beyond its
 //     rate, at twice the rate: from T when the penalty refilled the
 //     bucket, and to catch up when it lagged (succeeded, settle).
 //
 // Always within [paceMin, paceMax], or 0.
 const (
-	paceStart  = 10 * time.Millisecond
-	paceMin    = 100 * time.Microsecond
-	paceMax    = time.Second
-	paceDouble = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
-	paceHold   = 30 * time.Second       // a learnt rate is held this long from its T, then probed
-	paceTimes  = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
-	paceSpend  = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
+	paceStart        = 10 * time.Millisecond
+	paceMin          = 100 * time.Microsecond
+	paceMax          = time.Second
+	paceDouble       = 500 * time.Millisecond // a known rate's ramp: doubled in this much paced time
+	paceHold         = 30 * time.Second       // a learnt rate is held this long from its T, then probed
+	paceHoldSqueezed = 3 * time.Second        // a learnt rate far below the fastest that passed is held this long
+	paceFar          = 3                      // far below: a learnt spacing this many times the fastest, or more
+	paceTimes        = 4096                   // the 2xx of a cycle kept for learning (a bounded memory)
+	paceSpend        = 4                      // a settled pace spends at most 1/paceSpend of the burst beyond its rate
 )
 
 // The modes of a pace.
@@ -74,6 +79,9 @@ type pace struct {
 	// cycle counts the cycles ended (endCycle): a rate learnt outside the
 	// table's lock applies only to the cycle it was learnt from.
 	cycle uint64
+	// fastest: the shortest spacing at which a paced request of a ramp
+	// got a 2xx (0: none yet), kept across cycles.
+	fastest time.Duration
 }
 
 // history is what a scope's room saw before its first 429: ok requests
@@ -133,10 +141,14 @@ func (p *pace) succeeded(sent time.Time) {
 			p.interval = 0
 		}
 	case paceRamp:
+		if p.interval > 0 && (p.fastest == 0 || p.interval < p.fastest) {
+			p.fastest = p.interval
+		}
 		p.interval = grown(p.interval, paceDouble)
 	case paceSettle:
-		if sent.Sub(p.since) >= paceHold {
-			// Held at the learnt rate for paceHold: the server may take
+		if sent.Sub(p.since) >= p.hold() {
+			// Held at the learnt rate for paceHold (paceHoldSqueezed
+			// far below the fastest that passed): the server may take
 			// more now (a process sharing it stopped, its limit rose).
 			// The ramp probes upward until a paced 429 teaches the rate
 			// again (throttled), so the pace keeps learning.
@@ -156,6 +168,17 @@ func (p *pace) succeeded(sent time.Time) {
 			p.interval = max(p.settled/2, paceMin)
 		}
 	}
+}
+
+// hold is how long a settled pace holds its learnt rate from T: paceHold,
+// or paceHoldSqueezed when the rate is far below the fastest a ramp of
+// the pace passed (the server let that through: others sharing it took
+// the rest, and may be gone soon).
+func (p *pace) hold() time.Duration {
+	if p.fastest > 0 && p.settled >= paceFar*p.fastest {
+		return paceHoldSqueezed
+	}
+	return paceHold
 }
 
 // grown is the spacing iv after one more 2xx when the rate doubles in d
@@ -227,10 +250,10 @@ func (p *pace) endCycle(now, until time.Time) *learning {
 		// The first cycle that let some through: its rate (penalty
 		// included) starts a ramp, and what passed beyond it is the
 		// burst.
-		cycle := p.cycle
+		cycle, fastest := p.cycle, p.fastest
 		*p = newPace(now, until, history{ok: p.ok, first: p.since})
 		p.stragglers = false // every one of them was paced
-		p.cycle = cycle
+		p.cycle, p.fastest = cycle, fastest
 		return nil
 	default:
 		l := &learning{p: *p, now: now, until: until, cycle: p.cycle}

@@ -113,6 +113,7 @@ func TestPaceSteps(t *testing.T) {
 		burst     float64
 		settled   time.Duration // checked when not 0
 		twice     bool          // settled: the spacing is half the learnt one (else equal to it)
+		fastest   time.Duration // checked when not 0: the fastest spacing of a ramp's 2xx
 	}
 	for _, tc := range []struct {
 		name  string
@@ -183,6 +184,27 @@ func TestPaceSteps(t *testing.T) {
 			// r = 200.85/s, the burst 49.96.
 			{name: "settling: 200.85/s, burst 49.96", op: "429", at: s1, until: s2, interval: -1, mode: paceSettle, burst: 60 - 0.05*(190/0.946), settled: 4978947, twice: true},
 		}},
+		{"squeezed: a rate learnt far below the fastest ramp that passed is held paceHoldSqueezed, then probed", pace{interval: 50 * time.Millisecond, mode: paceRamp, burst: 1, since: t0}, []row{
+			{name: "a ramp's 2xx at 20/s: the fastest spacing that passed", op: "ok", at: 0, interval: 46651649, mode: paceRamp, burst: 1, fastest: 50 * time.Millisecond},
+			// One 2xx over the 2 s from T to the new T: the floor, 0.5/s,
+			// within paceMax: 1/s, 20 times slower than the fastest.
+			{name: "a paced 429: 1/s learnt, the fastest kept", op: "429", at: s1, until: s2, interval: paceMax, mode: paceSettle, burst: 1, settled: paceMax, fastest: 50 * time.Millisecond},
+			{name: "held until paceHoldSqueezed after its T (behind its rate: twice, to catch up)", op: "ok", at: s2 + paceHoldSqueezed - time.Millisecond, interval: -1, mode: paceSettle, burst: 1, settled: paceMax, twice: true},
+			{name: "then probed: the ramp from 1/s (1 s of 500 ms: 2^-2), not after paceHold", op: "ok", at: s2 + paceHoldSqueezed, interval: 250 * time.Millisecond, mode: paceRamp, burst: 1},
+		}},
+		{"squeezed: exactly paceFar times slower than the fastest is far", pace{interval: 30 * time.Millisecond, mode: paceSettle, settled: 30 * time.Millisecond, burst: 1, since: t0, last: t0, fastest: 10 * time.Millisecond}, []row{
+			{name: "held before paceHoldSqueezed", op: "ok", at: paceHoldSqueezed - time.Millisecond, interval: -1, mode: paceSettle, burst: 1, settled: 30 * time.Millisecond, twice: true},
+			{name: "probed at paceHoldSqueezed: the ramp from the learnt rate (30 ms of 500 ms: 2^-0.06)", op: "ok", at: paceHoldSqueezed, interval: 28777923, mode: paceRamp, burst: 1},
+		}},
+		{"close: less than paceFar times slower than the fastest is held paceHold", pace{interval: 30 * time.Millisecond, mode: paceSettle, settled: 30 * time.Millisecond, burst: 1, since: t0, last: t0, fastest: 10*time.Millisecond + 1}, []row{
+			{name: "still held at paceHoldSqueezed", op: "ok", at: paceHoldSqueezed, interval: -1, mode: paceSettle, burst: 1, settled: 30 * time.Millisecond, twice: true},
+			{name: "held until paceHold", op: "ok", at: paceHold - time.Millisecond, interval: -1, mode: paceSettle, burst: 1, settled: 30 * time.Millisecond, twice: true},
+			{name: "probed at paceHold", op: "ok", at: paceHold, interval: 28777923, mode: paceRamp, burst: 1},
+		}},
+		{"squeezed: the fastest is kept when a slow start's first 429 starts a ramp", pace{interval: paceStart, since: t0, fastest: 10 * time.Millisecond}, []row{
+			{op: "oks", at: 0, n: 3, every: time.Millisecond, mode: paceUnknown, interval: 1250 * time.Microsecond, fastest: 10 * time.Millisecond},
+			{name: "3/s from the slow start's cycle; the fastest still 10 ms", op: "429", at: 0, until: s1, interval: 333333333, mode: paceRamp, burst: 3, fastest: 10 * time.Millisecond},
+		}},
 		{"settling: never below what passed per cycle, penalty included", pace{interval: 10 * time.Millisecond, mode: paceRamp, burst: 1000, since: t0}, []row{
 			{op: "oks", at: 0, n: 100, every: 10 * time.Millisecond, mode: paceRamp, burst: 1000, interval: -1},
 			{name: "a bucket of 1,000 passes 100 with no refill: the floor, 100 over 2 s, holds", op: "429", at: s1, until: s2, interval: 20 * time.Millisecond, mode: paceSettle, burst: 1000},
@@ -218,6 +240,9 @@ func TestPaceSteps(t *testing.T) {
 				}
 				if p.mode != r.mode || math.Abs(p.burst-r.burst) > 1e-6 {
 					t.Fatalf("row %d %q: mode %d burst %v, want %d %v", i, r.name, p.mode, p.burst, r.mode, r.burst)
+				}
+				if r.fastest > 0 && p.fastest != r.fastest {
+					t.Fatalf("row %d %q: fastest %v, want %v", i, r.name, p.fastest, r.fastest)
 				}
 				if r.settled > 0 && p.settled != r.settled {
 					t.Fatalf("row %d %q: learnt spacing %v (%d), want %v", i, r.name, p.settled, int64(p.settled), r.settled)
