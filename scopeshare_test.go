@@ -91,11 +91,17 @@ func runStoreShares(t *testing.T, name string, store func(t *testing.T) ScopeSto
 	}{fmt.Sprintf("%s, B's clock %+v", name, skew), store, want}
 	{
 		t.Run(tc.name, func(t *testing.T) {
+			// The store's directory is made outside the bubble: removed
+			// only once synctest.Test has seen every background exchange
+			// of the bubble end.
+			var s ScopeStore
+			if tc.store != nil {
+				s = tc.store(t)
+			}
 			synctest.Test(t, func(t *testing.T) {
 				srv := newScript(sequenceOf(reply(http.StatusTooManyRequests, "Retry-After", "4", "x-ms-request-id", "rid-a"), reply(http.StatusOK)))
 				optsA, optsB := []Option{WithSharedRestrictions(nil)}, []Option{WithSharedRestrictions(nil), withClock(skewClock{d: skew})}
-				if tc.store != nil {
-					s := tc.store(t)
+				if s != nil {
 					optsA, optsB = append(optsA, WithScopeStore(s)), append(optsB, WithScopeStore(s))
 				}
 				a, b := New(srv, optsA...), New(srv, optsB...)
@@ -171,6 +177,7 @@ func TestStoreNeverHoldsLong(t *testing.T) {
 // request path never waits on the store after the first look); B's
 // request at +1.3 s waits for A's T (+0.5 s + 4 s).
 func TestStoreLooksAgain(t *testing.T) {
+	s := newDirStore(t) // outside the bubble: removed after its exchanges end
 	synctest.Test(t, func(t *testing.T) {
 		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
 			if strings.HasSuffix(req.URL.Path, "/a") {
@@ -178,7 +185,6 @@ func TestStoreLooksAgain(t *testing.T) {
 			}
 			return reply(http.StatusOK)(req), nil
 		})
-		s := newDirStore(t)
 		a := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
 		b := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
 		start := time.Now()
