@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 
 	"github.com/readrecovery/readrecovery"
@@ -119,21 +120,8 @@ func runCheckpoints(t *testing.T, az *azurite, name string, o policy.ClientOptio
 			b := readrecovery.NewBudget(fmt.Sprintf("checkpoint %d", i))
 			sctx := readrecovery.WithBudget(ctx, b)
 			<-gate
-			ok, failure := true, ""
-			for _, want := range []struct {
-				name string
-				data []byte
-			}{{"source.json", source}, {"generated.json", generated}} {
-				got, err := download(sctx, c, r.container, want.name)
-				if err != nil {
-					ok, failure = false, shortError(err)
-					break
-				}
-				if !bytes.Equal(got, want.data) {
-					ok, failure = false, want.name+": other bytes"
-					break
-				}
-			}
+			failure := readCheckpoint(sctx, c, r.container, []checkpointBlob{{"source.json", source}, {"generated.json", generated}})
+			ok := failure == ""
 			rep := b.Report()
 			mu.Lock()
 			defer mu.Unlock()
@@ -158,6 +146,28 @@ func runCheckpoints(t *testing.T, az *azurite, name string, o policy.ClientOptio
 	row.elapsed = time.Since(start)
 	row.server = countAtServer(r)
 	return row
+}
+
+// checkpointBlob is one blob of a checkpoint sequence: its name and bytes.
+type checkpointBlob struct {
+	name string
+	data []byte
+}
+
+// readCheckpoint reads blobs in order, each whole, and returns why the
+// sequence failed (its first error, shortened, or a blob with other
+// bytes), "" when every blob came back as written.
+func readCheckpoint(ctx context.Context, c *azblob.Client, container string, blobs []checkpointBlob) string {
+	for _, want := range blobs {
+		got, err := download(ctx, c, container, want.name)
+		if err != nil {
+			return shortError(err)
+		}
+		if !bytes.Equal(got, want.data) {
+			return want.name + ": other bytes"
+		}
+	}
+	return ""
 }
 
 // briefReport is a failed sequence's report in one line: its stop, its

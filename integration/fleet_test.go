@@ -86,14 +86,8 @@ func fleetBlob(member int, name string) string { return fmt.Sprintf("m%d/%s", me
 
 // fleetCheckpoint is member's pair of checkpoint blobs: the names, in the
 // order a sequence reads them, and their bytes.
-func fleetCheckpoint(member int) []struct {
-	name string
-	data []byte
-} {
-	return []struct {
-		name string
-		data []byte
-	}{
+func fleetCheckpoint(member int) []checkpointBlob {
+	return []checkpointBlob{
 		{fleetBlob(member, "source.json"), fmt.Appendf(nil, `{"checkpoint":"source","rows":42,"member":%d}`, member)},
 		{fleetBlob(member, "generated.json"), fmt.Appendf(nil, `{"checkpoint":"generated","fields":["id","name"],"member":%d}`, member)},
 	}
@@ -167,18 +161,8 @@ func TestFleetMember(t *testing.T) {
 			b := readrecovery.NewBudget(fmt.Sprintf("member %d checkpoint %d", member, i))
 			sctx := readrecovery.WithBudget(ctx, b)
 			<-gate
-			ok, failure := true, ""
-			for _, want := range blobs {
-				got, err := download(sctx, c, container, want.name)
-				if err != nil {
-					ok, failure = false, shortError(err)
-					break
-				}
-				if !bytes.Equal(got, want.data) {
-					ok, failure = false, want.name+": other bytes"
-					break
-				}
-			}
+			failure := readCheckpoint(sctx, c, container, blobs)
+			ok := failure == ""
 			rep := b.Report()
 			mu.Lock()
 			defer mu.Unlock()
