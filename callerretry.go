@@ -97,7 +97,7 @@ func (c *call) holdForCaller() error {
 		if f, p, ok := c.t.shared.take(c.scopeOf(), now, c.place); ok {
 			c.place = &p
 			c.leaveQueue() // a restriction came meanwhile: its place first
-			if f.until.Sub(now) > MaxServerWait {
+			if f.expect.Sub(now) > MaxServerWait {
 				c.givePlaceBack()
 				return &StopError{Reason: StopRestricted, Detail: detailCallerCeiling, StatusCode: f.plan.status, RequestID: f.plan.requestID}
 			}
@@ -124,7 +124,7 @@ func (c *call) holdForCaller() error {
 			}
 			c.place = &p
 			c.giveRoomBack()
-			if f.until.Sub(now) > MaxServerWait {
+			if f.expect.Sub(now) > MaxServerWait {
 				c.givePlaceBack()
 				return &StopError{Reason: StopRestricted, Detail: detailCallerCeiling, StatusCode: f.plan.status, RequestID: f.plan.requestID}
 			}

@@ -2,7 +2,12 @@ package readrecovery
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,12 +35,38 @@ import (
 //   - A store that fails or hangs never holds a request beyond
 //     storeFirstLook: the table goes on with what it knows, and says so
 //     once per change (event store-failing, store-healthy).
+//
+// And the processes of a fleet share a scope's learnt rate (fair shares,
+// warm start):
+//
+//   - Each exchange writes the process's member record: its demand (the
+//     scope's asks per second since its last exchange; a request waiting
+//     for its place asks again) and its share, live for memberLease.
+//   - A rate the process learns from a paced 429 is written to the card
+//     as the scope's rate: what it learnt over its part of the fleet's
+//     rate when it learnt it (its share is its part of the card's rate).
+//   - From a fresh card (learnt cardFresh or less ago), the live members
+//     divide the card's rate by max-min fairness over their demands: no
+//     member gets more than it asks, the rest is split evenly (Google
+//     Doorman's fair share). A process paces the scope at its share
+//     from its first look (warm start: a restriction at the card's
+//     not-before, or at once, its release settled at the share), and
+//     again whenever the card's rate is newer or its part moved by more
+//     than shareMoved. A member whose lease ran out (killed, stopped)
+//     is no longer counted: its share returns to the others at their
+//     next exchange.
+//   - A failing store: the last share holds; the pace goes on alone
+//     from it, as without a store (held, then probed by the ramp),
+//     never from the card's full rate.
 
 // The store's timings.
 const (
 	storeFirstLook = 200 * time.Millisecond // a scope's first look, on its first request's path
 	storeEvery     = time.Second            // a scope's card is looked at again after this
 	storeDeadline  = 2 * time.Second        // every background exchange's own bound
+	memberLease    = 3 * storeEvery         // a member record is live this long after its exchange
+	cardFresh      = time.Minute            // a card's learnt rate is shared this long after it was learnt
+	shareMoved     = 0.15                   // a part of the fleet's rate that moved more than this is paced anew
 )
 
 // scopeShare is a table's link to its store.
@@ -50,6 +81,7 @@ type scopeShare struct {
 	known   bool
 	failing bool
 	looks   map[string]*storeLook // per scope: its last look
+	id      string                // this table's member ID: random, 16 hex digits
 }
 
 // storeLook is one scope's looking at the store: at is when the last one
@@ -57,6 +89,42 @@ type scopeShare struct {
 type storeLook struct {
 	at   time.Time
 	done chan struct{}
+	// asks: the scope's asks (looks) since since, its demand.
+	asks  int
+	since time.Time
+	// first: the scope's first look, closed when it ended (nil after);
+	// began: when it began.
+	first chan struct{}
+	began time.Time
+	// part: this process's part of the card's rate at the last view (0:
+	// none known); share, the rate it was given then; learnt, the card's
+	// Learnt it was given from (store time); seen, when the last
+	// exchange answered (this process's clock).
+	part, share float64
+	learnt      time.Time
+	seen        time.Time
+}
+
+// isZero reports whether the card knows nothing (an exchange of it reads).
+func (c ScopeCard) isZero() bool { return c.NotBefore.IsZero() && c.Learnt.IsZero() }
+
+// shifted returns the card with its times moved by d (this process's
+// clock to the store's), in UTC.
+func (c ScopeCard) shifted(d time.Duration) ScopeCard {
+	if !c.NotBefore.IsZero() {
+		c.NotBefore = c.NotBefore.Add(d).UTC()
+	}
+	if !c.Learnt.IsZero() {
+		c.Learnt = c.Learnt.Add(d).UTC()
+	}
+	return c
+}
+
+// newMemberID returns a random member ID (no host name, no secret).
+func newMemberID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
 }
 
 // look makes sure the table has seen the store's card of scope at now:
@@ -69,9 +137,13 @@ func (sh *scopeShare) look(ctx context.Context, scope string, now time.Time) {
 	}
 	sh.mu.Lock()
 	l := sh.looks[scope]
+	if l != nil {
+		l.asks++
+	}
 	switch {
 	case l == nil:
-		l = &storeLook{at: now, done: make(chan struct{})}
+		l = &storeLook{at: now, done: make(chan struct{}), asks: 1, since: now, began: now}
+		l.first = l.done
 		sh.looks[scope] = l
 		done := l.done
 		sh.mu.Unlock()
@@ -83,8 +155,22 @@ func (sh *scopeShare) look(ctx context.Context, scope string, now time.Time) {
 		case <-wait.Done():
 		}
 		return
+	case l.first != nil && now.Before(l.began.Add(storeFirstLook)):
+		// The scope's first look is under way: this request waits for it
+		// too (warm start), until the first one stops waiting.
+		first := l.first
+		sh.mu.Unlock()
+		wait, cancel := context.WithTimeout(ctx, l.began.Add(storeFirstLook).Sub(now))
+		defer cancel()
+		select {
+		case <-first:
+		case <-wait.Done():
+		}
+		return
 	case l.done == nil && now.Sub(l.at) >= storeEvery:
-		l.at, l.done = now, make(chan struct{})
+		// The next look a jittered storeEvery on (±10 %), so that the
+		// processes of a fleet do not look together.
+		l.at, l.done = now.Add(time.Duration(mrand.Int64N(int64(storeEvery/5)))-storeEvery/10), make(chan struct{})
 		go sh.exchange(scope, ScopeCard{}, l.done)
 	}
 	sh.mu.Unlock()
@@ -99,16 +185,37 @@ func (sh *scopeShare) publish(scope string, until time.Time, requestID string) {
 	go sh.exchange(scope, ScopeCard{NotBefore: until, RequestID: requestID}, nil)
 }
 
-// exchange sends card (its not-before in this process's clock; a zero
-// card reads) to the store and takes back what its card holds: a later
-// not-before than the table's becomes the scope's restriction. done, when
-// not nil, is the scope's look: it ends with the exchange.
+// publishRate writes the rate and burst the process learnt for scope at
+// now (its clock) to the store's card, in the background, as the scope's
+// rate: over its part of the fleet's rate when it learnt them (alone: all
+// of it).
+func (sh *scopeShare) publishRate(scope string, now time.Time, rate, burst float64) {
+	if sh == nil || rate <= 0 {
+		return
+	}
+	sh.mu.Lock()
+	part := 1.0
+	if l := sh.looks[scope]; l != nil && l.part > 0 {
+		part = l.part
+	}
+	sh.mu.Unlock()
+	go sh.exchange(scope, ScopeCard{Rate: rate / part, Burst: burst / part, Learnt: now}, nil)
+}
+
+// exchange sends card (its times in this process's clock; a zero card
+// reads) and the process's member record to the store, and takes back
+// what its card holds: a later not-before than the table's becomes the
+// scope's restriction, and a fresh learnt rate the process's share. done,
+// when not nil, is the scope's look: it ends with the exchange.
 func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{}) {
 	defer func() {
 		if done != nil {
 			sh.mu.Lock()
 			if l := sh.looks[scope]; l != nil && l.done == done {
 				l.done = nil
+				if l.first == done {
+					l.first = nil
+				}
 			}
 			sh.mu.Unlock()
 			close(done)
@@ -119,9 +226,9 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	sh.mu.Lock()
 	offset, known := sh.offset, sh.known
 	sh.mu.Unlock()
-	if !card.NotBefore.IsZero() && !known {
+	if !card.isZero() && !known {
 		// The store's clock is not known yet: a read first, so that the
-		// not-before written is the store's time.
+		// times written are the store's.
 		sh.exchange(scope, ScopeCard{}, nil)
 		sh.mu.Lock()
 		offset, known = sh.offset, sh.known
@@ -130,11 +237,10 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 			return // the store failed: said already
 		}
 	}
-	if !card.NotBefore.IsZero() {
-		card.NotBefore = card.NotBefore.Add(offset).UTC()
-	}
+	card = card.shifted(offset)
 	sent := sh.now()
-	view, err := sh.store.Exchange(ctx, scope, card, ScopeMember{})
+	member := sh.member(scope, sent, offset)
+	view, err := sh.store.Exchange(ctx, scope, card, member)
 	back := sh.now()
 	sh.state(err)
 	if err != nil {
@@ -145,13 +251,116 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	offset = view.Now.Sub(sent.Add(back.Sub(sent) / 2))
 	sh.mu.Lock()
 	sh.offset, sh.known = offset, true
+	if l := sh.looks[scope]; l != nil {
+		l.seen = back
+	}
 	sh.mu.Unlock()
+	plan := &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}
+	until := back
 	if nb := view.Card.NotBefore; !nb.IsZero() {
-		local := nb.Add(-offset)
-		if local.After(back) {
-			sh.t.record(scope, back, local, &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}, nil)
+		if local := nb.Add(-offset); local.After(back) {
+			until = local
+			sh.t.record(scope, back, local, plan, nil)
 		}
 	}
+	if rate, burst, ok := sh.shared(scope, view, member); ok {
+		fresh := view.Card.Learnt.Add(cardFresh - offset)
+		sh.t.paceShare(scope, back, until, fresh, rate, burst, plan)
+	}
+}
+
+// member is the process's member record of scope for an exchange sent at
+// sent (this process's clock; offset: the store's clock less it): its
+// demand since its last exchange, the share it was given, live for
+// memberLease. The zero record (none written) when the scope has no
+// look or it is under a millisecond old.
+func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration) ScopeMember {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l := sh.looks[scope]
+	if l == nil {
+		return ScopeMember{}
+	}
+	d := sent.Sub(l.since)
+	if d < time.Millisecond {
+		return ScopeMember{}
+	}
+	m := ScopeMember{ID: sh.id, Demand: float64(l.asks) / d.Seconds(), Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
+	l.asks, l.since = 0, sent
+	return m
+}
+
+// shared returns the rate (and burst) the process paces scope at from
+// view, the store's answer to an exchange that wrote member:
+// its fair share of a fresh card's rate, when that is news (the card's
+// rate is newer than the one it paces at, or its part of it moved by
+// more than shareMoved). ok is false when there is nothing to pace anew.
+func (sh *scopeShare) shared(scope string, view ScopeView, member ScopeMember) (rate, burst float64, ok bool) {
+	demands := make([]float64, 0, len(view.Members)+1)
+	own := -1
+	for _, m := range view.Members {
+		if m.ID == sh.id {
+			own = len(demands)
+		}
+		demands = append(demands, m.Demand)
+	}
+	if own < 0 || member.ID == "" {
+		// Its record is not there yet (the scope's first exchange): it
+		// asks for all it can get.
+		if own >= 0 {
+			demands = slices.Delete(demands, own, own+1)
+		}
+		own = len(demands)
+		demands = append(demands, math.Inf(1))
+	}
+	// Its part of the fleet's rate, whatever the rate: a rate it learns
+	// is over it (publishRate).
+	part := fairShare(1, demands, own)
+	c := view.Card
+	fresh := c.Rate > 0 && view.Now.Sub(c.Learnt) <= cardFresh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l := sh.looks[scope]
+	if l == nil {
+		return 0, 0, false
+	}
+	moved := math.Abs(part-l.part) > shareMoved*l.part
+	if moved || !fresh {
+		l.part = part
+	}
+	if !fresh || (c.Learnt.Equal(l.learnt) && !moved) {
+		return 0, 0, false
+	}
+	l.share, l.learnt = c.Rate*part, c.Learnt
+	return l.share, c.Burst * part, l.share > 0
+}
+
+// fairShare returns demands[own]'s part of rate by max-min fairness (Google
+// Doorman's fair share): in the order of their demands, each member gets
+// what it asks for, at most an even split of what is left.
+func fairShare(rate float64, demands []float64, own int) float64 {
+	order := make([]int, len(demands))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case demands[a] < demands[b]:
+			return -1
+		case demands[a] > demands[b]:
+			return 1
+		}
+		return 0
+	})
+	left := rate
+	for n, i := range order {
+		give := min(demands[i], left/float64(len(order)-n))
+		if i == own {
+			return give
+		}
+		left -= give
+	}
+	return 0
 }
 
 // state says once per change whether the store answers.

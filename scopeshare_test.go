@@ -23,13 +23,15 @@ type skewedStore struct {
 }
 
 func (s skewedStore) Exchange(ctx context.Context, scope string, card ScopeCard, m ScopeMember) (ScopeView, error) {
-	if !card.NotBefore.IsZero() {
-		card.NotBefore = card.NotBefore.Add(-s.skew)
+	card = card.shifted(-s.skew)
+	if !m.Lease.IsZero() {
+		m.Lease = m.Lease.Add(-s.skew)
 	}
 	v, err := s.inner.Exchange(ctx, scope, card, m)
 	v.Now = v.Now.Add(s.skew)
-	if !v.Card.NotBefore.IsZero() {
-		v.Card.NotBefore = v.Card.NotBefore.Add(s.skew)
+	v.Card = v.Card.shifted(s.skew)
+	for i := range v.Members {
+		v.Members[i].Lease = v.Members[i].Lease.Add(s.skew)
 	}
 	return v, err
 }

@@ -314,7 +314,10 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 			return admission{step: stepRefuse, err: err}
 		}
 		if !f.until.Before(s.win.until) {
-			a.step, a.until, a.plan = stepWait, f.until, f.plan
+			// A place expected within the ceiling (a ramp's) but due
+			// later on the pace as it stands: one wait up to the
+			// ceiling at most, then it asks again.
+			a.step, a.until, a.plan = stepWait, earliest(f.until, now.get().Add(s.limits.maxWait())), f.plan
 			return a
 		}
 	}
@@ -365,9 +368,9 @@ func (s *sequence) restrictLocked(now time.Time, f *restricted) *StopError {
 	}
 	w := s.win
 	switch {
-	case f.until.Sub(now) > s.limits.maxWait():
+	case f.expect.Sub(now) > s.limits.maxWait():
 		return stop(detailRestrictedCeiling)
-	case !f.until.Before(s.deadline):
+	case !f.expect.Before(s.deadline):
 		return stop(detailRestrictedTotal)
 	case w == nil:
 		s.win = &window{opened: now, until: f.t, plan: f.plan, gen: f.gen, rec: WindowRecord{
@@ -607,4 +610,12 @@ func (s *sequence) expire() {
 	for _, f := range more {
 		f(totalStop(s.name))
 	}
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

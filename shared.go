@@ -3,6 +3,7 @@ package readrecovery
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -58,8 +59,9 @@ type restrictions struct {
 // and its room (nil until a request of the scope went through one; it
 // keeps what it learnt after the restriction ends).
 type scopeEntry struct {
-	r    *restriction
-	room *room
+	r     *restriction
+	room  *room
+	share fleetShare // the fleet's share of the scope, while fresh (zero: none; scopeshare.go)
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
@@ -78,6 +80,9 @@ type restriction struct {
 	plan   *waitPlan // the 429 that set until: what the waits record (never changed, replaced)
 	goneAt time.Time // the last ticket went then: the next goes a spacing after it
 	done   uint64    // tickets that went or were given back
+	// least: the release lasts until then at least (a fleet's share
+	// paced from now: its first requests come just after; paceShare).
+	least time.Time
 }
 
 // due is when ticket k may go: never before T.
@@ -96,6 +101,9 @@ func (r *restriction) due(k uint64) time.Time {
 // out is due, and has had its spacing after the one that went last.
 func (r *restriction) end() time.Time {
 	e := r.due(r.issued)
+	if r.least.After(e) {
+		e = r.least
+	}
 	if held := r.issued - min(r.done, r.issued); held > 0 && r.pace.interval > 0 {
 		// Tickets that have not gone yet are still held: each goes at
 		// least half a spacing after the one before, and its waiter
@@ -103,6 +111,32 @@ func (r *restriction) end() time.Time {
 		if g := r.goneAt.Add(time.Duration(held)*r.pace.interval/2 + paceRecheck); g.After(e) {
 			e = g
 		}
+	}
+	return e
+}
+
+// expect is when ticket k is expected to go: due(k) while the pace holds
+// its spacing; on a ramp sooner, as its rate doubles every paceDouble of
+// paced 2xx (r(t) = r0·2^(t/d): n tickets in d·log2(1 + n·ln2/(r0·d))).
+// The wait ceiling prices a place at it (docs/policy.md: release-ramp): a
+// place is refused when it is not expected within the ceiling, and its
+// waiter, who asks again every paceRecheck, is refused then when the ramp
+// stopped short of it.
+func (r *restriction) expect(k uint64) time.Time {
+	at := r.due(k)
+	iv := r.pace.interval
+	if r.pace.mode != paceRamp || iv <= 0 || k <= r.baseK {
+		return at
+	}
+	d := paceDouble.Seconds()
+	n := float64(k - r.baseK)
+	t := d * math.Log2(1+n*math.Ln2*iv.Seconds()/d)
+	e := r.base.Add(time.Duration(t * float64(time.Second)))
+	if e.Before(r.until) {
+		e = r.until
+	}
+	if e.After(at) {
+		return at
 	}
 	return e
 }
@@ -137,6 +171,7 @@ type place struct {
 // 429 that set T (its request ID, the scope's host).
 type restricted struct {
 	t, until time.Time
+	expect   time.Time // when the place is expected to go: until, or sooner on a ramp (restriction.expect)
 	gen      uint64
 	plan     *waitPlan
 }
@@ -218,6 +253,11 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	}
 	t.gens++
 	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, e.room.takeHistory()), plan: plan}
+	if e.share.at(now) {
+		// The fleet gave this process a share of a rate learnt lately:
+		// the release goes at it, not at what this process alone saw.
+		r.pace = e.share.pace(until, r.pace)
+	}
 	e.r = r
 	published = true
 	t.noteEndLocked(r)
@@ -238,16 +278,71 @@ func (t *restrictions) learnLater(scope string, r *restriction, l *learning) {
 	}
 	t.mu.Unlock()
 	if applied {
+		burst := l.p.burstAt(rate)
+		t.sharing.publishRate(scope, l.now, rate, burst)
 		t.logChange([]slog.Attr{slog.String(otelattr.LogEvent, "pace-learnt"), slog.String(otelattr.LogScope, scope),
-			slog.Float64(otelattr.LogRate, rate), slog.Float64(otelattr.LogBurst, l.p.burstAt(rate))})
+			slog.Float64(otelattr.LogRate, rate), slog.Float64(otelattr.LogBurst, burst)})
 	}
+}
+
+// paceShare paces scope at rate (burst: its part of the server's burst)
+// from now on, the fleet's share of it (scopeshare.go), while the card it
+// came from is fresh (until fresh): the scope's release settles at rate
+// from until (its not-before, or now), held for paceHold, then probed as
+// a learnt rate is; a restriction the scope gets while the share is fresh
+// starts at it too (record). A scope with no restriction gets one at
+// until, whose release ends as soon as its requests come slower than
+// rate (warm start: no 429 of its own needed). plan is the card's 429,
+// the waits' evidence.
+func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate, burst float64, plan *waitPlan) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked(now)
+	e := t.m[scope]
+	if e == nil {
+		e = t.addLocked(scope)
+	}
+	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh}
+	r := e.r
+	if r == nil {
+		t.gens++
+		r = &restriction{gen: t.gens, until: until, base: until, plan: plan}
+		e.r = r
+	} else {
+		r.rebase(now, r.until)
+	}
+	from := r.until
+	if until.After(from) {
+		from = until
+	}
+	r.pace = e.share.pace(from, r.pace)
+	r.least = from.Add(max(r.pace.interval, paceRecheck))
+	t.noteEndLocked(r)
+}
+
+// fleetShare is the rate (and burst) the fleet gives this process for a
+// scope, while the card it came from is fresh (scopeshare.go).
+type fleetShare struct {
+	rate, burst float64
+	fresh       time.Time
+}
+
+// at reports whether the share holds at now.
+func (s fleetShare) at(now time.Time) bool { return s.rate > 0 && now.Before(s.fresh) }
+
+// pace is a release's pace settled at the share from from (T), keeping
+// what old learnt across cycles.
+func (s fleetShare) pace(from time.Time, old pace) pace {
+	p := pace{since: from, burst: s.burst, cycle: old.cycle, fastest: old.fastest}
+	p.settle(intervalOf(s.rate), from, false)
+	return p
 }
 
 // share links the table to s, once (scopeshare.go): the first store
 // given wins; now is the process's clock.
 func (t *restrictions) share(s ScopeStore, now func() time.Time) {
 	t.shareOnce.Do(func() {
-		t.sharing = &scopeShare{t: t, store: s, now: now, looks: map[string]*storeLook{}}
+		t.sharing = &scopeShare{t: t, store: s, now: now, looks: map[string]*storeLook{}, id: newMemberID()}
 	})
 }
 
@@ -308,7 +403,11 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 		r.goneAt, r.done = now, r.done+1
 		return restricted{}, p, false
 	}
-	return restricted{t: r.until, until: at, gen: r.gen, plan: r.plan}, p, true
+	exp := r.expect(p.k)
+	if exp.After(at) {
+		exp = at
+	}
+	return restricted{t: r.until, until: at, expect: exp, gen: r.gen, plan: r.plan}, p, true
 }
 
 // giveBack returns a place that will not be used (its sequence stopped,

@@ -43,7 +43,7 @@ func TestRestrictionsPlaces(t *testing.T) {
 
 	f1, p1, ok := tab.take("a", t0.Add(s1), nil)
 	require.True(t, ok)
-	assert.Equal(t, restricted{t: t0.Add(s2), until: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
+	assert.Equal(t, restricted{t: t0.Add(s2), until: t0.Add(s2), expect: t0.Add(s2), gen: gen, plan: sharedPlan("r1")}, f1)
 	f2, p2, _ := tab.take("a", t0.Add(s1), nil)
 	assert.Equal(t, t0.Add(s2+paceStart), f2.until)
 	assert.Equal(t, place{scope: "a", gen: gen, k: 1}, p2)
@@ -65,7 +65,7 @@ func TestRestrictionsPlaces(t *testing.T) {
 	tab.record("a", t0.Add(s2), t0.Add(s3), sharedPlan("r3"), nil)
 	f2b, _, ok := tab.take("a", t0.Add(s2), &p2)
 	require.True(t, ok)
-	assert.Equal(t, restricted{t: t0.Add(s3), until: t0.Add(s3 + paceStart), gen: gen, plan: sharedPlan("r3")}, f2b)
+	assert.Equal(t, restricted{t: t0.Add(s3), until: t0.Add(s3 + paceStart), expect: t0.Add(s3 + paceStart), gen: gen, plan: sharedPlan("r3")}, f2b)
 
 	// After the last ticket is due the scope is forgotten.
 	_, _, ok = tab.take("a", t0.Add(10*time.Second), nil)
@@ -391,7 +391,12 @@ func TestRestrictionsExpireAndCap(t *testing.T) {
 // shared-restriction), as step rows at fixed times.
 func TestSharedRestrictionRules(t *testing.T) {
 	fact := func(until time.Duration, gen uint64) *request {
-		return &request{shared: &restricted{until: t0.Add(until), gen: gen, plan: sharedPlan("r1")}}
+		return &request{shared: &restricted{until: t0.Add(until), expect: t0.Add(until), gen: gen, plan: sharedPlan("r1")}}
+	}
+	// ramp: a place due at until on the pace as it stands, expected at
+	// expect on its ramp (restriction.expect).
+	ramp := func(until, expect time.Duration) *request {
+		return &request{shared: &restricted{until: t0.Add(until), expect: t0.Add(expect), gen: 1, plan: sharedPlan("r1")}}
 	}
 	claimed := func(r *request) *request { c := *r; c.claimed = true; return &c }
 	for _, tc := range []struct {
@@ -412,6 +417,13 @@ func TestSharedRestrictionRules(t *testing.T) {
 		{"shared-restriction: a place beyond the wait ceiling stops before the network", limits{wait: s1, waitSet: true}, []decide{
 			{at: 0, req: fact(s2, 1), want: refused(StopRestricted)},
 			{at: s3, req: read, want: refused(StopRestricted)},
+		}},
+		{"release-ramp: a ramp's place expected within the ceiling waits up to the ceiling, then asks again", limits{wait: s2, waitSet: true}, []decide{
+			{at: 0, req: ramp(s3, s2), want: waitTill(s2)},
+			{at: s2, req: claimed(ramp(s3+s2, s3+s2)), want: refused(StopRestricted)},
+		}},
+		{"release-ramp: a ramp's place not expected within the ceiling stops", limits{wait: s2, waitSet: true}, []decide{
+			{at: 0, req: ramp(s3, s2+time.Millisecond), want: refused(StopRestricted)},
 		}},
 		{"shared-restriction: a place beyond the total stops", limits{total: s2}, []decide{
 			{at: 0, req: read, want: sendNow(1)},
@@ -999,5 +1011,33 @@ func TestRestrictionsNoBurstToCatchUp(t *testing.T) {
 				t.Fatalf("ticket 2's place is T+%v (restricted %v), want T+%v", f.until.Sub(T), ok, tc.next)
 			}
 		})
+	}
+}
+
+// TestRestrictionExpect (docs/policy.md: release-ramp): a place on a ramp
+// is expected where the ramp's doubling rate brings it (40 places at a
+// ramp starting at 1/s: 2.909 s, not 40 s), never before T and never
+// after its due time; a held pace prices a place at its due time.
+func TestRestrictionExpect(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		name string
+		mode uint8
+		iv   time.Duration
+		k    uint64
+		want time.Duration // after T
+	}{
+		{"ramp from 1/s, place 40", paceRamp, time.Second, 40, 2909 * time.Millisecond},
+		{"ramp from 1/s, place 1", paceRamp, time.Second, 1, 627 * time.Millisecond},
+		{"ramp, the first place: T", paceRamp, time.Second, 0, 0},
+		{"ramp at 10 ms, place 3", paceRamp, 10 * time.Millisecond, 3, 29 * time.Millisecond},
+		{"settled at 1/s, place 40: its due time", paceSettle, time.Second, 40, 40 * time.Second},
+		{"slow start at 10 ms, place 40: its due time", paceUnknown, 10 * time.Millisecond, 40, 400 * time.Millisecond},
+	} {
+		r := &restriction{until: t0, base: t0, pace: pace{mode: tc.mode, interval: tc.iv}}
+		got := r.expect(tc.k).Sub(t0).Round(time.Millisecond)
+		if got != tc.want {
+			t.Errorf("%s: expected at T%+v, want T%+v", tc.name, got, tc.want)
+		}
 	}
 }
