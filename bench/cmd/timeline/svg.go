@@ -139,7 +139,7 @@ func writeSVG(w io.Writer, c chart, lanes []*lane) error {
 			stack[j] = float64(b.total()) * scale[j]
 		}
 		path(red, steps(stack, left, base, px))
-		for k := len(l.bins[0].ok); k >= 1; k-- {
+		for k := max(l.procs, 1); k >= 1; k-- {
 			for j, b := range l.bins {
 				n := 0
 				for _, c := range b.ok[:k] {

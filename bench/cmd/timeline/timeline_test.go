@@ -140,6 +140,22 @@ func TestTickStepAndThousands(t *testing.T) {
 	}
 }
 
+// TestNoSamples: a file with the header alone draws an empty lane for a
+// contender named in -lanes.
+func TestNoSamples(t *testing.T) {
+	samples, err := readSamples(strings.NewReader("contender,proc,at_ms,status\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := writeSVG(&b, chart{width: 100 * time.Millisecond}, binLanes(samples, 100*time.Millisecond, []string{"a"})); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(">a: 0 requests, 0 429s, last request at 0 s<")) || bytes.Contains(b.Bytes(), []byte("<path")) {
+		t.Errorf("got:\n%s", b.Bytes())
+	}
+}
+
 // TestRun writes the file run is given.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
