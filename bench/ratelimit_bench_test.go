@@ -42,6 +42,8 @@ type rateOutcome struct {
 	elapsed    time.Duration   // the op, first request to last answer
 	seqTimes   []time.Duration // completed sequences, start to last page
 	failedWith map[string]int  // what ended the failed sequences: "status 429", "error"
+	start      time.Time       // when the first sequence was let go
+	ledger     []fakeserver.Request
 }
 
 // rateShape is the load and the bucket of a rate scenario.
@@ -110,7 +112,8 @@ func runRateScenario(tb testing.TB, spec implSpec, fault fakeserver.Fault, shape
 	}
 	wg.Wait()
 	out.elapsed = time.Since(start)
-	for _, r := range srv.Requests() {
+	out.start, out.ledger = start, srv.Requests()
+	for _, r := range out.ledger {
 		out.requests++
 		if r.Status == fault.StatusCode() {
 			out.throttled++
@@ -136,7 +139,8 @@ func p99(ds []time.Duration) time.Duration {
 // second of the op (a contender that gives up early has a short op: read
 // pages/s next to pages/op), and the p99 time of a completed sequence (0
 // when none completed).
-func benchRate(b *testing.B, fault fakeserver.Fault, unit string) {
+// A non-nil tl gets the first op of each contender (its samples file).
+func benchRate(b *testing.B, fault fakeserver.Fault, unit string, tl *timeline) {
 	shape := rateShape{sequences: rateSequences, pages: ratePages, rate: bucketRate, burst: bucketBurst}
 	if testing.Short() {
 		shape.sequences = rateSequencesShort
@@ -150,6 +154,9 @@ func benchRate(b *testing.B, fault fakeserver.Fault, unit string) {
 			var elapsed, p99sum time.Duration
 			for b.Loop() {
 				o := runRateScenario(b, spec, fault, shape)
+				if err := tl.record(spec.name, o.start, o.ledger); err != nil {
+					b.Fatal(err)
+				}
 				completed += float64(o.completed)
 				throttled += float64(o.throttled)
 				requests += float64(o.requests)
@@ -177,9 +184,11 @@ func benchRate(b *testing.B, fault fakeserver.Fault, unit string) {
 // account answering 429 with the time to the next token, rounded up to
 // whole seconds. Issue 21's target, for readrecovery with shared
 // restrictions: at least as many completed sequences as the best peer,
-// with at most a tenth of its 429s.
+// with at most a tenth of its 429s. With TIMELINE_E=path, the first op of
+// each contender writes what the server saw to path (timeline_test.go),
+// for cmd/timeline to draw.
 func BenchmarkTokenBucket(b *testing.B) {
-	benchRate(b, fakeserver.Throttle(fakeserver.RetryAfterRemaining()), "429s")
+	benchRate(b, fakeserver.Throttle(fakeserver.RetryAfterRemaining()), "429s", timelineE)
 }
 
 // BenchmarkServerBusy is scenario (f), for the record: the same load
@@ -188,7 +197,7 @@ func BenchmarkTokenBucket(b *testing.B) {
 // other-statuses-pass-through); the peers retry it with their own
 // back-off, which the bench configures to 0 for every contender.
 func BenchmarkServerBusy(b *testing.B) {
-	benchRate(b, fakeserver.ServerBusy(), "503s")
+	benchRate(b, fakeserver.ServerBusy(), "503s", nil)
 }
 
 // TestRateScenarioCounts checks the harness on a bucket so slow that its

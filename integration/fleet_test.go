@@ -385,7 +385,8 @@ func (res fleetResult) log(tb testing.TB, name string, failures int) {
 // wall-s (the first member's start to the last member's end), completed
 // (of 160), 429s and requests (the proxy's ledger). Issue 36's target: 4
 // processes within 1.3× one process's wall time, with at most ¼ of azcore
-// alone's 429s.
+// alone's 429s. With TIMELINE_FLEET=path, the first four-process run of
+// each contender writes what the proxy saw to path (fleettimeline_test.go).
 func BenchmarkFleetCheckpoints(b *testing.B) {
 	az := startAzurite(b)
 	for _, c := range fleetContenders {
@@ -400,6 +401,11 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 					b.StartTimer()
 					res := f.run()
 					res.log(b, fmt.Sprintf("run %d", i+1), 1)
+					if procs == 4 {
+						if err := fleetTimeline.record(c.name, res); err != nil {
+							b.Fatal(err)
+						}
+					}
 					wall += res.wall
 					completed += res.completed
 					throttled += res.server.throttled
@@ -418,7 +424,8 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 // TestFleetHarness checks the fleet's harness with two members of four
 // sequences each and no throttling rule: every sequence completes, and
 // the proxy saw exactly two GETs per sequence, each answered 200, eight of
-// each member.
+// each member; the run's samples (TIMELINE_FLEET) are the same eight lines
+// of each member.
 func TestFleetHarness(t *testing.T) {
 	az := startAzurite(t)
 	const procs, sequences = 2, 4
@@ -447,6 +454,20 @@ func TestFleetHarness(t *testing.T) {
 			}
 			if want := procs * sequences * 2; res.server.requests != want || res.server.throttled != 0 {
 				t.Errorf("the proxy saw %d requests and %d 429s, want %d and 0", res.server.requests, res.server.throttled, want)
+			}
+			var samples strings.Builder
+			writeFleetSamples(&samples, c.name, res.arrivals)
+			lines := map[string]int{}
+			for l := range strings.Lines(samples.String()) {
+				f := strings.Split(strings.TrimSuffix(l, "\n"), ",")
+				if len(f) != 4 || f[0] != c.name {
+					t.Fatalf("sample %q", l)
+				}
+				lines["member "+f[1]+" status "+f[3]]++
+			}
+			if want := map[string]int{"member 1 status 200": 2 * sequences, "member 2 status 200": 2 * sequences}; !maps.Equal(lines, want) ||
+				strings.Count(samples.String(), "\n") != res.server.requests {
+				t.Errorf("samples %v (%d lines), want %v (the proxy's %d requests)", lines, strings.Count(samples.String(), "\n"), want, res.server.requests)
 			}
 		})
 	}
