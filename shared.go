@@ -330,10 +330,12 @@ type fleetShare struct {
 // at reports whether the share holds at now.
 func (s fleetShare) at(now time.Time) bool { return s.rate > 0 && now.Before(s.fresh) }
 
-// pace is a release's pace settled at the share from from (T), keeping
-// what old learnt across cycles.
+// pace is a release's pace settled at the share from from (T), in old's
+// cycle count. The fastest a ramp passed is forgotten: a process paced at
+// its share is not squeezed by others it does not know of (the short hold
+// is for fleets without a store); when members go, the share grows.
 func (s fleetShare) pace(from time.Time, old pace) pace {
-	p := pace{since: from, burst: s.burst, cycle: old.cycle, fastest: old.fastest}
+	p := pace{since: from, burst: s.burst, cycle: old.cycle}
 	p.settle(intervalOf(s.rate), from, false)
 	return p
 }
