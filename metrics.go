@@ -93,8 +93,13 @@ func meterScopes(t *restrictions, mp metric.MeterProvider) {
 		metric.WithDescription("The scope's requests waiting for room."))
 	throttled, _ := m.Int64ObservableCounter(otelattr.ScopeThrottledMetric, metric.WithUnit("{response}"),
 		metric.WithDescription("The 429s answered to the scope's requests that went through its room."))
+	storeAge, _ := m.Float64ObservableGauge(otelattr.ScopeStoreAgeMetric, metric.WithUnit("s"),
+		metric.WithDescription("Seconds since the scope store last answered for the scope (tables with a store)."))
 	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		now := time.Now()
+		if t.sharing != nil {
+			now = t.sharing.now()
+		}
 		for _, st := range t.self.Snapshot() {
 			attrs := metric.WithAttributes(otelattr.Scope.String(st.Scope))
 			o.ObserveFloat64(restricted, max(st.NotBefore.Sub(now), 0).Seconds(), attrs)
@@ -107,7 +112,10 @@ func meterScopes(t *restrictions, mp metric.MeterProvider) {
 			o.ObserveInt64(inFlight, int64(st.InFlight), attrs)
 			o.ObserveInt64(queued, int64(st.Queued), attrs)
 			o.ObserveInt64(throttled, int64(st.Throttled), attrs)
+			if !st.StoreView.IsZero() {
+				o.ObserveFloat64(storeAge, now.Sub(st.StoreView).Seconds(), attrs)
+			}
 		}
 		return nil
-	}, restricted, pace, room, inFlight, queued, throttled)
+	}, restricted, pace, room, inFlight, queued, throttled, storeAge)
 }

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/readrecovery/readrecovery/otelattr"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // TestFairShare (R106; docs/policy.md: scope-store) is max-min fairness
@@ -165,4 +169,131 @@ func TestStorePublishesFleetRate(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestScopeStateShowsShare (R103, R108): a scope paced at its fleet share
+// shows it (Share 5 of the card's 20/s, with three others), with the time
+// the store last answered (StoreView); the store-age gauge counts the
+// seconds since (2 s later: 2). A card past fresh shows no share; a
+// store that never answered shows no view and no age.
+func TestScopeStateShowsShare(t *testing.T) {
+	const scope = "https://acct.example"
+	for _, tc := range []struct {
+		name      string
+		store     func(t *testing.T) ScopeStore
+		share     float64
+		view, age bool
+	}{
+		{"fresh card", newDirStore, 5, true, true},
+		{"a hung store", func(*testing.T) ScopeStore { return hungStore{} }, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.store(t)
+			synctest.Test(t, func(t *testing.T) {
+				if _, ok := s.(hungStore); !ok {
+					storeAt(t, s, scope, time.Now().Add(-5*time.Second), 3, time.Hour)
+				}
+				reader := sdkmetric.NewManualReader()
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+				rt := New(newScript(sequenceOf(reply(http.StatusOK))), WithSharedRestrictions(nil), WithScopeStore(s), WithMeterProvider(mp))
+				start := time.Now()
+				if errs := burstTo(t, rt, 1, scope+"/blob"); errs[0] != nil {
+					t.Fatal(errs[0])
+				}
+				time.Sleep(2 * time.Second)
+				st := rt.Scopes().Snapshot()
+				if len(st) != 1 || st[0].Share != tc.share || st[0].StoreView.Equal(start) != tc.view {
+					t.Fatalf("Snapshot() = %+v, want share %v, store view at the start: %v", st, tc.share, tc.view)
+				}
+				var rm metricdata.ResourceMetrics
+				if err := reader.Collect(context.Background(), &rm); err != nil {
+					t.Fatal(err)
+				}
+				age, found := 0.0, false
+				for _, sm := range rm.ScopeMetrics {
+					for _, m := range sm.Metrics {
+						if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == otelattr.ScopeStoreAgeMetric {
+							age, found = g.DataPoints[0].Value, true
+						}
+					}
+				}
+				if found != tc.age || (tc.age && age != 2) {
+					t.Fatalf("%s: %v (reported: %v), want 2 s: %v", otelattr.ScopeStoreAgeMetric, age, found, tc.age)
+				}
+				time.Sleep(storeDeadline) // the hung store's look gives up
+			})
+		})
+	}
+}
+
+// TestFleetSharesConverge (R106, F4; docs/policy.md: scope-store): four
+// processes (a table each, one directory store) saturate one scope whose
+// card holds a fresh 20/s. Each gets its share, 5/s within ±15 %, over
+// seconds 2 to 10; a fifth that joins at 10 s gets 4/s (≥ 80 % of its
+// share) over its first 3 s, and the four theirs; when the fifth stops at
+// 16 s, its share returns to the four within 4 exchanges (its lease, 3 s,
+// and one exchange): 5/s again over seconds 21 to 26.
+func TestFleetSharesConverge(t *testing.T) {
+	const scope = "https://acct.example"
+	s := newDirStore(t)
+	synctest.Test(t, func(t *testing.T) {
+		storeAt(t, s, scope, time.Now(), 0, 0)
+		srv := newScript(sequenceOf(reply(http.StatusOK)))
+		start := time.Now()
+		var wg sync.WaitGroup
+		member := func(i int, from, until time.Duration) {
+			time.Sleep(from)
+			rt := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+			for range 4 {
+				wg.Go(func() {
+					for time.Since(start) < until {
+						resp, err := rt.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("f")), fmt.Sprintf("%s/m%d/blob", scope, i)))
+						if err != nil {
+							t.Errorf("member %d: %v", i, err)
+							return
+						}
+						drain(resp)
+					}
+				})
+			}
+		}
+		for i := range 4 {
+			member(i, 0, 26*time.Second)
+		}
+		wg.Go(func() { member(4, 10*time.Second, 16*time.Second) })
+		wg.Wait()
+		rate := func(i int, from, until time.Duration) float64 {
+			n := 0
+			for _, h := range srv.Hits() {
+				at := h.At.Sub(start)
+				if h.URL == fmt.Sprintf("%s/m%d/blob", scope, i) && at >= from && at < until {
+					n++
+				}
+			}
+			return float64(n) / (until - from).Seconds()
+		}
+		within := func(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want }
+		for i := range 5 {
+			t.Logf("member %d: %.2f/s over 2-10 s, %.2f/s over 10-13 s, %.2f/s over 12-16 s, %.2f/s over 21-26 s", i,
+				rate(i, 2*time.Second, 10*time.Second), rate(i, 10*time.Second, 13*time.Second), rate(i, 12*time.Second, 16*time.Second), rate(i, 21*time.Second, 26*time.Second))
+		}
+		for i := range 4 {
+			if got := rate(i, 2*time.Second, 10*time.Second); !within(got, 5, 0.15) {
+				t.Errorf("member %d: %.2f/s over seconds 2-10, want 5/s ±15 %%", i, got)
+			}
+			if got := rate(i, 21*time.Second, 26*time.Second); !within(got, 5, 0.15) {
+				t.Errorf("member %d: %.2f/s over seconds 21-26 (the fifth gone), want 5/s ±15 %%", i, got)
+			}
+		}
+		if got := rate(4, 10*time.Second, 13*time.Second); got < 0.8*4 {
+			t.Errorf("the fifth: %.2f/s over its first 3 s, want at least 80 %% of 4/s", got)
+		}
+		total := 0.0
+		for i := range 5 {
+			total += rate(i, 12*time.Second, 16*time.Second)
+		}
+		if !within(total, 20, 0.15) {
+			t.Errorf("five members together: %.2f/s over seconds 12-16, want the card's 20/s ±15 %%", total)
+		}
+	})
 }

@@ -73,6 +73,13 @@ type ScopeState struct {
 	// Throttled counts the 429s answered to the scope's requests that went
 	// through its room (those with a Budget or a caller's retry mark).
 	Throttled uint64
+	// Share is the rate, in requests per second, this process's part of
+	// the fleet's learnt rate gives it (docs/policy.md: scope-store), while
+	// the card it came from is fresh; 0 when it has none.
+	Share float64
+	// StoreView is when the scope store last answered an exchange of the
+	// scope (this process's clock); zero without a store or an answer.
+	StoreView time.Time
 }
 
 // Snapshot returns what the table knows of each scope it holds, sorted by
@@ -80,6 +87,10 @@ type ScopeState struct {
 // the table.
 func (s *Scopes) Snapshot() []ScopeState {
 	t := s.t
+	now := time.Now()
+	if t.sharing != nil {
+		now = t.sharing.now() // a share is the store's: its table's clock
+	}
 	t.mu.Lock()
 	out := make([]ScopeState, 0, len(t.m))
 	for scope, e := range t.m {
@@ -90,9 +101,21 @@ func (s *Scopes) Snapshot() []ScopeState {
 		if r := e.room; r != nil {
 			st.Room, st.InFlight, st.Queued, st.Quota, st.Throttled = r.limit, r.inflight, len(r.queue), r.quota, r.throttled
 		}
+		if e.share.at(now) {
+			st.Share = e.share.rate
+		}
 		out = append(out, st)
 	}
 	t.mu.Unlock()
+	if sh := t.sharing; sh != nil {
+		sh.mu.Lock()
+		for i := range out {
+			if l := sh.looks[out[i].Scope]; l != nil {
+				out[i].StoreView = l.seen
+			}
+		}
+		sh.mu.Unlock()
+	}
 	slices.SortFunc(out, func(a, b ScopeState) int { return strings.Compare(a.Scope, b.Scope) })
 	return out
 }

@@ -22,6 +22,9 @@ func BenchmarkRoundTripShared(b *testing.B) {
 		{"off", nil},
 		{"on", []Option{WithSharedRestrictions(nil)}},
 		{"on-azure-scope", []Option{WithSharedRestrictions(AzureScope)}},
+		// F7: a store configured (one that answers at once: its exchanges
+		// run in the background, one a second per scope).
+		{"on-store", []Option{WithSharedRestrictions(nil), WithScopeStore(instantStore{})}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			rt := New(newOK(), tc.opts...)
@@ -39,6 +42,13 @@ func BenchmarkRoundTripShared(b *testing.B) {
 			}
 		})
 	}
+}
+
+// instantStore answers every exchange at once with an empty view.
+type instantStore struct{}
+
+func (instantStore) Exchange(context.Context, string, ScopeCard, ScopeMember) (ScopeView, error) {
+	return ScopeView{Now: time.Now()}, nil
 }
 
 // BenchmarkAdmitWhileLearning (R97): one scope's take while another scope

@@ -40,6 +40,10 @@ const (
 	ScopeInFlightMetric   = "readrecovery.scope.in_flight"
 	ScopeQueuedMetric     = "readrecovery.scope.queued"
 	ScopeThrottledMetric  = "readrecovery.scope.throttled"
+	// ScopeStoreAgeMetric is a gauge of the seconds since the scope store
+	// last answered an exchange of the scope (tables with a store only):
+	// the age of the fleet's view the process paces by.
+	ScopeStoreAgeMetric = "readrecovery.scope.store_age"
 	// ScopeName is the instrumentation scope of the tracer and the meter.
 	ScopeName = "github.com/readrecovery/readrecovery"
 )
