@@ -297,3 +297,57 @@ func TestFleetSharesConverge(t *testing.T) {
 		}
 	})
 }
+
+// countingStore counts the exchanges that reach its store: reads (a zero
+// card) and writes apart.
+type countingStore struct {
+	inner         ScopeStore
+	mu            sync.Mutex
+	reads, writes int
+}
+
+func (c *countingStore) Exchange(ctx context.Context, scope string, card ScopeCard, m ScopeMember) (ScopeView, error) {
+	c.mu.Lock()
+	if card.isZero() {
+		c.reads++
+	} else {
+		c.writes++
+	}
+	c.mu.Unlock()
+	return c.inner.Exchange(ctx, scope, card, m)
+}
+
+// TestStoreTraffic (R105, F7): a process sending 50 requests a second to
+// one scope for 20 s exchanges with the store once a second (jittered
+// ±10 %, so 18 to 23 timer looks, and the first look), and a 429 adds one
+// write: nothing per request.
+func TestStoreTraffic(t *testing.T) {
+	s := &countingStore{inner: newDirStore(t)}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			if n == 500 {
+				return reply(http.StatusTooManyRequests, "Retry-After", "1")(req), nil
+			}
+			return reply(http.StatusOK)(req), nil
+		})
+		rt := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		start := time.Now()
+		for time.Since(start) < 20*time.Second {
+			resp, err := rt.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("t")), "https://acct.example/blob"))
+			if err == nil {
+				drain(resp)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		synctest.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n := len(srv.Hits()); n < 900 {
+			t.Fatalf("the server saw %d requests, want about 950 (a second lost to the 429)", n)
+		}
+		t.Logf("%d requests; %d reads, %d writes", len(srv.Hits()), s.reads, s.writes)
+		if s.reads < 19 || s.reads > 24 || s.writes != 1 {
+			t.Fatalf("%d reads and %d writes in 20 s, want 19 to 24 reads (the first look, one a second ±10 %%) and 1 write (the 429)", s.reads, s.writes)
+		}
+	})
+}
