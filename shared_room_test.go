@@ -416,3 +416,27 @@ func TestRoomHistory(t *testing.T) {
 
 // fixed is the instant t, as the step tables give it.
 func fixed(t time.Time) *instant { return &instant{t: t, known: true} }
+
+// TestRoomQuotaPeakRenews (docs/policy.md: quota-headers): a reset renews
+// the quota to the most the server ever said remain plus the one that
+// asked: 5 remained after one request, so 6 at the reset (not 5: the
+// request that was answered "5" was one of them).
+func TestRoomQuotaPeakRenews(t *testing.T) {
+	r := newRoom()
+	if r.enter(fixed(t0), 8, nil) != 1 {
+		t.Fatal("start: want one")
+	}
+	if !r.leave(fixed(t0), 8, 1, 200, 5) || r.quota != 5 {
+		t.Fatalf("1's answer: quota %d, want 5", r.quota)
+	}
+	if r.enter(fixed(t0), 8, nil) != 2 {
+		t.Fatal("want 2 handed over")
+	}
+	if !r.leave(fixed(t0), 8, 2, 200, 0) || r.quota != 0 {
+		t.Fatalf("2's answer: quota %d, want 0", r.quota)
+	}
+	r.noteReset(t0, 0, time.Second)
+	if got := r.renew(t0.Add(time.Second)); !got.IsZero() || r.quota != 6 {
+		t.Fatalf("at the reset: hold %v quota %d, want none and 6 (5 remained after the one that asked)", got, r.quota)
+	}
+}

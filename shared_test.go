@@ -1041,3 +1041,25 @@ func TestRestrictionExpect(t *testing.T) {
 		}
 	}
 }
+
+// TestPaceCatchUpBoundary (docs/policy.md: release-ramp): a settled pace
+// goes at twice its rate while its 2xx are fewer than it owes plus a
+// quarter of the burst, and at its rate once they are as many: one 2xx at
+// T owes nothing, so a burst of 4 (a quarter: 1) is spent by it, a burst
+// of 8 (2) is not.
+func TestPaceCatchUpBoundary(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		burst float64
+		want  time.Duration
+	}{
+		{4, 10 * time.Millisecond},
+		{8, 5 * time.Millisecond},
+	} {
+		p := pace{mode: paceSettle, settled: 10 * time.Millisecond, interval: 10 * time.Millisecond, since: t0, last: t0, burst: tc.burst}
+		p.succeeded(t0)
+		if p.interval != tc.want {
+			t.Errorf("burst %v: after one 2xx at T the spacing is %v, want %v", tc.burst, p.interval, tc.want)
+		}
+	}
+}
