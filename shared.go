@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,11 +49,11 @@ type restrictions struct {
 
 	// mu guards m and every scope's restriction and room: one table, one
 	// lock (learning a pace runs outside it: learnLater).
-	mu       sync.Mutex
-	m        map[string]*scopeEntry
-	peak     int       // the most entries m held since it was made (a map never shrinks)
-	gens     uint64    // the last generation handed out
-	earliest time.Time // no entry ends before it (when a sweep is due)
+	mu   sync.Mutex
+	m    map[string]*scopeEntry
+	peak int      // the most entries m held since it was made (a map never shrinks)
+	gens uint64   // the last generation handed out
+	ends endQueue // the restrictions by end (at or before it): the sweep's queue
 }
 
 // scopeEntry is one scope's state: its restriction (nil when it has none)
@@ -83,6 +84,8 @@ type restriction struct {
 	// least: the release lasts until then at least (a fleet's share
 	// paced from now: its first requests come just after; paceShare).
 	least time.Time
+	// queued: the end it is queued at in the table's ends (zero: not).
+	queued time.Time
 }
 
 // due is when ticket k may go: never before T.
@@ -243,7 +246,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 			}
 			r.pace.cutK = r.baseK
 		}
-		t.noteEndLocked(r)
+		t.noteEndLocked(scope, r)
 		return r.gen
 	}
 	// The sweep above forgot every restriction that ended: this scope has
@@ -260,7 +263,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	}
 	e.r = r
 	published = true
-	t.noteEndLocked(r)
+	t.noteEndLocked(scope, r)
 	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
 		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
 	return r.gen
@@ -317,7 +320,7 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 	}
 	r.pace = e.share.pace(from, r.pace)
 	r.least = from.Add(max(r.pace.interval, paceRecheck))
-	t.noteEndLocked(r)
+	t.noteEndLocked(scope, r)
 }
 
 // fleetShare is the rate (and burst) the fleet gives this process for a
@@ -383,7 +386,7 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 		p = *held
 	} else {
 		r.issued++
-		t.noteEndLocked(r)
+		t.noteEndLocked(scope, r)
 	}
 	at := r.due(p.k)
 	if r.pace.interval > 0 {
@@ -489,30 +492,38 @@ func (t *restrictions) endLocked(scope string, e *scopeEntry) {
 	}
 }
 
-// noteEndLocked keeps earliest at or before every entry's end.
-func (t *restrictions) noteEndLocked(r *restriction) {
-	if e := r.end(); t.earliest.IsZero() || e.Before(t.earliest) {
-		t.earliest = e
+// noteEndLocked keeps r (scope's restriction) in the table's ends at or
+// before its end: a restriction is queued again only when its end comes
+// sooner than the one it is queued at (an end mostly grows: its release
+// hands out more places), so each has about one entry.
+func (t *restrictions) noteEndLocked(scope string, r *restriction) {
+	if e := r.end(); r.queued.IsZero() || e.Before(r.queued) {
+		r.queued = e
+		t.ends.push(endAt{at: e, scope: scope, r: r})
 	}
 }
 
-// sweepLocked forgets every restriction that has ended at now, once the
-// earliest end has come (at most one pass over the table per end).
+// sweepLocked forgets every restriction that has ended at now: the ends
+// due at now come off the table's queue (O(log n) each; nothing is done
+// for the scopes whose end has not come); one that has not ended after all
+// (its release handed out more places since) is queued again at its end.
 func (t *restrictions) sweepLocked(now time.Time) {
-	if t.earliest.IsZero() || now.Before(t.earliest) {
-		return
-	}
-	t.earliest = time.Time{}
-	for k, e := range t.m {
-		switch {
-		case e.r == nil:
-		case !now.Before(e.r.end()):
-			t.endLocked(k, e)
-		default:
-			t.noteEndLocked(e.r)
+	ended := false
+	for len(t.ends) > 0 && !now.Before(t.ends[0].at) {
+		q := t.ends.pop()
+		e := t.m[q.scope]
+		if e == nil || e.r != q.r || !q.r.queued.Equal(q.at) {
+			continue // ended, replaced or queued again since
+		}
+		q.r.queued = time.Time{}
+		if !now.Before(q.r.end()) {
+			t.endLocked(q.scope, e)
+			ended = true
+		} else {
+			t.noteEndLocked(q.scope, q.r)
 		}
 	}
-	if len(t.m) < t.peak/4 {
+	if ended && len(t.m) < t.peak/4 {
 		// A Go map keeps its buckets when entries are deleted: a table
 		// that shrank to a quarter is copied, so that its memory returns.
 		m := make(map[string]*scopeEntry, len(t.m))
@@ -521,26 +532,81 @@ func (t *restrictions) sweepLocked(now time.Time) {
 		}
 		t.m, t.peak = m, len(m)
 	}
+	if c := cap(t.ends); c > 64 && len(t.ends) < c/4 {
+		t.ends = slices.Clone(t.ends) // its memory returns too
+	}
+}
+
+// endAt is a restriction queued at (at or before) its end.
+type endAt struct {
+	at    time.Time
+	scope string
+	r     *restriction
+}
+
+// endQueue is a min-heap of endAt by at (written out, not
+// container/heap: that boxes every entry it pushes or pops).
+type endQueue []endAt
+
+// push adds x.
+func (q *endQueue) push(x endAt) {
+	*q = append(*q, x)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h[i].at.Before(h[up].at) {
+			break
+		}
+		h[i], h[up] = h[up], h[i]
+		i = up
+	}
+}
+
+// pop removes and returns the earliest entry; q is not empty.
+func (q *endQueue) pop() endAt {
+	h := *q
+	x, n := h[0], len(h)-1
+	h[0], h[n] = h[n], endAt{}
+	h = h[:n]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < n && h[l].at.Before(h[least].at) {
+			least = l
+		}
+		if r < n && h[r].at.Before(h[least].at) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return x
 }
 
 // evictLocked forgets the restriction that ends soonest (and its entry,
-// when its room is idle too).
+// when its room is idle too): the head of the table's ends, once entries
+// no longer current are dropped and one queued before its end is queued
+// again at it.
 func (t *restrictions) evictLocked() {
-	var victim string
-	var end time.Time
-	for k, e := range t.m {
-		if e.r == nil {
+	for len(t.ends) > 0 {
+		q := t.ends.pop()
+		e := t.m[q.scope]
+		if e == nil || e.r != q.r || !q.r.queued.Equal(q.at) {
 			continue
 		}
-		if at := e.r.end(); victim == "" || at.Before(end) {
-			victim, end = k, at
+		q.r.queued = time.Time{}
+		if end := q.r.end(); end.After(q.at) {
+			t.noteEndLocked(q.scope, q.r) // not the soonest after all, maybe
+			continue
 		}
-	}
-	if e := t.m[victim]; e != nil {
 		e.r = nil
 		if e.room.idle() {
-			delete(t.m, victim)
+			delete(t.m, q.scope)
 		}
+		return
 	}
 }
 

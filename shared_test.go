@@ -1063,3 +1063,26 @@ func TestPaceCatchUpBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestEndQueueOrder: the table's queue of ends gives them back earliest
+// first, whatever order they came in, equal times included.
+func TestEndQueueOrder(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q endQueue
+	var want []time.Time
+	for range 500 {
+		at := t0.Add(time.Duration(rng.IntN(200)) * time.Millisecond)
+		q.push(endAt{at: at})
+		want = append(want, at)
+	}
+	slices.SortFunc(want, func(a, b time.Time) int { return a.Compare(b) })
+	for i, w := range want {
+		if got := q.pop().at; !got.Equal(w) {
+			t.Fatalf("pop %d: %v, want %v", i, got.Sub(t0), w.Sub(t0))
+		}
+	}
+	if len(q) != 0 {
+		t.Fatalf("%d left", len(q))
+	}
+}
