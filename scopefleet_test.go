@@ -351,3 +351,46 @@ func TestStoreTraffic(t *testing.T) {
 		}
 	})
 }
+
+// TestShareOutlivesRelease (R106; docs/policy.md: scope-store): a fresh
+// card's share paces the scope while it is fresh, not only the release
+// it started: a second burst of 8, 2 s after the first ended, reaches
+// the server 50 ms apart too (20/s, alone); once the card is a minute
+// old, a burst goes at once.
+func TestShareOutlivesRelease(t *testing.T) {
+	const scope = "https://acct.example"
+	s := newDirStore(t)
+	synctest.Test(t, func(t *testing.T) {
+		storeAt(t, s, scope, time.Now(), 0, 0)
+		srv := newScript(sequenceOf(reply(http.StatusOK)))
+		rt := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		t0 := time.Now()
+		spacing := func(from time.Duration) []time.Duration {
+			time.Sleep(time.Until(t0.Add(from)))
+			n := len(srv.Hits())
+			for i, err := range burstTo(t, rt, 8, scope+"/blob") {
+				if err != nil {
+					t.Fatalf("read %d: %v", i, err)
+				}
+			}
+			var got []time.Duration
+			hits := srv.Hits()[n:]
+			for _, h := range hits[1:] {
+				got = append(got, h.At.Sub(hits[0].At))
+			}
+			return got
+		}
+		want := []time.Duration{50, 100, 150, 200, 250, 300, 350}
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		for _, at := range []time.Duration{0, 2 * time.Second, 30 * time.Second} {
+			if got := spacing(at); !slices.Equal(got, want) {
+				t.Fatalf("the burst at +%v reached the server at %v after its first, want %v", at, got, want)
+			}
+		}
+		if got := spacing(cardFresh + time.Second); !slices.Equal(got, make([]time.Duration, 7)) {
+			t.Fatalf("the burst after the card went stale reached the server at %v after its first, want all at once", got)
+		}
+	})
+}

@@ -305,11 +305,20 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 	if e == nil {
 		e = t.addLocked(scope)
 	}
-	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh}
+	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh, plan: plan}
+	t.paceShareLocked(scope, e, now, until)
+}
+
+// paceShareLocked paces scope's release (a new one at until when it has
+// none) at its entry e's share from now (until when later), and returns it.
+func (t *restrictions) paceShareLocked(scope string, e *scopeEntry, now, until time.Time) *restriction {
+	if t.m[scope] != e {
+		t.m[scope] = e // ended and forgotten a moment ago (endLocked)
+	}
 	r := e.r
 	if r == nil {
 		t.gens++
-		r = &restriction{gen: t.gens, until: until, base: until, plan: plan}
+		r = &restriction{gen: t.gens, until: until, base: until, plan: e.share.plan}
 		e.r = r
 	} else {
 		r.rebase(now, r.until)
@@ -321,6 +330,7 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 	r.pace = e.share.pace(from, r.pace)
 	r.least = from.Add(max(r.pace.interval, paceRecheck))
 	t.noteEndLocked(scope, r)
+	return r
 }
 
 // fleetShare is the rate (and burst) the fleet gives this process for a
@@ -328,6 +338,7 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 type fleetShare struct {
 	rate, burst float64
 	fresh       time.Time
+	plan        *waitPlan // the card's 429: the waits' evidence
 }
 
 // at reports whether the share holds at now.
@@ -371,12 +382,18 @@ func (t *restrictions) take(scope string, now time.Time, held *place) (restricte
 	t.sweepLocked(now)
 	e := t.m[scope]
 	r := e.restriction()
-	if r == nil {
-		return restricted{}, place{}, false
-	}
-	if !now.Before(r.end()) {
+	if r != nil && !now.Before(r.end()) {
 		t.endLocked(scope, e)
-		return restricted{}, place{}, false
+		r = nil
+	}
+	if r == nil {
+		if e == nil || !e.share.at(now) {
+			return restricted{}, place{}, false
+		}
+		// The fleet's share of a rate learnt lately paces the scope while
+		// it is fresh, restricted or not: a release at the share from now
+		// (it ends again as soon as the requests come slower than it).
+		r = t.paceShareLocked(scope, e, now, now)
 	}
 	p := place{scope: scope, gen: r.gen, k: r.issued}
 	if held != nil && held.scope == scope && held.gen == r.gen {
