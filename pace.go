@@ -82,6 +82,22 @@ type pace struct {
 	// fastest: the shortest spacing at which a paced request of a ramp
 	// got a 2xx (0: none yet), kept across cycles.
 	fastest time.Duration
+	// part: this process's part of its fleet's rate (scopeshare.go), when
+	// it is one of several (0: alone, or no store); a slow start goes at
+	// it (fleetStart).
+	part float64
+}
+
+// fleetStart makes a slow start that of one of a fleet, whose part of
+// the fleet's rate is part: its spacing starts at paceStart/part and
+// grows as its part of one process's slow start (succeeded), so that the
+// members released together at a shared not-before start as one process.
+func (p *pace) fleetStart(part float64) {
+	if p.mode != paceUnknown || part <= 0 || part >= 1 {
+		return
+	}
+	p.part = part
+	p.interval = min(time.Duration(float64(p.interval)/part), paceMax)
 }
 
 // history is what a scope's room saw before its first 429: ok requests
@@ -137,7 +153,14 @@ func (p *pace) succeeded(sent time.Time) {
 	}
 	switch p.mode {
 	case paceUnknown:
-		if p.interval /= 2; p.interval < paceMin {
+		if p.part > 0 && p.part < 1 {
+			// One of a fleet: its slow start grows as its part of one
+			// process's would, so that the fleet's grows as one does.
+			p.interval = time.Duration(float64(p.interval) * math.Exp2(-p.part))
+		} else {
+			p.interval /= 2
+		}
+		if p.interval < paceMin {
 			p.interval = 0
 		}
 	case paceRamp:

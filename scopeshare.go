@@ -67,6 +67,7 @@ const (
 	memberLease    = 3 * storeEvery         // a member record is live this long after its exchange
 	cardFresh      = time.Minute            // a card's learnt rate is shared this long after it was learnt
 	shareMoved     = 0.15                   // a part of the fleet's rate that moved more than this is paced anew
+	maxDemand      = 1e6                    // a member's demand, at most (requests per second): all it can get
 )
 
 // scopeShare is a table's link to its store.
@@ -263,7 +264,9 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 			sh.t.record(scope, back, local, plan, nil)
 		}
 	}
-	if rate, burst, ok := sh.shared(scope, view, member); ok {
+	rate, burst, ok, part := sh.shared(scope, view)
+	sh.t.notePart(scope, part)
+	if ok {
 		fresh := view.Card.Learnt.Add(cardFresh - offset)
 		sh.t.paceShare(scope, back, until, fresh, rate, burst, plan)
 	}
@@ -271,9 +274,9 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 
 // member is the process's member record of scope for an exchange sent at
 // sent (this process's clock; offset: the store's clock less it): its
-// demand since its last exchange, the share it was given, live for
-// memberLease. The zero record (none written) when the scope has no
-// look or it is under a millisecond old.
+// demand since its last exchange (maxDemand at its first, under a
+// millisecond after the look began), the share it was given, live for
+// memberLease. The zero record (none written) when the scope has no look.
 func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration) ScopeMember {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -281,58 +284,65 @@ func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration)
 	if l == nil {
 		return ScopeMember{}
 	}
-	d := sent.Sub(l.since)
-	if d < time.Millisecond {
-		return ScopeMember{}
+	demand := maxDemand // the scope's first exchange: it asks for all it can get
+	if d := sent.Sub(l.since); d >= time.Millisecond {
+		demand = min(float64(l.asks)/d.Seconds(), maxDemand)
 	}
-	m := ScopeMember{ID: sh.id, Demand: float64(l.asks) / d.Seconds(), Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
+	m := ScopeMember{ID: sh.id, Demand: demand, Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
 	l.asks, l.since = 0, sent
 	return m
 }
 
 // shared returns the rate (and burst) the process paces scope at from
-// view, the store's answer to an exchange that wrote member:
+// view, the store's answer to an exchange, and its part
+// of the fleet's rate (whatever the card):
 // its fair share of a fresh card's rate, when that is news (the card's
 // rate is newer than the one it paces at, or its part of it moved by
 // more than shareMoved). ok is false when there is nothing to pace anew.
-func (sh *scopeShare) shared(scope string, view ScopeView, member ScopeMember) (rate, burst float64, ok bool) {
+func (sh *scopeShare) shared(scope string, view ScopeView) (rate, burst float64, ok bool, part float64) {
+	// The others ask what their records say; this process asks for all
+	// it can get: what it asked since its last exchange says nothing of
+	// a burst it starts now (a process idle for a minute would be held
+	// to its idle rate). Its record tells the others its demand.
 	demands := make([]float64, 0, len(view.Members)+1)
-	own := -1
 	for _, m := range view.Members {
-		if m.ID == sh.id {
-			own = len(demands)
+		if m.ID != sh.id {
+			demands = append(demands, m.Demand)
 		}
-		demands = append(demands, m.Demand)
 	}
-	if own < 0 || member.ID == "" {
-		// Its record is not there yet (the scope's first exchange): it
-		// asks for all it can get.
-		if own >= 0 {
-			demands = slices.Delete(demands, own, own+1)
-		}
-		own = len(demands)
-		demands = append(demands, math.Inf(1))
-	}
-	// Its part of the fleet's rate, whatever the rate: a rate it learns
-	// is over it (publishRate).
-	part := fairShare(1, demands, own)
+	own := len(demands)
+	demands = append(demands, math.Inf(1))
+	// Its part of the fleet's rate: its fair share of a fresh card's
+	// rate over that rate; with none, an even split among the members
+	// that ask. A rate it learns is over it (publishRate).
 	c := view.Card
 	fresh := c.Rate > 0 && view.Now.Sub(c.Learnt) <= cardFresh
+	if fresh {
+		part = fairShare(c.Rate, demands, own) / c.Rate
+	} else {
+		asking := 0
+		for _, d := range demands {
+			if d > 0 {
+				asking++
+			}
+		}
+		part = 1 / float64(max(asking, 1))
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	l := sh.looks[scope]
 	if l == nil {
-		return 0, 0, false
+		return 0, 0, false, part
 	}
 	moved := math.Abs(part-l.part) > shareMoved*l.part
 	if moved || !fresh {
 		l.part = part
 	}
 	if !fresh || (c.Learnt.Equal(l.learnt) && !moved) {
-		return 0, 0, false
+		return 0, 0, false, part
 	}
 	l.share, l.learnt = c.Rate*part, c.Learnt
-	return l.share, c.Burst * part, l.share > 0
+	return l.share, c.Burst * part, l.share > 0, part
 }
 
 // fairShare returns demands[own]'s part of rate by max-min fairness (Google

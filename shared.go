@@ -63,6 +63,7 @@ type scopeEntry struct {
 	r     *restriction
 	room  *room
 	share fleetShare // the fleet's share of the scope, while fresh (zero: none; scopeshare.go)
+	part  float64    // this process's part of its fleet's rate (0: unknown; scopeshare.go)
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
@@ -261,6 +262,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 		// the release goes at it, not at what this process alone saw.
 		r.pace = e.share.pace(until, r.pace)
 	}
+	r.pace.fleetStart(e.part)
 	e.r = r
 	published = true
 	t.noteEndLocked(scope, r)
@@ -307,6 +309,17 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 	}
 	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh, plan: plan}
 	t.paceShareLocked(scope, e, now, until)
+}
+
+// notePart keeps this process's part of its fleet's rate for scope (the
+// store's members say it: scopeshare.go); a slow start of the scope goes
+// at it (pace.fleetStart).
+func (t *restrictions) notePart(scope string, part float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.m[scope]; e != nil {
+		e.part = part
+	}
 }
 
 // paceShareLocked paces scope's release (a new one at until when it has

@@ -1086,3 +1086,31 @@ func TestEndQueueOrder(t *testing.T) {
 		t.Fatalf("%d left", len(q))
 	}
 }
+
+// TestFleetSlowStart (docs/policy.md: scope-store): one of four members
+// of a fleet slow-starts at a quarter of one process's rate (40 ms, not
+// 10 ms) and grows by a quarter of a doubling per 2xx (×2^-¼), so that
+// four together start and grow as one process; alone (part 1 or unknown)
+// the slow start is one process's.
+func TestFleetSlowStart(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		part        float64
+		start, next time.Duration
+	}{
+		{0.25, 40 * time.Millisecond, 33636 * time.Microsecond},
+		{0.5, 20 * time.Millisecond, 14142 * time.Microsecond},
+		{1, 10 * time.Millisecond, 5 * time.Millisecond},
+		{0, 10 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		p := newPace(t0, t0.Add(time.Second), history{})
+		p.fleetStart(tc.part)
+		if p.interval != tc.start {
+			t.Errorf("part %v: starts at %v, want %v", tc.part, p.interval, tc.start)
+		}
+		p.succeeded(t0.Add(time.Second))
+		if got := p.interval.Round(time.Microsecond); got != tc.next {
+			t.Errorf("part %v: after a 2xx %v, want %v", tc.part, got, tc.next)
+		}
+	}
+}
