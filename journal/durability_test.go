@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +45,7 @@ func join(parts ...[]string) []string {
 func TestDurabilityOrder(t *testing.T) {
 	a := WithUpload(context.Background(), "a.bin")
 	b := WithUploadPart(context.Background(), "b.bin")
-	receiptA, partB := receiptName(fileDigest("a.bin")), partName(fileDigest("b.bin"), 1)
+	receiptA, partB := receiptName(record.FileDigest("a.bin")), record.PartName(record.FileDigest("b.bin"), 1)
 	oldHead := []string{"remove head-0001.json", "syncdir run"}
 	steps := []struct {
 		name string
@@ -62,7 +64,7 @@ func TestDurabilityOrder(t *testing.T) {
 			require.NoError(t, j.Complete(b, putReq(t), ok201("p")))
 		}, join(marker, durable("head-0003.json"), []string{"remove head-0002.json", "syncdir run"}, durable(partB), unmark)},
 		{"review", func(t *testing.T, j *Journal) {
-			_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
+			_, err := j.Review(context.Background(), "a.bin", record.DecisionSkip, "")
 			require.NoError(t, err)
 		}, join(marker, durable("review-0001.json"), durable("head-0004.json"), []string{"remove head-0003.json", "syncdir run"}, unmark)},
 		{"pending review", func(t *testing.T, j *Journal) {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/httprule"
@@ -173,7 +175,7 @@ type runner interface {
 	status(now time.Time) Status
 	// continuation is PlanContinuation of files, or RecordedPlan with files nil.
 	continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
-	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
+	Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
 	// lanes are the runs that record the files (the run, or the shards); lane(d) is d's index.
@@ -206,11 +208,11 @@ type run struct {
 
 	mu            sync.Mutex
 	snap          *snapshot
-	inflight      *markerFile // the marker this Journal holds, or nil
-	markerVersion string      // the store's version of that marker: its conditional delete names it
-	markerData    []byte      // the bytes of that marker
-	markerHold    func()      // ends the store's hold (lock or lease) that shows it live
-	failed        string      // a persistence failure; the Journal stays unresolved
+	inflight      *record.MarkerFile // the marker this Journal holds, or nil
+	markerVersion string             // the store's version of that marker: its conditional delete names it
+	markerData    []byte             // the bytes of that marker
+	markerHold    func()             // ends the store's hold (lock or lease) that shows it live
+	failed        string             // a persistence failure; the Journal stays unresolved
 	// started: by file digest, the upload this Journal began; a file with records of its
 	// round that this Journal did not begin is unknown and refused (checkRequest).
 	started map[string]*ownUpload
@@ -281,8 +283,8 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
-		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
+	if cfg.parallelSet && (cfg.parallel < record.MinParallel || cfg.parallel > record.MaxParallel) {
+		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, record.MinParallel, record.MaxParallel)
 	}
 	n := rootParallel(b)
 	if n > 0 && cfg.parallelSet && cfg.parallel != n {
@@ -310,8 +312,8 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.plan != nil && s.manifest != nil && s.manifest.planDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
+	if cfg.plan != nil && s.manifest != nil && s.manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.PlanDigest, planDigest)
 	}
 	j.snap = s
 	jr.r = j
@@ -325,7 +327,7 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 	s, err := scanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
 		err = errNoRun
-		if pl, ok := s.cache[planName].(planList); ok && !given {
+		if pl, ok := s.cache[record.PlanName].(planList); ok && !given {
 			planFiles, planDigest = pl.files, pl.digest // the creation's own plan
 		}
 	}
@@ -350,16 +352,16 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 // (a root's shards), and last the manifest, so that a run with a manifest is whole. A
 // manifest that exists is another worker's: a nil snapshot, the caller reads it.
 func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
-	planData, err := encodePlanList(plan)
+	planData, err := record.EncodePlanList(plan)
 	if err != nil {
 		return nil, err
 	}
-	if len(planData) > maxPlanBytes {
-		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
+	if len(planData) > record.MaxPlanBytes {
+		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), record.MaxPlanBytes)
 	}
 	err = j.b.initRun(exists)
 	if err == nil {
-		err = j.putPart(planName, planData)
+		err = j.putPart(record.PlanName, planData)
 	}
 	if err == nil && parts != nil {
 		err = parts()
@@ -367,22 +369,22 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if err != nil {
 		return nil, err
 	}
-	data, digest, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest,
+	data, digest, err := record.EncodeManifest(record.ManifestBody{BackoffVersion: record.BackoffVersion, PlanDigest: planDigest,
 		CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := j.b.put(manifestName, data); err != nil {
+	if _, err := j.b.put(record.ManifestName, data); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, nil // another worker's: the caller reads it
 		}
 		return nil, err
 	}
-	mi := manifestInfo{planDigest: planDigest, genesis: digest, parallel: parallel}
+	mi := record.ManifestInfo{PlanDigest: planDigest, Genesis: digest, Parallel: parallel}
 	s := newSnapshot()
 	s.files, s.manifest, s.planFiles = 2, &mi, plan
-	s.cache[manifestName] = mi
-	s.cache[planName] = planList{plan, planDigest}
+	s.cache[record.ManifestName] = mi
+	s.cache[record.PlanName] = planList{plan, planDigest}
 	return s, nil
 }
 
@@ -393,7 +395,7 @@ func (j *run) putPart(name string, data []byte) error {
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	had, _, ok := j.b.read(nil, name, maxPlanBytes)
+	had, _, ok := j.b.read(nil, name, record.MaxPlanBytes)
 	switch {
 	case !ok:
 		return fmt.Errorf("%s exists and cannot be read: %w", name, err)
@@ -410,7 +412,7 @@ func unfinishedCreation(s *snapshot) bool {
 		return false
 	}
 	for _, de := range s.listed {
-		if _, tmp := parseTempName(de.name); !de.regular || (!tmp && de.name != planName) {
+		if _, tmp := record.ParseTempName(de.name); !de.regular || (!tmp && de.name != record.PlanName) {
 			return false
 		}
 	}
@@ -471,7 +473,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	case ctx == nil:
 		return errors.New("journal: begin: nil context")
 	}
-	if err := validRequest("", req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
+	if err := record.ValidRequest("", req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	return j.r.Begin(ctx, req)
@@ -517,7 +519,7 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 // its shard's run. [DecisionReupload] makes the file eligible as a
 // never-attempted one (a new approval is still needed); [DecisionSkip]
 // means it is never sent. file is its [PlannedFile.ID] or its digest.
-func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+func (j *Journal) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
@@ -556,7 +558,7 @@ func (j *Journal) Shard(id string) int {
 	if j.zero() {
 		return 0
 	}
-	return j.r.lanes()[j.r.lane(fileDigest(id))].shardNo
+	return j.r.lanes()[j.r.lane(record.FileDigest(id))].shardNo
 }
 
 // statusLocked: with ignoreOwn, this Journal's own marker in flight does not count.
@@ -614,11 +616,11 @@ func (j *run) finishDeadReview() bool {
 	}
 	h := s.lastHead()
 	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
-		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
+		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.seq[n].name, Digest: s.seq[n].Digest}, &record.HeadBody{})
 		if err != nil {
 			return false
 		}
-		if _, err := j.b.put(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, err := j.b.put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -706,13 +708,13 @@ func (j *run) acquire(ctx context.Context) error {
 }
 
 // requestMarker is the marker of req; an upload's mutation names its file.
-func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
-	m := markerFile{
-		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+func requestMarker(ctx context.Context, req readrecovery.JournalRequest) record.MarkerFile {
+	m := record.MarkerFile{
+		BackoffVersion: record.BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
 	}
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
-		m.FileDigest, m.Part = fileDigest(u.id), u.part
+		m.FileDigest, m.Part = record.FileDigest(u.id), u.part
 	}
 	return m
 }
@@ -759,7 +761,7 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 
 // checkClaimed is the check under m's claim, after err if any: the request, then others
 // (the other shards' status). A refusal removes the marker; an upload's begin is recorded.
-func (j *run) checkClaimed(m markerFile, others Status, err error) error {
+func (j *run) checkClaimed(m record.MarkerFile, others Status, err error) error {
 	if err == nil {
 		err = j.checkRequest(m, j.clock.Now())
 	}
@@ -789,18 +791,18 @@ func (j *run) checkLimits() error {
 	if j.inflight != nil {
 		files--
 	}
-	if n := len(s.entries()); n >= maxEntries {
+	if n := len(s.entries()); n >= record.MaxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
 	}
-	if files+footprint > maxFiles {
-		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, maxFiles)
+	if files+record.Footprint > record.MaxFiles {
+		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, record.Footprint, record.MaxFiles)
 	}
 	return nil
 }
 
 // checkRequest decides from the snapshot whether m's request may be sent at now; a part
 // or commit of a file this run never sends again is refused.
-func (j *run) checkRequest(m markerFile, now time.Time) error {
+func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
@@ -813,7 +815,7 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 		case FileAcked:
 			return refuse(errReplay, "the file is acked: %s", fd.Reason)
 		case FileReviewed:
-			if fd.Decision == DecisionSkip {
+			if fd.Decision == record.DecisionSkip {
 				return refuse(errReplay, "the file: %s", fd.Reason)
 			}
 		case FileUnknown: // only this Journal's own upload of the round goes on
@@ -835,18 +837,18 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 // claim creates the marker m exclusively and durably; this Journal then holds it
 // (inflight). An existing marker is another request's: a *RestrictedError wrapping
 // ErrPending, nothing written. Any other failure is a persistence failure.
-func (j *run) claim(m markerFile) error {
+func (j *run) claim(m record.MarkerFile) error {
 	m.Host, m.PID = workerHost, workerPID
-	data, err := marshalLine(m)
+	data, err := record.MarshalLine(m)
 	if err != nil {
 		return err
 	}
 	version, hold, err := j.b.createMarker(data)
 	switch {
 	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
-		reason := markerName + ": " + pendingProblem
+		reason := record.MarkerName + ": " + pendingProblem
 		if r := j.snap.pendingResolved; r != "" {
-			reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+			reason = record.MarkerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
 		}
 		return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
 	case err != nil:
@@ -903,17 +905,17 @@ func (j *run) fail(why string) {
 // exclusively, then the head naming it (unless its request's begun head stands for it)
 // and removes the heads it replaces. linked reports whether the record exists durably;
 // an error after that is the head's: the marker stays, unresolved until a review.
-func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err error) {
+func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool, err error) {
 	s := j.snap
 	seq, prev := s.nextLink()
 	if seq == 0 {
-		return env{}, false, errors.New("run.json is unusable: nothing is written")
+		return record.Env{}, false, errors.New("run.json is unusable: nothing is written")
 	}
-	data, digest, err := seal(kind, seq, prev, body)
+	data, digest, err := record.Seal(kind, seq, prev, body)
 	if err != nil {
-		return env{}, false, err
+		return record.Env{}, false, err
 	}
-	e = env{Seq: seq, Prev: prev, Digest: digest}
+	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
 	linked, err = j.b.put(name, data)
 	s.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked {
@@ -929,22 +931,22 @@ func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err er
 		s.begun = nil
 		return e, true, nil
 	}
-	return e, true, j.putHead(seq, link{name, digest}, nil)
+	return e, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
 }
 
 // putHead writes head-seq after prev, the run's last record (a begun head when begun is
 // not nil), then removes the heads it replaces.
-func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
+func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) error {
 	s := j.snap
-	body := &headBody{Begun: begun}
-	hd, digest, err := seal(kindHead, seq, prev, body)
+	body := &record.HeadBody{Begun: begun}
+	hd, digest, err := record.Seal(record.KindHead, seq, prev, body)
 	if err != nil {
 		return err
 	}
-	hn := headName(seq)
+	hn := record.HeadName(seq)
 	hl, err := j.b.put(hn, hd)
 	if hl {
-		e := env{Seq: seq, Prev: prev, Digest: digest}
+		e := record.Env{Seq: seq, Prev: prev, Digest: digest}
 		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
 		s.files++
 		if begun != nil {
@@ -972,14 +974,14 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 // beginRecord writes an upload request's begun head under its claim, before it is sent,
 // so that a marker removed by hand is a finding, never a way to make the file eligible.
 // A head not written ends the claim; one written but not durably keeps the marker.
-func (j *run) beginRecord(m markerFile) error {
+func (j *run) beginRecord(m record.MarkerFile) error {
 	seq, prev := j.snap.nextLink()
-	err := j.putHead(seq, prev, &begunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
+	err := j.putHead(seq, prev, &record.BegunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
 		Part: m.Part, Attempt: m.Attempt, ResendOf: m.ResendOf, BegunAtUTC: m.BegunAtUTC})
 	if err == nil {
 		return nil
 	}
-	j.fail("write " + headName(seq) + ": " + redact.Text(err.Error()))
+	j.fail("write " + record.HeadName(seq) + ": " + redact.Text(err.Error()))
 	err = fmt.Errorf("journal: begin: %w", bareErr(err))
 	if j.snap.begun == nil {
 		return j.unclaim(err)
@@ -1014,7 +1016,7 @@ func (j *run) finish() {
 
 // takeInflight checks that req is the request Begin recorded; the caller
 // finishes it after nil. A request that differs is finished at once.
-func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
+func (j *run) takeInflight(req readrecovery.JournalRequest) (*record.MarkerFile, error) {
 	m := j.inflight
 	if m == nil {
 		return nil, errors.New("journal: no request in flight (Begin was not called)")
@@ -1041,26 +1043,26 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	}
 	defer j.finish()
 	s := j.snap
-	e := entryBody{
-		BackoffVersion: backoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
+	e := record.EntryBody{
+		BackoffVersion: record.BackoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
 		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
-		RetryAfter: retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance: provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
+		RetryAfter: record.RetryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
+		Provenance: record.Provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
-	if timing != nil && representable(timing) {
+	if timing != nil && record.Representable(timing) {
 		// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
-		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
+		e.Timing = &record.TimingJSON{ReceivedAtUTC: timing.ReceivedAtUTC, NotBeforeUTC: timing.NotBeforeUTC, ServerDelaySeconds: timing.ServerDelaySeconds}
 	}
-	if e.Sequence > maxEntries {
+	if e.Sequence > record.MaxEntries {
 		j.fail("entry limit")
-		return "", full("entry %d is beyond the %d a run holds", e.Sequence, maxEntries)
+		return "", full("entry %d is beyond the %d a run holds", e.Sequence, record.MaxEntries)
 	}
-	if err := validEntry(e); err != nil {
+	if err := record.ValidEntry(e); err != nil {
 		j.fail("invalid backoff entry: " + err.Error())
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
-	name := entryName(e.Sequence)
-	ev, linked, err := j.writeRecord(name, kindEntry, &e)
+	name := record.EntryName(e.Sequence)
+	ev, linked, err := j.writeRecord(name, record.KindEntry, &e)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
 			u.throttledBy, u.throttledName = ev.Digest, name
@@ -1071,7 +1073,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	if !linked {
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
-	if why := untimed(e); why != "" {
+	if why := record.Untimed(e); why != "" {
 		s.addFinding(name, "%s", why)
 	}
 	if err == nil {
@@ -1084,12 +1086,12 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 }
 
 // writeRecord is putLinked of the request in flight; a failure is a persistence failure.
-func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
+func (j *run) writeRecord(name, kind string, body any) (record.Env, bool, error) {
 	r, linked, err := j.putLinked(name, kind, body)
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 	}
-	return r.env, linked, err
+	return r.Env, linked, err
 }
 
 // putLinked is putRecord, its record added to the snapshot once linked: false means
@@ -1128,21 +1130,21 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	}
 	switch {
 	case m.FileDigest != "" && m.Part:
-		p := partBody{
+		p := record.PartBody{
 			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.partsOf(m.FileDigest)) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC: j.clock.Now().Unix(),
 		}
-		if p.Part > maxParts {
+		if p.Part > record.MaxParts {
 			j.fail("part limit")
-			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
+			return full("part %d of one file is beyond the %d a file holds", p.Part, record.MaxParts)
 		}
-		_, _, err = j.writeRecord(partName(m.FileDigest, p.Part), kindPart, &p)
+		_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
 	case m.FileDigest != "":
 		round := s.view(m.FileDigest, true).round
-		r := receiptBody{
+		r := record.ReceiptBody{
 			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
 			Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
 			RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
@@ -1151,7 +1153,7 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		if round > 1 {
 			r.Round = round
 		}
-		_, _, err = j.writeRecord(receiptNameRound(m.FileDigest, round), kindReceipt, &r)
+		_, _, err = j.writeRecord(record.ReceiptNameRound(m.FileDigest, round), record.KindReceipt, &r)
 	}
 	if err != nil {
 		return fmt.Errorf("journal: receipt: %w", bareErr(err))

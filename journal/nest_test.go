@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -111,7 +113,7 @@ func TestParallelShardsNest(t *testing.T) {
 		})
 	}
 	// A record or a marker in the root itself is not the run's.
-	for _, name := range []string{markerName, "backoff-0001.json"} {
+	for _, name := range []string{record.MarkerName, "backoff-0001.json"} {
 		root := newRoot(t)
 		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte("{}\n"), 0o600))
 		j, err := Open(root, Existing())

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
@@ -57,7 +59,7 @@ func (n *nextState) first(k int, s *snapshot, a Approval, st Status) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c, files := &n.cur[k], n.lanes[k]
-	if c.a != a || s.manifest == nil || s.manifest.legacy || s.lastSeq < c.seq {
+	if c.a != a || s.manifest == nil || s.manifest.Legacy || s.lastSeq < c.seq {
 		*c = laneCursor{a: a} // a legacy run's records have no seq to follow
 	}
 	for q := c.seq + 1; q <= s.lastSeq && c.at > 0; q++ {
@@ -237,9 +239,9 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		case d == "":
 			return "", nil
 		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
-			ref := markerName
+			ref := record.MarkerName
 			if lane.shardNo > 0 {
-				ref = markerRef(lane.shardNo)
+				ref = record.MarkerRef(lane.shardNo)
 			}
 			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
 				Reason: ref + ": " + pendingProblem}}
@@ -249,7 +251,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		if err := lane.checkLimits(); err != nil {
 			return "", err
 		}
-		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
+		m := record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			if errors.Is(err, ErrPending) {
 				return "", errLaneBusy // another worker claimed the lane first
@@ -342,5 +344,5 @@ var workerHost, workerPID = func() string {
 	if err != nil {
 		return ""
 	}
-	return redact.Text(sanitizeNote(h, 64))
+	return redact.Text(record.SanitizeNote(h, 64))
 }(), os.Getpid()

@@ -3,17 +3,15 @@ package journal
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -22,8 +20,6 @@ import (
 )
 
 const (
-	minParallel = 2
-	maxParallel = 16 // the most shards (requests in flight at once) of a run
 	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
 	defaultParallelWait = 30 * time.Second
 )
@@ -37,74 +33,14 @@ func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
 
-// shardName is the name of shard k (1-based) inside its root.
-func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
-
-// parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
-func parseShardName(name string) (int, bool) {
-	k, err := strconv.Atoi(strings.TrimPrefix(name, "shard-"))
-	if err != nil || k < 1 || k > maxParallel || shardName(k) != name {
-		return 0, false
-	}
-	return k, true
-}
-
-// parseShardRef splits "shard-KK/name" into k and name.
-func parseShardRef(ref string) (int, string, bool) {
-	sh, name, ok := strings.Cut(ref, "/")
-	k, isShard := parseShardName(sh)
-	return k, name, ok && isShard
-}
-
-// inShard names a shard's file by its place in the root ("" stays "").
-func inShard(k int, name string) string {
-	if name == "" {
-		return ""
-	}
-	return shardName(k) + "/" + name
-}
-
-func markerRef(k int) string { return inShard(k, markerName) }
-
-// shardIndex maps a file identity (or URL) digest to its shard, 1 to n
-// (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
-func shardIndex(digest string, n int) int {
-	h := strings.TrimPrefix(digest, "sha256:")
-	if b, err := hex.DecodeString(h[:min(len(h), 16)]); err == nil && len(b) == 8 {
-		return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
-	}
-	return 1
-}
-
-// shardPlan returns the digests of the sorted plan that map to shard k.
-func shardPlan(plan []string, k, n int) []string {
-	if plan == nil {
-		return nil
-	}
-	out := []string{}
-	for _, d := range plan {
-		if shardIndex(d, n) == k {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // shardWants are the plan digests of each shard's part of the root plan
 // ("" each without plan.json): what its manifest must record.
 func shardWants(plan []string, n int) []string {
 	out := make([]string, n)
 	for k := 1; plan != nil && k <= n; k++ {
-		out[k-1] = planDigestOf(shardPlan(plan, k, n))
+		out[k-1] = record.PlanDigestOf(record.ShardPlan(plan, k, n))
 	}
 	return out
-}
-
-// planDigestOf is digestOfPlan of sorted file digests (never nil: its callers
-// pass digestOfPlan's and shardPlan's lists, made non-nil).
-func planDigestOf(sorted []string) string {
-	b, _ := json.Marshal(planFile{sorted}) // plan.json's bytes without the newline
-	return digestOf(b)
 }
 
 // root is a parallel run's root (R82: its own type, never a run): its
@@ -128,7 +64,7 @@ type root struct {
 }
 
 func (p *root) lanes() []*run     { return p.shards }
-func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
+func (p *root) lane(d string) int { return record.ShardIndex(d, p.n) - 1 }
 
 // route is the shard of the file req's context names (WithUpload,
 // WithUploadPart, as Begin binds it), else of its URL digest.
@@ -152,7 +88,7 @@ func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failure == "" {
-		p.failure = shardName(k) + ": " + why
+		p.failure = record.ShardName(k) + ": " + why
 	}
 }
 
@@ -174,7 +110,7 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case problem != "":
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": " + problem, cause: errCorrupt}
+		ss.st = Status{State: Unresolved, Reason: record.ManifestName + ": " + problem, cause: errCorrupt}
 	default:
 		ss.st = s.status(now, true)
 	}
@@ -208,7 +144,7 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 		}
 		if ps.stale {
 			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
-				"%s: %s (`journal review --pending --marker %s`)", markerRef(ps.k), pendingProblem, markerRef(ps.k))}
+				"%s: %s (`journal review --pending --marker %s`)", record.MarkerRef(ps.k), pendingProblem, record.MarkerRef(ps.k))}
 		}
 		if ps.marker {
 			inflight++
@@ -331,9 +267,9 @@ func (p *root) Admit(ctx context.Context, now time.Time) error {
 
 // ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
 func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	k, name, ok := parseShardRef(marker)
-	if marker != "" && (!ok || name != markerName || k > p.n) {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+	k, name, ok := record.ParseShardRef(marker)
+	if marker != "" && (!ok || name != record.MarkerName || k > p.n) {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), record.MarkerName, record.MarkerRef(p.n))
 	}
 	if marker == "" {
 		if notBefore < 0 || notBefore > unixtime.Max {
@@ -343,9 +279,9 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
 			switch {
 			case ps.gone || ps.marker && ps.review:
-				stale, k = append(stale, markerRef(ps.k)), ps.k
+				stale, k = append(stale, record.MarkerRef(ps.k)), ps.k
 			case ps.marker:
-				live = append(live, markerRef(ps.k))
+				live = append(live, record.MarkerRef(ps.k))
 			}
 		}
 		switch {
@@ -363,13 +299,13 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 // review is shard k's review by call, named by its place in the root.
 func (p *root) review(k int, call func(sj *run) (ReviewRecord, error)) (ReviewRecord, error) {
 	r, err := call(p.shards[k-1])
-	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
+	r.Name, r.Marker = record.InShard(k, r.Name), record.InShard(k, r.Marker)
 	return r, err
 }
 
 // ReviewRestriction reviews "shard-KK/backoff-NNNN.json".
 func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
-	k, name, ok := parseShardRef(entry)
+	k, name, ok := record.ParseShardRef(entry)
 	if !ok || k > p.n {
 		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
 	}
@@ -377,10 +313,10 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 }
 
 // Review is [Journal.Review] in the file's shard, which checks it.
-func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+func (p *root) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
 	d := file
-	if !isDigest(file) {
-		d = fileDigest(file)
+	if !record.IsDigest(file) {
+		d = record.FileDigest(file)
 	}
 	return p.review(p.lane(d)+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
 }
@@ -395,8 +331,8 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 		if err != nil {
 			return Continuation{}, err
 		}
-		if p.snap.manifest.planDigest != want {
-			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.manifest.planDigest, want)
+		if p.snap.manifest.PlanDigest != want {
+			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.manifest.PlanDigest, want)
 		}
 		digests = nil
 		for _, f := range files {
@@ -422,10 +358,10 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 			fd := s.decide(d, approval, c.Status, true)
 			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
 				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-				fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
+				fd.Reason = record.MarkerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
 				if s.deadMarker() {
 					fd.State = FileUnknown
-					fd.Reason = markerRef(i+1) + ": dead marker: its upload's outcome is unknown"
+					fd.Reason = record.MarkerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				}
 			}
 			fd.ID = ids[d]
@@ -452,9 +388,9 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	}
 	s, err := openRun(urb, cfg, wait, nil).openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
-			sub := shardPlan(planFiles, k, n)
-			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
-				return fmt.Errorf("%s: %w", shardName(k), err)
+			sub := record.ShardPlan(planFiles, k, n)
+			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, record.PlanDigestOf(sub), false, 0, nil); err != nil {
+				return fmt.Errorf("%s: %w", record.ShardName(k), err)
 			}
 		}
 		return nil
@@ -463,11 +399,11 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		return nil, err
 	}
 	switch { // the root's run above is its creation's only
-	case s.manifest != nil && s.manifest.parallel == n:
-	case s.manifest != nil && s.manifest.parallel == 0:
+	case s.manifest != nil && s.manifest.Parallel == n:
+	case s.manifest != nil && s.manifest.Parallel == 0:
 		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
 	case s.manifest != nil:
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.Parallel, n)
 	default:
 		why := "no run.json"
 		if len(s.findings) > 0 {
@@ -475,8 +411,8 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		}
 		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), why)
 	}
-	if cfg.plan != nil && s.manifest.planDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
+	if cfg.plan != nil && s.manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.PlanDigest, planDigest)
 	}
 	rootOnly(s)
 	p := &root{clock: cfg.clock, snap: s, n: n, wants: shardWants(s.planFiles, n),
@@ -486,7 +422,7 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		if err != nil {
 			return nil, err
 		}
-		sj := openRun(urb.shard(k), cfg, wait, shardPlan(s.planFiles, k, n))
+		sj := openRun(urb.shard(k), cfg, wait, record.ShardPlan(s.planFiles, k, n))
 		sj.group, sj.shardNo, sj.snap = p, k, ss
 		// The check across shards starts from a copy (the shard adds to its cache).
 		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
@@ -514,9 +450,9 @@ func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err e
 // root, which gives it plan digest want ("" for none); "" when nothing.
 func shardProblem(s *snapshot, want string) string {
 	switch {
-	case s.manifest != nil && s.manifest.parallel != 0:
+	case s.manifest != nil && s.manifest.Parallel != 0:
 		return "declares shards of its own (a root copied into a shard)"
-	case want != "" && s.manifest != nil && s.manifest.planDigest != want:
+	case want != "" && s.manifest != nil && s.manifest.PlanDigest != want:
 		return "plan_digest is not this shard's part of the root plan (a shard of another run)"
 	}
 	return ""
@@ -524,15 +460,15 @@ func shardProblem(s *snapshot, want string) string {
 
 // rootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func rootParallel(b *loc) int {
-	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
+	data, _, ok := b.read(nil, record.ManifestName, record.MaxRecordBytes)
 	if !ok {
 		return 0
 	}
-	mi, err := parseManifest(data)
+	mi, err := record.ParseManifest(data)
 	if err != nil {
 		return 0
 	}
-	return mi.parallel
+	return mi.Parallel
 }
 
 // lightView makes a shard's scan the check across shards (docs/policy.md:
@@ -554,10 +490,10 @@ type lightMarker struct {
 func (v *lightView) filter(names []listedName) []listedName {
 	out := names[:0:0]
 	for _, n := range names {
-		k, _ := kindOf(n.name)
-		_, temp := parseTempName(n.name)
-		_, head := parseHeadName(n.name)
-		if !temp && !head && (k == nil || k.attempted == nil) {
+		k, _ := record.KindOf(n.name)
+		_, temp := record.ParseTempName(n.name)
+		_, head := record.ParseHeadName(n.name)
+		if !temp && !head && (k == nil || k.Attempted == nil) {
 			out = append(out, n)
 		}
 	}
@@ -575,7 +511,7 @@ func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool
 	}
 	plain := *l
 	plain.light = nil
-	data, version, ok := plain.read(s, markerName, limit)
+	data, version, ok := plain.read(s, record.MarkerName, limit)
 	if ok {
 		p.mu.Lock()
 		p.markers[v.i] = lightMarker{data: data, version: version}
@@ -587,18 +523,18 @@ func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool
 // shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
 // for a reason that starts with a name of the shard, else "shard-02: …".
 func shardReason(k int, reason string) string {
-	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || isJournalName(name) || strings.Contains(name, ".json")) {
-		return shardName(k) + "/" + reason
+	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || record.IsJournalName(name) || strings.Contains(name, ".json")) {
+		return record.ShardName(k) + "/" + reason
 	}
-	return shardName(k) + ": " + reason
+	return record.ShardName(k) + ": " + reason
 }
 
 // rootOnly adds a finding for each journal name in a root but its manifest,
 // plan and writes in progress: its records live in its shards.
 func rootOnly(s *snapshot) {
 	for _, ln := range s.listed {
-		_, temp := parseTempName(ln.name)
-		if !temp && ln.name != manifestName && ln.name != planName && isJournalName(ln.name) {
+		_, temp := record.ParseTempName(ln.name)
+		if !temp && ln.name != record.ManifestName && ln.name != record.PlanName && record.IsJournalName(ln.name) {
 			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,7 +56,7 @@ func (f *failFS) Link(oldname, newname string) error {
 }
 
 func (f *failFS) Remove(name string) error {
-	if f.removeFails && filepath.Base(name) == markerName {
+	if f.removeFails && filepath.Base(name) == record.MarkerName {
 		return errInjected
 	}
 	return f.OS.Remove(name)
@@ -69,10 +71,10 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	dir := abandoned(t)
 	j := reopen(t, dir, t0.Add(time.Minute))
 	require.Equal(t, Unresolved, j.Status(t0.Add(time.Minute)).State)
-	_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "")
+	_, err := j.Review(context.Background(), "a.bin", record.DecisionReupload, "")
 	require.ErrorIs(t, err, ErrRestricted, "a decision review needs the marker resolved first")
 	before := snapshotFiles(t, dir)
-	markerDigest := digestOf([]byte(before[markerName]))
+	markerDigest := record.DigestOf([]byte(before[record.MarkerName]))
 
 	clk := newFakeClock(t0.Add(time.Minute))
 	j, err = Open(dir, Existing(), withClock(clk), WithPlan(plan3))
@@ -80,16 +82,16 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	rec, err := j.ReviewPending(context.Background(), "worker 3 was killed\x1b[0m", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "review-0001.json", rec.Name)
-	assert.Equal(t, decisionPending, rec.Decision)
+	assert.Equal(t, record.DecisionPending, rec.Decision)
 	assert.Equal(t, markerDigest, rec.MarkerDigest)
-	assert.Equal(t, fileDigest("a.bin"), rec.MarkerFileDigest)
+	assert.Equal(t, record.FileDigest("a.bin"), rec.MarkerFileDigest)
 	assert.Equal(t, t0.Unix()+60+30, rec.NotBeforeUTC)
 	assert.True(t, rec.Removed)
 	assert.Equal(t, "worker 3 was killed [0m", rec.Note)
 
 	after := snapshotFiles(t, dir)
 	for n, c := range before {
-		if n != markerName {
+		if n != record.MarkerName {
 			assert.Equal(t, c, after[n], "%s is kept byte for byte", n)
 		}
 	}
@@ -117,7 +119,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 
 	// Then the usual decision review of the unknown file.
 	clk.Set(at(30 * time.Second))
-	_, err = j.Review(context.Background(), "a.bin", DecisionReupload, "blob absent")
+	_, err = j.Review(context.Background(), "a.bin", record.DecisionReupload, "blob absent")
 	require.NoError(t, err)
 	c, err = reopen(t, dir, at(30*time.Second)).PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
@@ -175,7 +177,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		before := snapshotFiles(t, dir)
 		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
 		require.NoError(t, err)
-		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "")
+		_, err = j.Review(context.Background(), "a.bin", record.DecisionSkip, "")
 		require.ErrorIs(t, err, errInjected)
 		assert.Equal(t, before, snapshotFiles(t, dir), "its marker is removed again")
 		assert.Equal(t, Clear, reopen(t, dir, t0).Status(t0).State)
@@ -187,7 +189,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		rec, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
 		assert.False(t, rec.Removed)
-		assert.Equal(t, []string{markerName, "plan.json", "review-0001.json", "run.json"}, names(t, dir))
+		assert.Equal(t, []string{record.MarkerName, "plan.json", "review-0001.json", "run.json"}, names(t, dir))
 		j2 := reopen(t, dir, t0)
 		assert.Equal(t, Waiting, j2.Status(t0).State, "the resolved marker blocks no status")
 		fs, err := verify(dir)
@@ -208,7 +210,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		j3 := reopen(t, dir, t0.Add(30*time.Second))
 		require.NoError(t, j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, j3.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
-		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(fileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
+		assert.Equal(t, []string{"plan.json", "receipt-" + record.FileHex(record.FileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
 		fs, err = verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
@@ -229,7 +231,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {record.MarkerName, pendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a
@@ -284,7 +286,7 @@ func TestRestrictionReview(t *testing.T) {
 	}
 	rec, err := j.ReviewRestriction(context.Background(), "backoff-0001.json", "the service's support: 10 minutes", at+600)
 	require.NoError(t, err)
-	assert.Equal(t, decisionRestriction, rec.Decision)
+	assert.Equal(t, record.DecisionRestriction, rec.Decision)
 	assert.Equal(t, "review-0001.json", rec.Name)
 	_, err = j.ReviewRestriction(context.Background(), "backoff-0001.json", "", at+900)
 	require.ErrorIs(t, err, errReviewRefused, "bounded already")
@@ -333,23 +335,23 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		dir := unknownRun(t).Dir()
 		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
 		require.NoError(t, err)
-		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "checked")
+		_, err = j.Review(context.Background(), "a.bin", record.DecisionSkip, "checked")
 		require.ErrorIs(t, err, errInjected)
-		require.Contains(t, names(t, dir), markerName, "the review's marker is left")
+		require.Contains(t, names(t, dir), record.MarkerName, "the review's marker is left")
 		require.Contains(t, names(t, dir), "review-0001.json")
 		st := reopen(t, dir, t0).Status(t0)
 		require.Equal(t, Unresolved, st.State, st.Reason)
 
 		k := reopen(t, dir, t0)
 		require.NoError(t, k.Admit(WithUpload(context.Background(), "b.bin"), t0))
-		require.NotContains(t, names(t, dir), markerName)
+		require.NotContains(t, names(t, dir), record.MarkerName)
 		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
 		c, err := k.PlanContinuation(plan3, NewApproval, t0)
 		require.NoError(t, err)
 		require.Equal(t, FileReviewed, c.Files[0].State, c.Files[0].Reason)
-		require.Equal(t, DecisionSkip, c.Files[0].Decision)
+		require.Equal(t, record.DecisionSkip, c.Files[0].Decision)
 	})
 	t.Run("pending review", func(t *testing.T) {
 		// A request of no file (no begun head): its pending review writes
@@ -362,12 +364,12 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.NoError(t, err)
 		_, err = j.ReviewPending(context.Background(), "killed", 0)
 		require.ErrorIs(t, err, errInjected)
-		require.Contains(t, names(t, dir), markerName)
+		require.Contains(t, names(t, dir), record.MarkerName)
 
 		k := reopen(t, dir, t0.Add(30*time.Second))
 		require.NoError(t, k.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, k.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
-		require.NotContains(t, names(t, dir), markerName)
+		require.NotContains(t, names(t, dir), record.MarkerName)
 		require.Contains(t, names(t, dir), "review-0001.json", "the review counts")
 		fs, err := verify(dir)
 		require.NoError(t, err)

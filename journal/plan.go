@@ -2,10 +2,42 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
+
+// PlannedFile is one file of a batch plan.
+type PlannedFile struct {
+	// ID is the file's stable identity within the batch (for example its relative path
+	// and content hash). It must be non-empty and unique in the plan; it is stored only
+	// as its [PlannedFile.Digest]. Do not put secrets in it.
+	ID string
+}
+
+// digestOfPlan returns the plan's file digests, sorted, and the digest a run
+// binds for it, whatever the order of its files (plan-ids); it fails for an
+// empty or duplicated ID.
+func digestOfPlan(files []PlannedFile) ([]string, string, error) {
+	ds := make([]string, 0, len(files))
+	seen := make(map[string]bool, len(files))
+	for _, f := range files {
+		if f.ID == "" {
+			return nil, "", errors.New("journal: planned file with an empty ID")
+		}
+		d := record.FileDigest(f.ID)
+		if seen[d] {
+			return nil, "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
+		}
+		seen[d] = true
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds, record.PlanDigestOf(ds), nil
+}
 
 // FileState classifies a planned file for an upload-only continuation
 // (docs/policy.md: upload-only-continuation).
@@ -49,16 +81,16 @@ const (
 
 // Digest returns the file's identity digest: "sha256:" and the hex SHA-256
 // of its ID. The journal stores only this digest, never the ID itself.
-func (f PlannedFile) Digest() string { return fileDigest(f.ID) }
+func (f PlannedFile) Digest() string { return record.FileDigest(f.ID) }
 
 // FileDecision is the plan for one file.
 type FileDecision struct {
-	ID       string    // the planned file's identity, as given
-	Digest   string    // its [PlannedFile.Digest]
-	State    FileState // its class
-	Decision Decision  // the decision of a reviewed file's review, else ""
-	Upload   bool      // whether this continuation may send it now
-	Reason   string    // why, naming the record that decides
+	ID       string          // the planned file's identity, as given
+	Digest   string          // its [PlannedFile.Digest]
+	State    FileState       // its class
+	Decision record.Decision // the decision of a reviewed file's review, else ""
+	Upload   bool            // whether this continuation may send it now
+	Reason   string          // why, naming the record that decides
 }
 
 // Continuation is the upload-only plan of a run: only uploads, never the
@@ -113,8 +145,8 @@ func (j *run) continuation(files []PlannedFile, approval Approval, now time.Time
 		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan is unknown", errCorrupt)
 	case s.manifest == nil:
 		return Continuation{}, fmt.Errorf("%w: run.json cannot be read, so the plan cannot be checked", errCorrupt)
-	case files != nil && s.manifest.planDigest != want:
-		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.planDigest, want)
+	case files != nil && s.manifest.PlanDigest != want:
+		return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, s.manifest.PlanDigest, want)
 	}
 	c := Continuation{Status: j.statusLocked(now, false)}
 	if files == nil {
@@ -127,13 +159,13 @@ func (j *run) continuation(files []PlannedFile, approval Approval, now time.Time
 	}
 	other := shared && j.inflight == nil && s.blocking() // another worker's marker
 	if other {
-		c.Status.Reason += "; " + markerName + ": another worker's request is in flight"
+		c.Status.Reason += "; " + record.MarkerName + ": another worker's request is in flight"
 	}
 	for _, f := range files {
-		fd := s.decide(fileDigest(f.ID), approval, c.Status, shared)
+		fd := s.decide(record.FileDigest(f.ID), approval, c.Status, shared)
 		if other && s.pendingFile == fd.Digest && fd.State != FileAcked {
 			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-			fd.Reason = markerName + ": another worker's request of this file is in flight; never eligible while it is"
+			fd.Reason = record.MarkerName + ": another worker's request of this file is in flight; never eligible while it is"
 		}
 		fd.ID = f.ID
 		c.Files = append(c.Files, fd)
@@ -155,8 +187,8 @@ func (s *snapshot) decide(d string, approval Approval, st Status, ignorePending 
 		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", escapeName(v.bad))
 	case v.record != "":
 		fd.State, fd.Reason = FileUnknown, v.record+"; never replayed, needs operator review"
-	case v.review != nil && v.review.review().Decision == DecisionSkip:
-		fd.State, fd.Decision, fd.Reason = FileReviewed, DecisionSkip, v.review.name+": reviewed, skip: never sent"
+	case v.review != nil && v.review.review().Decision == record.DecisionSkip:
+		fd.State, fd.Decision, fd.Reason = FileReviewed, record.DecisionSkip, v.review.name+": reviewed, skip: never sent"
 	case v.review != nil:
 		fd.State, fd.Decision = FileReviewed, v.review.review().Decision
 		fd.Upload, fd.Reason = eligible(approval, st, v.review.name+": reviewed, reupload: sent as a never-attempted file")
@@ -190,8 +222,8 @@ type fileView struct {
 }
 
 func (s *snapshot) view(d string, ignorePending bool) fileView {
-	v := fileView{round: 1, bad: s.badFiles[fileHex(d)]}
-	var mark reviewEvidence
+	v := fileView{round: 1, bad: s.badFiles[record.FileHex(d)]}
+	var mark record.ReviewEvidence
 	var pending *rec
 	for _, r := range s.byFile[d] {
 		switch rv := r.review(); {
@@ -200,7 +232,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 			pending = r
 		default:
 			v.review, mark, pending = r, rv.Evidence, nil
-			if rv.Decision == DecisionReupload {
+			if rv.Decision == record.DecisionReupload {
 				v.round++
 			}
 		}
@@ -225,7 +257,7 @@ func (s *snapshot) view(d string, ignorePending bool) fileView {
 		return v
 	}
 	if s.blocking() && !ignorePending && s.pendingFile == d {
-		v.record = markerName + ": its upload's outcome is unknown"
+		v.record = record.MarkerName + ": its upload's outcome is unknown"
 	}
 	return v
 }

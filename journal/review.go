@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
@@ -17,21 +19,14 @@ import (
 const reviewMethod = "REVIEW"
 
 // Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
-type Decision string
+type Decision = record.Decision
 
-// The two decisions.
+// The two decisions: [DecisionReupload] makes the file eligible again as a never-attempted
+// one (sent only under a new approval and while the status allows uploads, as a new round
+// with its own records); [DecisionSkip] means the file is never sent by this run.
 const (
-	// DecisionReupload makes the file eligible again as a never-attempted
-	// one: it is sent only under a new approval and while the status
-	// allows uploads. Its next upload is a new round with its own records.
-	DecisionReupload Decision = "reupload"
-	// DecisionSkip means the file is never sent by this run.
-	DecisionSkip Decision = "skip"
-	// decisionPending is a pending review's ([Journal.ReviewPending]): its
-	// marker blocks no more, its file is unknown, and the run waits.
-	decisionPending Decision = "pending"
-	// decisionRestriction is a restriction review's ([Journal.ReviewRestriction]).
-	decisionRestriction Decision = "restriction"
+	DecisionReupload = record.DecisionReupload
+	DecisionSkip     = record.DecisionSkip
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
@@ -43,7 +38,7 @@ type ReviewRecord struct {
 	FileDigest string
 	// Decision is reupload or skip; "pending" for a pending review,
 	// "restriction" for a restriction review.
-	Decision Decision
+	Decision record.Decision
 	// Reviewer is the sanitized name of the OS user who wrote the review,
 	// ReviewedAtUTC its time in UTC Unix seconds, Note the sanitized note.
 	Reviewer      string
@@ -72,7 +67,7 @@ func (r rec) record() ReviewRecord {
 	out := ReviewRecord{Name: r.name, Sequence: b.Sequence, FileDigest: b.FileDigest, Decision: b.Decision,
 		Reviewer: b.Reviewer, ReviewedAtUTC: b.ReviewedAtUTC, Note: b.Note, Digest: r.Digest}
 	if m := b.Marker; m != nil {
-		out.Marker, out.MarkerDigest, out.MarkerFileDigest, out.NotBeforeUTC = markerName, m.Digest, m.FileDigest, m.NotBeforeUTC
+		out.Marker, out.MarkerDigest, out.MarkerFileDigest, out.NotBeforeUTC = record.MarkerName, m.Digest, m.FileDigest, m.NotBeforeUTC
 	}
 	return out
 }
@@ -82,19 +77,19 @@ func (r rec) record() ReviewRecord {
 // reupload nor skip, a file outside the plan or not unknown); a *RestrictedError
 // (a finding, another request's marker); the context's error while waiting for
 // this Journal's request in flight; else a persistence failure (unresolved).
-func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
+func (j *run) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
-	if decision != DecisionReupload && decision != DecisionSkip {
-		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, sanitizeNote(string(decision), 32))
+	if decision != record.DecisionReupload && decision != record.DecisionSkip {
+		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, record.SanitizeNote(string(decision), 32))
 	}
 	if file == "" {
 		return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 	}
 	d := file
-	if !isDigest(file) {
-		d = fileDigest(file)
+	if !record.IsDigest(file) {
+		d = record.FileDigest(file)
 	}
 	check := func() error {
 		s := j.snap
@@ -107,12 +102,12 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 		if fd := s.decide(d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
-		if n := len(s.reviews()); n >= maxReviews {
+		if n := len(s.reviews()); n >= record.MaxReviews {
 			return full("%d reviews recorded, the most a run holds", n)
 		}
 		return nil
 	}
-	rec, err := j.claimedReview(ctx, d, check, func() reviewBody {
+	rec, err := j.claimedReview(ctx, d, check, func() record.ReviewBody {
 		rb := j.newReview(decision, note)
 		rb.FileDigest, rb.Evidence = d, j.snap.evidence(d)
 		return rb
@@ -121,17 +116,17 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 }
 
 // newReview is the run's next review, of decision, with the run's entries as evidence.
-func (j *run) newReview(decision Decision, note string) reviewBody {
+func (j *run) newReview(decision record.Decision, note string) record.ReviewBody {
 	s := j.snap
-	return reviewBody{Sequence: len(s.reviews()) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
-		ReviewedAtUTC: j.clock.Now().Unix(), Note: sanitizeNote(note, maxNoteBytes), Evidence: s.evidence("")}
+	return record.ReviewBody{Sequence: len(s.reviews()) + 1, PlanDigest: s.planDigest(), Decision: decision, Reviewer: osUser(),
+		ReviewedAtUTC: j.clock.Now().Unix(), Note: record.SanitizeNote(note, record.MaxNoteBytes), Evidence: s.evidence("")}
 }
 
 // claimedReview checks, claims a marker of method REVIEW (naming the file d,
 // if any), checks again under it (journal-claim-then-check), writes the
 // review build makes and ends the claim. A refusal or a review not written
 // removes the marker: nothing is left that blocks (pending-review).
-func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() reviewBody) (rec, error) {
+func (j *run) claimedReview(ctx context.Context, d string, check func() error, build func() record.ReviewBody) (rec, error) {
 	if err := j.acquire(ctx); err != nil {
 		return rec{}, err
 	}
@@ -145,7 +140,7 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	if err := check(); err != nil {
 		return rec{}, err
 	}
-	if err := j.claim(markerFile{BackoffVersion: backoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
+	if err := j.claim(record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: reviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
 		return rec{}, err
 	}
 	defer func() { j.inflight = nil; j.release() }() // before the unlock: the claim ends with the review
@@ -154,7 +149,7 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 		return rec{}, j.unclaim(err)
 	}
 	rb := build()
-	r, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
+	r, linked, err := j.putLinked(record.ReviewName(rb.Sequence), record.KindReview, &rb)
 	switch {
 	case err != nil && !linked:
 		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
@@ -170,8 +165,8 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 
 // evidence is what a review of file d sees now; for d "" (a pending
 // review), the run's entries only.
-func (s *snapshot) evidence(d string) reviewEvidence {
-	var ev reviewEvidence
+func (s *snapshot) evidence(d string) record.ReviewEvidence {
+	var ev record.ReviewEvidence
 	if es := s.entries(); len(es) > 0 {
 		ev.Entries, ev.LastEventDigest = len(es), es[len(es)-1].Digest
 	}
@@ -190,7 +185,7 @@ func (s *snapshot) evidence(d string) reviewEvidence {
 // reviewProblem checks a review against the records before it: the
 // evidence it names exists, and it shows the file unknown (never acked,
 // never without a record of its round). "" means the review holds.
-func (s *snapshot) reviewProblem(r reviewBody) string {
+func (s *snapshot) reviewProblem(r record.ReviewBody) string {
 	ev := r.Evidence
 	d := r.FileDigest
 	if r.Marker != nil {
@@ -216,7 +211,7 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 		switch {
 		case i < 0:
 			return "names an entry that is not on disk (" + rs.Entry + ")"
-		case untimed(*entries[i].entry()) == "":
+		case record.Untimed(*entries[i].entry()) == "":
 			return "bounds " + rs.Entry + ", which has its own timing"
 		}
 		for _, p := range reviews {
@@ -236,11 +231,11 @@ func (s *snapshot) reviewProblem(r reviewBody) string {
 	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].Digest != ev.LastPartDigest {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
-	round, mark := 1, reviewEvidence{}
+	round, mark := 1, record.ReviewEvidence{}
 	for _, r := range reviews { // each older than ev: checked above
 		if p := r.review(); p.FileDigest == d {
 			mark = p.Evidence
-			if p.Decision == DecisionReupload {
+			if p.Decision == record.DecisionReupload {
 				round++
 			}
 		}
@@ -274,7 +269,7 @@ func osUser() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username
 	}
-	if name = sanitizeNote(name, maxReviewerBytes); name == "" {
+	if name = record.SanitizeNote(name, record.MaxReviewerBytes); name == "" {
 		name = "uid-" + strconv.Itoa(os.Getuid())
 	}
 	return name
@@ -292,8 +287,8 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
-	if marker != "" && marker != markerName {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), markerName)
+	if marker != "" && marker != record.MarkerName {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), record.MarkerName)
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
@@ -309,7 +304,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	gone := !s.pending && s.begun != nil // R85: the marker of an upload begun, removed by hand
 	findings := s.findings
 	if gone {
-		findings = slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.File == markerName })
+		findings = slices.DeleteFunc(slices.Clone(findings), func(f Finding) bool { return f.File == record.MarkerName })
 	}
 	switch {
 	case !s.pending && !gone:
@@ -317,10 +312,10 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	case len(findings) > 0:
 		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 	case !gone && s.pendingDigest == "":
-		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, markerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, record.MarkerName)
 	case !gone && s.pendingResolved == "" && !s.reviewable():
 		// R83: a held marker is a request in flight, however old: its own record ends it.
-		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, markerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, record.MarkerName)
 	}
 	for _, r := range s.reviews() {
 		if r.name == s.pendingResolved {
@@ -329,21 +324,21 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 			return rec, nil
 		}
 	}
-	if n := len(s.reviews()); n >= maxReviews {
+	if n := len(s.reviews()); n >= record.MaxReviews {
 		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", n)
 	}
-	rb := j.newReview(decisionPending, note)
-	m, me := markerFile{}, &markerEvidence{Digest: s.pendingDigest}
+	rb := j.newReview(record.DecisionPending, note)
+	m, me := record.MarkerFile{}, &record.MarkerEvidence{Digest: s.pendingDigest}
 	if gone {
 		b := s.begun.req
-		m = markerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
+		m = record.MarkerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
 		me.Digest = s.begun.Digest
-	} else if data, _, ok := j.b.read(nil, markerName, maxRecordBytes); ok && digestOf(data) == s.pendingDigest {
-		m, _ = parseMarker(data)
+	} else if data, _, ok := j.b.read(nil, record.MarkerName, record.MaxRecordBytes); ok && record.DigestOf(data) == s.pendingDigest {
+		m, _ = record.ParseMarker(data)
 	}
-	me.Method, me.FileDigest, me.Part = sanitizeNote(m.Method, 16), m.FileDigest, m.Part
-	me.BegunAtUTC, me.NotBeforeUTC = max(m.BegunAtUTC, 0), max(rb.ReviewedAtUTC+pendingWaitSeconds, notBefore)
-	if isDigest(m.URLDigest) {
+	me.Method, me.FileDigest, me.Part = record.SanitizeNote(m.Method, 16), m.FileDigest, m.Part
+	me.BegunAtUTC, me.NotBeforeUTC = max(m.BegunAtUTC, 0), max(rb.ReviewedAtUTC+record.PendingWaitSeconds, notBefore)
+	if record.IsDigest(m.URLDigest) {
 		me.URLDigest = m.URLDigest
 	}
 	if me.FileDigest != "" && !s.inPlan(me.FileDigest) {
@@ -353,7 +348,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 		me.BegunAtUTC = 0
 	}
 	rb.Marker = me
-	rec, linked, err := j.putLinked(reviewName(rb.Sequence), kindReview, &rb)
+	rec, linked, err := j.putLinked(record.ReviewName(rb.Sequence), record.KindReview, &rb)
 	if !linked {
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
 	}
@@ -399,25 +394,25 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		switch {
 		case target == nil:
 			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, escapeName(entry))
-		case untimed(*target.entry()) == "":
+		case record.Untimed(*target.entry()) == "":
 			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.entry().Timing.NotBeforeUTC)
 		case s.bounded(entry):
 			return fmt.Errorf("%w: %s is bounded by a review already", errReviewRefused, entry)
-		case notBefore < now+pendingWaitSeconds || notBefore > unixtime.Max:
-			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, pendingWaitSeconds, now+pendingWaitSeconds)
-		case len(s.reviews()) >= maxReviews:
+		case notBefore < now+record.PendingWaitSeconds || notBefore > unixtime.Max:
+			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, record.PendingWaitSeconds, now+record.PendingWaitSeconds)
+		case len(s.reviews()) >= record.MaxReviews:
 			return full("%d reviews recorded, the most a run holds", len(s.reviews()))
 		}
 		for _, f := range s.findings { // but entries without timing
-			if e := s.entryNamed(f.File); e == nil || untimed(*e.entry()) == "" {
+			if e := s.entryNamed(f.File); e == nil || record.Untimed(*e.entry()) == "" {
 				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
 			}
 		}
 		return nil
 	}
-	rec, err := j.claimedReview(ctx, "", check, func() reviewBody {
-		rb := j.newReview(decisionRestriction, note)
-		rb.Restriction = &restrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
+	rec, err := j.claimedReview(ctx, "", check, func() record.ReviewBody {
+		rb := j.newReview(record.DecisionRestriction, note)
+		rb.Restriction = &record.RestrictionEvidence{Entry: target.name, EventDigest: target.Digest, NotBeforeUTC: notBefore}
 		return rb
 	})
 	if err == nil { // the entry's finding goes with the review

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
 
@@ -54,8 +56,8 @@ var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
 	files     int
-	manifest  *manifestInfo // nil when run.json is missing or unusable
-	planFiles []string      // plan.json's file digests, sorted; nil without a usable plan.json
+	manifest  *record.ManifestInfo // nil when run.json is missing or unusable
+	planFiles []string             // plan.json's file digests, sorted; nil without a usable plan.json
 	// recs are the records that passed their checks (admit), in seq order;
 	// byFile indexes them by the file they name (namedFile).
 	recs     []*rec
@@ -100,7 +102,7 @@ func newSnapshot() *snapshot {
 // register adds a self-verified record to the run's sequence.
 func (s *snapshot) register(name string, v any) {
 	r, ok := v.(loaded)
-	if _, head := r.body.(*headBody); !ok || head || r.Seq == 0 && s.manifest != nil && s.manifest.legacy {
+	if _, head := r.body.(*record.HeadBody); !ok || head || r.Seq == 0 && s.manifest != nil && s.manifest.Legacy {
 		return // not a record, a head, or a legacy run's evidence (outside the sequence)
 	}
 	if r.Seq == 0 {
@@ -117,22 +119,22 @@ func (s *snapshot) register(name string, v any) {
 
 // nextLink is the seq and prev of the next record this Journal writes;
 // seq 0 when the manifest is unusable (nothing is written then).
-func (s *snapshot) nextLink() (int, link) {
+func (s *snapshot) nextLink() (int, record.Link) {
 	switch {
 	case s.manifest == nil:
-		return 0, link{}
+		return 0, record.Link{}
 	case s.lastSeq == 0:
-		return 1, link{manifestName, s.manifest.genesis}
+		return 1, record.Link{Name: record.ManifestName, Digest: s.manifest.Genesis}
 	}
 	r := s.seq[s.lastSeq]
-	return s.lastSeq + 1, link{r.name, r.Digest}
+	return s.lastSeq + 1, record.Link{Name: r.name, Digest: r.Digest}
 }
 
 // begunHead is a head of an upload begun whose record is still to come.
 type begunHead struct {
 	name string
-	env
-	req begunRequest
+	record.Env
+	req record.BegunRequest
 }
 
 // addFinding adds a finding; on a nil snapshot (a read that keeps none) it does nothing.
@@ -147,7 +149,7 @@ func (s *snapshot) planDigest() string {
 	if s.manifest == nil {
 		return ""
 	}
-	return s.manifest.planDigest
+	return s.manifest.PlanDigest
 }
 
 // inPlan reports whether the file digest d is in plan.json; true for a run
@@ -164,7 +166,7 @@ func (s *snapshot) inPlan(d string) bool {
 func (s *snapshot) allFindings() []Finding {
 	out := append([]Finding(nil), s.findings...)
 	if s.blocking() {
-		out = append(out, Finding{File: markerName, Problem: s.markerProblem()})
+		out = append(out, Finding{File: record.MarkerName, Problem: s.markerProblem()})
 	}
 	return out
 }
@@ -273,12 +275,12 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 	s := newSnapshot()
 	s.files, s.listed, s.light, s.gen = len(des), des, b.light != nil, gen
 	s.findings = append(s.findings, where...)
-	if len(des) > maxFiles {
+	if len(des) > record.MaxFiles {
 		// Fail closed without reading anything: the bound on work is the bound on files.
-		s.addFinding(".", "more than %d files (limit exceeded)", maxFiles)
+		s.addFinding(".", "more than %d files (limit exceeded)", record.MaxFiles)
 		return s, nil
 	}
-	if !slices.ContainsFunc(des, func(de listedName) bool { return isJournalName(de.name) }) {
+	if !slices.ContainsFunc(des, func(de listedName) bool { return record.IsJournalName(de.name) }) {
 		return nil, ErrNotRun
 	}
 	var cache map[string]any
@@ -289,20 +291,20 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 	// Findings about names come last, so that the first finding (the reason
 	// of the status) is the most basic one: directory, manifest, records.
 	var late []Finding
-	byKind := map[*fileKind][]string{}
+	byKind := map[*record.FileKind][]string{}
 	for _, de := range des {
 		name := de.name
-		k, n := kindOf(name) // nil for a temporary file and the marker
-		_, isTemp := parseTempName(name)
-		if name == markerName {
+		k, n := record.KindOf(name) // nil for a temporary file and the marker
+		_, isTemp := record.ParseTempName(name)
+		if name == record.MarkerName {
 			s.pending = true // whatever it is, its presence counts
 		}
 		switch {
-		case !de.regular && (isTemp || name == markerName || k != nil):
+		case !de.regular && (isTemp || name == record.MarkerName || k != nil):
 			// Never followed: a link could point anywhere.
 			late = append(late, Finding{name, "not a regular file"})
-			if k != nil && k.attempted != nil {
-				s.badFiles[k.attempted(name)] = name
+			if k != nil && k.Attempted != nil {
+				s.badFiles[k.Attempted(name)] = name
 			}
 		case isTemp:
 			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
@@ -311,10 +313,10 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
 					int64(age/time.Second))})
 			}
-		case name == markerName: // counted above
+		case name == record.MarkerName: // counted above
 		case k == nil:
 			late = append(late, Finding{name, "unexpected file in the run directory"})
-		case k.maxN > 0 && (n < 1 || n > k.maxN):
+		case k.MaxN > 0 && (n < 1 || n > k.MaxN):
 			late = append(late, Finding{name, numberProblem(k)})
 		default:
 			byKind[k] = append(byKind[k], name)
@@ -328,9 +330,9 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 		// and no review resolves it (R83).
 		s.pendingLive, _ = b.live()
 		skip := s.light && (s.pendingLive == holdLive || s.pendingLive == holdGone)
-		if data, version, ok := b.read(nil, markerName, maxRecordBytes); !skip && ok {
-			s.pendingID, s.pendingDigest = version+"\x00"+string(data), digestOf(data)
-			m, ok := parseMarker(data)
+		if data, version, ok := b.read(nil, record.MarkerName, record.MaxRecordBytes); !skip && ok {
+			s.pendingID, s.pendingDigest = version+"\x00"+string(data), record.DigestOf(data)
+			m, ok := record.ParseMarker(data)
 			s.pendingReview = ok && m.Method == reviewMethod
 			if ok && m.Method != reviewMethod { // a review's marker names its file but sends nothing
 				s.pendingFile = m.FileDigest
@@ -461,18 +463,18 @@ func inspect(b *loc) (Summary, error) {
 		case err != nil:
 			return Summary{}, err
 		case unread != "":
-			sum.Findings = append(sum.Findings, Finding{shardName(k), unread})
+			sum.Findings = append(sum.Findings, Finding{record.ShardName(k), unread})
 			continue
 		}
 		fs := ss.allFindings()
 		if problem := shardProblem(ss, wants[k-1]); problem != "" {
-			fs = append([]Finding{{manifestName, problem}}, fs...)
+			fs = append([]Finding{{record.ManifestName, problem}}, fs...)
 		}
 		for _, f := range fs {
-			sum.Findings = append(sum.Findings, Finding{shardName(k) + "/" + f.File, f.Problem})
+			sum.Findings = append(sum.Findings, Finding{record.ShardName(k) + "/" + f.File, f.Problem})
 		}
 		for _, f := range ss.leftovers {
-			sum.Leftovers = append(sum.Leftovers, Finding{shardName(k) + "/" + f.File, f.Problem})
+			sum.Leftovers = append(sum.Leftovers, Finding{record.ShardName(k) + "/" + f.File, f.Problem})
 		}
 		ss.tally(&sum)
 	}
@@ -480,9 +482,9 @@ func inspect(b *loc) (Summary, error) {
 }
 
 // begunRecord names the record a begun upload would write on its 2xx.
-func begunRecord(b begunRequest, s *snapshot) string {
+func begunRecord(b record.BegunRequest, s *snapshot) string {
 	if b.Part {
-		return partName(b.FileDigest, len(s.partsOf(b.FileDigest))+1)
+		return record.PartName(b.FileDigest, len(s.partsOf(b.FileDigest))+1)
 	}
-	return receiptNameRound(b.FileDigest, s.view(b.FileDigest, true).round)
+	return record.ReceiptNameRound(b.FileDigest, s.view(b.FileDigest, true).round)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
 // State is the backoff state of a run (docs/policy.md: status-before-network).
@@ -160,7 +162,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 	case len(s.findings) > 0:
 		return unresolved(errCorrupt, s.findings[0].String())
 	case s.blocking() && !ignorePending:
-		st := unresolved(ErrPending, markerName+": "+s.markerProblem())
+		st := unresolved(ErrPending, record.MarkerName+": "+s.markerProblem())
 		st.abandoned = s.pendingLive == holdNone
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
@@ -168,7 +170,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 			now.Unix(), maxReceived, maxReceivedName))
 	case latest == nil:
 		st.State, st.Reason = Clear, "no backoff entries"
-		if s.manifest != nil && s.manifest.legacy {
+		if s.manifest != nil && s.manifest.Legacy {
 			st.Reason = "legacy run (no backoff_version): no backoff entries"
 		}
 		return st
@@ -187,7 +189,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 // restriction review's, or a pending review's (a lost response's unknown restriction).
 type restriction struct {
 	name string
-	timingJSON
+	record.TimingJSON
 	why     string // the waiting status's reason
 	pending bool   // a pending review's
 }
@@ -196,7 +198,7 @@ type restriction struct {
 func (s *snapshot) restrictions() []restriction {
 	var out []restriction
 	for _, er := range s.entries() {
-		if e := er.entry(); e.Timing != nil && untimed(*e) == "" {
+		if e := er.entry(); e.Timing != nil && record.Untimed(*e) == "" {
 			out = append(out, restriction{er.name, *e.Timing, fmt.Sprintf(
 				"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
 				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
@@ -206,7 +208,7 @@ func (s *snapshot) restrictions() []restriction {
 		r := rr.review()
 		reviewed := func(notBefore int64, what string) {
 			d := notBefore - r.ReviewedAtUTC
-			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, notBefore, d},
+			out = append(out, restriction{rr.name, record.TimingJSON{ReceivedAtUTC: r.ReviewedAtUTC, NotBeforeUTC: notBefore, ServerDelaySeconds: d},
 				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d), r.Marker != nil})
 		}
 		if rs := r.Restriction; rs != nil {

@@ -3,6 +3,8 @@ package journal
 import (
 	"strings"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
 // ShardView is one shard's line of a run at a glance ([Status.Shards]):
@@ -66,7 +68,7 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
 	v := ShardView{Shard: ".", State: lane.unmarked(now).State}
 	if lane.shardNo > 0 {
-		v.Shard = shardName(lane.shardNo)
+		v.Shard = record.ShardName(lane.shardNo)
 	}
 	if s.pending {
 		v.Marker = markerLive
@@ -79,11 +81,11 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 			v.Marker, v.State = markerDead, Unresolved
 		}
 		_, data, _ := strings.Cut(s.pendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
-		if m, ok := parseMarker([]byte(data)); ok {
+		if m, ok := record.ParseMarker([]byte(data)); ok {
 			if b := s.begun; m.Method == claimMethod && b != nil && b.req.FileDigest == m.FileDigest {
 				m.Method = b.req.Method // the claim's upload began: its head says what it sends
 			}
-			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
+			v.Method, v.FileDigest, v.Host, v.PID = record.SanitizeNote(m.Method, 16), m.FileDigest, record.SanitizeNote(m.Host, 64), m.PID
 			if m.BegunAtUTC > 0 {
 				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)
 			}

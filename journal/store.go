@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery/internal/redact"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -133,14 +135,14 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 		return nil // the scan reports what is wrong with the path
 	}
 	for p := filepath.Dir(abs); !inRoot; p = filepath.Dir(p) {
-		if _, err := d.fs.Stat(filepath.Join(p, manifestName)); err == nil {
+		if _, err := d.fs.Stat(filepath.Join(p, record.ManifestName)); err == nil {
 			return fmt.Errorf("%w: %s lies inside the run %s", errNested, escapeName(d.dir), escapeName(p))
 		}
 		if filepath.Dir(p) == p {
 			break
 		}
 	}
-	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, record.MaxFiles+1)
 	if err != nil {
 		return nil
 	}
@@ -149,7 +151,7 @@ func (d *dirStore) nestedDir(inRoot bool, shards int) error {
 			continue
 		}
 		sub := filepath.Join(d.dir, de.Name())
-		if _, err := d.fs.Stat(filepath.Join(sub, manifestName)); err == nil {
+		if _, err := d.fs.Stat(filepath.Join(sub, record.ManifestName)); err == nil {
 			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(d.dir), escapeName(sub))
 		}
 	}
@@ -169,7 +171,7 @@ func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Fin
 	if !info.IsDir() {
 		return nil, nil, fmt.Errorf("%w: %s is not a directory (%s)", ErrNotRun, escapeName(d.dir), fileType(info.Mode()))
 	}
-	des, err := d.fs.ReadDir(d.dir, maxFiles+1)
+	des, err := d.fs.ReadDir(d.dir, record.MaxFiles+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -183,7 +185,7 @@ func (d *dirStore) listDir(ctx context.Context, shards int) ([]listedName, []Fin
 			continue // a shard of this root: a run of its own
 		}
 		ln := listedName{name: de.Name(), regular: de.Type().IsRegular()}
-		if _, ok := parseTempName(de.Name()); ok {
+		if _, ok := record.ParseTempName(de.Name()); ok {
 			if info, err := de.Info(); err == nil {
 				ln.modTime = info.ModTime()
 			}
@@ -215,12 +217,12 @@ func fileType(m fs.FileMode) string {
 // tell its liveness, no refusal); one failing after its link is removed
 // again (nothing was sent).
 func (d *dirStore) put(name string, data []byte) (release func(), linked bool, err error) {
-	tmp := filepath.Join(d.dir, tempName(name))
+	tmp := filepath.Join(d.dir, record.TempName(name))
 	f, err := d.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, false, err
 	}
-	marker := name == markerName
+	marker := name == record.MarkerName
 	if !marker {
 		err = writeSyncClose(f, data)
 	} else if err = f.Lock(true); err == nil || errors.Is(err, fsys.ErrNoLocks) {
@@ -248,7 +250,7 @@ func (d *dirStore) put(name string, data []byte) (release func(), linked bool, e
 		return nil, true, err
 	case err != nil:
 		f.Close()
-		if d.fs.Remove(filepath.Join(d.dir, markerName)) == nil {
+		if d.fs.Remove(filepath.Join(d.dir, record.MarkerName)) == nil {
 			_ = d.fs.SyncDir(d.dir)
 		}
 		_ = d.fs.Remove(tmp)
@@ -272,7 +274,7 @@ func (d *dirStore) Create(_ context.Context, name string, data []byte) (string, 
 // Hold implements [Store]: Create took the marker's lock; release closes its file.
 func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
 	release := d.held.Swap(nil)
-	if name != markerName || release == nil {
+	if name != record.MarkerName || release == nil {
 		return nil, errors.New("journal: only a marker this store created is held")
 	}
 	return *release, nil
@@ -281,13 +283,13 @@ func (d *dirStore) Hold(_ context.Context, name, _ string) (func(), error) {
 // Live implements [Store] by probing the marker's lock with a shared one,
 // taken without waiting and released at once (marker-liveness).
 func (d *dirStore) Live(ctx context.Context, name string) (bool, string, error) {
-	if name != markerName {
+	if name != record.MarkerName {
 		return false, "", errors.New("journal: only the marker is held")
 	}
 	if err := ctx.Err(); err != nil {
 		return false, "", err // cannot tell
 	}
-	path := filepath.Join(d.dir, markerName)
+	path := filepath.Join(d.dir, record.MarkerName)
 	f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -341,7 +343,7 @@ func (d *dirStore) List(_ context.Context, limit int) ([]string, error) {
 
 // Remove implements [Store] for the marker or an older head (no versions).
 func (d *dirStore) Remove(_ context.Context, name, _ string) error {
-	if _, head := parseHeadName(name); !head && name != markerName {
+	if _, head := record.ParseHeadName(name); !head && name != record.MarkerName {
 		return errors.New("journal: only the pending marker and older heads are ever removed")
 	}
 	if err := d.fs.Remove(filepath.Join(d.dir, name)); err != nil {
@@ -390,10 +392,10 @@ func (l *loc) shard(k int) *loc {
 	c := *l
 	c.shards, c.inRoot, c.heads = 0, true, &sync.Map{}
 	if l.dir != nil {
-		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, shardName(k)))
+		c.dir = newDirStore(l.dir.fs, filepath.Join(l.dir.dir, record.ShardName(k)))
 		c.st, c.name = c.dir, c.dir.dir
 	} else {
-		c.prefix = shardName(k) + "/"
+		c.prefix = record.ShardName(k) + "/"
 		c.name = l.name + c.prefix
 	}
 	return &c
@@ -424,7 +426,7 @@ func (l *loc) wctx() (context.Context, context.CancelFunc) {
 }
 
 func ownShard(name string, shards int) bool {
-	k, ok := parseShardName(name)
+	k, ok := record.ParseShardName(name)
 	return ok && k <= shards
 }
 
@@ -437,7 +439,7 @@ func ownShardName(name string, shards int) bool {
 // names lists the location's names in the Store (a root's include its
 // shards'); a shard's by ListPrefix, else by a listing of the whole root.
 func (l *loc) names(ctx context.Context) ([]string, error) {
-	limit := (maxFiles + 1) * (l.shards + 1)
+	limit := (record.MaxFiles + 1) * (l.shards + 1)
 	if l.prefix == "" {
 		return l.st.List(ctx, limit)
 	}
@@ -446,7 +448,7 @@ func (l *loc) names(ctx context.Context) ([]string, error) {
 	if pl, ok := l.st.(prefixLister); ok {
 		names, err = pl.ListPrefix(ctx, l.prefix, limit)
 	} else {
-		names, err = l.st.List(ctx, (maxFiles+1)*(maxParallel+1))
+		names, err = l.st.List(ctx, (record.MaxFiles+1)*(record.MaxParallel+1))
 	}
 	if err != nil {
 		return nil, err
@@ -486,7 +488,7 @@ func (l *loc) nested() error {
 		if ownShardName(n, l.shards) && strings.Count(n, "/") == 1 {
 			continue
 		}
-		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == manifestName {
+		if i := strings.LastIndexByte(n, '/'); i >= 0 && n[i+1:] == record.ManifestName {
 			return fmt.Errorf("%w: %s holds the run %s", errNested, escapeName(l.name), escapeName(n[:i+1]))
 		}
 	}
@@ -523,9 +525,9 @@ func (l *loc) list() (out []listedName, where []Finding, err error) {
 // s (when not nil) and ok false. A directory's file is read by readCapped.
 func (l *loc) read(s *snapshot, name string, limit int64) ([]byte, string, bool) {
 	switch {
-	case name == markerName && l.own != nil:
+	case name == record.MarkerName && l.own != nil:
 		return l.own.data, l.own.version, true
-	case name == markerName && l.light != nil:
+	case name == record.MarkerName && l.light != nil:
 		return l.light.read(l, s, limit)
 	}
 	bad := func(format string, args ...any) ([]byte, string, bool) {
@@ -582,7 +584,7 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 	ctx, cancel := l.wctx()
 	defer cancel()
 	version, err := l.st.Create(ctx, l.prefix+name, data)
-	if _, head := parseHeadName(name); head && err == nil && version != "" {
+	if _, head := record.ParseHeadName(name); head && err == nil && version != "" {
 		l.heads.Store(name, version)
 	}
 	return err == nil, err
@@ -594,14 +596,14 @@ func (l *loc) put(name string, data []byte) (stored bool, err error) {
 func (l *loc) createMarker(data []byte) (string, func(), error) {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	version, err := l.st.Create(ctx, l.prefix+markerName, data)
+	version, err := l.st.Create(ctx, l.prefix+record.MarkerName, data)
 	if err != nil {
 		return "", nil, err
 	}
-	release, err := l.st.Hold(ctx, l.prefix+markerName, version)
+	release, err := l.st.Hold(ctx, l.prefix+record.MarkerName, version)
 	if err != nil {
-		_ = l.st.Remove(ctx, l.prefix+markerName, version)
-		return "", nil, fmt.Errorf("hold %s live: %w", markerName, err)
+		_ = l.st.Remove(ctx, l.prefix+record.MarkerName, version)
+		return "", nil, fmt.Errorf("hold %s live: %w", record.MarkerName, err)
 	}
 	return version, release, nil
 }
@@ -613,7 +615,7 @@ func (l *loc) live() (liveness, string) {
 	}
 	ctx, cancel := l.rctx()
 	defer cancel()
-	live, version, err := l.st.Live(ctx, l.prefix+markerName)
+	live, version, err := l.st.Live(ctx, l.prefix+record.MarkerName)
 	if l.light != nil {
 		l.light.probed = version
 	}
@@ -638,7 +640,7 @@ func (l *loc) removeHead(name string) error {
 	version, _ := v.(string)
 	if !own && l.dir == nil {
 		var err error
-		if _, version, err = l.st.Read(ctx, l.prefix+name, maxRecordBytes); err != nil {
+		if _, version, err = l.st.Read(ctx, l.prefix+name, record.MaxRecordBytes); err != nil {
 			return err
 		}
 	}
@@ -652,7 +654,7 @@ func (l *loc) removeHead(name string) error {
 // never remove the next worker's.
 func (l *loc) removeDead(digest string) error {
 	if d := l.dir; d != nil {
-		path := filepath.Join(d.dir, markerName)
+		path := filepath.Join(d.dir, record.MarkerName)
 		f, err := d.fs.OpenFile(path, fsys.ReadFlags, 0)
 		if err != nil {
 			return err
@@ -666,8 +668,8 @@ func (l *loc) removeDead(digest string) error {
 			return fs.ErrNotExist
 		}
 	}
-	data, version, ok := l.read(nil, markerName, maxRecordBytes)
-	if !ok || digestOf(data) != digest {
+	data, version, ok := l.read(nil, record.MarkerName, record.MaxRecordBytes)
+	if !ok || record.DigestOf(data) != digest {
 		return errors.New("journal: the marker changed since it was read: not removed")
 	}
 	return l.removeMarker(version)
@@ -676,7 +678,7 @@ func (l *loc) removeDead(digest string) error {
 func (l *loc) removeMarker(version string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
-	return l.st.Remove(ctx, l.prefix+markerName, version)
+	return l.st.Remove(ctx, l.prefix+record.MarkerName, version)
 }
 
 // OpenStore opens the run kept in st as [Open] does a directory

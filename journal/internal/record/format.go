@@ -1,4 +1,8 @@
-package journal
+// Package record is the journal's record envelope: the names of a run's files and their
+// kinds, the envelope every record shares (seal, unseal: one digest chain), the bodies by
+// kind, the manifest and plan files, and the checks of a record's own fields. It reads and
+// writes bytes only; where they are kept is package store's.
+package record
 
 import (
 	"bytes"
@@ -23,64 +27,64 @@ import (
 
 // The names, limits (bounded-journal) and format version (private-run-directory) of a run.
 const (
-	backoffVersion = "1.0" // of a new run's manifest and of every backoff entry
-	maxEntries     = 200   // backoff-0001.json to backoff-0200.json
-	maxFiles       = 1003  // names at every instant, a write's temporary file included
+	BackoffVersion = "1.0" // of a new run's manifest and of every backoff entry
+	MaxEntries     = 200   // backoff-0001.json to backoff-0200.json
+	MaxFiles       = 1003  // names at every instant, a write's temporary file included
 	// footprint is the most names one journaled request adds at its peak: marker, head and its
 	// temporary file, record (the replaced head is removed once the new one is durable).
-	footprint = 4
+	Footprint = 4
 
-	manifestName  = "run.json"
-	planName      = "plan.json"
-	markerName    = "pending-request.json"
-	tempInfix     = ".tmp-" // tempName's
-	tempHexLen    = 16
+	ManifestName  = "run.json"
+	PlanName      = "plan.json"
+	MarkerName    = "pending-request.json"
+	TempInfix     = ".tmp-" // tempName's
+	TempHexLen    = 16
 	jsonSuffix    = ".json"
 	receiptHexLen = 32 // hex digits of the file identity digest naming a receipt or part (128 bits)
 	digestPrefix  = "sha256:"
 
 	// Size caps, checked before a file is read; plan.json holds about 13,000 planned files.
 	maxManifestBytes = 64 << 10
-	maxRecordBytes   = 4 << 10
-	maxPlanBytes     = 1 << 20
+	MaxRecordBytes   = 4 << 10
+	MaxPlanBytes     = 1 << 20
 
 	// Numbering limits (the file limit bounds them first): part receipts per file, reviews
 	// per run, upload rounds per file (1 plus its reupload reviews), the run's seq.
-	maxParts   = 9999
-	maxReviews = 9999
+	MaxParts   = 9999
+	MaxReviews = 9999
 	maxRounds  = 99
 	maxRunSeq  = 9999
 
-	pendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait (the wait ceiling)
-	maxNoteBytes       = 256 // bounds of a review's free text
-	maxReviewerBytes   = 64
+	PendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait (the wait ceiling)
+	MaxNoteBytes       = 256 // bounds of a review's free text
+	MaxReviewerBytes   = 64
 
 	// The kinds of records.
-	kindEntry   = "backoff"
-	kindReceipt = "receipt"
-	kindPart    = "part"
-	kindReview  = "review"
-	kindHead    = "head"
+	KindEntry   = "backoff"
+	KindReceipt = "receipt"
+	KindPart    = "part"
+	KindReview  = "review"
+	KindHead    = "head"
 )
 
-func entryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
-func reviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
-func headName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
+func EntryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
+func ReviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
+func HeadName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
 // receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
-func receiptNameRound(fileDigest string, round int) string {
+func ReceiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
-		return "receipt-" + fileHex(fileDigest) + jsonSuffix
+		return "receipt-" + FileHex(fileDigest) + jsonSuffix
 	}
-	return fmt.Sprintf("receipt-%s-r%02d.json", fileHex(fileDigest), round)
+	return fmt.Sprintf("receipt-%s-r%02d.json", FileHex(fileDigest), round)
 }
 
-func partName(fileDigest string, n int) string {
-	return fmt.Sprintf("part-%s-%04d.json", fileHex(fileDigest), n)
+func PartName(fileDigest string, n int) string {
+	return fmt.Sprintf("part-%s-%04d.json", FileHex(fileDigest), n)
 }
 
 // fileHex is the hex prefix of a file identity digest that names its files.
-func fileHex(fileDigest string) string {
+func FileHex(fileDigest string) string {
 	h := strings.TrimPrefix(fileDigest, digestPrefix)
 	return h[:min(len(h), receiptHexLen)]
 }
@@ -88,29 +92,29 @@ func fileHex(fileDigest string) string {
 // parseName parses the name of a record or head: its kind (nil for any other name),
 // number (a receipt's round) and file's hex prefix (a receipt's or part's). A name is
 // its kind's only if it renders back, with a number of at most four digits (a round's two).
-func parseName(name string) (k *fileKind, n int, hexPart string) {
-	for _, k := range fileKinds[2:] {
-		rest, ok := strings.CutPrefix(name, k.prefix)
+func ParseName(name string) (k *FileKind, n int, hexPart string) {
+	for _, k := range FileKinds[2:] {
+		rest, ok := strings.CutPrefix(name, k.Prefix)
 		if !ok {
 			continue
 		}
 		h, again := "", ""
-		if k.kind == kindReceipt || k.kind == kindPart {
+		if k.Kind == KindReceipt || k.Kind == KindPart {
 			h = rest[:min(len(rest), receiptHexLen)]
 		}
 		num := strings.TrimLeft(strings.TrimSuffix(rest[len(h):], jsonSuffix), "-r")
 		n, err := strconv.Atoi(cmp.Or(num, "1")) // none: a receipt of round 1
 		switch {
-		case k.kind == kindReceipt && rest[len(h):] == jsonSuffix:
+		case k.Kind == KindReceipt && rest[len(h):] == jsonSuffix:
 			again = name // receipt-<hex>.json: round 1, the commonest name, checked without rendering it
-		case k.kind == kindReceipt:
-			again = receiptNameRound(h, n)
-		case k.kind == kindPart:
-			again = partName(h, n)
+		case k.Kind == KindReceipt:
+			again = ReceiptNameRound(h, n)
+		case k.Kind == KindPart:
+			again = PartName(h, n)
 		default:
-			again = fmt.Sprintf("%s%04d%s", k.prefix, n, jsonSuffix)
+			again = fmt.Sprintf("%s%04d%s", k.Prefix, n, jsonSuffix)
 		}
-		if err != nil || n > 9999 || k.kind == kindReceipt && n > maxRounds || !lowerHex(h) || again != name {
+		if err != nil || n > 9999 || k.Kind == KindReceipt && n > maxRounds || !lowerHex(h) || again != name {
 			return nil, 0, ""
 		}
 		return k, n, h
@@ -119,25 +123,25 @@ func parseName(name string) (k *fileKind, n int, hexPart string) {
 }
 
 // parseHeadName returns n for "head-NNNN.json" (n ≥ 1).
-func parseHeadName(name string) (int, bool) {
-	k, n, _ := parseName(name)
-	return n, k != nil && k.kind == kindHead && n >= 1
+func ParseHeadName(name string) (int, bool) {
+	k, n, _ := ParseName(name)
+	return n, k != nil && k.Kind == KindHead && n >= 1
 }
 
 // tempName returns a fresh name for the temporary file of a durable write of
 // final, so that two writers never meet on one (temporary-files-are-not-findings).
-func tempName(final string) string {
-	var b [tempHexLen / 2]byte
+func TempName(final string) string {
+	var b [TempHexLen / 2]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
-	return final + tempInfix + hex.EncodeToString(b[:])
+	return final + TempInfix + hex.EncodeToString(b[:])
 }
 
 // parseTempName returns the journal name of a durable write's temporary file (the
 // marker is written through one too, so that it appears locked: R83), or ok false.
-func parseTempName(name string) (final string, ok bool) {
-	i := len(name) - tempHexLen - len(tempInfix)
-	if i <= 0 || name[i:i+len(tempInfix)] != tempInfix || !lowerHex(name[i+len(tempInfix):]) ||
-		!isJournalName(name[:i]) {
+func ParseTempName(name string) (final string, ok bool) {
+	i := len(name) - TempHexLen - len(TempInfix)
+	if i <= 0 || name[i:i+len(TempInfix)] != TempInfix || !lowerHex(name[i+len(TempInfix):]) ||
+		!IsJournalName(name[:i]) {
 		return "", false
 	}
 	return name[:i], true
@@ -145,58 +149,29 @@ func parseTempName(name string) (final string, ok bool) {
 
 // isJournalName reports whether name is a name the journal writes, or the
 // temporary file of one: a directory holding any of them is a run.
-func isJournalName(name string) bool {
-	if final, ok := parseTempName(name); ok {
+func IsJournalName(name string) bool {
+	if final, ok := ParseTempName(name); ok {
 		name = final
 	}
-	k, _ := kindOf(name)
-	return k != nil || name == markerName
+	k, _ := KindOf(name)
+	return k != nil || name == MarkerName
 }
 
 func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
 // digestOf returns "sha256:" and the hex SHA-256 of b.
-func digestOf(b []byte) string {
+func DigestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return digestPrefix + hex.EncodeToString(sum[:])
 }
 
 // isDigest reports whether s is "sha256:" and 64 lower-case hex digits.
-func isDigest(s string) bool {
+func IsDigest(s string) bool {
 	return len(s) == len(digestPrefix)+64 && strings.HasPrefix(s, digestPrefix) && lowerHex(s[len(digestPrefix):])
 }
 
 // fileDigest is [PlannedFile.Digest] of the file with identity id.
-func fileDigest(id string) string { return digestOf([]byte(id)) }
-
-// PlannedFile is one file of a batch plan.
-type PlannedFile struct {
-	// ID is the file's stable identity within the batch (for example its relative path
-	// and content hash). It must be non-empty and unique in the plan; it is stored only
-	// as its [PlannedFile.Digest]. Do not put secrets in it.
-	ID string
-}
-
-// digestOfPlan returns the plan's file digests, sorted, and the digest a run
-// binds for it, whatever the order of its files (plan-ids); it fails for an
-// empty or duplicated ID.
-func digestOfPlan(files []PlannedFile) ([]string, string, error) {
-	ds := make([]string, 0, len(files))
-	seen := make(map[string]bool, len(files))
-	for _, f := range files {
-		if f.ID == "" {
-			return nil, "", errors.New("journal: planned file with an empty ID")
-		}
-		d := fileDigest(f.ID)
-		if seen[d] {
-			return nil, "", fmt.Errorf("journal: planned file %q appears twice", f.ID)
-		}
-		seen[d] = true
-		ds = append(ds, d)
-	}
-	slices.Sort(ds)
-	return ds, planDigestOf(ds), nil
-}
+func FileDigest(id string) string { return DigestOf([]byte(id)) }
 
 // envelope is every record of a run (R82, deletion-detected): seq is its place in the
 // run's one sequence (0, with prev null, only for a legacy run's evidence), prev the record
@@ -205,26 +180,26 @@ func digestOfPlan(files []PlannedFile) ([]string, string, error) {
 type envelope struct {
 	Seq    int             `json:"seq"`
 	Kind   string          `json:"kind"`
-	Prev   *link           `json:"prev"`
+	Prev   *Link           `json:"prev"`
 	Body   json.RawMessage `json:"body"`
 	Digest string          `json:"digest,omitempty"`
 }
 
 // link names a record (or run.json) by name and digest.
-type link struct {
+type Link struct {
 	Name   string `json:"name"`
 	Digest string `json:"digest"`
 }
 
 // env is a verified record's envelope, without its kind and body.
-type env struct {
+type Env struct {
 	Seq    int
-	Prev   link
+	Prev   Link
 	Digest string
 }
 
 // seal encodes body as a record of kind at seq after prev: its file bytes and digest.
-func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
+func Seal(kind string, seq int, prev Link, body any) ([]byte, string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, "", err
@@ -237,83 +212,83 @@ func seal(kind string, seq int, prev link, body any) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	e.Digest = digestOf(c)
-	out, err := marshalLine(e)
+	e.Digest = DigestOf(c)
+	out, err := MarshalLine(e)
 	return out, e.Digest, err
 }
 
 // unseal is the one loader of records: the envelope, kind and body of a file that is byte
 // for byte the canonical encoding of a valid record (which also refuses unknown, duplicated
 // or miscased keys, white space and trailing bytes), or why it is not.
-func unseal(data []byte) (env, string, any, error) {
+func Unseal(data []byte) (Env, string, any, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
-		return env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
+		return Env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
 	var body any
-	for _, k := range fileKinds[2:] {
-		if k.kind == e.Kind {
+	for _, k := range FileKinds[2:] {
+		if k.Kind == e.Kind {
 			body = k.body()
 		}
 	}
 	switch {
 	case e.Kind == "":
-		return env{}, "", nil, errors.New("not a record envelope (an earlier, unreleased format, or made by hand)")
+		return Env{}, "", nil, errors.New("not a record envelope (an earlier, unreleased format, or made by hand)")
 	case body == nil:
-		return env{}, "", nil, fmt.Errorf("kind %q is not a record's", sanitizeNote(e.Kind, 16))
+		return Env{}, "", nil, fmt.Errorf("kind %q is not a record's", SanitizeNote(e.Kind, 16))
 	}
 	if err := json.Unmarshal(e.Body, body); err != nil {
-		return env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
+		return Env{}, "", nil, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
-	var prev link
+	var prev Link
 	if e.Prev != nil {
 		prev = *e.Prev
 	}
-	want, d, err := seal(e.Kind, e.Seq, prev, body)
+	want, d, err := Seal(e.Kind, e.Seq, prev, body)
 	switch {
 	case err != nil:
-		return env{}, "", nil, err
+		return Env{}, "", nil, err
 	case d != e.Digest:
-		return env{}, "", nil, errors.New("digest does not match the content (edited)")
+		return Env{}, "", nil, errors.New("digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
-		return env{}, "", nil, errors.New("not in canonical form (edited)")
+		return Env{}, "", nil, errors.New("not in canonical form (edited)")
 	case e.Seq < 0 || e.Seq > maxRunSeq:
-		return env{}, "", nil, fmt.Errorf("seq %d outside 1..%d", e.Seq, maxRunSeq)
-	case e.Seq == 0 && e.Kind == kindHead:
-		return env{}, "", nil, errors.New("a head at seq 0")
-	case e.Seq > 0 && prev.Name != manifestName && !isRecordName(prev.Name),
-		e.Kind != kindHead && e.Seq > 0 && (e.Seq == 1) != (prev.Name == manifestName):
-		return env{}, "", nil, errors.New("prev.name is run.json exactly for record 1, else a record's name")
-	case e.Seq > 0 && !isDigest(prev.Digest):
-		return env{}, "", nil, errors.New("prev.digest is not a sha256 digest")
+		return Env{}, "", nil, fmt.Errorf("seq %d outside 1..%d", e.Seq, maxRunSeq)
+	case e.Seq == 0 && e.Kind == KindHead:
+		return Env{}, "", nil, errors.New("a head at seq 0")
+	case e.Seq > 0 && prev.Name != ManifestName && !IsRecordName(prev.Name),
+		e.Kind != KindHead && e.Seq > 0 && (e.Seq == 1) != (prev.Name == ManifestName):
+		return Env{}, "", nil, errors.New("prev.name is run.json exactly for record 1, else a record's name")
+	case e.Seq > 0 && !IsDigest(prev.Digest):
+		return Env{}, "", nil, errors.New("prev.digest is not a sha256 digest")
 	}
 	if err := validBody(body); err != nil {
-		return env{}, "", nil, err
+		return Env{}, "", nil, err
 	}
-	return env{Seq: e.Seq, Prev: prev, Digest: d}, e.Kind, body, nil
+	return Env{Seq: e.Seq, Prev: prev, Digest: d}, e.Kind, body, nil
 }
 
 // validBody is the one check of a record's own fields, by kind (the scan checks its neighbours).
 func validBody(body any) error {
 	switch b := body.(type) {
-	case *entryBody:
-		return validEntry(*b)
-	case *receiptBody:
+	case *EntryBody:
+		return ValidEntry(*b)
+	case *ReceiptBody:
 		switch {
-		case !isDigest(b.FileDigest):
+		case !IsDigest(b.FileDigest):
 			return errors.New("file_digest is not a sha256 digest")
 		case b.ACK != httprule.IsSuccess(b.Status):
 			return errors.New("ack does not agree with status")
 		case b.Round < 0 || b.Round == 1 || b.Round > maxRounds:
 			return fmt.Errorf("round %d outside 2..%d (round 1 is written without the field)", b.Round, maxRounds)
 		}
-		return validRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
-	case *partBody:
+		return ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
+	case *PartBody:
 		switch {
-		case !isDigest(b.FileDigest):
+		case !IsDigest(b.FileDigest):
 			return errors.New("file_digest is not a sha256 digest")
-		case b.Part < 1 || b.Part > maxParts:
-			return fmt.Errorf("part %d outside 1..%d", b.Part, maxParts)
+		case b.Part < 1 || b.Part > MaxParts:
+			return fmt.Errorf("part %d outside 1..%d", b.Part, MaxParts)
 		case b.Accepted != httprule.IsSuccess(b.Status):
 			return errors.New("accepted does not agree with status")
 		case httprule.IsThrottled(b.Status):
@@ -321,53 +296,53 @@ func validBody(body any) error {
 		case b.RequestID != redact.ID(b.RequestID):
 			return errors.New("request_id is not sanitized")
 		}
-		return validRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
-	case *reviewBody:
+		return ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
+	case *ReviewBody:
 		return validReview(b)
-	case *headBody:
+	case *HeadBody:
 		switch g := b.Begun; {
 		case g == nil:
-		case !isDigest(g.FileDigest):
+		case !IsDigest(g.FileDigest):
 			return errors.New("begun.file_digest is not a sha256 digest")
 		case g.BegunAtUTC < 0 || g.BegunAtUTC > unixtime.Max:
 			return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", g.BegunAtUTC)
 		default:
-			return validRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf)
+			return ValidRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf)
 		}
 	}
 	return nil
 }
 
 // nameOf is the file name of a record: it follows from the content, so a renamed record is seen.
-func nameOf(seq int, body any) string {
+func NameOf(seq int, body any) string {
 	switch b := body.(type) {
-	case *entryBody:
-		return entryName(b.Sequence)
-	case *receiptBody:
-		return receiptNameRound(b.FileDigest, max(b.Round, 1))
-	case *partBody:
-		return partName(b.FileDigest, b.Part)
-	case *reviewBody:
-		return reviewName(b.Sequence)
+	case *EntryBody:
+		return EntryName(b.Sequence)
+	case *ReceiptBody:
+		return ReceiptNameRound(b.FileDigest, max(b.Round, 1))
+	case *PartBody:
+		return PartName(b.FileDigest, b.Part)
+	case *ReviewBody:
+		return ReviewName(b.Sequence)
 	}
-	return headName(seq)
+	return HeadName(seq)
 }
 
 // Bodies of the records (docs/policy.md: "Record formats").
 
-type retryAfterJSON struct {
+type RetryAfterJSON struct {
 	Kind  string `json:"kind"`
 	Value int64  `json:"value"`
 }
 
-type timingJSON struct {
+type TimingJSON struct {
 	ReceivedAtUTC      int64 `json:"received_at_utc"`
 	NotBeforeUTC       int64 `json:"not_before_utc"`
 	ServerDelaySeconds int64 `json:"server_delay_seconds"`
 }
 
 // provenance is a journaled request's upload attempt; part marks a request of [WithUploadPart].
-type provenance struct {
+type Provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
 	ResendOf   string `json:"resend_of"`
@@ -375,7 +350,7 @@ type provenance struct {
 }
 
 // entryBody is a backoff entry's; its event digest is the record's digest.
-type entryBody struct {
+type EntryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
 	PlanDigest     string         `json:"plan_digest"`
@@ -383,13 +358,13 @@ type entryBody struct {
 	URLDigest      string         `json:"url_digest"`
 	RequestID      string         `json:"request_id"`
 	Status         int            `json:"status"`
-	RetryAfter     retryAfterJSON `json:"retry_after"`
-	Timing         *timingJSON    `json:"timing"`
-	Provenance     provenance     `json:"provenance"`
+	RetryAfter     RetryAfterJSON `json:"retry_after"`
+	Timing         *TimingJSON    `json:"timing"`
+	Provenance     Provenance     `json:"provenance"`
 }
 
 // receiptBody is a commit receipt's; Round is omitted for round 1.
-type receiptBody struct {
+type ReceiptBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
 	Method         string `json:"method"`
@@ -406,7 +381,7 @@ type receiptBody struct {
 }
 
 // partBody is a part receipt's: its 2xx is "accepted", never an ACK (parts-are-not-acks).
-type partBody struct {
+type PartBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
 	Part           int    `json:"part"`
@@ -424,7 +399,7 @@ type partBody struct {
 
 // reviewBody is a review's. Marker is set on a pending review only (whose
 // file is the marker's: file_digest ""), Restriction on a restriction review only.
-type reviewBody struct {
+type ReviewBody struct {
 	Sequence      int                  `json:"sequence"`
 	PlanDigest    string               `json:"plan_digest"`
 	FileDigest    string               `json:"file_digest"`
@@ -432,14 +407,14 @@ type reviewBody struct {
 	Reviewer      string               `json:"reviewer"`
 	ReviewedAtUTC int64                `json:"reviewed_at_utc"`
 	Note          string               `json:"note"`
-	Evidence      reviewEvidence       `json:"evidence"`
-	Marker        *markerEvidence      `json:"marker,omitempty"`
-	Restriction   *restrictionEvidence `json:"restriction,omitempty"`
+	Evidence      ReviewEvidence       `json:"evidence"`
+	Marker        *MarkerEvidence      `json:"marker,omitempty"`
+	Restriction   *RestrictionEvidence `json:"restriction,omitempty"`
 }
 
 // reviewEvidence is what a review saw of its file ("" for a digest of none);
 // the review applies to these records only: later ones belong to the next round.
-type reviewEvidence struct {
+type ReviewEvidence struct {
 	Entries         int    `json:"entries"`
 	LastEventDigest string `json:"last_event_digest"`
 	Parts           int    `json:"parts"`
@@ -450,7 +425,7 @@ type reviewEvidence struct {
 // markerEvidence is what a pending review saw of the abandoned request: the digest of its
 // marker's bytes (of its begun head for a marker removed by hand, R85), what the marker names
 // (empty when unreadable) and the run's not-before, since the lost response's is unknown.
-type markerEvidence struct {
+type MarkerEvidence struct {
 	Digest       string `json:"digest"`
 	Method       string `json:"method"`
 	URLDigest    string `json:"url_digest"`
@@ -461,7 +436,7 @@ type markerEvidence struct {
 }
 
 // restrictionEvidence binds an entry without timing and the not-before the operator gives it.
-type restrictionEvidence struct {
+type RestrictionEvidence struct {
 	Entry        string `json:"entry"`
 	EventDigest  string `json:"event_digest"`
 	NotBeforeUTC int64  `json:"not_before_utc"`
@@ -470,12 +445,12 @@ type restrictionEvidence struct {
 // headBody is a head's: {} after record NNNN, whose prev names it; or, written before an
 // upload's request (R85), begun the request, prev record NNNN-1, and it stands for whatever
 // record takes place NNNN (the request's entry or receipt, or its marker's pending review).
-type headBody struct {
-	Begun *begunRequest `json:"begun,omitempty"`
+type HeadBody struct {
+	Begun *BegunRequest `json:"begun,omitempty"`
 }
 
 // begunRequest is what the marker says of its request, without its worker.
-type begunRequest struct {
+type BegunRequest struct {
 	Method     string `json:"method"`
 	URLDigest  string `json:"url_digest"`
 	FileDigest string `json:"file_digest"`
@@ -487,7 +462,7 @@ type begunRequest struct {
 
 // markerFile is pending-request.json: its presence is what matters; its
 // content names the request for a review, and its worker for `journal status`.
-type markerFile struct {
+type MarkerFile struct {
 	BackoffVersion string `json:"backoff_version"`
 	Method         string `json:"method"`
 	URLDigest      string `json:"url_digest"`
@@ -501,17 +476,17 @@ type markerFile struct {
 }
 
 // parseMarker reads what it can of pending-request.json.
-func parseMarker(data []byte) (markerFile, bool) {
-	var m markerFile
-	if json.Unmarshal(data, &m) != nil || (m.FileDigest != "" && !isDigest(m.FileDigest)) {
-		return markerFile{}, false
+func ParseMarker(data []byte) (MarkerFile, bool) {
+	var m MarkerFile
+	if json.Unmarshal(data, &m) != nil || (m.FileDigest != "" && !IsDigest(m.FileDigest)) {
+		return MarkerFile{}, false
 	}
 	return m, true
 }
 
 // manifestBody is run.json's content, the genesis of the run's sequence;
 // Parallel is a parallel root's shard count.
-type manifestBody struct {
+type ManifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
 	PlanDigest     string `json:"plan_digest"`
 	CreatedAtUTC   int64  `json:"created_at_utc"`
@@ -519,67 +494,67 @@ type manifestBody struct {
 }
 
 type manifestFile struct {
-	manifestBody
+	ManifestBody
 	Digest string `json:"digest"`
 }
 
-func encodeManifest(m manifestBody) ([]byte, string, error) {
+func EncodeManifest(m ManifestBody) ([]byte, string, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, "", err
 	}
-	d := digestOf(b)
-	out, err := marshalLine(manifestFile{m, d})
+	d := DigestOf(b)
+	out, err := MarshalLine(manifestFile{m, d})
 	return out, d, err
 }
 
 // manifestInfo is what run.json says. genesis is the prev of record 1: the
 // manifest's digest (1.0) or that of the file's bytes (legacy).
-type manifestInfo struct {
-	legacy     bool
-	planDigest string
-	genesis    string
-	parallel   int
+type ManifestInfo struct {
+	Legacy     bool
+	PlanDigest string
+	Genesis    string
+	Parallel   int
 }
 
 // parseManifest parses run.json. A JSON object without a backoff_version
 // key is a legacy manifest: only its plan_digest (when a string) is read.
-func parseManifest(data []byte) (manifestInfo, error) {
+func ParseManifest(data []byte) (ManifestInfo, error) {
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(data, &keys); err != nil || keys == nil {
-		return manifestInfo{}, errors.New("not a JSON object")
+		return ManifestInfo{}, errors.New("not a JSON object")
 	}
 	if _, ok := keys["backoff_version"]; !ok {
-		mi := manifestInfo{legacy: true, genesis: digestOf(data)}
+		mi := ManifestInfo{Legacy: true, Genesis: DigestOf(data)}
 		var s string
-		if json.Unmarshal(keys["plan_digest"], &s) == nil && isDigest(s) {
-			mi.planDigest = s
+		if json.Unmarshal(keys["plan_digest"], &s) == nil && IsDigest(s) {
+			mi.PlanDigest = s
 		}
 		return mi, nil
 	}
 	var mf manifestFile
 	if err := json.Unmarshal(data, &mf); err != nil {
-		return manifestInfo{}, fmt.Errorf("not valid JSON of this format: %v", err)
+		return ManifestInfo{}, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
-	if mf.BackoffVersion != backoffVersion {
-		return manifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, backoffVersion)
+	if mf.BackoffVersion != BackoffVersion {
+		return ManifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
 	}
-	want, d, err := encodeManifest(mf.manifestBody)
+	want, d, err := EncodeManifest(mf.ManifestBody)
 	switch p := mf.Parallel; {
 	case err != nil:
-		return manifestInfo{}, err
+		return ManifestInfo{}, err
 	case d != mf.Digest:
-		return manifestInfo{}, errors.New("digest does not match the content (edited)")
+		return ManifestInfo{}, errors.New("digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
-		return manifestInfo{}, errors.New("not in canonical form (edited)")
-	case !isDigest(mf.PlanDigest):
-		return manifestInfo{}, errors.New("plan_digest is not a sha256 digest")
+		return ManifestInfo{}, errors.New("not in canonical form (edited)")
+	case !IsDigest(mf.PlanDigest):
+		return ManifestInfo{}, errors.New("plan_digest is not a sha256 digest")
 	case mf.CreatedAtUTC <= 0:
-		return manifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
-	case p != 0 && (p < minParallel || p > maxParallel):
-		return manifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, minParallel, maxParallel)
+		return ManifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
+	case p != 0 && (p < MinParallel || p > MaxParallel):
+		return ManifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, MinParallel, MaxParallel)
 	}
-	return manifestInfo{planDigest: mf.PlanDigest, genesis: mf.Digest, parallel: mf.Parallel}, nil
+	return ManifestInfo{PlanDigest: mf.PlanDigest, Genesis: mf.Digest, Parallel: mf.Parallel}, nil
 }
 
 type planFile struct {
@@ -588,20 +563,20 @@ type planFile struct {
 
 // parsePlanList parses plan.json: exactly the canonical encoding of sorted,
 // distinct file identity digests; its digest is the run's plan digest.
-func parsePlanList(data []byte) ([]string, string, error) {
+func ParsePlanList(data []byte) ([]string, string, error) {
 	var pl planFile
 	if err := json.Unmarshal(data, &pl); err != nil {
 		return nil, "", fmt.Errorf("not valid JSON of this format: %v", err)
 	}
 	for i, f := range pl.Files {
 		switch {
-		case !isDigest(f):
+		case !IsDigest(f):
 			return nil, "", fmt.Errorf("files[%d] is not a sha256 digest", i)
 		case i > 0 && pl.Files[i-1] >= f:
 			return nil, "", errors.New("files are not sorted and distinct")
 		}
 	}
-	want, err := marshalLine(pl)
+	want, err := MarshalLine(pl)
 	switch {
 	case pl.Files == nil: // null or missing (the loop above saw no file)
 		return nil, "", errors.New("files is not a list")
@@ -610,11 +585,11 @@ func parsePlanList(data []byte) ([]string, string, error) {
 	case !bytes.Equal(want, data):
 		return nil, "", errors.New("not in canonical form (edited)")
 	}
-	return pl.Files, digestOf(want[:len(want)-1]), nil
+	return pl.Files, DigestOf(want[:len(want)-1]), nil
 }
 
 // encodePlanList returns plan.json for a plan's sorted file identity digests.
-func encodePlanList(digests []string) ([]byte, error) { return marshalLine(planFile{digests}) }
+func EncodePlanList(digests []string) ([]byte, error) { return MarshalLine(planFile{digests}) }
 
 var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, readrecovery.RetryAfterDate,
 	readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid, readrecovery.RetryAfterOverlong,
@@ -622,17 +597,17 @@ var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, r
 
 // validRequest checks the request fields every record shares: nothing but a method token
 // and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
-func validRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
+func ValidRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
 	switch {
 	case method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
 		return fmt.Errorf("method %q is not an HTTP method", method)
-	case planDigest != "" && !isDigest(planDigest):
+	case planDigest != "" && !IsDigest(planDigest):
 		return errors.New("plan_digest is not a sha256 digest")
-	case !isDigest(urlDigest):
+	case !IsDigest(urlDigest):
 		return errors.New("url_digest is not a sha256 digest")
 	case attempt < 1:
 		return fmt.Errorf("attempt %d is not positive", attempt)
-	case resendOf != "" && !isDigest(resendOf):
+	case resendOf != "" && !IsDigest(resendOf):
 		return errors.New("resend_of is not a sha256 digest")
 	}
 	return nil
@@ -640,21 +615,21 @@ func validRequest(planDigest, method, urlDigest string, attempt int, resendOf st
 
 // validEntry checks an entry's fields: a known Retry-After kind, a value that
 // is 0 for every kind but seconds and date, and not_before exactly received + delay.
-func validEntry(e entryBody) error {
+func ValidEntry(e EntryBody) error {
 	ra, t := e.RetryAfter, e.Timing
-	if err := validRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
+	if err := ValidRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
 		return err
 	}
 	switch {
-	case e.BackoffVersion != backoffVersion:
+	case e.BackoffVersion != BackoffVersion:
 		return fmt.Errorf("unsupported backoff_version %q", e.BackoffVersion)
-	case e.Sequence < 1 || e.Sequence > maxEntries:
-		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, maxEntries)
+	case e.Sequence < 1 || e.Sequence > MaxEntries:
+		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
 	case e.RequestID != redact.ID(e.RequestID):
 		return errors.New("request_id is not sanitized")
 	case e.Status < 100 || e.Status > 599:
 		return fmt.Errorf("status %d is not an HTTP status", e.Status)
-	case e.Provenance.FileDigest != "" && !isDigest(e.Provenance.FileDigest):
+	case e.Provenance.FileDigest != "" && !IsDigest(e.Provenance.FileDigest):
 		return errors.New("provenance.file_digest is not a sha256 digest")
 	case !slices.Contains(knownKinds, readrecovery.RetryAfterKind(ra.Kind)):
 		return fmt.Errorf("retry_after kind %q is unknown", ra.Kind)
@@ -676,51 +651,51 @@ func validEntry(e entryBody) error {
 }
 
 // validReview checks a review's own fields (its evidence against the run is reviewProblem's).
-func validReview(r *reviewBody) error {
+func validReview(r *ReviewBody) error {
 	ev, m, rs := r.Evidence, r.Marker, r.Restriction
 	fileless := m != nil || rs != nil // a pending or restriction review, which names no file_digest
 	switch {
-	case r.Sequence < 1 || r.Sequence > maxReviews:
-		return fmt.Errorf("sequence %d outside 1..%d", r.Sequence, maxReviews)
-	case r.PlanDigest != "" && !isDigest(r.PlanDigest):
+	case r.Sequence < 1 || r.Sequence > MaxReviews:
+		return fmt.Errorf("sequence %d outside 1..%d", r.Sequence, MaxReviews)
+	case r.PlanDigest != "" && !IsDigest(r.PlanDigest):
 		return errors.New("plan_digest is not a sha256 digest")
-	case (r.Decision == decisionPending) != (m != nil):
+	case (r.Decision == DecisionPending) != (m != nil):
 		return errors.New("marker is set on a pending review, and only there")
-	case (r.Decision == decisionRestriction) != (rs != nil):
+	case (r.Decision == DecisionRestriction) != (rs != nil):
 		return errors.New("restriction is set on a restriction review, and only there")
-	case m != nil && !isDigest(m.Digest):
+	case m != nil && !IsDigest(m.Digest):
 		return errors.New("marker.digest is not a sha256 digest")
-	case m != nil && (m.FileDigest != "" && !isDigest(m.FileDigest) || m.URLDigest != "" && !isDigest(m.URLDigest)):
+	case m != nil && (m.FileDigest != "" && !IsDigest(m.FileDigest) || m.URLDigest != "" && !IsDigest(m.URLDigest)):
 		return errors.New("marker names a digest that is not sha256")
-	case m != nil && m.Method != sanitizeNote(m.Method, 16):
+	case m != nil && m.Method != SanitizeNote(m.Method, 16):
 		return errors.New("marker.method is not sanitized")
 	case m != nil && (m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max):
 		return fmt.Errorf("marker.begun_at_utc %d is not a Unix time", m.BegunAtUTC)
-	case m != nil && (m.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || m.NotBeforeUTC > unixtime.Max):
-		return fmt.Errorf("marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, pendingWaitSeconds)
-	case rs != nil && (!isRecordName(rs.Entry) || !isDigest(rs.EventDigest)):
+	case m != nil && (m.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || m.NotBeforeUTC > unixtime.Max):
+		return fmt.Errorf("marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, PendingWaitSeconds)
+	case rs != nil && (!IsRecordName(rs.Entry) || !IsDigest(rs.EventDigest)):
 		return errors.New("restriction does not name an entry and its event digest")
-	case rs != nil && (rs.NotBeforeUTC < r.ReviewedAtUTC+pendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max):
-		return fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, pendingWaitSeconds)
+	case rs != nil && (rs.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max):
+		return fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, PendingWaitSeconds)
 	case fileless && r.FileDigest != "":
 		return errors.New("a pending or restriction review names no file_digest")
-	case !fileless && !isDigest(r.FileDigest):
+	case !fileless && !IsDigest(r.FileDigest):
 		return errors.New("file_digest is not a sha256 digest")
 	case !fileless && r.Decision != DecisionReupload && r.Decision != DecisionSkip:
 		return fmt.Errorf("decision %q is not reupload, skip, pending or restriction", r.Decision)
-	case r.Reviewer == "" || r.Reviewer != sanitizeNote(r.Reviewer, maxReviewerBytes):
+	case r.Reviewer == "" || r.Reviewer != SanitizeNote(r.Reviewer, MaxReviewerBytes):
 		return errors.New("reviewer is empty or not sanitized")
-	case r.Note != sanitizeNote(r.Note, maxNoteBytes):
+	case r.Note != SanitizeNote(r.Note, MaxNoteBytes):
 		return errors.New("note is not sanitized")
 	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
 		return fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
-	case ev.Entries < 0 || ev.Entries > maxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
+	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
 		return errors.New("evidence entries and last_event_digest disagree")
-	case ev.Parts < 0 || ev.Parts > maxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
+	case ev.Parts < 0 || ev.Parts > MaxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
 		return errors.New("evidence parts and last_part_digest disagree")
-	case ev.LastEventDigest != "" && !isDigest(ev.LastEventDigest),
-		ev.LastPartDigest != "" && !isDigest(ev.LastPartDigest),
-		ev.ReceiptDigest != "" && !isDigest(ev.ReceiptDigest):
+	case ev.LastEventDigest != "" && !IsDigest(ev.LastEventDigest),
+		ev.LastPartDigest != "" && !IsDigest(ev.LastPartDigest),
+		ev.ReceiptDigest != "" && !IsDigest(ev.ReceiptDigest):
 		return errors.New("evidence holds a digest that is not sha256")
 	}
 	return nil
@@ -729,13 +704,13 @@ func validReview(r *reviewBody) error {
 // representable reports whether a timing lies within the bound of representable-times:
 // beyond it an entry is kept without timing (the run is unresolved), never a failure to
 // record the restriction. An invalid timing is validEntry's.
-func representable(t *readrecovery.RetryAfterTiming) bool {
+func Representable(t *readrecovery.RetryAfterTiming) bool {
 	return t.ReceivedAtUTC <= unixtime.Max && t.NotBeforeUTC <= unixtime.Max &&
 		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
 }
 
 // untimed returns why an entry cannot bound its restriction in time (the run is unresolved), or "".
-func untimed(e entryBody) string {
+func Untimed(e EntryBody) string {
 	switch {
 	case e.RetryAfter.Kind == string(readrecovery.RetryAfterOversized):
 		return "retry_after oversized: no representable delay (unresolved)"
@@ -745,7 +720,7 @@ func untimed(e entryBody) string {
 	return ""
 }
 
-func marshalLine(v any) ([]byte, error) {
+func MarshalLine(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -757,7 +732,7 @@ func marshalLine(v any) ([]byte, error) {
 // only (every control character, newline and ESC included, becomes a space), no URL query or
 // userinfo, runs of spaces collapsed, trimmed, cut to at most limit bytes on a rune boundary.
 // Its result is a fixed point, so a loader can check that a stored text is sanitized.
-func sanitizeNote(s string, limit int) string {
+func SanitizeNote(s string, limit int) string {
 	for range 8 {
 		t := sanitizeOnce(s, limit)
 		if t == s {
