@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -414,12 +416,12 @@ func TestRemoveDeadSparesALiveMarker(t *testing.T) {
 	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(dir, record.MarkerName))
 	require.NoError(t, err)
-	l := locOf(DirStore(dir))
-	assert.Error(t, l.removeDead(record.DigestOf(data)), "live: its worker holds the lock")
+	l := store.LocOf(DirStore(dir))
+	assert.Error(t, l.RemoveDead(record.DigestOf(data)), "live: its worker holds the lock")
 	assert.FileExists(t, filepath.Join(dir, record.MarkerName))
 	kill(a)
-	assert.Error(t, l.removeDead(record.DigestOf([]byte("other bytes"))), "not the marker read")
+	assert.Error(t, l.RemoveDead(record.DigestOf([]byte("other bytes"))), "not the marker read")
 	assert.FileExists(t, filepath.Join(dir, record.MarkerName))
-	require.NoError(t, l.removeDead(record.DigestOf(data)))
+	require.NoError(t, l.RemoveDead(record.DigestOf(data)))
 	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
 }

@@ -70,7 +70,7 @@ func TestDurabilityOrder(t *testing.T) {
 		{"pending review", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t)))
 			kill(j) // its worker dies: the lock goes with its open file
-			j2, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.r.(*run).b.dir.fs), WithPlan(plan3))
+			j2, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.r.(*run).b.Dir.Fs), WithPlan(plan3))
 			require.NoError(t, err)
 			_, err = j2.ReviewPending(context.Background(), "killed", 0)
 			require.NoError(t, err)

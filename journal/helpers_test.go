@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -312,7 +314,7 @@ func withFS(f fsys.FS) Option {
 // file of prev (nil or an earlier snapshot). Its error is dir's own: not
 // readable, empty (errNoRun), no journal name (ErrNotRun).
 func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
+	return scanRun(store.LocOf(store.NewDir(fsy, dir)), prev, time.Now())
 }
 
 func receiptName(fileDigest string) string { return record.ReceiptNameRound(fileDigest, 1) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -24,6 +26,10 @@ import (
 // because the run is full has the methods JournalFull and JournalRestricted (find them
 // with errors.As); a refused review says why, and writes nothing.
 var (
+	// ErrNotRun means a directory holds files but none of the names a journal
+	// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
+	// the journal neither reports it as a run nor writes into it.
+	ErrNotRun = store.ErrNotRun
 	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
 	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
 	errCorrupt = errors.New("journal: run failed verification")
@@ -200,7 +206,7 @@ func (j *Journal) impl() runner {
 // run is one run, or one shard of a parallel run: its storage, what it
 // read last, and the request this Journal has in flight there.
 type run struct {
-	b           *loc // the run's storage
+	b           *store.Loc // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
@@ -223,7 +229,7 @@ type run struct {
 
 func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
 
-func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
+func openRun(b *store.Loc, cfg config, wait time.Duration, plan []string) *run {
 	j := &run{b: b, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	if plan != nil {
 		j.plan = make(map[string]bool, len(plan))
@@ -264,7 +270,7 @@ var _ readrecovery.Journal = (*Journal)(nil)
 // [Existing] it never creates.
 func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), opts)
+	return openLoc(context.Background(), store.LocOf(store.NewDir(cfg.fs, dir)), opts)
 }
 
 // Existing makes [Open] and [OpenStore] open only a run that exists: a
@@ -274,10 +280,10 @@ func Existing() Option { return optionFunc(func(c *config) { c.existing = true }
 
 // openLoc opens the run kept in ub; ctx bounds the opening's lists and reads, never the
 // Journal's later calls.
-func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
-	b := ub.with(ctx)
+func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error) {
+	b := ub.With(ctx)
 	cfg := newConfig(opts)
-	dir := b.name
+	dir := b.Name
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planFiles, planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
@@ -288,7 +294,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	}
 	n := rootParallel(b)
 	if n > 0 && cfg.parallelSet && cfg.parallel != n {
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", store.EscapeName(dir), n, cfg.parallel)
 	}
 	if n > 0 || cfg.parallelSet {
 		create := n == 0 && !cfg.existing
@@ -300,7 +306,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		}
 		return jr, nil
 	}
-	if err := b.nested(); err != nil {
+	if err := b.Nested(); err != nil {
 		return nil, err
 	}
 	own := planFiles
@@ -313,7 +319,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		return nil, err
 	}
 	if cfg.plan != nil && s.manifest != nil && s.manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.PlanDigest, planDigest)
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.manifest.PlanDigest, planDigest)
 	}
 	j.snap = s
 	jr.r = j
@@ -323,7 +329,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 // openSnap reads the run in b, creating it (with create) when it does not exist or its
 // creation stopped before the manifest (another worker's under way, or a killed one: it
 // is finished). parallel and parts are create's, for a parallel run's root.
-func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
+func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
 	s, err := scanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
 		err = errNoRun
@@ -341,11 +347,11 @@ func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDiges
 			s, err = scanRun(b, nil, j.clock.Now())
 		}
 		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.name), bareErr(err))
+			return nil, fmt.Errorf("journal: create run %s: %w", store.EscapeName(b.Name), store.BareErr(err))
 		}
 		return s, nil
 	}
-	return nil, dirError(b.name, err)
+	return nil, dirError(b.Name, err)
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
@@ -359,7 +365,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if len(planData) > record.MaxPlanBytes {
 		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), record.MaxPlanBytes)
 	}
-	err = j.b.initRun(exists)
+	err = j.b.InitRun(exists)
 	if err == nil {
 		err = j.putPart(record.PlanName, planData)
 	}
@@ -374,7 +380,7 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if err != nil {
 		return nil, err
 	}
-	if _, err := j.b.put(record.ManifestName, data); err != nil {
+	if _, err := j.b.Put(record.ManifestName, data); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, nil // another worker's: the caller reads it
 		}
@@ -391,11 +397,11 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 // putPart stores a creation's part exclusively; one that exists is no error when it
 // holds exactly data, else [ErrPlanMismatch].
 func (j *run) putPart(name string, data []byte) error {
-	_, err := j.b.put(name, data)
+	_, err := j.b.Put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	had, _, ok := j.b.read(nil, name, record.MaxPlanBytes)
+	had, _, ok := j.b.Read(nil, name, record.MaxPlanBytes)
 	switch {
 	case !ok:
 		return fmt.Errorf("%s exists and cannot be read: %w", name, err)
@@ -412,7 +418,7 @@ func unfinishedCreation(s *snapshot) bool {
 		return false
 	}
 	for _, de := range s.listed {
-		if _, tmp := record.ParseTempName(de.name); !de.regular || (!tmp && de.name != record.PlanName) {
+		if _, tmp := record.ParseTempName(de.Name); !de.Regular || (!tmp && de.Name != record.PlanName) {
 			return false
 		}
 	}
@@ -581,9 +587,9 @@ func (j *run) unmarked(now time.Time) Status {
 // refreshLocked re-reads the listing and the files it does not know yet (records are
 // immutable), so that another process's records count; ctx bounds the reads.
 func (j *run) refreshLocked(ctx context.Context) {
-	b := j.b.with(ctx)
+	b := j.b.With(ctx)
 	if j.inflight != nil && j.markerData != nil {
-		b.own = &lightMarker{data: j.markerData, version: j.markerVersion} // its bytes are known
+		b.Own = &store.LightMarker{Data: j.markerData, Version: j.markerVersion} // its bytes are known
 	}
 	s, err := scanRun(b, j.snap, j.clock.Now())
 	if err != nil {
@@ -611,7 +617,7 @@ func (j *run) refreshFinishing(ctx context.Context) {
 func (j *run) finishDeadReview() bool {
 	s := j.snap
 	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
+		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == store.HoldNone)) {
 		return false
 	}
 	h := s.lastHead()
@@ -620,7 +626,7 @@ func (j *run) finishDeadReview() bool {
 		if err != nil {
 			return false
 		}
-		if _, err := j.b.put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, err := j.b.Put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -843,7 +849,7 @@ func (j *run) claim(m record.MarkerFile) error {
 	if err != nil {
 		return err
 	}
-	version, hold, err := j.b.createMarker(data)
+	version, hold, err := j.b.CreateMarker(data)
 	switch {
 	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
 		reason := record.MarkerName + ": " + pendingProblem
@@ -866,7 +872,7 @@ func (j *run) claim(m record.MarkerFile) error {
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
-		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, bareErr(err))
+		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, store.BareErr(err))
 	}
 	return refusal
 }
@@ -878,17 +884,6 @@ func (j *run) release() {
 		j.markerHold()
 		j.markerHold = nil
 	}
-}
-
-func writeSyncClose(f fsys.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // fail records a persistence failure: the Journal is unresolved from now on.
@@ -916,7 +911,7 @@ func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool,
 		return record.Env{}, false, err
 	}
 	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
-	linked, err = j.b.put(name, data)
+	linked, err = j.b.Put(name, data)
 	s.gen = scanGen.Add(1) // what this Journal wrote is news
 	if !linked {
 		return e, false, err
@@ -944,7 +939,7 @@ func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) err
 		return err
 	}
 	hn := record.HeadName(seq)
-	hl, err := j.b.put(hn, hd)
+	hl, err := j.b.Put(hn, hd)
 	if hl {
 		e := record.Env{Seq: seq, Prev: prev, Digest: digest}
 		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
@@ -958,7 +953,7 @@ func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) err
 			if o == hn {
 				continue
 			}
-			if err := j.b.removeHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
+			if err := j.b.RemoveHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
 				s.files--
 			} else {
 				s.heads = append(s.heads, o) // removed by a later write
@@ -982,7 +977,7 @@ func (j *run) beginRecord(m record.MarkerFile) error {
 		return nil
 	}
 	j.fail("write " + record.HeadName(seq) + ": " + redact.Text(err.Error()))
-	err = fmt.Errorf("journal: begin: %w", bareErr(err))
+	err = fmt.Errorf("journal: begin: %w", store.BareErr(err))
 	if j.snap.begun == nil {
 		return j.unclaim(err)
 	}
@@ -994,7 +989,7 @@ func (j *run) beginRecord(m record.MarkerFile) error {
 // clearMarker removes this Journal's marker (conditionally on its version, where the
 // store has versions); a failure is a persistence failure.
 func (j *run) clearMarker() error {
-	err := j.b.removeMarker(j.markerVersion)
+	err := j.b.RemoveMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
 	if err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
@@ -1156,10 +1151,10 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		_, _, err = j.writeRecord(record.ReceiptNameRound(m.FileDigest, round), record.KindReceipt, &r)
 	}
 	if err != nil {
-		return fmt.Errorf("journal: receipt: %w", bareErr(err))
+		return fmt.Errorf("journal: receipt: %w", store.BareErr(err))
 	}
 	if err := j.clearMarker(); err != nil {
-		return fmt.Errorf("journal: complete: %w", bareErr(err))
+		return fmt.Errorf("journal: complete: %w", store.BareErr(err))
 	}
 	return nil
 }
@@ -1207,4 +1202,81 @@ func (s *snapshot) hasEntry(d, file string) bool {
 		}
 	}
 	return false
+}
+
+const (
+	// pendingPoll is how often [WithPendingWait] looks again for another
+	// worker's marker to go.
+	pendingPoll = 25 * time.Millisecond
+	// deadPoll (plus up to as much again) is how often [Journal.Next] reads the run
+	// again while it waits for a dead worker's upload's review (dead-upload-waits).
+	deadPoll = 500 * time.Millisecond
+)
+
+// Store is where a run's records live (shared-runs): a flat set of named, immutable objects
+// plus the one pending marker; [DirStore] is the local directory, and
+// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure Blob Storage.
+// Its methods, and the two optional ones the journal finds by a type assertion
+// (ListPrefix, EnclosingRun), are documented at their definition.
+type Store = store.Store
+
+// DirStore returns the local directory dir as a [Store], written with the
+// durable-write sequence (immutable-chained-entries). [Open](dir) is
+// [OpenStore] of DirStore(dir), with the checks only a directory has
+// (private-run-directory, hostile-directories).
+func DirStore(dir string) Store { return store.NewDir(fsys.OS{}, dir) }
+
+// OpenStore opens the run kept in st as [Open] does a directory
+// (OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...)): it
+// creates a new run when st holds nothing (never with [Existing]), or opens
+// and verifies the existing one. Any number of processes may open, or
+// create together, the same run (docs/policy.md: shared-runs). ctx bounds
+// every list and read of the opening (its writes, when it creates the run,
+// are detached under their own bound), never the Journal's later calls.
+func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("journal: nil Store")
+	case ctx == nil:
+		return nil, errors.New("journal: open: nil context")
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("journal: open: %w", ctx.Err())
+	}
+	return openLoc(ctx, store.LocOf(st), opts)
+}
+
+// WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
+// for the pending marker of another worker's request to go (docs/policy.md:
+// shared-runs), instead of refusing at once with an unresolved status
+// ([ErrPending]). The wait honours the caller's context. A marker whose
+// worker the store shows dead (marker-liveness) ends the wait at once; one
+// still live after d is refused as a request in flight, never judged dead
+// by its age. Default: 0, no wait. A negative d is ignored.
+func WithPendingWait(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.pendingWait = d
+		}
+	})
+}
+
+// InspectStore checks the run kept in st (a directory: [DirStore]) without
+// changing it, and returns in Summary.Findings every finding, one per
+// problem, as docs/policy.md ("The journal in detail") lists them (the
+// location, every file, the chain and a pending marker), and in Summary the
+// counts of what the run holds (`readrecovery journal verify`'s "ok" line). No findings means the run can never be unresolved but by
+// clock regression, which depends on the time of the question (see
+// [Journal.Status]). The error is non-nil only when the run itself cannot
+// be read: it does not exist or holds no run (errors.Is(err,
+// fs.ErrNotExist)), is not a directory, or cannot be listed.
+func InspectStore(ctx context.Context, st Store) (Summary, error) {
+	switch {
+	case st == nil:
+		return Summary{}, errors.New("journal: nil Store")
+	case ctx == nil:
+		return Summary{}, errors.New("journal: inspect: nil context")
+	case ctx.Err() != nil:
+		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
+	}
+	return inspect(store.LocOf(st).With(ctx))
 }

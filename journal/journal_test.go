@@ -699,7 +699,7 @@ func TestFileLimit(t *testing.T) {
 	assert.Equal(t, ".: more than 1003 files (limit exceeded)", st.Reason)
 	findings, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{".", "more than 1003 files (limit exceeded)"}}, findings)
+	assert.Equal(t, []Finding{{File: ".", Problem: "more than 1003 files (limit exceeded)"}}, findings)
 }
 
 // TestRestrictedErrorUnwrap checks the error chain.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
@@ -95,7 +97,7 @@ func (s *snapshot) tally(sum *Summary) {
 // loader loads the immutable files of one scan, from the previous scan's cache when it has them.
 type loader struct {
 	s     *snapshot
-	b     *loc
+	b     *store.Loc
 	cache map[string]any
 }
 
@@ -110,15 +112,15 @@ func (ld *loader) load(name string, note string) (any, bool) {
 		return c, true
 	}
 	k, _ := record.KindOf(name)
-	probe, before := &snapshot{}, len(s.findings) // the read adds only findings
-	data, _, read := ld.b.read(probe, name, cmp.Or(k.MaxBytes, record.MaxRecordBytes))
+	probe, before := store.Findings{}, len(s.findings) // the read adds only findings
+	data, _, read := ld.b.Read(&probe, name, cmp.Or(k.MaxBytes, record.MaxRecordBytes))
 	if !read && k.Kind == record.KindHead && (s.pending || replacedHead(ld.b, name)) {
 		// A write in progress (the marker) replaces the head, or another
 		// worker's finished since the listing: the next scan checks the
 		// newer head. A head gone with none newer is a deletion.
 		return nil, false
 	}
-	s.findings = append(s.findings, probe.findings...)
+	s.findings = append(s.findings, probe...)
 	var v any
 	var err error
 	switch {
@@ -134,7 +136,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 		case perr != nil:
 			err = perr
 		case kind != k.Kind || record.NameOf(e.Seq, body) != name:
-			err = fmt.Errorf("its content names %s (renamed)", escapeName(record.NameOf(e.Seq, body)))
+			err = fmt.Errorf("its content names %s (renamed)", store.EscapeName(record.NameOf(e.Seq, body)))
 		}
 		v = loaded{e, body}
 	}
@@ -282,7 +284,7 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 		case k == 0 && s.manifest != nil && (p.Name != record.ManifestName || p.Digest != s.manifest.Genesis):
 			s.addFinding(by, "prev does not match run.json (from another run)")
 		case k == 0:
-		case !ok && !slices.ContainsFunc(s.listed, func(de listedName) bool { return de.name == p.Name }):
+		case !ok && !slices.ContainsFunc(s.listed, func(de store.ListedName) bool { return de.Name == p.Name }):
 			s.addFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
 		case !ok: // present but failing its own checks: that is its finding
 		case r.name != p.Name || r.Digest != p.Digest:
@@ -326,21 +328,21 @@ func (s *snapshot) checkHeads(names []string, ld *loader) {
 
 // replacedHead reports whether the head name, listed but unreadable, is gone from a fresh
 // listing that holds a newer head: another worker's write replaced it since the listing.
-func replacedHead(b *loc, name string) bool {
+func replacedHead(b *store.Loc, name string) bool {
 	k, ok := record.ParseHeadName(name)
 	if !ok {
 		return false
 	}
-	names, _, err := b.list()
+	names, _, err := b.List()
 	if err != nil {
 		return false
 	}
 	newer := false
 	for _, n := range names {
-		if n.name == name {
+		if n.Name == name {
 			return false // still there: its read failed for another reason
 		}
-		if h, ok := record.ParseHeadName(n.name); ok && h > k {
+		if h, ok := record.ParseHeadName(n.Name); ok && h > k {
 			newer = true
 		}
 	}

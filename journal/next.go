@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -301,7 +303,7 @@ func (j *Journal) Release(f PlannedFile) error {
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
-		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -59,8 +61,8 @@ type root struct {
 	// views are the light scans of the check across shards (lightView),
 	// never a shard's own snapshot (its mu guards that).
 	views   []*snapshot
-	markers []lightMarker // per shard, the marker bytes a light scan read last
-	failure string        // a shard's persistence failure
+	markers []store.LightMarker // per shard, the marker bytes a light scan read last
+	failure string              // a shard's persistence failure
 }
 
 func (p *root) lanes() []*run     { return p.shards }
@@ -221,8 +223,8 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
-			l := sj.b.with(ctx)
-			l.light = &lightView{p: p, i: i}
+			l := sj.b.With(ctx)
+			l.Light = &store.LightView{Mu: &p.mu, Last: &p.markers[i]}
 			s, err := scanRun(l, prev, now)
 			if err != nil {
 				s = newSnapshot()
@@ -269,7 +271,7 @@ func (p *root) Admit(ctx context.Context, now time.Time) error {
 func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
 	k, name, ok := record.ParseShardRef(marker)
 	if marker != "" && (!ok || name != record.MarkerName || k > p.n) {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), record.MarkerName, record.MarkerRef(p.n))
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName, record.MarkerRef(p.n))
 	}
 	if marker == "" {
 		if notBefore < 0 || notBefore > unixtime.Max {
@@ -307,7 +309,7 @@ func (p *root) review(k int, call func(sj *run) (ReviewRecord, error)) (ReviewRe
 func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
 	k, name, ok := record.ParseShardRef(entry)
 	if !ok || k > p.n {
-		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
+		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, store.EscapeName(entry))
 	}
 	return p.review(k, func(sj *run) (ReviewRecord, error) { return sj.ReviewRestriction(ctx, name, note, notBefore) })
 }
@@ -375,21 +377,21 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 // openParallel opens (with create, makes) the run of n shards rooted at ub.
 // A creation writes the root's manifest last: a root with one has all its
 // shards, and a shard missing later is a deletion (unresolved).
-func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
-	dir := ub.name
-	urb := ub.asRoot(n)
-	rb := urb.with(ctx)
+func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
+	dir := ub.Name
+	urb := ub.AsRoot(n)
+	rb := urb.With(ctx)
 	wait := cfg.pendingWait
 	if wait <= 0 {
 		wait = defaultParallelWait
 	}
-	if err := rb.nested(); err != nil {
+	if err := rb.Nested(); err != nil {
 		return nil, err
 	}
 	s, err := openRun(urb, cfg, wait, nil).openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
 			sub := record.ShardPlan(planFiles, k, n)
-			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, record.PlanDigestOf(sub), false, 0, nil); err != nil {
+			if _, err := openRun(rb.Shard(k), cfg, 0, nil).create(sub, record.PlanDigestOf(sub), false, 0, nil); err != nil {
 				return fmt.Errorf("%s: %w", record.ShardName(k), err)
 			}
 		}
@@ -401,28 +403,28 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 	switch { // the root's run above is its creation's only
 	case s.manifest != nil && s.manifest.Parallel == n:
 	case s.manifest != nil && s.manifest.Parallel == 0:
-		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
+		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", store.EscapeName(dir))
 	case s.manifest != nil:
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.Parallel, n)
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", store.EscapeName(dir), s.manifest.Parallel, n)
 	default:
 		why := "no run.json"
 		if len(s.findings) > 0 {
 			why = s.findings[0].String()
 		}
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), why)
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, store.EscapeName(dir), why)
 	}
 	if cfg.plan != nil && s.manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.PlanDigest, planDigest)
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.manifest.PlanDigest, planDigest)
 	}
 	rootOnly(s)
 	p := &root{clock: cfg.clock, snap: s, n: n, wants: shardWants(s.planFiles, n),
-		views: make([]*snapshot, n), markers: make([]lightMarker, n)}
+		views: make([]*snapshot, n), markers: make([]store.LightMarker, n)}
 	for k := 1; k <= n; k++ {
 		ss, _, err := scanShard(rb, k, cfg.clock.Now())
 		if err != nil {
 			return nil, err
 		}
-		sj := openRun(urb.shard(k), cfg, wait, record.ShardPlan(s.planFiles, k, n))
+		sj := openRun(urb.Shard(k), cfg, wait, record.ShardPlan(s.planFiles, k, n))
 		sj.group, sj.shardNo, sj.snap = p, k, ss
 		// The check across shards starts from a copy (the shard adds to its cache).
 		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
@@ -433,13 +435,13 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 
 // scanShard scans shard k of rb once no run lies inside it. A shard that
 // cannot be read (deleted, or not finished) is a snapshot of one finding.
-func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err error) {
-	b := rb.shard(k)
-	if err := b.nested(); err != nil {
+func scanShard(rb *store.Loc, k int, now time.Time) (s *snapshot, unread string, err error) {
+	b := rb.Shard(k)
+	if err := b.Nested(); err != nil {
 		return nil, "", err
 	}
 	if s, err = scanRun(b, nil, now); err != nil {
-		unread = "cannot read the shard: " + redact.Text(bareErr(err).Error())
+		unread = "cannot read the shard: " + redact.Text(store.BareErr(err).Error())
 		s = newSnapshot()
 		s.addFinding(".", "%s", unread)
 	}
@@ -459,8 +461,8 @@ func shardProblem(s *snapshot, want string) string {
 }
 
 // rootParallel is the shard count b's manifest declares (0: none, or unreadable).
-func rootParallel(b *loc) int {
-	data, _, ok := b.read(nil, record.ManifestName, record.MaxRecordBytes)
+func rootParallel(b *store.Loc) int {
+	data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes)
 	if !ok {
 		return 0
 	}
@@ -469,55 +471,6 @@ func rootParallel(b *loc) int {
 		return 0
 	}
 	return mi.Parallel
-}
-
-// lightView makes a shard's scan the check across shards (docs/policy.md:
-// "Shards in detail"): no receipt, part receipt or head, so no sequence; the
-// marker read again only when its version (Blob: the probe's ETag) changed.
-type lightView struct {
-	p      *root
-	i      int
-	probed string // the marker's version the liveness probe returned
-}
-
-// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
-type lightMarker struct {
-	data    []byte
-	version string
-}
-
-// filter leaves out receipts, part receipts, heads, writes in progress.
-func (v *lightView) filter(names []listedName) []listedName {
-	out := names[:0:0]
-	for _, n := range names {
-		k, _ := record.KindOf(n.name)
-		_, temp := record.ParseTempName(n.name)
-		_, head := record.ParseHeadName(n.name)
-		if !temp && !head && (k == nil || k.Attempted == nil) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// read reads l's marker unless its probed version is the one read last.
-func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
-	p := v.p
-	p.mu.Lock()
-	m := p.markers[v.i]
-	p.mu.Unlock()
-	if m.data != nil && v.probed != "" && m.version == v.probed {
-		return m.data, m.version, true
-	}
-	plain := *l
-	plain.light = nil
-	data, version, ok := plain.read(s, record.MarkerName, limit)
-	if ok {
-		p.mu.Lock()
-		p.markers[v.i] = lightMarker{data: data, version: version}
-		p.mu.Unlock()
-	}
-	return data, version, ok
 }
 
 // shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
@@ -533,9 +486,9 @@ func shardReason(k int, reason string) string {
 // plan and writes in progress: its records live in its shards.
 func rootOnly(s *snapshot) {
 	for _, ln := range s.listed {
-		_, temp := record.ParseTempName(ln.name)
-		if !temp && ln.name != record.ManifestName && ln.name != record.PlanName && record.IsJournalName(ln.name) {
-			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
+		_, temp := record.ParseTempName(ln.Name)
+		if !temp && ln.Name != record.ManifestName && ln.Name != record.PlanName && record.IsJournalName(ln.Name) {
+			s.addFinding(ln.Name, "in a parallel run's root: its records live in its shards (not a record of this run)")
 		}
 	}
 }

@@ -303,7 +303,7 @@ func TestParallelShardSwappedOrDeleted(t *testing.T) {
 		require.Equal(t, "shard-01/run.json: plan_digest is not this shard's part of the root plan (a shard of another run)", st.Reason)
 		fs, err := verify(dir)
 		require.NoError(t, err)
-		require.Equal(t, Finding{"shard-01/run.json", "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
+		require.Equal(t, Finding{File: "shard-01/run.json", Problem: "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
 	})
 	t.Run("deleted", func(t *testing.T) {
 		dir := newRoot(t)

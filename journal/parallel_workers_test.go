@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -43,7 +45,7 @@ func (p prefixMem) ListPrefix(_ context.Context, prefix string, limit int) ([]st
 	return out, nil
 }
 
-var _ prefixLister = prefixMem{}
+var _ store.PrefixLister = prefixMem{}
 
 // shardedRun is one parallel run of the worker tests, on one of the
 // stores: the local directory, the in-memory Store, and the in-memory

@@ -231,7 +231,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {record.MarkerName, pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{File: "review-0001.json", Problem: "digest does not match the content (edited)"}, {File: record.MarkerName, Problem: pendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
@@ -184,7 +186,7 @@ func (s *snapshot) decide(d string, approval Approval, st Status, ignorePending 
 	case v.receipt != nil:
 		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: attempted without ACK (status %d); never replayed, needs operator review", v.receipt.name, v.receipt.receipt().Status)
 	case v.bad != "":
-		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", escapeName(v.bad))
+		fd.State, fd.Reason = FileUnknown, fmt.Sprintf("%s: fails verification; never replayed, needs operator review", store.EscapeName(v.bad))
 	case v.record != "":
 		fd.State, fd.Reason = FileUnknown, v.record+"; never replayed, needs operator review"
 	case v.review != nil && v.review.review().Decision == record.DecisionSkip:

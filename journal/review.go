@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -152,7 +154,7 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	r, linked, err := j.putLinked(record.ReviewName(rb.Sequence), record.KindReview, &rb)
 	switch {
 	case err != nil && !linked:
-		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", bareErr(err)))
+		return rec{}, j.unclaim(fmt.Errorf("journal: review not written: %w", store.BareErr(err)))
 	case err != nil:
 		j.fail("write " + r.name + ": " + redact.Text(err.Error()))
 		return rec{}, fmt.Errorf("journal: review: %w", err)
@@ -288,7 +290,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 		return ReviewRecord{}, errZero
 	}
 	if marker != "" && marker != record.MarkerName {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, escapeName(marker), record.MarkerName)
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName)
 	}
 	if notBefore < 0 || notBefore > unixtime.Max {
 		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
@@ -333,7 +335,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 		b := s.begun.req
 		m = record.MarkerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
 		me.Digest = s.begun.Digest
-	} else if data, _, ok := j.b.read(nil, record.MarkerName, record.MaxRecordBytes); ok && record.DigestOf(data) == s.pendingDigest {
+	} else if data, _, ok := j.b.Read(nil, record.MarkerName, record.MaxRecordBytes); ok && record.DigestOf(data) == s.pendingDigest {
 		m, _ = record.ParseMarker(data)
 	}
 	me.Method, me.FileDigest, me.Part = record.SanitizeNote(m.Method, 16), m.FileDigest, m.Part
@@ -350,7 +352,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	rb.Marker = me
 	rec, linked, err := j.putLinked(record.ReviewName(rb.Sequence), record.KindReview, &rb)
 	if !linked {
-		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", bareErr(err))
+		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", store.BareErr(err))
 	}
 	out := rec.record()
 	if err != nil {
@@ -369,7 +371,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 // removeResolved removes the marker a pending review resolved (or a dead claim that never
 // sent) while it is still the one read: by digest, and on its version (loc.removeDead).
 func (j *run) removeResolved(s *snapshot) error {
-	if err := j.b.removeDead(s.pendingDigest); err != nil {
+	if err := j.b.RemoveDead(s.pendingDigest); err != nil {
 		return err
 	}
 	s.pending, s.pendingFile, s.pendingID, s.pendingDigest, s.pendingResolved = false, "", "", "", ""
@@ -393,7 +395,7 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		now := j.clock.Now().Unix()
 		switch {
 		case target == nil:
-			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, escapeName(entry))
+			return fmt.Errorf("%w: %s is not a backoff entry of the run", errReviewRefused, store.EscapeName(entry))
 		case record.Untimed(*target.entry()) == "":
 			return fmt.Errorf("%w: %s has its own timing (not_before_utc %d)", errReviewRefused, entry, target.entry().Timing.NotBeforeUTC)
 		case s.bounded(entry):

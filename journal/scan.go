@@ -3,55 +3,19 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
-
-	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
-
-// Finding is one problem of a run directory, found by [InspectStore] or by the
-// verification [Open] performs. Any finding makes the run unresolved.
-type Finding struct {
-	// File is the file's name inside the run directory, or "." for the
-	// directory itself.
-	File string
-	// Problem says what is wrong, in a few words.
-	Problem string
-}
-
-// String returns "file: problem", the line `readrecovery journal verify`
-// prints. A file name that is not plain printable ASCII (a newline, an
-// escape sequence, a quote, a space, anything else) is printed quoted with
-// Go escapes, so that no name can forge a line or reach a terminal raw.
-func (f Finding) String() string { return escapeName(f.File) + ": " + f.Problem }
-
-// escapeName returns name as it is when it is plain printable ASCII
-// without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
-func escapeName(name string) string {
-	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
-		return c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\''
-	}) {
-		return strconv.QuoteToASCII(name)
-	}
-	return name
-}
 
 // errNoRun is the error of a directory that is empty: it holds no run.
 var errNoRun = errors.New("holds no run (no run.json)")
-
-// ErrNotRun means a directory holds files but none of the names a journal
-// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
-// the journal neither reports it as a run nor writes into it.
-var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
 // snapshot is the verified state of a run directory at one moment.
 type snapshot struct {
@@ -71,23 +35,24 @@ type snapshot struct {
 	// pendingUnsent, a dead worker's claim that never sent (dead-claim-heals).
 	pending, pendingReview         bool
 	pendingUnsent                  bool
-	pendingLive                    liveness
+	pendingLive                    store.Liveness
 	pendingFile, pendingID         string
 	pendingDigest, pendingResolved string
 	// leftovers are the stale temporary files (staleTemp), listed apart from the findings.
-	findings, leftovers []Finding
+	findings  store.Findings
+	leftovers []Finding
 	// seq holds the records with a run link, by seq (deletion-detected);
 	// lastSeq is the highest; heads the heads listed (the highest counts).
 	seq       map[int]rec
 	lastSeq   int
 	heads     []string
-	begun     *begunHead     // an upload begun whose record is still to come (R85), else nil
-	broken    int            // the records that fail their own checks
-	seqBroken bool           // the sequence check found something: scanRun lists again (a write in progress?)
-	listed    []listedName   // the listing
-	light     bool           // a lightView's scan: restrictions and the marker, no sequence check
-	gen       uint64         // scanGen: of two snapshots of one run, the greater was listed later
-	cache     map[string]any // the parsed immutable files by name: a refresh reads only new ones
+	begun     *begunHead         // an upload begun whose record is still to come (R85), else nil
+	broken    int                // the records that fail their own checks
+	seqBroken bool               // the sequence check found something: scanRun lists again (a write in progress?)
+	listed    []store.ListedName // the listing
+	light     bool               // a lightView's scan: restrictions and the marker, no sequence check
+	gen       uint64             // scanGen: of two snapshots of one run, the greater was listed later
+	cache     map[string]any     // the parsed immutable files by name: a refresh reads only new ones
 }
 
 func newSnapshot() *snapshot {
@@ -139,10 +104,9 @@ type begunHead struct {
 
 // addFinding adds a finding; on a nil snapshot (a read that keeps none) it does nothing.
 func (s *snapshot) addFinding(file, format string, args ...any) {
-	if s == nil {
-		return
+	if s != nil {
+		s.findings.Add(file, format, args...)
 	}
-	s.findings = append(s.findings, Finding{File: file, Problem: fmt.Sprintf(format, args...)})
 }
 
 func (s *snapshot) planDigest() string {
@@ -180,9 +144,9 @@ const (
 
 func (s *snapshot) markerProblem() string {
 	switch s.pendingLive {
-	case holdLive, holdGone:
+	case store.HoldLive, store.HoldGone:
 		return liveProblem
-	case holdUnknown:
+	case store.HoldUnknown:
 		return unknownProblem
 	}
 	return pendingProblem
@@ -192,12 +156,12 @@ func (s *snapshot) markerProblem() string {
 // dead. One whose liveness it cannot tell (no locks) counts as live, never
 // as dead: nothing is released, handed out again or blocked on a guess;
 // only an operator's pending review (reviewable) resolves it.
-func (s *snapshot) deadMarker() bool { return s.blocking() && s.pendingLive == holdNone }
+func (s *snapshot) deadMarker() bool { return s.blocking() && s.pendingLive == store.HoldNone }
 
 // reviewable reports whether a pending review may resolve the blocking
 // marker: a dead one, or one the store cannot tell, on the operator's word.
 func (s *snapshot) reviewable() bool {
-	return s.deadMarker() || s.blocking() && s.pendingLive == holdUnknown
+	return s.deadMarker() || s.blocking() && s.pendingLive == store.HoldUnknown
 }
 
 // bounded reports whether a restriction review bounds the entry name.
@@ -216,10 +180,10 @@ func (s *snapshot) blocking() bool { return s.pending && s.pendingResolved == ""
 // upload (docs/policy.md: dead-claim-heals): no begun head, and d's records
 // still make it eligible (a record of d is an upload begun, at work or done).
 // A light scan has neither heads nor receipts: it reads the run whole.
-func (s *snapshot) unsent(b *loc, d string, now time.Time) bool {
+func (s *snapshot) unsent(b *store.Loc, d string, now time.Time) bool {
 	if s.light {
 		plain := *b
-		plain.light = nil
+		plain.Light = nil
 		full, err := scanRun(&plain, s, now)
 		return err == nil && full.pendingUnsent && full.pendingDigest == s.pendingDigest
 	}
@@ -237,14 +201,14 @@ var scanGen atomic.Uint64
 // is not atomic: one taken during a write may hold a record without its head, or a
 // head without the old one it replaced. So a broken sequence is listed again, and
 // scanned again (3 times at most) while the listing changes: an unchanged one is the run's.
-func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
+func scanRun(b *store.Loc, prev *snapshot, now time.Time) (*snapshot, error) {
 	gen := scanGen.Add(1)
 	for try := 0; ; try++ {
 		s, err := scanOnce(b, prev, now, gen)
 		if err != nil || !s.seqBroken || try == 3 {
 			return s, err
 		}
-		again, _, err := b.list()
+		again, _, err := b.List()
 		if err != nil || sameNames(s.listed, again) {
 			return s, nil
 		}
@@ -252,20 +216,20 @@ func scanRun(b *loc, prev *snapshot, now time.Time) (*snapshot, error) {
 }
 
 // sameNames reports whether the listing b holds exactly the names of a.
-func sameNames(a []listedName, b []listedName) bool {
+func sameNames(a []store.ListedName, b []store.ListedName) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	seen := make(map[string]bool, len(a))
 	for _, n := range a {
-		seen[n.name] = true
+		seen[n.Name] = true
 	}
-	return !slices.ContainsFunc(b, func(n listedName) bool { return !seen[n.name] })
+	return !slices.ContainsFunc(b, func(n store.ListedName) bool { return !seen[n.Name] })
 }
 
 // scanOnce is one scan of the run kept in b, of scanRun's gen.
-func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, error) {
-	des, where, err := b.list()
+func scanOnce(b *store.Loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, error) {
+	des, where, err := b.List()
 	switch {
 	case err != nil:
 		return nil, err
@@ -273,51 +237,51 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 		return nil, errNoRun
 	}
 	s := newSnapshot()
-	s.files, s.listed, s.light, s.gen = len(des), des, b.light != nil, gen
+	s.files, s.listed, s.light, s.gen = len(des), des, b.Light != nil, gen
 	s.findings = append(s.findings, where...)
 	if len(des) > record.MaxFiles {
 		// Fail closed without reading anything: the bound on work is the bound on files.
 		s.addFinding(".", "more than %d files (limit exceeded)", record.MaxFiles)
 		return s, nil
 	}
-	if !slices.ContainsFunc(des, func(de listedName) bool { return record.IsJournalName(de.name) }) {
+	if !slices.ContainsFunc(des, func(de store.ListedName) bool { return record.IsJournalName(de.Name) }) {
 		return nil, ErrNotRun
 	}
 	var cache map[string]any
 	if prev != nil {
 		cache = prev.cache
 	}
-	sort.Slice(des, func(i, k int) bool { return des[i].name < des[k].name })
+	sort.Slice(des, func(i, k int) bool { return des[i].Name < des[k].Name })
 	// Findings about names come last, so that the first finding (the reason
 	// of the status) is the most basic one: directory, manifest, records.
 	var late []Finding
 	byKind := map[*record.FileKind][]string{}
 	for _, de := range des {
-		name := de.name
+		name := de.Name
 		k, n := record.KindOf(name) // nil for a temporary file and the marker
 		_, isTemp := record.ParseTempName(name)
 		if name == record.MarkerName {
 			s.pending = true // whatever it is, its presence counts
 		}
 		switch {
-		case !de.regular && (isTemp || name == record.MarkerName || k != nil):
+		case !de.Regular && (isTemp || name == record.MarkerName || k != nil):
 			// Never followed: a link could point anywhere.
-			late = append(late, Finding{name, "not a regular file"})
+			late = append(late, Finding{File: name, Problem: "not a regular file"})
 			if k != nil && k.Attempted != nil {
 				s.badFiles[k.Attempted(name)] = name
 			}
 		case isTemp:
 			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
-			if age := now.Sub(de.modTime); !de.modTime.IsZero() && age >= staleTemp {
-				s.leftovers = append(s.leftovers, Finding{name, fmt.Sprintf(
+			if age := now.Sub(de.ModTime); !de.ModTime.IsZero() && age >= staleTemp {
+				s.leftovers = append(s.leftovers, Finding{File: name, Problem: fmt.Sprintf(
 					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
 					int64(age/time.Second))})
 			}
 		case name == record.MarkerName: // counted above
 		case k == nil:
-			late = append(late, Finding{name, "unexpected file in the run directory"})
+			late = append(late, Finding{File: name, Problem: "unexpected file in the run directory"})
 		case k.MaxN > 0 && (n < 1 || n > k.MaxN):
-			late = append(late, Finding{name, numberProblem(k)})
+			late = append(late, Finding{File: name, Problem: numberProblem(k)})
 		default:
 			byKind[k] = append(byKind[k], name)
 		}
@@ -328,9 +292,9 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 		// another request's, whose own probe will come. A light scan never
 		// reads a live marker: it is a request in flight whatever it names,
 		// and no review resolves it (R83).
-		s.pendingLive, _ = b.live()
-		skip := s.light && (s.pendingLive == holdLive || s.pendingLive == holdGone)
-		if data, version, ok := b.read(nil, record.MarkerName, record.MaxRecordBytes); !skip && ok {
+		s.pendingLive, _ = b.Live()
+		skip := s.light && (s.pendingLive == store.HoldLive || s.pendingLive == store.HoldGone)
+		if data, version, ok := b.Read(nil, record.MarkerName, record.MaxRecordBytes); !skip && ok {
 			s.pendingID, s.pendingDigest = version+"\x00"+string(data), record.DigestOf(data)
 			m, ok := record.ParseMarker(data)
 			s.pendingReview = ok && m.Method == reviewMethod
@@ -342,7 +306,7 @@ func scanOnce(b *loc, prev *snapshot, now time.Time, gen uint64) (*snapshot, err
 					s.pendingResolved, s.pendingFile = r.name, ""
 				}
 			}
-			s.pendingUnsent = ok && m.Method == claimMethod && s.pendingResolved == "" && s.pendingLive == holdNone &&
+			s.pendingUnsent = ok && m.Method == claimMethod && s.pendingResolved == "" && s.pendingLive == store.HoldNone &&
 				s.unsent(b, m.FileDigest, now)
 		}
 	}
@@ -356,65 +320,22 @@ type planList struct {
 	digest string
 }
 
-// readCapped reads dir/name once the open file shows a regular, private file of at most
-// limit bytes; problems become findings on s (when not nil). [fsys.ReadFlags] refuse a
-// symbolic link and open a FIFO or device without blocking (hostile-directories).
-func readCapped(fsy fsys.FS, s *snapshot, dir, name string, limit int64) (data []byte, ok bool) {
-	bad := func(format string, args ...any) ([]byte, bool) {
-		s.addFinding(name, format, args...)
-		return nil, false
-	}
-	f, err := fsy.OpenFile(filepath.Join(dir, name), fsys.ReadFlags, 0)
-	switch {
-	case err != nil && fsys.IsSymlinkRefusal(err):
-		return bad("not a regular file")
-	case err != nil:
-		return bad("unreadable: %v", bareErr(err))
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-		return bad("unreadable: %v", err)
-	case !info.Mode().IsRegular():
-		return bad("not a regular file")
-	case info.Size() > limit:
-		return bad("%d bytes, over the %d-byte cap", info.Size(), limit)
-	case info.Size() == 0:
-		return bad("empty (truncated)")
-	}
-	if p := info.Mode().Perm(); p&0o077 != 0 {
-		s.addFinding(name, "mode %04o, want 0600 (private)", p)
-	}
-	// Exactly the size Stat reported, in one read: a file that grew since is
-	// cut short and fails its canonical check.
-	data = make([]byte, info.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return bad("unreadable: %v", err)
-	}
-	return data, true
-}
-
-// bareErr drops the path of a *fs.PathError (the finding names the file).
-func bareErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
 func dirError(dir string, err error) error {
 	switch {
 	case errors.Is(err, errNoRun):
-		return fmt.Errorf("journal: %s %w: %w", escapeName(dir), errNoRun, fs.ErrNotExist)
+		return fmt.Errorf("journal: %s %w: %w", store.EscapeName(dir), errNoRun, fs.ErrNotExist)
 	case err == ErrNotRun:
-		return fmt.Errorf("%w: %s", ErrNotRun, escapeName(dir))
+		return fmt.Errorf("%w: %s", ErrNotRun, store.EscapeName(dir))
 	case errors.Is(err, ErrNotRun):
 		return err // it names dir and why
 	}
 	return fmt.Errorf("journal: %w", err)
 }
+
+// Finding is one problem of a run directory, found by [InspectStore] or by the
+// verification [Open] performs. Any finding makes the run unresolved; its String is the
+// line `readrecovery journal verify` prints, a name that is not plain ASCII quoted.
+type Finding = store.Finding
 
 // Summary is what [InspectStore] found in a run.
 type Summary struct {
@@ -434,16 +355,16 @@ type Summary struct {
 }
 
 // inspect is InspectStore of the run kept in b.
-func inspect(b *loc) (Summary, error) {
+func inspect(b *store.Loc) (Summary, error) {
 	n := rootParallel(b)
-	rb := b.asRoot(n) // n == 0: a run without shards
-	if err := rb.nested(); err != nil {
+	rb := b.AsRoot(n) // n == 0: a run without shards
+	if err := rb.Nested(); err != nil {
 		return Summary{}, err
 	}
 	now := time.Now()
 	s, err := scanRun(rb, nil, now)
 	if err != nil {
-		return Summary{}, dirError(b.name, err)
+		return Summary{}, dirError(b.Name, err)
 	}
 	if n > 0 {
 		rootOnly(s) // a root's records live in its shards: none is counted
@@ -463,18 +384,18 @@ func inspect(b *loc) (Summary, error) {
 		case err != nil:
 			return Summary{}, err
 		case unread != "":
-			sum.Findings = append(sum.Findings, Finding{record.ShardName(k), unread})
+			sum.Findings = append(sum.Findings, Finding{File: record.ShardName(k), Problem: unread})
 			continue
 		}
 		fs := ss.allFindings()
 		if problem := shardProblem(ss, wants[k-1]); problem != "" {
-			fs = append([]Finding{{record.ManifestName, problem}}, fs...)
+			fs = append([]Finding{{File: record.ManifestName, Problem: problem}}, fs...)
 		}
 		for _, f := range fs {
-			sum.Findings = append(sum.Findings, Finding{record.ShardName(k) + "/" + f.File, f.Problem})
+			sum.Findings = append(sum.Findings, Finding{File: record.ShardName(k) + "/" + f.File, Problem: f.Problem})
 		}
 		for _, f := range ss.leftovers {
-			sum.Leftovers = append(sum.Leftovers, Finding{record.ShardName(k) + "/" + f.File, f.Problem})
+			sum.Leftovers = append(sum.Leftovers, Finding{File: record.ShardName(k) + "/" + f.File, Problem: f.Problem})
 		}
 		ss.tally(&sum)
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
@@ -163,7 +165,7 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		return unresolved(errCorrupt, s.findings[0].String())
 	case s.blocking() && !ignorePending:
 		st := unresolved(ErrPending, record.MarkerName+": "+s.markerProblem())
-		st.abandoned = s.pendingLive == holdNone
+		st.abandoned = s.pendingLive == store.HoldNone
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",

@@ -81,14 +81,14 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte("x"), 0o600))
 		fs, err := verify(dir)
 		require.NoError(t, err)
-		assert.Equal(t, []Finding{{tc.name, tc.problem}}, fs)
+		assert.Equal(t, []Finding{{File: tc.name, Problem: tc.problem}}, fs)
 		require.NoError(t, os.Remove(p))
 	}
 	link := filepath.Join(dir, record.TempName("backoff-0001.json"))
 	require.NoError(t, os.Symlink("/dev/zero", link))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{filepath.Base(link), "not a regular file"}}, fs)
+	assert.Equal(t, []Finding{{File: filepath.Base(link), Problem: "not a regular file"}}, fs)
 }
 
 // killFS is the real file system that kills its own process (SIGKILL)
@@ -153,7 +153,7 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 	require.NoError(t, os.Chtimes(filepath.Join(dir, tmp), old, old))
 	sum, err := inspectDir(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{record.MarkerName, pendingProblem}}, sum.Findings)
+	assert.Equal(t, []Finding{{File: record.MarkerName, Problem: pendingProblem}}, sum.Findings)
 	require.Len(t, sum.Leftovers, 1)
 	assert.Equal(t, tmp, sum.Leftovers[0].File)
 }
