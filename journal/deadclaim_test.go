@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -46,12 +48,12 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 		marker        string
 		method        string
 		state         State // the shard's and the run's
-		class         FileState
+		class         runread.FileState
 	}{
-		{"claim live", false, false, markerLive, claimMethod, Clear, FileInFlight},
-		{"upload live", true, false, markerLive, "PUT", Clear, FileInFlight},
-		{"claim dead", false, true, markerDead, claimMethod, Clear, FileNeverAttempted},
-		{"upload dead", true, true, markerDead, "PUT", Unresolved, FileUnknown},
+		{"claim live", false, false, markerLive, record.ClaimMethod, Clear, runread.FileInFlight},
+		{"upload live", true, false, markerLive, "PUT", Clear, runread.FileInFlight},
+		{"claim dead", false, true, markerDead, record.ClaimMethod, Clear, runread.FileNeverAttempted},
+		{"upload dead", true, true, markerDead, "PUT", Unresolved, runread.FileUnknown},
 	}
 	plan := manyFiles(16)
 	for _, kind := range []string{"dir", "mem+prefix"} {
@@ -78,8 +80,8 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 				assert.Equal(t, tc.state, v.State)
 				assert.Equal(t, record.FileDigest(f.ID), v.FileDigest)
 				assert.Equal(t, os.Getpid(), v.PID)
-				if tc.class == FileNeverAttempted {
-					assert.Equal(t, len(plan), st.Files[FileNeverAttempted], "%v", st.Files)
+				if tc.class == runread.FileNeverAttempted {
+					assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted], "%v", st.Files)
 				} else {
 					assert.Equal(t, 1, st.Files[tc.class], "%v", st.Files)
 					assert.Equal(t, 1, v.Files[tc.class], "%v", v.Files)
@@ -129,7 +131,7 @@ func TestDeadClaimHealsItself(t *testing.T) {
 			b := open()
 			st := b.Status(clk.Now())
 			require.Equal(t, Clear, st.State, st.Reason)
-			assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
+			assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted])
 			sum, err := InspectStore(context.Background(), r.st)
 			require.NoError(t, err)
 			assert.Empty(t, sum.Findings)
@@ -227,8 +229,8 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	st := j.Status(time.Now())
 	require.Equal(t, Clear, st.State, st.Reason)
 	v := st.Shards[0]
-	assert.Equal(t, []string{markerDead, claimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
-	assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
+	assert.Equal(t, []string{markerDead, record.ClaimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
+	assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // were the claim unresolved, Next would wait
 	defer cancel()
@@ -293,7 +295,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	require.Equal(t, Unresolved, st.State)
 	v := st.Shards[k-1]
 	assert.Equal(t, []string{markerDead, "PUT", string(Unresolved)}, []string{v.Marker, v.Method, string(v.State)})
-	assert.Equal(t, 1, v.Files[FileUnknown])
+	assert.Equal(t, 1, v.Files[runread.FileUnknown])
 
 	logs := &lockedBuffer{}
 	old := slog.Default()

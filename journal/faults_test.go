@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -284,11 +286,11 @@ var scenarios = []scenario{
 			}
 			switch {
 			case !sent:
-				require.NotEqual(t, FileAcked, file)
+				require.NotEqual(t, runread.FileAcked, file)
 			case done("link " + receiptName(record.FileDigest("a.bin"))):
-				require.Equal(t, FileAcked, file, "the ACK is on record")
+				require.Equal(t, runread.FileAcked, file, "the ACK is on record")
 			default:
-				require.Equal(t, FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
+				require.Equal(t, runread.FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
 				require.False(t, c.Files[0].Upload)
 			}
 		},
@@ -361,9 +363,9 @@ func init() {
 					require.Equal(t, Elapsed, st.State, "crash-never-loses-restriction: the earlier restriction is never lost: %s", st.Reason)
 				}
 				f := fileState(t, dir)
-				require.NotEqual(t, FileAcked, f.State, "parts-are-not-acks: a part's 2xx is never the file's ACK")
+				require.NotEqual(t, runread.FileAcked, f.State, "parts-are-not-acks: a part's 2xx is never the file's ACK")
 				if sent {
-					require.Equal(t, FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
+					require.Equal(t, runread.FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
 					require.False(t, f.Upload)
 				}
 			},
@@ -381,9 +383,9 @@ func init() {
 			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
 				scenarios[0].want(t, dir, done, sent)
 				f := fileState(t, dir)
-				require.NotEqual(t, FileAcked, f.State)
+				require.NotEqual(t, runread.FileAcked, f.State)
 				if sent {
-					require.Equal(t, FileUnknown, f.State, f.Reason)
+					require.Equal(t, runread.FileUnknown, f.State, f.Reason)
 				}
 			},
 		},
@@ -417,7 +419,7 @@ func init() {
 				} else {
 					require.Equal(t, Elapsed, st.State, st.Reason)
 				}
-				require.Equal(t, FileAcked, fileState(t, dir).State)
+				require.Equal(t, runread.FileAcked, fileState(t, dir).State)
 			},
 		},
 		scenario{
@@ -446,10 +448,10 @@ func init() {
 				}
 				f := fileState(t, dir)
 				if done("link review-0001.json") {
-					require.Equal(t, FileReviewed, f.State, "the review is on disk")
+					require.Equal(t, runread.FileReviewed, f.State, "the review is on disk")
 					require.Equal(t, clean, f.Upload, f.Reason)
 				} else {
-					require.Equal(t, FileUnknown, f.State, "no review on disk: still unknown")
+					require.Equal(t, runread.FileUnknown, f.State, "no review on disk: still unknown")
 					require.False(t, f.Upload)
 				}
 			},
@@ -480,7 +482,7 @@ func init() {
 					require.Equal(t, Unresolved, st.State, "no review on disk: the marker still blocks")
 					require.True(t, markerExists(dir))
 				}
-				require.Equal(t, FileUnknown, fileState(t, dir).State, "the dead worker's file is unknown either way")
+				require.Equal(t, runread.FileUnknown, fileState(t, dir).State, "the dead worker's file is unknown either way")
 			},
 		},
 	)

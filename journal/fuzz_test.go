@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -151,7 +153,7 @@ func validSecondWithHead(t testing.TB, base fstest.MapFS) (entry []byte, head st
 	e.Sequence = 2
 	e.RetryAfter = record.RetryAfterJSON{Kind: "seconds", Value: 1}
 	e.Timing = &record.TimingJSON{ReceivedAtUTC: t0.Unix() + 1, NotBeforeUTC: t0.Unix() + 2, ServerDelaySeconds: 1}
-	seq, prev := s.nextLink()
+	seq, prev := s.NextLink()
 	b, d, err := record.Seal(record.KindEntry, seq, prev, &e)
 	require.NoError(t, err)
 	hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: "backoff-0002.json", Digest: d}, &record.HeadBody{})
@@ -256,7 +258,7 @@ func FuzzLoadPart(f *testing.F) {
 			if st.State == Clear || st.State == Elapsed {
 				t.Fatalf("%s replaced: %+v", name, st)
 			}
-			if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
+			if b, ok := files["b.bin"]; ok && (b.State != runread.FileUnknown || b.Upload) {
 				t.Fatalf("%s replaced: b.bin %+v", name, b)
 			}
 		}
@@ -280,7 +282,7 @@ func FuzzLoadReview(f *testing.F) {
 			return
 		}
 		a, b, c := files["a.bin"], files["b.bin"], files["c.bin"]
-		if a.State != FileUnknown && a.State != FileReviewed || a.Upload || b.State != FileUnknown || c.State != FileNeverAttempted {
+		if a.State != runread.FileUnknown && a.State != runread.FileReviewed || a.Upload || b.State != runread.FileUnknown || c.State != runread.FileNeverAttempted {
 			t.Fatalf("review replaced: %+v %+v %+v", a, b, c)
 		}
 	})
@@ -329,9 +331,9 @@ func TestFuzzBaseNewIsWaiting(t *testing.T) {
 	name, valid := baseFile(t, base, "review-")
 	st, files := planWith(t, base, name, valid, now)
 	require.Equal(t, Waiting, st.State, st.Reason)
-	require.Equal(t, FileReviewed, files["a.bin"].State)
-	require.Equal(t, FileUnknown, files["b.bin"].State)
-	require.Equal(t, FileNeverAttempted, files["c.bin"].State)
+	require.Equal(t, runread.FileReviewed, files["a.bin"].State)
+	require.Equal(t, runread.FileUnknown, files["b.bin"].State)
+	require.Equal(t, runread.FileNeverAttempted, files["c.bin"].State)
 }
 
 // FuzzLoadHead puts arbitrary bytes in place of the run's head: never a
@@ -346,7 +348,7 @@ func FuzzLoadHead(f *testing.F) {
 		if st.State == Clear || st.State == Elapsed {
 			t.Fatalf("head replaced: %+v", st)
 		}
-		if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
+		if b, ok := files["b.bin"]; ok && (b.State != runread.FileUnknown || b.Upload) {
 			t.Fatalf("head replaced: b.bin %+v", b)
 		}
 		if !bytes.Equal(data, valid) && st.State != Unresolved {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -229,14 +231,14 @@ func appendRecord(t testing.TB, dir, name, kind string, body any) {
 	t.Helper()
 	s, err := scan(osFS, dir, nil)
 	require.NoError(t, err)
-	seq, prev := s.nextLink()
+	seq, prev := s.NextLink()
 	data, digest, err := record.Seal(kind, seq, prev, body)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
 	hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: name, Digest: digest}, &record.HeadBody{})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, record.HeadName(seq)), hd, 0o600))
-	for _, h := range s.heads {
+	for _, h := range s.Heads {
 		require.NoError(t, os.Remove(filepath.Join(dir, h)))
 	}
 }
@@ -289,7 +291,7 @@ func kill(j *Journal) {
 }
 
 // inspectDir is InspectStore of the directory dir.
-func inspectDir(dir string) (Summary, error) {
+func inspectDir(dir string) (runread.Summary, error) {
 	return InspectStore(context.Background(), DirStore(dir))
 }
 
@@ -313,8 +315,8 @@ func withFS(f fsys.FS) Option {
 // scan reads and verifies the run directory dir, reading again no immutable
 // file of prev (nil or an earlier snapshot). Its error is dir's own: not
 // readable, empty (errNoRun), no journal name (ErrNotRun).
-func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(store.LocOf(store.NewDir(fsy, dir)), prev, time.Now())
+func scan(fsy fsys.FS, dir string, prev *runread.Snapshot) (*runread.Snapshot, error) {
+	return runread.ScanRun(store.LocOf(store.NewDir(fsy, dir)), prev, time.Now())
 }
 
 func receiptName(fileDigest string) string { return record.ReceiptNameRound(fileDigest, 1) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -30,20 +32,15 @@ var (
 	// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
 	// the journal neither reports it as a run nor writes into it.
 	ErrNotRun = store.ErrNotRun
-	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
-	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
-	errCorrupt = errors.New("journal: run failed verification")
-
+	// ErrPending means pending-request.json already exists: another process is sending a
+	// request (its worker holds the marker live), or an earlier one never finished (its
+	// worker died). The run is unresolved.
+	ErrPending = runread.ErrPending
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
 	errLimit = errors.New("journal: run limit reached") // the run is full (fullError)
-
-	// ErrPending means pending-request.json already exists: another process is sending a
-	// request (its worker holds the marker live), or an earlier one never finished (its
-	// worker died). The run is unresolved.
-	ErrPending = errors.New("journal: unfinished request pending")
 
 	// errLive: a pending review named a marker whose worker holds it live; errReviewRefused holds too.
 	errLive = errors.New("journal: the marker's worker is alive")
@@ -213,7 +210,7 @@ type run struct {
 	slot        chan struct{}   // held from Begin to Complete/Backoff
 
 	mu            sync.Mutex
-	snap          *snapshot
+	snap          *runread.Snapshot
 	inflight      *record.MarkerFile // the marker this Journal holds, or nil
 	markerVersion string             // the store's version of that marker: its conditional delete names it
 	markerData    []byte             // the bytes of that marker
@@ -292,7 +289,7 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	if cfg.parallelSet && (cfg.parallel < record.MinParallel || cfg.parallel > record.MaxParallel) {
 		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, record.MinParallel, record.MaxParallel)
 	}
-	n := rootParallel(b)
+	n := runread.RootParallel(b)
 	if n > 0 && cfg.parallelSet && cfg.parallel != n {
 		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", store.EscapeName(dir), n, cfg.parallel)
 	}
@@ -318,8 +315,8 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	if err != nil {
 		return nil, err
 	}
-	if cfg.plan != nil && s.manifest != nil && s.manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.manifest.PlanDigest, planDigest)
+	if cfg.plan != nil && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
 	}
 	j.snap = s
 	jr.r = j
@@ -329,35 +326,35 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 // openSnap reads the run in b, creating it (with create) when it does not exist or its
 // creation stopped before the manifest (another worker's under way, or a killed one: it
 // is finished). parallel and parts are create's, for a parallel run's root.
-func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
-	s, err := scanRun(b, nil, j.clock.Now())
+func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*runread.Snapshot, error) {
+	s, err := runread.ScanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
-		err = errNoRun
-		if pl, ok := s.cache[record.PlanName].(planList); ok && !given {
-			planFiles, planDigest = pl.files, pl.digest // the creation's own plan
+		err = runread.ErrNoRun
+		if pl, ok := s.Cache[record.PlanName].(runread.PlanList); ok && !given {
+			planFiles, planDigest = pl.Files, pl.Digest // the creation's own plan
 		}
 	}
 	switch {
 	case err == nil:
 		return s, nil
-	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), parallel, parts)
+	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, runread.ErrNoRun)):
+		s, err = j.create(planFiles, planDigest, errors.Is(err, runread.ErrNoRun), parallel, parts)
 		if err == nil && s == nil {
 			// Another worker linked the manifest first: open its run.
-			s, err = scanRun(b, nil, j.clock.Now())
+			s, err = runread.ScanRun(b, nil, j.clock.Now())
 		}
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", store.EscapeName(b.Name), store.BareErr(err))
 		}
 		return s, nil
 	}
-	return nil, dirError(b.Name, err)
+	return nil, runread.DirError(b.Name, err)
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
 // (a root's shards), and last the manifest, so that a run with a manifest is whole. A
 // manifest that exists is another worker's: a nil snapshot, the caller reads it.
-func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
+func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*runread.Snapshot, error) {
 	planData, err := record.EncodePlanList(plan)
 	if err != nil {
 		return nil, err
@@ -387,10 +384,10 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 		return nil, err
 	}
 	mi := record.ManifestInfo{PlanDigest: planDigest, Genesis: digest, Parallel: parallel}
-	s := newSnapshot()
-	s.files, s.manifest, s.planFiles = 2, &mi, plan
-	s.cache[record.ManifestName] = mi
-	s.cache[record.PlanName] = planList{plan, planDigest}
+	s := runread.NewSnapshot()
+	s.Files, s.Manifest, s.PlanFiles = 2, &mi, plan
+	s.Cache[record.ManifestName] = mi
+	s.Cache[record.PlanName] = runread.PlanList{Files: plan, Digest: planDigest}
 	return s, nil
 }
 
@@ -413,11 +410,11 @@ func (j *run) putPart(name string, data []byte) error {
 
 // unfinishedCreation: no run.json and nothing but plan.json and temporary files, so no
 // request was sent (every request follows the manifest).
-func unfinishedCreation(s *snapshot) bool {
-	if s.manifest != nil {
+func unfinishedCreation(s *runread.Snapshot) bool {
+	if s.Manifest != nil {
 		return false
 	}
-	for _, de := range s.listed {
+	for _, de := range s.Listed {
 		if _, tmp := record.ParseTempName(de.Name); !de.Regular || (!tmp && de.Name != record.PlanName) {
 			return false
 		}
@@ -572,7 +569,7 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
 	}
-	return j.snap.status(now, ignoreOwn && j.inflight != nil)
+	return statusOf(j.snap, now, ignoreOwn && j.inflight != nil)
 }
 
 // unmarked is the status with every marker left out (unresolved after a
@@ -581,7 +578,7 @@ func (j *run) unmarked(now time.Time) Status {
 	if j.failed != "" {
 		return j.statusLocked(now, false)
 	}
-	return j.snap.status(now, true)
+	return statusOf(j.snap, now, true)
 }
 
 // refreshLocked re-reads the listing and the files it does not know yet (records are
@@ -591,10 +588,10 @@ func (j *run) refreshLocked(ctx context.Context) {
 	if j.inflight != nil && j.markerData != nil {
 		b.Own = &store.LightMarker{Data: j.markerData, Version: j.markerVersion} // its bytes are known
 	}
-	s, err := scanRun(b, j.snap, j.clock.Now())
+	s, err := runread.ScanRun(b, j.snap, j.clock.Now())
 	if err != nil {
-		s = newSnapshot()
-		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
+		s = runread.NewSnapshot()
+		s.AddFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
 	}
 	j.snap = s
 }
@@ -616,13 +613,13 @@ func (j *run) refreshFinishing(ctx context.Context) {
 // leaves the run as it was.
 func (j *run) finishDeadReview() bool {
 	s := j.snap
-	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == store.HoldNone)) {
+	if j.inflight != nil || j.failed != "" || !s.Pending || s.PendingDigest == "" || len(s.Findings) > 0 ||
+		!(s.PendingResolved != "" || s.PendingUnsent || (s.PendingReview && s.PendingLive == store.HoldNone)) {
 		return false
 	}
-	h := s.lastHead()
-	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
-		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.seq[n].name, Digest: s.seq[n].Digest}, &record.HeadBody{})
+	h := s.LastHead()
+	if n := s.LastSeq; n > 0 && h == n-1 && !s.PendingUnsent {
+		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, &record.HeadBody{})
 		if err != nil {
 			return false
 		}
@@ -659,7 +656,7 @@ func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool)
 		err := try(start, first)
 		id := ""
 		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
+			id = j.snap.PendingID
 		}
 		j.mu.Unlock()
 		var re *RestrictedError
@@ -781,7 +778,7 @@ func (j *run) checkClaimed(m record.MarkerFile, others Status, err error) error 
 		if err := j.beginRecord(m); err != nil {
 			return err
 		}
-		round := j.snap.view(m.FileDigest, true).round // this Journal's upload of the round
+		round := j.snap.View(m.FileDigest, true).Round // this Journal's upload of the round
 		if u := j.started[m.FileDigest]; u == nil || u.round != round {
 			j.started[m.FileDigest] = &ownUpload{round: round}
 		}
@@ -793,11 +790,11 @@ func (j *run) checkClaimed(m record.MarkerFile, others Status, err error) error 
 // adds at most footprint files (its claim's marker included), or one entry.
 func (j *run) checkLimits() error {
 	s := j.snap
-	files := s.files
+	files := s.Files
 	if j.inflight != nil {
 		files--
 	}
-	if n := len(s.entries()); n >= record.MaxEntries {
+	if n := len(s.Entries()); n >= record.MaxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
 	}
 	if files+record.Footprint > record.MaxFiles {
@@ -814,19 +811,19 @@ func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 		return &RestrictedError{Status: st}
 	}
 	if m.FileDigest != "" {
-		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.inPlan(m.FileDigest) {
+		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.InPlan(m.FileDigest) {
 			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
-		switch fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
-		case FileAcked:
+		switch fd := decide(s, m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
+		case runread.FileAcked:
 			return refuse(errReplay, "the file is acked: %s", fd.Reason)
-		case FileReviewed:
+		case runread.FileReviewed:
 			if fd.Decision == record.DecisionSkip {
 				return refuse(errReplay, "the file: %s", fd.Reason)
 			}
-		case FileUnknown: // only this Journal's own upload of the round goes on
-			v, u := s.view(m.FileDigest, true), j.started[m.FileDigest]
-			if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+		case runread.FileUnknown: // only this Journal's own upload of the round goes on
+			v, u := s.View(m.FileDigest, true), j.started[m.FileDigest]
+			if u == nil || u.round != v.Round || v.Receipt != nil || v.Bad != "" || u.closed {
 				return refuse(errReplay, "the file is unknown: %s", fd.Reason)
 			}
 			if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
@@ -834,7 +831,7 @@ func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 			}
 		}
 	}
-	if m.ResendOf != "" && !s.hasEntry(m.ResendOf, m.FileDigest) {
+	if m.ResendOf != "" && !hasEntry(s, m.ResendOf, m.FileDigest) {
 		return errors.New("journal: begin: resend_of names no backoff entry of this run for this file")
 	}
 	return nil
@@ -852,8 +849,8 @@ func (j *run) claim(m record.MarkerFile) error {
 	version, hold, err := j.b.CreateMarker(data)
 	switch {
 	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
-		reason := record.MarkerName + ": " + pendingProblem
-		if r := j.snap.pendingResolved; r != "" {
+		reason := record.MarkerName + ": " + runread.PendingProblem
+		if r := j.snap.PendingResolved; r != "" {
 			reason = record.MarkerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
 		}
 		return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
@@ -862,7 +859,7 @@ func (j *run) claim(m record.MarkerFile) error {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	j.markerVersion, j.markerData, j.markerHold = version, data, hold
-	j.snap.pending, j.snap.pendingFile, j.snap.files = true, m.FileDigest, j.snap.files+1
+	j.snap.Pending, j.snap.PendingFile, j.snap.Files = true, m.FileDigest, j.snap.Files+1
 	j.inflight = &m
 	return nil
 }
@@ -902,7 +899,7 @@ func (j *run) fail(why string) {
 // an error after that is the head's: the marker stays, unresolved until a review.
 func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool, err error) {
 	s := j.snap
-	seq, prev := s.nextLink()
+	seq, prev := s.NextLink()
 	if seq == 0 {
 		return record.Env{}, false, errors.New("run.json is unusable: nothing is written")
 	}
@@ -912,18 +909,18 @@ func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool,
 	}
 	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
 	linked, err = j.b.Put(name, data)
-	s.gen = scanGen.Add(1) // what this Journal wrote is news
+	s.Gen = runread.ScanGen.Add(1) // what this Journal wrote is news
 	if !linked {
 		return e, false, err
 	}
-	s.seq[seq], s.lastSeq = rec{name, loaded{e, body}}, max(s.lastSeq, seq)
-	s.cache[name] = loaded{e, body}
-	s.files++
+	s.Seq[seq], s.LastSeq = runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}, max(s.LastSeq, seq)
+	s.Cache[name] = runread.Loaded{Env: e, Body: body}
+	s.Files++
 	if err != nil {
 		return e, true, err
 	}
-	if b := s.begun; b != nil && b.Seq == seq {
-		s.begun = nil
+	if b := s.Begun; b != nil && b.Seq == seq {
+		s.Begun = nil
 		return e, true, nil
 	}
 	return e, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
@@ -942,21 +939,21 @@ func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) err
 	hl, err := j.b.Put(hn, hd)
 	if hl {
 		e := record.Env{Seq: seq, Prev: prev, Digest: digest}
-		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
-		s.files++
+		s.Cache[hn] = runread.Loaded{Env: e, Body: body} // immutable: the next scan need not read it
+		s.Files++
 		if begun != nil {
-			s.begun = &begunHead{hn, e, *begun}
+			s.Begun = &runread.BegunHead{Name: hn, Env: e, Req: *begun}
 		}
-		older := s.heads
-		s.heads = []string{hn}
+		older := s.Heads
+		s.Heads = []string{hn}
 		for _, o := range older {
 			if o == hn {
 				continue
 			}
 			if err := j.b.RemoveHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
-				s.files--
+				s.Files--
 			} else {
-				s.heads = append(s.heads, o) // removed by a later write
+				s.Heads = append(s.Heads, o) // removed by a later write
 			}
 		}
 	}
@@ -970,7 +967,7 @@ func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) err
 // so that a marker removed by hand is a finding, never a way to make the file eligible.
 // A head not written ends the claim; one written but not durably keeps the marker.
 func (j *run) beginRecord(m record.MarkerFile) error {
-	seq, prev := j.snap.nextLink()
+	seq, prev := j.snap.NextLink()
 	err := j.putHead(seq, prev, &record.BegunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
 		Part: m.Part, Attempt: m.Attempt, ResendOf: m.ResendOf, BegunAtUTC: m.BegunAtUTC})
 	if err == nil {
@@ -978,7 +975,7 @@ func (j *run) beginRecord(m record.MarkerFile) error {
 	}
 	j.fail("write " + record.HeadName(seq) + ": " + redact.Text(err.Error()))
 	err = fmt.Errorf("journal: begin: %w", store.BareErr(err))
-	if j.snap.begun == nil {
+	if j.snap.Begun == nil {
 		return j.unclaim(err)
 	}
 	j.inflight = nil
@@ -996,9 +993,9 @@ func (j *run) clearMarker() error {
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
-	j.snap.gen = scanGen.Add(1)
-	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
-	j.snap.files--
+	j.snap.Gen = runread.ScanGen.Add(1)
+	j.snap.Pending, j.snap.PendingFile, j.snap.PendingID = false, "", ""
+	j.snap.Files--
 	return nil
 }
 
@@ -1039,7 +1036,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	defer j.finish()
 	s := j.snap
 	e := record.EntryBody{
-		BackoffVersion: record.BackoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
+		BackoffVersion: record.BackoffVersion, Sequence: len(s.Entries()) + 1, PlanDigest: s.PlanDigest(),
 		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
 		RetryAfter: record.RetryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
 		Provenance: record.Provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
@@ -1069,7 +1066,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
 	if why := record.Untimed(e); why != "" {
-		s.addFinding(name, "%s", why)
+		s.AddFinding(name, "%s", why)
 	}
 	if err == nil {
 		err = j.clearMarker()
@@ -1091,11 +1088,11 @@ func (j *run) writeRecord(name, kind string, body any) (record.Env, bool, error)
 
 // putLinked is putRecord, its record added to the snapshot once linked: false means
 // nothing was written; true with an error, in the run but not durably.
-func (j *run) putLinked(name, kind string, body any) (rec, bool, error) {
+func (j *run) putLinked(name, kind string, body any) (runread.Rec, bool, error) {
 	e, linked, err := j.putRecord(name, kind, body)
-	r := rec{name, loaded{e, body}}
+	r := runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}
 	if linked {
-		j.snap.add(r)
+		j.snap.Add(r)
 	}
 	return r, linked, err
 }
@@ -1126,7 +1123,7 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	switch {
 	case m.FileDigest != "" && m.Part:
 		p := record.PartBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.partsOf(m.FileDigest)) + 1,
+			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Part: len(s.PartsOf(m.FileDigest)) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
@@ -1138,9 +1135,9 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		}
 		_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
 	case m.FileDigest != "":
-		round := s.view(m.FileDigest, true).round
+		round := s.View(m.FileDigest, true).Round
 		r := record.ReceiptBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
+			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
 			Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
 			RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
 			TransportError: redact.Text(out.TransportError), RecordedAtUTC: j.clock.Now().Unix(),
@@ -1194,10 +1191,10 @@ func withMark(ctx context.Context, u uploadMark) context.Context {
 
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
-func (s *snapshot) hasEntry(d, file string) bool {
-	for _, e := range s.entries() {
+func hasEntry(s *runread.Snapshot, d, file string) bool {
+	for _, e := range s.Entries() {
 		if e.Digest == d {
-			f := e.entry().Provenance.FileDigest
+			f := e.Entry().Provenance.FileDigest
 			return f == "" || file == "" || f == file
 		}
 	}
@@ -1260,6 +1257,15 @@ func WithPendingWait(d time.Duration) Option {
 	})
 }
 
+// Finding is one problem of a run directory, found by [InspectStore] or by the
+// verification [Open] performs. Any finding makes the run unresolved; its String is the
+// line `readrecovery journal verify` prints, a name that is not plain ASCII quoted.
+type Finding = store.Finding
+
+// Summary is what [InspectStore] found in a run: the counts of what it holds, its
+// findings and its leftovers (documented at the definition).
+type Summary = runread.Summary
+
 // InspectStore checks the run kept in st (a directory: [DirStore]) without
 // changing it, and returns in Summary.Findings every finding, one per
 // problem, as docs/policy.md ("The journal in detail") lists them (the
@@ -1269,14 +1275,14 @@ func WithPendingWait(d time.Duration) Option {
 // [Journal.Status]). The error is non-nil only when the run itself cannot
 // be read: it does not exist or holds no run (errors.Is(err,
 // fs.ErrNotExist)), is not a directory, or cannot be listed.
-func InspectStore(ctx context.Context, st Store) (Summary, error) {
+func InspectStore(ctx context.Context, st Store) (runread.Summary, error) {
 	switch {
 	case st == nil:
-		return Summary{}, errors.New("journal: nil Store")
+		return runread.Summary{}, errors.New("journal: nil Store")
 	case ctx == nil:
-		return Summary{}, errors.New("journal: inspect: nil context")
+		return runread.Summary{}, errors.New("journal: inspect: nil context")
 	case ctx.Err() != nil:
-		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
+		return runread.Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
 	}
-	return inspect(store.LocOf(st).With(ctx))
+	return runread.Inspect(store.LocOf(st).With(ctx))
 }

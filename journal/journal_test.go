@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -351,7 +353,7 @@ func TestInvalidBackoffIsAPersistenceFailure(t *testing.T) {
 			assert.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
 			st := reopen(t, j.Dir(), t0).Status(t0)
 			assert.Equal(t, Unresolved, st.State)
-			assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
+			assert.Equal(t, "pending-request.json: "+runread.PendingProblem, st.Reason)
 		})
 	}
 }
@@ -584,7 +586,7 @@ func TestLegacyRun(t *testing.T) {
 	assert.Equal(t, "legacy run (no backoff_version): no backoff entries", st.Reason)
 	c, err := j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	assert.Equal(t, []FileState{FileAcked, FileNeverAttempted, FileNeverAttempted}, states(c))
+	assert.Equal(t, []runread.FileState{runread.FileAcked, runread.FileNeverAttempted, runread.FileNeverAttempted}, states(c))
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 
 	// A legacy 429 record without timing.
@@ -597,7 +599,7 @@ func TestLegacyRun(t *testing.T) {
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	assert.Empty(t, c.Uploads(), "status-before-network: an unresolved run sends nothing")
-	assert.Equal(t, FileAcked, c.Files[0].State, "crash-never-loses-restriction: legacy non-429 evidence stays usable")
+	assert.Equal(t, runread.FileAcked, c.Files[0].State, "crash-never-loses-restriction: legacy non-429 evidence stays usable")
 }
 
 // TestLegacyRunAppends: a legacy run without 429 records can record a
@@ -614,8 +616,8 @@ func TestLegacyRunAppends(t *testing.T) {
 	assert.Equal(t, int64(4), st.RemainingSeconds)
 }
 
-func states(c Continuation) []FileState {
-	var out []FileState
+func states(c Continuation) []runread.FileState {
+	var out []runread.FileState
 	for _, f := range c.Files {
 		out = append(out, f.State)
 	}
@@ -706,6 +708,6 @@ func TestFileLimit(t *testing.T) {
 func TestRestrictedErrorUnwrap(t *testing.T) {
 	err := error(&RestrictedError{Status: Status{State: Waiting, NotBeforeUTC: 5, RemainingSeconds: 2, Reason: "r"}})
 	assert.True(t, errors.Is(err, ErrRestricted))
-	assert.False(t, errors.Is(err, errCorrupt))
+	assert.False(t, errors.Is(err, runread.ErrCorrupt))
 	assert.Equal(t, "journal: run waiting until not_before_utc 5 (2 s remaining): r", err.Error())
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
@@ -56,7 +58,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					require.NoError(t, err)
 					for _, fd := range c.Files {
 						if fd.ID == fs[2] {
-							require.Equal(t, FileInFlight, fd.State, fd.Reason)
+							require.Equal(t, runread.FileInFlight, fd.State, fd.Reason)
 						}
 					}
 					before := run.files(t)
@@ -92,7 +94,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 		require.ErrorIs(t, err, ErrPending)
 		var re *RestrictedError
 		require.ErrorAs(t, err, &re)
-		require.Equal(t, record.MarkerName+": "+liveProblem, re.Status.Reason)
+		require.Equal(t, record.MarkerName+": "+runread.LiveProblem, re.Status.Reason)
 		require.GreaterOrEqual(t, clkB.Now().Sub(t0.Add(45*time.Second)), 2*time.Minute, "B waited its whole wait")
 		_, err = b.ReviewPending(context.Background(), "", 0)
 		require.ErrorIs(t, err, errLive)
@@ -144,7 +146,7 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	st = j.Status(time.Now())
 	took := time.Since(died)
 	require.Equal(t, Unresolved, st.State)
-	require.Equal(t, "shard-01/"+record.MarkerName+": "+pendingProblem+" (`journal review --pending --marker shard-01/"+record.MarkerName+"`)", st.Reason)
+	require.Equal(t, "shard-01/"+record.MarkerName+": "+runread.PendingProblem+" (`journal review --pending --marker shard-01/"+record.MarkerName+"`)", st.Reason)
 	t.Logf("dead marker reported %v after the worker's death (the first read)", took)
 	rec, err := j.ReviewPendingMarker(context.Background(), "", "killed", 0)
 	require.NoError(t, err)
@@ -206,10 +208,10 @@ func TestNoLocksFilesystem(t *testing.T) {
 		require.NoError(t, err)
 		st := b.Status(t0)
 		require.Equal(t, Unresolved, st.State)
-		require.Equal(t, record.MarkerName+": "+unknownProblem, st.Reason)
+		require.Equal(t, record.MarkerName+": "+runread.UnknownProblem, st.Reason)
 		require.Len(t, st.Shards, 1)
 		require.Equal(t, "live", st.Shards[0].Marker)
-		require.Equal(t, 1, st.Files[FileInFlight], "its file is in flight, not unknown")
+		require.Equal(t, 1, st.Files[runread.FileInFlight], "its file is in flight, not unknown")
 		rec, err := b.ReviewPending(context.Background(), "no worker runs", 0)
 		require.NoError(t, err)
 		require.True(t, rec.Removed)

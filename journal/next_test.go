@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -98,7 +100,7 @@ func TestNextEveryFileOnce(t *testing.T) {
 				assert.Empty(t, r.markers(4), "no marker left")
 				c, err := open().RecordedPlan(time.Now())
 				require.NoError(t, err)
-				assert.Equal(t, files, c.Count(FileAcked))
+				assert.Equal(t, files, c.Count(runread.FileAcked))
 				if r.dir != "" {
 					sum, err := inspectDir(r.dir)
 					require.NoError(t, err)
@@ -134,7 +136,7 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	m, ok := record.ParseMarker(data)
 	require.True(t, ok, "%s", data)
 	host, _ := os.Hostname()
-	assert.Equal(t, record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: claimMethod, FileDigest: record.FileDigest("a.bin"),
+	assert.Equal(t, record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: record.ClaimMethod, FileDigest: record.FileDigest("a.bin"),
 		BegunAtUTC: m.BegunAtUTC, Host: host, PID: os.Getpid()}, m)
 	assert.Equal(t, Unresolved, reopen(t, dir, time.Now()).Status(time.Now()).State, "a claim is a request in flight")
 
@@ -150,7 +152,7 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	var atSend []byte
 	srv.onSend = func(string) { atSend, _ = os.ReadFile(filepath.Join(dir, record.MarkerName)) }
 	assert.Equal(t, "acked", uploadOne(readrecovery.New(srv), j, f.ID))
-	assert.Contains(t, string(atSend), `"method":"`+claimMethod+`"`, "sent under the claim's marker")
+	assert.Contains(t, string(atSend), `"method":"`+record.ClaimMethod+`"`, "sent under the claim's marker")
 	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
 	assert.Equal(t, []string{"plan.json", receiptName(record.FileDigest("a.bin")), "run.json"}, names(t, dir))
 	require.NoError(t, j.Release(f), "Release after the upload began does nothing")

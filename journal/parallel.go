@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -35,22 +37,12 @@ func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
 
-// shardWants are the plan digests of each shard's part of the root plan
-// ("" each without plan.json): what its manifest must record.
-func shardWants(plan []string, n int) []string {
-	out := make([]string, n)
-	for k := 1; plan != nil && k <= n; k++ {
-		out[k-1] = record.PlanDigestOf(record.ShardPlan(plan, k, n))
-	}
-	return out
-}
-
 // root is a parallel run's root (R82: its own type, never a run): its
 // manifest and plan, read once at open (they never change), and its shards,
 // each a run. It routes each call to its shard and merges their statuses.
 type root struct {
 	clock  clock.Clock
-	snap   *snapshot // the root's own scan at open (read only after)
+	snap   *runread.Snapshot // the root's own scan at open (read only after)
 	n      int
 	shards []*run   // shard k is shards[k-1]
 	wants  []string // shardWants of the root plan
@@ -60,7 +52,7 @@ type root struct {
 	mu sync.Mutex
 	// views are the light scans of the check across shards (lightView),
 	// never a shard's own snapshot (its mu guards that).
-	views   []*snapshot
+	views   []*runread.Snapshot
 	markers []store.LightMarker // per shard, the marker bytes a light scan read last
 	failure string              // a shard's persistence failure
 }
@@ -80,7 +72,7 @@ func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error
 	err := sj.Begin(ctx, req)
 	var re *RestrictedError
 	if errors.As(err, &re) && !re.Status.named {
-		re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
+		re.Status.Reason = runread.ShardReason(sj.shardNo, re.Status.Reason)
 	}
 	return err
 }
@@ -106,19 +98,19 @@ type shardStatus struct {
 
 // shardStateLocked is shard k's part from its snapshot s and its Journal's
 // failure; judge says s is the latest sight of the shard's marker.
-func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
-	ss := shardStatus{k: k, marker: judge && s.blocking()}
-	switch problem := shardProblem(s, p.wants[k-1]); {
+func (p *root) shardStateLocked(k int, s *runread.Snapshot, failed string, now time.Time, judge bool) shardStatus {
+	ss := shardStatus{k: k, marker: judge && s.Blocking()}
+	switch problem := runread.ShardProblem(s, p.wants[k-1]); {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case problem != "":
-		ss.st = Status{State: Unresolved, Reason: record.ManifestName + ": " + problem, cause: errCorrupt}
+		ss.st = Status{State: Unresolved, Reason: record.ManifestName + ": " + problem, cause: runread.ErrCorrupt}
 	default:
-		ss.st = s.status(now, true)
+		ss.st = statusOf(s, now, true)
 	}
 	if judge {
-		ss.stale, ss.review = s.deadMarker(), s.reviewable()
-		ss.gone = !s.pending && s.begun != nil
+		ss.stale, ss.review = s.DeadMarker(), s.Reviewable()
+		ss.gone = !s.Pending && s.Begun != nil
 	}
 	return ss
 }
@@ -127,8 +119,8 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 // parallel-shards); reasons name the shard.
 func (p *root) merge(parts []shardStatus) (st Status) {
 	defer func() { st.named = true }()
-	if len(p.snap.findings) > 0 {
-		return Status{State: Unresolved, Reason: p.snap.findings[0].String(), cause: errCorrupt}
+	if len(p.snap.Findings) > 0 {
+		return Status{State: Unresolved, Reason: p.snap.Findings[0].String(), cause: runread.ErrCorrupt}
 	}
 	p.mu.Lock()
 	failure := p.failure
@@ -140,13 +132,13 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 	inflight := 0
 	for _, ps := range parts {
 		st := ps.st
-		st.Reason = shardReason(ps.k, st.Reason)
+		st.Reason = runread.ShardReason(ps.k, st.Reason)
 		if st.State == Unresolved {
 			return st
 		}
 		if ps.stale {
 			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
-				"%s: %s (`journal review --pending --marker %s`)", record.MarkerRef(ps.k), pendingProblem, record.MarkerRef(ps.k))}
+				"%s: %s (`journal review --pending --marker %s`)", record.MarkerRef(ps.k), runread.PendingProblem, record.MarkerRef(ps.k))}
 		}
 		if ps.marker {
 			inflight++
@@ -199,7 +191,7 @@ func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []s
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
 		v := p.views[i]
-		later := v != nil && v.light && v.gen > s.gen
+		later := v != nil && v.Light && v.Gen > s.Gen
 		out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
 		if later {
 			out = append(out, p.shardStateLocked(i+1, v, "", now, true))
@@ -225,14 +217,14 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 			p.mu.Unlock()
 			l := sj.b.With(ctx)
 			l.Light = &store.LightView{Mu: &p.mu, Last: &p.markers[i]}
-			s, err := scanRun(l, prev, now)
+			s, err := runread.ScanRun(l, prev, now)
 			if err != nil {
-				s = newSnapshot()
-				s.light = true
-				s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+				s = runread.NewSnapshot()
+				s.Light = true
+				s.AddFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
 			}
 			p.mu.Lock()
-			if v := p.views[i]; v == nil || v.gen < s.gen {
+			if v := p.views[i]; v == nil || v.Gen < s.Gen {
 				p.views[i] = s
 			}
 			parts[i] = p.shardStateLocked(i+1, s, "", now, true)
@@ -327,14 +319,14 @@ func (p *root) Review(ctx context.Context, file string, decision record.Decision
 // decided in its shard under the merged status; under another worker's
 // live marker in-flight, under a dead one unknown.
 func (p *root) continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	digests, ids := p.snap.planFiles, map[string]string{}
+	digests, ids := p.snap.PlanFiles, map[string]string{}
 	if files != nil {
 		_, want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
-		if p.snap.manifest.PlanDigest != want {
-			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.manifest.PlanDigest, want)
+		if p.snap.Manifest.PlanDigest != want {
+			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.Manifest.PlanDigest, want)
 		}
 		digests = nil
 		for _, f := range files {
@@ -344,7 +336,7 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 	}
 	parts := p.parts(context.Background(), now, true, false)
 	if files == nil && digests == nil {
-		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
+		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", runread.ErrCorrupt)
 	}
 	c := Continuation{Status: p.merge(parts)}
 	byShard := make([][]int, p.n)
@@ -357,12 +349,12 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 		s, own := sj.snap, sj.inflight != nil
 		for _, at := range byShard[i] {
 			d := digests[at]
-			fd := s.decide(d, approval, c.Status, true)
-			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
-				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
+			fd := decide(s, d, approval, c.Status, true)
+			if s.Blocking() && !own && s.PendingFile == d && fd.State != runread.FileAcked {
+				fd.State, fd.Decision, fd.Upload = runread.FileInFlight, "", false
 				fd.Reason = record.MarkerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
-				if s.deadMarker() {
-					fd.State = FileUnknown
+				if s.DeadMarker() {
+					fd.State = runread.FileUnknown
 					fd.Reason = record.MarkerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				}
 			}
@@ -401,94 +393,34 @@ func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, p
 		return nil, err
 	}
 	switch { // the root's run above is its creation's only
-	case s.manifest != nil && s.manifest.Parallel == n:
-	case s.manifest != nil && s.manifest.Parallel == 0:
+	case s.Manifest != nil && s.Manifest.Parallel == n:
+	case s.Manifest != nil && s.Manifest.Parallel == 0:
 		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", store.EscapeName(dir))
-	case s.manifest != nil:
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", store.EscapeName(dir), s.manifest.Parallel, n)
+	case s.Manifest != nil:
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", store.EscapeName(dir), s.Manifest.Parallel, n)
 	default:
 		why := "no run.json"
-		if len(s.findings) > 0 {
-			why = s.findings[0].String()
+		if len(s.Findings) > 0 {
+			why = s.Findings[0].String()
 		}
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, store.EscapeName(dir), why)
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", runread.ErrCorrupt, store.EscapeName(dir), why)
 	}
-	if cfg.plan != nil && s.manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.manifest.PlanDigest, planDigest)
+	if cfg.plan != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
 	}
-	rootOnly(s)
-	p := &root{clock: cfg.clock, snap: s, n: n, wants: shardWants(s.planFiles, n),
-		views: make([]*snapshot, n), markers: make([]store.LightMarker, n)}
+	runread.RootOnly(s)
+	p := &root{clock: cfg.clock, snap: s, n: n, wants: runread.ShardWants(s.PlanFiles, n),
+		views: make([]*runread.Snapshot, n), markers: make([]store.LightMarker, n)}
 	for k := 1; k <= n; k++ {
-		ss, _, err := scanShard(rb, k, cfg.clock.Now())
+		ss, _, err := runread.ScanShard(rb, k, cfg.clock.Now())
 		if err != nil {
 			return nil, err
 		}
-		sj := openRun(urb.Shard(k), cfg, wait, record.ShardPlan(s.planFiles, k, n))
+		sj := openRun(urb.Shard(k), cfg, wait, record.ShardPlan(s.PlanFiles, k, n))
 		sj.group, sj.shardNo, sj.snap = p, k, ss
 		// The check across shards starts from a copy (the shard adds to its cache).
-		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
+		p.views[k-1] = &runread.Snapshot{Cache: maps.Clone(ss.Cache), Gen: ss.Gen, Light: true}
 		p.shards = append(p.shards, sj)
 	}
 	return p, nil
-}
-
-// scanShard scans shard k of rb once no run lies inside it. A shard that
-// cannot be read (deleted, or not finished) is a snapshot of one finding.
-func scanShard(rb *store.Loc, k int, now time.Time) (s *snapshot, unread string, err error) {
-	b := rb.Shard(k)
-	if err := b.Nested(); err != nil {
-		return nil, "", err
-	}
-	if s, err = scanRun(b, nil, now); err != nil {
-		unread = "cannot read the shard: " + redact.Text(store.BareErr(err).Error())
-		s = newSnapshot()
-		s.addFinding(".", "%s", unread)
-	}
-	return s, unread, nil
-}
-
-// shardProblem says what makes shard snapshot s's manifest no shard of its
-// root, which gives it plan digest want ("" for none); "" when nothing.
-func shardProblem(s *snapshot, want string) string {
-	switch {
-	case s.manifest != nil && s.manifest.Parallel != 0:
-		return "declares shards of its own (a root copied into a shard)"
-	case want != "" && s.manifest != nil && s.manifest.PlanDigest != want:
-		return "plan_digest is not this shard's part of the root plan (a shard of another run)"
-	}
-	return ""
-}
-
-// rootParallel is the shard count b's manifest declares (0: none, or unreadable).
-func rootParallel(b *store.Loc) int {
-	data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes)
-	if !ok {
-		return 0
-	}
-	mi, err := record.ParseManifest(data)
-	if err != nil {
-		return 0
-	}
-	return mi.Parallel
-}
-
-// shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
-// for a reason that starts with a name of the shard, else "shard-02: …".
-func shardReason(k int, reason string) string {
-	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || record.IsJournalName(name) || strings.Contains(name, ".json")) {
-		return record.ShardName(k) + "/" + reason
-	}
-	return record.ShardName(k) + ": " + reason
-}
-
-// rootOnly adds a finding for each journal name in a root but its manifest,
-// plan and writes in progress: its records live in its shards.
-func rootOnly(s *snapshot) {
-	for _, ln := range s.listed {
-		_, temp := record.ParseTempName(ln.Name)
-		if !temp && ln.Name != record.ManifestName && ln.Name != record.PlanName && record.IsJournalName(ln.Name) {
-			s.addFinding(ln.Name, "in a parallel run's root: its records live in its shards (not a record of this run)")
-		}
-	}
 }

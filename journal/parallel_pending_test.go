@@ -11,6 +11,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/stretchr/testify/require"
@@ -67,12 +69,12 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			for _, fd := range c.Files {
 				switch fd.ID {
 				case fs[2]:
-					require.Equal(t, FileInFlight, fd.State, fd.Reason)
+					require.Equal(t, runread.FileInFlight, fd.State, fd.Reason)
 					require.False(t, fd.Upload)
 				case fs[1]:
-					require.Equal(t, FileAcked, fd.State)
+					require.Equal(t, runread.FileAcked, fd.State)
 				default:
-					require.Equal(t, FileNeverAttempted, fd.State)
+					require.Equal(t, runread.FileNeverAttempted, fd.State)
 					require.True(t, fd.Upload)
 				}
 			}
@@ -89,7 +91,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 				var re *RestrictedError
 				require.ErrorAs(t, err, &re)
 				require.ErrorIs(t, err, ErrPending)
-				require.Equal(t, "shard-02/pending-request.json: "+pendingProblem+" (`journal review --pending --marker shard-02/pending-request.json`)", re.Status.Reason)
+				require.Equal(t, "shard-02/pending-request.json: "+runread.PendingProblem+" (`journal review --pending --marker shard-02/pending-request.json`)", re.Status.Reason)
 				err = send(j, 3)
 				require.ErrorIs(t, err, ErrPending, "every shard's Begin refuses")
 			}
@@ -100,7 +102,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.Equal(t, Unresolved, c.Status.State)
 			for _, fd := range c.Files {
 				if fd.ID == fs[2] { // the dead worker's file: its outcome is unknown, never in flight
-					require.Equal(t, FileUnknown, fd.State)
+					require.Equal(t, runread.FileUnknown, fd.State)
 					require.Equal(t, "shard-02/pending-request.json: dead marker: its upload's outcome is unknown", fd.Reason)
 				}
 			}
@@ -129,7 +131,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.Equal(t, Elapsed, c.Status.State, c.Status.Reason)
 			for _, fd := range c.Files {
 				if fd.ID == fs[2] {
-					require.Equal(t, FileUnknown, fd.State, fd.Reason)
+					require.Equal(t, runread.FileUnknown, fd.State, fd.Reason)
 					require.False(t, fd.Upload)
 				}
 			}

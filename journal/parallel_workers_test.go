@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -475,7 +477,7 @@ func TestParallelLiveMarkersNeverStale(t *testing.T) {
 	kill(a)
 	err = begin(b, ofB[5])
 	require.ErrorIs(t, err, ErrPending)
-	require.Contains(t, err.Error(), "shard-01/pending-request.json: "+pendingProblem)
+	require.Contains(t, err.Error(), "shard-01/pending-request.json: "+runread.PendingProblem)
 }
 
 // parallel-shards: a pending review in another shard (the unknown

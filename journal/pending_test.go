@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/stretchr/testify/assert"
@@ -102,7 +104,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	// A later invocation: waiting 30 s, then elapsed; the file is unknown.
 	at := func(d time.Duration) time.Time { return t0.Add(time.Minute + d) }
 	st := reopen(t, dir, at(0)).Status(at(0))
-	assert.Equal(t, map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 2, FileUnknown: 1, FileReviewed: 0}, st.Files)
+	assert.Equal(t, map[runread.FileState]int{runread.FileAcked: 0, runread.FileInFlight: 0, runread.FileNeverAttempted: 2, runread.FileUnknown: 1, runread.FileReviewed: 0}, st.Files)
 	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
 	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at(0).Unix(), NotBeforeUTC: at(30 * time.Second).Unix(),
 		ServerDelaySeconds: 30, RemainingSeconds: 30, reviewed: true, // Next waits it out (dead-upload-waits)
@@ -112,7 +114,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	assert.Equal(t, Elapsed, j2.Status(at(30*time.Second)).State)
 	c, err := j2.PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, FileUnknown, c.Files[0].State)
+	assert.Equal(t, runread.FileUnknown, c.Files[0].State)
 	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), errReplay)
@@ -231,7 +233,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{File: "review-0001.json", Problem: "digest does not match the content (edited)"}, {File: record.MarkerName, Problem: pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{File: "review-0001.json", Problem: "digest does not match the content (edited)"}, {File: record.MarkerName, Problem: runread.PendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a
@@ -247,18 +249,18 @@ func TestInFlightFilesAreNeverEligible(t *testing.T) {
 	for range 5 {
 		c, err := b.PlanContinuation(plan3, NewApproval, t0)
 		require.NoError(t, err)
-		assert.Equal(t, FileInFlight, c.Files[0].State)
+		assert.Equal(t, runread.FileInFlight, c.Files[0].State)
 		assert.False(t, c.Files[0].Upload)
 		assert.Equal(t, "pending-request.json: another worker's request of this file is in flight; never eligible while it is", c.Files[0].Reason)
 		assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 		assert.Equal(t, "no backoff entries; pending-request.json: another worker's request is in flight", c.Status.Reason)
-		assert.Equal(t, 1, c.Count(FileInFlight))
+		assert.Equal(t, 1, c.Count(runread.FileInFlight))
 	}
 	require.NoError(t, a.Complete(ctx, putReq(t), ok201("r")))
 	c, err := b.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	assert.Equal(t, FileAcked, c.Files[0].State)
-	assert.Equal(t, 0, c.Count(FileInFlight))
+	assert.Equal(t, runread.FileAcked, c.Files[0].State)
+	assert.Equal(t, 0, c.Count(runread.FileInFlight))
 }
 
 // restriction-review: the way out of an entry without timing (a
@@ -299,7 +301,7 @@ func TestRestrictionReview(t *testing.T) {
 	assert.Equal(t, Elapsed, later.Status(time.Unix(at+600, 0)).State)
 	c, err := later.PlanContinuation(plan3, NewApproval, time.Unix(at+600, 0))
 	require.NoError(t, err)
-	assert.Equal(t, FileUnknown, c.Files[0].State, "the file met 429: unknown")
+	assert.Equal(t, runread.FileUnknown, c.Files[0].State, "the file met 429: unknown")
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	fs, err := verify(j.Dir())
 	require.NoError(t, err)
@@ -350,7 +352,7 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.Empty(t, fs)
 		c, err := k.PlanContinuation(plan3, NewApproval, t0)
 		require.NoError(t, err)
-		require.Equal(t, FileReviewed, c.Files[0].State, c.Files[0].Reason)
+		require.Equal(t, runread.FileReviewed, c.Files[0].State, c.Files[0].Reason)
 		require.Equal(t, record.DecisionSkip, c.Files[0].Decision)
 	})
 	t.Run("pending review", func(t *testing.T) {
@@ -390,6 +392,6 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.Empty(t, fs)
 		c, err := reopen(t, dir, t0.Add(30*time.Second)).PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))
 		require.NoError(t, err)
-		require.Equal(t, FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
+		require.Equal(t, runread.FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -81,7 +83,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 
 	c, err := j.PlanContinuation(plan3, NoNewApproval, t0)
 	require.NoError(t, err)
-	require.Equal(t, []FileState{FileReviewed, FileReviewed, FileAcked}, states(c))
+	require.Equal(t, []runread.FileState{runread.FileReviewed, runread.FileReviewed, runread.FileAcked}, states(c))
 	assert.Equal(t, []record.Decision{record.DecisionReupload, record.DecisionSkip, ""}, []record.Decision{c.Files[0].Decision, c.Files[1].Decision, c.Files[2].Decision})
 	assert.Empty(t, c.Uploads(), "a new approval is still needed")
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
@@ -100,7 +102,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	assert.Equal(t, 2.0, readBody(t, filepath.Join(j.Dir(), r2))["round"])
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	require.Equal(t, []FileState{FileAcked, FileReviewed, FileAcked}, states(c))
+	require.Equal(t, []runread.FileState{runread.FileAcked, runread.FileReviewed, runread.FileAcked}, states(c))
 	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
@@ -137,7 +139,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 	forge := func(t *testing.T, dir, file string, ev record.ReviewEvidence) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
-		seq, prev := s.nextLink()
+		seq, prev := s.NextLink()
 		data, _, err := record.Seal(record.KindReview, seq, prev, &record.ReviewBody{Sequence: 3, PlanDigest: pd,
 			FileDigest: record.FileDigest(file), Decision: record.DecisionReupload,
 			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
@@ -149,10 +151,10 @@ func TestVerifyChecksReviews(t *testing.T) {
 		tamper  func(t *testing.T, dir string)
 		finding string
 		file    string
-		state   FileState
+		state   runread.FileState
 	}{
-		{"edited", func(t *testing.T, dir string) { editByte(t, filepath.Join(dir, "review-0001.json"), 300) }, "review-0001.json", "a.bin", FileUnknown},
-		{"removed first", func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "review-0001.json"))) }, "review-0002.json: numbering not contiguous", "a.bin", FileUnknown},
+		{"edited", func(t *testing.T, dir string) { editByte(t, filepath.Join(dir, "review-0001.json"), 300) }, "review-0001.json", "a.bin", runread.FileUnknown},
+		{"removed first", func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "review-0001.json"))) }, "review-0002.json: numbering not contiguous", "a.bin", runread.FileUnknown},
 		{"swapped", func(t *testing.T, dir string) {
 			p1, p2 := filepath.Join(dir, "review-0001.json"), filepath.Join(dir, "review-0002.json")
 			b1, _ := os.ReadFile(p1)
@@ -162,13 +164,13 @@ func TestVerifyChecksReviews(t *testing.T) {
 		}, "review-0001.json: its content names review-0002.json (renamed)", "", ""},
 		{"forged acked", func(t *testing.T, dir string) {
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "c.bin", s.evidence(record.FileDigest("c.bin")))
-		}, "review-0003.json: reviews an acked file", "c.bin", FileAcked},
+			forge(t, dir, "c.bin", s.Evidence(record.FileDigest("c.bin")))
+		}, "review-0003.json: reviews an acked file", "c.bin", runread.FileAcked},
 		{"forged never-attempted", func(t *testing.T, dir string) {
 			// Round 2 of a.bin has no record: the file is not unknown.
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "a.bin", s.evidence(record.FileDigest("a.bin")))
-		}, "review-0003.json: reviews a file that was not unknown", "a.bin", FileReviewed},
+			forge(t, dir, "a.bin", s.Evidence(record.FileDigest("a.bin")))
+		}, "review-0003.json: reviews a file that was not unknown", "a.bin", runread.FileReviewed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

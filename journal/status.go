@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -62,7 +64,7 @@ type Status struct {
 	// Files is the run at a glance: its planned files per class (a file under an
 	// abandoned marker is unknown), as [Journal.Status] saw them; nil in every
 	// other Status, and for a run without plan.json.
-	Files map[FileState]int
+	Files map[runread.FileState]int
 	// Shards has a [ShardView] per shard (one for a run without shards); nil
 	// in every Status but [Journal.Status]'s.
 	Shards []ShardView
@@ -127,9 +129,9 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 // and "shards" (one object per shard, see [ShardView]).
 func (s Status) CommandJSON() ([]byte, error) {
 	type fileBatch struct {
-		Backoff Status            `json:"backoff"`
-		Files   map[FileState]int `json:"files,omitempty"`
-		Shards  []ShardView       `json:"shards,omitempty"`
+		Backoff Status                    `json:"backoff"`
+		Files   map[runread.FileState]int `json:"files,omitempty"`
+		Shards  []ShardView               `json:"shards,omitempty"`
 	}
 	return json.Marshal(struct {
 		FileBatch fileBatch `json:"file_batch"`
@@ -138,12 +140,12 @@ func (s Status) CommandJSON() ([]byte, error) {
 
 // status is snapshot s's state at now, in the switch's order (docs/policy.md:
 // status-before-network, not-before-survives); ignorePending leaves the marker out.
-func (s *snapshot) status(now time.Time, ignorePending bool) Status {
+func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 	var st Status
 	var latest *restriction
 	var maxReceived int64
 	var maxReceivedName string
-	for _, r := range s.restrictions() {
+	for _, r := range restrictions(s) {
 		if latest == nil || r.NotBeforeUTC >= latest.NotBeforeUTC {
 			latest = &r
 		}
@@ -161,18 +163,18 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		return st
 	}
 	switch {
-	case len(s.findings) > 0:
-		return unresolved(errCorrupt, s.findings[0].String())
-	case s.blocking() && !ignorePending:
-		st := unresolved(ErrPending, record.MarkerName+": "+s.markerProblem())
-		st.abandoned = s.pendingLive == store.HoldNone
+	case len(s.Findings) > 0:
+		return unresolved(runread.ErrCorrupt, s.Findings[0].String())
+	case s.Blocking() && !ignorePending:
+		st := unresolved(ErrPending, record.MarkerName+": "+s.MarkerProblem())
+		st.abandoned = s.PendingLive == store.HoldNone
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
 			now.Unix(), maxReceived, maxReceivedName))
 	case latest == nil:
 		st.State, st.Reason = Clear, "no backoff entries"
-		if s.manifest != nil && s.manifest.Legacy {
+		if s.Manifest != nil && s.Manifest.Legacy {
 			st.Reason = "legacy run (no backoff_version): no backoff entries"
 		}
 		return st
@@ -197,21 +199,21 @@ type restriction struct {
 }
 
 // restrictions returns the run's restrictions in record order.
-func (s *snapshot) restrictions() []restriction {
+func restrictions(s *runread.Snapshot) []restriction {
 	var out []restriction
-	for _, er := range s.entries() {
-		if e := er.entry(); e.Timing != nil && record.Untimed(*e) == "" {
-			out = append(out, restriction{er.name, *e.Timing, fmt.Sprintf(
+	for _, er := range s.Entries() {
+		if e := er.Entry(); e.Timing != nil && record.Untimed(*e) == "" {
+			out = append(out, restriction{er.Name, *e.Timing, fmt.Sprintf(
 				"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
-				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
+				er.Name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
 		}
 	}
-	for _, rr := range s.reviews() {
-		r := rr.review()
+	for _, rr := range s.Reviews() {
+		r := rr.Review()
 		reviewed := func(notBefore int64, what string) {
 			d := notBefore - r.ReviewedAtUTC
-			out = append(out, restriction{rr.name, record.TimingJSON{ReceivedAtUTC: r.ReviewedAtUTC, NotBeforeUTC: notBefore, ServerDelaySeconds: d},
-				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d), r.Marker != nil})
+			out = append(out, restriction{rr.Name, record.TimingJSON{ReceivedAtUTC: r.ReviewedAtUTC, NotBeforeUTC: notBefore, ServerDelaySeconds: d},
+				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.Name, what, d), r.Marker != nil})
 		}
 		if rs := r.Restriction; rs != nil {
 			reviewed(rs.NotBeforeUTC, "restriction review of "+rs.Entry+", whose server restriction has no timing")
@@ -237,3 +239,38 @@ func remainingSeconds(notBefore int64, now time.Time) int64 {
 	}
 	return max(notBefore-sec, 0)
 }
+
+// ShardView is one shard's line of a run at a glance ([Status.Shards]):
+// its state, its marker and the worker that holds it, and its files per
+// class. A run without shards has one line, for the run itself.
+type ShardView struct {
+	// Shard names it: "shard-01" … in a parallel run, "." for a run without shards.
+	Shard string `json:"shard"`
+	// State is the shard's own state: unresolved while its marker is dead
+	// (as the run is), else its records' state.
+	State State `json:"state"`
+	// Marker is "" without a marker; "live" for a request in flight (of
+	// this Journal, or another worker's that is not abandoned); "dead"
+	// for an abandoned one (its worker died, or is stuck: see
+	// [Journal.ReviewPendingMarker]; a dead CLAIM never sent and blocks
+	// nothing: the next worker removes it); "resolved" for one a pending
+	// review resolved and that is still there.
+	Marker string `json:"marker"`
+	// Method is the marker's: an HTTP method (the upload's, once it began
+	// under a claim), CLAIM for a file [Journal.Next] handed out whose
+	// upload did not begin, REVIEW for a review being written.
+	Method     string `json:"method,omitempty"`
+	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
+	// Host and PID name the worker that wrote the marker, when it says.
+	Host       string                    `json:"host,omitempty"`
+	PID        int                       `json:"pid,omitempty"`
+	AgeSeconds int64                     `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
+	Files      map[runread.FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
+}
+
+// Marker states of a [ShardView].
+const (
+	markerLive     = "live"
+	markerDead     = "dead"
+	markerResolved = "resolved"
+)

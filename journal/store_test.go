@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -204,7 +206,7 @@ func TestOpenStoreSharedRun(t *testing.T) {
 	// holds is what the store holds (one format).
 	sum, err := InspectStore(context.Background(), st)
 	require.NoError(t, err)
-	require.Equal(t, Summary{Entries: 1, PlannedFiles: 3}, sum)
+	require.Equal(t, runread.Summary{Entries: 1, PlannedFiles: 3}, sum)
 }
 
 // The marker serializes two workers: B's claim meets A's marker and, with

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -63,7 +65,7 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 	assert.Empty(t, sum.Findings)
 	assert.Empty(t, sum.Leftovers, "a young temporary file is a write in progress")
 
-	old := time.Now().Add(-2 * staleTemp)
+	old := time.Now().Add(-2 * runread.StaleTemp)
 	require.NoError(t, os.Chtimes(tmp, old, old))
 	sum, err = inspectDir(dir)
 	require.NoError(t, err)
@@ -147,13 +149,13 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 	assert.Equal(t, []string{"head-0001.json", "pending-request.json", "plan.json", tmp, "run.json"}, allNames(t, dir))
 	st := reopen(t, dir, time.Now()).Status(time.Now())
 	assert.Equal(t, Unresolved, st.State)
-	assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
+	assert.Equal(t, "pending-request.json: "+runread.PendingProblem, st.Reason)
 
-	old := time.Now().Add(-staleTemp - time.Second)
+	old := time.Now().Add(-runread.StaleTemp - time.Second)
 	require.NoError(t, os.Chtimes(filepath.Join(dir, tmp), old, old))
 	sum, err := inspectDir(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{File: record.MarkerName, Problem: pendingProblem}}, sum.Findings)
+	assert.Equal(t, []Finding{{File: record.MarkerName, Problem: runread.PendingProblem}}, sum.Findings)
 	require.Len(t, sum.Leftovers, 1)
 	assert.Equal(t, tmp, sum.Leftovers[0].File)
 }

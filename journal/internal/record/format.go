@@ -460,6 +460,15 @@ type BegunRequest struct {
 	BegunAtUTC int64  `json:"begun_at_utc"`
 }
 
+// The methods of a marker that is no HTTP request. A Next claim's (ClaimMethod): a worker
+// that dies before its upload begins leaves it dead and its file eligible: the next worker
+// removes it (dead-claim-heals); once the upload began (its begun head), the file is unknown
+// until a review. A review's (ReviewMethod) names no upload in flight.
+const (
+	ClaimMethod  = "CLAIM"
+	ReviewMethod = "REVIEW"
+)
+
 // markerFile is pending-request.json: its presence is what matters; its
 // content names the request for a review, and its worker for `journal status`.
 type MarkerFile struct {
