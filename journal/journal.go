@@ -431,17 +431,6 @@ func (j *Journal) Dir() string {
 	return j.dir
 }
 
-// Status returns the run's state at now from what this Journal read last: it reads nothing
-// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
-// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
-// the run at a glance.
-func (j *Journal) Status(now time.Time) Status {
-	if j.zero() {
-		return zeroStatus()
-	}
-	return j.glance(j.r.status(now), now) // statusview.go
-}
-
 // Admit reports whether a request of this run may access the network at now: nil for clear
 // or elapsed, else a *RestrictedError with the status, or ctx's error (wrapped) when ctx
 // has ended. It re-reads the run and never sleeps, except to wait [WithPendingWait] for

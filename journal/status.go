@@ -166,7 +166,7 @@ func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 	case len(s.Findings) > 0:
 		return unresolved(runread.ErrCorrupt, s.Findings[0].String())
 	case s.Blocking() && !ignorePending:
-		st := unresolved(ErrPending, record.MarkerName+": "+s.MarkerProblem())
+		st := unresolved(runread.ErrPending, record.MarkerName+": "+s.MarkerProblem())
 		st.abandoned = s.PendingLive == store.HoldNone
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:

@@ -9,6 +9,17 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
+// Status returns the run's state at now from what this Journal read last: it reads nothing
+// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
+// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
+// the run at a glance.
+func (j *Journal) Status(now time.Time) Status {
+	if j.zero() {
+		return zeroStatus()
+	}
+	return j.glance(j.r.status(now), now)
+}
+
 // glance adds the counts and the shard lines to st, the status [Journal.Status]
 // computed, from what this Journal read last (nothing is read).
 func (j *Journal) glance(st Status, now time.Time) Status {
