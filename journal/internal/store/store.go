@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -435,4 +436,94 @@ func (l *Loc) RemoveMarker(version string) error {
 	ctx, cancel := l.wctx()
 	defer cancel()
 	return l.st.Remove(ctx, l.prefix+record.MarkerName, version)
+}
+
+// Finding is one problem of a run directory, found by [InspectStore] or by the
+// verification [Open] performs. Any finding makes the run unresolved.
+type Finding struct {
+	// File is the file's name inside the run directory, or "." for the
+	// directory itself.
+	File string
+	// Problem says what is wrong, in a few words.
+	Problem string
+}
+
+// String returns "file: problem", the line `readrecovery journal verify`
+// prints. A file name that is not plain printable ASCII (a newline, an
+// escape sequence, a quote, a space, anything else) is printed quoted with
+// Go escapes, so that no name can forge a line or reach a terminal raw.
+func (f Finding) String() string { return EscapeName(f.File) + ": " + f.Problem }
+
+// escapeName returns name as it is when it is plain printable ASCII
+// without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
+func EscapeName(name string) string {
+	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
+		return c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\''
+	}) {
+		return strconv.QuoteToASCII(name)
+	}
+	return name
+}
+
+// Findings are the findings of a scan; a read adds its problem to them.
+type Findings []Finding
+
+// Add adds a finding; to nil Findings (a read that keeps none) it adds nothing.
+func (f *Findings) Add(file, format string, args ...any) {
+	if f != nil {
+		*f = append(*f, Finding{File: file, Problem: fmt.Sprintf(format, args...)})
+	}
+}
+
+// ErrNotRun means a directory holds files but none of the names a journal
+// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
+// the journal neither reports it as a run nor writes into it.
+var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
+
+// lightView makes a shard's scan the check across shards (docs/policy.md:
+// "Shards in detail"): no receipt, part receipt or head, so no sequence; the
+// marker read again only when its version (Blob: the probe's ETag) changed.
+type LightView struct {
+	Mu     *sync.Mutex  // guards last: the root's
+	Last   *LightMarker // the marker bytes this shard's light scan read last
+	probed string       // the marker's version the liveness probe returned
+}
+
+// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
+type LightMarker struct {
+	Data    []byte
+	Version string
+}
+
+// filter leaves out receipts, part receipts, heads, writes in progress.
+func (v *LightView) filter(names []ListedName) []ListedName {
+	out := names[:0:0]
+	for _, n := range names {
+		k, _ := record.KindOf(n.Name)
+		_, temp := record.ParseTempName(n.Name)
+		_, head := record.ParseHeadName(n.Name)
+		if !temp && !head && (k == nil || k.Attempted == nil) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// read reads l's marker unless its probed version is the one read last.
+func (v *LightView) read(l *Loc, f *Findings, limit int64) ([]byte, string, bool) {
+	v.Mu.Lock()
+	m := *v.Last
+	v.Mu.Unlock()
+	if m.Data != nil && v.probed != "" && m.Version == v.probed {
+		return m.Data, m.Version, true
+	}
+	plain := *l
+	plain.Light = nil
+	data, version, ok := plain.Read(f, record.MarkerName, limit)
+	if ok {
+		v.Mu.Lock()
+		*v.Last = LightMarker{Data: data, Version: version}
+		v.Mu.Unlock()
+	}
+	return data, version, ok
 }
