@@ -1199,11 +1199,59 @@ const (
 	deadPoll = 500 * time.Millisecond
 )
 
-// Store is where a run's records live (shared-runs): a flat set of named, immutable objects
-// plus the one pending marker; [DirStore] is the local directory, and
-// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure Blob Storage.
-// Its methods, and the two optional ones the journal finds by a type assertion
-// (ListPrefix, EnclosingRun), are documented at their definition.
+// Store is where a run's records live (shared-runs): a flat set of named,
+// immutable objects plus the one pending marker; formats, digests, the chain
+// and the limits are the journal's. [DirStore] is the local directory;
+// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure
+// Blob Storage. A Store must not retry a write in a way that could store an
+// object twice, nor send through the transport of the run it records: a
+// failure is a persistence failure, never a wait.
+//
+// The journal finds two optional methods by a type assertion:
+//
+//	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
+//	EnclosingRun(ctx context.Context) (string, error)
+//
+// ListPrefix lists only the whole names that start with prefix: a parallel
+// run's shards ([WithParallel]) live under shard-01/ … shard-NN/ of their
+// root's Store, each listed by ListPrefix, else by List of the root,
+// filtered. EnclosingRun returns the name of the run this one lies inside
+// (Blob: a prefix under one holding a run.json), or "" when none;
+// [OpenStore] refuses such a run (runs never nest).
+//
+// Its methods, as package store declares them:
+//
+//	type Store interface {
+//		// Create stores data under name only if no object of that name exists
+//		// (O_EXCL; Blob: If-None-Match: *), durably before it returns, and
+//		// returns its version (an ETag; "" without versions). When name exists
+//		// it changes nothing and errors.Is(err, fs.ErrExist) holds.
+//		Create(ctx context.Context, name string, data []byte) (version string, err error)
+//		// Read returns name's content and version, reading at most limit+1
+//		// bytes so that a larger object shows as such without being read whole.
+//		// A missing name: errors.Is(err, fs.ErrNotExist).
+//		Read(ctx context.Context, name string, limit int64) (data []byte, version string, err error)
+//		// List returns the names of at most limit objects of the run, in any
+//		// order; an empty run gives none and no error.
+//		List(ctx context.Context, limit int) ([]string, error)
+//		// Remove deletes name only while its version is still version (Blob:
+//		// If-Match; ignored without versions). The journal removes only the
+//		// pending marker and a head a newer head replaced.
+//		Remove(ctx context.Context, name, version string) error
+//		// Hold keeps the marker name this process just created (version from
+//		// Create) live, as Live tells every process, until release, however long
+//		// its request and whatever any clock says (marker-liveness); a dead
+//		// process's hold ends by the store's own means (the kernel's lock, the
+//		// service's lease). The journal releases after the marker's removal; a
+//		// failed Hold is a persistence failure (the marker is removed again, nothing is sent).
+//		Hold(ctx context.Context, name, version string) (release func(), err error)
+//		// Live reports whether a process holds name now, and its version (""
+//		// without versions). A marker is live from its Create on (a store whose
+//		// hold begins at Hold counts the moments between as live by its own
+//		// means). A missing name: errors.Is(err, fs.ErrNotExist); any other error
+//		// means the store cannot tell (no locks): the marker counts as live.
+//		Live(ctx context.Context, name string) (live bool, version string, err error)
+//	}
 type Store = store.Store
 
 // DirStore returns the local directory dir as a [Store], written with the
@@ -1247,12 +1295,21 @@ func WithPendingWait(d time.Duration) Option {
 }
 
 // Finding is one problem of a run directory, found by [InspectStore] or by the
-// verification [Open] performs. Any finding makes the run unresolved; its String is the
-// line `readrecovery journal verify` prints, a name that is not plain ASCII quoted.
+// verification [Open] performs. Any finding makes the run unresolved. File is the file's
+// name inside the run directory, or "." for the directory itself; Problem says what is
+// wrong, in a few words. Its String method returns "file: problem", the line
+// `readrecovery journal verify` prints; a file name that is not plain printable ASCII (a
+// newline, an escape sequence, a quote, a space, anything else) is printed quoted with Go
+// escapes, so that no name can forge a line or reach a terminal raw.
 type Finding = store.Finding
 
-// Summary is what [InspectStore] found in a run: the counts of what it holds, its
-// findings and its leftovers (documented at the definition).
+// Summary is what [InspectStore] found in a run. Entries, Receipts, Parts and Reviews count
+// the records that passed their own checks: backoff entries, commit receipts, part receipts
+// and reviews. PlannedFiles is the number of files in plan.json, or -1 for a run written
+// before plan.json existed. Findings are Verify's findings; none means the run verifies
+// clean. Leftovers are the temporary files of interrupted writes older than a minute:
+// neither records nor findings (the pending marker or a missing manifest shows the
+// interruption), but what a crash left, for an operator.
 type Summary = runread.Summary
 
 // InspectStore checks the run kept in st (a directory: [DirStore]) without

@@ -49,16 +49,30 @@ func digestOfPlan(files []PlannedFile) ([]string, string, error) {
 // (docs/policy.md: upload-only-continuation); the classes are documented at their definition.
 type FileState = runread.FileState
 
-// The classes: acked (never sent again), never attempted (sent only under a new approval
-// while the status allows), unknown (never replayed: an operator's review is the only way
-// out), reviewed (after a review: reupload sends it again, skip never), in flight (another
-// worker's marker names it; only with [WithPendingWait]).
+// The classes.
 const (
-	FileAcked          = runread.FileAcked
+	// FileAcked: a receipt records the upload's original 2xx ACK; it is
+	// never sent again.
+	FileAcked = runread.FileAcked
+	// FileNeverAttempted: no record names the file. It may be uploaded only
+	// under a new approval and while the status is clear or elapsed.
 	FileNeverAttempted = runread.FileNeverAttempted
-	FileUnknown        = runread.FileUnknown
-	FileReviewed       = runread.FileReviewed
-	FileInFlight       = runread.FileInFlight
+	// FileUnknown: a record names the file (a backoff entry of its upload, a
+	// part receipt, a receipt without ACK or failing verification, the
+	// pending marker) but no ACK is on record. It is never replayed: keep
+	// the source and the receipts for an operator's review ([Journal.Review]),
+	// the only way out of unknown.
+	FileUnknown = runread.FileUnknown
+	// FileReviewed: an operator reviewed the file while it was unknown and
+	// no record of it came since. With [DecisionReupload] it is sent again
+	// as a never-attempted file is (a new approval still needed); with
+	// [DecisionSkip], never. A review never makes a file acked.
+	FileReviewed = runread.FileReviewed
+	// FileInFlight: another worker's pending marker names the file (its
+	// request is in flight); never eligible while the marker stays. Only a
+	// Journal opened [WithPendingWait] reports it: without, the marker makes
+	// the run unresolved and the file unknown.
+	FileInFlight = runread.FileInFlight
 )
 
 // Approval says whether an operator approved this continuation afresh. An

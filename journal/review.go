@@ -21,12 +21,14 @@ import (
 // Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
 type Decision = record.Decision
 
-// The two decisions: [DecisionReupload] makes the file eligible again as a never-attempted
-// one (sent only under a new approval and while the status allows uploads, as a new round
-// with its own records); [DecisionSkip] means the file is never sent by this run.
+// The two decisions.
 const (
+	// DecisionReupload makes the file eligible again as a never-attempted
+	// one: it is sent only under a new approval and while the status
+	// allows uploads. Its next upload is a new round with its own records.
 	DecisionReupload = record.DecisionReupload
-	DecisionSkip     = record.DecisionSkip
+	// DecisionSkip means the file is never sent by this run.
+	DecisionSkip = record.DecisionSkip
 )
 
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
