@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
@@ -48,12 +46,12 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 		marker        string
 		method        string
 		state         State // the shard's and the run's
-		class         runread.FileState
+		class         FileState
 	}{
-		{"claim live", false, false, markerLive, record.ClaimMethod, Clear, runread.FileInFlight},
-		{"upload live", true, false, markerLive, "PUT", Clear, runread.FileInFlight},
-		{"claim dead", false, true, markerDead, record.ClaimMethod, Clear, runread.FileNeverAttempted},
-		{"upload dead", true, true, markerDead, "PUT", Unresolved, runread.FileUnknown},
+		{"claim live", false, false, markerLive, record.ClaimMethod, Clear, FileInFlight},
+		{"upload live", true, false, markerLive, "PUT", Clear, FileInFlight},
+		{"claim dead", false, true, markerDead, record.ClaimMethod, Clear, FileNeverAttempted},
+		{"upload dead", true, true, markerDead, "PUT", Unresolved, FileUnknown},
 	}
 	plan := manyFiles(16)
 	for _, kind := range []string{"dir", "mem+prefix"} {
@@ -80,8 +78,8 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 				assert.Equal(t, tc.state, v.State)
 				assert.Equal(t, record.FileDigest(f.ID), v.FileDigest)
 				assert.Equal(t, os.Getpid(), v.PID)
-				if tc.class == runread.FileNeverAttempted {
-					assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted], "%v", st.Files)
+				if tc.class == FileNeverAttempted {
+					assert.Equal(t, len(plan), st.Files[FileNeverAttempted], "%v", st.Files)
 				} else {
 					assert.Equal(t, 1, st.Files[tc.class], "%v", st.Files)
 					assert.Equal(t, 1, v.Files[tc.class], "%v", v.Files)
@@ -131,7 +129,7 @@ func TestDeadClaimHealsItself(t *testing.T) {
 			b := open()
 			st := b.Status(clk.Now())
 			require.Equal(t, Clear, st.State, st.Reason)
-			assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted])
+			assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
 			sum, err := InspectStore(context.Background(), r.st)
 			require.NoError(t, err)
 			assert.Empty(t, sum.Findings)
@@ -230,7 +228,7 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	require.Equal(t, Clear, st.State, st.Reason)
 	v := st.Shards[0]
 	assert.Equal(t, []string{markerDead, record.ClaimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
-	assert.Equal(t, len(plan), st.Files[runread.FileNeverAttempted])
+	assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // were the claim unresolved, Next would wait
 	defer cancel()
@@ -295,7 +293,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	require.Equal(t, Unresolved, st.State)
 	v := st.Shards[k-1]
 	assert.Equal(t, []string{markerDead, "PUT", string(Unresolved)}, []string{v.Marker, v.Method, string(v.State)})
-	assert.Equal(t, 1, v.Files[runread.FileUnknown])
+	assert.Equal(t, 1, v.Files[FileUnknown])
 
 	logs := &lockedBuffer{}
 	old := slog.Default()
@@ -398,7 +396,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	}
 	assert.Zero(t, srv.puts[killed]+local.puts[killed], "the killed file is never sent again")
 
-	_, err = j.Review(context.Background(), killed, record.DecisionReupload, "not on the server")
+	_, err = j.Review(context.Background(), killed, DecisionReupload, "not on the server")
 	require.NoError(t, err)
 	f, err := j.Next(context.Background(), NewApproval)
 	require.NoError(t, err)

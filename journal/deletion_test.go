@@ -70,22 +70,22 @@ func deletionRunIn(t testing.TB, parallel int) (root, dir string, records []stri
 		record429(t, j, bg, getReq(t), secs(1), timing(clk.Now(), 1))
 		at(s + 1)
 	}
-	review := func(id string, d record.Decision) {
+	review := func(id string, d Decision) {
 		_, err := j.Review(bg, id, d, "")
 		require.NoError(t, err)
 	}
-	throttle(0)                        // backoff-0001
-	part(id(1))                        // part b 0001
-	commit(id(2), 201)                 // receipt c
-	commit(id(0), 500)                 // receipt a
-	review(id(0), record.DecisionSkip) // review-0001
-	part(id(1))                        // part b 0002
-	throttle(10)                       // backoff-0002
-	part(id(3))                        // part d 0001
-	review(id(1), record.DecisionSkip) // review-0002
-	commit(id(3), 503)                 // receipt d (d's own upload: a part, then its commit)
-	review(id(3), record.DecisionSkip) // review-0003
-	throttle(20)                       // backoff-0003
+	throttle(0)                 // backoff-0001
+	part(id(1))                 // part b 0001
+	commit(id(2), 201)          // receipt c
+	commit(id(0), 500)          // receipt a
+	review(id(0), DecisionSkip) // review-0001
+	part(id(1))                 // part b 0002
+	throttle(10)                // backoff-0002
+	part(id(3))                 // part d 0001
+	review(id(1), DecisionSkip) // review-0002
+	commit(id(3), 503)          // receipt d (d's own upload: a part, then its commit)
+	review(id(3), DecisionSkip) // review-0003
+	throttle(20)                // backoff-0003
 	for _, n := range names(t, dir) {
 		if record.IsRecordName(n) {
 			records = append(records, n)

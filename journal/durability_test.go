@@ -64,7 +64,7 @@ func TestDurabilityOrder(t *testing.T) {
 			require.NoError(t, j.Complete(b, putReq(t), ok201("p")))
 		}, join(marker, durable("head-0003.json"), []string{"remove head-0002.json", "syncdir run"}, durable(partB), unmark)},
 		{"review", func(t *testing.T, j *Journal) {
-			_, err := j.Review(context.Background(), "a.bin", record.DecisionSkip, "")
+			_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
 			require.NoError(t, err)
 		}, join(marker, durable("review-0001.json"), durable("head-0004.json"), []string{"remove head-0003.json", "syncdir run"}, unmark)},
 		{"pending review", func(t *testing.T, j *Journal) {

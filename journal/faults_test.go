@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -286,11 +284,11 @@ var scenarios = []scenario{
 			}
 			switch {
 			case !sent:
-				require.NotEqual(t, runread.FileAcked, file)
+				require.NotEqual(t, FileAcked, file)
 			case done("link " + receiptName(record.FileDigest("a.bin"))):
-				require.Equal(t, runread.FileAcked, file, "the ACK is on record")
+				require.Equal(t, FileAcked, file, "the ACK is on record")
 			default:
-				require.Equal(t, runread.FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
+				require.Equal(t, FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
 				require.False(t, c.Files[0].Upload)
 			}
 		},
@@ -363,9 +361,9 @@ func init() {
 					require.Equal(t, Elapsed, st.State, "crash-never-loses-restriction: the earlier restriction is never lost: %s", st.Reason)
 				}
 				f := fileState(t, dir)
-				require.NotEqual(t, runread.FileAcked, f.State, "parts-are-not-acks: a part's 2xx is never the file's ACK")
+				require.NotEqual(t, FileAcked, f.State, "parts-are-not-acks: a part's 2xx is never the file's ACK")
 				if sent {
-					require.Equal(t, runread.FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
+					require.Equal(t, FileUnknown, f.State, "a sent part makes its file unknown: %s", f.Reason)
 					require.False(t, f.Upload)
 				}
 			},
@@ -383,9 +381,9 @@ func init() {
 			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
 				scenarios[0].want(t, dir, done, sent)
 				f := fileState(t, dir)
-				require.NotEqual(t, runread.FileAcked, f.State)
+				require.NotEqual(t, FileAcked, f.State)
 				if sent {
-					require.Equal(t, runread.FileUnknown, f.State, f.Reason)
+					require.Equal(t, FileUnknown, f.State, f.Reason)
 				}
 			},
 		},
@@ -419,7 +417,7 @@ func init() {
 				} else {
 					require.Equal(t, Elapsed, st.State, st.Reason)
 				}
-				require.Equal(t, runread.FileAcked, fileState(t, dir).State)
+				require.Equal(t, FileAcked, fileState(t, dir).State)
 			},
 		},
 		scenario{
@@ -433,7 +431,7 @@ func init() {
 				require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "r500"}))
 			},
 			run: func(j *Journal) (bool, error) {
-				_, err := j.Review(context.Background(), "a.bin", record.DecisionReupload, "checked")
+				_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "checked")
 				return false, err
 			},
 			want: func(t *testing.T, dir string, done func(string) bool, sent bool) {
@@ -448,10 +446,10 @@ func init() {
 				}
 				f := fileState(t, dir)
 				if done("link review-0001.json") {
-					require.Equal(t, runread.FileReviewed, f.State, "the review is on disk")
+					require.Equal(t, FileReviewed, f.State, "the review is on disk")
 					require.Equal(t, clean, f.Upload, f.Reason)
 				} else {
-					require.Equal(t, runread.FileUnknown, f.State, "no review on disk: still unknown")
+					require.Equal(t, FileUnknown, f.State, "no review on disk: still unknown")
 					require.False(t, f.Upload)
 				}
 			},
@@ -482,7 +480,7 @@ func init() {
 					require.Equal(t, Unresolved, st.State, "no review on disk: the marker still blocks")
 					require.True(t, markerExists(dir))
 				}
-				require.Equal(t, runread.FileUnknown, fileState(t, dir).State, "the dead worker's file is unknown either way")
+				require.Equal(t, FileUnknown, fileState(t, dir).State, "the dead worker's file is unknown either way")
 			},
 		},
 	)

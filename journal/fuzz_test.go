@@ -15,8 +15,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -201,7 +199,7 @@ func fuzzBaseNew(t testing.TB) (fstest.MapFS, time.Time) {
 	a := WithUpload(ctx, "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
 	require.NoError(t, j.Complete(a, putReq(t), readrecovery.JournalOutcome{StatusCode: 500, RequestID: "a500"}))
-	_, err = j.Review(ctx, "a.bin", record.DecisionSkip, "checked")
+	_, err = j.Review(ctx, "a.bin", DecisionSkip, "checked")
 	require.NoError(t, err)
 	record429(t, j, ctx, getReq(t), overlong, timing(t0, 60))
 	m := fstest.MapFS{"run": {Mode: fs.ModeDir | 0o700}}
@@ -258,7 +256,7 @@ func FuzzLoadPart(f *testing.F) {
 			if st.State == Clear || st.State == Elapsed {
 				t.Fatalf("%s replaced: %+v", name, st)
 			}
-			if b, ok := files["b.bin"]; ok && (b.State != runread.FileUnknown || b.Upload) {
+			if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
 				t.Fatalf("%s replaced: b.bin %+v", name, b)
 			}
 		}
@@ -282,7 +280,7 @@ func FuzzLoadReview(f *testing.F) {
 			return
 		}
 		a, b, c := files["a.bin"], files["b.bin"], files["c.bin"]
-		if a.State != runread.FileUnknown && a.State != runread.FileReviewed || a.Upload || b.State != runread.FileUnknown || c.State != runread.FileNeverAttempted {
+		if a.State != FileUnknown && a.State != FileReviewed || a.Upload || b.State != FileUnknown || c.State != FileNeverAttempted {
 			t.Fatalf("review replaced: %+v %+v %+v", a, b, c)
 		}
 	})
@@ -331,9 +329,9 @@ func TestFuzzBaseNewIsWaiting(t *testing.T) {
 	name, valid := baseFile(t, base, "review-")
 	st, files := planWith(t, base, name, valid, now)
 	require.Equal(t, Waiting, st.State, st.Reason)
-	require.Equal(t, runread.FileReviewed, files["a.bin"].State)
-	require.Equal(t, runread.FileUnknown, files["b.bin"].State)
-	require.Equal(t, runread.FileNeverAttempted, files["c.bin"].State)
+	require.Equal(t, FileReviewed, files["a.bin"].State)
+	require.Equal(t, FileUnknown, files["b.bin"].State)
+	require.Equal(t, FileNeverAttempted, files["c.bin"].State)
 }
 
 // FuzzLoadHead puts arbitrary bytes in place of the run's head: never a
@@ -348,7 +346,7 @@ func FuzzLoadHead(f *testing.F) {
 		if st.State == Clear || st.State == Elapsed {
 			t.Fatalf("head replaced: %+v", st)
 		}
-		if b, ok := files["b.bin"]; ok && (b.State != runread.FileUnknown || b.Upload) {
+		if b, ok := files["b.bin"]; ok && (b.State != FileUnknown || b.Upload) {
 			t.Fatalf("head replaced: b.bin %+v", b)
 		}
 		if !bytes.Equal(data, valid) && st.State != Unresolved {

@@ -291,7 +291,7 @@ func kill(j *Journal) {
 }
 
 // inspectDir is InspectStore of the directory dir.
-func inspectDir(dir string) (runread.Summary, error) {
+func inspectDir(dir string) (Summary, error) {
 	return InspectStore(context.Background(), DirStore(dir))
 }
 

@@ -41,7 +41,7 @@ var mkfifo = func(string) error { return errors.ErrUnsupported }
 // Begin and PlanContinuation all return at once.
 func TestOnlyRegularFilesAreOpened(t *testing.T) {
 	base := unknownRun(t)
-	_, err := base.Review(context.Background(), "a.bin", record.DecisionSkip, "")
+	_, err := base.Review(context.Background(), "a.bin", DecisionSkip, "")
 	require.NoError(t, err)
 	record429(t, base, context.Background(), getReq(t), secs(1), timing(t0, 1))
 	fileNames := names(t, base.Dir())
@@ -178,7 +178,7 @@ func TestMessagesDoNotStutter(t *testing.T) {
 	_, errPlan := Open(j.Dir(), WithPlan([]PlannedFile{{ID: "x"}}))
 	errReplay := j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t))
 	errUnknown := j.Begin(WithUpload(context.Background(), "a.bin"), putReq(t))
-	_, errReview := j.Review(context.Background(), "c.bin", record.DecisionSkip, "")
+	_, errReview := j.Review(context.Background(), "c.bin", DecisionSkip, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	errCtx := j.Begin(ctx, getReq(t))

@@ -178,7 +178,7 @@ type runner interface {
 	status(now time.Time) Status
 	// continuation is PlanContinuation of files, or RecordedPlan with files nil.
 	continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error)
-	Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error)
+	Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error)
 	ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error)
 	ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error)
 	// lanes are the runs that record the files (the run, or the shards); lane(d) is d's index.
@@ -511,7 +511,7 @@ func (j *Journal) RecordedPlan(now time.Time) (Continuation, error) {
 // its shard's run. [DecisionReupload] makes the file eligible as a
 // never-attempted one (a new approval is still needed); [DecisionSkip]
 // means it is never sent. file is its [PlannedFile.ID] or its digest.
-func (j *Journal) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
+func (j *Journal) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	return j.impl().Review(ctx, file, decision, note)
 }
 
@@ -580,7 +580,7 @@ func (j *run) refreshLocked(ctx context.Context) {
 	s, err := runread.ScanRun(b, j.snap, j.clock.Now())
 	if err != nil {
 		s = runread.NewSnapshot()
-		s.AddFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
+		s.Findings.Add(".", "cannot read the run directory: %s", redact.Text(err.Error()))
 	}
 	j.snap = s
 }
@@ -804,13 +804,13 @@ func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
 		switch fd := decide(s, m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
-		case runread.FileAcked:
+		case FileAcked:
 			return refuse(errReplay, "the file is acked: %s", fd.Reason)
-		case runread.FileReviewed:
-			if fd.Decision == record.DecisionSkip {
+		case FileReviewed:
+			if fd.Decision == DecisionSkip {
 				return refuse(errReplay, "the file: %s", fd.Reason)
 			}
-		case runread.FileUnknown: // only this Journal's own upload of the round goes on
+		case FileUnknown: // only this Journal's own upload of the round goes on
 			v, u := s.View(m.FileDigest, true), j.started[m.FileDigest]
 			if u == nil || u.round != v.Round || v.Receipt != nil || v.Bad != "" || u.closed {
 				return refuse(errReplay, "the file is unknown: %s", fd.Reason)
@@ -1055,7 +1055,7 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
 	if why := record.Untimed(e); why != "" {
-		s.AddFinding(name, "%s", why)
+		s.Findings.Add(name, "%s", why)
 	}
 	if err == nil {
 		err = j.clearMarker()
@@ -1321,14 +1321,14 @@ type Summary = runread.Summary
 // [Journal.Status]). The error is non-nil only when the run itself cannot
 // be read: it does not exist or holds no run (errors.Is(err,
 // fs.ErrNotExist)), is not a directory, or cannot be listed.
-func InspectStore(ctx context.Context, st Store) (runread.Summary, error) {
+func InspectStore(ctx context.Context, st Store) (Summary, error) {
 	switch {
 	case st == nil:
-		return runread.Summary{}, errors.New("journal: nil Store")
+		return Summary{}, errors.New("journal: nil Store")
 	case ctx == nil:
-		return runread.Summary{}, errors.New("journal: inspect: nil context")
+		return Summary{}, errors.New("journal: inspect: nil context")
 	case ctx.Err() != nil:
-		return runread.Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
+		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
 	}
 	return runread.Inspect(store.LocOf(st).With(ctx))
 }

@@ -586,7 +586,7 @@ func TestLegacyRun(t *testing.T) {
 	assert.Equal(t, "legacy run (no backoff_version): no backoff entries", st.Reason)
 	c, err := j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	assert.Equal(t, []runread.FileState{runread.FileAcked, runread.FileNeverAttempted, runread.FileNeverAttempted}, states(c))
+	assert.Equal(t, []FileState{FileAcked, FileNeverAttempted, FileNeverAttempted}, states(c))
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 
 	// A legacy 429 record without timing.
@@ -599,7 +599,7 @@ func TestLegacyRun(t *testing.T) {
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	assert.Empty(t, c.Uploads(), "status-before-network: an unresolved run sends nothing")
-	assert.Equal(t, runread.FileAcked, c.Files[0].State, "crash-never-loses-restriction: legacy non-429 evidence stays usable")
+	assert.Equal(t, FileAcked, c.Files[0].State, "crash-never-loses-restriction: legacy non-429 evidence stays usable")
 }
 
 // TestLegacyRunAppends: a legacy run without 429 records can record a
@@ -616,8 +616,8 @@ func TestLegacyRunAppends(t *testing.T) {
 	assert.Equal(t, int64(4), st.RemainingSeconds)
 }
 
-func states(c Continuation) []runread.FileState {
-	var out []runread.FileState
+func states(c Continuation) []FileState {
+	var out []FileState
 	for _, f := range c.Files {
 		out = append(out, f.State)
 	}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/stretchr/testify/assert"
@@ -100,6 +98,6 @@ func TestOnlyTheQueueResendFollowsA429(t *testing.T) {
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("c")))
 	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, runread.FileAcked, c.Files[0].State)
+	assert.Equal(t, FileAcked, c.Files[0].State)
 	require.ErrorIs(t, j.Begin(commit, putReq(t)), errReplay, "acked: never again")
 }

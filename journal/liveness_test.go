@@ -58,7 +58,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					require.NoError(t, err)
 					for _, fd := range c.Files {
 						if fd.ID == fs[2] {
-							require.Equal(t, runread.FileInFlight, fd.State, fd.Reason)
+							require.Equal(t, FileInFlight, fd.State, fd.Reason)
 						}
 					}
 					before := run.files(t)
@@ -211,7 +211,7 @@ func TestNoLocksFilesystem(t *testing.T) {
 		require.Equal(t, record.MarkerName+": "+runread.UnknownProblem, st.Reason)
 		require.Len(t, st.Shards, 1)
 		require.Equal(t, "live", st.Shards[0].Marker)
-		require.Equal(t, 1, st.Files[runread.FileInFlight], "its file is in flight, not unknown")
+		require.Equal(t, 1, st.Files[FileInFlight], "its file is in flight, not unknown")
 		rec, err := b.ReviewPending(context.Background(), "no worker runs", 0)
 		require.NoError(t, err)
 		require.True(t, rec.Removed)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/stretchr/testify/assert"
@@ -66,7 +64,7 @@ func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
 			c, err := k.PlanContinuation(plan3, NewApproval, now)
 			require.NoError(t, err)
 			assert.Empty(t, c.Uploads(), "a.bin is never eligible again by the marker's removal")
-			assert.NotEqual(t, runread.FileAcked, c.Files[0].State)
+			assert.NotEqual(t, FileAcked, c.Files[0].State)
 			require.NotContains(t, allNames(t, dir), marker, "nothing was written")
 
 			// The way out: the pending review, bound to the begun head.
@@ -90,7 +88,7 @@ func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
 			later := now.Add(30 * time.Second)
 			c, err = reopen(t, dir, later).PlanContinuation(plan3, NewApproval, later)
 			require.NoError(t, err)
-			assert.Equal(t, runread.FileUnknown, c.Files[0].State, c.Files[0].Reason)
+			assert.Equal(t, FileUnknown, c.Files[0].State, c.Files[0].Reason)
 			assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 		})
 	}
@@ -110,7 +108,7 @@ func TestMarkerRemovedByHandThenCompleted(t *testing.T) {
 	fs, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, fs)
-	assert.Equal(t, runread.FileAcked, stateOf(t, reopen(t, j.Dir(), t0), "a.bin").State)
+	assert.Equal(t, FileAcked, stateOf(t, reopen(t, j.Dir(), t0), "a.bin").State)
 }
 
 // R85 for a file Next handed out: its upload begins under Next's claim,

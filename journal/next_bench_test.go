@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 )
@@ -133,7 +131,7 @@ func BenchmarkNextGrowth(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, uploads := range []int{0, 5_000} {
-		for range uploads - j.Status(t0).Files[runread.FileAcked] {
+		for range uploads - j.Status(t0).Files[FileAcked] {
 			j.nx.last = 0 // no lane first: each upload goes to the shard with most files left
 			nextUpload(b, j)
 		}

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -100,7 +98,7 @@ func TestNextEveryFileOnce(t *testing.T) {
 				assert.Empty(t, r.markers(4), "no marker left")
 				c, err := open().RecordedPlan(time.Now())
 				require.NoError(t, err)
-				assert.Equal(t, files, c.Count(runread.FileAcked))
+				assert.Equal(t, files, c.Count(FileAcked))
 				if r.dir != "" {
 					sum, err := inspectDir(r.dir)
 					require.NoError(t, err)
@@ -415,7 +413,7 @@ func TestNextCursorSeesReviews(t *testing.T) {
 	}
 	require.Equal(t, "none", next(j, NewApproval))
 	require.Equal(t, "none", next(other, NewApproval))
-	_, err = other.Review(context.Background(), "a.bin", record.DecisionReupload, "resend")
+	_, err = other.Review(context.Background(), "a.bin", DecisionReupload, "resend")
 	require.NoError(t, err)
 	require.Equal(t, "a.bin", next(j, NewApproval), "the review came after the cursor")
 	require.Equal(t, "none", next(other, NoNewApproval), "a reupload needs a new approval")

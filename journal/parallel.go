@@ -221,7 +221,7 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 			if err != nil {
 				s = runread.NewSnapshot()
 				s.Light = true
-				s.AddFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+				s.Findings.Add(".", "cannot read the shard: %s", redact.Text(err.Error()))
 			}
 			p.mu.Lock()
 			if v := p.views[i]; v == nil || v.Gen < s.Gen {
@@ -307,7 +307,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 }
 
 // Review is [Journal.Review] in the file's shard, which checks it.
-func (p *root) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
+func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	d := file
 	if !record.IsDigest(file) {
 		d = record.FileDigest(file)
@@ -350,11 +350,11 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 		for _, at := range byShard[i] {
 			d := digests[at]
 			fd := decide(s, d, approval, c.Status, true)
-			if s.Blocking() && !own && s.PendingFile == d && fd.State != runread.FileAcked {
-				fd.State, fd.Decision, fd.Upload = runread.FileInFlight, "", false
+			if s.Blocking() && !own && s.PendingFile == d && fd.State != FileAcked {
+				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 				fd.Reason = record.MarkerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
 				if s.DeadMarker() {
-					fd.State = runread.FileUnknown
+					fd.State = FileUnknown
 					fd.Reason = record.MarkerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				}
 			}

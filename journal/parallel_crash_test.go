@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -136,11 +134,11 @@ var parScenarios = []parScenario{
 			}
 			switch {
 			case !sent:
-				require.NotEqual(t, runread.FileAcked, fd.State)
+				require.NotEqual(t, FileAcked, fd.State)
 			case done("link "+receiptName(record.FileDigest("a.bin"))) > 0:
-				require.Equal(t, runread.FileAcked, fd.State)
+				require.Equal(t, FileAcked, fd.State)
 			default:
-				require.Equal(t, runread.FileUnknown, fd.State, "a sent upload without a receipt is never replayable: %s", fd.Reason)
+				require.Equal(t, FileUnknown, fd.State, "a sent upload without a receipt is never replayable: %s", fd.Reason)
 				require.False(t, fd.Upload)
 			}
 		},
@@ -157,7 +155,7 @@ var parScenarios = []parScenario{
 			j := reopenPar(t, dir, now)
 			st := j.Status(now)
 			fd := fileOf(t, j, now, "a.bin")
-			require.Equal(t, runread.FileUnknown, fd.State, "the dead worker's file is never eligible: %s", fd.Reason)
+			require.Equal(t, FileUnknown, fd.State, "the dead worker's file is never eligible: %s", fd.Reason)
 			if done("link review-0001.json") > 0 {
 				require.Equal(t, Waiting, st.State, "the review is durable: the run waits: %s", st.Reason)
 				require.Equal(t, now.Unix()+30, st.NotBeforeUTC)

@@ -69,12 +69,12 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			for _, fd := range c.Files {
 				switch fd.ID {
 				case fs[2]:
-					require.Equal(t, runread.FileInFlight, fd.State, fd.Reason)
+					require.Equal(t, FileInFlight, fd.State, fd.Reason)
 					require.False(t, fd.Upload)
 				case fs[1]:
-					require.Equal(t, runread.FileAcked, fd.State)
+					require.Equal(t, FileAcked, fd.State)
 				default:
-					require.Equal(t, runread.FileNeverAttempted, fd.State)
+					require.Equal(t, FileNeverAttempted, fd.State)
 					require.True(t, fd.Upload)
 				}
 			}
@@ -102,7 +102,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.Equal(t, Unresolved, c.Status.State)
 			for _, fd := range c.Files {
 				if fd.ID == fs[2] { // the dead worker's file: its outcome is unknown, never in flight
-					require.Equal(t, runread.FileUnknown, fd.State)
+					require.Equal(t, FileUnknown, fd.State)
 					require.Equal(t, "shard-02/pending-request.json: dead marker: its upload's outcome is unknown", fd.Reason)
 				}
 			}
@@ -131,7 +131,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.Equal(t, Elapsed, c.Status.State, c.Status.Reason)
 			for _, fd := range c.Files {
 				if fd.ID == fs[2] {
-					require.Equal(t, runread.FileUnknown, fd.State, fd.Reason)
+					require.Equal(t, FileUnknown, fd.State, fd.Reason)
 					require.False(t, fd.Upload)
 				}
 			}

@@ -65,7 +65,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	require.Equal(t, want, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
 	fd := stateOf(t, j, "a.bin")
-	assert.Equal(t, runread.FileUnknown, fd.State, "parts-are-not-acks: parts without a committed ACK are unknown")
+	assert.Equal(t, FileUnknown, fd.State, "parts-are-not-acks: parts without a committed ACK are unknown")
 	assert.False(t, fd.Upload)
 	assert.Contains(t, fd.Reason, "part-"+hex+"-0001.json")
 
@@ -83,7 +83,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	commit := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(commit, putReq(t)))
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("commit")))
-	assert.Equal(t, runread.FileAcked, stateOf(t, j, "a.bin").State)
+	assert.Equal(t, FileAcked, stateOf(t, j, "a.bin").State)
 	r := readBody(t, filepath.Join(j.Dir(), receiptName(record.FileDigest("a.bin"))))
 	assert.Equal(t, true, r["ack"])
 	assert.Equal(t, "commit", r["request_id"])
@@ -119,7 +119,7 @@ func TestPartWith429(t *testing.T) {
 	p := readBody(t, filepath.Join(j.Dir(), record.PartName(record.FileDigest("b.bin"), 1)))
 	assert.Equal(t, d, p["resend_of"])
 	assert.Equal(t, 2.0, p["attempt"])
-	assert.Equal(t, runread.FileUnknown, stateOf(t, j, "b.bin").State)
+	assert.Equal(t, FileUnknown, stateOf(t, j, "b.bin").State)
 }
 
 // TestAnotherInvocationsPartsAreUnknown: a later Journal (a new
@@ -138,7 +138,7 @@ func TestAnotherInvocationsPartsAreUnknown(t *testing.T) {
 	}
 	require.Equal(t, before, names(t, j.Dir()), "a refusal leaves nothing behind")
 	fd := stateOf(t, later, "a.bin")
-	assert.Equal(t, runread.FileUnknown, fd.State)
+	assert.Equal(t, FileUnknown, fd.State)
 	assert.False(t, fd.Upload)
 	// The first Journal continues its own upload.
 	sendPart(t, j, "a.bin", ok201("p3"))

@@ -73,7 +73,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	dir := abandoned(t)
 	j := reopen(t, dir, t0.Add(time.Minute))
 	require.Equal(t, Unresolved, j.Status(t0.Add(time.Minute)).State)
-	_, err := j.Review(context.Background(), "a.bin", record.DecisionReupload, "")
+	_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "")
 	require.ErrorIs(t, err, ErrRestricted, "a decision review needs the marker resolved first")
 	before := snapshotFiles(t, dir)
 	markerDigest := record.DigestOf([]byte(before[record.MarkerName]))
@@ -104,7 +104,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	// A later invocation: waiting 30 s, then elapsed; the file is unknown.
 	at := func(d time.Duration) time.Time { return t0.Add(time.Minute + d) }
 	st := reopen(t, dir, at(0)).Status(at(0))
-	assert.Equal(t, map[runread.FileState]int{runread.FileAcked: 0, runread.FileInFlight: 0, runread.FileNeverAttempted: 2, runread.FileUnknown: 1, runread.FileReviewed: 0}, st.Files)
+	assert.Equal(t, map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 2, FileUnknown: 1, FileReviewed: 0}, st.Files)
 	st.Files, st.Shards = nil, nil // the run at a glance: TestStatusAtAGlance
 	assert.Equal(t, Status{State: Waiting, ReceivedAtUTC: at(0).Unix(), NotBeforeUTC: at(30 * time.Second).Unix(),
 		ServerDelaySeconds: 30, RemainingSeconds: 30, reviewed: true, // Next waits it out (dead-upload-waits)
@@ -114,14 +114,14 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	assert.Equal(t, Elapsed, j2.Status(at(30*time.Second)).State)
 	c, err := j2.PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, runread.FileUnknown, c.Files[0].State)
+	assert.Equal(t, FileUnknown, c.Files[0].State)
 	assert.Equal(t, "review-0001.json: its request was in flight under a dead marker (pending review): outcome unknown; never replayed, needs operator review", c.Files[0].Reason)
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	require.ErrorIs(t, j2.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)), errReplay)
 
 	// Then the usual decision review of the unknown file.
 	clk.Set(at(30 * time.Second))
-	_, err = j.Review(context.Background(), "a.bin", record.DecisionReupload, "blob absent")
+	_, err = j.Review(context.Background(), "a.bin", DecisionReupload, "blob absent")
 	require.NoError(t, err)
 	c, err = reopen(t, dir, at(30*time.Second)).PlanContinuation(plan3, NewApproval, at(30*time.Second))
 	require.NoError(t, err)
@@ -179,7 +179,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		before := snapshotFiles(t, dir)
 		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "review-"}))
 		require.NoError(t, err)
-		_, err = j.Review(context.Background(), "a.bin", record.DecisionSkip, "")
+		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "")
 		require.ErrorIs(t, err, errInjected)
 		assert.Equal(t, before, snapshotFiles(t, dir), "its marker is removed again")
 		assert.Equal(t, Clear, reopen(t, dir, t0).Status(t0).State)
@@ -249,18 +249,18 @@ func TestInFlightFilesAreNeverEligible(t *testing.T) {
 	for range 5 {
 		c, err := b.PlanContinuation(plan3, NewApproval, t0)
 		require.NoError(t, err)
-		assert.Equal(t, runread.FileInFlight, c.Files[0].State)
+		assert.Equal(t, FileInFlight, c.Files[0].State)
 		assert.False(t, c.Files[0].Upload)
 		assert.Equal(t, "pending-request.json: another worker's request of this file is in flight; never eligible while it is", c.Files[0].Reason)
 		assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 		assert.Equal(t, "no backoff entries; pending-request.json: another worker's request is in flight", c.Status.Reason)
-		assert.Equal(t, 1, c.Count(runread.FileInFlight))
+		assert.Equal(t, 1, c.Count(FileInFlight))
 	}
 	require.NoError(t, a.Complete(ctx, putReq(t), ok201("r")))
 	c, err := b.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	assert.Equal(t, runread.FileAcked, c.Files[0].State)
-	assert.Equal(t, 0, c.Count(runread.FileInFlight))
+	assert.Equal(t, FileAcked, c.Files[0].State)
+	assert.Equal(t, 0, c.Count(FileInFlight))
 }
 
 // restriction-review: the way out of an entry without timing (a
@@ -301,7 +301,7 @@ func TestRestrictionReview(t *testing.T) {
 	assert.Equal(t, Elapsed, later.Status(time.Unix(at+600, 0)).State)
 	c, err := later.PlanContinuation(plan3, NewApproval, time.Unix(at+600, 0))
 	require.NoError(t, err)
-	assert.Equal(t, runread.FileUnknown, c.Files[0].State, "the file met 429: unknown")
+	assert.Equal(t, FileUnknown, c.Files[0].State, "the file met 429: unknown")
 	assert.Equal(t, []string{"b.bin", "c.bin"}, c.Uploads())
 	fs, err := verify(j.Dir())
 	require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		dir := unknownRun(t).Dir()
 		j, err := Open(dir, Existing(), withClock(newFakeClock(t0)), withFS(&failFS{linkFails: "head-"}), WithPlan(plan3))
 		require.NoError(t, err)
-		_, err = j.Review(context.Background(), "a.bin", record.DecisionSkip, "checked")
+		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "checked")
 		require.ErrorIs(t, err, errInjected)
 		require.Contains(t, names(t, dir), record.MarkerName, "the review's marker is left")
 		require.Contains(t, names(t, dir), "review-0001.json")
@@ -352,8 +352,8 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.Empty(t, fs)
 		c, err := k.PlanContinuation(plan3, NewApproval, t0)
 		require.NoError(t, err)
-		require.Equal(t, runread.FileReviewed, c.Files[0].State, c.Files[0].Reason)
-		require.Equal(t, record.DecisionSkip, c.Files[0].Decision)
+		require.Equal(t, FileReviewed, c.Files[0].State, c.Files[0].Reason)
+		require.Equal(t, DecisionSkip, c.Files[0].Decision)
 	})
 	t.Run("pending review", func(t *testing.T) {
 		// A request of no file (no begun head): its pending review writes
@@ -392,6 +392,6 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.Empty(t, fs)
 		c, err := reopen(t, dir, t0.Add(30*time.Second)).PlanContinuation(plan3, NewApproval, t0.Add(30*time.Second))
 		require.NoError(t, err)
-		require.Equal(t, runread.FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
+		require.Equal(t, FileUnknown, c.Files[0].State, "the dead worker's file: %s", c.Files[0].Reason)
 	})
 }

@@ -45,34 +45,17 @@ func digestOfPlan(files []PlannedFile) ([]string, string, error) {
 	return ds, record.PlanDigestOf(ds), nil
 }
 
-// FileState classifies a planned file for an upload-only continuation
-// (docs/policy.md: upload-only-continuation); the classes are documented at their definition.
-type FileState = runread.FileState
+// Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
+type Decision = record.Decision
 
-// The classes.
+// The two decisions.
 const (
-	// FileAcked: a receipt records the upload's original 2xx ACK; it is
-	// never sent again.
-	FileAcked = runread.FileAcked
-	// FileNeverAttempted: no record names the file. It may be uploaded only
-	// under a new approval and while the status is clear or elapsed.
-	FileNeverAttempted = runread.FileNeverAttempted
-	// FileUnknown: a record names the file (a backoff entry of its upload, a
-	// part receipt, a receipt without ACK or failing verification, the
-	// pending marker) but no ACK is on record. It is never replayed: keep
-	// the source and the receipts for an operator's review ([Journal.Review]),
-	// the only way out of unknown.
-	FileUnknown = runread.FileUnknown
-	// FileReviewed: an operator reviewed the file while it was unknown and
-	// no record of it came since. With [DecisionReupload] it is sent again
-	// as a never-attempted file is (a new approval still needed); with
-	// [DecisionSkip], never. A review never makes a file acked.
-	FileReviewed = runread.FileReviewed
-	// FileInFlight: another worker's pending marker names the file (its
-	// request is in flight); never eligible while the marker stays. Only a
-	// Journal opened [WithPendingWait] reports it: without, the marker makes
-	// the run unresolved and the file unknown.
-	FileInFlight = runread.FileInFlight
+	// DecisionReupload makes the file eligible again as a never-attempted
+	// one: it is sent only under a new approval and while the status
+	// allows uploads. Its next upload is a new round with its own records.
+	DecisionReupload = record.DecisionReupload
+	// DecisionSkip means the file is never sent by this run.
+	DecisionSkip = record.DecisionSkip
 )
 
 // Approval says whether an operator approved this continuation afresh. An
@@ -87,12 +70,12 @@ const (
 
 // FileDecision is the plan for one file.
 type FileDecision struct {
-	ID       string            // the planned file's identity, as given
-	Digest   string            // its [PlannedFile.Digest]
-	State    runread.FileState // its class
-	Decision record.Decision   // the decision of a reviewed file's review, else ""
-	Upload   bool              // whether this continuation may send it now
-	Reason   string            // why, naming the record that decides
+	ID       string    // the planned file's identity, as given
+	Digest   string    // its [PlannedFile.Digest]
+	State    FileState // its class
+	Decision Decision  // the decision of a reviewed file's review, else ""
+	Upload   bool      // whether this continuation may send it now
+	Reason   string    // why, naming the record that decides
 }
 
 // Continuation is the upload-only plan of a run: only uploads, never the
@@ -118,7 +101,7 @@ func (c Continuation) Uploads() []string {
 }
 
 // Count returns how many files are in state st.
-func (c Continuation) Count(st runread.FileState) int {
+func (c Continuation) Count(st FileState) int {
 	n := 0
 	for _, f := range c.Files {
 		if f.State == st {
@@ -166,8 +149,8 @@ func (j *run) continuation(files []PlannedFile, approval Approval, now time.Time
 	}
 	for _, f := range files {
 		fd := decide(s, record.FileDigest(f.ID), approval, c.Status, shared)
-		if other && s.PendingFile == fd.Digest && fd.State != runread.FileAcked {
-			fd.State, fd.Decision, fd.Upload = runread.FileInFlight, "", false
+		if other && s.PendingFile == fd.Digest && fd.State != FileAcked {
+			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
 			fd.Reason = record.MarkerName + ": another worker's request of this file is in flight; never eligible while it is"
 		}
 		fd.ID = f.ID

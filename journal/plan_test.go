@@ -64,7 +64,7 @@ func TestPlanContinuation(t *testing.T) {
 	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(60*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"c.bin"}, c.Uploads())
-	assert.Equal(t, 1, c.Count(runread.FileAcked))
+	assert.Equal(t, 1, c.Count(FileAcked))
 	assert.Equal(t, "backoff-0001.json: its upload met 429, no ACK on record; never replayed, needs operator review", c.Files[1].Reason)
 
 	// c.bin's upload fails without a response: unknown, never replayed.
@@ -80,7 +80,7 @@ func TestPlanContinuation(t *testing.T) {
 	j2 := reopen(t, j.Dir(), t0.Add(61*time.Second))
 	c2, err := j2.PlanContinuation([]PlannedFile{{ID: "c.bin"}, {ID: "a.bin"}, {ID: "b.bin"}}, NewApproval, t0.Add(61*time.Second))
 	require.NoError(t, err)
-	assert.Equal(t, []runread.FileState{runread.FileUnknown, runread.FileAcked, runread.FileUnknown}, states(c2), "in the order given")
+	assert.Equal(t, []FileState{FileUnknown, FileAcked, FileUnknown}, states(c2), "in the order given")
 	assert.Empty(t, c2.Uploads())
 
 	_, err = j2.PlanContinuation(plan3[:2], NewApproval, t0)

@@ -18,19 +18,6 @@ import (
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-// Decision is an operator's decision about an unknown file (docs/policy.md: operator-review).
-type Decision = record.Decision
-
-// The two decisions.
-const (
-	// DecisionReupload makes the file eligible again as a never-attempted
-	// one: it is sent only under a new approval and while the status
-	// allows uploads. Its next upload is a new round with its own records.
-	DecisionReupload = record.DecisionReupload
-	// DecisionSkip means the file is never sent by this run.
-	DecisionSkip = record.DecisionSkip
-)
-
 // ReviewRecord is one review entry of a run, as [Journal.Review] wrote it.
 type ReviewRecord struct {
 	// Name is the entry's file name, review-NNNN.json; Sequence is NNNN.
@@ -40,7 +27,7 @@ type ReviewRecord struct {
 	FileDigest string
 	// Decision is reupload or skip; "pending" for a pending review,
 	// "restriction" for a restriction review.
-	Decision record.Decision
+	Decision Decision
 	// Reviewer is the sanitized name of the OS user who wrote the review,
 	// ReviewedAtUTC its time in UTC Unix seconds, Note the sanitized note.
 	Reviewer      string
@@ -79,11 +66,11 @@ func reviewRecord(r runread.Rec) ReviewRecord {
 // reupload nor skip, a file outside the plan or not unknown); a *RestrictedError
 // (a finding, another request's marker); the context's error while waiting for
 // this Journal's request in flight; else a persistence failure (unresolved).
-func (j *run) Review(ctx context.Context, file string, decision record.Decision, note string) (ReviewRecord, error) {
+func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	if j.zero() {
 		return ReviewRecord{}, errZero
 	}
-	if decision != record.DecisionReupload && decision != record.DecisionSkip {
+	if decision != DecisionReupload && decision != DecisionSkip {
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, record.SanitizeNote(string(decision), 32))
 	}
 	if file == "" {
@@ -101,7 +88,7 @@ func (j *run) Review(ctx context.Context, file string, decision record.Decision,
 		if (j.plan != nil && !j.plan[d]) || !s.InPlan(d) {
 			return fmt.Errorf("%w: %s is not a file of the run's plan", errReviewRefused, d)
 		}
-		if fd := decide(s, d, NoNewApproval, Status{}, true); fd.State != runread.FileUnknown {
+		if fd := decide(s, d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
 		if n := len(s.Reviews()); n >= record.MaxReviews {
@@ -118,7 +105,7 @@ func (j *run) Review(ctx context.Context, file string, decision record.Decision,
 }
 
 // newReview is the run's next review, of decision, with the run's entries as evidence.
-func (j *run) newReview(decision record.Decision, note string) record.ReviewBody {
+func (j *run) newReview(decision Decision, note string) record.ReviewBody {
 	s := j.snap
 	return record.ReviewBody{Sequence: len(s.Reviews()) + 1, PlanDigest: s.PlanDigest(), Decision: decision, Reviewer: osUser(),
 		ReviewedAtUTC: j.clock.Now().Unix(), Note: record.SanitizeNote(note, record.MaxNoteBytes), Evidence: s.Evidence("")}

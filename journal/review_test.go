@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -45,18 +43,18 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	j := unknownRun(t)
 	ctx := context.Background()
 	for _, id := range []string{"c.bin", "zzz"} {
-		_, err := j.Review(ctx, id, record.DecisionReupload, "")
+		_, err := j.Review(ctx, id, DecisionReupload, "")
 		require.ErrorIs(t, err, errReviewRefused, id)
 	}
-	_, err := j.Review(ctx, "a.bin", record.Decision("approve"), "")
+	_, err := j.Review(ctx, "a.bin", Decision("approve"), "")
 	require.ErrorIs(t, err, errReviewRefused)
 	err = j.Begin(WithUpload(ctx, "a.bin"), putReq(t))
 	require.ErrorIs(t, err, errReplay, "unknown is never replayed before a review")
 
-	rec, err := j.Review(ctx, "a.bin", record.DecisionReupload, "checked the share:\n\x1b[31mblob absent https://u:p@h/x?sig=SECRET")
+	rec, err := j.Review(ctx, "a.bin", DecisionReupload, "checked the share:\n\x1b[31mblob absent https://u:p@h/x?sig=SECRET")
 	require.NoError(t, err)
 	assert.Equal(t, "review-0001.json", rec.Name)
-	assert.Equal(t, record.DecisionReupload, rec.Decision)
+	assert.Equal(t, DecisionReupload, rec.Decision)
 	assert.Equal(t, osUser(), rec.Reviewer)
 	assert.NotEmpty(t, rec.Reviewer)
 	assert.Equal(t, t0.Unix(), rec.ReviewedAtUTC)
@@ -68,7 +66,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	requirePrivate(t, j.Dir())
 
 	// The other unknown file, by its digest as `journal plan` prints it.
-	rec2, err := j.Review(ctx, record.FileDigest("b.bin"), record.DecisionSkip, "parts only; skip")
+	rec2, err := j.Review(ctx, record.FileDigest("b.bin"), DecisionSkip, "parts only; skip")
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
@@ -78,13 +76,13 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	assert.Equal(t, rec2.Digest, review2["digest"])
 	assert.Equal(t, 2.0, review2["body"].(map[string]any)["evidence"].(map[string]any)["parts"])
 
-	_, err = j.Review(ctx, "a.bin", record.DecisionSkip, "again")
+	_, err = j.Review(ctx, "a.bin", DecisionSkip, "again")
 	require.ErrorIs(t, err, errReviewRefused, "a reviewed file is no longer unknown")
 
 	c, err := j.PlanContinuation(plan3, NoNewApproval, t0)
 	require.NoError(t, err)
-	require.Equal(t, []runread.FileState{runread.FileReviewed, runread.FileReviewed, runread.FileAcked}, states(c))
-	assert.Equal(t, []record.Decision{record.DecisionReupload, record.DecisionSkip, ""}, []record.Decision{c.Files[0].Decision, c.Files[1].Decision, c.Files[2].Decision})
+	require.Equal(t, []FileState{FileReviewed, FileReviewed, FileAcked}, states(c))
+	assert.Equal(t, []Decision{DecisionReupload, DecisionSkip, ""}, []Decision{c.Files[0].Decision, c.Files[1].Decision, c.Files[2].Decision})
 	assert.Empty(t, c.Uploads(), "a new approval is still needed")
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
@@ -102,7 +100,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	assert.Equal(t, 2.0, readBody(t, filepath.Join(j.Dir(), r2))["round"])
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
-	require.Equal(t, []runread.FileState{runread.FileAcked, runread.FileReviewed, runread.FileAcked}, states(c))
+	require.Equal(t, []FileState{FileAcked, FileReviewed, FileAcked}, states(c))
 	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
@@ -114,13 +112,13 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 func TestReviewNeedsAClaim(t *testing.T) {
 	j := unknownRun(t)
 	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), record.MarkerName), []byte("{}"), 0o600))
-	_, err := j.Review(context.Background(), "a.bin", record.DecisionSkip, "")
+	_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
 	require.ErrorIs(t, err, ErrPending)
 	require.NoError(t, os.Remove(filepath.Join(j.Dir(), record.MarkerName)))
 
 	w := unknownRun(t)
 	record429(t, w, context.Background(), getReq(t), secs(30), timing(t0, 30))
-	_, err = w.Review(context.Background(), "a.bin", record.DecisionReupload, "")
+	_, err = w.Review(context.Background(), "a.bin", DecisionReupload, "")
 	require.NoError(t, err)
 	st := w.Status(t0.Add(time.Second))
 	require.Equal(t, Waiting, st.State, "a review never waives a restriction")
@@ -131,9 +129,9 @@ func TestReviewNeedsAClaim(t *testing.T) {
 // finding, and a forged review never takes a file out of acked or unknown.
 func TestVerifyChecksReviews(t *testing.T) {
 	base := unknownRun(t)
-	_, err := base.Review(context.Background(), "a.bin", record.DecisionReupload, "one")
+	_, err := base.Review(context.Background(), "a.bin", DecisionReupload, "one")
 	require.NoError(t, err)
-	_, err = base.Review(context.Background(), "b.bin", record.DecisionSkip, "two")
+	_, err = base.Review(context.Background(), "b.bin", DecisionSkip, "two")
 	require.NoError(t, err)
 	_, pd, _ := digestOfPlan(plan3)
 	forge := func(t *testing.T, dir, file string, ev record.ReviewEvidence) {
@@ -141,7 +139,7 @@ func TestVerifyChecksReviews(t *testing.T) {
 		require.NoError(t, err)
 		seq, prev := s.NextLink()
 		data, _, err := record.Seal(record.KindReview, seq, prev, &record.ReviewBody{Sequence: 3, PlanDigest: pd,
-			FileDigest: record.FileDigest(file), Decision: record.DecisionReupload,
+			FileDigest: record.FileDigest(file), Decision: DecisionReupload,
 			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
@@ -151,10 +149,10 @@ func TestVerifyChecksReviews(t *testing.T) {
 		tamper  func(t *testing.T, dir string)
 		finding string
 		file    string
-		state   runread.FileState
+		state   FileState
 	}{
-		{"edited", func(t *testing.T, dir string) { editByte(t, filepath.Join(dir, "review-0001.json"), 300) }, "review-0001.json", "a.bin", runread.FileUnknown},
-		{"removed first", func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "review-0001.json"))) }, "review-0002.json: numbering not contiguous", "a.bin", runread.FileUnknown},
+		{"edited", func(t *testing.T, dir string) { editByte(t, filepath.Join(dir, "review-0001.json"), 300) }, "review-0001.json", "a.bin", FileUnknown},
+		{"removed first", func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "review-0001.json"))) }, "review-0002.json: numbering not contiguous", "a.bin", FileUnknown},
 		{"swapped", func(t *testing.T, dir string) {
 			p1, p2 := filepath.Join(dir, "review-0001.json"), filepath.Join(dir, "review-0002.json")
 			b1, _ := os.ReadFile(p1)
@@ -165,12 +163,12 @@ func TestVerifyChecksReviews(t *testing.T) {
 		{"forged acked", func(t *testing.T, dir string) {
 			s, _ := scan(osFS, dir, nil)
 			forge(t, dir, "c.bin", s.Evidence(record.FileDigest("c.bin")))
-		}, "review-0003.json: reviews an acked file", "c.bin", runread.FileAcked},
+		}, "review-0003.json: reviews an acked file", "c.bin", FileAcked},
 		{"forged never-attempted", func(t *testing.T, dir string) {
 			// Round 2 of a.bin has no record: the file is not unknown.
 			s, _ := scan(osFS, dir, nil)
 			forge(t, dir, "a.bin", s.Evidence(record.FileDigest("a.bin")))
-		}, "review-0003.json: reviews a file that was not unknown", "a.bin", runread.FileReviewed},
+		}, "review-0003.json: reviews a file that was not unknown", "a.bin", FileReviewed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

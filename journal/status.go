@@ -8,8 +8,6 @@ import (
 
 	"github.com/readrecovery/readrecovery/journal/internal/runread"
 
-	"github.com/readrecovery/readrecovery/journal/internal/store"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
@@ -35,6 +33,36 @@ const (
 	// (an edited, deleted or foreign file) has no review: the batch goes on
 	// in a new run after an operator's check.
 	Unresolved State = "unresolved"
+)
+
+// FileState classifies a planned file for an upload-only continuation
+// (docs/policy.md: upload-only-continuation); the classes are documented at their definition.
+type FileState = runread.FileState
+
+// The classes.
+const (
+	// FileAcked: a receipt records the upload's original 2xx ACK; it is
+	// never sent again.
+	FileAcked = runread.FileAcked
+	// FileNeverAttempted: no record names the file. It may be uploaded only
+	// under a new approval and while the status is clear or elapsed.
+	FileNeverAttempted = runread.FileNeverAttempted
+	// FileUnknown: a record names the file (a backoff entry of its upload, a
+	// part receipt, a receipt without ACK or failing verification, the
+	// pending marker) but no ACK is on record. It is never replayed: keep
+	// the source and the receipts for an operator's review ([Journal.Review]),
+	// the only way out of unknown.
+	FileUnknown = runread.FileUnknown
+	// FileReviewed: an operator reviewed the file while it was unknown and
+	// no record of it came since. With [DecisionReupload] it is sent again
+	// as a never-attempted file is (a new approval still needed); with
+	// [DecisionSkip], never. A review never makes a file acked.
+	FileReviewed = runread.FileReviewed
+	// FileInFlight: another worker's pending marker names the file (its
+	// request is in flight); never eligible while the marker stays. Only a
+	// Journal opened [WithPendingWait] reports it: without, the marker makes
+	// the run unresolved and the file unknown.
+	FileInFlight = runread.FileInFlight
 )
 
 // Status is a run's backoff state at one moment. Its JSON form is the
@@ -64,12 +92,12 @@ type Status struct {
 	// Files is the run at a glance: its planned files per class (a file under an
 	// abandoned marker is unknown), as [Journal.Status] saw them; nil in every
 	// other Status, and for a run without plan.json.
-	Files map[runread.FileState]int
+	Files map[FileState]int
 	// Shards has a [ShardView] per shard (one for a run without shards); nil
 	// in every Status but [Journal.Status]'s.
 	Shards []ShardView
 
-	cause     error // errCorrupt or ErrPending for unresolved, or nil
+	cause     error // errCorrupt or runread.ErrPending for unresolved, or nil
 	abandoned bool  // the cause is a marker whose worker the store shows dead (R83): no use waiting
 	named     bool  // Reason names its shard already (a parallel run's merge)
 	reviewed  bool  // waiting for a pending review's not-before (the latest restriction)
@@ -129,9 +157,9 @@ func (s *Status) UnmarshalJSON(b []byte) error {
 // and "shards" (one object per shard, see [ShardView]).
 func (s Status) CommandJSON() ([]byte, error) {
 	type fileBatch struct {
-		Backoff Status                    `json:"backoff"`
-		Files   map[runread.FileState]int `json:"files,omitempty"`
-		Shards  []ShardView               `json:"shards,omitempty"`
+		Backoff Status            `json:"backoff"`
+		Files   map[FileState]int `json:"files,omitempty"`
+		Shards  []ShardView       `json:"shards,omitempty"`
 	}
 	return json.Marshal(struct {
 		FileBatch fileBatch `json:"file_batch"`
@@ -167,7 +195,7 @@ func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 		return unresolved(runread.ErrCorrupt, s.Findings[0].String())
 	case s.Blocking() && !ignorePending:
 		st := unresolved(runread.ErrPending, record.MarkerName+": "+s.MarkerProblem())
-		st.abandoned = s.PendingLive == store.HoldNone
+		st.abandoned = s.DeadMarker()
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
@@ -262,10 +290,10 @@ type ShardView struct {
 	Method     string `json:"method,omitempty"`
 	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
 	// Host and PID name the worker that wrote the marker, when it says.
-	Host       string                    `json:"host,omitempty"`
-	PID        int                       `json:"pid,omitempty"`
-	AgeSeconds int64                     `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
-	Files      map[runread.FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
+	Host       string            `json:"host,omitempty"`
+	PID        int               `json:"pid,omitempty"`
+	AgeSeconds int64             `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
+	Files      map[FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
 }
 
 // Marker states of a [ShardView].

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
@@ -23,7 +21,7 @@ func (j *Journal) Status(now time.Time) Status {
 // glance adds the counts and the shard lines to st, the status [Journal.Status]
 // computed, from what this Journal read last (nothing is read).
 func (j *Journal) glance(st Status, now time.Time) Status {
-	total := map[runread.FileState]int{}
+	total := map[FileState]int{}
 	known := true
 	for _, lane := range j.r.lanes() {
 		lane.mu.Lock()
@@ -72,14 +70,14 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 	if s.PlanFiles == nil {
 		return v // no plan.json: the planned files are unknown
 	}
-	v.Files = map[runread.FileState]int{runread.FileAcked: 0, runread.FileInFlight: 0, runread.FileNeverAttempted: 0, runread.FileUnknown: 0, runread.FileReviewed: 0}
+	v.Files = map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 0, FileUnknown: 0, FileReviewed: 0}
 	ok := Status{State: Clear}
 	for _, d := range s.PlanFiles {
 		c := decide(s, d, NoNewApproval, ok, true).State
-		if s.Blocking() && s.PendingFile == d && c != runread.FileAcked {
-			c = runread.FileInFlight
+		if s.Blocking() && s.PendingFile == d && c != FileAcked {
+			c = FileInFlight
 			if v.Marker == markerDead {
-				c = runread.FileUnknown
+				c = FileUnknown
 			}
 		}
 		v.Files[c]++

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -63,7 +61,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	host, _ := os.Hostname()
 	st := open(t0.Add(5 * time.Second)).Status(t0.Add(5 * time.Second))
 	assert.Equal(t, Clear, st.State)
-	assert.Equal(t, map[runread.FileState]int{runread.FileAcked: 1, runread.FileInFlight: 1, runread.FileNeverAttempted: 5, runread.FileUnknown: 1, runread.FileReviewed: 0}, st.Files)
+	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 1, FileNeverAttempted: 5, FileUnknown: 1, FileReviewed: 0}, st.Files)
 	require.Len(t, st.Shards, 4)
 	k := w.Shard(flying)
 	for i, sv := range st.Shards {
@@ -79,7 +77,7 @@ func TestStatusAtAGlance(t *testing.T) {
 		}
 		assert.Equal(t, ShardView{Shard: record.ShardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: record.FileDigest(flying),
 			Host: host, PID: os.Getpid(), AgeSeconds: 5, Files: sv.Files}, sv)
-		assert.Equal(t, 1, sv.Files[runread.FileInFlight])
+		assert.Equal(t, 1, sv.Files[FileInFlight])
 	}
 	out, err := st.CommandJSON()
 	require.NoError(t, err)
@@ -90,7 +88,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	later := t0.Add(time.Hour)
 	st = open(later).Status(later)
 	assert.Equal(t, Clear, st.State)
-	assert.Equal(t, map[runread.FileState]int{runread.FileAcked: 1, runread.FileInFlight: 1, runread.FileNeverAttempted: 5, runread.FileUnknown: 1, runread.FileReviewed: 0}, st.Files)
+	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 1, FileNeverAttempted: 5, FileUnknown: 1, FileReviewed: 0}, st.Files)
 	assert.Equal(t, "live", st.Shards[k-1].Marker)
 
 	// The Journal whose request is in flight sees its own marker live.
@@ -101,7 +99,7 @@ func TestStatusAtAGlance(t *testing.T) {
 	kill(w)
 	st = open(t0.Add(5 * time.Second)).Status(t0.Add(5 * time.Second))
 	assert.Equal(t, Unresolved, st.State)
-	assert.Equal(t, map[runread.FileState]int{runread.FileAcked: 1, runread.FileInFlight: 0, runread.FileNeverAttempted: 5, runread.FileUnknown: 2, runread.FileReviewed: 0}, st.Files)
+	assert.Equal(t, map[FileState]int{FileAcked: 1, FileInFlight: 0, FileNeverAttempted: 5, FileUnknown: 2, FileReviewed: 0}, st.Files)
 	assert.Equal(t, "dead", st.Shards[k-1].Marker)
 	assert.Equal(t, Unresolved, st.Shards[k-1].State, "a shard whose marker is dead reads unresolved on its line, as the run does")
 	for i, sv := range st.Shards {
@@ -109,13 +107,13 @@ func TestStatusAtAGlance(t *testing.T) {
 			assert.Equal(t, Clear, sv.State, sv.Shard)
 		}
 	}
-	assert.Equal(t, 1, st.Shards[k-1].Files[runread.FileUnknown])
+	assert.Equal(t, 1, st.Shards[k-1].Files[FileUnknown])
 
 	// A reviewed file is counted as reviewed.
 	r := open(t0.Add(6 * time.Second))
-	_, err = r.Review(context.Background(), failed, record.DecisionReupload, "")
+	_, err = r.Review(context.Background(), failed, DecisionReupload, "")
 	require.NoError(t, err)
-	assert.Equal(t, 1, r.Status(t0.Add(6 * time.Second)).Files[runread.FileReviewed])
+	assert.Equal(t, 1, r.Status(t0.Add(6 * time.Second)).Files[FileReviewed])
 }
 
 func sortedDigests(plan []PlannedFile) []string {

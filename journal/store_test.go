@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/runread"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -206,7 +204,7 @@ func TestOpenStoreSharedRun(t *testing.T) {
 	// holds is what the store holds (one format).
 	sum, err := InspectStore(context.Background(), st)
 	require.NoError(t, err)
-	require.Equal(t, runread.Summary{Entries: 1, PlannedFiles: 3}, sum)
+	require.Equal(t, Summary{Entries: 1, PlannedFiles: 3}, sum)
 }
 
 // The marker serializes two workers: B's claim meets A's marker and, with

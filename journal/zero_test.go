@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readrecovery/readrecovery/journal/internal/record"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,7 +31,7 @@ func TestZeroJournalIsRefused(t *testing.T) {
 			require.ErrorIs(t, err, errZero)
 			_, err = j.RecordedPlan(t0)
 			require.ErrorIs(t, err, errZero)
-			_, err = j.Review(ctx, "a.bin", record.DecisionSkip, "")
+			_, err = j.Review(ctx, "a.bin", DecisionSkip, "")
 			require.ErrorIs(t, err, errZero)
 			_, err = j.ReviewPending(ctx, "", 0)
 			require.ErrorIs(t, err, errZero)

@@ -141,7 +141,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 		v = Loaded{e, body}
 	}
 	if err != nil {
-		s.AddFinding(name, cmp.Or(note, "%v"), err)
+		s.Findings.Add(name, cmp.Or(note, "%v"), err)
 	}
 	if !read || err != nil {
 		if k.Record() {
@@ -160,7 +160,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 // before it, then what needs the reviews, and the run's sequence with its head.
 func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 	if len(byKind[record.FileKinds[0]]) == 0 {
-		s.AddFinding(record.ManifestName, "missing run manifest")
+		s.Findings.Add(record.ManifestName, "missing run manifest")
 	} else if v, ok := ld.load(record.ManifestName, ""); ok {
 		mi := v.(record.ManifestInfo)
 		s.Manifest = &mi
@@ -168,7 +168,7 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 	if len(byKind[record.FileKinds[1]]) > 0 {
 		if v, ok := ld.load(record.PlanName, ""); ok && s.Manifest != nil {
 			if pl := v.(PlanList); pl.Digest != s.Manifest.PlanDigest {
-				s.AddFinding(record.PlanName, "does not match plan_digest of run.json (edited)")
+				s.Findings.Add(record.PlanName, "does not match plan_digest of run.json (edited)")
 			} else {
 				s.PlanFiles = pl.Files
 			}
@@ -182,7 +182,7 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 		for i, name := range byKind[k] {
 			_, n, hex := record.ParseName(name)
 			if k.MaxN > 0 && n != i+1 { // entries and reviews: from 0001 without gaps
-				s.AddFinding(name, "numbering not contiguous: %s%04d.json is missing", k.Prefix, i+1)
+				s.Findings.Add(name, "numbering not contiguous: %s%04d.json is missing", k.Prefix, i+1)
 			}
 			v, ok := ld.load(name, note)
 			if !(ok && s.admit(Rec{name, v.(Loaded)}, n)) && k.Attempted != nil {
@@ -193,7 +193,7 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 	// An entry without timing needs its restriction review.
 	for _, r := range s.Recs {
 		if e := r.Entry(); e != nil && record.Untimed(*e) != "" && !s.Bounded(r.Name) {
-			s.AddFinding(r.Name, "%s", record.Untimed(*e))
+			s.Findings.Add(r.Name, "%s", record.Untimed(*e))
 		}
 	}
 	// A receipt of a round after the first needs the reupload review that
@@ -207,9 +207,9 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 		d, round := r.receipt().FileDigest, max(r.receipt().Round, 1)
 		switch {
 		case round > s.View(d, true).Round:
-			s.AddFinding(r.Name, "round %d without the reupload review that opens it", round)
+			s.Findings.Add(r.Name, "round %d without the reupload review that opens it", round)
 		case !s.InPlan(d):
-			s.AddFinding(r.Name, "names a file outside plan.json")
+			s.Findings.Add(r.Name, "names a file outside plan.json")
 		default:
 			continue
 		}
@@ -239,18 +239,18 @@ func (s *Snapshot) admit(r Rec, n int) bool {
 		prior := len(s.PartsOf(b.FileDigest))
 		switch {
 		case n != prior+1:
-			s.AddFinding(r.Name, "numbering not contiguous: %s is missing", record.PartName(b.FileDigest, prior+1))
+			s.Findings.Add(r.Name, "numbering not contiguous: %s is missing", record.PartName(b.FileDigest, prior+1))
 			return false
 		case s.otherPlan(r.Name, b.PlanDigest):
 			return false
 		case !s.InPlan(b.FileDigest):
-			s.AddFinding(r.Name, "names a file outside plan.json")
+			s.Findings.Add(r.Name, "names a file outside plan.json")
 			return false
 		}
 	case *record.ReviewBody:
 		s.otherPlan(r.Name, b.PlanDigest)
 		if why := s.reviewProblem(*b); why != "" {
-			s.AddFinding(r.Name, "%s", why)
+			s.Findings.Add(r.Name, "%s", why)
 			return false
 		}
 	}
@@ -261,7 +261,7 @@ func (s *Snapshot) admit(r Rec, n int) bool {
 // otherPlan reports (as a finding) a record bound to another plan.
 func (s *Snapshot) otherPlan(name, planDigest string) bool {
 	if s.Manifest != nil && planDigest != s.Manifest.PlanDigest {
-		s.AddFinding(name, "plan_digest differs from run.json")
+		s.Findings.Add(name, "plan_digest differs from run.json")
 		return true
 	}
 	return false
@@ -282,13 +282,13 @@ func (s *Snapshot) checkHeads(names []string, ld *loader) {
 		r, ok := s.Seq[k]
 		switch {
 		case k == 0 && s.Manifest != nil && (p.Name != record.ManifestName || p.Digest != s.Manifest.Genesis):
-			s.AddFinding(by, "prev does not match run.json (from another run)")
+			s.Findings.Add(by, "prev does not match run.json (from another run)")
 		case k == 0:
 		case !ok && !slices.ContainsFunc(s.Listed, func(de store.ListedName) bool { return de.Name == p.Name }):
-			s.AddFinding(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
+			s.Findings.Add(p.Name, "missing: record %d of the run, named by %s (deleted)", k, by)
 		case !ok: // present but failing its own checks: that is its finding
 		case r.Name != p.Name || r.Digest != p.Digest:
-			s.AddFinding(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.Name, k)
+			s.Findings.Add(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.Name, k)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Seq)) {
@@ -302,7 +302,7 @@ func (s *Snapshot) checkHeads(names []string, ld *loader) {
 	case s.Pending && h == n-1:
 		return // its writer is between record and head (at work, or crashed: its marker says so)
 	case h < n:
-		s.AddFinding(record.HeadName(n), "missing: the head naming the last record %s (deleted)", s.Seq[n].Name)
+		s.Findings.Add(record.HeadName(n), "missing: the head naming the last record %s (deleted)", s.Seq[n].Name)
 		return
 	}
 	v, ok := ld.load(record.HeadName(h), "")
@@ -317,7 +317,7 @@ func (s *Snapshot) checkHeads(names []string, ld *loader) {
 	case begun != nil && h == n+1: // an upload begun: its record is still to come
 		s.Begun = &BegunHead{Name: record.HeadName(h), Env: hd.Env, Req: *begun}
 		if !s.Pending && s.broken == 0 { // else a record failing its checks may be the one
-			s.AddFinding(record.MarkerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", record.HeadName(h), begunRecord(*begun, s))
+			s.Findings.Add(record.MarkerName, "missing: the upload begun in %s has neither its marker nor its record (%s, or a backoff entry): the marker was removed by hand or the record deleted, so its outcome is unknown: unresolved until `journal review --pending`", record.HeadName(h), begunRecord(*begun, s))
 		}
 	}
 	if begun != nil {

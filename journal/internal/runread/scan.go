@@ -78,11 +78,11 @@ func (s *Snapshot) register(name string, v any) {
 		return // not a record, a head, or a legacy run's evidence (outside the sequence)
 	}
 	if r.Seq == 0 {
-		s.AddFinding(name, "seq 0: not in the run's sequence (made by hand, or from a legacy run)")
+		s.Findings.Add(name, "seq 0: not in the run's sequence (made by hand, or from a legacy run)")
 		return
 	}
 	if prior, ok := s.Seq[r.Seq]; ok && prior.Name != name {
-		s.AddFinding(name, "seq %d is also held by %s (copied or replayed)", r.Seq, prior.Name)
+		s.Findings.Add(name, "seq %d is also held by %s (copied or replayed)", r.Seq, prior.Name)
 		return
 	}
 	s.Seq[r.Seq] = Rec{name, r}
@@ -107,13 +107,6 @@ type BegunHead struct {
 	Name string
 	record.Env
 	Req record.BegunRequest
-}
-
-// addFinding adds a finding; on a nil snapshot (a read that keeps none) it does nothing.
-func (s *Snapshot) AddFinding(file, format string, args ...any) {
-	if s != nil {
-		s.Findings.Add(file, format, args...)
-	}
 }
 
 func (s *Snapshot) PlanDigest() string {
@@ -249,7 +242,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 	s.Findings = append(s.Findings, where...)
 	if len(des) > record.MaxFiles {
 		// Fail closed without reading anything: the bound on work is the bound on files.
-		s.AddFinding(".", "more than %d files (limit exceeded)", record.MaxFiles)
+		s.Findings.Add(".", "more than %d files (limit exceeded)", record.MaxFiles)
 		return s, nil
 	}
 	if !slices.ContainsFunc(des, func(de store.ListedName) bool { return record.IsJournalName(de.Name) }) {
@@ -443,7 +436,7 @@ func ScanShard(rb *store.Loc, k int, now time.Time) (s *Snapshot, unread string,
 	if s, err = ScanRun(b, nil, now); err != nil {
 		unread = "cannot read the shard: " + redact.Text(store.BareErr(err).Error())
 		s = NewSnapshot()
-		s.AddFinding(".", "%s", unread)
+		s.Findings.Add(".", "%s", unread)
 	}
 	return s, unread, nil
 }
@@ -488,7 +481,7 @@ func RootOnly(s *Snapshot) {
 	for _, ln := range s.Listed {
 		_, temp := record.ParseTempName(ln.Name)
 		if !temp && ln.Name != record.ManifestName && ln.Name != record.PlanName && record.IsJournalName(ln.Name) {
-			s.AddFinding(ln.Name, "in a parallel run's root: its records live in its shards (not a record of this run)")
+			s.Findings.Add(ln.Name, "in a parallel run's root: its records live in its shards (not a record of this run)")
 		}
 	}
 }
