@@ -31,7 +31,7 @@ const (
 	BackoffVersion = "1.0" // of a new run's manifest and of every backoff entry
 	MaxEntries     = 200   // backoff-0001.json to backoff-0200.json
 	MaxFiles       = 1003  // names at every instant, a write's temporary file included
-	// footprint is the most names one journaled request adds at its peak: marker, head and its
+	// Footprint is the most names one journaled request adds at its peak: marker, head and its
 	// temporary file, record (the replaced head is removed once the new one is durable).
 	Footprint = 4
 
@@ -72,7 +72,7 @@ func EntryName(n int) string  { return fmt.Sprintf("backoff-%04d.json", n) }
 func ReviewName(n int) string { return fmt.Sprintf("review-%04d.json", n) }
 func HeadName(n int) string   { return fmt.Sprintf("head-%04d.json", n) }
 
-// receiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
+// ReceiptNameRound names a file's commit receipt of a round: receipt-<hex>[-rNN].json (NN ≥ 2).
 func ReceiptNameRound(fileDigest string, round int) string {
 	if round <= 1 {
 		return "receipt-" + FileHex(fileDigest) + jsonSuffix
@@ -84,13 +84,13 @@ func PartName(fileDigest string, n int) string {
 	return fmt.Sprintf("part-%s-%04d.json", FileHex(fileDigest), n)
 }
 
-// fileHex is the hex prefix of a file identity digest that names its files.
+// FileHex is the hex prefix of a file identity digest that names its files.
 func FileHex(fileDigest string) string {
 	h := strings.TrimPrefix(fileDigest, digestPrefix)
 	return h[:min(len(h), receiptHexLen)]
 }
 
-// parseName parses the name of a record or head: its kind (nil for any other name),
+// ParseName parses the name of a record or head: its kind (nil for any other name),
 // number (a receipt's round) and file's hex prefix (a receipt's or part's). A name is
 // its kind's only if it renders back, with a number of at most four digits (a round's two).
 func ParseName(name string) (k *FileKind, n int, hexPart string) {
@@ -123,13 +123,13 @@ func ParseName(name string) (k *FileKind, n int, hexPart string) {
 	return nil, 0, ""
 }
 
-// parseHeadName returns n for "head-NNNN.json" (n ≥ 1).
+// ParseHeadName returns n for "head-NNNN.json" (n ≥ 1).
 func ParseHeadName(name string) (int, bool) {
 	k, n, _ := ParseName(name)
 	return n, k != nil && k.Kind == KindHead && n >= 1
 }
 
-// tempName returns a fresh name for the temporary file of a durable write of
+// TempName returns a fresh name for the temporary file of a durable write of
 // final, so that two writers never meet on one (temporary-files-are-not-findings).
 func TempName(final string) string {
 	var b [TempHexLen / 2]byte
@@ -137,7 +137,7 @@ func TempName(final string) string {
 	return final + TempInfix + hex.EncodeToString(b[:])
 }
 
-// parseTempName returns the journal name of a durable write's temporary file (the
+// ParseTempName returns the journal name of a durable write's temporary file (the
 // marker is written through one too, so that it appears locked: R83), or ok false.
 func ParseTempName(name string) (final string, ok bool) {
 	i := len(name) - TempHexLen - len(TempInfix)
@@ -148,7 +148,7 @@ func ParseTempName(name string) (final string, ok bool) {
 	return name[:i], true
 }
 
-// isJournalName reports whether name is a name the journal writes, or the
+// IsJournalName reports whether name is a name the journal writes, or the
 // temporary file of one: a directory holding any of them is a run.
 func IsJournalName(name string) bool {
 	if final, ok := ParseTempName(name); ok {
@@ -160,18 +160,18 @@ func IsJournalName(name string) bool {
 
 func lowerHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
-// digestOf returns "sha256:" and the hex SHA-256 of b.
+// DigestOf returns "sha256:" and the hex SHA-256 of b.
 func DigestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return digestPrefix + hex.EncodeToString(sum[:])
 }
 
-// isDigest reports whether s is "sha256:" and 64 lower-case hex digits.
+// IsDigest reports whether s is "sha256:" and 64 lower-case hex digits.
 func IsDigest(s string) bool {
 	return len(s) == len(digestPrefix)+64 && strings.HasPrefix(s, digestPrefix) && lowerHex(s[len(digestPrefix):])
 }
 
-// fileDigest is [PlannedFile.Digest] of the file with identity id.
+// FileDigest is [PlannedFile.Digest] of the file with identity id.
 func FileDigest(id string) string { return DigestOf([]byte(id)) }
 
 // envelope is every record of a run (R82, deletion-detected): seq is its place in the
@@ -186,20 +186,20 @@ type envelope struct {
 	Digest string          `json:"digest,omitempty"`
 }
 
-// link names a record (or run.json) by name and digest.
+// Link names a record (or run.json) by name and digest.
 type Link struct {
 	Name   string `json:"name"`
 	Digest string `json:"digest"`
 }
 
-// env is a verified record's envelope, without its kind and body.
+// Env is a verified record's envelope, without its kind and body.
 type Env struct {
 	Seq    int
 	Prev   Link
 	Digest string
 }
 
-// seal encodes body as a record of kind at seq after prev: its file bytes and digest.
+// Seal encodes body as a record of kind at seq after prev: its file bytes and digest.
 func Seal(kind string, seq int, prev Link, body any) ([]byte, string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -218,7 +218,7 @@ func Seal(kind string, seq int, prev Link, body any) ([]byte, string, error) {
 	return out, e.Digest, err
 }
 
-// unseal is the one loader of records: the envelope, kind and body of a file that is byte
+// Unseal is the one loader of records: the envelope, kind and body of a file that is byte
 // for byte the canonical encoding of a valid record (which also refuses unknown, duplicated
 // or miscased keys, white space and trailing bytes), or why it is not.
 func Unseal(data []byte) (Env, string, any, error) {
@@ -314,7 +314,7 @@ func validBody(body any) error {
 	return nil
 }
 
-// nameOf is the file name of a record: it follows from the content, so a renamed record is seen.
+// NameOf is the file name of a record: it follows from the content, so a renamed record is seen.
 func NameOf(seq int, body any) string {
 	switch b := body.(type) {
 	case *EntryBody:
@@ -342,7 +342,7 @@ type TimingJSON struct {
 	ServerDelaySeconds int64 `json:"server_delay_seconds"`
 }
 
-// provenance is a journaled request's upload attempt; part marks a request of [WithUploadPart].
+// Provenance is a journaled request's upload attempt; part marks a request of [WithUploadPart].
 type Provenance struct {
 	FileDigest string `json:"file_digest"`
 	Attempt    int    `json:"attempt"`
@@ -350,7 +350,7 @@ type Provenance struct {
 	Part       bool   `json:"part,omitempty"`
 }
 
-// entryBody is a backoff entry's; its event digest is the record's digest.
+// EntryBody is a backoff entry's; its event digest is the record's digest.
 type EntryBody struct {
 	BackoffVersion string         `json:"backoff_version"`
 	Sequence       int            `json:"sequence"`
@@ -364,7 +364,7 @@ type EntryBody struct {
 	Provenance     Provenance     `json:"provenance"`
 }
 
-// receiptBody is a commit receipt's; Round is omitted for round 1.
+// ReceiptBody is a commit receipt's; Round is omitted for round 1.
 type ReceiptBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -381,7 +381,7 @@ type ReceiptBody struct {
 	Round          int    `json:"round,omitempty"`
 }
 
-// partBody is a part receipt's: its 2xx is "accepted", never an ACK (parts-are-not-acks).
+// PartBody is a part receipt's: its 2xx is "accepted", never an ACK (parts-are-not-acks).
 type PartBody struct {
 	PlanDigest     string `json:"plan_digest"`
 	FileDigest     string `json:"file_digest"`
@@ -398,7 +398,7 @@ type PartBody struct {
 	RecordedAtUTC  int64  `json:"recorded_at_utc"`
 }
 
-// reviewBody is a review's. Marker is set on a pending review only (whose
+// ReviewBody is a review's. Marker is set on a pending review only (whose
 // file is the marker's: file_digest ""), Restriction on a restriction review only.
 type ReviewBody struct {
 	Sequence      int                  `json:"sequence"`
@@ -413,7 +413,7 @@ type ReviewBody struct {
 	Restriction   *RestrictionEvidence `json:"restriction,omitempty"`
 }
 
-// reviewEvidence is what a review saw of its file ("" for a digest of none);
+// ReviewEvidence is what a review saw of its file ("" for a digest of none);
 // the review applies to these records only: later ones belong to the next round.
 type ReviewEvidence struct {
 	Entries         int    `json:"entries"`
@@ -423,7 +423,7 @@ type ReviewEvidence struct {
 	ReceiptDigest   string `json:"receipt_digest"`
 }
 
-// markerEvidence is what a pending review saw of the abandoned request: the digest of its
+// MarkerEvidence is what a pending review saw of the abandoned request: the digest of its
 // marker's bytes (of its begun head for a marker removed by hand, R85), what the marker names
 // (empty when unreadable) and the run's not-before, since the lost response's is unknown.
 type MarkerEvidence struct {
@@ -436,21 +436,21 @@ type MarkerEvidence struct {
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// restrictionEvidence binds an entry without timing and the not-before the operator gives it.
+// RestrictionEvidence binds an entry without timing and the not-before the operator gives it.
 type RestrictionEvidence struct {
 	Entry        string `json:"entry"`
 	EventDigest  string `json:"event_digest"`
 	NotBeforeUTC int64  `json:"not_before_utc"`
 }
 
-// headBody is a head's: {} after record NNNN, whose prev names it; or, written before an
+// HeadBody is a head's: {} after record NNNN, whose prev names it; or, written before an
 // upload's request (R85), begun the request, prev record NNNN-1, and it stands for whatever
 // record takes place NNNN (the request's entry or receipt, or its marker's pending review).
 type HeadBody struct {
 	Begun *BegunRequest `json:"begun,omitempty"`
 }
 
-// begunRequest is what the marker says of its request, without its worker.
+// BegunRequest is what the marker says of its request, without its worker.
 type BegunRequest struct {
 	Method     string `json:"method"`
 	URLDigest  string `json:"url_digest"`
@@ -470,7 +470,7 @@ const (
 	ReviewMethod = "REVIEW"
 )
 
-// markerFile is pending-request.json: its presence is what matters; its
+// MarkerFile is pending-request.json: its presence is what matters; its
 // content names the request for a review, and its worker for `journal status`.
 type MarkerFile struct {
 	BackoffVersion string `json:"backoff_version"`
@@ -485,7 +485,7 @@ type MarkerFile struct {
 	PID            int    `json:"pid,omitempty"`
 }
 
-// parseMarker reads what it can of pending-request.json.
+// ParseMarker reads what it can of pending-request.json.
 func ParseMarker(data []byte) (MarkerFile, bool) {
 	var m MarkerFile
 	if json.Unmarshal(data, &m) != nil || (m.FileDigest != "" && !IsDigest(m.FileDigest)) {
@@ -494,7 +494,7 @@ func ParseMarker(data []byte) (MarkerFile, bool) {
 	return m, true
 }
 
-// manifestBody is run.json's content, the genesis of the run's sequence;
+// ManifestBody is run.json's content, the genesis of the run's sequence;
 // Parallel is a parallel root's shard count.
 type ManifestBody struct {
 	BackoffVersion string `json:"backoff_version"`
@@ -518,7 +518,7 @@ func EncodeManifest(m ManifestBody) ([]byte, string, error) {
 	return out, d, err
 }
 
-// manifestInfo is what run.json says. genesis is the prev of record 1: the
+// ManifestInfo is what run.json says. genesis is the prev of record 1: the
 // manifest's digest (1.0) or that of the file's bytes (legacy).
 type ManifestInfo struct {
 	Legacy     bool
@@ -527,7 +527,7 @@ type ManifestInfo struct {
 	Parallel   int
 }
 
-// parseManifest parses run.json. A JSON object without a backoff_version
+// ParseManifest parses run.json. A JSON object without a backoff_version
 // key is a legacy manifest: only its plan_digest (when a string) is read.
 func ParseManifest(data []byte) (ManifestInfo, error) {
 	var keys map[string]json.RawMessage
@@ -571,7 +571,7 @@ type planFile struct {
 	Files []string `json:"files"`
 }
 
-// parsePlanList parses plan.json: exactly the canonical encoding of sorted,
+// ParsePlanList parses plan.json: exactly the canonical encoding of sorted,
 // distinct file identity digests; its digest is the run's plan digest.
 func ParsePlanList(data []byte) ([]string, string, error) {
 	var pl planFile
@@ -598,14 +598,14 @@ func ParsePlanList(data []byte) ([]string, string, error) {
 	return pl.Files, DigestOf(want[:len(want)-1]), nil
 }
 
-// encodePlanList returns plan.json for a plan's sorted file identity digests.
+// EncodePlanList returns plan.json for a plan's sorted file identity digests.
 func EncodePlanList(digests []string) ([]byte, error) { return MarshalLine(planFile{digests}) }
 
 var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, readrecovery.RetryAfterDate,
 	readrecovery.RetryAfterMissing, readrecovery.RetryAfterInvalid, readrecovery.RetryAfterOverlong,
 	readrecovery.RetryAfterOversized}
 
-// validRequest checks the request fields every record shares: nothing but a method token
+// ValidRequest checks the request fields every record shares: nothing but a method token
 // and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
 func ValidRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
 	switch {
@@ -623,7 +623,7 @@ func ValidRequest(planDigest, method, urlDigest string, attempt int, resendOf st
 	return nil
 }
 
-// validEntry checks an entry's fields: a known Retry-After kind, a value that
+// ValidEntry checks an entry's fields: a known Retry-After kind, a value that
 // is 0 for every kind but seconds and date, and not_before exactly received + delay.
 func ValidEntry(e EntryBody) error {
 	ra, t := e.RetryAfter, e.Timing
@@ -711,7 +711,7 @@ func validReview(r *ReviewBody) error {
 	return nil
 }
 
-// representable reports whether a timing lies within the bound of representable-times:
+// Representable reports whether a timing lies within the bound of representable-times:
 // beyond it an entry is kept without timing (the run is unresolved), never a failure to
 // record the restriction. An invalid timing is validEntry's.
 func Representable(t *readrecovery.RetryAfterTiming) bool {
@@ -719,7 +719,7 @@ func Representable(t *readrecovery.RetryAfterTiming) bool {
 		(t.ServerDelaySeconds < 0 || t.ReceivedAtUTC <= unixtime.Max-t.ServerDelaySeconds)
 }
 
-// untimed returns why an entry cannot bound its restriction in time (the run is unresolved), or "".
+// Untimed returns why an entry cannot bound its restriction in time (the run is unresolved), or "".
 func Untimed(e EntryBody) string {
 	switch {
 	case e.RetryAfter.Kind == string(readrecovery.RetryAfterOversized):
@@ -738,7 +738,7 @@ func MarshalLine(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// sanitizeNote makes free text safe to store and print: valid UTF-8, printable characters
+// SanitizeNote makes free text safe to store and print: valid UTF-8, printable characters
 // only (every control character, newline and ESC included, becomes a space), no URL query or
 // userinfo, runs of spaces collapsed, trimmed, cut to at most limit bytes on a rune boundary.
 // Its result is a fixed point, so a loader can check that a stored text is sanitized.
@@ -775,22 +775,22 @@ const (
 	MaxParallel = 16 // the most shards (requests in flight at once) of a run
 )
 
-// fileKind is the one description of a kind of file a run holds (docs/policy.md:
+// FileKind is the one description of a kind of file a run holds (docs/policy.md:
 // "The run's files"): the scan, Inspect, isJournalName and the run's sequence read it.
 type FileKind struct {
 	Kind, Prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
 	MaxN         int    // the bound of a numbered kind's number (0: not numbered)
 	MaxBytes     int64  // the size cap (0: maxRecordBytes)
-	// attempted returns the hex prefix of the file whose attempt a file of the kind records,
+	// Attempted returns the hex prefix of the file whose attempt a file of the kind records,
 	// so that one failing verification leaves its file unknown; nil when it names no file.
 	Attempted func(name string) string
 	body      func() any // an empty body of a record kind (unseal)
 }
 
-// record reports whether the kind's files are records of the run's sequence (not a head).
+// Record reports whether the kind's files are records of the run's sequence (not a head).
 func (k *FileKind) Record() bool { return k.Kind != "" && k.Kind != KindHead }
 
-// fileKinds is the table, in the order of the scan: each kind is checked
+// FileKinds is the table, in the order of the scan: each kind is checked
 // against the kinds before it. (Set in init: attempted parses names through it.)
 var FileKinds []*FileKind
 
@@ -813,7 +813,7 @@ func hexOf(name string) string {
 	return h
 }
 
-// kindOf returns the kind of a name and its number, or nil.
+// KindOf returns the kind of a name and its number, or nil.
 func KindOf(name string) (*FileKind, int) {
 	for _, k := range FileKinds[:2] {
 		if name == k.Prefix {
@@ -824,16 +824,16 @@ func KindOf(name string) (*FileKind, int) {
 	return k, n
 }
 
-// isRecordName reports whether name is a record of the run's sequence.
+// IsRecordName reports whether name is a record of the run's sequence.
 func IsRecordName(name string) bool {
 	k, _ := KindOf(name)
 	return k != nil && k.Record()
 }
 
-// shardName is the name of shard k (1-based) inside its root.
+// ShardName is the name of shard k (1-based) inside its root.
 func ShardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
 
-// parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
+// ParseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
 func ParseShardName(name string) (int, bool) {
 	k, err := strconv.Atoi(strings.TrimPrefix(name, "shard-"))
 	if err != nil || k < 1 || k > MaxParallel || ShardName(k) != name {
@@ -842,14 +842,14 @@ func ParseShardName(name string) (int, bool) {
 	return k, true
 }
 
-// parseShardRef splits "shard-KK/name" into k and name.
+// ParseShardRef splits "shard-KK/name" into k and name.
 func ParseShardRef(ref string) (int, string, bool) {
 	sh, name, ok := strings.Cut(ref, "/")
 	k, isShard := ParseShardName(sh)
 	return k, name, ok && isShard
 }
 
-// inShard names a shard's file by its place in the root ("" stays "").
+// InShard names a shard's file by its place in the root ("" stays "").
 func InShard(k int, name string) string {
 	if name == "" {
 		return ""
@@ -859,7 +859,7 @@ func InShard(k int, name string) string {
 
 func MarkerRef(k int) string { return InShard(k, MarkerName) }
 
-// shardIndex maps a file identity (or URL) digest to its shard, 1 to n
+// ShardIndex maps a file identity (or URL) digest to its shard, 1 to n
 // (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
 func ShardIndex(digest string, n int) int {
 	h := strings.TrimPrefix(digest, "sha256:")
@@ -869,7 +869,7 @@ func ShardIndex(digest string, n int) int {
 	return 1
 }
 
-// shardPlan returns the digests of the sorted plan that map to shard k.
+// ShardPlan returns the digests of the sorted plan that map to shard k.
 func ShardPlan(plan []string, k, n int) []string {
 	if plan == nil {
 		return nil
@@ -883,7 +883,7 @@ func ShardPlan(plan []string, k, n int) []string {
 	return out
 }
 
-// planDigestOf is digestOfPlan of sorted file digests (never nil: its callers
+// PlanDigestOf is digestOfPlan of sorted file digests (never nil: its callers
 // pass digestOfPlan's and shardPlan's lists, made non-nil).
 func PlanDigestOf(sorted []string) string {
 	b, _ := json.Marshal(planFile{sorted}) // plan.json's bytes without the newline
@@ -901,9 +901,9 @@ const (
 	DecisionReupload Decision = "reupload"
 	// DecisionSkip means the file is never sent by this run.
 	DecisionSkip Decision = "skip"
-	// decisionPending is a pending review's ([Journal.ReviewPending]): its
+	// DecisionPending is a pending review's ([Journal.ReviewPending]): its
 	// marker blocks no more, its file is unknown, and the run waits.
 	DecisionPending Decision = "pending"
-	// decisionRestriction is a restriction review's ([Journal.ReviewRestriction]).
+	// DecisionRestriction is a restriction review's ([Journal.ReviewRestriction]).
 	DecisionRestriction Decision = "restriction"
 )

@@ -12,13 +12,13 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
-// loaded is a record that passed the loader: its envelope and body.
+// Loaded is a record that passed the loader: its envelope and body.
 type Loaded struct {
 	record.Env
 	Body any
 }
 
-// rec is a record the run holds: its name, envelope and typed body.
+// Rec is a record the run holds: its name, envelope and typed body.
 type Rec struct {
 	Name string
 	Loaded
@@ -29,7 +29,7 @@ func (r *Rec) receipt() *record.ReceiptBody { b, _ := r.Body.(*record.ReceiptBod
 func (r *Rec) part() *record.PartBody       { b, _ := r.Body.(*record.PartBody); return b }
 func (r *Rec) Review() *record.ReviewBody   { b, _ := r.Body.(*record.ReviewBody); return b }
 
-// namedFile is the planned file a record names ("" for none); a pending
+// NamedFile is the planned file a record names ("" for none); a pending
 // review's is its marker's, unless the marker was a review's.
 func NamedFile(r *Rec) (d string, pending bool) {
 	switch b := r.Body.(type) {
@@ -48,7 +48,7 @@ func NamedFile(r *Rec) (d string, pending bool) {
 	return "", false
 }
 
-// add appends a record to the run's records and to its file's.
+// Add appends a record to the run's records and to its file's.
 func (s *Snapshot) Add(r Rec) {
 	p := &r
 	s.Recs = append(s.Recs, p)
@@ -354,7 +354,7 @@ func numberProblem(k *record.FileKind) string {
 	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.MaxN)
 }
 
-// entryNamed returns the backoff entry named name, or nil.
+// EntryNamed returns the backoff entry named name, or nil.
 func (s *Snapshot) EntryNamed(name string) *Rec {
 	for _, e := range s.Entries() {
 		if e.Name == name {
@@ -364,7 +364,7 @@ func (s *Snapshot) EntryNamed(name string) *Rec {
 	return nil
 }
 
-// lastHead is the number of the highest head listed (0: none).
+// LastHead is the number of the highest head listed (0: none).
 func (s *Snapshot) LastHead() (h int) {
 	for _, n := range s.Heads {
 		k, _ := record.ParseHeadName(n)
@@ -373,7 +373,7 @@ func (s *Snapshot) LastHead() (h int) {
 	return h
 }
 
-// evidence is what a review of file d sees now; for d "" (a pending
+// Evidence is what a review of file d sees now; for d "" (a pending
 // review), the run's entries only.
 func (s *Snapshot) Evidence(d string) record.ReviewEvidence {
 	var ev record.ReviewEvidence
@@ -502,7 +502,7 @@ const (
 	FileInFlight FileState = "in-flight"
 )
 
-// classify is the class of the file with digest d (see [FileState]), its review's decision
+// Classify is the class of the file with digest d (see [FileState]), its review's decision
 // and why; again reports whether it may be sent, under a new approval and while the status
 // allows uploads. ignorePending leaves out the pending marker (the caller's own).
 func (s *Snapshot) Classify(d string, ignorePending bool) (class FileState, dec record.Decision, why string, again bool) {

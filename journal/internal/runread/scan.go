@@ -21,15 +21,15 @@ import (
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
-// errNoRun is the error of a directory that is empty: it holds no run.
+// ErrNoRun is the error of a directory that is empty: it holds no run.
 var ErrNoRun = errors.New("holds no run (no run.json)")
 
-// snapshot is the verified state of a run directory at one moment.
+// Snapshot is the verified state of a run directory at one moment.
 type Snapshot struct {
 	Files     int
 	Manifest  *record.ManifestInfo // nil when run.json is missing or unusable
 	PlanFiles []string             // plan.json's file digests, sorted; nil without a usable plan.json
-	// recs are the records that passed their checks (admit), in seq order;
+	// Recs are the records that passed their checks (admit), in seq order;
 	// byFile indexes them by the file they name (namedFile).
 	Recs     []*Rec
 	byFile   map[string][]*Rec
@@ -48,7 +48,7 @@ type Snapshot struct {
 	// leftovers are the stale temporary files (staleTemp), listed apart from the findings.
 	Findings  store.Findings
 	leftovers []store.Finding
-	// seq holds the records with a run link, by seq (deletion-detected);
+	// Seq holds the records with a run link, by seq (deletion-detected);
 	// lastSeq is the highest; heads the heads listed (the highest counts).
 	Seq       map[int]Rec
 	LastSeq   int
@@ -89,7 +89,7 @@ func (s *Snapshot) register(name string, v any) {
 	s.LastSeq = max(s.LastSeq, r.Seq)
 }
 
-// nextLink is the seq and prev of the next record this Journal writes;
+// NextLink is the seq and prev of the next record this Journal writes;
 // seq 0 when the manifest is unusable (nothing is written then).
 func (s *Snapshot) NextLink() (int, record.Link) {
 	switch {
@@ -102,7 +102,7 @@ func (s *Snapshot) NextLink() (int, record.Link) {
 	return s.LastSeq + 1, record.Link{Name: r.Name, Digest: r.Digest}
 }
 
-// begunHead is a head of an upload begun whose record is still to come.
+// BegunHead is a head of an upload begun whose record is still to come.
 type BegunHead struct {
 	Name string
 	record.Env
@@ -116,7 +116,7 @@ func (s *Snapshot) PlanDigest() string {
 	return s.Manifest.PlanDigest
 }
 
-// inPlan reports whether the file digest d is in plan.json; true for a run
+// InPlan reports whether the file digest d is in plan.json; true for a run
 // without plan.json (nothing to check against).
 func (s *Snapshot) InPlan(d string) bool {
 	if s.PlanFiles == nil {
@@ -152,19 +152,19 @@ func (s *Snapshot) MarkerProblem() string {
 	return PendingProblem
 }
 
-// deadMarker reports whether the store shows the blocking marker's worker
+// DeadMarker reports whether the store shows the blocking marker's worker
 // dead. One whose liveness it cannot tell (no locks) counts as live, never
 // as dead: nothing is released, handed out again or blocked on a guess;
 // only an operator's pending review (reviewable) resolves it.
 func (s *Snapshot) DeadMarker() bool { return s.Blocking() && s.PendingLive == store.HoldNone }
 
-// reviewable reports whether a pending review may resolve the blocking
+// Reviewable reports whether a pending review may resolve the blocking
 // marker: a dead one, or one the store cannot tell, on the operator's word.
 func (s *Snapshot) Reviewable() bool {
 	return s.DeadMarker() || s.Blocking() && s.PendingLive == store.HoldUnknown
 }
 
-// bounded reports whether a restriction review bounds the entry name.
+// Bounded reports whether a restriction review bounds the entry name.
 func (s *Snapshot) Bounded(name string) bool {
 	return slices.ContainsFunc(s.Recs, func(r *Rec) bool {
 		rv := r.Review()
@@ -172,7 +172,7 @@ func (s *Snapshot) Bounded(name string) bool {
 	})
 }
 
-// blocking reports whether a marker exists that no pending review resolves
+// Blocking reports whether a marker exists that no pending review resolves
 // and that is no dead worker's claim that never sent.
 func (s *Snapshot) Blocking() bool { return s.Pending && s.PendingResolved == "" && !s.PendingUnsent }
 
@@ -191,14 +191,14 @@ func (s *Snapshot) unsent(b *store.Loc, d string, now time.Time) bool {
 	return d != "" && s.Begun == nil && again
 }
 
-// staleTemp is the age from which a durable write's temporary file is an interrupted
+// StaleTemp is the age from which a durable write's temporary file is an interrupted
 // write's leftover, not a write in progress (temporary-files-are-not-findings).
 const StaleTemp = 60 * time.Second
 
-// scanGen numbers the scans of this process (snapshot.gen).
+// ScanGen numbers the scans of this process (snapshot.gen).
 var ScanGen atomic.Uint64
 
-// scanRun is scan of the run kept in b at now (the age of temporary files). A listing
+// ScanRun is scan of the run kept in b at now (the age of temporary files). A listing
 // is not atomic: one taken during a write may hold a record without its head, or a
 // head without the old one it replaced. So a broken sequence is listed again, and
 // scanned again (3 times at most) while the listing changes: an unchanged one is the run's.
@@ -315,7 +315,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 	return s, nil
 }
 
-// planList is the parsed plan.json.
+// PlanList is the parsed plan.json.
 type PlanList struct {
 	Files  []string
 	Digest string
@@ -350,7 +350,7 @@ type Summary struct {
 	Leftovers []store.Finding
 }
 
-// inspect is InspectStore of the run kept in b.
+// Inspect is InspectStore of the run kept in b.
 func Inspect(b *store.Loc) (Summary, error) {
 	n := RootParallel(b)
 	rb := b.AsRoot(n) // n == 0: a run without shards
@@ -407,7 +407,7 @@ func begunRecord(b record.BegunRequest, s *Snapshot) string {
 }
 
 var (
-	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
+	// ErrCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
 	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
 	ErrCorrupt = errors.New("journal: run failed verification")
 	// ErrPending means pending-request.json already exists: another process is sending a
@@ -416,7 +416,7 @@ var (
 	ErrPending = errors.New("journal: unfinished request pending")
 )
 
-// shardWants are the plan digests of each shard's part of the root plan
+// ShardWants are the plan digests of each shard's part of the root plan
 // ("" each without plan.json): what its manifest must record.
 func ShardWants(plan []string, n int) []string {
 	out := make([]string, n)
@@ -426,7 +426,7 @@ func ShardWants(plan []string, n int) []string {
 	return out
 }
 
-// scanShard scans shard k of rb once no run lies inside it. A shard that
+// ScanShard scans shard k of rb once no run lies inside it. A shard that
 // cannot be read (deleted, or not finished) is a snapshot of one finding.
 func ScanShard(rb *store.Loc, k int, now time.Time) (s *Snapshot, unread string, err error) {
 	b := rb.Shard(k)
@@ -441,7 +441,7 @@ func ScanShard(rb *store.Loc, k int, now time.Time) (s *Snapshot, unread string,
 	return s, unread, nil
 }
 
-// shardProblem says what makes shard snapshot s's manifest no shard of its
+// ShardProblem says what makes shard snapshot s's manifest no shard of its
 // root, which gives it plan digest want ("" for none); "" when nothing.
 func ShardProblem(s *Snapshot, want string) string {
 	switch {
@@ -453,7 +453,7 @@ func ShardProblem(s *Snapshot, want string) string {
 	return ""
 }
 
-// rootParallel is the shard count b's manifest declares (0: none, or unreadable).
+// RootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func RootParallel(b *store.Loc) int {
 	data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes)
 	if !ok {
@@ -466,7 +466,7 @@ func RootParallel(b *store.Loc) int {
 	return mi.Parallel
 }
 
-// shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
+// ShardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
 // for a reason that starts with a name of the shard, else "shard-02: …".
 func ShardReason(k int, reason string) string {
 	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || record.IsJournalName(name) || strings.Contains(name, ".json")) {
@@ -475,7 +475,7 @@ func ShardReason(k int, reason string) string {
 	return record.ShardName(k) + ": " + reason
 }
 
-// rootOnly adds a finding for each journal name in a root but its manifest,
+// RootOnly adds a finding for each journal name in a root but its manifest,
 // plan and writes in progress: its records live in its shards.
 func RootOnly(s *Snapshot) {
 	for _, ln := range s.Listed {

@@ -290,7 +290,7 @@ func readCapped(fsy fsys.FS, found *Findings, dir, name string, limit int64) (da
 	return data, true
 }
 
-// bareErr drops the path of a *fs.PathError (the finding names the file).
+// BareErr drops the path of a *fs.PathError (the finding names the file).
 func BareErr(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

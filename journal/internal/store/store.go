@@ -74,7 +74,7 @@ type Store interface {
 	Live(ctx context.Context, name string) (live bool, version string, err error)
 }
 
-// liveness is what the store tells of a marker's worker (R83).
+// Liveness is what the store tells of a marker's worker (R83).
 type Liveness int
 
 const (
@@ -90,7 +90,7 @@ const (
 	storeTimeout = 30 * time.Second
 )
 
-// prefixLister and enclosing are a Store with one of its optional methods.
+// PrefixLister and enclosing are a Store with one of its optional methods.
 type PrefixLister interface {
 	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
@@ -98,10 +98,10 @@ type enclosing interface {
 	EnclosingRun(ctx context.Context) (string, error)
 }
 
-// errNested: a run would lie inside another run, or hold one (no-nesting).
+// ErrNested: a run would lie inside another run, or hold one (no-nesting).
 var ErrNested = errors.New("journal: runs never nest")
 
-// listedName is a name of a listing; modTime is known only for a durable
+// ListedName is a name of a listing; modTime is known only for a durable
 // write's temporary file (its age tells an interrupted write).
 type ListedName struct {
 	Name    string
@@ -109,7 +109,7 @@ type ListedName struct {
 	ModTime time.Time
 }
 
-// loc is where a run is kept, the journal's one view of its [Store], bound
+// Loc is where a run is kept, the journal's one view of its [Store], bound
 // to the caller's context (with) and to a parallel run's root (asRoot) or
 // shard (shard). An operation has one branch for the local directory, dir.
 type Loc struct {
@@ -125,7 +125,7 @@ type Loc struct {
 	Light  *LightView      // makes the scan the check across shards
 }
 
-// locOf is the journal's view of st.
+// LocOf is the journal's view of st.
 func LocOf(st Store) *Loc {
 	l := &Loc{st: st, Name: "store", heads: &sync.Map{}, ctx: context.Background()}
 	if d, ok := st.(*Dir); ok {
@@ -136,7 +136,7 @@ func LocOf(st Store) *Loc {
 	return l
 }
 
-// asRoot is the location as the root of n shards, which its listing leaves
+// AsRoot is the location as the root of n shards, which its listing leaves
 // out and nested allows.
 func (l *Loc) AsRoot(n int) *Loc {
 	c := *l
@@ -144,7 +144,7 @@ func (l *Loc) AsRoot(n int) *Loc {
 	return &c
 }
 
-// shard is shard k of a root (asRoot): the location shard-KK inside it.
+// Shard is shard k of a root (asRoot): the location shard-KK inside it.
 func (l *Loc) Shard(k int) *Loc {
 	c := *l
 	c.shards, c.inRoot, c.heads = 0, true, &sync.Map{}
@@ -158,7 +158,7 @@ func (l *Loc) Shard(k int) *Loc {
 	return &c
 }
 
-// with is the location bound to ctx: its lists and reads honour ctx (R85),
+// With is the location bound to ctx: its lists and reads honour ctx (R85),
 // its writes stay detached (wctx).
 func (l *Loc) With(ctx context.Context) *Loc {
 	c := *l
@@ -219,7 +219,7 @@ func (l *Loc) names(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// nested wraps errNested when the location lies inside another run (a
+// Nested wraps errNested when the location lies inside another run (a
 // directory's ancestors; EnclosingRun) or holds one (a listing of x/ that
 // has x/y/run.json), but a root's own shards (no-nesting).
 func (l *Loc) Nested() error {
@@ -252,7 +252,7 @@ func (l *Loc) Nested() error {
 	return nil
 }
 
-// list returns the run's names and findings about the location; its error
+// List returns the run's names and findings about the location; its error
 // means the location cannot be read. A light scan leaves out what cannot
 // restrict another shard (lightView).
 func (l *Loc) List() (out []ListedName, where []Finding, err error) {
@@ -278,7 +278,7 @@ func (l *Loc) List() (out []ListedName, where []Finding, err error) {
 	return out, where, nil
 }
 
-// read reads name (at most limit bytes) for scan: a problem is a finding on
+// Read reads name (at most limit bytes) for scan: a problem is a finding on
 // s (when not nil) and ok false. A directory's file is read by readCapped.
 func (l *Loc) Read(f *Findings, name string, limit int64) ([]byte, string, bool) {
 	switch {
@@ -312,7 +312,7 @@ func (l *Loc) Read(f *Findings, name string, limit int64) ([]byte, string, bool)
 	return data, version, true
 }
 
-// initRun prepares the empty location of a new run (exists: the directory
+// InitRun prepares the empty location of a new run (exists: the directory
 // is there); a Store needs nothing.
 func (l *Loc) InitRun(exists bool) error {
 	d := l.Dir
@@ -331,7 +331,7 @@ func (l *Loc) InitRun(exists bool) error {
 	return d.Fs.SyncDir(filepath.Dir(d.dir))
 }
 
-// put stores an immutable record exclusively; stored: name exists durably,
+// Put stores an immutable record exclusively; stored: name exists durably,
 // as it may despite an error (linked before the directory fsync failed).
 func (l *Loc) Put(name string, data []byte) (stored bool, err error) {
 	if l.Dir != nil {
@@ -347,7 +347,7 @@ func (l *Loc) Put(name string, data []byte) (stored bool, err error) {
 	return err == nil, err
 }
 
-// createMarker creates the marker exclusively (an existing one: fs.ErrExist)
+// CreateMarker creates the marker exclusively (an existing one: fs.ErrExist)
 // and holds it live until release. A failed hold removes it again: nothing
 // is sent under a marker that no other worker could tell alive.
 func (l *Loc) CreateMarker(data []byte) (string, func(), error) {
@@ -365,7 +365,7 @@ func (l *Loc) CreateMarker(data []byte) (string, func(), error) {
 	return version, release, nil
 }
 
-// live tells whether the marker's worker holds it now, and its version.
+// Live tells whether the marker's worker holds it now, and its version.
 func (l *Loc) Live() (Liveness, string) {
 	if l.Own != nil {
 		return HoldLive, l.Own.Version // this Journal's own, held
@@ -387,7 +387,7 @@ func (l *Loc) Live() (Liveness, string) {
 	return HoldNone, version
 }
 
-// removeHead removes a head a newer one replaced, on the version its
+// RemoveHead removes a head a newer one replaced, on the version its
 // creation returned, else on the one read now (it may be another worker's;
 // a directory has no versions).
 func (l *Loc) RemoveHead(name string) error {
@@ -404,7 +404,7 @@ func (l *Loc) RemoveHead(name string) error {
 	return l.st.Remove(ctx, l.prefix+name, version)
 }
 
-// removeDead removes another worker's marker while it is still the one whose bytes have
+// RemoveDead removes another worker's marker while it is still the one whose bytes have
 // digest, on its version (Blob: If-Match). A directory has no versions: there it takes an
 // exclusive lock without waiting on the marker file (a live one is its worker's) and
 // checks that the name is still that file, so that two workers removing one dead marker
@@ -454,7 +454,7 @@ type Finding struct {
 // Go escapes, so that no name can forge a line or reach a terminal raw.
 func (f Finding) String() string { return EscapeName(f.File) + ": " + f.Problem }
 
-// escapeName returns name as it is when it is plain printable ASCII
+// EscapeName returns name as it is when it is plain printable ASCII
 // without spaces, quotes or backslashes, else strconv.QuoteToASCII(name).
 func EscapeName(name string) string {
 	if name == "" || strings.ContainsFunc(name, func(c rune) bool {
@@ -480,7 +480,7 @@ func (f *Findings) Add(file, format string, args ...any) {
 // the journal neither reports it as a run nor writes into it.
 var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 
-// lightView makes a shard's scan the check across shards (docs/policy.md:
+// LightView makes a shard's scan the check across shards (docs/policy.md:
 // "Shards in detail"): no receipt, part receipt or head, so no sequence; the
 // marker read again only when its version (Blob: the probe's ETag) changed.
 type LightView struct {
@@ -489,7 +489,7 @@ type LightView struct {
 	probed string       // the marker's version the liveness probe returned
 }
 
-// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
+// LightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
 type LightMarker struct {
 	Data    []byte
 	Version string
