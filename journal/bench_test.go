@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 )
 
@@ -21,7 +23,7 @@ func BenchmarkAppendEntry(b *testing.B) {
 	req := putReq(b)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		if j == nil || n == maxEntries {
+		if j == nil || n == record.MaxEntries {
 			b.StopTimer()
 			clk = newFakeClock(t0)
 			var err error
@@ -52,7 +54,7 @@ func BenchmarkStatusFull(b *testing.B) {
 		b.Run(fmt.Sprintf("receipts=%d", receipts), func(b *testing.B) {
 			dir := filepath.Join(b.TempDir(), "run")
 			plan := manyFiles(receipts)
-			writeRun(b, dir, plan, t0, make([]int64, maxEntries), ids(plan))
+			writeRun(b, dir, plan, t0, make([]int64, record.MaxEntries), ids(plan))
 			now := t0.Add(time.Hour)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

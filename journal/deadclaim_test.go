@@ -17,6 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,9 +48,9 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 		state         State // the shard's and the run's
 		class         FileState
 	}{
-		{"claim live", false, false, markerLive, claimMethod, Clear, FileInFlight},
+		{"claim live", false, false, markerLive, record.ClaimMethod, Clear, FileInFlight},
 		{"upload live", true, false, markerLive, "PUT", Clear, FileInFlight},
-		{"claim dead", false, true, markerDead, claimMethod, Clear, FileNeverAttempted},
+		{"claim dead", false, true, markerDead, record.ClaimMethod, Clear, FileNeverAttempted},
 		{"upload dead", true, true, markerDead, "PUT", Unresolved, FileUnknown},
 	}
 	plan := manyFiles(16)
@@ -72,7 +76,7 @@ func TestStatusTellsClaimFromUpload(t *testing.T) {
 				assert.Equal(t, tc.marker, v.Marker)
 				assert.Equal(t, tc.method, v.Method)
 				assert.Equal(t, tc.state, v.State)
-				assert.Equal(t, fileDigest(f.ID), v.FileDigest)
+				assert.Equal(t, record.FileDigest(f.ID), v.FileDigest)
 				assert.Equal(t, os.Getpid(), v.PID)
 				if tc.class == FileNeverAttempted {
 					assert.Equal(t, len(plan), st.Files[FileNeverAttempted], "%v", st.Files)
@@ -159,7 +163,7 @@ func TestDeadClaimHealsItself(t *testing.T) {
 // shard1Plan is the files of manyFiles(n) in shard 1 of 4: a worker's Next
 // hands them out in plan order, so which file comes next is known.
 func shard1Plan(n int) []PlannedFile {
-	return slices.DeleteFunc(manyFiles(n), func(f PlannedFile) bool { return shardIndex(fileDigest(f.ID), 4) != 1 })
+	return slices.DeleteFunc(manyFiles(n), func(f PlannedFile) bool { return record.ShardIndex(record.FileDigest(f.ID), 4) != 1 })
 }
 
 // lockedBuffer is a bytes.Buffer for writers in several goroutines.
@@ -223,7 +227,7 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	st := j.Status(time.Now())
 	require.Equal(t, Clear, st.State, st.Reason)
 	v := st.Shards[0]
-	assert.Equal(t, []string{markerDead, claimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
+	assert.Equal(t, []string{markerDead, record.ClaimMethod, string(Clear)}, []string{v.Marker, v.Method, string(v.State)})
 	assert.Equal(t, len(plan), st.Files[FileNeverAttempted])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // were the claim unresolved, Next would wait
@@ -246,13 +250,13 @@ func TestNextKilledBeforeUploadHealsItself(t *testing.T) {
 	for _, p := range plan {
 		assert.Equal(t, 1, srv.puts[p.ID], p.ID)
 	}
-	wantFiles := []string{manifestName, planName, shardName(1) + "/" + manifestName, shardName(1) + "/" + planName,
-		shardName(1) + "/" + headName(len(plan))}
+	wantFiles := []string{record.ManifestName, record.PlanName, record.ShardName(1) + "/" + record.ManifestName, record.ShardName(1) + "/" + record.PlanName,
+		record.ShardName(1) + "/" + record.HeadName(len(plan))}
 	for k := 2; k <= 4; k++ {
-		wantFiles = append(wantFiles, shardName(k)+"/"+manifestName, shardName(k)+"/"+planName)
+		wantFiles = append(wantFiles, record.ShardName(k)+"/"+record.ManifestName, record.ShardName(k)+"/"+record.PlanName)
 	}
 	for _, p := range plan {
-		wantFiles = append(wantFiles, shardName(1)+"/"+receiptName(fileDigest(p.ID)))
+		wantFiles = append(wantFiles, record.ShardName(1)+"/"+receiptName(record.FileDigest(p.ID)))
 	}
 	slices.Sort(wantFiles)
 	assert.Equal(t, wantFiles, treeNames(t, dir), "a receipt per file, no review, no marker")
@@ -344,7 +348,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	srv.mu.Unlock()
 	waits := strings.Count(logs.String(), "Next waits")
 	assert.Equal(t, 1, waits, "said once: %s", logs.String())
-	assert.Contains(t, logs.String(), shardName(k)+"/"+markerName)
+	assert.Contains(t, logs.String(), record.ShardName(k)+"/"+record.MarkerName)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -359,7 +363,7 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	rec, err := reviewer.ReviewPendingMarker(context.Background(), "", "worker killed mid-upload", 0)
 	require.NoError(t, err)
 	reviewed := time.Now()
-	assert.Equal(t, markerRef(k), rec.Marker)
+	assert.Equal(t, record.MarkerRef(k), rec.Marker)
 
 	var res result
 	select {
@@ -410,14 +414,14 @@ func TestRemoveDeadSparesALiveMarker(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Next(context.Background(), NewApproval)
 	require.NoError(t, err)
-	data, err := os.ReadFile(filepath.Join(dir, markerName))
+	data, err := os.ReadFile(filepath.Join(dir, record.MarkerName))
 	require.NoError(t, err)
-	l := locOf(DirStore(dir))
-	assert.Error(t, l.removeDead(digestOf(data)), "live: its worker holds the lock")
-	assert.FileExists(t, filepath.Join(dir, markerName))
+	l := store.LocOf(DirStore(dir))
+	assert.Error(t, l.RemoveDead(record.DigestOf(data)), "live: its worker holds the lock")
+	assert.FileExists(t, filepath.Join(dir, record.MarkerName))
 	kill(a)
-	assert.Error(t, l.removeDead(digestOf([]byte("other bytes"))), "not the marker read")
-	assert.FileExists(t, filepath.Join(dir, markerName))
-	require.NoError(t, l.removeDead(digestOf(data)))
-	assert.NoFileExists(t, filepath.Join(dir, markerName))
+	assert.Error(t, l.RemoveDead(record.DigestOf([]byte("other bytes"))), "not the marker read")
+	assert.FileExists(t, filepath.Join(dir, record.MarkerName))
+	require.NoError(t, l.RemoveDead(record.DigestOf(data)))
+	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
 }

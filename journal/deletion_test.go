@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,15 +40,15 @@ func deletionRunIn(t testing.TB, parallel int) (root, dir string, records []stri
 	plan := plan4
 	opts := []Option{withClock(clk), WithPlan(plan4)}
 	if parallel > 0 {
-		k := shardIndex(getReq(t).URLDigest, parallel)
+		k := record.ShardIndex(getReq(t).URLDigest, parallel)
 		plan = nil
 		for i := 0; len(plan) < 4; i++ {
-			if id := fmt.Sprintf("%c.bin", 'a'+i); shardIndex(fileDigest(id), parallel) == k {
+			if id := fmt.Sprintf("%c.bin", 'a'+i); record.ShardIndex(record.FileDigest(id), parallel) == k {
 				plan = append(plan, PlannedFile{ID: id})
 			}
 		}
 		opts = []Option{withClock(clk), WithPlan(plan), WithParallel(parallel)}
-		dir = filepath.Join(root, shardName(k))
+		dir = filepath.Join(root, record.ShardName(k))
 	}
 	id := func(i int) string { return plan[i].ID }
 	j, err := Open(root, opts...)
@@ -85,7 +87,7 @@ func deletionRunIn(t testing.TB, parallel int) (root, dir string, records []stri
 	review(id(3), DecisionSkip) // review-0003
 	throttle(20)                // backoff-0003
 	for _, n := range names(t, dir) {
-		if isRecordName(n) {
+		if record.IsRecordName(n) {
 			records = append(records, n)
 		}
 	}
@@ -118,9 +120,9 @@ func deletionTable(t *testing.T, parallel int) {
 	require.Empty(t, fs)
 	heads := 0
 	for _, n := range allNames(t, dir) {
-		if _, ok := parseHeadName(n); ok {
+		if _, ok := record.ParseHeadName(n); ok {
 			heads++
-			assert.Equal(t, headName(len(records)), n, "one head, naming the last record")
+			assert.Equal(t, record.HeadName(len(records)), n, "one head, naming the last record")
 		}
 	}
 	require.Equal(t, 1, heads)
@@ -139,7 +141,7 @@ func deletionTable(t *testing.T, parallel int) {
 		rs := kinds[k]
 		rows = append(rows, row{k, "first", rs[0]}, row{k, "middle", rs[len(rs)/2]}, row{k, "last", rs[len(rs)-1]})
 	}
-	rows = append(rows, row{"head", "only", headName(len(records))})
+	rows = append(rows, row{"head", "only", record.HeadName(len(records))})
 	for _, r := range rows {
 		t.Run(r.kind+" "+r.which, func(t *testing.T) {
 			d := filepath.Join(t.TempDir(), "run")
@@ -177,7 +179,7 @@ func FuzzDeletion(f *testing.F) {
 		copyDir(t, dir, d)
 		var gone []string
 		for _, i := range []uint8{a, b} {
-			if n := all[int(i)%len(all)]; i != 255 && n != planName && !contains(gone, n) {
+			if n := all[int(i)%len(all)]; i != 255 && n != record.PlanName && !contains(gone, n) {
 				gone = append(gone, n)
 				require.NoError(t, os.Remove(filepath.Join(d, n)))
 			}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +45,7 @@ func join(parts ...[]string) []string {
 func TestDurabilityOrder(t *testing.T) {
 	a := WithUpload(context.Background(), "a.bin")
 	b := WithUploadPart(context.Background(), "b.bin")
-	receiptA, partB := receiptName(fileDigest("a.bin")), partName(fileDigest("b.bin"), 1)
+	receiptA, partB := receiptName(record.FileDigest("a.bin")), record.PartName(record.FileDigest("b.bin"), 1)
 	oldHead := []string{"remove head-0001.json", "syncdir run"}
 	steps := []struct {
 		name string
@@ -68,7 +70,7 @@ func TestDurabilityOrder(t *testing.T) {
 		{"pending review", func(t *testing.T, j *Journal) {
 			require.NoError(t, j.Begin(WithUpload(context.Background(), "c.bin"), putReq(t)))
 			kill(j) // its worker dies: the lock goes with its open file
-			j2, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.r.(*run).b.dir.fs), WithPlan(plan3))
+			j2, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0.Add(2e9))), withFS(j.r.(*run).b.Dir.Fs), WithPlan(plan3))
 			require.NoError(t, err)
 			_, err = j2.ReviewPending(context.Background(), "killed", 0)
 			require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/require"
@@ -52,7 +54,7 @@ func newFaultFS() *faultFS { return &faultFS{crashAt: -1, failAt: -1} }
 // file (name.tmp-<random hex>) reads name.tmp, so that labels are stable.
 func base(path string) string {
 	name := filepath.Base(path)
-	if final, ok := parseTempName(name); ok {
+	if final, ok := record.ParseTempName(name); ok {
 		return final + ".tmp"
 	}
 	return name
@@ -184,7 +186,7 @@ func (w *faultFile) Sync() error {
 }
 
 func (w *faultFile) Close() error {
-	if w.name == markerName+".tmp" && !w.closed {
+	if w.name == record.MarkerName+".tmp" && !w.closed {
 		// The marker's file closes after the marker's removal (or at the
 		// death of its process): that releases its lock and changes
 		// nothing on disk, so it is no step.
@@ -283,7 +285,7 @@ var scenarios = []scenario{
 			switch {
 			case !sent:
 				require.NotEqual(t, FileAcked, file)
-			case done("link " + receiptName(fileDigest("a.bin"))):
+			case done("link " + receiptName(record.FileDigest("a.bin"))):
 				require.Equal(t, FileAcked, file, "the ACK is on record")
 			default:
 				require.Equal(t, FileUnknown, file, "upload-only-continuation: a sent upload without a receipt is never replayable")
@@ -393,12 +395,12 @@ func init() {
 			setup:   priorElapsed,
 			refused: errReplay,
 			other: func(t *testing.T, dir, label string) {
-				if label != "create "+markerName+".tmp" || fileExists(dir, receiptName(fileDigest("a.bin"))) {
+				if label != "create "+record.MarkerName+".tmp" || fileExists(dir, receiptName(record.FileDigest("a.bin"))) {
 					return
 				}
 				_, pd, err := digestOfPlan(plan3)
 				require.NoError(t, err)
-				appendRecord(t, dir, receiptName(fileDigest("a.bin")), kindReceipt, &receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
+				appendRecord(t, dir, receiptName(record.FileDigest("a.bin")), record.KindReceipt, &record.ReceiptBody{PlanDigest: pd, FileDigest: record.FileDigest("a.bin"), Method: "PUT",
 					URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RecordedAtUTC: t0.Unix()})
 			},
 			run: func(j *Journal) (bool, error) {
@@ -490,7 +492,7 @@ func fileExists(dir, name string) bool {
 }
 
 func markerExists(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, markerName))
+	_, err := os.Stat(filepath.Join(dir, record.MarkerName))
 	return err == nil
 }
 
@@ -582,7 +584,7 @@ func TestFailAtEveryStep(t *testing.T) {
 				// A pending review's removal of the marker it resolved:
 				// harmless too (the review resolves it; a second review
 				// removes it), reported as Removed, not as an error.
-				resolved := func(step string) bool { return sc.name == "ReviewPending" && step == "remove "+markerName }
+				resolved := func(step string) bool { return sc.name == "ReviewPending" && step == "remove "+record.MarkerName }
 				harmless := oldHead(steps[i]) || (i > 0 && oldHead(steps[i-1])) || resolved(steps[i]) || (i > 0 && resolved(steps[i-1]))
 				if harmless {
 					// The removal of a head a newer one replaced: harmless
@@ -663,7 +665,7 @@ func crashEach(t *testing.T, name string, steps []string, run func(*testing.T, *
 // markerRemovalAt reports whether a crash before step i falls at a
 // marker's removal: before it, or just after it.
 func markerRemovalAt(steps []string, i int) bool {
-	return i < len(steps) && (steps[i] == "remove "+markerName || (i > 0 && steps[i-1] == "remove "+markerName))
+	return i < len(steps) && (steps[i] == "remove "+record.MarkerName || (i > 0 && steps[i-1] == "remove "+record.MarkerName))
 }
 
 // oldHeadRemovalAt reports whether a crash before step i falls at the

@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/require"
@@ -141,20 +143,20 @@ func validSecond(t testing.TB, base fstest.MapFS) []byte {
 
 // validSecondWithHead is validSecond and the head that names it.
 func validSecondWithHead(t testing.TB, base fstest.MapFS) (entry []byte, head string, headData []byte) {
-	_, _, body, err := unseal(base["run/backoff-0001.json"].Data)
+	_, _, body, err := record.Unseal(base["run/backoff-0001.json"].Data)
 	require.NoError(t, err)
 	s, err := scan(memFS{base}, "run", nil)
 	require.NoError(t, err)
-	e := *body.(*entryBody)
+	e := *body.(*record.EntryBody)
 	e.Sequence = 2
-	e.RetryAfter = retryAfterJSON{Kind: "seconds", Value: 1}
-	e.Timing = &timingJSON{t0.Unix() + 1, t0.Unix() + 2, 1}
-	seq, prev := s.nextLink()
-	b, d, err := seal(kindEntry, seq, prev, &e)
+	e.RetryAfter = record.RetryAfterJSON{Kind: "seconds", Value: 1}
+	e.Timing = &record.TimingJSON{ReceivedAtUTC: t0.Unix() + 1, NotBeforeUTC: t0.Unix() + 2, ServerDelaySeconds: 1}
+	seq, prev := s.NextLink()
+	b, d, err := record.Seal(record.KindEntry, seq, prev, &e)
 	require.NoError(t, err)
-	hd, _, err := seal(kindHead, seq, link{"backoff-0002.json", d}, &headBody{})
+	hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: "backoff-0002.json", Digest: d}, &record.HeadBody{})
 	require.NoError(t, err)
-	return b, headName(seq), hd
+	return b, record.HeadName(seq), hd
 }
 
 // TestFuzzBaseIsWaiting makes sure the fuzzers start from a waiting run,
@@ -244,8 +246,8 @@ func baseFile(t testing.TB, base fstest.MapFS, prefix string) (string, []byte) {
 // never acked, never-attempted or reviewed (a part's file is unknown).
 func FuzzLoadPart(f *testing.F) {
 	base, now := fuzzBaseNew(f)
-	p1 := partName(fileDigest("b.bin"), 1)
-	p2 := partName(fileDigest("b.bin"), 2)
+	p1 := record.PartName(record.FileDigest("b.bin"), 1)
+	p2 := record.PartName(record.FileDigest("b.bin"), 2)
 	seeds(f, base["run/"+p2].Data)
 	f.Add(base["run/"+p1].Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -291,7 +293,7 @@ func FuzzLoadPlanList(f *testing.F) {
 	seeds(f, base["run/plan.json"].Data)
 	f.Add([]byte("{\"files\":[]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, _ := planWith(t, base, planName, data, now)
+		st, _ := planWith(t, base, record.PlanName, data, now)
 		if st.State == Clear || st.State == Elapsed {
 			t.Fatalf("plan.json replaced: %+v", st)
 		}
@@ -305,11 +307,11 @@ func FuzzSanitizeNote(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n := sanitizeNote(s, maxNoteBytes)
-		if sanitizeNote(n, maxNoteBytes) != n {
+		n := record.SanitizeNote(s, record.MaxNoteBytes)
+		if record.SanitizeNote(n, record.MaxNoteBytes) != n {
 			t.Fatalf("not a fixed point: %q -> %q", s, n)
 		}
-		if !utf8.ValidString(n) || len(n) > maxNoteBytes || strings.ContainsAny(n, "?\n\r\x1b") {
+		if !utf8.ValidString(n) || len(n) > record.MaxNoteBytes || strings.ContainsAny(n, "?\n\r\x1b") {
 			t.Fatalf("unsafe: %q -> %q", s, n)
 		}
 		for _, r := range n {
@@ -357,16 +359,16 @@ func FuzzLoadHead(f *testing.F) {
 // tempName makes of a record name or the marker's (written through a
 // locked temporary file since R83), and its final name is a journal name.
 func FuzzTempName(f *testing.F) {
-	for _, s := range []string{tempName("backoff-0001.json"), tempName(receiptName(fileDigest("a"))), "x.tmp-0123456789abcdef",
+	for _, s := range []string{record.TempName("backoff-0001.json"), record.TempName(receiptName(record.FileDigest("a"))), "x.tmp-0123456789abcdef",
 		"backoff-0001.json.tmp", "pending-request.json.tmp-0123456789abcdef", ".tmp-", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		final, ok := parseTempName(name)
+		final, ok := record.ParseTempName(name)
 		if !ok {
 			return
 		}
-		if !isJournalName(final) || !strings.HasPrefix(name, final+tempInfix) || len(name) != len(final)+len(tempInfix)+tempHexLen {
+		if !record.IsJournalName(final) || !strings.HasPrefix(name, final+record.TempInfix) || len(name) != len(final)+len(record.TempInfix)+record.TempHexLen {
 			t.Fatalf("parseTempName(%q) = %q", name, final)
 		}
 	})

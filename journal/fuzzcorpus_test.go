@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,8 +30,8 @@ func corpusSeeds(t *testing.T) map[string][]byte {
 		"FuzzLoadEntry/first":          base["run/backoff-0001.json"].Data,
 		"FuzzLoadEntry/second":         second,
 		"FuzzLoadManifest/manifest":    base["run/run.json"].Data,
-		"FuzzLoadPart/part-1":          nb["run/"+partName(fileDigest("b.bin"), 1)].Data,
-		"FuzzLoadPart/part-2":          nb["run/"+partName(fileDigest("b.bin"), 2)].Data,
+		"FuzzLoadPart/part-1":          nb["run/"+record.PartName(record.FileDigest("b.bin"), 1)].Data,
+		"FuzzLoadPart/part-2":          nb["run/"+record.PartName(record.FileDigest("b.bin"), 2)].Data,
 		"FuzzLoadReview/review":        review,
 		"FuzzLoadHead/head":            head,
 		"FuzzLoadHead/" + headName2:    head2,
@@ -53,7 +55,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 			require.NoError(t, os.WriteFile(p, []byte("go test fuzz v1\n[]byte("+strconv.Quote(string(data))+")\n"), 0o644))
 		}
 	}
-	kinds := map[string]string{"FuzzLoadEntry": kindEntry, "FuzzLoadPart": kindPart, "FuzzLoadReview": kindReview, "FuzzLoadHead": kindHead}
+	kinds := map[string]string{"FuzzLoadEntry": record.KindEntry, "FuzzLoadPart": record.KindPart, "FuzzLoadReview": record.KindReview, "FuzzLoadHead": record.KindHead}
 	found := 0
 	for name := range seeds {
 		b, err := os.ReadFile(filepath.Join("testdata", "fuzz", name))
@@ -68,16 +70,16 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		target := strings.Split(name, "/")[0]
 		switch {
 		case kinds[target] != "":
-			_, kind, _, err := unseal(data)
+			_, kind, _, err := record.Unseal(data)
 			require.NoError(t, err, "%s is a record of the current format", name)
 			require.Equal(t, kinds[target], kind, name)
 		case target == "FuzzLoadPlanList":
-			_, _, err = parsePlanList(data)
+			_, _, err = record.ParsePlanList(data)
 			require.NoError(t, err, name)
 		default:
-			mi, err := parseManifest(data)
+			mi, err := record.ParseManifest(data)
 			require.NoError(t, err, name)
-			require.False(t, mi.legacy, name)
+			require.False(t, mi.Legacy, name)
 		}
 		found++
 	}

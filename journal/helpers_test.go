@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/redact"
@@ -122,7 +128,7 @@ func names(t testing.TB, dir string) []string {
 	t.Helper()
 	var out []string
 	for _, n := range allNames(t, dir) {
-		if _, ok := parseHeadName(n); !ok {
+		if _, ok := record.ParseHeadName(n); !ok {
 			out = append(out, n)
 		}
 	}
@@ -184,13 +190,13 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	_, pd, err := digestOfPlan(plan)
 	require.NoError(t, err)
-	data, prev, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
+	data, prev, err := record.EncodeManifest(record.ManifestBody{BackoffVersion: record.BackoffVersion, PlanDigest: pd, CreatedAtUTC: rcv.Unix() - 1})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, manifestName), data, 0o600))
-	seq, prevName := 0, manifestName
+	require.NoError(t, os.WriteFile(filepath.Join(dir, record.ManifestName), data, 0o600))
+	seq, prevName := 0, record.ManifestName
 	put := func(name, kind string, body any) {
 		seq++
-		data, prev, err = seal(kind, seq, link{prevName, prev}, body)
+		data, prev, err = record.Seal(kind, seq, record.Link{Name: prevName, Digest: prev}, body)
 		require.NoError(t, err)
 		prevName = name
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
@@ -198,23 +204,23 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 	ud := urlDigest(t, secretURL)
 	for i, d := range delays {
 		r := rcv.Unix() + int64(i)
-		put(entryName(i+1), kindEntry, &entryBody{
-			BackoffVersion: backoffVersion, Sequence: i + 1, PlanDigest: pd,
+		put(record.EntryName(i+1), record.KindEntry, &record.EntryBody{
+			BackoffVersion: record.BackoffVersion, Sequence: i + 1, PlanDigest: pd,
 			Method: "PUT", URLDigest: ud, RequestID: "req-" + string(rune('a'+i%26)), Status: 429,
-			RetryAfter: retryAfterJSON{Kind: "seconds", Value: d},
-			Timing:     &timingJSON{r, r + d, d},
-			Provenance: provenance{Attempt: 1},
+			RetryAfter: record.RetryAfterJSON{Kind: "seconds", Value: d},
+			Timing:     &record.TimingJSON{ReceivedAtUTC: r, NotBeforeUTC: r + d, ServerDelaySeconds: d},
+			Provenance: record.Provenance{Attempt: 1},
 		})
 	}
 	for _, id := range acked {
-		fd := fileDigest(id)
-		put(receiptName(fd), kindReceipt, &receiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
+		fd := record.FileDigest(id)
+		put(receiptName(fd), record.KindReceipt, &record.ReceiptBody{PlanDigest: pd, FileDigest: fd, Method: "PUT", URLDigest: ud,
 			Attempt: 1, Status: 201, ACK: true, RequestID: "req-ok", ETag: `"0x1"`, RecordedAtUTC: rcv.Unix()})
 	}
 	if seq > 0 {
-		data, _, err := seal(kindHead, seq, link{prevName, prev}, &headBody{})
+		data, _, err := record.Seal(record.KindHead, seq, record.Link{Name: prevName, Digest: prev}, &record.HeadBody{})
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), data, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, record.HeadName(seq)), data, 0o600))
 	}
 }
 
@@ -225,14 +231,14 @@ func appendRecord(t testing.TB, dir, name, kind string, body any) {
 	t.Helper()
 	s, err := scan(osFS, dir, nil)
 	require.NoError(t, err)
-	seq, prev := s.nextLink()
-	data, digest, err := seal(kind, seq, prev, body)
+	seq, prev := s.NextLink()
+	data, digest, err := record.Seal(kind, seq, prev, body)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
-	hd, _, err := seal(kindHead, seq, link{name, digest}, &headBody{})
+	hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: name, Digest: digest}, &record.HeadBody{})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, headName(seq)), hd, 0o600))
-	for _, h := range s.heads {
+	require.NoError(t, os.WriteFile(filepath.Join(dir, record.HeadName(seq)), hd, 0o600))
+	for _, h := range s.Heads {
 		require.NoError(t, os.Remove(filepath.Join(dir, h)))
 	}
 }
@@ -309,8 +315,8 @@ func withFS(f fsys.FS) Option {
 // scan reads and verifies the run directory dir, reading again no immutable
 // file of prev (nil or an earlier snapshot). Its error is dir's own: not
 // readable, empty (errNoRun), no journal name (ErrNotRun).
-func scan(fsy fsys.FS, dir string, prev *snapshot) (*snapshot, error) {
-	return scanRun(locOf(newDirStore(fsy, dir)), prev, time.Now())
+func scan(fsy fsys.FS, dir string, prev *runread.Snapshot) (*runread.Snapshot, error) {
+	return runread.ScanRun(store.LocOf(store.NewDir(fsy, dir)), prev, time.Now())
 }
 
-func receiptName(fileDigest string) string { return receiptNameRound(fileDigest, 1) }
+func receiptName(fileDigest string) string { return record.ReceiptNameRound(fileDigest, 1) }

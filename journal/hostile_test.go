@@ -3,13 +3,16 @@ package journal
 import (
 	"context"
 	"errors"
-	"github.com/readrecovery/readrecovery/internal/unixtime"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
+	"github.com/readrecovery/readrecovery/internal/unixtime"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
@@ -61,7 +64,7 @@ func TestOnlyRegularFilesAreOpened(t *testing.T) {
 		},
 		"directory": func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o700)) },
 	}
-	for _, name := range append(fileNames, markerName) {
+	for _, name := range append(fileNames, record.MarkerName) {
 		for kind, make := range kinds {
 			t.Run(name+"/"+kind, func(t *testing.T) {
 				dir := filepath.Join(t.TempDir(), "run")
@@ -106,10 +109,10 @@ func TestNotAJournalRun(t *testing.T) {
 
 	j, _ := newRun(t)
 	record429(t, j, context.Background(), getReq(t), secs(1), timing(t0, 1))
-	require.NoError(t, os.Remove(filepath.Join(j.Dir(), manifestName)))
+	require.NoError(t, os.Remove(filepath.Join(j.Dir(), record.ManifestName)))
 	findings, err := verify(j.Dir())
 	require.NoError(t, err)
-	require.Contains(t, findings, Finding{File: manifestName, Problem: "missing run manifest"})
+	require.Contains(t, findings, Finding{File: record.ManifestName, Problem: "missing run manifest"})
 }
 
 // TestNamesAreEscaped: a file name with a newline or an escape

@@ -10,6 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/httprule"
@@ -22,20 +28,19 @@ import (
 // because the run is full has the methods JournalFull and JournalRestricted (find them
 // with errors.As); a refused review says why, and writes nothing.
 var (
-	// errCorrupt: the run failed verification (a missing, unreadable, oversized, edited,
-	// truncated, reordered or unexpected file, a broken chain, too many files): unresolved.
-	errCorrupt = errors.New("journal: run failed verification")
-
+	// ErrNotRun means a directory holds files but none of the names a journal
+	// writes (run.json, backoff-*, receipt-*, …): it is not a journal run, and
+	// the journal neither reports it as a run nor writes into it.
+	ErrNotRun = store.ErrNotRun
+	// ErrPending means pending-request.json already exists: another process is sending a
+	// request (its worker holds the marker live), or an earlier one never finished (its
+	// worker died). The run is unresolved.
+	ErrPending = runread.ErrPending
 	// ErrRestricted is wrapped by the *RestrictedError of a run whose state
 	// forbids network access (waiting or unresolved).
 	ErrRestricted = errors.New("journal: run restricted")
 
 	errLimit = errors.New("journal: run limit reached") // the run is full (fullError)
-
-	// ErrPending means pending-request.json already exists: another process is sending a
-	// request (its worker holds the marker live), or an earlier one never finished (its
-	// worker died). The run is unresolved.
-	ErrPending = errors.New("journal: unfinished request pending")
 
 	// errLive: a pending review named a marker whose worker holds it live; errReviewRefused holds too.
 	errLive = errors.New("journal: the marker's worker is alive")
@@ -198,19 +203,19 @@ func (j *Journal) impl() runner {
 // run is one run, or one shard of a parallel run: its storage, what it
 // read last, and the request this Journal has in flight there.
 type run struct {
-	b           *loc // the run's storage
+	b           *store.Loc // the run's storage
 	clock       clock.Clock
 	plan        map[string]bool // file digests of the plan given to Open; nil when none
 	pendingWait time.Duration   // see WithPendingWait
 	slot        chan struct{}   // held from Begin to Complete/Backoff
 
 	mu            sync.Mutex
-	snap          *snapshot
-	inflight      *markerFile // the marker this Journal holds, or nil
-	markerVersion string      // the store's version of that marker: its conditional delete names it
-	markerData    []byte      // the bytes of that marker
-	markerHold    func()      // ends the store's hold (lock or lease) that shows it live
-	failed        string      // a persistence failure; the Journal stays unresolved
+	snap          *runread.Snapshot
+	inflight      *record.MarkerFile // the marker this Journal holds, or nil
+	markerVersion string             // the store's version of that marker: its conditional delete names it
+	markerData    []byte             // the bytes of that marker
+	markerHold    func()             // ends the store's hold (lock or lease) that shows it live
+	failed        string             // a persistence failure; the Journal stays unresolved
 	// started: by file digest, the upload this Journal began; a file with records of its
 	// round that this Journal did not begin is unknown and refused (checkRequest).
 	started map[string]*ownUpload
@@ -221,7 +226,7 @@ type run struct {
 
 func (j *run) zero() bool { return j == nil || j.b == nil || j.slot == nil }
 
-func openRun(b *loc, cfg config, wait time.Duration, plan []string) *run {
+func openRun(b *store.Loc, cfg config, wait time.Duration, plan []string) *run {
 	j := &run{b: b, clock: cfg.clock, pendingWait: wait, slot: make(chan struct{}, 1), started: map[string]*ownUpload{}}
 	if plan != nil {
 		j.plan = make(map[string]bool, len(plan))
@@ -262,7 +267,7 @@ var _ readrecovery.Journal = (*Journal)(nil)
 // [Existing] it never creates.
 func Open(dir string, opts ...Option) (*Journal, error) {
 	cfg := newConfig(opts)
-	return openLoc(context.Background(), locOf(newDirStore(cfg.fs, dir)), opts)
+	return openLoc(context.Background(), store.LocOf(store.NewDir(cfg.fs, dir)), opts)
 }
 
 // Existing makes [Open] and [OpenStore] open only a run that exists: a
@@ -272,21 +277,21 @@ func Existing() Option { return optionFunc(func(c *config) { c.existing = true }
 
 // openLoc opens the run kept in ub; ctx bounds the opening's lists and reads, never the
 // Journal's later calls.
-func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
-	b := ub.with(ctx)
+func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error) {
+	b := ub.With(ctx)
 	cfg := newConfig(opts)
-	dir := b.name
+	dir := b.Name
 	jr := &Journal{dir: dir, clock: cfg.clock, nx: nextState{plan: cfg.plan}}
 	planFiles, planDigest, err := digestOfPlan(cfg.plan)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.parallelSet && (cfg.parallel < minParallel || cfg.parallel > maxParallel) {
-		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, minParallel, maxParallel)
+	if cfg.parallelSet && (cfg.parallel < record.MinParallel || cfg.parallel > record.MaxParallel) {
+		return nil, fmt.Errorf("journal: WithParallel(%d): the shard count must be %d to %d", cfg.parallel, record.MinParallel, record.MaxParallel)
 	}
-	n := rootParallel(b)
+	n := runread.RootParallel(b)
 	if n > 0 && cfg.parallelSet && cfg.parallel != n {
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", escapeName(dir), n, cfg.parallel)
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not WithParallel(%d)", store.EscapeName(dir), n, cfg.parallel)
 	}
 	if n > 0 || cfg.parallelSet {
 		create := n == 0 && !cfg.existing
@@ -298,7 +303,7 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 		}
 		return jr, nil
 	}
-	if err := b.nested(); err != nil {
+	if err := b.Nested(); err != nil {
 		return nil, err
 	}
 	own := planFiles
@@ -310,8 +315,8 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.plan != nil && s.manifest != nil && s.manifest.planDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
+	if cfg.plan != nil && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
 	}
 	j.snap = s
 	jr.r = j
@@ -321,45 +326,45 @@ func openLoc(ctx context.Context, ub *loc, opts []Option) (*Journal, error) {
 // openSnap reads the run in b, creating it (with create) when it does not exist or its
 // creation stopped before the manifest (another worker's under way, or a killed one: it
 // is finished). parallel and parts are create's, for a parallel run's root.
-func (j *run) openSnap(b *loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*snapshot, error) {
-	s, err := scanRun(b, nil, j.clock.Now())
+func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*runread.Snapshot, error) {
+	s, err := runread.ScanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
-		err = errNoRun
-		if pl, ok := s.cache[planName].(planList); ok && !given {
-			planFiles, planDigest = pl.files, pl.digest // the creation's own plan
+		err = runread.ErrNoRun
+		if pl, ok := s.Cache[record.PlanName].(runread.PlanList); ok && !given {
+			planFiles, planDigest = pl.Files, pl.Digest // the creation's own plan
 		}
 	}
 	switch {
 	case err == nil:
 		return s, nil
-	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoRun)):
-		s, err = j.create(planFiles, planDigest, errors.Is(err, errNoRun), parallel, parts)
+	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, runread.ErrNoRun)):
+		s, err = j.create(planFiles, planDigest, errors.Is(err, runread.ErrNoRun), parallel, parts)
 		if err == nil && s == nil {
 			// Another worker linked the manifest first: open its run.
-			s, err = scanRun(b, nil, j.clock.Now())
+			s, err = runread.ScanRun(b, nil, j.clock.Now())
 		}
 		if err != nil {
-			return nil, fmt.Errorf("journal: create run %s: %w", escapeName(b.name), bareErr(err))
+			return nil, fmt.Errorf("journal: create run %s: %w", store.EscapeName(b.Name), store.BareErr(err))
 		}
 		return s, nil
 	}
-	return nil, dirError(b.name, err)
+	return nil, runread.DirError(b.Name, err)
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
 // (a root's shards), and last the manifest, so that a run with a manifest is whole. A
 // manifest that exists is another worker's: a nil snapshot, the caller reads it.
-func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*snapshot, error) {
-	planData, err := encodePlanList(plan)
+func (j *run) create(plan []string, planDigest string, exists bool, parallel int, parts func() error) (*runread.Snapshot, error) {
+	planData, err := record.EncodePlanList(plan)
 	if err != nil {
 		return nil, err
 	}
-	if len(planData) > maxPlanBytes {
-		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), maxPlanBytes)
+	if len(planData) > record.MaxPlanBytes {
+		return nil, full("the plan of %d files needs %d bytes, over the %d-byte cap", len(plan), len(planData), record.MaxPlanBytes)
 	}
-	err = j.b.initRun(exists)
+	err = j.b.InitRun(exists)
 	if err == nil {
-		err = j.putPart(planName, planData)
+		err = j.putPart(record.PlanName, planData)
 	}
 	if err == nil && parts != nil {
 		err = parts()
@@ -367,33 +372,33 @@ func (j *run) create(plan []string, planDigest string, exists bool, parallel int
 	if err != nil {
 		return nil, err
 	}
-	data, digest, err := encodeManifest(manifestBody{BackoffVersion: backoffVersion, PlanDigest: planDigest,
+	data, digest, err := record.EncodeManifest(record.ManifestBody{BackoffVersion: record.BackoffVersion, PlanDigest: planDigest,
 		CreatedAtUTC: j.clock.Now().Unix(), Parallel: parallel})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := j.b.put(manifestName, data); err != nil {
+	if _, err := j.b.Put(record.ManifestName, data); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, nil // another worker's: the caller reads it
 		}
 		return nil, err
 	}
-	mi := manifestInfo{planDigest: planDigest, genesis: digest, parallel: parallel}
-	s := newSnapshot()
-	s.files, s.manifest, s.planFiles = 2, &mi, plan
-	s.cache[manifestName] = mi
-	s.cache[planName] = planList{plan, planDigest}
+	mi := record.ManifestInfo{PlanDigest: planDigest, Genesis: digest, Parallel: parallel}
+	s := runread.NewSnapshot()
+	s.Files, s.Manifest, s.PlanFiles = 2, &mi, plan
+	s.Cache[record.ManifestName] = mi
+	s.Cache[record.PlanName] = runread.PlanList{Files: plan, Digest: planDigest}
 	return s, nil
 }
 
 // putPart stores a creation's part exclusively; one that exists is no error when it
 // holds exactly data, else [ErrPlanMismatch].
 func (j *run) putPart(name string, data []byte) error {
-	_, err := j.b.put(name, data)
+	_, err := j.b.Put(name, data)
 	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	had, _, ok := j.b.read(nil, name, maxPlanBytes)
+	had, _, ok := j.b.Read(nil, name, record.MaxPlanBytes)
 	switch {
 	case !ok:
 		return fmt.Errorf("%s exists and cannot be read: %w", name, err)
@@ -405,12 +410,12 @@ func (j *run) putPart(name string, data []byte) error {
 
 // unfinishedCreation: no run.json and nothing but plan.json and temporary files, so no
 // request was sent (every request follows the manifest).
-func unfinishedCreation(s *snapshot) bool {
-	if s.manifest != nil {
+func unfinishedCreation(s *runread.Snapshot) bool {
+	if s.Manifest != nil {
 		return false
 	}
-	for _, de := range s.listed {
-		if _, tmp := parseTempName(de.name); !de.regular || (!tmp && de.name != planName) {
+	for _, de := range s.Listed {
+		if _, tmp := record.ParseTempName(de.Name); !de.Regular || (!tmp && de.Name != record.PlanName) {
 			return false
 		}
 	}
@@ -424,17 +429,6 @@ func (j *Journal) Dir() string {
 		return ""
 	}
 	return j.dir
-}
-
-// Status returns the run's state at now from what this Journal read last: it reads nothing
-// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
-// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
-// the run at a glance.
-func (j *Journal) Status(now time.Time) Status {
-	if j.zero() {
-		return zeroStatus()
-	}
-	return j.glance(j.r.status(now), now) // statusview.go
 }
 
 // Admit reports whether a request of this run may access the network at now: nil for clear
@@ -471,7 +465,7 @@ func (j *Journal) Begin(ctx context.Context, req readrecovery.JournalRequest) er
 	case ctx == nil:
 		return errors.New("journal: begin: nil context")
 	}
-	if err := validRequest("", req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
+	if err := record.ValidRequest("", req.Method, req.URLDigest, req.Attempt, req.ResendOf); err != nil {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	return j.r.Begin(ctx, req)
@@ -556,7 +550,7 @@ func (j *Journal) Shard(id string) int {
 	if j.zero() {
 		return 0
 	}
-	return j.r.lanes()[j.r.lane(fileDigest(id))].shardNo
+	return j.r.lanes()[j.r.lane(record.FileDigest(id))].shardNo
 }
 
 // statusLocked: with ignoreOwn, this Journal's own marker in flight does not count.
@@ -564,7 +558,7 @@ func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
 	}
-	return j.snap.status(now, ignoreOwn && j.inflight != nil)
+	return statusOf(j.snap, now, ignoreOwn && j.inflight != nil)
 }
 
 // unmarked is the status with every marker left out (unresolved after a
@@ -573,20 +567,20 @@ func (j *run) unmarked(now time.Time) Status {
 	if j.failed != "" {
 		return j.statusLocked(now, false)
 	}
-	return j.snap.status(now, true)
+	return statusOf(j.snap, now, true)
 }
 
 // refreshLocked re-reads the listing and the files it does not know yet (records are
 // immutable), so that another process's records count; ctx bounds the reads.
 func (j *run) refreshLocked(ctx context.Context) {
-	b := j.b.with(ctx)
+	b := j.b.With(ctx)
 	if j.inflight != nil && j.markerData != nil {
-		b.own = &lightMarker{data: j.markerData, version: j.markerVersion} // its bytes are known
+		b.Own = &store.LightMarker{Data: j.markerData, Version: j.markerVersion} // its bytes are known
 	}
-	s, err := scanRun(b, j.snap, j.clock.Now())
+	s, err := runread.ScanRun(b, j.snap, j.clock.Now())
 	if err != nil {
-		s = newSnapshot()
-		s.addFinding(".", "cannot read the run directory: %s", redact.Text(err.Error()))
+		s = runread.NewSnapshot()
+		s.Findings.Add(".", "cannot read the run directory: %s", redact.Text(err.Error()))
 	}
 	j.snap = s
 }
@@ -608,17 +602,17 @@ func (j *run) refreshFinishing(ctx context.Context) {
 // leaves the run as it was.
 func (j *run) finishDeadReview() bool {
 	s := j.snap
-	if j.inflight != nil || j.failed != "" || !s.pending || s.pendingDigest == "" || len(s.findings) > 0 ||
-		!(s.pendingResolved != "" || s.pendingUnsent || (s.pendingReview && s.pendingLive == holdNone)) {
+	if j.inflight != nil || j.failed != "" || !s.Pending || s.PendingDigest == "" || len(s.Findings) > 0 ||
+		!(s.PendingResolved != "" || s.PendingUnsent || (s.PendingReview && s.PendingLive == store.HoldNone)) {
 		return false
 	}
-	h := s.lastHead()
-	if n := s.lastSeq; n > 0 && h == n-1 && !s.pendingUnsent {
-		hd, _, err := seal(kindHead, n, link{s.seq[n].name, s.seq[n].Digest}, &headBody{})
+	h := s.LastHead()
+	if n := s.LastSeq; n > 0 && h == n-1 && !s.PendingUnsent {
+		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, &record.HeadBody{})
 		if err != nil {
 			return false
 		}
-		if _, err := j.b.put(headName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if _, err := j.b.Put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -651,7 +645,7 @@ func (j *run) waitOut(ctx context.Context, try func(start time.Time, first bool)
 		err := try(start, first)
 		id := ""
 		if err != nil && j.snap != nil {
-			id = j.snap.pendingID
+			id = j.snap.PendingID
 		}
 		j.mu.Unlock()
 		var re *RestrictedError
@@ -706,13 +700,13 @@ func (j *run) acquire(ctx context.Context) error {
 }
 
 // requestMarker is the marker of req; an upload's mutation names its file.
-func requestMarker(ctx context.Context, req readrecovery.JournalRequest) markerFile {
-	m := markerFile{
-		BackoffVersion: backoffVersion, Method: req.Method, URLDigest: req.URLDigest,
+func requestMarker(ctx context.Context, req readrecovery.JournalRequest) record.MarkerFile {
+	m := record.MarkerFile{
+		BackoffVersion: record.BackoffVersion, Method: req.Method, URLDigest: req.URLDigest,
 		Attempt: req.Attempt, ResendOf: req.ResendOf,
 	}
 	if u, ok := ctx.Value(uploadKey{}).(uploadMark); ok && httprule.IsMutation(req.Method) {
-		m.FileDigest, m.Part = fileDigest(u.id), u.part
+		m.FileDigest, m.Part = record.FileDigest(u.id), u.part
 	}
 	return m
 }
@@ -759,7 +753,7 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 
 // checkClaimed is the check under m's claim, after err if any: the request, then others
 // (the other shards' status). A refusal removes the marker; an upload's begin is recorded.
-func (j *run) checkClaimed(m markerFile, others Status, err error) error {
+func (j *run) checkClaimed(m record.MarkerFile, others Status, err error) error {
 	if err == nil {
 		err = j.checkRequest(m, j.clock.Now())
 	}
@@ -773,7 +767,7 @@ func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 		if err := j.beginRecord(m); err != nil {
 			return err
 		}
-		round := j.snap.view(m.FileDigest, true).round // this Journal's upload of the round
+		round := j.snap.View(m.FileDigest, true).Round // this Journal's upload of the round
 		if u := j.started[m.FileDigest]; u == nil || u.round != round {
 			j.started[m.FileDigest] = &ownUpload{round: round}
 		}
@@ -785,31 +779,31 @@ func (j *run) checkClaimed(m markerFile, others Status, err error) error {
 // adds at most footprint files (its claim's marker included), or one entry.
 func (j *run) checkLimits() error {
 	s := j.snap
-	files := s.files
+	files := s.Files
 	if j.inflight != nil {
 		files--
 	}
-	if n := len(s.entries()); n >= maxEntries {
+	if n := len(s.Entries()); n >= record.MaxEntries {
 		return full("%d backoff entries recorded, the most a run holds: entry %d could not be written, so nothing is sent", n, n+1)
 	}
-	if files+footprint > maxFiles {
-		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, footprint, maxFiles)
+	if files+record.Footprint > record.MaxFiles {
+		return full("%d files in the run; a request needs room for %d more of at most %d, so nothing is sent", files, record.Footprint, record.MaxFiles)
 	}
 	return nil
 }
 
 // checkRequest decides from the snapshot whether m's request may be sent at now; a part
 // or commit of a file this run never sends again is refused.
-func (j *run) checkRequest(m markerFile, now time.Time) error {
+func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 	s := j.snap
 	if st := j.statusLocked(now, true); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
 	if m.FileDigest != "" {
-		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.inPlan(m.FileDigest) {
+		if (j.plan != nil && !j.plan[m.FileDigest]) || !s.InPlan(m.FileDigest) {
 			return refuse(ErrPlanMismatch, "the upload names a file outside the plan")
 		}
-		switch fd := s.decide(m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
+		switch fd := decide(s, m.FileDigest, NewApproval, Status{State: Clear}, true); fd.State {
 		case FileAcked:
 			return refuse(errReplay, "the file is acked: %s", fd.Reason)
 		case FileReviewed:
@@ -817,8 +811,8 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 				return refuse(errReplay, "the file: %s", fd.Reason)
 			}
 		case FileUnknown: // only this Journal's own upload of the round goes on
-			v, u := s.view(m.FileDigest, true), j.started[m.FileDigest]
-			if u == nil || u.round != v.round || v.receipt != nil || v.bad != "" || u.closed {
+			v, u := s.View(m.FileDigest, true), j.started[m.FileDigest]
+			if u == nil || u.round != v.Round || v.Receipt != nil || v.Bad != "" || u.closed {
 				return refuse(errReplay, "the file is unknown: %s", fd.Reason)
 			}
 			if u.throttledBy != "" && (m.Attempt != 2 || m.ResendOf != u.throttledBy) {
@@ -826,7 +820,7 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 			}
 		}
 	}
-	if m.ResendOf != "" && !s.hasEntry(m.ResendOf, m.FileDigest) {
+	if m.ResendOf != "" && !hasEntry(s, m.ResendOf, m.FileDigest) {
 		return errors.New("journal: begin: resend_of names no backoff entry of this run for this file")
 	}
 	return nil
@@ -835,18 +829,18 @@ func (j *run) checkRequest(m markerFile, now time.Time) error {
 // claim creates the marker m exclusively and durably; this Journal then holds it
 // (inflight). An existing marker is another request's: a *RestrictedError wrapping
 // ErrPending, nothing written. Any other failure is a persistence failure.
-func (j *run) claim(m markerFile) error {
+func (j *run) claim(m record.MarkerFile) error {
 	m.Host, m.PID = workerHost, workerPID
-	data, err := marshalLine(m)
+	data, err := record.MarshalLine(m)
 	if err != nil {
 		return err
 	}
-	version, hold, err := j.b.createMarker(data)
+	version, hold, err := j.b.CreateMarker(data)
 	switch {
 	case errors.Is(err, fs.ErrExist): // another request's: nothing of this Journal failed
-		reason := markerName + ": " + pendingProblem
-		if r := j.snap.pendingResolved; r != "" {
-			reason = markerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
+		reason := record.MarkerName + ": " + runread.PendingProblem
+		if r := j.snap.PendingResolved; r != "" {
+			reason = record.MarkerName + ": resolved by " + r + " but still present: `journal review --pending` again removes it"
 		}
 		return &RestrictedError{Status: Status{State: Unresolved, Reason: reason, cause: ErrPending}}
 	case err != nil:
@@ -854,7 +848,7 @@ func (j *run) claim(m markerFile) error {
 		return fmt.Errorf("journal: begin: %w", err)
 	}
 	j.markerVersion, j.markerData, j.markerHold = version, data, hold
-	j.snap.pending, j.snap.pendingFile, j.snap.files = true, m.FileDigest, j.snap.files+1
+	j.snap.Pending, j.snap.PendingFile, j.snap.Files = true, m.FileDigest, j.snap.Files+1
 	j.inflight = &m
 	return nil
 }
@@ -864,7 +858,7 @@ func (j *run) claim(m markerFile) error {
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
 	if err := j.clearMarker(); err != nil {
-		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, bareErr(err))
+		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, store.BareErr(err))
 	}
 	return refusal
 }
@@ -876,17 +870,6 @@ func (j *run) release() {
 		j.markerHold()
 		j.markerHold = nil
 	}
-}
-
-func writeSyncClose(f fsys.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // fail records a persistence failure: the Journal is unresolved from now on.
@@ -903,63 +886,63 @@ func (j *run) fail(why string) {
 // exclusively, then the head naming it (unless its request's begun head stands for it)
 // and removes the heads it replaces. linked reports whether the record exists durably;
 // an error after that is the head's: the marker stays, unresolved until a review.
-func (j *run) putRecord(name, kind string, body any) (e env, linked bool, err error) {
+func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool, err error) {
 	s := j.snap
-	seq, prev := s.nextLink()
+	seq, prev := s.NextLink()
 	if seq == 0 {
-		return env{}, false, errors.New("run.json is unusable: nothing is written")
+		return record.Env{}, false, errors.New("run.json is unusable: nothing is written")
 	}
-	data, digest, err := seal(kind, seq, prev, body)
+	data, digest, err := record.Seal(kind, seq, prev, body)
 	if err != nil {
-		return env{}, false, err
+		return record.Env{}, false, err
 	}
-	e = env{Seq: seq, Prev: prev, Digest: digest}
-	linked, err = j.b.put(name, data)
-	s.gen = scanGen.Add(1) // what this Journal wrote is news
+	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
+	linked, err = j.b.Put(name, data)
+	s.Gen = runread.ScanGen.Add(1) // what this Journal wrote is news
 	if !linked {
 		return e, false, err
 	}
-	s.seq[seq], s.lastSeq = rec{name, loaded{e, body}}, max(s.lastSeq, seq)
-	s.cache[name] = loaded{e, body}
-	s.files++
+	s.Seq[seq], s.LastSeq = runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}, max(s.LastSeq, seq)
+	s.Cache[name] = runread.Loaded{Env: e, Body: body}
+	s.Files++
 	if err != nil {
 		return e, true, err
 	}
-	if b := s.begun; b != nil && b.Seq == seq {
-		s.begun = nil
+	if b := s.Begun; b != nil && b.Seq == seq {
+		s.Begun = nil
 		return e, true, nil
 	}
-	return e, true, j.putHead(seq, link{name, digest}, nil)
+	return e, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
 }
 
 // putHead writes head-seq after prev, the run's last record (a begun head when begun is
 // not nil), then removes the heads it replaces.
-func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
+func (j *run) putHead(seq int, prev record.Link, begun *record.BegunRequest) error {
 	s := j.snap
-	body := &headBody{Begun: begun}
-	hd, digest, err := seal(kindHead, seq, prev, body)
+	body := &record.HeadBody{Begun: begun}
+	hd, digest, err := record.Seal(record.KindHead, seq, prev, body)
 	if err != nil {
 		return err
 	}
-	hn := headName(seq)
-	hl, err := j.b.put(hn, hd)
+	hn := record.HeadName(seq)
+	hl, err := j.b.Put(hn, hd)
 	if hl {
-		e := env{Seq: seq, Prev: prev, Digest: digest}
-		s.cache[hn] = loaded{e, body} // immutable: the next scan need not read it
-		s.files++
+		e := record.Env{Seq: seq, Prev: prev, Digest: digest}
+		s.Cache[hn] = runread.Loaded{Env: e, Body: body} // immutable: the next scan need not read it
+		s.Files++
 		if begun != nil {
-			s.begun = &begunHead{hn, e, *begun}
+			s.Begun = &runread.BegunHead{Name: hn, Env: e, Req: *begun}
 		}
-		older := s.heads
-		s.heads = []string{hn}
+		older := s.Heads
+		s.Heads = []string{hn}
 		for _, o := range older {
 			if o == hn {
 				continue
 			}
-			if err := j.b.removeHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
-				s.files--
+			if err := j.b.RemoveHead(o); err == nil || errors.Is(err, fs.ErrNotExist) {
+				s.Files--
 			} else {
-				s.heads = append(s.heads, o) // removed by a later write
+				s.Heads = append(s.Heads, o) // removed by a later write
 			}
 		}
 	}
@@ -972,16 +955,16 @@ func (j *run) putHead(seq int, prev link, begun *begunRequest) error {
 // beginRecord writes an upload request's begun head under its claim, before it is sent,
 // so that a marker removed by hand is a finding, never a way to make the file eligible.
 // A head not written ends the claim; one written but not durably keeps the marker.
-func (j *run) beginRecord(m markerFile) error {
-	seq, prev := j.snap.nextLink()
-	err := j.putHead(seq, prev, &begunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
+func (j *run) beginRecord(m record.MarkerFile) error {
+	seq, prev := j.snap.NextLink()
+	err := j.putHead(seq, prev, &record.BegunRequest{Method: m.Method, URLDigest: m.URLDigest, FileDigest: m.FileDigest,
 		Part: m.Part, Attempt: m.Attempt, ResendOf: m.ResendOf, BegunAtUTC: m.BegunAtUTC})
 	if err == nil {
 		return nil
 	}
-	j.fail("write " + headName(seq) + ": " + redact.Text(err.Error()))
-	err = fmt.Errorf("journal: begin: %w", bareErr(err))
-	if j.snap.begun == nil {
+	j.fail("write " + record.HeadName(seq) + ": " + redact.Text(err.Error()))
+	err = fmt.Errorf("journal: begin: %w", store.BareErr(err))
+	if j.snap.Begun == nil {
 		return j.unclaim(err)
 	}
 	j.inflight = nil
@@ -992,16 +975,16 @@ func (j *run) beginRecord(m markerFile) error {
 // clearMarker removes this Journal's marker (conditionally on its version, where the
 // store has versions); a failure is a persistence failure.
 func (j *run) clearMarker() error {
-	err := j.b.removeMarker(j.markerVersion)
+	err := j.b.RemoveMarker(j.markerVersion)
 	j.release() // after the removal: the marker is never unheld while present and in flight
 	if err != nil {
 		j.fail("remove pending-request.json: " + redact.Text(err.Error()))
 		return err
 	}
 	j.markerVersion, j.markerData = "", nil
-	j.snap.gen = scanGen.Add(1)
-	j.snap.pending, j.snap.pendingFile, j.snap.pendingID = false, "", ""
-	j.snap.files--
+	j.snap.Gen = runread.ScanGen.Add(1)
+	j.snap.Pending, j.snap.PendingFile, j.snap.PendingID = false, "", ""
+	j.snap.Files--
 	return nil
 }
 
@@ -1014,7 +997,7 @@ func (j *run) finish() {
 
 // takeInflight checks that req is the request Begin recorded; the caller
 // finishes it after nil. A request that differs is finished at once.
-func (j *run) takeInflight(req readrecovery.JournalRequest) (*markerFile, error) {
+func (j *run) takeInflight(req readrecovery.JournalRequest) (*record.MarkerFile, error) {
 	m := j.inflight
 	if m == nil {
 		return nil, errors.New("journal: no request in flight (Begin was not called)")
@@ -1041,26 +1024,26 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	}
 	defer j.finish()
 	s := j.snap
-	e := entryBody{
-		BackoffVersion: backoffVersion, Sequence: len(s.entries()) + 1, PlanDigest: s.planDigest(),
+	e := record.EntryBody{
+		BackoffVersion: record.BackoffVersion, Sequence: len(s.Entries()) + 1, PlanDigest: s.PlanDigest(),
 		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
-		RetryAfter: retryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance: provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
+		RetryAfter: record.RetryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
+		Provenance: record.Provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 	}
-	if timing != nil && representable(timing) {
+	if timing != nil && record.Representable(timing) {
 		// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
-		e.Timing = &timingJSON{timing.ReceivedAtUTC, timing.NotBeforeUTC, timing.ServerDelaySeconds}
+		e.Timing = &record.TimingJSON{ReceivedAtUTC: timing.ReceivedAtUTC, NotBeforeUTC: timing.NotBeforeUTC, ServerDelaySeconds: timing.ServerDelaySeconds}
 	}
-	if e.Sequence > maxEntries {
+	if e.Sequence > record.MaxEntries {
 		j.fail("entry limit")
-		return "", full("entry %d is beyond the %d a run holds", e.Sequence, maxEntries)
+		return "", full("entry %d is beyond the %d a run holds", e.Sequence, record.MaxEntries)
 	}
-	if err := validEntry(e); err != nil {
+	if err := record.ValidEntry(e); err != nil {
 		j.fail("invalid backoff entry: " + err.Error())
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
-	name := entryName(e.Sequence)
-	ev, linked, err := j.writeRecord(name, kindEntry, &e)
+	name := record.EntryName(e.Sequence)
+	ev, linked, err := j.writeRecord(name, record.KindEntry, &e)
 	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
 		if linked {
 			u.throttledBy, u.throttledName = ev.Digest, name
@@ -1071,8 +1054,8 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 	if !linked {
 		return "", fmt.Errorf("journal: backoff: %w", err)
 	}
-	if why := untimed(e); why != "" {
-		s.addFinding(name, "%s", why)
+	if why := record.Untimed(e); why != "" {
+		s.Findings.Add(name, "%s", why)
 	}
 	if err == nil {
 		err = j.clearMarker()
@@ -1084,21 +1067,21 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 }
 
 // writeRecord is putLinked of the request in flight; a failure is a persistence failure.
-func (j *run) writeRecord(name, kind string, body any) (env, bool, error) {
+func (j *run) writeRecord(name, kind string, body any) (record.Env, bool, error) {
 	r, linked, err := j.putLinked(name, kind, body)
 	if err != nil {
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 	}
-	return r.env, linked, err
+	return r.Env, linked, err
 }
 
 // putLinked is putRecord, its record added to the snapshot once linked: false means
 // nothing was written; true with an error, in the run but not durably.
-func (j *run) putLinked(name, kind string, body any) (rec, bool, error) {
+func (j *run) putLinked(name, kind string, body any) (runread.Rec, bool, error) {
 	e, linked, err := j.putRecord(name, kind, body)
-	r := rec{name, loaded{e, body}}
+	r := runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}
 	if linked {
-		j.snap.add(r)
+		j.snap.Add(r)
 	}
 	return r, linked, err
 }
@@ -1128,22 +1111,22 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 	}
 	switch {
 	case m.FileDigest != "" && m.Part:
-		p := partBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Part: len(s.partsOf(m.FileDigest)) + 1,
+		p := record.PartBody{
+			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Part: len(s.PartsOf(m.FileDigest)) + 1,
 			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
 			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 			RecordedAtUTC: j.clock.Now().Unix(),
 		}
-		if p.Part > maxParts {
+		if p.Part > record.MaxParts {
 			j.fail("part limit")
-			return full("part %d of one file is beyond the %d a file holds", p.Part, maxParts)
+			return full("part %d of one file is beyond the %d a file holds", p.Part, record.MaxParts)
 		}
-		_, _, err = j.writeRecord(partName(m.FileDigest, p.Part), kindPart, &p)
+		_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
 	case m.FileDigest != "":
-		round := s.view(m.FileDigest, true).round
-		r := receiptBody{
-			PlanDigest: s.planDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
+		round := s.View(m.FileDigest, true).Round
+		r := record.ReceiptBody{
+			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
 			Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
 			RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
 			TransportError: redact.Text(out.TransportError), RecordedAtUTC: j.clock.Now().Unix(),
@@ -1151,13 +1134,13 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 		if round > 1 {
 			r.Round = round
 		}
-		_, _, err = j.writeRecord(receiptNameRound(m.FileDigest, round), kindReceipt, &r)
+		_, _, err = j.writeRecord(record.ReceiptNameRound(m.FileDigest, round), record.KindReceipt, &r)
 	}
 	if err != nil {
-		return fmt.Errorf("journal: receipt: %w", bareErr(err))
+		return fmt.Errorf("journal: receipt: %w", store.BareErr(err))
 	}
 	if err := j.clearMarker(); err != nil {
-		return fmt.Errorf("journal: complete: %w", bareErr(err))
+		return fmt.Errorf("journal: complete: %w", store.BareErr(err))
 	}
 	return nil
 }
@@ -1197,12 +1180,155 @@ func withMark(ctx context.Context, u uploadMark) context.Context {
 
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
-func (s *snapshot) hasEntry(d, file string) bool {
-	for _, e := range s.entries() {
+func hasEntry(s *runread.Snapshot, d, file string) bool {
+	for _, e := range s.Entries() {
 		if e.Digest == d {
-			f := e.entry().Provenance.FileDigest
+			f := e.Entry().Provenance.FileDigest
 			return f == "" || file == "" || f == file
 		}
 	}
 	return false
+}
+
+const (
+	// pendingPoll is how often [WithPendingWait] looks again for another
+	// worker's marker to go.
+	pendingPoll = 25 * time.Millisecond
+	// deadPoll (plus up to as much again) is how often [Journal.Next] reads the run
+	// again while it waits for a dead worker's upload's review (dead-upload-waits).
+	deadPoll = 500 * time.Millisecond
+)
+
+// Store is where a run's records live (shared-runs): a flat set of named,
+// immutable objects plus the one pending marker; formats, digests, the chain
+// and the limits are the journal's. [DirStore] is the local directory;
+// github.com/readrecovery/readrecovery/azure/blobjournal keeps runs in Azure
+// Blob Storage. A Store must not retry a write in a way that could store an
+// object twice, nor send through the transport of the run it records: a
+// failure is a persistence failure, never a wait.
+//
+// The journal finds two optional methods by a type assertion:
+//
+//	ListPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
+//	EnclosingRun(ctx context.Context) (string, error)
+//
+// ListPrefix lists only the whole names that start with prefix: a parallel
+// run's shards ([WithParallel]) live under shard-01/ … shard-NN/ of their
+// root's Store, each listed by ListPrefix, else by List of the root,
+// filtered. EnclosingRun returns the name of the run this one lies inside
+// (Blob: a prefix under one holding a run.json), or "" when none;
+// [OpenStore] refuses such a run (runs never nest).
+//
+// Its methods, as package store declares them:
+//
+//	type Store interface {
+//		// Create stores data under name only if no object of that name exists
+//		// (O_EXCL; Blob: If-None-Match: *), durably before it returns, and
+//		// returns its version (an ETag; "" without versions). When name exists
+//		// it changes nothing and errors.Is(err, fs.ErrExist) holds.
+//		Create(ctx context.Context, name string, data []byte) (version string, err error)
+//		// Read returns name's content and version, reading at most limit+1
+//		// bytes so that a larger object shows as such without being read whole.
+//		// A missing name: errors.Is(err, fs.ErrNotExist).
+//		Read(ctx context.Context, name string, limit int64) (data []byte, version string, err error)
+//		// List returns the names of at most limit objects of the run, in any
+//		// order; an empty run gives none and no error.
+//		List(ctx context.Context, limit int) ([]string, error)
+//		// Remove deletes name only while its version is still version (Blob:
+//		// If-Match; ignored without versions). The journal removes only the
+//		// pending marker and a head a newer head replaced.
+//		Remove(ctx context.Context, name, version string) error
+//		// Hold keeps the marker name this process just created (version from
+//		// Create) live, as Live tells every process, until release, however long
+//		// its request and whatever any clock says (marker-liveness); a dead
+//		// process's hold ends by the store's own means (the kernel's lock, the
+//		// service's lease). The journal releases after the marker's removal; a
+//		// failed Hold is a persistence failure (the marker is removed again, nothing is sent).
+//		Hold(ctx context.Context, name, version string) (release func(), err error)
+//		// Live reports whether a process holds name now, and its version (""
+//		// without versions). A marker is live from its Create on (a store whose
+//		// hold begins at Hold counts the moments between as live by its own
+//		// means). A missing name: errors.Is(err, fs.ErrNotExist); any other error
+//		// means the store cannot tell (no locks): the marker counts as live.
+//		Live(ctx context.Context, name string) (live bool, version string, err error)
+//	}
+type Store = store.Store
+
+// DirStore returns the local directory dir as a [Store], written with the
+// durable-write sequence (immutable-chained-entries). [Open](dir) is
+// [OpenStore] of DirStore(dir), with the checks only a directory has
+// (private-run-directory, hostile-directories).
+func DirStore(dir string) Store { return store.NewDir(fsys.OS{}, dir) }
+
+// OpenStore opens the run kept in st as [Open] does a directory
+// (OpenStore(ctx, DirStore(dir), opts...) is Open(dir, opts...)): it
+// creates a new run when st holds nothing (never with [Existing]), or opens
+// and verifies the existing one. Any number of processes may open, or
+// create together, the same run (docs/policy.md: shared-runs). ctx bounds
+// every list and read of the opening (its writes, when it creates the run,
+// are detached under their own bound), never the Journal's later calls.
+func OpenStore(ctx context.Context, st Store, opts ...Option) (*Journal, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("journal: nil Store")
+	case ctx == nil:
+		return nil, errors.New("journal: open: nil context")
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("journal: open: %w", ctx.Err())
+	}
+	return openLoc(ctx, store.LocOf(st), opts)
+}
+
+// WithPendingWait lets [Journal.Admit] and [Journal.Begin] wait, up to d,
+// for the pending marker of another worker's request to go (docs/policy.md:
+// shared-runs), instead of refusing at once with an unresolved status
+// ([ErrPending]). The wait honours the caller's context. A marker whose
+// worker the store shows dead (marker-liveness) ends the wait at once; one
+// still live after d is refused as a request in flight, never judged dead
+// by its age. Default: 0, no wait. A negative d is ignored.
+func WithPendingWait(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.pendingWait = d
+		}
+	})
+}
+
+// Finding is one problem of a run directory, found by [InspectStore] or by the
+// verification [Open] performs. Any finding makes the run unresolved. File is the file's
+// name inside the run directory, or "." for the directory itself; Problem says what is
+// wrong, in a few words. Its String method returns "file: problem", the line
+// `readrecovery journal verify` prints; a file name that is not plain printable ASCII (a
+// newline, an escape sequence, a quote, a space, anything else) is printed quoted with Go
+// escapes, so that no name can forge a line or reach a terminal raw.
+type Finding = store.Finding
+
+// Summary is what [InspectStore] found in a run. Entries, Receipts, Parts and Reviews count
+// the records that passed their own checks: backoff entries, commit receipts, part receipts
+// and reviews. PlannedFiles is the number of files in plan.json, or -1 for a run written
+// before plan.json existed. Findings are Verify's findings; none means the run verifies
+// clean. Leftovers are the temporary files of interrupted writes older than a minute:
+// neither records nor findings (the pending marker or a missing manifest shows the
+// interruption), but what a crash left, for an operator.
+type Summary = runread.Summary
+
+// InspectStore checks the run kept in st (a directory: [DirStore]) without
+// changing it, and returns in Summary.Findings every finding, one per
+// problem, as docs/policy.md ("The journal in detail") lists them (the
+// location, every file, the chain and a pending marker), and in Summary the
+// counts of what the run holds (`readrecovery journal verify`'s "ok" line). No findings means the run can never be unresolved but by
+// clock regression, which depends on the time of the question (see
+// [Journal.Status]). The error is non-nil only when the run itself cannot
+// be read: it does not exist or holds no run (errors.Is(err,
+// fs.ErrNotExist)), is not a directory, or cannot be listed.
+func InspectStore(ctx context.Context, st Store) (Summary, error) {
+	switch {
+	case st == nil:
+		return Summary{}, errors.New("journal: nil Store")
+	case ctx == nil:
+		return Summary{}, errors.New("journal: inspect: nil context")
+	case ctx.Err() != nil:
+		return Summary{}, fmt.Errorf("journal: inspect: %w", ctx.Err())
+	}
+	return runread.Inspect(store.LocOf(st).With(ctx))
 }

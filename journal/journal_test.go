@@ -13,6 +13,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,7 +38,7 @@ func TestNewRunIsPrivateAndVersioned(t *testing.T) {
 	assert.Equal(t, pd, m["plan_digest"])
 	assert.Equal(t, float64(t0.Unix()), m["created_at_utc"])
 	assert.Len(t, m, 4)
-	assert.True(t, isDigest(m["digest"].(string)))
+	assert.True(t, record.IsDigest(m["digest"].(string)))
 	assert.Equal(t, Clear, j.Status(t0).State)
 }
 
@@ -108,7 +112,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	require.NoError(t, j.Begin(ctx, req2))
 	require.Equal(t, []string{"backoff-0001.json", "pending-request.json", "plan.json", "run.json"}, names(t, dir))
 	require.NoError(t, j.Complete(ctx, req2, readrecovery.JournalOutcome{StatusCode: 201, RequestID: "req-2", ETag: `"0x8DB"`}))
-	rn := receiptName(fileDigest("a.bin"))
+	rn := receiptName(record.FileDigest("a.bin"))
 	require.Equal(t, []string{"backoff-0001.json", "plan.json", rn, "run.json"}, names(t, dir))
 	requirePrivate(t, dir)
 
@@ -123,7 +127,7 @@ func TestFilesAfterEachStep(t *testing.T) {
 	assert.Equal(t, `"0x8DB"`, r["etag"])
 	assert.Equal(t, float64(2), r["attempt"])
 	assert.Equal(t, d1, r["resend_of"])
-	assert.Equal(t, fileDigest("a.bin"), r["file_digest"])
+	assert.Equal(t, record.FileDigest("a.bin"), r["file_digest"])
 
 	// A non-upload request leaves nothing behind.
 	require.NoError(t, j.Begin(context.Background(), getReq(t)))
@@ -173,7 +177,7 @@ func TestEntryFields(t *testing.T) {
 		"retry_after":     map[string]any{"kind": "overlong", "value": float64(0)},
 		"timing": map[string]any{"received_at_utc": float64(t0.Unix() + 5), "not_before_utc": float64(t0.Unix() + 65),
 			"server_delay_seconds": float64(60)},
-		"provenance": map[string]any{"file_digest": fileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
+		"provenance": map[string]any{"file_digest": record.FileDigest("b.bin"), "attempt": float64(2), "resend_of": d1},
 	}
 	eb, _ := e["body"].(map[string]any)
 	body["request_id"] = eb["request_id"]
@@ -189,19 +193,19 @@ func TestEntryFields(t *testing.T) {
 
 	// The event digest is the SHA-256 of the canonical envelope without it.
 	canonical := strings.Replace(strings.TrimSuffix(string(b), "\n"), `,"digest":"`+d2+`"`, "", 1)
-	assert.Equal(t, digestOf([]byte(canonical)), d2)
-	ee, _, _, err := unseal(b)
+	assert.Equal(t, record.DigestOf([]byte(canonical)), d2)
+	ee, _, _, err := record.Unseal(b)
 	require.NoError(t, err)
 	assert.Equal(t, d2, ee.Digest)
 
 	// The first record of the run's chain names the manifest's own digest.
 	b1, _ := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
 	m, _ := os.ReadFile(filepath.Join(j.Dir(), "run.json"))
-	mi, err := parseManifest(m)
+	mi, err := record.ParseManifest(m)
 	require.NoError(t, err)
-	e1, _, _, err := unseal(b1)
+	e1, _, _, err := record.Unseal(b1)
 	require.NoError(t, err)
-	assert.Equal(t, env{Seq: 1, Prev: link{manifestName, mi.genesis}, Digest: d1}, e1)
+	assert.Equal(t, record.Env{Seq: 1, Prev: record.Link{Name: record.ManifestName, Digest: mi.Genesis}, Digest: d1}, e1)
 }
 
 // TestResendMustNameAnEntry: a re-send whose resend_of names no entry
@@ -209,7 +213,7 @@ func TestEntryFields(t *testing.T) {
 func TestResendMustNameAnEntry(t *testing.T) {
 	j, _ := newRun(t)
 	req := putReq(t)
-	req.Attempt, req.ResendOf = 2, digestOf([]byte("nothing"))
+	req.Attempt, req.ResendOf = 2, record.DigestOf([]byte("nothing"))
 	require.Error(t, j.Begin(WithUpload(context.Background(), "a.bin"), req))
 	require.Equal(t, []string{"plan.json", "run.json"}, names(t, j.Dir()))
 }
@@ -349,7 +353,7 @@ func TestInvalidBackoffIsAPersistenceFailure(t *testing.T) {
 			assert.ErrorIs(t, j.Admit(context.Background(), t0), ErrRestricted)
 			st := reopen(t, j.Dir(), t0).Status(t0)
 			assert.Equal(t, Unresolved, st.State)
-			assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
+			assert.Equal(t, "pending-request.json: "+runread.PendingProblem, st.Reason)
 		})
 	}
 }
@@ -359,7 +363,7 @@ func TestInvalidBackoffIsAPersistenceFailure(t *testing.T) {
 // is written.
 func TestPendingMarkerBlocks(t *testing.T) {
 	j, _ := newRun(t)
-	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), markerName), []byte("{}"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), record.MarkerName), []byte("{}"), 0o600))
 	err := j.Admit(context.Background(), t0)
 	var re *RestrictedError
 	require.ErrorAs(t, err, &re)
@@ -505,11 +509,11 @@ func TestTamperIsUnresolved(t *testing.T) {
 		{"manifest deleted", "run.json", func(dir string) { require.NoError(t, os.Remove(filepath.Join(dir, "run.json"))) }},
 		{"manifest edited", "run.json", func(dir string) { editByte(t, filepath.Join(dir, "run.json"), 30) }},
 		{"oversized entry", "backoff-0001.json", func(dir string) {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0001.json"), make([]byte, maxRecordBytes+1), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "backoff-0001.json"), make([]byte, record.MaxRecordBytes+1), 0o600))
 		}},
-		{"receipt edited", receiptName(fileDigest("a.bin")), func(dir string) { editByte(t, filepath.Join(dir, receiptName(fileDigest("a.bin"))), 50) }},
-		{"receipt renamed", receiptName(fileDigest("b.bin")), func(dir string) {
-			require.NoError(t, os.Rename(filepath.Join(dir, receiptName(fileDigest("a.bin"))), filepath.Join(dir, receiptName(fileDigest("b.bin")))))
+		{"receipt edited", receiptName(record.FileDigest("a.bin")), func(dir string) { editByte(t, filepath.Join(dir, receiptName(record.FileDigest("a.bin"))), 50) }},
+		{"receipt renamed", receiptName(record.FileDigest("b.bin")), func(dir string) {
+			require.NoError(t, os.Rename(filepath.Join(dir, receiptName(record.FileDigest("a.bin"))), filepath.Join(dir, receiptName(record.FileDigest("b.bin")))))
 		}},
 		{"symlink", "backoff-0003.json", func(dir string) {
 			p := filepath.Join(dir, "backoff-0003.json")
@@ -571,10 +575,10 @@ func TestLegacyRun(t *testing.T) {
 	// Written by hand, as an older version would have.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.json"),
 		[]byte(`{"plan_digest": "`+pd+`", "created": "2023-01-01T00:00:00Z", "tool": "provisioner 0.9"}`+"\n"), 0o600))
-	data, _, err := seal(kindReceipt, 0, link{}, &receiptBody{PlanDigest: pd, FileDigest: fileDigest("a.bin"), Method: "PUT",
+	data, _, err := record.Seal(record.KindReceipt, 0, record.Link{}, &record.ReceiptBody{PlanDigest: pd, FileDigest: record.FileDigest("a.bin"), Method: "PUT",
 		URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "old", RecordedAtUTC: t0.Unix() - 99})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fileDigest("a.bin"))), data, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(record.FileDigest("a.bin"))), data, 0o600))
 
 	j := reopen(t, dir, t0)
 	st := j.Status(t0)
@@ -624,7 +628,7 @@ func states(c Continuation) []FileState {
 // before any network access and writes nothing (entry 201).
 func TestEntryLimit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	delays := make([]int64, maxEntries)
+	delays := make([]int64, record.MaxEntries)
 	writeRun(t, dir, plan3, t0.Add(-time.Hour), delays, nil)
 	j := reopen(t, dir, t0)
 	require.Equal(t, Elapsed, j.Status(t0).State)
@@ -638,11 +642,11 @@ func TestEntryLimit(t *testing.T) {
 	assert.Contains(t, err.Error(), "entry 201")
 	assert.Equal(t, 0, sent, "nothing is sent")
 	assert.NotContains(t, names(t, dir), "pending-request.json")
-	assert.Len(t, names(t, dir), maxEntries+1)
+	assert.Len(t, names(t, dir), record.MaxEntries+1)
 
 	// 199 entries: the 200th can be written.
 	dir2 := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir2, plan3, t0.Add(-time.Hour), delays[:maxEntries-1], nil)
+	writeRun(t, dir2, plan3, t0.Add(-time.Hour), delays[:record.MaxEntries-1], nil)
 	j2 := reopen(t, dir2, t0)
 	record429(t, j2, context.Background(), getReq(t), secs(1), timing(t0, 1))
 	assert.Contains(t, names(t, dir2), "backoff-0200.json")
@@ -675,7 +679,7 @@ func TestFileLimit(t *testing.T) {
 	ctx := WithUpload(context.Background(), plan[999].ID)
 	require.NoError(t, j.Begin(ctx, putReq(t)))
 	require.NoError(t, j.Complete(ctx, putReq(t), readrecovery.JournalOutcome{StatusCode: 201}))
-	assert.Equal(t, maxFiles-1, peak, "an upload's peak: marker, its begun head and the head's temporary file; the old head goes before the receipt is written (R85)")
+	assert.Equal(t, record.MaxFiles-1, peak, "an upload's peak: marker, its begun head and the head's temporary file; the old head goes before the receipt is written (R85)")
 	require.Len(t, allNames(t, dir), 1000, "the new head replaced the old one")
 
 	err = j.Begin(context.Background(), getReq(t))
@@ -684,7 +688,7 @@ func TestFileLimit(t *testing.T) {
 
 	// 1003 files: still readable, still refusing.
 	for i := 0; i < 3; i++ {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(fileDigest("extra"+itoa4(i)))), nil, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, receiptName(record.FileDigest("extra"+itoa4(i)))), nil, 0o600))
 	}
 	j3, err := Open(dir, Existing())
 	require.NoError(t, err)
@@ -697,13 +701,13 @@ func TestFileLimit(t *testing.T) {
 	assert.Equal(t, ".: more than 1003 files (limit exceeded)", st.Reason)
 	findings, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{".", "more than 1003 files (limit exceeded)"}}, findings)
+	assert.Equal(t, []Finding{{File: ".", Problem: "more than 1003 files (limit exceeded)"}}, findings)
 }
 
 // TestRestrictedErrorUnwrap checks the error chain.
 func TestRestrictedErrorUnwrap(t *testing.T) {
 	err := error(&RestrictedError{Status: Status{State: Waiting, NotBeforeUTC: 5, RemainingSeconds: 2, Reason: "r"}})
 	assert.True(t, errors.Is(err, ErrRestricted))
-	assert.False(t, errors.Is(err, errCorrupt))
+	assert.False(t, errors.Is(err, runread.ErrCorrupt))
 	assert.Equal(t, "journal: run waiting until not_before_utc 5 (2 s remaining): r", err.Error())
 }

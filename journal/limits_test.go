@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -31,7 +33,7 @@ func requireFull(t *testing.T, err error, detail string) {
 // refusals, before any network access, that name the limit.
 func TestLimitsAreJournalFull(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	writeRun(t, dir, plan3, t0.Add(-time.Hour), make([]int64, maxEntries), nil)
+	writeRun(t, dir, plan3, t0.Add(-time.Hour), make([]int64, record.MaxEntries), nil)
 	requireFull(t, reopen(t, dir, t0).Begin(context.Background(), getReq(t)),
 		"200 backoff entries recorded, the most a run holds: entry 201 could not be written, so nothing is sent")
 
@@ -42,7 +44,7 @@ func TestLimitsAreJournalFull(t *testing.T) {
 	require.NoError(t, err)
 	requireFull(t, j.Begin(context.Background(), getReq(t)),
 		"1001 files in the run; a request needs room for 4 more of at most 1003, so nothing is sent")
-	assert.NotContains(t, names(t, dir2), markerName)
+	assert.NotContains(t, names(t, dir2), record.MarkerName)
 }
 
 // representable-times: a valid restriction beyond the representable bound (Retry-After:
@@ -60,7 +62,7 @@ func TestUnrepresentableRestrictionIsRecorded(t *testing.T) {
 			require.NoError(t, j.Begin(ctx, putReq(t)))
 			d, err := j.Backoff(ctx, putReq(t), out429("r"), secs(300000000000), tm)
 			require.NoError(t, err, "a representable restriction is never a persistence failure")
-			assert.True(t, isDigest(d))
+			assert.True(t, record.IsDigest(d))
 			assert.Equal(t, []string{"backoff-0001.json", "plan.json", "run.json"}, names(t, j.Dir()))
 			raw, err := os.ReadFile(filepath.Join(j.Dir(), "backoff-0001.json"))
 			require.NoError(t, err)
@@ -86,7 +88,7 @@ func TestOnlyTheQueueResendFollowsA429(t *testing.T) {
 	require.ErrorIs(t, j.Begin(part, again), errReplay, "a new attempt 1 of the part")
 	require.ErrorIs(t, j.Begin(commit, again), errReplay, "the commit before the part was accepted")
 	wrong := putReq(t)
-	wrong.Attempt, wrong.ResendOf = 2, digestOf([]byte("another entry"))
+	wrong.Attempt, wrong.ResendOf = 2, record.DigestOf([]byte("another entry"))
 	require.Error(t, j.Begin(part, wrong), "a re-send naming another entry")
 	resend := putReq(t)
 	resend.Attempt, resend.ResendOf = 2, d

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/require"
 )
@@ -60,7 +64,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 					before := run.files(t)
 					_, err = b.ReviewPendingMarker(context.Background(), "", "looks old", 0)
 					require.ErrorIs(t, err, errLive)
-					_, err = b.ReviewPendingMarker(context.Background(), markerRef(2), "looks old", 0)
+					_, err = b.ReviewPendingMarker(context.Background(), record.MarkerRef(2), "looks old", 0)
 					require.ErrorIs(t, err, errLive)
 					require.ErrorIs(t, err, errReviewRefused)
 					require.Equal(t, before, run.files(t), "a refused review writes nothing")
@@ -90,7 +94,7 @@ func TestLiveMarkerSurvivesSkewAndLongUpload(t *testing.T) {
 		require.ErrorIs(t, err, ErrPending)
 		var re *RestrictedError
 		require.ErrorAs(t, err, &re)
-		require.Equal(t, markerName+": "+liveProblem, re.Status.Reason)
+		require.Equal(t, record.MarkerName+": "+runread.LiveProblem, re.Status.Reason)
 		require.GreaterOrEqual(t, clkB.Now().Sub(t0.Add(45*time.Second)), 2*time.Minute, "B waited its whole wait")
 		_, err = b.ReviewPending(context.Background(), "", 0)
 		require.ErrorIs(t, err, errLive)
@@ -142,11 +146,11 @@ func TestSIGKILLedWorkerDeadAtOnce(t *testing.T) {
 	st = j.Status(time.Now())
 	took := time.Since(died)
 	require.Equal(t, Unresolved, st.State)
-	require.Equal(t, "shard-01/"+markerName+": "+pendingProblem+" (`journal review --pending --marker shard-01/"+markerName+"`)", st.Reason)
+	require.Equal(t, "shard-01/"+record.MarkerName+": "+runread.PendingProblem+" (`journal review --pending --marker shard-01/"+record.MarkerName+"`)", st.Reason)
 	t.Logf("dead marker reported %v after the worker's death (the first read)", took)
 	rec, err := j.ReviewPendingMarker(context.Background(), "", "killed", 0)
 	require.NoError(t, err)
-	require.Equal(t, "shard-01/"+markerName, rec.Marker)
+	require.Equal(t, "shard-01/"+record.MarkerName, rec.Marker)
 }
 
 // TestLiveWorkerProcess is not a test of its own: TestSIGKILLedWorkerDeadAtOnce
@@ -204,7 +208,7 @@ func TestNoLocksFilesystem(t *testing.T) {
 		require.NoError(t, err)
 		st := b.Status(t0)
 		require.Equal(t, Unresolved, st.State)
-		require.Equal(t, markerName+": "+unknownProblem, st.Reason)
+		require.Equal(t, record.MarkerName+": "+runread.UnknownProblem, st.Reason)
 		require.Len(t, st.Shards, 1)
 		require.Equal(t, "live", st.Shards[0].Marker)
 		require.Equal(t, 1, st.Files[FileInFlight], "its file is in flight, not unknown")
@@ -246,11 +250,11 @@ func TestNoLocksFilesystem(t *testing.T) {
 		defer cancel()
 		_, err = b.Next(ctx, NewApproval)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "it waits for the claimed shard, never takes its file")
-		_, err = os.Stat(filepath.Join(dir, shardName(k), markerName))
+		_, err = os.Stat(filepath.Join(dir, record.ShardName(k), record.MarkerName))
 		require.NoError(t, err, "the claim's marker stays")
 		rec, err := b.ReviewPendingMarker(context.Background(), "", "no worker runs", 0)
 		require.NoError(t, err, "the operator's word resolves it")
-		require.Equal(t, markerRef(k), rec.Marker)
+		require.Equal(t, record.MarkerRef(k), rec.Marker)
 	})
 }
 
@@ -265,7 +269,7 @@ type probeFS struct {
 
 func (p *probeFS) OpenFile(name string, flag int, perm os.FileMode) (fsys.File, error) {
 	f, err := p.OS.OpenFile(name, flag, perm)
-	if err == nil && filepath.Base(name) == markerName && flag == fsys.ReadFlags {
+	if err == nil && filepath.Base(name) == record.MarkerName && flag == fsys.ReadFlags {
 		p.once.Do(p.hook)
 	}
 	return f, err

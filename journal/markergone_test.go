@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,14 +30,14 @@ func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
 		parallel := tc.parallel
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []Option
-			marker, dir := markerName, ""
+			marker, dir := record.MarkerName, ""
 			if parallel > 0 {
 				opts = append(opts, WithParallel(parallel))
 			}
 			j, _ := newRun(t, opts...)
 			dir = j.Dir()
 			if parallel > 0 {
-				marker = markerRef(shardIndex(fileDigest("a.bin"), parallel))
+				marker = record.MarkerRef(record.ShardIndex(record.FileDigest("a.bin"), parallel))
 			}
 			a := WithUpload(context.Background(), "a.bin")
 			require.NoError(t, j.Begin(a, putReq(t)))
@@ -76,7 +78,7 @@ func TestMarkerRemovedByHandIsAFinding(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, marker, rec.Marker)
 			assert.True(t, rec.Removed)
-			assert.Equal(t, fileDigest("a.bin"), rec.MarkerFileDigest)
+			assert.Equal(t, record.FileDigest("a.bin"), rec.MarkerFileDigest)
 			assert.Equal(t, now.Unix()+30, rec.NotBeforeUTC)
 			fs, err = verify(dir)
 			require.NoError(t, err)
@@ -100,7 +102,7 @@ func TestMarkerRemovedByHandThenCompleted(t *testing.T) {
 	j, _ := newRun(t)
 	a := WithUpload(context.Background(), "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
-	require.NoError(t, os.Remove(filepath.Join(j.Dir(), markerName)))
+	require.NoError(t, os.Remove(filepath.Join(j.Dir(), record.MarkerName)))
 	require.Error(t, j.Complete(a, putReq(t), ok201("done")), "the marker is gone: its removal fails")
 	assert.Equal(t, Unresolved, j.Status(t0).State)
 	fs, err := verify(j.Dir())
@@ -117,12 +119,12 @@ func TestMarkerRemovedByHandAfterNext(t *testing.T) {
 	require.NoError(t, err)
 	a := WithUpload(context.Background(), f.ID)
 	require.NoError(t, j.Begin(a, putReq(t)))
-	require.NoError(t, os.Remove(filepath.Join(j.Dir(), markerName)))
+	require.NoError(t, os.Remove(filepath.Join(j.Dir(), record.MarkerName)))
 	k, err := Open(j.Dir(), Existing(), withClock(newFakeClock(t0)), WithPlan(plan3))
 	require.NoError(t, err)
 	st := k.Status(t0)
 	require.Equal(t, Unresolved, st.State)
-	require.True(t, strings.HasPrefix(st.Reason, markerName+": missing: the upload begun in "), st.Reason)
+	require.True(t, strings.HasPrefix(st.Reason, record.MarkerName+": missing: the upload begun in "), st.Reason)
 	_, err = k.Next(context.Background(), NewApproval)
 	require.ErrorIs(t, err, ErrRestricted, "Next hands out nothing")
 }

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +21,7 @@ func TestRunsNeverNest(t *testing.T) {
 	outer, _ := newRun(t)
 	inner := filepath.Join(outer.Dir(), "inner")
 	_, err := Open(inner, WithPlan(plan3))
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	assert.Equal(t, "journal: runs never nest: "+inner+" lies inside the run "+outer.Dir(), err.Error())
 	assert.NoDirExists(t, inner, "nothing is written")
 
@@ -25,22 +29,22 @@ func TestRunsNeverNest(t *testing.T) {
 	sub := filepath.Join(outer.Dir(), "sub")
 	writeRun(t, sub, plan3, t0, nil, nil)
 	_, err = Open(outer.Dir(), Existing())
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	_, err = Open(sub, Existing())
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	deeper := filepath.Join(sub, "a", "b")
 	require.NoError(t, os.MkdirAll(filepath.Dir(deeper), 0o700))
 	_, err = Open(deeper)
-	require.ErrorIs(t, err, errNested, "any ancestor counts")
+	require.ErrorIs(t, err, store.ErrNested, "any ancestor counts")
 
 	holder := filepath.Join(t.TempDir(), "holder")
 	require.NoError(t, os.Mkdir(holder, 0o700))
 	writeRun(t, filepath.Join(holder, "a"), plan3, t0, nil, nil)
 	_, err = Open(holder)
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	assert.Equal(t, "journal: runs never nest: "+holder+" holds the run "+filepath.Join(holder, "a"), err.Error())
 	_, err = verify(holder)
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	_, err = inspectDir(filepath.Join(holder, "a"))
 	require.NoError(t, err, "a run beside others (not inside one) is fine")
 }
@@ -62,13 +66,13 @@ func TestStoreRunsNeverNest(t *testing.T) {
 	_, err := st.Create(context.Background(), "y/run.json", []byte("{}\n"))
 	require.NoError(t, err)
 	_, err = OpenStore(context.Background(), st, Existing())
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	assert.Equal(t, "journal: runs never nest: store holds the run y/", err.Error())
 	_, err = InspectStore(context.Background(), st)
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 
 	_, err = OpenStore(context.Background(), enclosingStore{newMemStore(), "c/x/"}, WithPlan(plan3))
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	assert.Equal(t, "journal: runs never nest: store lies inside the run c/x/", err.Error())
 }
 
@@ -88,14 +92,14 @@ func TestParallelShardsNest(t *testing.T) {
 	root := newRoot(t)
 	shard := filepath.Join(root, "shard-01")
 	_, err := Open(shard, Existing())
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	assert.Equal(t, "journal: runs never nest: "+shard+" lies inside the run "+root, err.Error())
 	_, err = Open(shard, WithParallel(2))
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	_, err = verify(shard)
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	_, err = inspectDir(shard)
-	require.ErrorIs(t, err, errNested)
+	require.ErrorIs(t, err, store.ErrNested)
 	sum, err := inspectDir(root)
 	require.NoError(t, err)
 	require.Empty(t, sum.Findings)
@@ -105,13 +109,13 @@ func TestParallelShardsNest(t *testing.T) {
 			root := newRoot(t)
 			writeRun(t, filepath.Join(root, sub), plan3, t0, nil, nil)
 			_, err := Open(root, Existing())
-			require.ErrorIs(t, err, errNested)
+			require.ErrorIs(t, err, store.ErrNested)
 			_, err = inspectDir(root)
-			require.ErrorIs(t, err, errNested)
+			require.ErrorIs(t, err, store.ErrNested)
 		})
 	}
 	// A record or a marker in the root itself is not the run's.
-	for _, name := range []string{markerName, "backoff-0001.json"} {
+	for _, name := range []string{record.MarkerName, "backoff-0001.json"} {
 		root := newRoot(t)
 		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte("{}\n"), 0o600))
 		j, err := Open(root, Existing())
@@ -119,7 +123,7 @@ func TestParallelShardsNest(t *testing.T) {
 		require.Equal(t, Unresolved, j.Status(t0).State, name)
 		sum, err := inspectDir(root)
 		require.NoError(t, err)
-		require.Contains(t, sum.Findings, Finding{name, "in a parallel run's root: its records live in its shards (not a record of this run)"})
+		require.Contains(t, sum.Findings, Finding{File: name, Problem: "in a parallel run's root: its records live in its shards (not a record of this run)"})
 	}
 	root = newRoot(t)
 	require.NoError(t, os.Mkdir(filepath.Join(root, "stray"), 0o700))
@@ -138,8 +142,8 @@ func TestParallelShardsNest(t *testing.T) {
 		_, err = st.Create(context.Background(), name, []byte("{}\n"))
 		require.NoError(t, err)
 		_, err = OpenStore(context.Background(), st, Existing())
-		require.ErrorIs(t, err, errNested, name)
+		require.ErrorIs(t, err, store.ErrNested, name)
 		_, err = InspectStore(context.Background(), st)
-		require.ErrorIs(t, err, errNested, name)
+		require.ErrorIs(t, err, store.ErrNested, name)
 	}
 }

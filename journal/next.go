@@ -11,6 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
@@ -20,12 +26,6 @@ import (
 // approval this continuation does not have, and no other worker holds a
 // file that could still come back. It is wrapped: test with errors.Is.
 var ErrNoMoreFiles = errors.New("journal: no more files to hand out")
-
-// claimMethod is the method of a Next claim's marker (not an HTTP one). A
-// worker that dies before its upload begins leaves it dead and its file
-// eligible: the next worker removes it (dead-claim-heals); once the upload
-// began (its begun head), the file is unknown until a review.
-const claimMethod = "CLAIM"
 
 // nextState is what [Journal.Next] keeps: the plan's IDs and each lane's
 // files (lanes are the shards of a parallel run, or the run itself).
@@ -53,20 +53,20 @@ type laneCursor struct {
 
 // first is lane k's first file eligible under a and st in s ("" for none),
 // looked for from its cursor, which it moves there.
-func (n *nextState) first(k int, s *snapshot, a Approval, st Status) string {
+func (n *nextState) first(k int, s *runread.Snapshot, a Approval, st Status) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c, files := &n.cur[k], n.lanes[k]
-	if c.a != a || s.manifest == nil || s.manifest.legacy || s.lastSeq < c.seq {
+	if c.a != a || s.Manifest == nil || s.Manifest.Legacy || s.LastSeq < c.seq {
 		*c = laneCursor{a: a} // a legacy run's records have no seq to follow
 	}
-	for q := c.seq + 1; q <= s.lastSeq && c.at > 0; q++ {
-		if r := s.seq[q]; r.review() != nil {
+	for q := c.seq + 1; q <= s.LastSeq && c.at > 0; q++ {
+		if r := s.Seq[q]; r.Review() != nil {
 			c.at = 0
 		}
 	}
-	c.seq = s.lastSeq
-	for c.at < len(files) && !s.decide(files[c.at], a, st, true).Upload {
+	c.seq = s.LastSeq
+	for c.at < len(files) && !decide(s, files[c.at], a, st, true).Upload {
 		c.at++
 	}
 	if c.at < len(files) {
@@ -229,27 +229,27 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		}
 		d := j.nx.first(k-1, s, a, st)
 		switch {
-		case !read && (d == "" || s.pending):
+		case !read && (d == "" || s.Pending):
 			// The last claim's lane, not read: another worker's review may
 			// have made a file eligible, or the marker seen last may be gone
 			// (a worker whose other lanes are empty would wait forever).
 			continue
 		case d == "":
 			return "", nil
-		case s.blocking() && s.deadMarker(): // no lock or lease holds it (R83)
-			ref := markerName
+		case s.Blocking() && s.DeadMarker(): // no lock or lease holds it (R83)
+			ref := record.MarkerName
 			if lane.shardNo > 0 {
-				ref = markerRef(lane.shardNo)
+				ref = record.MarkerRef(lane.shardNo)
 			}
 			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-				Reason: ref + ": " + pendingProblem}}
-		case s.blocking():
+				Reason: ref + ": " + runread.PendingProblem}}
+		case s.Blocking():
 			return "", errLaneBusy
 		}
 		if err := lane.checkLimits(); err != nil {
 			return "", err
 		}
-		m := markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
+		m := record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: record.ClaimMethod, FileDigest: d, BegunAtUTC: now.Unix()}
 		if err := lane.claim(m); err != nil {
 			if errors.Is(err, ErrPending) {
 				return "", errLaneBusy // another worker claimed the lane first
@@ -257,7 +257,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", err
 		}
 		lane.refreshLocked(ctx)
-		if lane.snap.decide(d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
+		if decide(lane.snap, d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, nil
 		}
@@ -299,7 +299,7 @@ func (j *Journal) Release(f PlannedFile) error {
 func (lane *run) giveBack() error {
 	lane.inflight = nil
 	if err := lane.clearMarker(); err != nil {
-		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", bareErr(err))
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
 	}
 	return nil
 }
@@ -342,5 +342,5 @@ var workerHost, workerPID = func() string {
 	if err != nil {
 		return ""
 	}
-	return redact.Text(sanitizeNote(h, 64))
+	return redact.Text(record.SanitizeNote(h, 64))
 }(), os.Getpid()

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,22 +124,22 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 
 	_, err = j.Next(context.Background(), NoNewApproval)
 	require.ErrorIs(t, err, ErrNoMoreFiles, "a never-attempted file needs a new approval")
-	assert.NoFileExists(t, filepath.Join(dir, markerName))
+	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
 
 	f, err := j.Next(context.Background(), NewApproval)
 	require.NoError(t, err)
 	assert.Equal(t, PlannedFile{ID: "a.bin"}, f)
-	data, err := os.ReadFile(filepath.Join(dir, markerName))
+	data, err := os.ReadFile(filepath.Join(dir, record.MarkerName))
 	require.NoError(t, err)
-	m, ok := parseMarker(data)
+	m, ok := record.ParseMarker(data)
 	require.True(t, ok, "%s", data)
 	host, _ := os.Hostname()
-	assert.Equal(t, markerFile{BackoffVersion: backoffVersion, Method: claimMethod, FileDigest: fileDigest("a.bin"),
+	assert.Equal(t, record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: record.ClaimMethod, FileDigest: record.FileDigest("a.bin"),
 		BegunAtUTC: m.BegunAtUTC, Host: host, PID: os.Getpid()}, m)
 	assert.Equal(t, Unresolved, reopen(t, dir, time.Now()).Status(time.Now()).State, "a claim is a request in flight")
 
 	require.NoError(t, j.Release(f))
-	assert.NoFileExists(t, filepath.Join(dir, markerName))
+	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
 	require.NoError(t, j.Release(f), "a second Release does nothing")
 
 	f, err = j.Next(context.Background(), NewApproval)
@@ -146,13 +148,13 @@ func TestNextClaimIsTheMarker(t *testing.T) {
 	srv := &sendLog{run: &shardedRun{dir: dir}, n: 0, shard: func(string) int { return 0 },
 		throttle: map[string]bool{}, puts: map[string]int{}, perShard: map[int]int{}}
 	var atSend []byte
-	srv.onSend = func(string) { atSend, _ = os.ReadFile(filepath.Join(dir, markerName)) }
+	srv.onSend = func(string) { atSend, _ = os.ReadFile(filepath.Join(dir, record.MarkerName)) }
 	assert.Equal(t, "acked", uploadOne(readrecovery.New(srv), j, f.ID))
-	assert.Contains(t, string(atSend), `"method":"`+claimMethod+`"`, "sent under the claim's marker")
-	assert.NoFileExists(t, filepath.Join(dir, markerName))
-	assert.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, dir))
+	assert.Contains(t, string(atSend), `"method":"`+record.ClaimMethod+`"`, "sent under the claim's marker")
+	assert.NoFileExists(t, filepath.Join(dir, record.MarkerName))
+	assert.Equal(t, []string{"plan.json", receiptName(record.FileDigest("a.bin")), "run.json"}, names(t, dir))
 	require.NoError(t, j.Release(f), "Release after the upload began does nothing")
-	assert.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, dir))
+	assert.Equal(t, []string{"plan.json", receiptName(record.FileDigest("a.bin")), "run.json"}, names(t, dir))
 
 	_, err = j.Next(context.Background(), NewApproval)
 	require.ErrorIs(t, err, ErrNoMoreFiles, "an acked file is never handed out")
@@ -361,7 +363,7 @@ func TestNextReleaseFailureIsPersistenceFailure(t *testing.T) {
 	require.NoError(t, err)
 	st.mu.Lock()
 	st.fail = func(op, name string) error {
-		if op == "remove" && name == markerName {
+		if op == "remove" && name == record.MarkerName {
 			return errors.New("mem: 503 Server Busy")
 		}
 		return nil
@@ -370,7 +372,7 @@ func TestNextReleaseFailureIsPersistenceFailure(t *testing.T) {
 	err = j.Release(f)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the claim's marker could not be removed")
-	assert.True(t, st.has(markerName), "the marker stays")
+	assert.True(t, st.has(record.MarkerName), "the marker stays")
 	stt := j.Status(t0)
 	assert.Equal(t, Unresolved, stt.State)
 	assert.Contains(t, stt.Reason, "persistence failure")

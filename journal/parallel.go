@@ -3,17 +3,19 @@ package journal
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
@@ -22,8 +24,6 @@ import (
 )
 
 const (
-	minParallel = 2
-	maxParallel = 16 // the most shards (requests in flight at once) of a run
 	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
 	defaultParallelWait = 30 * time.Second
 )
@@ -37,82 +37,12 @@ func WithParallel(n int) Option {
 	return optionFunc(func(c *config) { c.parallel, c.parallelSet = n, true })
 }
 
-// shardName is the name of shard k (1-based) inside its root.
-func shardName(k int) string { return fmt.Sprintf("shard-%02d", k) }
-
-// parseShardName returns k for "shard-KK" (two digits, 1 to maxParallel).
-func parseShardName(name string) (int, bool) {
-	k, err := strconv.Atoi(strings.TrimPrefix(name, "shard-"))
-	if err != nil || k < 1 || k > maxParallel || shardName(k) != name {
-		return 0, false
-	}
-	return k, true
-}
-
-// parseShardRef splits "shard-KK/name" into k and name.
-func parseShardRef(ref string) (int, string, bool) {
-	sh, name, ok := strings.Cut(ref, "/")
-	k, isShard := parseShardName(sh)
-	return k, name, ok && isShard
-}
-
-// inShard names a shard's file by its place in the root ("" stays "").
-func inShard(k int, name string) string {
-	if name == "" {
-		return ""
-	}
-	return shardName(k) + "/" + name
-}
-
-func markerRef(k int) string { return inShard(k, markerName) }
-
-// shardIndex maps a file identity (or URL) digest to its shard, 1 to n
-// (docs/policy.md: parallel-shards); a digest not sha256 maps to shard 1.
-func shardIndex(digest string, n int) int {
-	h := strings.TrimPrefix(digest, "sha256:")
-	if b, err := hex.DecodeString(h[:min(len(h), 16)]); err == nil && len(b) == 8 {
-		return int(binary.BigEndian.Uint64(b)%uint64(n)) + 1
-	}
-	return 1
-}
-
-// shardPlan returns the digests of the sorted plan that map to shard k.
-func shardPlan(plan []string, k, n int) []string {
-	if plan == nil {
-		return nil
-	}
-	out := []string{}
-	for _, d := range plan {
-		if shardIndex(d, n) == k {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// shardWants are the plan digests of each shard's part of the root plan
-// ("" each without plan.json): what its manifest must record.
-func shardWants(plan []string, n int) []string {
-	out := make([]string, n)
-	for k := 1; plan != nil && k <= n; k++ {
-		out[k-1] = planDigestOf(shardPlan(plan, k, n))
-	}
-	return out
-}
-
-// planDigestOf is digestOfPlan of sorted file digests (never nil: its callers
-// pass digestOfPlan's and shardPlan's lists, made non-nil).
-func planDigestOf(sorted []string) string {
-	b, _ := json.Marshal(planFile{sorted}) // plan.json's bytes without the newline
-	return digestOf(b)
-}
-
 // root is a parallel run's root (R82: its own type, never a run): its
 // manifest and plan, read once at open (they never change), and its shards,
 // each a run. It routes each call to its shard and merges their statuses.
 type root struct {
 	clock  clock.Clock
-	snap   *snapshot // the root's own scan at open (read only after)
+	snap   *runread.Snapshot // the root's own scan at open (read only after)
 	n      int
 	shards []*run   // shard k is shards[k-1]
 	wants  []string // shardWants of the root plan
@@ -122,13 +52,13 @@ type root struct {
 	mu sync.Mutex
 	// views are the light scans of the check across shards (lightView),
 	// never a shard's own snapshot (its mu guards that).
-	views   []*snapshot
-	markers []lightMarker // per shard, the marker bytes a light scan read last
-	failure string        // a shard's persistence failure
+	views   []*runread.Snapshot
+	markers []store.LightMarker // per shard, the marker bytes a light scan read last
+	failure string              // a shard's persistence failure
 }
 
 func (p *root) lanes() []*run     { return p.shards }
-func (p *root) lane(d string) int { return shardIndex(d, p.n) - 1 }
+func (p *root) lane(d string) int { return record.ShardIndex(d, p.n) - 1 }
 
 // route is the shard of the file req's context names (WithUpload,
 // WithUploadPart, as Begin binds it), else of its URL digest.
@@ -142,7 +72,7 @@ func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error
 	err := sj.Begin(ctx, req)
 	var re *RestrictedError
 	if errors.As(err, &re) && !re.Status.named {
-		re.Status.Reason = shardReason(sj.shardNo, re.Status.Reason)
+		re.Status.Reason = runread.ShardReason(sj.shardNo, re.Status.Reason)
 	}
 	return err
 }
@@ -152,7 +82,7 @@ func (p *root) noteFailure(k int, why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failure == "" {
-		p.failure = shardName(k) + ": " + why
+		p.failure = record.ShardName(k) + ": " + why
 	}
 }
 
@@ -168,19 +98,19 @@ type shardStatus struct {
 
 // shardStateLocked is shard k's part from its snapshot s and its Journal's
 // failure; judge says s is the latest sight of the shard's marker.
-func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time, judge bool) shardStatus {
-	ss := shardStatus{k: k, marker: judge && s.blocking()}
-	switch problem := shardProblem(s, p.wants[k-1]); {
+func (p *root) shardStateLocked(k int, s *runread.Snapshot, failed string, now time.Time, judge bool) shardStatus {
+	ss := shardStatus{k: k, marker: judge && s.Blocking()}
+	switch problem := runread.ShardProblem(s, p.wants[k-1]); {
 	case failed != "":
 		ss.st = Status{State: Unresolved, Reason: "persistence failure: " + failed}
 	case problem != "":
-		ss.st = Status{State: Unresolved, Reason: manifestName + ": " + problem, cause: errCorrupt}
+		ss.st = Status{State: Unresolved, Reason: record.ManifestName + ": " + problem, cause: runread.ErrCorrupt}
 	default:
-		ss.st = s.status(now, true)
+		ss.st = statusOf(s, now, true)
 	}
 	if judge {
-		ss.stale, ss.review = s.deadMarker(), s.reviewable()
-		ss.gone = !s.pending && s.begun != nil
+		ss.stale, ss.review = s.DeadMarker(), s.Reviewable()
+		ss.gone = !s.Pending && s.Begun != nil
 	}
 	return ss
 }
@@ -189,8 +119,8 @@ func (p *root) shardStateLocked(k int, s *snapshot, failed string, now time.Time
 // parallel-shards); reasons name the shard.
 func (p *root) merge(parts []shardStatus) (st Status) {
 	defer func() { st.named = true }()
-	if len(p.snap.findings) > 0 {
-		return Status{State: Unresolved, Reason: p.snap.findings[0].String(), cause: errCorrupt}
+	if len(p.snap.Findings) > 0 {
+		return Status{State: Unresolved, Reason: p.snap.Findings[0].String(), cause: runread.ErrCorrupt}
 	}
 	p.mu.Lock()
 	failure := p.failure
@@ -202,13 +132,13 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 	inflight := 0
 	for _, ps := range parts {
 		st := ps.st
-		st.Reason = shardReason(ps.k, st.Reason)
+		st.Reason = runread.ShardReason(ps.k, st.Reason)
 		if st.State == Unresolved {
 			return st
 		}
 		if ps.stale {
 			return Status{State: Unresolved, cause: ErrPending, abandoned: true, Reason: fmt.Sprintf(
-				"%s: %s (`journal review --pending --marker %s`)", markerRef(ps.k), pendingProblem, markerRef(ps.k))}
+				"%s: %s (`journal review --pending --marker %s`)", record.MarkerRef(ps.k), runread.PendingProblem, record.MarkerRef(ps.k))}
 		}
 		if ps.marker {
 			inflight++
@@ -261,7 +191,7 @@ func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []s
 		s, failed := sj.snap, sj.failed
 		p.mu.Lock()
 		v := p.views[i]
-		later := v != nil && v.light && v.gen > s.gen
+		later := v != nil && v.Light && v.Gen > s.Gen
 		out = append(out, p.shardStateLocked(i+1, s, failed, now, !later))
 		if later {
 			out = append(out, p.shardStateLocked(i+1, v, "", now, true))
@@ -285,16 +215,16 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 			p.mu.Lock()
 			prev := p.views[i]
 			p.mu.Unlock()
-			l := sj.b.with(ctx)
-			l.light = &lightView{p: p, i: i}
-			s, err := scanRun(l, prev, now)
+			l := sj.b.With(ctx)
+			l.Light = &store.LightView{Mu: &p.mu, Last: &p.markers[i]}
+			s, err := runread.ScanRun(l, prev, now)
 			if err != nil {
-				s = newSnapshot()
-				s.light = true
-				s.addFinding(".", "cannot read the shard: %s", redact.Text(err.Error()))
+				s = runread.NewSnapshot()
+				s.Light = true
+				s.Findings.Add(".", "cannot read the shard: %s", redact.Text(err.Error()))
 			}
 			p.mu.Lock()
-			if v := p.views[i]; v == nil || v.gen < s.gen {
+			if v := p.views[i]; v == nil || v.Gen < s.Gen {
 				p.views[i] = s
 			}
 			parts[i] = p.shardStateLocked(i+1, s, "", now, true)
@@ -331,9 +261,9 @@ func (p *root) Admit(ctx context.Context, now time.Time) error {
 
 // ReviewPendingMarker is [Journal.ReviewPendingMarker] of a parallel run.
 func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	k, name, ok := parseShardRef(marker)
-	if marker != "" && (!ok || name != markerName || k > p.n) {
-		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, escapeName(marker), markerName, markerRef(p.n))
+	k, name, ok := record.ParseShardRef(marker)
+	if marker != "" && (!ok || name != record.MarkerName || k > p.n) {
+		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName, record.MarkerRef(p.n))
 	}
 	if marker == "" {
 		if notBefore < 0 || notBefore > unixtime.Max {
@@ -343,9 +273,9 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
 			switch {
 			case ps.gone || ps.marker && ps.review:
-				stale, k = append(stale, markerRef(ps.k)), ps.k
+				stale, k = append(stale, record.MarkerRef(ps.k)), ps.k
 			case ps.marker:
-				live = append(live, markerRef(ps.k))
+				live = append(live, record.MarkerRef(ps.k))
 			}
 		}
 		switch {
@@ -363,15 +293,15 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 // review is shard k's review by call, named by its place in the root.
 func (p *root) review(k int, call func(sj *run) (ReviewRecord, error)) (ReviewRecord, error) {
 	r, err := call(p.shards[k-1])
-	r.Name, r.Marker = inShard(k, r.Name), inShard(k, r.Marker)
+	r.Name, r.Marker = record.InShard(k, r.Name), record.InShard(k, r.Marker)
 	return r, err
 }
 
 // ReviewRestriction reviews "shard-KK/backoff-NNNN.json".
 func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBefore int64) (ReviewRecord, error) {
-	k, name, ok := parseShardRef(entry)
+	k, name, ok := record.ParseShardRef(entry)
 	if !ok || k > p.n {
-		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, escapeName(entry))
+		return ReviewRecord{}, fmt.Errorf("%w: %s: in a parallel run name the entry with its shard (shard-01/backoff-0001.json)", errReviewRefused, store.EscapeName(entry))
 	}
 	return p.review(k, func(sj *run) (ReviewRecord, error) { return sj.ReviewRestriction(ctx, name, note, notBefore) })
 }
@@ -379,8 +309,8 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 // Review is [Journal.Review] in the file's shard, which checks it.
 func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
 	d := file
-	if !isDigest(file) {
-		d = fileDigest(file)
+	if !record.IsDigest(file) {
+		d = record.FileDigest(file)
 	}
 	return p.review(p.lane(d)+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
 }
@@ -389,14 +319,14 @@ func (p *root) Review(ctx context.Context, file string, decision Decision, note 
 // decided in its shard under the merged status; under another worker's
 // live marker in-flight, under a dead one unknown.
 func (p *root) continuation(files []PlannedFile, approval Approval, now time.Time) (Continuation, error) {
-	digests, ids := p.snap.planFiles, map[string]string{}
+	digests, ids := p.snap.PlanFiles, map[string]string{}
 	if files != nil {
 		_, want, err := digestOfPlan(files)
 		if err != nil {
 			return Continuation{}, err
 		}
-		if p.snap.manifest.planDigest != want {
-			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.manifest.planDigest, want)
+		if p.snap.Manifest.PlanDigest != want {
+			return Continuation{}, fmt.Errorf("%w: the run records plan %s, not %s", ErrPlanMismatch, p.snap.Manifest.PlanDigest, want)
 		}
 		digests = nil
 		for _, f := range files {
@@ -406,7 +336,7 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 	}
 	parts := p.parts(context.Background(), now, true, false)
 	if files == nil && digests == nil {
-		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", errCorrupt)
+		return Continuation{}, fmt.Errorf("%w: the root's plan.json cannot be read, so the plan is unknown", runread.ErrCorrupt)
 	}
 	c := Continuation{Status: p.merge(parts)}
 	byShard := make([][]int, p.n)
@@ -419,13 +349,13 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 		s, own := sj.snap, sj.inflight != nil
 		for _, at := range byShard[i] {
 			d := digests[at]
-			fd := s.decide(d, approval, c.Status, true)
-			if s.blocking() && !own && s.pendingFile == d && fd.State != FileAcked {
+			fd := decide(s, d, approval, c.Status, true)
+			if s.Blocking() && !own && s.PendingFile == d && fd.State != FileAcked {
 				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-				fd.Reason = markerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
-				if s.deadMarker() {
+				fd.Reason = record.MarkerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
+				if s.DeadMarker() {
 					fd.State = FileUnknown
-					fd.Reason = markerRef(i+1) + ": dead marker: its upload's outcome is unknown"
+					fd.Reason = record.MarkerRef(i+1) + ": dead marker: its upload's outcome is unknown"
 				}
 			}
 			fd.ID = ids[d]
@@ -439,22 +369,22 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 // openParallel opens (with create, makes) the run of n shards rooted at ub.
 // A creation writes the root's manifest last: a root with one has all its
 // shards, and a shard missing later is a deletion (unresolved).
-func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
-	dir := ub.name
-	urb := ub.asRoot(n)
-	rb := urb.with(ctx)
+func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, planFiles []string, planDigest string, n int) (*root, error) {
+	dir := ub.Name
+	urb := ub.AsRoot(n)
+	rb := urb.With(ctx)
 	wait := cfg.pendingWait
 	if wait <= 0 {
 		wait = defaultParallelWait
 	}
-	if err := rb.nested(); err != nil {
+	if err := rb.Nested(); err != nil {
 		return nil, err
 	}
 	s, err := openRun(urb, cfg, wait, nil).openSnap(rb, create, cfg.plan != nil, planFiles, planDigest, n, func() error {
 		for k := 1; k <= n; k++ {
-			sub := shardPlan(planFiles, k, n)
-			if _, err := openRun(rb.shard(k), cfg, 0, nil).create(sub, planDigestOf(sub), false, 0, nil); err != nil {
-				return fmt.Errorf("%s: %w", shardName(k), err)
+			sub := record.ShardPlan(planFiles, k, n)
+			if _, err := openRun(rb.Shard(k), cfg, 0, nil).create(sub, record.PlanDigestOf(sub), false, 0, nil); err != nil {
+				return fmt.Errorf("%s: %w", record.ShardName(k), err)
 			}
 		}
 		return nil
@@ -463,143 +393,34 @@ func openParallel(ctx context.Context, ub *loc, create bool, cfg config, planFil
 		return nil, err
 	}
 	switch { // the root's run above is its creation's only
-	case s.manifest != nil && s.manifest.parallel == n:
-	case s.manifest != nil && s.manifest.parallel == 0:
-		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", escapeName(dir))
-	case s.manifest != nil:
-		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", escapeName(dir), s.manifest.parallel, n)
+	case s.Manifest != nil && s.Manifest.Parallel == n:
+	case s.Manifest != nil && s.Manifest.Parallel == 0:
+		return nil, fmt.Errorf("journal: %s was created without WithParallel: open it without the option", store.EscapeName(dir))
+	case s.Manifest != nil:
+		return nil, fmt.Errorf("journal: %s is a parallel run of %d shards, not %d", store.EscapeName(dir), s.Manifest.Parallel, n)
 	default:
 		why := "no run.json"
-		if len(s.findings) > 0 {
-			why = s.findings[0].String()
+		if len(s.Findings) > 0 {
+			why = s.Findings[0].String()
 		}
-		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", errCorrupt, escapeName(dir), why)
+		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", runread.ErrCorrupt, store.EscapeName(dir), why)
 	}
-	if cfg.plan != nil && s.manifest.planDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, escapeName(dir), s.manifest.planDigest, planDigest)
+	if cfg.plan != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
 	}
-	rootOnly(s)
-	p := &root{clock: cfg.clock, snap: s, n: n, wants: shardWants(s.planFiles, n),
-		views: make([]*snapshot, n), markers: make([]lightMarker, n)}
+	runread.RootOnly(s)
+	p := &root{clock: cfg.clock, snap: s, n: n, wants: runread.ShardWants(s.PlanFiles, n),
+		views: make([]*runread.Snapshot, n), markers: make([]store.LightMarker, n)}
 	for k := 1; k <= n; k++ {
-		ss, _, err := scanShard(rb, k, cfg.clock.Now())
+		ss, _, err := runread.ScanShard(rb, k, cfg.clock.Now())
 		if err != nil {
 			return nil, err
 		}
-		sj := openRun(urb.shard(k), cfg, wait, shardPlan(s.planFiles, k, n))
+		sj := openRun(urb.Shard(k), cfg, wait, record.ShardPlan(s.PlanFiles, k, n))
 		sj.group, sj.shardNo, sj.snap = p, k, ss
 		// The check across shards starts from a copy (the shard adds to its cache).
-		p.views[k-1] = &snapshot{cache: maps.Clone(ss.cache), gen: ss.gen, light: true}
+		p.views[k-1] = &runread.Snapshot{Cache: maps.Clone(ss.Cache), Gen: ss.Gen, Light: true}
 		p.shards = append(p.shards, sj)
 	}
 	return p, nil
-}
-
-// scanShard scans shard k of rb once no run lies inside it. A shard that
-// cannot be read (deleted, or not finished) is a snapshot of one finding.
-func scanShard(rb *loc, k int, now time.Time) (s *snapshot, unread string, err error) {
-	b := rb.shard(k)
-	if err := b.nested(); err != nil {
-		return nil, "", err
-	}
-	if s, err = scanRun(b, nil, now); err != nil {
-		unread = "cannot read the shard: " + redact.Text(bareErr(err).Error())
-		s = newSnapshot()
-		s.addFinding(".", "%s", unread)
-	}
-	return s, unread, nil
-}
-
-// shardProblem says what makes shard snapshot s's manifest no shard of its
-// root, which gives it plan digest want ("" for none); "" when nothing.
-func shardProblem(s *snapshot, want string) string {
-	switch {
-	case s.manifest != nil && s.manifest.parallel != 0:
-		return "declares shards of its own (a root copied into a shard)"
-	case want != "" && s.manifest != nil && s.manifest.planDigest != want:
-		return "plan_digest is not this shard's part of the root plan (a shard of another run)"
-	}
-	return ""
-}
-
-// rootParallel is the shard count b's manifest declares (0: none, or unreadable).
-func rootParallel(b *loc) int {
-	data, _, ok := b.read(nil, manifestName, maxRecordBytes)
-	if !ok {
-		return 0
-	}
-	mi, err := parseManifest(data)
-	if err != nil {
-		return 0
-	}
-	return mi.parallel
-}
-
-// lightView makes a shard's scan the check across shards (docs/policy.md:
-// "Shards in detail"): no receipt, part receipt or head, so no sequence; the
-// marker read again only when its version (Blob: the probe's ETag) changed.
-type lightView struct {
-	p      *root
-	i      int
-	probed string // the marker's version the liveness probe returned
-}
-
-// lightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
-type lightMarker struct {
-	data    []byte
-	version string
-}
-
-// filter leaves out receipts, part receipts, heads, writes in progress.
-func (v *lightView) filter(names []listedName) []listedName {
-	out := names[:0:0]
-	for _, n := range names {
-		k, _ := kindOf(n.name)
-		_, temp := parseTempName(n.name)
-		_, head := parseHeadName(n.name)
-		if !temp && !head && (k == nil || k.attempted == nil) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// read reads l's marker unless its probed version is the one read last.
-func (v *lightView) read(l *loc, s *snapshot, limit int64) ([]byte, string, bool) {
-	p := v.p
-	p.mu.Lock()
-	m := p.markers[v.i]
-	p.mu.Unlock()
-	if m.data != nil && v.probed != "" && m.version == v.probed {
-		return m.data, m.version, true
-	}
-	plain := *l
-	plain.light = nil
-	data, version, ok := plain.read(s, markerName, limit)
-	if ok {
-		p.mu.Lock()
-		p.markers[v.i] = lightMarker{data: data, version: version}
-		p.mu.Unlock()
-	}
-	return data, version, ok
-}
-
-// shardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
-// for a reason that starts with a name of the shard, else "shard-02: …".
-func shardReason(k int, reason string) string {
-	if name, _, ok := strings.Cut(reason, ":"); ok && (name == "." || isJournalName(name) || strings.Contains(name, ".json")) {
-		return shardName(k) + "/" + reason
-	}
-	return shardName(k) + ": " + reason
-}
-
-// rootOnly adds a finding for each journal name in a root but its manifest,
-// plan and writes in progress: its records live in its shards.
-func rootOnly(s *snapshot) {
-	for _, ln := range s.listed {
-		_, temp := parseTempName(ln.name)
-		if !temp && ln.name != manifestName && ln.name != planName && isJournalName(ln.name) {
-			s.addFinding(ln.name, "in a parallel run's root: its records live in its shards (not a record of this run)")
-		}
-	}
 }

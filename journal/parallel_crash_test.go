@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/require"
 )
@@ -133,7 +135,7 @@ var parScenarios = []parScenario{
 			switch {
 			case !sent:
 				require.NotEqual(t, FileAcked, fd.State)
-			case done("link "+receiptName(fileDigest("a.bin"))) > 0:
+			case done("link "+receiptName(record.FileDigest("a.bin"))) > 0:
 				require.Equal(t, FileAcked, fd.State)
 			default:
 				require.Equal(t, FileUnknown, fd.State, "a sent upload without a receipt is never replayable: %s", fd.Reason)
@@ -180,7 +182,7 @@ func settled(t *testing.T, dir string) (*Journal, time.Time) {
 
 // markerIn reports whether any shard of the root dir holds a marker.
 func markerIn(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "shard-*", markerName))
+	m, _ := filepath.Glob(filepath.Join(dir, "shard-*", record.MarkerName))
 	return len(m) > 0
 }
 

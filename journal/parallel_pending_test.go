@@ -11,6 +11,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +23,7 @@ import (
 func filesOfShards(plan []PlannedFile, n int) map[int]string {
 	out := map[int]string{}
 	for _, f := range plan {
-		if k := shardIndex(fileDigest(f.ID), n); out[k] == "" {
+		if k := record.ShardIndex(record.FileDigest(f.ID), n); out[k] == "" {
 			out[k] = f.ID
 		}
 	}
@@ -87,7 +91,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 				var re *RestrictedError
 				require.ErrorAs(t, err, &re)
 				require.ErrorIs(t, err, ErrPending)
-				require.Equal(t, "shard-02/pending-request.json: "+pendingProblem+" (`journal review --pending --marker shard-02/pending-request.json`)", re.Status.Reason)
+				require.Equal(t, "shard-02/pending-request.json: "+runread.PendingProblem+" (`journal review --pending --marker shard-02/pending-request.json`)", re.Status.Reason)
 				err = send(j, 3)
 				require.ErrorIs(t, err, ErrPending, "every shard's Begin refuses")
 			}
@@ -108,7 +112,7 @@ func TestParallelDeadWorkerMarker(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "shard-02/pending-request.json", rec.Marker)
 			require.Equal(t, "shard-02/review-0001.json", rec.Name)
-			require.Equal(t, fileDigest(fs[2]), rec.MarkerFileDigest)
+			require.Equal(t, record.FileDigest(fs[2]), rec.MarkerFileDigest)
 			require.True(t, rec.Removed)
 			require.Equal(t, clk.Now().Unix()+30, rec.NotBeforeUTC)
 			require.Empty(t, run.markers(4))
@@ -255,7 +259,7 @@ func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
 	require.NoError(t, cur.Begin(WithUpload(context.Background(), "a.bin"), putReq(t)))
 	require.NoError(t, cur.Complete(WithUpload(context.Background(), "a.bin"), putReq(t), ok201("a")))
 	for _, dir := range []string{old, cur.Dir()} {
-		before, err := os.ReadFile(filepath.Join(dir, manifestName))
+		before, err := os.ReadFile(filepath.Join(dir, record.ManifestName))
 		require.NoError(t, err)
 		require.NotContains(t, string(before), "parallel")
 		j, err := Open(dir, withClock(newFakeClock(now)))
@@ -265,14 +269,14 @@ func TestRunsWithoutParallelOpenUnchanged(t *testing.T) {
 		require.NotEqual(t, Unresolved, j.Status(now).State)
 		_, err = Open(dir, WithParallel(2))
 		require.ErrorContains(t, err, "created without WithParallel")
-		after, err := os.ReadFile(filepath.Join(dir, manifestName))
+		after, err := os.ReadFile(filepath.Join(dir, record.ManifestName))
 		require.NoError(t, err)
 		require.Equal(t, before, after)
 		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
 	}
-	require.Equal(t, []string{"head-0001.json", planName, receiptName(fileDigest("a.bin")), manifestName}, allNames(t, cur.Dir()))
+	require.Equal(t, []string{"head-0001.json", record.PlanName, receiptName(record.FileDigest("a.bin")), record.ManifestName}, allNames(t, cur.Dir()))
 }
 
 // parallel-shards: a shard swapped with another, or a shard deleted
@@ -301,7 +305,7 @@ func TestParallelShardSwappedOrDeleted(t *testing.T) {
 		require.Equal(t, "shard-01/run.json: plan_digest is not this shard's part of the root plan (a shard of another run)", st.Reason)
 		fs, err := verify(dir)
 		require.NoError(t, err)
-		require.Equal(t, Finding{"shard-01/run.json", "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
+		require.Equal(t, Finding{File: "shard-01/run.json", Problem: "plan_digest is not this shard's part of the root plan (a shard of another run)"}, fs[0])
 	})
 	t.Run("deleted", func(t *testing.T) {
 		dir := newRoot(t)

@@ -15,6 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/store"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +47,7 @@ func (p prefixMem) ListPrefix(_ context.Context, prefix string, limit int) ([]st
 	return out, nil
 }
 
-var _ prefixLister = prefixMem{}
+var _ store.PrefixLister = prefixMem{}
 
 // shardedRun is one parallel run of the worker tests, on one of the
 // stores: the local directory, the in-memory Store, and the in-memory
@@ -97,7 +103,7 @@ func (r *shardedRun) files(t testing.TB) map[string]string {
 func (r *shardedRun) markers(n int) []int {
 	var out []int
 	for k := 1; k <= n; k++ {
-		name := shardName(k) + "/" + markerName
+		name := record.ShardName(k) + "/" + record.MarkerName
 		if r.mem != nil && r.mem.has(name) {
 			out = append(out, k)
 		}
@@ -310,7 +316,7 @@ func TestParallel429BlocksEveryWorker(t *testing.T) {
 		run.mem.mu.Lock()
 		claimed := -1
 		for i, op := range run.mem.ops {
-			if op == "create "+shardName(k)+"/"+markerName {
+			if op == "create "+record.ShardName(k)+"/"+record.MarkerName {
 				claimed = i
 			}
 		}
@@ -471,7 +477,7 @@ func TestParallelLiveMarkersNeverStale(t *testing.T) {
 	kill(a)
 	err = begin(b, ofB[5])
 	require.ErrorIs(t, err, ErrPending)
-	require.Contains(t, err.Error(), "shard-01/pending-request.json: "+pendingProblem)
+	require.Contains(t, err.Error(), "shard-01/pending-request.json: "+runread.PendingProblem)
 }
 
 // parallel-shards: a pending review in another shard (the unknown
@@ -491,7 +497,7 @@ func TestParallelClaimSeesOtherShardsReview(t *testing.T) {
 	ctxA := WithUpload(context.Background(), fs[1])
 	require.NoError(t, a.Admit(ctxA, clk.Now()))
 	kill(dead)
-	_, err := op.ReviewPendingMarker(context.Background(), markerRef(3), "killed", 0)
+	_, err := op.ReviewPendingMarker(context.Background(), record.MarkerRef(3), "killed", 0)
 	require.NoError(t, err)
 	err = a.Begin(ctxA, putReq(t))
 	var re *RestrictedError
@@ -513,7 +519,7 @@ func TestParallelOneJournalManyInFlight(t *testing.T) {
 	require.NoError(t, err)
 	fs := filesOfShards(plan, 4)
 	get := getReq(t)
-	gk := shardIndex(get.URLDigest, 4)
+	gk := record.ShardIndex(get.URLDigest, 4)
 	var ctxs []context.Context
 	var want []int
 	for k := 1; k <= 4; k++ {

@@ -11,6 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/assert"
@@ -56,7 +60,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	for i := range 3 {
 		sendPart(t, j, "a.bin", ok201("blk"+string(rune('1'+i))))
 	}
-	hex := fileHex(fileDigest("a.bin"))
+	hex := record.FileHex(record.FileDigest("a.bin"))
 	want := []string{"part-" + hex + "-0001.json", "part-" + hex + "-0002.json", "part-" + hex + "-0003.json", "plan.json", "run.json"}
 	require.Equal(t, want, names(t, j.Dir()))
 	requirePrivate(t, j.Dir())
@@ -80,7 +84,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	require.NoError(t, j.Begin(commit, putReq(t)))
 	require.NoError(t, j.Complete(commit, putReq(t), ok201("commit")))
 	assert.Equal(t, FileAcked, stateOf(t, j, "a.bin").State)
-	r := readBody(t, filepath.Join(j.Dir(), receiptName(fileDigest("a.bin"))))
+	r := readBody(t, filepath.Join(j.Dir(), receiptName(record.FileDigest("a.bin"))))
 	assert.Equal(t, true, r["ack"])
 	assert.Equal(t, "commit", r["request_id"])
 
@@ -92,7 +96,7 @@ func TestPartsAreNeverTheACK(t *testing.T) {
 	findings, err := verify(j.Dir())
 	require.NoError(t, err)
 	require.Empty(t, findings)
-	require.NotContains(t, names(t, j.Dir()), markerName)
+	require.NotContains(t, names(t, j.Dir()), record.MarkerName)
 }
 
 // TestPartWith429: a part that meets 429 gets a backoff entry marked
@@ -105,14 +109,14 @@ func TestPartWith429(t *testing.T) {
 	e := readBody(t, filepath.Join(j.Dir(), "backoff-0001.json"))
 	prov := e["provenance"].(map[string]any)
 	assert.Equal(t, true, prov["part"])
-	assert.Equal(t, fileDigest("b.bin"), prov["file_digest"])
+	assert.Equal(t, record.FileDigest("b.bin"), prov["file_digest"])
 
 	clk.Set(t0.Add(2 * time.Second))
 	r2 := putReq(t)
 	r2.Attempt, r2.ResendOf = 2, d
 	require.NoError(t, j.Begin(ctx, r2))
 	require.NoError(t, j.Complete(ctx, r2, ok201("b2")))
-	p := readBody(t, filepath.Join(j.Dir(), partName(fileDigest("b.bin"), 1)))
+	p := readBody(t, filepath.Join(j.Dir(), record.PartName(record.FileDigest("b.bin"), 1)))
 	assert.Equal(t, d, p["resend_of"])
 	assert.Equal(t, 2.0, p["attempt"])
 	assert.Equal(t, FileUnknown, stateOf(t, j, "b.bin").State)
@@ -171,7 +175,7 @@ func TestRefusalsSayWhatTheyAre(t *testing.T) {
 	require.NotErrorIs(t, err, readrecovery.ErrReplayRefused)
 	var marked interface{ JournalRestricted() }
 	require.ErrorAs(t, err, &marked, "a transport can tell a restriction from a persistence failure")
-	require.Equal(t, []string{"backoff-0001.json", "plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, j.Dir()))
+	require.Equal(t, []string{"backoff-0001.json", "plan.json", receiptName(record.FileDigest("a.bin")), "run.json"}, names(t, j.Dir()))
 }
 
 // TestSlotWaitEndsWithTheContext: a Begin waiting for this Journal's
@@ -219,7 +223,7 @@ type hookFS struct {
 }
 
 func (h *hookFS) OpenFile(name string, flag int, perm os.FileMode) (fsys.File, error) {
-	if final, _ := parseTempName(filepath.Base(name)); final == markerName && flag&os.O_EXCL != 0 {
+	if final, _ := record.ParseTempName(filepath.Base(name)); final == record.MarkerName && flag&os.O_EXCL != 0 {
 		if h.beforeClaim != nil {
 			f := h.beforeClaim
 			h.beforeClaim = nil
@@ -267,7 +271,7 @@ func TestClaimThenCheck(t *testing.T) {
 		err = b.Begin(commit, putReq(t))
 		require.ErrorIs(t, err, errReplay, "journal-claim-then-check: B must not be authorised to re-upload an acked file")
 		require.ErrorIs(t, err, readrecovery.ErrReplayRefused)
-		require.Equal(t, []string{"plan.json", receiptName(fileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
+		require.Equal(t, []string{"plan.json", receiptName(record.FileDigest("a.bin")), "run.json"}, names(t, a.Dir()), "B's claim was removed")
 		require.Equal(t, Clear, b.Status(t0).State)
 	})
 	t.Run("restriction between check and claim", func(t *testing.T) {
@@ -326,7 +330,7 @@ func TestEarlierFormatDoesNotOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Unresolved, j.Status(t0.Add(20*time.Second)).State)
 	c, err := j.PlanContinuation(plan3, NewApproval, t0.Add(20*time.Second))
-	require.ErrorIs(t, err, errCorrupt, "its manifest is not of this format: nothing is planned")
+	require.ErrorIs(t, err, runread.ErrCorrupt, "its manifest is not of this format: nothing is planned")
 	require.Empty(t, c.Uploads(), "an unresolved run sends nothing")
 	require.ErrorIs(t, j.Admit(context.Background(), t0.Add(20*time.Second)), ErrRestricted)
 	require.Equal(t, before, names(t, dir))

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,7 +58,7 @@ func (f *failFS) Link(oldname, newname string) error {
 }
 
 func (f *failFS) Remove(name string) error {
-	if f.removeFails && filepath.Base(name) == markerName {
+	if f.removeFails && filepath.Base(name) == record.MarkerName {
 		return errInjected
 	}
 	return f.OS.Remove(name)
@@ -72,7 +76,7 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	_, err := j.Review(context.Background(), "a.bin", DecisionReupload, "")
 	require.ErrorIs(t, err, ErrRestricted, "a decision review needs the marker resolved first")
 	before := snapshotFiles(t, dir)
-	markerDigest := digestOf([]byte(before[markerName]))
+	markerDigest := record.DigestOf([]byte(before[record.MarkerName]))
 
 	clk := newFakeClock(t0.Add(time.Minute))
 	j, err = Open(dir, Existing(), withClock(clk), WithPlan(plan3))
@@ -80,16 +84,16 @@ func TestPendingReviewIsTheWayOut(t *testing.T) {
 	rec, err := j.ReviewPending(context.Background(), "worker 3 was killed\x1b[0m", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "review-0001.json", rec.Name)
-	assert.Equal(t, decisionPending, rec.Decision)
+	assert.Equal(t, record.DecisionPending, rec.Decision)
 	assert.Equal(t, markerDigest, rec.MarkerDigest)
-	assert.Equal(t, fileDigest("a.bin"), rec.MarkerFileDigest)
+	assert.Equal(t, record.FileDigest("a.bin"), rec.MarkerFileDigest)
 	assert.Equal(t, t0.Unix()+60+30, rec.NotBeforeUTC)
 	assert.True(t, rec.Removed)
 	assert.Equal(t, "worker 3 was killed [0m", rec.Note)
 
 	after := snapshotFiles(t, dir)
 	for n, c := range before {
-		if n != markerName {
+		if n != record.MarkerName {
 			assert.Equal(t, c, after[n], "%s is kept byte for byte", n)
 		}
 	}
@@ -187,7 +191,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		rec, err := j.ReviewPending(context.Background(), "", 0)
 		require.NoError(t, err)
 		assert.False(t, rec.Removed)
-		assert.Equal(t, []string{markerName, "plan.json", "review-0001.json", "run.json"}, names(t, dir))
+		assert.Equal(t, []string{record.MarkerName, "plan.json", "review-0001.json", "run.json"}, names(t, dir))
 		j2 := reopen(t, dir, t0)
 		assert.Equal(t, Waiting, j2.Status(t0).State, "the resolved marker blocks no status")
 		fs, err := verify(dir)
@@ -208,7 +212,7 @@ func TestFailedReviewLeavesNothingThatBlocks(t *testing.T) {
 		j3 := reopen(t, dir, t0.Add(30*time.Second))
 		require.NoError(t, j3.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, j3.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
-		assert.Equal(t, []string{"plan.json", "receipt-" + fileHex(fileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
+		assert.Equal(t, []string{"plan.json", "receipt-" + record.FileHex(record.FileDigest("b.bin")) + ".json", "review-0001.json", "run.json"}, names(t, dir))
 		fs, err = verify(dir)
 		require.NoError(t, err)
 		assert.Empty(t, fs)
@@ -229,7 +233,7 @@ func TestPendingReviewIsVerified(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"not_before_utc":1700000030`, `"not_before_utc":1700000031`, 1)), 0o600))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{"review-0001.json", "digest does not match the content (edited)"}, {markerName, pendingProblem}}, fs)
+	assert.Equal(t, []Finding{{File: "review-0001.json", Problem: "digest does not match the content (edited)"}, {File: record.MarkerName, Problem: runread.PendingProblem}}, fs)
 }
 
 // in-flight: while another worker's marker names a file, a
@@ -284,7 +288,7 @@ func TestRestrictionReview(t *testing.T) {
 	}
 	rec, err := j.ReviewRestriction(context.Background(), "backoff-0001.json", "the service's support: 10 minutes", at+600)
 	require.NoError(t, err)
-	assert.Equal(t, decisionRestriction, rec.Decision)
+	assert.Equal(t, record.DecisionRestriction, rec.Decision)
 	assert.Equal(t, "review-0001.json", rec.Name)
 	_, err = j.ReviewRestriction(context.Background(), "backoff-0001.json", "", at+900)
 	require.ErrorIs(t, err, errReviewRefused, "bounded already")
@@ -335,14 +339,14 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.NoError(t, err)
 		_, err = j.Review(context.Background(), "a.bin", DecisionSkip, "checked")
 		require.ErrorIs(t, err, errInjected)
-		require.Contains(t, names(t, dir), markerName, "the review's marker is left")
+		require.Contains(t, names(t, dir), record.MarkerName, "the review's marker is left")
 		require.Contains(t, names(t, dir), "review-0001.json")
 		st := reopen(t, dir, t0).Status(t0)
 		require.Equal(t, Unresolved, st.State, st.Reason)
 
 		k := reopen(t, dir, t0)
 		require.NoError(t, k.Admit(WithUpload(context.Background(), "b.bin"), t0))
-		require.NotContains(t, names(t, dir), markerName)
+		require.NotContains(t, names(t, dir), record.MarkerName)
 		fs, err := verify(dir)
 		require.NoError(t, err)
 		require.Empty(t, fs)
@@ -362,12 +366,12 @@ func TestReviewWithoutHeadIsFinished(t *testing.T) {
 		require.NoError(t, err)
 		_, err = j.ReviewPending(context.Background(), "killed", 0)
 		require.ErrorIs(t, err, errInjected)
-		require.Contains(t, names(t, dir), markerName)
+		require.Contains(t, names(t, dir), record.MarkerName)
 
 		k := reopen(t, dir, t0.Add(30*time.Second))
 		require.NoError(t, k.Begin(WithUpload(context.Background(), "b.bin"), putReq(t)))
 		require.NoError(t, k.Complete(WithUpload(context.Background(), "b.bin"), putReq(t), ok201("b")))
-		require.NotContains(t, names(t, dir), markerName)
+		require.NotContains(t, names(t, dir), record.MarkerName)
 		require.Contains(t, names(t, dir), "review-0001.json", "the review counts")
 		fs, err := verify(dir)
 		require.NoError(t, err)

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,12 +104,12 @@ func TestPendingAndCorruptRecordsAreUnknown(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "run")
 	writeRun(t, dir, plan3, t0, nil, []string{"c.bin"})
-	editByte(t, filepath.Join(dir, receiptName(fileDigest("c.bin"))), 20)
+	editByte(t, filepath.Join(dir, receiptName(record.FileDigest("c.bin"))), 20)
 	c, err = reopen(t, dir, t0).PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.bin": "never-attempted", "b.bin": "never-attempted", "c.bin": "unknown"}, decisions(c))
 
 	require.NoError(t, os.Remove(filepath.Join(dir, "run.json")))
 	_, err = reopen(t, dir, t0).PlanContinuation(plan3, NewApproval, t0)
-	require.ErrorIs(t, err, errCorrupt)
+	require.ErrorIs(t, err, runread.ErrCorrupt)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/assert"
@@ -64,7 +66,7 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	requirePrivate(t, j.Dir())
 
 	// The other unknown file, by its digest as `journal plan` prints it.
-	rec2, err := j.Review(ctx, fileDigest("b.bin"), DecisionSkip, "parts only; skip")
+	rec2, err := j.Review(ctx, record.FileDigest("b.bin"), DecisionSkip, "parts only; skip")
 	require.NoError(t, err)
 	review1 := readJSONFile(t, filepath.Join(j.Dir(), "review-0001.json"))
 	review2 := readJSONFile(t, filepath.Join(j.Dir(), "review-0002.json"))
@@ -93,8 +95,8 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 	a := WithUpload(ctx, "a.bin")
 	require.NoError(t, j.Begin(a, putReq(t)))
 	require.NoError(t, j.Complete(a, putReq(t), ok201("a2")))
-	r2 := receiptNameRound(fileDigest("a.bin"), 2)
-	assert.Equal(t, "receipt-"+fileHex(fileDigest("a.bin"))+"-r02.json", r2)
+	r2 := record.ReceiptNameRound(record.FileDigest("a.bin"), 2)
+	assert.Equal(t, "receipt-"+record.FileHex(record.FileDigest("a.bin"))+"-r02.json", r2)
 	assert.Equal(t, 2.0, readBody(t, filepath.Join(j.Dir(), r2))["round"])
 	c, err = j.PlanContinuation(plan3, NewApproval, t0)
 	require.NoError(t, err)
@@ -109,10 +111,10 @@ func TestReviewIsTheOnlyWayOutOfUnknown(t *testing.T) {
 // reviewed (a review sends nothing) but stays waiting.
 func TestReviewNeedsAClaim(t *testing.T) {
 	j := unknownRun(t)
-	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), markerName), []byte("{}"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(j.Dir(), record.MarkerName), []byte("{}"), 0o600))
 	_, err := j.Review(context.Background(), "a.bin", DecisionSkip, "")
 	require.ErrorIs(t, err, ErrPending)
-	require.NoError(t, os.Remove(filepath.Join(j.Dir(), markerName)))
+	require.NoError(t, os.Remove(filepath.Join(j.Dir(), record.MarkerName)))
 
 	w := unknownRun(t)
 	record429(t, w, context.Background(), getReq(t), secs(30), timing(t0, 30))
@@ -132,12 +134,12 @@ func TestVerifyChecksReviews(t *testing.T) {
 	_, err = base.Review(context.Background(), "b.bin", DecisionSkip, "two")
 	require.NoError(t, err)
 	_, pd, _ := digestOfPlan(plan3)
-	forge := func(t *testing.T, dir, file string, ev reviewEvidence) {
+	forge := func(t *testing.T, dir, file string, ev record.ReviewEvidence) {
 		s, err := scan(osFS, dir, nil)
 		require.NoError(t, err)
-		seq, prev := s.nextLink()
-		data, _, err := seal(kindReview, seq, prev, &reviewBody{Sequence: 3, PlanDigest: pd,
-			FileDigest: fileDigest(file), Decision: DecisionReupload,
+		seq, prev := s.NextLink()
+		data, _, err := record.Seal(record.KindReview, seq, prev, &record.ReviewBody{Sequence: 3, PlanDigest: pd,
+			FileDigest: record.FileDigest(file), Decision: DecisionReupload,
 			Reviewer: "mallory", ReviewedAtUTC: t0.Unix(), Note: "forged", Evidence: ev})
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "review-0003.json"), data, 0o600))
@@ -160,12 +162,12 @@ func TestVerifyChecksReviews(t *testing.T) {
 		}, "review-0001.json: its content names review-0002.json (renamed)", "", ""},
 		{"forged acked", func(t *testing.T, dir string) {
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "c.bin", s.evidence(fileDigest("c.bin")))
+			forge(t, dir, "c.bin", s.Evidence(record.FileDigest("c.bin")))
 		}, "review-0003.json: reviews an acked file", "c.bin", FileAcked},
 		{"forged never-attempted", func(t *testing.T, dir string) {
 			// Round 2 of a.bin has no record: the file is not unknown.
 			s, _ := scan(osFS, dir, nil)
-			forge(t, dir, "a.bin", s.evidence(fileDigest("a.bin")))
+			forge(t, dir, "a.bin", s.Evidence(record.FileDigest("a.bin")))
 		}, "review-0003.json: reviews a file that was not unknown", "a.bin", FileReviewed},
 	}
 	for _, tc := range cases {

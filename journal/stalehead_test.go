@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
 // headRacer is a Store whose reads of a run head first let another
@@ -23,7 +25,7 @@ func (h *headRacer) Read(ctx context.Context, name string, limit int64) ([]byte,
 	h.mu.Lock()
 	// Only while no request is in flight: under a claim no other worker
 	// writes.
-	fire := h.hook != nil && h.fires > 0 && !h.busy && strings.HasPrefix(name, "head-") && !h.has(markerName)
+	fire := h.hook != nil && h.fires > 0 && !h.busy && strings.HasPrefix(name, "head-") && !h.has(record.MarkerName)
 	if fire {
 		h.fires--
 		h.busy = true

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -103,7 +105,7 @@ func TestWorkersStartTogether(t *testing.T) {
 			if r.dir != "" {
 				// No temporary file of a losing write is left behind.
 				for _, n := range allNames(t, r.dir) {
-					_, tmp := parseTempName(filepath.Base(n))
+					_, tmp := record.ParseTempName(filepath.Base(n))
 					require.False(t, tmp, n)
 				}
 			}

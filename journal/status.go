@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
 // State is the backoff state of a run (docs/policy.md: status-before-network).
@@ -29,6 +33,36 @@ const (
 	// (an edited, deleted or foreign file) has no review: the batch goes on
 	// in a new run after an operator's check.
 	Unresolved State = "unresolved"
+)
+
+// FileState classifies a planned file for an upload-only continuation
+// (docs/policy.md: upload-only-continuation); the classes are documented at their definition.
+type FileState = runread.FileState
+
+// The classes.
+const (
+	// FileAcked: a receipt records the upload's original 2xx ACK; it is
+	// never sent again.
+	FileAcked = runread.FileAcked
+	// FileNeverAttempted: no record names the file. It may be uploaded only
+	// under a new approval and while the status is clear or elapsed.
+	FileNeverAttempted = runread.FileNeverAttempted
+	// FileUnknown: a record names the file (a backoff entry of its upload, a
+	// part receipt, a receipt without ACK or failing verification, the
+	// pending marker) but no ACK is on record. It is never replayed: keep
+	// the source and the receipts for an operator's review ([Journal.Review]),
+	// the only way out of unknown.
+	FileUnknown = runread.FileUnknown
+	// FileReviewed: an operator reviewed the file while it was unknown and
+	// no record of it came since. With [DecisionReupload] it is sent again
+	// as a never-attempted file is (a new approval still needed); with
+	// [DecisionSkip], never. A review never makes a file acked.
+	FileReviewed = runread.FileReviewed
+	// FileInFlight: another worker's pending marker names the file (its
+	// request is in flight); never eligible while the marker stays. Only a
+	// Journal opened [WithPendingWait] reports it: without, the marker makes
+	// the run unresolved and the file unknown.
+	FileInFlight = runread.FileInFlight
 )
 
 // Status is a run's backoff state at one moment. Its JSON form is the
@@ -63,7 +97,7 @@ type Status struct {
 	// in every Status but [Journal.Status]'s.
 	Shards []ShardView
 
-	cause     error // errCorrupt or ErrPending for unresolved, or nil
+	cause     error // errCorrupt or runread.ErrPending for unresolved, or nil
 	abandoned bool  // the cause is a marker whose worker the store shows dead (R83): no use waiting
 	named     bool  // Reason names its shard already (a parallel run's merge)
 	reviewed  bool  // waiting for a pending review's not-before (the latest restriction)
@@ -134,12 +168,12 @@ func (s Status) CommandJSON() ([]byte, error) {
 
 // status is snapshot s's state at now, in the switch's order (docs/policy.md:
 // status-before-network, not-before-survives); ignorePending leaves the marker out.
-func (s *snapshot) status(now time.Time, ignorePending bool) Status {
+func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 	var st Status
 	var latest *restriction
 	var maxReceived int64
 	var maxReceivedName string
-	for _, r := range s.restrictions() {
+	for _, r := range restrictions(s) {
 		if latest == nil || r.NotBeforeUTC >= latest.NotBeforeUTC {
 			latest = &r
 		}
@@ -157,18 +191,18 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 		return st
 	}
 	switch {
-	case len(s.findings) > 0:
-		return unresolved(errCorrupt, s.findings[0].String())
-	case s.blocking() && !ignorePending:
-		st := unresolved(ErrPending, markerName+": "+s.markerProblem())
-		st.abandoned = s.pendingLive == holdNone
+	case len(s.Findings) > 0:
+		return unresolved(runread.ErrCorrupt, s.Findings[0].String())
+	case s.Blocking() && !ignorePending:
+		st := unresolved(runread.ErrPending, record.MarkerName+": "+s.MarkerProblem())
+		st.abandoned = s.DeadMarker()
 		return st
 	case maxReceived != 0 && now.Unix() < maxReceived:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
 			now.Unix(), maxReceived, maxReceivedName))
 	case latest == nil:
 		st.State, st.Reason = Clear, "no backoff entries"
-		if s.manifest != nil && s.manifest.legacy {
+		if s.Manifest != nil && s.Manifest.Legacy {
 			st.Reason = "legacy run (no backoff_version): no backoff entries"
 		}
 		return st
@@ -187,27 +221,27 @@ func (s *snapshot) status(now time.Time, ignorePending bool) Status {
 // restriction review's, or a pending review's (a lost response's unknown restriction).
 type restriction struct {
 	name string
-	timingJSON
+	record.TimingJSON
 	why     string // the waiting status's reason
 	pending bool   // a pending review's
 }
 
 // restrictions returns the run's restrictions in record order.
-func (s *snapshot) restrictions() []restriction {
+func restrictions(s *runread.Snapshot) []restriction {
 	var out []restriction
-	for _, er := range s.entries() {
-		if e := er.entry(); e.Timing != nil && untimed(*e) == "" {
-			out = append(out, restriction{er.name, *e.Timing, fmt.Sprintf(
+	for _, er := range s.Entries() {
+		if e := er.Entry(); e.Timing != nil && record.Untimed(*e) == "" {
+			out = append(out, restriction{er.Name, *e.Timing, fmt.Sprintf(
 				"%s: server restriction (retry_after %s, server delay %d s) until not_before_utc",
-				er.name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
+				er.Name, e.RetryAfter.Kind, e.Timing.ServerDelaySeconds), false})
 		}
 	}
-	for _, rr := range s.reviews() {
-		r := rr.review()
+	for _, rr := range s.Reviews() {
+		r := rr.Review()
 		reviewed := func(notBefore int64, what string) {
 			d := notBefore - r.ReviewedAtUTC
-			out = append(out, restriction{rr.name, timingJSON{r.ReviewedAtUTC, notBefore, d},
-				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.name, what, d), r.Marker != nil})
+			out = append(out, restriction{rr.Name, record.TimingJSON{ReceivedAtUTC: r.ReviewedAtUTC, NotBeforeUTC: notBefore, ServerDelaySeconds: d},
+				fmt.Sprintf("%s: %s: waits %d s until not_before_utc", rr.Name, what, d), r.Marker != nil})
 		}
 		if rs := r.Restriction; rs != nil {
 			reviewed(rs.NotBeforeUTC, "restriction review of "+rs.Entry+", whose server restriction has no timing")
@@ -233,3 +267,38 @@ func remainingSeconds(notBefore int64, now time.Time) int64 {
 	}
 	return max(notBefore-sec, 0)
 }
+
+// ShardView is one shard's line of a run at a glance ([Status.Shards]):
+// its state, its marker and the worker that holds it, and its files per
+// class. A run without shards has one line, for the run itself.
+type ShardView struct {
+	// Shard names it: "shard-01" … in a parallel run, "." for a run without shards.
+	Shard string `json:"shard"`
+	// State is the shard's own state: unresolved while its marker is dead
+	// (as the run is), else its records' state.
+	State State `json:"state"`
+	// Marker is "" without a marker; "live" for a request in flight (of
+	// this Journal, or another worker's that is not abandoned); "dead"
+	// for an abandoned one (its worker died, or is stuck: see
+	// [Journal.ReviewPendingMarker]; a dead CLAIM never sent and blocks
+	// nothing: the next worker removes it); "resolved" for one a pending
+	// review resolved and that is still there.
+	Marker string `json:"marker"`
+	// Method is the marker's: an HTTP method (the upload's, once it began
+	// under a claim), CLAIM for a file [Journal.Next] handed out whose
+	// upload did not begin, REVIEW for a review being written.
+	Method     string `json:"method,omitempty"`
+	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
+	// Host and PID name the worker that wrote the marker, when it says.
+	Host       string            `json:"host,omitempty"`
+	PID        int               `json:"pid,omitempty"`
+	AgeSeconds int64             `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
+	Files      map[FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
+}
+
+// Marker states of a [ShardView].
+const (
+	markerLive     = "live"
+	markerDead     = "dead"
+	markerResolved = "resolved"
+)

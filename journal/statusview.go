@@ -3,42 +3,20 @@ package journal
 import (
 	"strings"
 	"time"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
 )
 
-// ShardView is one shard's line of a run at a glance ([Status.Shards]):
-// its state, its marker and the worker that holds it, and its files per
-// class. A run without shards has one line, for the run itself.
-type ShardView struct {
-	// Shard names it: "shard-01" … in a parallel run, "." for a run without shards.
-	Shard string `json:"shard"`
-	// State is the shard's own state: unresolved while its marker is dead
-	// (as the run is), else its records' state.
-	State State `json:"state"`
-	// Marker is "" without a marker; "live" for a request in flight (of
-	// this Journal, or another worker's that is not abandoned); "dead"
-	// for an abandoned one (its worker died, or is stuck: see
-	// [Journal.ReviewPendingMarker]; a dead CLAIM never sent and blocks
-	// nothing: the next worker removes it); "resolved" for one a pending
-	// review resolved and that is still there.
-	Marker string `json:"marker"`
-	// Method is the marker's: an HTTP method (the upload's, once it began
-	// under a claim), CLAIM for a file [Journal.Next] handed out whose
-	// upload did not begin, REVIEW for a review being written.
-	Method     string `json:"method,omitempty"`
-	FileDigest string `json:"file_digest,omitempty"` // the file the marker names, if any
-	// Host and PID name the worker that wrote the marker, when it says.
-	Host       string            `json:"host,omitempty"`
-	PID        int               `json:"pid,omitempty"`
-	AgeSeconds int64             `json:"age_seconds,omitempty"` // the marker's age by its begun_at_utc
-	Files      map[FileState]int `json:"files"`                 // the shard's planned files per class (as Status.Files)
+// Status returns the run's state at now from what this Journal read last: it reads nothing
+// and never sleeps. A pending marker, its own request's included, makes a run unresolved; a
+// persistence failure keeps it so (open the run again to re-read it). Files and Shards give
+// the run at a glance.
+func (j *Journal) Status(now time.Time) Status {
+	if j.zero() {
+		return zeroStatus()
+	}
+	return j.glance(j.r.status(now), now)
 }
-
-// Marker states of a [ShardView].
-const (
-	markerLive     = "live"
-	markerDead     = "dead"
-	markerResolved = "resolved"
-)
 
 // glance adds the counts and the shard lines to st, the status [Journal.Status]
 // computed, from what this Journal read last (nothing is read).
@@ -66,37 +44,37 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
 	v := ShardView{Shard: ".", State: lane.unmarked(now).State}
 	if lane.shardNo > 0 {
-		v.Shard = shardName(lane.shardNo)
+		v.Shard = record.ShardName(lane.shardNo)
 	}
-	if s.pending {
+	if s.Pending {
 		v.Marker = markerLive
 		switch {
-		case s.pendingResolved != "":
+		case s.PendingResolved != "":
 			v.Marker = markerResolved
-		case s.pendingUnsent:
+		case s.PendingUnsent:
 			v.Marker = markerDead
-		case lane.inflight == nil && s.deadMarker():
+		case lane.inflight == nil && s.DeadMarker():
 			v.Marker, v.State = markerDead, Unresolved
 		}
-		_, data, _ := strings.Cut(s.pendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
-		if m, ok := parseMarker([]byte(data)); ok {
-			if b := s.begun; m.Method == claimMethod && b != nil && b.req.FileDigest == m.FileDigest {
-				m.Method = b.req.Method // the claim's upload began: its head says what it sends
+		_, data, _ := strings.Cut(s.PendingID, "\x00") // its version, a NUL, its bytes (none: no parse)
+		if m, ok := record.ParseMarker([]byte(data)); ok {
+			if b := s.Begun; m.Method == record.ClaimMethod && b != nil && b.Req.FileDigest == m.FileDigest {
+				m.Method = b.Req.Method // the claim's upload began: its head says what it sends
 			}
-			v.Method, v.FileDigest, v.Host, v.PID = sanitizeNote(m.Method, 16), m.FileDigest, sanitizeNote(m.Host, 64), m.PID
+			v.Method, v.FileDigest, v.Host, v.PID = record.SanitizeNote(m.Method, 16), m.FileDigest, record.SanitizeNote(m.Host, 64), m.PID
 			if m.BegunAtUTC > 0 {
 				v.AgeSeconds = max(now.Unix()-m.BegunAtUTC, 0)
 			}
 		}
 	}
-	if s.planFiles == nil {
+	if s.PlanFiles == nil {
 		return v // no plan.json: the planned files are unknown
 	}
 	v.Files = map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 0, FileUnknown: 0, FileReviewed: 0}
 	ok := Status{State: Clear}
-	for _, d := range s.planFiles {
-		c := s.decide(d, NoNewApproval, ok, true).State
-		if s.blocking() && s.pendingFile == d && c != FileAcked {
+	for _, d := range s.PlanFiles {
+		c := decide(s, d, NoNewApproval, ok, true).State
+		if s.Blocking() && s.PendingFile == d && c != FileAcked {
 			c = FileInFlight
 			if v.Marker == markerDead {
 				c = FileUnknown

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,17 +65,17 @@ func TestStatusAtAGlance(t *testing.T) {
 	require.Len(t, st.Shards, 4)
 	k := w.Shard(flying)
 	for i, sv := range st.Shards {
-		assert.Equal(t, shardName(i+1), sv.Shard)
+		assert.Equal(t, record.ShardName(i+1), sv.Shard)
 		total := 0
 		for _, n := range sv.Files {
 			total += n
 		}
-		assert.Equal(t, len(shardPlan(sortedDigests(plan), i+1, 4)), total, sv.Shard)
+		assert.Equal(t, len(record.ShardPlan(sortedDigests(plan), i+1, 4)), total, sv.Shard)
 		if i+1 != k {
 			assert.Equal(t, "", sv.Marker, sv.Shard)
 			continue
 		}
-		assert.Equal(t, ShardView{Shard: shardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: fileDigest(flying),
+		assert.Equal(t, ShardView{Shard: record.ShardName(k), State: Clear, Marker: "live", Method: "PUT", FileDigest: record.FileDigest(flying),
 			Host: host, PID: os.Getpid(), AgeSeconds: 5, Files: sv.Files}, sv)
 		assert.Equal(t, 1, sv.Files[FileInFlight])
 	}
@@ -117,7 +119,7 @@ func TestStatusAtAGlance(t *testing.T) {
 func sortedDigests(plan []PlannedFile) []string {
 	var ds []string
 	for _, f := range plan {
-		ds = append(ds, fileDigest(f.ID))
+		ds = append(ds, record.FileDigest(f.ID))
 	}
 	sort.Strings(ds)
 	return ds

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/stretchr/testify/require"
 )
@@ -63,7 +65,7 @@ func (m *memStore) Create(_ context.Context, name string, data []byte) (string, 
 	}
 	m.n++
 	m.objs[name], m.vers[name] = append([]byte(nil), data...), fmt.Sprintf(`"v%d"`, m.n)
-	if strings.HasSuffix(name, markerName) {
+	if strings.HasSuffix(name, record.MarkerName) {
 		// Live from its creation, as Store.Live requires (Blob Storage:
 		// its creation grace), until its Hold's release.
 		if m.held == nil {
@@ -189,7 +191,7 @@ func TestOpenStoreSharedRun(t *testing.T) {
 
 	record429(t, a, upload, putReq(t), secs(60), timing(t0, 60))
 	require.True(t, st.has("backoff-0001.json"))
-	require.False(t, st.has(markerName), "the marker is removed with its version")
+	require.False(t, st.has(record.MarkerName), "the marker is removed with its version")
 
 	err := b.Admit(context.Background(), t0.Add(time.Second))
 	var re *RestrictedError
@@ -256,9 +258,9 @@ func TestOpenStoreWriteFailures(t *testing.T) {
 		step    string // "begin" or "backoff"
 		wantRun State
 	}{
-		{"marker create", "create " + markerName, "begin", Clear},
+		{"marker create", "create " + record.MarkerName, "begin", Clear},
 		{"entry create", "create backoff-0001.json", "backoff", Unresolved},
-		{"marker remove", "remove " + markerName, "backoff", Elapsed},
+		{"marker remove", "remove " + record.MarkerName, "backoff", Elapsed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newMemStore()
@@ -320,7 +322,7 @@ func FuzzStoreRun(f *testing.F) {
 	f.Add("receipt-"+strings.Repeat("0", 32)+".json", []byte("{}\n"))
 	f.Add("dir/backoff-0002.json", []byte("x"))
 	f.Add("", []byte("x"))
-	f.Add("plan.json", []byte(strings.Repeat("a", maxPlanBytes+10)))
+	f.Add("plan.json", []byte(strings.Repeat("a", record.MaxPlanBytes+10)))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		st := newMemStore()
 		for k, v := range base {
@@ -363,15 +365,15 @@ func TestDirStoreMethods(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, fs.ErrNotExist)
 
-	_, err = st.Create(ctx, markerName, []byte("m\n"))
+	_, err = st.Create(ctx, record.MarkerName, []byte("m\n"))
 	require.NoError(t, err)
-	_, err = st.Create(ctx, markerName, []byte("m\n"))
+	_, err = st.Create(ctx, record.MarkerName, []byte("m\n"))
 	require.ErrorIs(t, err, fs.ErrExist)
 	got, err := st.List(ctx, 10)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"backoff-0001.json", "link.json", markerName}, got)
+	require.ElementsMatch(t, []string{"backoff-0001.json", "link.json", record.MarkerName}, got)
 	require.Error(t, st.Remove(ctx, "backoff-0001.json", ""))
-	require.NoError(t, st.Remove(ctx, markerName, ""))
+	require.NoError(t, st.Remove(ctx, record.MarkerName, ""))
 	got, err = st.List(ctx, 10)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"backoff-0001.json", "link.json"}, got)

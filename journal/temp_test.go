@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readrecovery/readrecovery/journal/internal/runread"
+
+	"github.com/readrecovery/readrecovery/journal/internal/record"
+
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/journal/internal/fsys"
 	"github.com/stretchr/testify/assert"
@@ -22,12 +26,12 @@ import (
 // TestTempNames: only the durable write's own pattern (a record name,
 // ".tmp-", 16 lower-case hex digits) is a temporary file.
 func TestTempNames(t *testing.T) {
-	rec := receiptName(fileDigest("a.bin"))
+	rec := receiptName(record.FileDigest("a.bin"))
 	for _, tc := range []struct {
 		name, final string
 	}{
-		{tempName(rec), rec},
-		{tempName("backoff-0001.json"), "backoff-0001.json"},
+		{record.TempName(rec), rec},
+		{record.TempName("backoff-0001.json"), "backoff-0001.json"},
 		{"review-0002.json.tmp-0123456789abcdef", "review-0002.json"},
 		{"run.json.tmp-0123456789abcdef", "run.json"},
 		{"backoff-0001.json.tmp", ""},                                         // the old pattern
@@ -37,11 +41,11 @@ func TestTempNames(t *testing.T) {
 		{"notes.txt.tmp-0123456789abcdef", ""},                                // not a record
 		{".tmp-0123456789abcdef", ""},
 	} {
-		final, ok := parseTempName(tc.name)
+		final, ok := record.ParseTempName(tc.name)
 		assert.Equal(t, tc.final, final, tc.name)
 		assert.Equal(t, tc.final != "", ok, tc.name)
 	}
-	assert.NotEqual(t, tempName(rec), tempName(rec), "each write has its own temporary name")
+	assert.NotEqual(t, record.TempName(rec), record.TempName(rec), "each write has its own temporary name")
 }
 
 // TestTempFilesAreNotFindings (issue 23): another writer's temporary file
@@ -51,7 +55,7 @@ func TestTempNames(t *testing.T) {
 func TestTempFilesAreNotFindings(t *testing.T) {
 	j, _ := newRun(t)
 	dir := j.Dir()
-	tmp := filepath.Join(dir, tempName(receiptName(fileDigest("a.bin"))))
+	tmp := filepath.Join(dir, record.TempName(receiptName(record.FileDigest("a.bin"))))
 	require.NoError(t, os.WriteFile(tmp, []byte(`{"half":`), 0o600))
 
 	require.NoError(t, j.Admit(context.Background(), time.Now()), "a write in progress blocks nobody")
@@ -61,7 +65,7 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 	assert.Empty(t, sum.Findings)
 	assert.Empty(t, sum.Leftovers, "a young temporary file is a write in progress")
 
-	old := time.Now().Add(-2 * staleTemp)
+	old := time.Now().Add(-2 * runread.StaleTemp)
 	require.NoError(t, os.Chtimes(tmp, old, old))
 	sum, err = inspectDir(dir)
 	require.NoError(t, err)
@@ -79,14 +83,14 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte("x"), 0o600))
 		fs, err := verify(dir)
 		require.NoError(t, err)
-		assert.Equal(t, []Finding{{tc.name, tc.problem}}, fs)
+		assert.Equal(t, []Finding{{File: tc.name, Problem: tc.problem}}, fs)
 		require.NoError(t, os.Remove(p))
 	}
-	link := filepath.Join(dir, tempName("backoff-0001.json"))
+	link := filepath.Join(dir, record.TempName("backoff-0001.json"))
 	require.NoError(t, os.Symlink("/dev/zero", link))
 	fs, err := verify(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{filepath.Base(link), "not a regular file"}}, fs)
+	assert.Equal(t, []Finding{{File: filepath.Base(link), Problem: "not a regular file"}}, fs)
 }
 
 // killFS is the real file system that kills its own process (SIGKILL)
@@ -97,7 +101,7 @@ func TestTempFilesAreNotFindings(t *testing.T) {
 type killFS struct{ fsys.OS }
 
 func (k killFS) Link(oldname, newname string) error {
-	if _, head := parseHeadName(filepath.Base(newname)); head || filepath.Base(newname) == markerName {
+	if _, head := record.ParseHeadName(filepath.Base(newname)); head || filepath.Base(newname) == record.MarkerName {
 		return k.OS.Link(oldname, newname)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -137,21 +141,21 @@ func TestKilledWritersLeftoverIsReported(t *testing.T) {
 
 	var tmp string
 	for _, n := range names(t, dir) {
-		if _, ok := parseTempName(n); ok {
+		if _, ok := record.ParseTempName(n); ok {
 			tmp = n
 		}
 	}
-	require.True(t, strings.HasPrefix(tmp, receiptName(fileDigest("a.bin"))+".tmp-"), "names %v", names(t, dir))
+	require.True(t, strings.HasPrefix(tmp, receiptName(record.FileDigest("a.bin"))+".tmp-"), "names %v", names(t, dir))
 	assert.Equal(t, []string{"head-0001.json", "pending-request.json", "plan.json", tmp, "run.json"}, allNames(t, dir))
 	st := reopen(t, dir, time.Now()).Status(time.Now())
 	assert.Equal(t, Unresolved, st.State)
-	assert.Equal(t, "pending-request.json: "+pendingProblem, st.Reason)
+	assert.Equal(t, "pending-request.json: "+runread.PendingProblem, st.Reason)
 
-	old := time.Now().Add(-staleTemp - time.Second)
+	old := time.Now().Add(-runread.StaleTemp - time.Second)
 	require.NoError(t, os.Chtimes(filepath.Join(dir, tmp), old, old))
 	sum, err := inspectDir(dir)
 	require.NoError(t, err)
-	assert.Equal(t, []Finding{{markerName, pendingProblem}}, sum.Findings)
+	assert.Equal(t, []Finding{{File: record.MarkerName, Problem: runread.PendingProblem}}, sum.Findings)
 	require.Len(t, sum.Leftovers, 1)
 	assert.Equal(t, tmp, sum.Leftovers[0].File)
 }

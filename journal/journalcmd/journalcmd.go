@@ -22,6 +22,7 @@ import (
 
 	"github.com/readrecovery/readrecovery/internal/unixtime"
 	"github.com/readrecovery/readrecovery/journal"
+	"github.com/readrecovery/readrecovery/journal/internal/store"
 )
 
 // Command is one command's way to reach its runs, and its words.
@@ -243,7 +244,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		if ids != nil {
 			id := "?"
 			if raw, ok := ids[f.Digest]; ok {
-				id = escape(raw)
+				id = store.EscapeName(raw)
 				named++
 			}
 			d += "\t" + id
@@ -262,7 +263,7 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 	if ids == nil {
 		_, _ = io.WriteString(stdout, digestsOnly)
 	} else {
-		fmt.Fprintf(stdout, "--ids named %d of %d files (? marks a digest no line of %s names)\n", named, len(cont.Files), escape(*idsFile))
+		fmt.Fprintf(stdout, "--ids named %d of %d files (? marks a digest no line of %s names)\n", named, len(cont.Files), store.EscapeName(*idsFile))
 	}
 	return stateCode(cont.Status.State)
 }
@@ -290,7 +291,7 @@ func readIDs(path string) (map[string]string, error) {
 		return nil, err
 	}
 	if len(data) > maxIDsBytes {
-		return nil, fmt.Errorf("%s is over %d bytes", escape(path), maxIDsBytes)
+		return nil, fmt.Errorf("%s is over %d bytes", store.EscapeName(path), maxIDsBytes)
 	}
 	ids := map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
@@ -307,20 +308,6 @@ func readIDs(path string) (map[string]string, error) {
 func printable(err error) string {
 	q := strconv.QuoteToASCII(err.Error())
 	return q[1 : len(q)-1]
-}
-
-// escape returns s as it is when it is printable ASCII without spaces, quotes or
-// backslashes, else Go-quoted, so that no ID can forge a line or reach a terminal raw.
-func escape(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '\'' {
-			return strconv.QuoteToASCII(s)
-		}
-	}
-	if s == "" {
-		return `""`
-	}
-	return s
 }
 
 func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -385,14 +372,14 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 			file = "file " + rec.MarkerFileDigest + " (now unknown: review it with --file and --decision)"
 		}
 		fmt.Fprintf(stdout, "reviewed %s %s: %s by %s at %d (%s); %s; the run waits until not_before_utc %d\n",
-			escape(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
+			store.EscapeName(rec.Marker), rec.MarkerDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, file, rec.NotBeforeUTC)
 		if !rec.Removed {
 			fmt.Fprintf(stdout, "the marker is resolved but could not be removed: the next request or review removes it\n")
 		}
 		return 3 // waiting
 	case *restriction != "":
 		fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s); the run waits until not_before_utc %d\n",
-			escape(*restriction), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, *notBefore)
+			store.EscapeName(*restriction), rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name, *notBefore)
 		return 3 // waiting
 	}
 	fmt.Fprintf(stdout, "reviewed %s: %s by %s at %d (%s)\n", rec.FileDigest, rec.Decision, rec.Reviewer, rec.ReviewedAtUTC, rec.Name)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readrecovery/readrecovery/journal"
+	"github.com/readrecovery/readrecovery/journal/internal/store"
 )
 
 // clearScreen moves a terminal's cursor home and clears it: --watch
@@ -101,7 +102,7 @@ func (c *Command) watch(ctx context.Context, dir string, interval time.Duration,
 		} else if frame > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "%s %sstatus --watch %s: %s, every %v\n", c.Prog, c.Sub, escape(dir), now.UTC().Format(time.RFC3339), interval)
+		fmt.Fprintf(&b, "%s %sstatus --watch %s: %s, every %v\n", c.Prog, c.Sub, store.EscapeName(dir), now.UTC().Format(time.RFC3339), interval)
 		writeGlance(&b, st)
 		end := true
 		switch {
@@ -161,12 +162,12 @@ func writeGlance(w io.Writer, st journal.Status) {
 	for _, sv := range st.Shards {
 		marker, method, file, worker, age := "-", "-", "-", "-", "-"
 		if sv.Marker != "" {
-			marker, method, age = sv.Marker, escape(sv.Method), fmt.Sprintf("%d s", sv.AgeSeconds)
+			marker, method, age = sv.Marker, store.EscapeName(sv.Method), fmt.Sprintf("%d s", sv.AgeSeconds)
 			if sv.FileDigest != "" {
 				file = sv.FileDigest
 			}
 			if sv.Host != "" || sv.PID != 0 {
-				worker = fmt.Sprintf("%s pid %d", escape(sv.Host), sv.PID)
+				worker = fmt.Sprintf("%s pid %d", store.EscapeName(sv.Host), sv.PID)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", sv.Shard, sv.State, marker, method, file, worker, age)
