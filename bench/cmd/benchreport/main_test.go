@@ -71,7 +71,8 @@ func TestWriteScenarioVariants(t *testing.T) {
 }
 
 // wantTargets is the whole target table of testdata/raw.txt against
-// testdata/prev.txt: every target measured; missed ("no"): scenario 3,
+// testdata/prev.txt: every target measured (the fleet's rr-dir only);
+// missed ("no"): the fleet's 429s and completions, scenario 3,
 // rr-budget-each's pass-through, (s)'s 16 GETs at 5 s and its refusals;
 // (s)'s 64 GETs at 1 s above its bound but not shown different from bare
 // (p ≥ 0.05); own cost shown above the previous run.
@@ -82,7 +83,7 @@ const wantTargets = "" +
 	"| 27 (c): goodput \u2265 0.95\u00d7 the best peer's (rr-shared) | `BenchmarkThrottleBurst/impl=rr-shared` goodput-pages/s | 0.959\u00d7 (470 vs failsafe 490) | 0.008 vs failsafe | yes |\n" +
 	"| 27 (e): \u2264 100 429s in all (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` 429s/op | 40 (best peer failsafe 1700) | 0.008 vs failsafe | yes |\n" +
 	"| 27 (e): \u2265 495 of 500 sequences completed (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` completed-seqs/op | 497 (best peer retryablehttp 56) | 0.008 vs retryablehttp | yes |\n" +
-	"| 27 (e): \u2265 190 pages/s, 95 % of the bucket's rate (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` pages/s | 192 (best peer failsafe 63) | 0.008 vs failsafe | yes |\n" +
+	"| 27 (e): \u2265 181 pages/s, 0.95\u00d7 the two-penalty ceiling (rr-shared) | `BenchmarkTokenBucket/impl=rr-shared` pages/s | 192 (best peer failsafe 63) | 0.008 vs failsafe | yes |\n" +
 	"| 27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-azure: shared restrictions by AzureScope) | `BenchmarkSubscriptions/impl=rr-azure` other-delayed-reqs/op | rounds: 0, 0, 0, 0, 0 (host scope, rr-shared: 40) | 0.008 vs rr-shared | yes |\n" +
 	"| 27 (h): a deployment reporting its remaining quota: at most 1 429 per quota window (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` max-429s-per-window | rounds: 1, 1, 0, 1, 1 (without the header 12) | 0.008 vs header=off | yes |\n" +
 	"| 27 (h): completions with the header not below those without (rr-shared) | `BenchmarkQuotaHeaders/header=on/impl=rr-shared` completed-seqs/op | 100 vs 90 without | 0.008 vs header=off | yes |\n" +
@@ -100,6 +101,9 @@ const wantTargets = "" +
 	"| 14: \u2264 128 B held per finished sequence while its total would run (rr-budget) | `BenchmarkFinishedSequences/impl=rr-budget` B/seq | 9 B | 0.008 vs bare | yes |\n" +
 	"| 14 (a): over HTTP/2 + TLS a recovered 429 opens no new connection (rr-budget) | `BenchmarkRecovered429H2/impl=rr-budget` conns/op | 0 | 1.000 vs bare | yes |\n" +
 	"| 6: \u2264 1 KiB heap per live budget | `BenchmarkHeapPerLiveBudget` B/budget | 1010 B | \u2013 | yes |\n" +
+	"| 37 F1: 4 processes' 429s \u2264 1.1\u00d7 one process's (rr-dir) | `BenchmarkFleetCheckpoints/contender=rr-dir/procs=4` 429s | 13 vs 4 (3.25\u00d7) | 0.008 vs 1 process | no |\n" +
+	"| 37 F1: 4 processes' wall time \u2264 1.1\u00d7 one process's (rr-dir) | `BenchmarkFleetCheckpoints/contender=rr-dir/procs=4` wall-s | 18.20 vs 17.10 (1.06\u00d7) | 0.008 vs 1 process | yes |\n" +
+	"| 37 F1: 4 processes complete \u2265 one process's (rr-dir) | `BenchmarkFleetCheckpoints/contender=rr-dir/procs=4` completed | 155 vs 159 (0.97\u00d7) | 0.008 vs 1 process | no |\n" +
 	""
 
 func targetTable(t *testing.T, raw, prev string) string {
@@ -168,8 +172,8 @@ func TestTargetsNotMeasured(t *testing.T) {
 			t.Errorf("row not 'not measured in this run': %s", line)
 		}
 	}
-	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2+22 {
-		t.Errorf("%d lines, want a header and 22 rows:\n%s", n, got)
+	if n := strings.Count(strings.TrimSpace(got), "\n") + 1; n != 2+25 {
+		t.Errorf("%d lines, want a header and 25 rows (the fleet's rr-dir alone):\n%s", n, got)
 	}
 	raw := strings.ReplaceAll(readFixture(t, "raw.txt"), "goodput-pages/s", "other/op")
 	got = targetTable(t, raw, "")

@@ -191,6 +191,19 @@ func all(vs []float64, f func(float64) bool) bool {
 	return len(vs) > 0
 }
 
+// fleetContenders are the fleet benchmark's contenders with a store (and
+// rr, without one), as integration/fleet_test.go names them.
+var fleetContenders = []string{"rr", "rr-dir", "rr-redis", "rr-blob"}
+
+// fleetMetric is the fleet benchmark's run of contender c with procs
+// processes (its unit given by unit).
+func fleetMetric(c string, procs int) metric {
+	return metric{benches: []string{fmt.Sprintf("BenchmarkFleetCheckpoints/contender=%s/procs=%d", c, procs)}}
+}
+
+// unit returns the metric reading unit u.
+func (mt metric) unit(u string) metric { mt.units = []string{u}; return mt }
+
 // The metrics the targets read, with the names a scenario may give them.
 var (
 	burstInWindow  = m("BenchmarkThrottleBurst", "rr-shared", "in-window-reqs/op", "in-window-requests/op")
@@ -297,7 +310,11 @@ func targets(r, prev results) []row {
 	})
 	add("27 (e): ≤ 100 429s in all (rr-shared)", bucket429s, vsPeer(bucket429s, false, func(v float64) bool { return v <= 100 }))
 	add("27 (e): ≥ 495 of 500 sequences completed (rr-shared)", bucketDone, vsPeer(bucketDone, true, func(v float64) bool { return v >= 495 }))
-	add("27 (e): ≥ 190 pages/s, 95 % of the bucket's rate (rr-shared)", bucketPages, vsPeer(bucketPages, true, func(v float64) bool { return v >= 190 }))
+	// (e)'s target is 0.95× the two-penalty ceiling: 200/s less the first
+	// 429's and the ramp's whole-second penalties is at most 190.4 pages/s
+	// for 4,990 pages; 0.95× that is 181 (a decision of the people who
+	// plan the work: the seed's one wait per sequence stays).
+	add("27 (e): ≥ 181 pages/s, 0.95× the two-penalty ceiling (rr-shared)", bucketPages, vsPeer(bucketPages, true, func(v float64) bool { return v >= 181 }))
 	add("27 (g): two subscriptions on one Resource Manager host: throttling one delays no request of the other (rr-azure: shared restrictions by AzureScope)", subsDelayed, func() (string, string, string) {
 		s, miss := r.get(subsDelayed)
 		if miss != "" {
@@ -416,6 +433,33 @@ func targets(r, prev results) []row {
 		}
 		return fmtBytes(s.med), "–", yesNo(s.med <= 1024)
 	})
+	// Issue 37's F1 per store: four processes doing one process's work
+	// (BenchmarkFleetCheckpoints of the integration module, which bench/run
+	// runs with FLEET_COUNT rounds), against the same contender's one
+	// process: 429s ≤ 1.1×, wall time ≤ 1.1×, completions ≥.
+	for _, c := range fleetContenders {
+		one, four := fleetMetric(c, 1), fleetMetric(c, 4)
+		if _, _, ran := r.find(four.unit("wall-s")); !ran && c != "rr-dir" {
+			continue // a contender not in the run: rr-dir's rows say so
+		}
+		ratio := func(unit string, ok func(four, one float64) bool) func() (string, string, string) {
+			return func() (string, string, string) {
+				f, miss := r.get(four.unit(unit))
+				if miss != "" {
+					return missing(miss)
+				}
+				o, miss := r.get(one.unit(unit))
+				if miss != "" {
+					return missing(notMeasured + " (no one-process run)")
+				}
+				pv := p(f, o)
+				return fmt.Sprintf("%s vs %s (%.2f×)", fmtNum(f.med), fmtNum(o.med), f.med/o.med), pv + " vs 1 process", shown(ok(f.med, o.med), pv)
+			}
+		}
+		add("37 F1: 4 processes' 429s ≤ 1.1× one process's ("+c+")", four.unit("429s"), ratio("429s", func(f, o float64) bool { return f <= 1.1*o }))
+		add("37 F1: 4 processes' wall time ≤ 1.1× one process's ("+c+")", four.unit("wall-s"), ratio("wall-s", func(f, o float64) bool { return f <= 1.1*o }))
+		add("37 F1: 4 processes complete ≥ one process's ("+c+")", four.unit("completed"), ratio("completed", func(f, o float64) bool { return f >= o }))
+	}
 	return rows
 }
 
