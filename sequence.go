@@ -314,9 +314,6 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 			return admission{step: stepRefuse, err: err}
 		}
 		if !f.until.Before(s.win.until) {
-			// A place expected within the ceiling (a ramp's) but due
-			// later on the pace as it stands: one wait up to the
-			// ceiling at most, then it asks again.
 			a.step, a.until, a.plan = stepWait, earliest(f.until, now.get().Add(s.limits.maxWait())), f.plan
 			return a
 		}
@@ -359,8 +356,10 @@ func (s *sequence) admitAt(now *instant, r request) admission {
 // (docs/policy.md: shared-restriction): the scope's T opens the
 // sequence's one window, or moves out the window it has (one opened by
 // the same restriction, or one still open); the request's place f.until
-// (never before T) is where its wait ends. It stops the sequence
-// (restricted) when the place lies beyond the wait ceiling or the total,
+// (never before T) is where its wait ends, or the ceiling when it lies
+// beyond (a ramp's place, expected sooner: it asks again then). It stops
+// the sequence (restricted) when the place is not expected (f.expect)
+// within the wait ceiling or the total,
 // or when the sequence's window is over and was another's.
 func (s *sequence) restrictLocked(now time.Time, f *restricted) *StopError {
 	stop := func(detail string) *StopError {

@@ -255,6 +255,18 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	if e == nil {
 		e = t.addLocked(scope)
 	}
+	r := t.restrictLocked(e, now, until, plan)
+	published = true
+	t.noteEndLocked(scope, r)
+	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
+		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
+	return r.gen
+}
+
+// restrictLocked gives e a new restriction until until, at now: its pace
+// starts from the room's history, or at the fleet's share of a rate
+// learnt lately (a fleet's slow start as one of it: pace.fleetStart).
+func (t *restrictions) restrictLocked(e *scopeEntry, now, until time.Time, plan *waitPlan) *restriction {
 	t.gens++
 	r := &restriction{gen: t.gens, until: until, base: until, pace: newPace(now, until, e.room.takeHistory()), plan: plan}
 	if e.share.at(now) {
@@ -264,11 +276,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	}
 	r.pace.fleetStart(e.part)
 	e.r = r
-	published = true
-	t.noteEndLocked(scope, r)
-	change = []slog.Attr{slog.String(otelattr.LogEvent, "restricted"), slog.String(otelattr.LogScope, scope),
-		slog.Time(otelattr.LogNotBefore, until.UTC()), slog.String(otelattr.LogRequestID, plan.requestID)}
-	return r.gen
+	return r
 }
 
 // learnLater learns l's rate outside the table's lock, then settles r's
