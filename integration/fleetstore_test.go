@@ -115,8 +115,10 @@ func restartCounts(res fleetResult, rs restart, d time.Duration) (requests, thro
 const storeTolerance = 10 * time.Millisecond
 
 // TestFleetRestart (F5): two members of four sequences each; the proxy
-// answers every request 429 for 4 s from the first one
-// (Window(4 s), Retry-After: the time left). Once member 1 has drawn its
+// answers every request 429 for 4 s from the first one (Window(4 s),
+// Retry-After: 5, so that every not-before is a second or more past the
+// window's end, and a process that honours one draws no 429 whatever the
+// milliseconds of its clock and its store's). Once member 1 has drawn its
 // 429 (and, with a store, the store holds its not-before, 3 s or more
 // ahead), member 1 is killed with SIGKILL and started again as a new
 // process (member 3, its own copy of the blobs) on the same store.
@@ -136,7 +138,7 @@ func TestFleetRestart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFleet(t, az, fleetRun{contender: name, procs: procs, sequences: sequences, extra: 1, lead: 500 * time.Millisecond,
 				script: func(s *fakeserver.Script) {
-					s.Add(fakeserver.RouteAny, fakeserver.Throttle(fakeserver.RetryAfterRemaining()), fakeserver.Window(time.Time{}, window))
+					s.Add(fakeserver.RouteAny, fakeserver.Throttle(fakeserver.RetryAfterSeconds(5)), fakeserver.Window(time.Time{}, window))
 				}})
 			store := newFleetStore(t, name, func(k string) string { return f.env[k] })
 			victimPath := f.r.blobPath(fleetBlob(victim, ""))
@@ -164,10 +166,12 @@ func TestFleetRestart(t *testing.T) {
 			})
 			res.log(t, name, 10)
 			requests, throttled, first := restartCounts(res, rs, 5*time.Second)
-			t.Logf("%s: member %d killed, member %d started %v later; %s; "+
+			// The window opened at the proxy's first request.
+			opened := f.r.ledger()[0].Arrived
+			t.Logf("%s: member %d killed, member %d started %v later; the window ends %v after its start; %s; "+
 				"the restart's first request %v after its start; in its first 5 s: %d requests, %d 429s",
-				name, victim, rs.member, rs.started.Sub(rs.killed).Round(time.Millisecond), rs.storeNotBefore(),
-				first.Sub(rs.started).Round(time.Millisecond), requests, throttled)
+				name, victim, rs.member, rs.started.Sub(rs.killed).Round(time.Millisecond), opened.Add(window).Sub(rs.started).Round(time.Millisecond),
+				rs.storeNotBefore(), first.Sub(rs.started).Round(time.Millisecond), requests, throttled)
 
 			if s := res.members[victim-1]; s.Kind != "" {
 				t.Errorf("the killed member %d printed a summary: %v", victim, s)
@@ -208,7 +212,7 @@ func TestFleetRestart(t *testing.T) {
 					first.Format(time.StampMilli), rs.card.NotBefore.Sub(first), rs.card.NotBefore.Format(time.StampMilli))
 			}
 			if n := countStatus(res.arrivals[rs.member-1], http.StatusTooManyRequests); n != 0 {
-				t.Errorf("the restarted member drew %d 429s, want 0 (it holds until the store's not-before, past the window)", n)
+				t.Errorf("the restarted member drew %d 429s, want 0 (it holds until the store's not-before, a second past the window)", n)
 			}
 		})
 	}
