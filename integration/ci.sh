@@ -3,7 +3,9 @@
 #
 #   1. installs the Azurite emulator (pinned, idempotent) into integration/.azurite
 #   2. runs the integration tests with the emulator required
-#      (RR_REQUIRE_AZURITE=1: a missing emulator fails instead of skipping)
+#      (RR_REQUIRE_AZURITE=1: a missing emulator fails instead of skipping),
+#      and redis-server too when it is on PATH (RR_REQUIRE_REDIS=1: the
+#      fleet's rr-redis runs start one of their own; .ci/run installs it)
 #   3. runs the azure/ adapter's unit tests
 #
 # Needs Go (1.26), node (20) and npm; Go dependencies come from the module
@@ -16,6 +18,7 @@ step() { printf '\n== %s\n' "$*"; }
 run() {
   local env=""
   [ -n "${RR_REQUIRE_AZURITE:-}" ] && env="RR_REQUIRE_AZURITE=$RR_REQUIRE_AZURITE "
+  [ -n "${RR_REQUIRE_REDIS:-}" ] && env="${env}RR_REQUIRE_REDIS=$RR_REQUIRE_REDIS "
   printf '+ (cd %s && %s%s)\n' "${PWD#"$root"/}" "$env" "$*"
   "$@"
 }
@@ -31,6 +34,9 @@ step "integration/: Azure SDK against Azurite through the fakeserver proxy; trac
 cd "$here"
 start=$SECONDS
 export RR_REQUIRE_AZURITE=1
+if command -v redis-server >/dev/null; then
+  export RR_REQUIRE_REDIS=1
+fi
 run go test -count=1 ./...
 echo "integration/: $((SECONDS - start)) s"
 

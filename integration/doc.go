@@ -11,12 +11,19 @@
 //	RR_REQUIRE_AZURITE=1 go test -count=1 ./...
 //
 // BenchmarkFleetCheckpoints (fleet_test.go) is issue 36's fleet of
-// processes reading checkpoints from one account; a plain go test runs only
-// its harness check. Run it with:
+// processes reading checkpoints from one account, for azcore, rr (no
+// store) and rr with each scope store (rr-dir, rr-redis, rr-blob; issue
+// 37); a plain go test runs only its harness check. BenchmarkFleetRestart
+// (a member killed and restarted mid-run) and BenchmarkFleetStoreDown
+// (the run's redis-server hung or stopped mid-run) are in
+// fleetstore_test.go, beside their short tests. Run them with:
 //
 //	RR_REQUIRE_AZURITE=1 go test -run '^$' -bench BenchmarkFleetCheckpoints -benchtime 1x -count 3 -timeout 30m .
+//	RR_REQUIRE_AZURITE=1 go test -run '^$' -bench 'BenchmarkFleet(Restart|StoreDown)' -benchtime 1x -timeout 30m .
 //
 // Without the emulator installed the Azurite tests skip, unless
-// RR_REQUIRE_AZURITE=1, under which they fail. RR_AZURITE_BLOB names
+// RR_REQUIRE_AZURITE=1, under which they fail. The rr-redis runs start a
+// redis-server of their own (Debian's package) and skip without one,
+// unless RR_REQUIRE_REDIS=1. RR_AZURITE_BLOB names
 // another blob entry point (Azurite's dist/src/blob/main.js) to run.
 package integration

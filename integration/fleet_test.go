@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -17,9 +18,12 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/readrecovery/readrecovery"
 	rrazure "github.com/readrecovery/readrecovery/azure"
+	"github.com/readrecovery/readrecovery/fakeserver"
+	rrredis "github.com/readrecovery/readrecovery/redis"
 )
 
 // Issue 36: issue 27's checkpoint scenario (citizenship_test.go) read by a
@@ -41,6 +45,17 @@ const (
 	envFleetMember    = "RR_FLEET_MEMBER"    // 1-based
 	envFleetStart     = "RR_FLEET_START"     // Unix nanoseconds: when the members start
 	envFleetStoreDir  = "RR_FLEET_STORE_DIR" // the fleet's directory scope store (rr-dir)
+	// The run's redis-server, host:port (rr-redis; fleetstore_test.go).
+	envFleetStoreRedis = "RR_FLEET_STORE_REDIS"
+	// Azurite's own URL and the container of the run's Blob scope store
+	// (rr-blob): the store's requests go straight to Azurite, never through
+	// the proxy or a readrecovery transport.
+	envFleetAzurite        = "RR_FLEET_AZURITE"
+	envFleetStoreContainer = "RR_FLEET_STORE_CONTAINER"
+	// envFleetSpread, a duration: the member lets its sequences go one
+	// after another over it, evenly, instead of all at once (the store-down
+	// test's steady demand). Unset: all at once.
+	envFleetSpread = "RR_FLEET_SPREAD"
 )
 
 // fleetSequences is the fleet's whole work in issue 36: 160 checkpoint
@@ -49,26 +64,60 @@ const fleetSequences = 160
 
 // fleetContender is how a member builds its client's options. Each member
 // builds them once, in its own process: rr's members share nothing (one
-// table of scopes per process, R102). Issue 37 adds contenders with a
-// scope store here.
+// table of scopes per process, R102); the rr-STORE contenders share each
+// scope through a store of the run's (issue 37). A readrecovery
+// contender's transport logs to the member's stderr (opts: its logger),
+// where the parent counts the store's events.
 type fleetContender struct {
 	name    string
-	options func() policy.ClientOptions
+	options func(t testing.TB, opts ...readrecovery.Option) policy.ClientOptions
+}
+
+// rrWithStore is the one-line wiring over the contender's store, built
+// from the member's environment (newFleetStore).
+func rrWithStore(t testing.TB, opts ...readrecovery.Option) policy.ClientOptions {
+	s := newFleetStore(t, os.Getenv(envFleetContender), os.Getenv)
+	return rrazure.ClientOptions(append(opts, readrecovery.WithScopeStore(s))...)
 }
 
 var fleetContenders = []fleetContender{
-	{"azcore", func() policy.ClientOptions { return policy.ClientOptions{} }},
-	{"rr", func() policy.ClientOptions { return rrazure.ClientOptions() }},
-	// rr-dir: the one-line wiring sharing each scope's not-before through
-	// a directory store the run's members share (issue 37).
-	{"rr-dir", func() policy.ClientOptions {
-		s, err := readrecovery.DirScopeStore(os.Getenv(envFleetStoreDir))
-		if err != nil {
-			panic(err)
-		}
-		return rrazure.ClientOptions(readrecovery.WithScopeStore(s))
+	{"azcore", func(testing.TB, ...readrecovery.Option) policy.ClientOptions { return policy.ClientOptions{} }},
+	{"rr", func(_ testing.TB, opts ...readrecovery.Option) policy.ClientOptions {
+		return rrazure.ClientOptions(opts...)
 	}},
+	// rr-dir: a directory store the run's members share.
+	{"rr-dir", rrWithStore},
+	// rr-redis: rrredis.NewScopeStore on a redis-server of the run's.
+	{"rr-redis", rrWithStore},
+	// rr-blob: rrazure.BlobScopeStore on a container of the rig's Azurite.
+	{"rr-blob", rrWithStore},
 }
+
+// newFleetStore is contender's scope store as getenv describes it (a
+// member's environment, or the parent's view of it), nil for a contender
+// without one. The parent builds the same store to read the run's card.
+func newFleetStore(t testing.TB, contender string, getenv func(string) string) readrecovery.ScopeStore {
+	t.Helper()
+	switch contender {
+	case "rr-dir":
+		s, err := readrecovery.DirScopeStore(getenv(envFleetStoreDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	case "rr-redis":
+		rdb := redis.NewClient(&redis.Options{Addr: getenv(envFleetStoreRedis), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return rrredis.NewScopeStore(rdb, fleetRedisPrefix)
+	case "rr-blob":
+		return rrazure.BlobScopeStore(storeClient(t, getenv(envFleetAzurite), getenv(envFleetStoreContainer)), "")
+	}
+	return nil
+}
+
+// fleetRedisPrefix is the rr-redis store's key prefix (each run has a
+// redis-server of its own).
+const fleetRedisPrefix = "rrfleet:"
 
 func fleetContenderNamed(name string) (fleetContender, bool) {
 	for _, c := range fleetContenders {
@@ -111,12 +160,16 @@ type fleetSummary struct {
 	Waits  map[string]int `json:"waits"`            // the Budgets' wait triggers
 	Errors map[string]int `json:"errors"`           // the first error of each failed sequence, shortened
 	Failed []string       `json:"failed,omitempty"` // the first failed sequences' reports, in brief
+	// MaxUnwaitedMS is the longest a sequence took besides the waits its
+	// Budget logged (their actual lengths): the time that was not the
+	// policy's waits (the server's answers, a store's look).
+	MaxUnwaitedMS float64 `json:"max_unwaited_ms"`
 }
 
 func (s fleetSummary) String() string {
-	return fmt.Sprintf("member %d (%s): completed %d/%d in %v (late %.0f ms)  stops %v  waits %v  errors %v",
+	return fmt.Sprintf("member %d (%s): completed %d/%d in %v (late %.0f ms)  stops %v  waits %v  errors %v  max unwaited %.0f ms",
 		s.Member, s.Contender, s.Completed, s.Sequences, s.End.Sub(s.Start).Round(time.Millisecond), s.LateMS,
-		s.Stops, s.Waits, s.Errors)
+		s.Stops, s.Waits, s.Errors, s.MaxUnwaitedMS)
 }
 
 // TestFleetMember is not a test of its own: run by runFleet with
@@ -142,7 +195,16 @@ func TestFleetMember(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s=%q: no such contender", envFleetContender, os.Getenv(envFleetContender))
 	}
-	c := newBlobClient(t, proxy, contender.options())
+	var spread time.Duration
+	if v := os.Getenv(envFleetSpread); v != "" {
+		if spread, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("%s: %v", envFleetSpread, err)
+		}
+	}
+	// The transport's records (waits, stops, the store's events) go to
+	// stderr as JSON lines, for the parent (fleetEvents).
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	c := newBlobClient(t, proxy, contender.options(t, readrecovery.WithLogger(logger)))
 	container := os.Getenv(envFleetContainer)
 	blobs := fleetCheckpoint(member)
 
@@ -161,11 +223,21 @@ func TestFleetMember(t *testing.T) {
 			b := readrecovery.NewBudget(fmt.Sprintf("member %d checkpoint %d", member, i))
 			sctx := readrecovery.WithBudget(ctx, b)
 			<-gate
+			if spread > 0 {
+				time.Sleep(spread * time.Duration(i) / time.Duration(n))
+			}
+			began := time.Now()
 			failure := readCheckpoint(sctx, c, container, blobs)
+			took := time.Since(began)
 			ok := failure == ""
 			rep := b.Report()
 			mu.Lock()
 			defer mu.Unlock()
+			unwaited := took
+			for _, w := range rep.WaitLog {
+				unwaited -= w.Actual
+			}
+			sum.MaxUnwaitedMS = max(sum.MaxUnwaitedMS, float64(unwaited)/float64(time.Millisecond))
 			if ok {
 				sum.Completed++
 			} else {
@@ -212,46 +284,89 @@ type fleetRun struct {
 	// lead is how far ahead of the members' start the parent sets the
 	// instant they start together: time enough for every process to start.
 	lead time.Duration
+	// spread: each member lets its sequences go evenly over it (0: all at
+	// once).
+	spread time.Duration
+	// extra is how many members beyond procs the run may start later
+	// (a restart is a member of its own: its own blobs, so that the
+	// ledger tells it from the process it replaces).
+	extra int
+	// script, when not nil, adds rules to the proxy's script.
+	script func(s *fakeserver.Script)
 }
 
-// fleet is a fleetRun's world: the rig and each member's blobs in it.
+// fleet is a fleetRun's world: the rig, each member's blobs in it, and
+// the run's scope store (its directory, redis-server or container).
 type fleet struct {
 	fleetRun
-	tb testing.TB
-	r  *rig
+	tb    testing.TB
+	az    *azurite
+	r     *rig
+	redis *redisServer // rr-redis only
+	// env is what the members' environment says of the run (the proxy,
+	// the container, the store), and what the parent's own view of the
+	// store is built from (fleetCard).
+	env map[string]string
 }
 
 // newFleet makes a rig for run (a proxy of its own, so a full bucket, and a
-// container of its own) and seeds each member's blobs.
+// container of its own), seeds each member's blobs and makes the run's
+// store: a redis-server of its own for rr-redis (the test skips without
+// one, unless RR_REQUIRE_REDIS=1), a container for rr-blob.
 func newFleet(tb testing.TB, az *azurite, run fleetRun) *fleet {
 	tb.Helper()
 	if _, ok := fleetContenderNamed(run.contender); !ok {
 		tb.Fatalf("no fleet contender %q", run.contender)
 	}
-	var r *rig
-	if run.throttle {
-		r = bucketRig(tb, az)
-	} else {
-		r = newRig(tb, az)
+	f := &fleet{fleetRun: run, tb: tb, az: az}
+	if run.contender == "rr-redis" {
+		f.redis = startRedisServer(tb)
 	}
-	for m := 1; m <= run.procs; m++ {
+	if run.throttle {
+		f.r = bucketRig(tb, az)
+	} else {
+		f.r = newRig(tb, az)
+	}
+	if run.script != nil {
+		run.script(f.r.script)
+	}
+	for m := 1; m <= run.procs+run.extra; m++ {
 		for _, b := range fleetCheckpoint(m) {
-			r.seed(b.name, b.data)
+			f.r.seed(b.name, b.data)
 		}
 	}
-	return &fleet{fleetRun: run, tb: tb, r: r}
+	f.env = map[string]string{
+		envFleetProxy: f.r.proxyURL, envFleetContainer: f.r.container, envFleetContender: run.contender,
+		envFleetSequences: strconv.Itoa(run.sequences), envFleetStoreDir: tb.TempDir(),
+		envFleetAzurite: az.URL,
+	}
+	if f.redis != nil {
+		f.env[envFleetStoreRedis] = f.redis.addr
+	}
+	if run.contender == "rr-blob" {
+		_, f.env[envFleetStoreContainer] = scopeContainer(tb, az)
+	}
+	if run.spread > 0 {
+		f.env[envFleetSpread] = run.spread.String()
+	}
+	return f
 }
 
 // fleetResult is what a fleet run did: each member's summary and the
 // proxy's counts.
 type fleetResult struct {
-	members   []fleetSummary // by member
+	members   []fleetSummary // by member; the zero summary for a killed one
 	completed int
 	wall      time.Duration // the first member's start to the last member's end
-	server    serverCount
+	// first is the first member's start (the zero of arrivals' times).
+	first  time.Time
+	server serverCount
 	// arrivals are the proxy's requests of each member (ledger order):
 	// arrivals[m-1] for member m.
 	arrivals [][]fleetArrival
+	// events are the store's events each member's transport logged
+	// (store-failing, store-healthy), in order: events[m-1] for member m.
+	events [][]string
 }
 
 // fleetArrival is one request of a member at the proxy.
@@ -261,75 +376,151 @@ type fleetArrival struct {
 	status int
 }
 
+// memberProc is one member's process, started by startMember.
+type memberProc struct {
+	member int
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	done   chan struct{} // closed when the process has ended; err is then set
+	err    error
+	killed bool // by kill: no summary expected
+}
+
+// startMember starts member's process, its sequences let go at start.
+func (f *fleet) startMember(ctx context.Context, member int, start time.Time) *memberProc {
+	f.tb.Helper()
+	p := &memberProc{member: member, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetMember$", "-test.count=1", "-test.v=false")
+	p.cmd.Env = append(os.Environ(), envFleetMember+"="+strconv.Itoa(member), envFleetStart+"="+strconv.FormatInt(start.UnixNano(), 10))
+	for k, v := range f.env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		f.tb.Fatalf("member %d: %v", member, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// kill ends p with SIGKILL and waits for it.
+func (p *memberProc) kill() {
+	p.killed = true
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// summary waits for p and returns its summary line.
+func (p *memberProc) summary() (fleetSummary, error) {
+	<-p.done
+	if p.err != nil {
+		return fleetSummary{}, fmt.Errorf("member %d: %v\n%s\n%s", p.member, p.err, p.stdout.String(), p.stderr.String())
+	}
+	sc := bufio.NewScanner(bytes.NewReader(p.stdout.Bytes()))
+	for sc.Scan() {
+		var s fleetSummary
+		if json.Unmarshal(sc.Bytes(), &s) != nil || s.Kind != "fleet-member" {
+			continue // the test binary's own PASS line
+		}
+		if s.Member == p.member {
+			return s, nil
+		}
+	}
+	return fleetSummary{}, fmt.Errorf("member %d printed no summary of its own:\n%s\n%s", p.member, p.stdout.String(), p.stderr.String())
+}
+
+// storeEvents are the store's events in p's log (its stderr: the
+// transport's JSON records), in order.
+func (p *memberProc) storeEvents() []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(p.stderr.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && strings.HasPrefix(rec.Event, "store-") {
+			out = append(out, rec.Event)
+		}
+	}
+	return out
+}
+
 // run starts the members, waits for them all and gathers their lines and
 // the proxy's ledger.
 func (f *fleet) run() fleetResult {
-	tb := f.tb
-	tb.Helper()
+	f.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	procs, _ := f.start(ctx)
+	return f.gather(procs)
+}
+
+// start starts the run's procs members together, at an instant lead
+// ahead, which it returns.
+func (f *fleet) start(ctx context.Context) ([]*memberProc, time.Time) {
+	f.tb.Helper()
 	lead := f.lead
 	if lead == 0 {
 		lead = time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	start := time.Now().Add(lead)
-	storeDir := tb.TempDir() // the run's own directory store (rr-dir)
-	res := fleetResult{members: make([]fleetSummary, f.procs)}
-	errs := make([]error, f.procs)
-	var wg sync.WaitGroup
-	for i := range f.procs {
-		member := i + 1
-		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetMember$", "-test.count=1", "-test.v=false")
-			cmd.Env = append(os.Environ(),
-				envFleetProxy+"="+f.r.proxyURL, envFleetContainer+"="+f.r.container,
-				envFleetContender+"="+f.contender, envFleetSequences+"="+strconv.Itoa(f.sequences),
-				envFleetMember+"="+strconv.Itoa(member), envFleetStart+"="+strconv.FormatInt(start.UnixNano(), 10),
-				envFleetStoreDir+"="+storeDir)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			stdout, err := cmd.Output()
-			if err != nil {
-				errs[i] = fmt.Errorf("member %d: %v\n%s\n%s", member, err, stdout, stderr.String())
-				return
-			}
-			found := false
-			sc := bufio.NewScanner(bytes.NewReader(stdout))
-			for sc.Scan() {
-				var s fleetSummary
-				if json.Unmarshal(sc.Bytes(), &s) != nil || s.Kind != "fleet-member" {
-					continue // the test binary's own PASS line
-				}
-				res.members[i], found = s, true
-			}
-			if !found || res.members[i].Member != member {
-				errs[i] = fmt.Errorf("member %d printed no summary of its own:\n%s\n%s", member, stdout, stderr.String())
-			}
-		})
+	procs := make([]*memberProc, f.procs)
+	for i := range procs {
+		procs[i] = f.startMember(ctx, i+1, start)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			tb.Fatal(err)
+	return procs, start
+}
+
+// gather waits for procs (a killed one gives no summary) and gathers
+// their lines, their store events and the proxy's ledger of members 1 to
+// procs+extra.
+func (f *fleet) gather(procs []*memberProc) fleetResult {
+	tb := f.tb
+	tb.Helper()
+	n := f.procs + f.extra
+	res := fleetResult{members: make([]fleetSummary, n), events: make([][]string, n)}
+	var errs []error
+	for _, p := range procs {
+		if p.killed {
+			<-p.done
+			continue
 		}
+		s, err := p.summary()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.members[p.member-1] = s
+		res.events[p.member-1] = p.storeEvents()
+	}
+	for _, err := range errs {
+		tb.Fatal(err)
 	}
 
-	first, last := res.members[0].Start, res.members[0].End
+	var first, last time.Time
 	for _, s := range res.members {
+		if s.Kind == "" {
+			continue // killed
+		}
 		res.completed += s.Completed
-		if s.Start.Before(first) {
+		if first.IsZero() || s.Start.Before(first) {
 			first = s.Start
 		}
 		if s.End.After(last) {
 			last = s.End
 		}
 	}
-	res.wall = last.Sub(first)
+	res.first, res.wall = first, last.Sub(first)
 	res.server = countAtServer(f.r)
-	res.arrivals = make([][]fleetArrival, f.procs)
+	res.arrivals = make([][]fleetArrival, n)
 	for _, q := range f.r.ledger() {
 		var m int
-		if _, err := fmt.Sscanf(strings.TrimPrefix(q.Path, f.r.prefix()), "m%d/", &m); err != nil || m < 1 || m > f.procs {
+		if _, err := fmt.Sscanf(strings.TrimPrefix(q.Path, f.r.prefix()), "m%d/", &m); err != nil || m < 1 || m > n {
 			tb.Fatalf("the proxy saw %s %s, no member's blob", q.Method, q.Path)
 		}
 		res.arrivals[m-1] = append(res.arrivals[m-1], fleetArrival{at: q.Arrived.Sub(first), method: q.Method, status: q.Status})
@@ -369,6 +560,10 @@ func (res fleetResult) log(tb testing.TB, name string, failures int) {
 		name, res.wall.Round(time.Millisecond), res.completed, res.server.throttled, res.server.requests, res.server.cycles)
 	var failed []string
 	for i, s := range res.members {
+		if s.Kind == "" {
+			tb.Logf("  member %d: killed; %s", i+1, memberLine(res.arrivals[i]))
+			continue
+		}
 		tb.Logf("  %s; %s", s, memberLine(res.arrivals[i]))
 		failed = append(failed, s.Failed...)
 	}
@@ -422,9 +617,10 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 }
 
 // TestFleetHarness checks the fleet's harness with two members of four
-// sequences each and no throttling rule: every sequence completes, and
-// the proxy saw exactly two GETs per sequence, each answered 200, eight of
-// each member; the run's samples (TIMELINE_FLEET) are the same eight lines
+// sequences each and no throttling rule, for every contender (rr-redis
+// skips without redis-server unless RR_REQUIRE_REDIS=1): every sequence
+// completes, the proxy saw exactly two GETs per sequence, each answered
+// 200, eight of each member, and no member logged a store event; the run's samples (TIMELINE_FLEET) are the same eight lines
 // of each member.
 func TestFleetHarness(t *testing.T) {
 	az := startAzurite(t)
@@ -450,6 +646,9 @@ func TestFleetHarness(t *testing.T) {
 				}
 				if want := map[string]int{"GET 200": 2 * sequences}; !maps.Equal(seen, want) {
 					t.Errorf("member %d at the proxy: %v, want %v", i+1, seen, want)
+				}
+				if len(res.events[i]) != 0 {
+					t.Errorf("member %d logged the store's events %v, want none (a healthy store)", i+1, res.events[i])
 				}
 			}
 			if want := procs * sequences * 2; res.server.requests != want || res.server.throttled != 0 {

@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/readrecovery/readrecovery => ../
 	github.com/readrecovery/readrecovery/azure => ../azure
+	github.com/readrecovery/readrecovery/redis => ../redis
 )
 
 require (
@@ -14,6 +15,8 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/readrecovery/readrecovery v0.0.0
 	github.com/readrecovery/readrecovery/azure v0.0.0-00010101000000-000000000000
+	github.com/readrecovery/readrecovery/redis v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -44,6 +47,7 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/exp v0.0.0-20260908205506-85c1c2202aba // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
