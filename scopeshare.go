@@ -29,9 +29,11 @@ import (
 //     table's restriction.
 //   - Times cross through the store's clock (ScopeView.Now): a card's
 //     not-before is the store's time, converted with the offset between
-//     the store's clock and this process's, as the last exchange measured
-//     it (half its round trip either way), so that a process whose clock
-//     is skewed sends nothing before it.
+//     the store's clock and this process's as the last exchange measured
+//     it: at its highest when written (the round trip's start, and the
+//     store clock's resolution), at its lowest when read back (the round
+//     trip's end), so that a process whose clock is skewed, or a store
+//     whose clock reads to the second, sends nothing before it.
 //   - A store that fails or hangs never holds a request beyond
 //     storeFirstLook: the table goes on with what it knows, and says so
 //     once per change (event store-failing, store-healthy).
@@ -77,8 +79,12 @@ type scopeShare struct {
 	now   func() time.Time // this process's clock (the first Transport's)
 	mu    sync.Mutex
 	// offset is the store's clock less this process's, as the last
-	// exchange measured it; known once one did.
+	// exchange measured it, at its highest (what a time written to the
+	// store is converted with: never early there); below, at its lowest
+	// (what a time read from it is converted back with: never early
+	// here). known once an exchange measured them.
 	offset  time.Duration
+	below   time.Duration
 	known   bool
 	failing bool
 	looks   map[string]*storeLook // per scope: its last look
@@ -247,11 +253,15 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	if err != nil {
 		return
 	}
-	// The store's clock stands at view.Now somewhere within the round
-	// trip: its middle.
-	offset = view.Now.Sub(sent.Add(back.Sub(sent) / 2))
+	// The store's clock read view.Now (to within view.Resolution: Blob
+	// Storage's Date is to the second) somewhere within the round trip:
+	// the offset lies between what the latest and the earliest moments
+	// give. A time written to the store is converted with the highest, a
+	// time read from it with the lowest: neither sends early (R109).
+	offset = view.Now.Add(max(view.Resolution, 0)).Sub(sent)
+	below := view.Now.Sub(back)
 	sh.mu.Lock()
-	sh.offset, sh.known = offset, true
+	sh.offset, sh.below, sh.known = offset, below, true
 	if l := sh.looks[scope]; l != nil {
 		l.seen = back
 	}
@@ -259,7 +269,7 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	plan := &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}
 	until := back
 	if nb := view.Card.NotBefore; !nb.IsZero() {
-		if local := nb.Add(-offset); local.After(back) {
+		if local := nb.Add(-below); local.After(back) {
 			until = local
 			sh.t.record(scope, back, local, plan, nil)
 		}
@@ -267,7 +277,7 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	rate, burst, ok, part := sh.shared(scope, view)
 	sh.t.notePart(scope, part)
 	if ok {
-		fresh := view.Card.Learnt.Add(cardFresh - offset)
+		fresh := view.Card.Learnt.Add(cardFresh - below)
 		sh.t.paceShare(scope, back, until, fresh, rate, burst, plan)
 	}
 }

@@ -214,3 +214,51 @@ func TestStoreLooksAgain(t *testing.T) {
 		}
 	})
 }
+
+// secondStore is a store whose clock reads to the second, as Blob
+// Storage's Date header does (ScopeView.Resolution a second).
+type secondStore struct{ inner ScopeStore }
+
+func (s secondStore) Exchange(ctx context.Context, scope string, card ScopeCard, m ScopeMember) (ScopeView, error) {
+	v, err := s.inner.Exchange(ctx, scope, card, m)
+	v.Now, v.Resolution = v.Now.Truncate(time.Second), time.Second
+	return v, err
+}
+
+// TestStoreClockToTheSecond (R109): through a store whose clock reads to
+// the second, a process that met "Retry-After: 4" at +0.7 s (T = +4.7 s)
+// writes its not-before converted at the offset's highest (+5 s in the
+// store's clock), and a process looking at +1.2 s converts it back at the
+// lowest (+5.2 s; its later looks, each at its own fraction, may move it
+// out, never in): it sends within T and T + a second, never before T.
+// (Converted through the round trip's middle, as before, the second
+// process sent at +4.3 s, inside the restriction: a Blob store's fleet
+// was early by up to the Date's fraction.)
+func TestStoreClockToTheSecond(t *testing.T) {
+	s := secondStore{newDirStore(t)}
+	synctest.Test(t, func(t *testing.T) {
+		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(req.URL.Path, "/a") {
+				return reply(http.StatusTooManyRequests, "Retry-After", "4")(req), nil
+			}
+			return reply(http.StatusOK)(req), nil
+		})
+		a := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		b := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		start := time.Now()
+		time.Sleep(700 * time.Millisecond)
+		resp, _ := a.RoundTrip(get(t, context.Background(), "https://acct.example/a"))
+		drain(resp)
+		synctest.Wait() // A's not-before is in the store
+		time.Sleep(500 * time.Millisecond)
+		resp, err := b.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("b")), "https://acct.example/b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
+		hits := srv.Hits()
+		if got := hits[len(hits)-1].At.Sub(start); got < 4700*time.Millisecond || got > 5700*time.Millisecond {
+			t.Fatalf("B's read reached the server at +%v, want within T (+4.7 s) and T + the clock's second", got)
+		}
+	})
+}

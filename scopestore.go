@@ -63,6 +63,12 @@ type ScopeView struct {
 	Card    ScopeCard
 	Members []ScopeMember // the live members (lease after Now), the caller's own included, sorted by ID
 	Now     time.Time     // the store's clock at the exchange
+	// Resolution is how much of the store's clock Now may have dropped:
+	// its true time lies in [Now, Now+Resolution). 0 for a clock read to
+	// the millisecond (a directory, Redis's TIME); a second for Blob
+	// Storage's Date header. A process converts the times it writes so
+	// that they are never early by it.
+	Resolution time.Duration
 }
 
 // ErrScopeStore is wrapped by every error of a [ScopeStore] of this module

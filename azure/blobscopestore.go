@@ -45,8 +45,9 @@ import (
 // member and a listing (three requests).
 //
 // Its clock is the service's: [readrecovery.ScopeView.Now] is the latest
-// Date header of the exchange's responses, to the second (the local clock
-// only if none carried one).
+// Date header of the exchange's responses, to the second, and
+// [readrecovery.ScopeView.Resolution] says so (a second; the local clock,
+// to the millisecond, only if no response carried a Date).
 //
 // The store's requests must not pass through a readrecovery transport:
 // build c with plain client options (blobjournal.ClientOptions is one:
@@ -111,10 +112,11 @@ func (s *blobScopeStore) Exchange(ctx context.Context, scope string, card readre
 	if err != nil {
 		return readrecovery.ScopeView{}, err
 	}
+	resolution := time.Second // a Date header is to the second
 	if now.IsZero() {
 		// No response carried a Date (the service always sends one; a
 		// proxy may drop it): the local clock, rather than no time.
-		now = scopecard.Normal(time.Now())
+		now, resolution = scopecard.Normal(time.Now()), time.Millisecond
 	}
 	if m.ID != "" {
 		// The caller's own record is the one it just wrote, whatever a
@@ -125,7 +127,7 @@ func (s *blobScopeStore) Exchange(ctx context.Context, scope string, card readre
 		}
 	}
 	slices.SortFunc(members, func(a, b readrecovery.ScopeMember) int { return strings.Compare(a.ID, b.ID) })
-	return readrecovery.ScopeView{Card: readrecovery.ScopeCard(stored), Members: members, Now: now}, nil
+	return readrecovery.ScopeView{Card: readrecovery.ScopeCard(stored), Members: members, Now: now, Resolution: resolution}, nil
 }
 
 // mergeCard merges in into the card under dir with conditional writes and
