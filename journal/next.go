@@ -223,7 +223,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s, st := lane.snap, lane.unmarked(now) // another worker's marker is judged below, the claim's own never counts
+		s, st := lane.snap, lane.statusLocked(now, true) // another worker's marker is judged below, the claim's own never counts
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
@@ -257,7 +257,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", err
 		}
 		lane.refreshLocked(ctx)
-		if decide(lane.snap, d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
+		if decide(lane.snap, d, a, lane.statusLocked(lane.clock.Now(), true), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, nil
 		}

@@ -82,7 +82,7 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 	}
 	check := func() error {
 		s := j.snap
-		if st := j.statusLocked(j.clock.Now(), true); st.State == Unresolved {
+		if st := j.statusLocked(j.clock.Now(), j.inflight != nil); st.State == Unresolved {
 			return &RestrictedError{Status: st}
 		}
 		if (j.plan != nil && !j.plan[d]) || !s.InPlan(d) {
@@ -200,7 +200,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	case !s.Pending && !gone:
 		return ReviewRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
 	case len(findings) > 0:
-		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), j.inflight != nil)}
 	case !gone && s.PendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, record.MarkerName)
 	case !gone && s.PendingResolved == "" && !s.Reviewable():
@@ -295,7 +295,7 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		}
 		for _, f := range s.Findings { // but entries without timing
 			if e := s.EntryNamed(f.File); e == nil || record.Untimed(*e.Entry()) == "" {
-				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), j.inflight != nil)}
 			}
 		}
 		return nil
