@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -1165,13 +1166,10 @@ func withMark(ctx context.Context, u uploadMark) context.Context {
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
 func hasEntry(s *runread.Snapshot, d, file string) bool {
-	for _, e := range s.Entries() {
-		if e.Digest == d {
-			f := e.Entry().Provenance.FileDigest
-			return f == "" || file == "" || f == file
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Entries(), func(e *runread.Rec) bool {
+		f := e.Entry().Provenance.FileDigest
+		return e.Digest == d && (f == "" || file == "" || f == file)
+	})
 }
 
 const (

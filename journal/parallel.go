@@ -20,7 +20,6 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/redact"
-	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
 const (
@@ -265,10 +264,7 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 	if marker != "" && (!ok || name != record.MarkerName || k > p.n) {
 		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName, record.MarkerRef(p.n))
 	}
-	if marker == "" {
-		if notBefore < 0 || notBefore > unixtime.Max {
-			return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
-		}
+	if marker == "" { // the shard's review checks notBefore
 		var stale, live []string
 		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
 			switch {

@@ -41,6 +41,13 @@ type File interface {
 	Lock(exclusive bool) error
 }
 
+// ReadFlags open a file to read it: internal/flock's, which on unix do not
+// follow a symbolic link (the open fails with ELOOP) and do not block, so that
+// a FIFO or a device opens at once and the caller's fstat refuses it as not a
+// regular file. Elsewhere the journal relies on the listing's file type,
+// checked before every open, and on fstat after it.
+const ReadFlags = flock.ReadFlags
+
 // The lock errors are the root's internal/flock's, whose Lock takes the
 // lock on unix.
 var (

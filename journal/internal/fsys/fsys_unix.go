@@ -10,11 +10,6 @@ import (
 	"github.com/readrecovery/readrecovery/internal/flock"
 )
 
-// ReadFlags open a file to read it without following a symbolic link (the
-// open fails with ELOOP) and without blocking, so that a FIFO or a device
-// opens at once and the caller's fstat refuses it as not a regular file.
-const ReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
-
 // DirFlags open a directory to list or fsync it: anything else (a FIFO, a
 // device, a file) fails at once with ENOTDIR, and nothing waits on a FIFO.
 const DirFlags = os.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NONBLOCK

@@ -26,7 +26,6 @@ type Rec struct {
 
 func (r *Rec) Entry() *record.EntryBody     { b, _ := r.Body.(*record.EntryBody); return b }
 func (r *Rec) receipt() *record.ReceiptBody { b, _ := r.Body.(*record.ReceiptBody); return b }
-func (r *Rec) part() *record.PartBody       { b, _ := r.Body.(*record.PartBody); return b }
 func (r *Rec) Review() *record.ReviewBody   { b, _ := r.Body.(*record.ReviewBody); return b }
 
 // NamedFile is the planned file a record names ("" for none); a pending
@@ -563,7 +562,7 @@ func (s *Snapshot) View(d string, ignorePending bool) fileView {
 	}
 	if ps := s.PartsOf(d); len(ps) > mark.Parts {
 		p := ps[mark.Parts]
-		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.Name, p.part().Status)
+		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.Name, p.Body.(*record.PartBody).Status)
 		return v
 	}
 	if v.pending = pending; pending != nil {
