@@ -316,9 +316,6 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	if err != nil {
 		return nil, err
 	}
-	if cfg.plan != nil && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
-	}
 	j.snap = s
 	jr.r = j
 	return jr, nil
@@ -326,7 +323,9 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 
 // openSnap reads the run in b, creating it (with create) when it does not exist or its
 // creation stopped before the manifest (another worker's under way, or a killed one: it
-// is finished). parallel and parts are create's, for a parallel run's root.
+// is finished). given says planFiles and planDigest are the caller's plan: a run
+// of another is [ErrPlanMismatch]. parallel and parts are create's, for a parallel
+// run's root.
 func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*runread.Snapshot, error) {
 	s, err := runread.ScanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
@@ -337,7 +336,6 @@ func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, pla
 	}
 	switch {
 	case err == nil:
-		return s, nil
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, runread.ErrNoRun)):
 		s, err = j.create(planFiles, planDigest, errors.Is(err, runread.ErrNoRun), parallel, parts)
 		if err == nil && s == nil {
@@ -347,9 +345,13 @@ func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, pla
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", store.EscapeName(b.Name), store.BareErr(err))
 		}
-		return s, nil
+	default:
+		return nil, runread.DirError(b.Name, err)
 	}
-	return nil, runread.DirError(b.Name, err)
+	if given && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(b.Name), s.Manifest.PlanDigest, planDigest)
+	}
+	return s, nil
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts

@@ -401,9 +401,6 @@ func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, p
 		}
 		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", runread.ErrCorrupt, store.EscapeName(dir), why)
 	}
-	if cfg.plan != nil && s.Manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
-	}
 	runread.RootOnly(s)
 	p := &root{clock: cfg.clock, snap: s, n: n, wants: runread.ShardWants(s.PlanFiles, n),
 		views: make([]*runread.Snapshot, n), markers: make([]store.LightMarker, n)}
