@@ -879,37 +879,40 @@ func (j *run) fail(why string) {
 	}
 }
 
-// putRecord seals body as the run's next record, of kind and named name, stores it
-// exclusively, then the head naming it (unless its request's begun head stands for it)
-// and removes the heads it replaces. linked reports whether the record exists durably;
-// an error after that is the head's: the marker stays, unresolved until a review.
-func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool, err error) {
+// putLinked seals body as the run's next record, of kind and named name, stores it
+// exclusively and adds it to the snapshot, then writes the head naming it (unless its
+// request's begun head stands for it) and removes the heads it replaces. linked reports
+// whether the record exists: false means nothing was written; true with an error, in
+// the run but not durably (the head's error: the marker stays, unresolved until a review).
+func (j *run) putLinked(name, kind string, body any) (r runread.Rec, linked bool, err error) {
 	s := j.snap
+	r.Name = name
 	seq, prev := s.NextLink()
 	if seq == 0 {
-		return record.Env{}, false, errors.New("run.json is unusable: nothing is written")
+		return r, false, errors.New("run.json is unusable: nothing is written")
 	}
 	data, digest, err := record.Seal(kind, seq, prev, body)
 	if err != nil {
-		return record.Env{}, false, err
+		return r, false, err
 	}
-	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
+	r.Loaded = runread.Loaded{Env: record.Env{Seq: seq, Prev: prev, Digest: digest}, Body: body}
 	linked, err = j.b.Put(name, data)
 	s.Gen = runread.ScanGen.Add(1) // what this Journal wrote is news
 	if !linked {
-		return e, false, err
+		return r, false, err
 	}
-	s.Seq[seq], s.LastSeq = runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}, max(s.LastSeq, seq)
-	s.Cache[name] = runread.Loaded{Env: e, Body: body}
+	s.Seq[seq], s.LastSeq = r, max(s.LastSeq, seq)
+	s.Cache[name] = r.Loaded
 	s.Files++
+	s.Add(r)
 	if err != nil {
-		return e, true, err
+		return r, true, err
 	}
 	if b := s.Begun; b != nil && b.Seq == seq {
 		s.Begun = nil
-		return e, true, nil
+		return r, true, nil
 	}
-	return e, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
+	return r, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
 }
 
 // putHead writes head-seq after prev, the run's last record (a begun head when begun is
@@ -1067,17 +1070,6 @@ func (j *run) writeRecord(name, kind string, body any) (record.Env, bool, error)
 		j.fail("write " + name + ": " + redact.Text(err.Error()))
 	}
 	return r.Env, linked, err
-}
-
-// putLinked is putRecord, its record added to the snapshot once linked: false means
-// nothing was written; true with an error, in the run but not durably.
-func (j *run) putLinked(name, kind string, body any) (runread.Rec, bool, error) {
-	e, linked, err := j.putRecord(name, kind, body)
-	r := runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}
-	if linked {
-		j.snap.Add(r)
-	}
-	return r, linked, err
 }
 
 // Complete is [Journal.Complete] of a run or shard.
