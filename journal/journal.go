@@ -605,11 +605,7 @@ func (j *run) finishDeadReview() bool {
 	}
 	h := s.LastHead()
 	if n := s.LastSeq; n > 0 && h == n-1 && !s.PendingUnsent {
-		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, &record.HeadBody{})
-		if err != nil {
-			return false
-		}
-		if _, err := j.b.Put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := j.putHead(n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, nil); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
