@@ -846,11 +846,15 @@ func (j *run) claim(m record.MarkerFile) error {
 	return nil
 }
 
-// unclaim removes the marker of a refused request (nothing was sent) and returns the
-// refusal, or a persistence failure when the marker cannot be removed.
+// unclaim removes the marker of a claim that sends nothing, a refused request's or
+// (refusal nil) Next's claim that no request adopted, and returns the refusal, or a
+// persistence failure when the marker cannot be removed.
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
-	if err := j.clearMarker(); err != nil {
+	switch err := j.clearMarker(); {
+	case err != nil && refusal == nil:
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
+	case err != nil:
 		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, store.BareErr(err))
 	}
 	return refusal

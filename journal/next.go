@@ -13,8 +13,6 @@ import (
 
 	"github.com/readrecovery/readrecovery/journal/internal/runread"
 
-	"github.com/readrecovery/readrecovery/journal/internal/store"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -263,7 +261,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
-		if err := lane.giveBack(); err != nil {
+		if err := lane.unclaim(nil); err != nil {
 			return "", err
 		}
 	}
@@ -289,19 +287,9 @@ func (j *Journal) Release(f PlannedFile) error {
 		return nil
 	}
 	lane.claimed = ""
-	err := lane.giveBack()
+	err := lane.unclaim(nil)
 	<-lane.slot
 	return err
-}
-
-// giveBack removes the marker of Next's claim that no request adopted; a
-// failure is a persistence failure. Called with the lane's mu held.
-func (lane *run) giveBack() error {
-	lane.inflight = nil
-	if err := lane.clearMarker(); err != nil {
-		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
-	}
-	return nil
 }
 
 // beginClaimed is Begin of the first request of the file Next claimed
