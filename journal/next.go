@@ -234,13 +234,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			continue
 		case d == "":
 			return "", nil
-		case s.Blocking() && s.DeadMarker(): // no lock or lease holds it (R83)
-			ref := record.MarkerName
+		case s.Blocking() && s.DeadMarker(): // no lock or lease holds it (R83): the marker's status
+			st := lane.statusLocked(now, false)
 			if lane.shardNo > 0 {
-				ref = record.MarkerRef(lane.shardNo)
+				st.Reason = runread.ShardReason(lane.shardNo, st.Reason)
 			}
-			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-				Reason: ref + ": " + runread.PendingProblem}}
+			return "", &RestrictedError{Status: st}
 		case s.Blocking():
 			return "", errLaneBusy
 		}
