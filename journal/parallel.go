@@ -304,11 +304,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 
 // Review is [Journal.Review] in the file's shard, which checks it.
 func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
-	d := file
-	if !record.IsDigest(file) {
-		d = record.FileDigest(file)
-	}
-	return p.review(p.lane(d)+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
+	return p.review(p.lane(fileRef(file))+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
 }
 
 // continuation is PlanContinuation (files given) or RecordedPlan (nil): each file

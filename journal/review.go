@@ -76,10 +76,7 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 	if file == "" {
 		return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 	}
-	d := file
-	if !record.IsDigest(file) {
-		d = record.FileDigest(file)
-	}
+	d := fileRef(file)
 	check := func() error {
 		s := j.snap
 		if st := j.statusLocked(j.clock.Now(), j.inflight != nil); st.State == Unresolved {

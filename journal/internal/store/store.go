@@ -499,10 +499,9 @@ type LightMarker struct {
 func (v *LightView) filter(names []ListedName) []ListedName {
 	out := names[:0:0]
 	for _, n := range names {
-		k, _ := record.KindOf(n.Name)
-		_, temp := record.ParseTempName(n.Name)
-		_, head := record.ParseHeadName(n.Name)
-		if !temp && !head && (k == nil || k.Attempted == nil) {
+		k, seq := record.KindOf(n.Name)
+		head := k != nil && k.Kind == record.KindHead && seq >= 1 // as ParseHeadName
+		if _, temp := record.ParseTempName(n.Name); !temp && !head && (k == nil || k.Attempted == nil) {
 			out = append(out, n)
 		}
 	}
