@@ -22,10 +22,8 @@ import (
 	"github.com/readrecovery/readrecovery/internal/redact"
 )
 
-const (
-	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
-	defaultParallelWait = 30 * time.Second
-)
+// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
+const defaultParallelWait = 30 * time.Second
 
 // WithParallel makes a new run a parallel one of n shards, 2 to 16
 // (docs/policy.md: parallel-shards): up to n journaled requests in flight

@@ -84,11 +84,9 @@ const (
 	HoldGone                    // removed since the listing
 )
 
-const (
-	// storeTimeout bounds each Store request: lists and reads are bounded
-	// by the caller's context too (R85), writes only by this (wctx).
-	storeTimeout = 30 * time.Second
-)
+// storeTimeout bounds each Store request: lists and reads are bounded
+// by the caller's context too (R85), writes only by this (wctx).
+const storeTimeout = 30 * time.Second
 
 // PrefixLister and enclosing are a Store with one of its optional methods.
 type PrefixLister interface {
