@@ -158,7 +158,7 @@ func (s *dirStore) mergeLocked(ctx context.Context, sd, name string, in ScopeCar
 func lockWait(ctx context.Context, lf *os.File) error {
 	pause := time.Millisecond
 	for {
-		err := flock.TryLock(lf)
+		err := flock.Lock(lf, true)
 		if !errors.Is(err, flock.ErrLocked) {
 			return err
 		}

@@ -183,7 +183,7 @@ func TestDirScopeStoreLockWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	if err := flock.TryLock(lf); err != nil {
+	if err := flock.Lock(lf, true); err != nil {
 		t.Skipf("no file locks here: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -315,9 +316,6 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	if err != nil {
 		return nil, err
 	}
-	if cfg.plan != nil && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
-	}
 	j.snap = s
 	jr.r = j
 	return jr, nil
@@ -325,7 +323,9 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 
 // openSnap reads the run in b, creating it (with create) when it does not exist or its
 // creation stopped before the manifest (another worker's under way, or a killed one: it
-// is finished). parallel and parts are create's, for a parallel run's root.
+// is finished). given says planFiles and planDigest are the caller's plan: a run
+// of another is [ErrPlanMismatch]. parallel and parts are create's, for a parallel
+// run's root.
 func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, planDigest string, parallel int, parts func() error) (*runread.Snapshot, error) {
 	s, err := runread.ScanRun(b, nil, j.clock.Now())
 	if create && err == nil && unfinishedCreation(s) {
@@ -336,7 +336,6 @@ func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, pla
 	}
 	switch {
 	case err == nil:
-		return s, nil
 	case create && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, runread.ErrNoRun)):
 		s, err = j.create(planFiles, planDigest, errors.Is(err, runread.ErrNoRun), parallel, parts)
 		if err == nil && s == nil {
@@ -346,9 +345,13 @@ func (j *run) openSnap(b *store.Loc, create, given bool, planFiles []string, pla
 		if err != nil {
 			return nil, fmt.Errorf("journal: create run %s: %w", store.EscapeName(b.Name), store.BareErr(err))
 		}
-		return s, nil
+	default:
+		return nil, runread.DirError(b.Name, err)
 	}
-	return nil, runread.DirError(b.Name, err)
+	if given && s.Manifest != nil && s.Manifest.PlanDigest != planDigest {
+		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(b.Name), s.Manifest.PlanDigest, planDigest)
+	}
+	return s, nil
 }
 
 // create makes a new run (docs/policy.md: shared-runs): the directory, plan.json, parts
@@ -553,21 +556,15 @@ func (j *Journal) Shard(id string) int {
 	return j.r.lanes()[j.r.lane(record.FileDigest(id))].shardNo
 }
 
-// statusLocked: with ignoreOwn, this Journal's own marker in flight does not count.
-func (j *run) statusLocked(now time.Time, ignoreOwn bool) Status {
+// statusLocked is the run's status (unresolved after a persistence failure); with
+// ignorePending, the marker does not count: j.inflight != nil leaves out this
+// Journal's own marker in flight, true every marker (Next and the run at a glance
+// judge markers apart).
+func (j *run) statusLocked(now time.Time, ignorePending bool) Status {
 	if j.failed != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + j.failed}
 	}
-	return statusOf(j.snap, now, ignoreOwn && j.inflight != nil)
-}
-
-// unmarked is the status with every marker left out (unresolved after a
-// persistence failure): Next and the run at a glance judge markers apart.
-func (j *run) unmarked(now time.Time) Status {
-	if j.failed != "" {
-		return j.statusLocked(now, false)
-	}
-	return statusOf(j.snap, now, true)
+	return statusOf(j.snap, now, ignorePending)
 }
 
 // refreshLocked re-reads the listing and the files it does not know yet (records are
@@ -608,11 +605,7 @@ func (j *run) finishDeadReview() bool {
 	}
 	h := s.LastHead()
 	if n := s.LastSeq; n > 0 && h == n-1 && !s.PendingUnsent {
-		hd, _, err := record.Seal(record.KindHead, n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, &record.HeadBody{})
-		if err != nil {
-			return false
-		}
-		if _, err := j.b.Put(record.HeadName(n), hd); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := j.putHead(n, record.Link{Name: s.Seq[n].Name, Digest: s.Seq[n].Digest}, nil); err != nil && !errors.Is(err, fs.ErrExist) {
 			return false
 		}
 	} else if h != n {
@@ -625,7 +618,7 @@ func (j *run) finishDeadReview() bool {
 func (j *run) Admit(ctx context.Context, now time.Time) error {
 	return j.waitOut(ctx, func(start time.Time, _ bool) error {
 		j.refreshFinishing(ctx)
-		if s := j.statusLocked(now.Add(max(j.clock.Now().Sub(start), 0)), true); !s.Allows() {
+		if s := j.statusLocked(now.Add(max(j.clock.Now().Sub(start), 0)), j.inflight != nil); !s.Allows() {
 			return &RestrictedError{Status: s}
 		}
 		return nil
@@ -796,7 +789,7 @@ func (j *run) checkLimits() error {
 // or commit of a file this run never sends again is refused.
 func (j *run) checkRequest(m record.MarkerFile, now time.Time) error {
 	s := j.snap
-	if st := j.statusLocked(now, true); !st.Allows() {
+	if st := j.statusLocked(now, j.inflight != nil); !st.Allows() {
 		return &RestrictedError{Status: st}
 	}
 	if m.FileDigest != "" {
@@ -853,11 +846,15 @@ func (j *run) claim(m record.MarkerFile) error {
 	return nil
 }
 
-// unclaim removes the marker of a refused request (nothing was sent) and returns the
-// refusal, or a persistence failure when the marker cannot be removed.
+// unclaim removes the marker of a claim that sends nothing, a refused request's or
+// (refusal nil) Next's claim that no request adopted, and returns the refusal, or a
+// persistence failure when the marker cannot be removed.
 func (j *run) unclaim(refusal error) error {
 	j.inflight = nil
-	if err := j.clearMarker(); err != nil {
+	switch err := j.clearMarker(); {
+	case err != nil && refusal == nil:
+		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
+	case err != nil:
 		return fmt.Errorf("journal: begin: refused (%v), and the marker could not be removed: %w", refusal, store.BareErr(err))
 	}
 	return refusal
@@ -882,37 +879,40 @@ func (j *run) fail(why string) {
 	}
 }
 
-// putRecord seals body as the run's next record, of kind and named name, stores it
-// exclusively, then the head naming it (unless its request's begun head stands for it)
-// and removes the heads it replaces. linked reports whether the record exists durably;
-// an error after that is the head's: the marker stays, unresolved until a review.
-func (j *run) putRecord(name, kind string, body any) (e record.Env, linked bool, err error) {
+// putLinked seals body as the run's next record, of kind and named name, stores it
+// exclusively and adds it to the snapshot, then writes the head naming it (unless its
+// request's begun head stands for it) and removes the heads it replaces. linked reports
+// whether the record exists: false means nothing was written; true with an error, in
+// the run but not durably (the head's error: the marker stays, unresolved until a review).
+func (j *run) putLinked(name, kind string, body any) (r runread.Rec, linked bool, err error) {
 	s := j.snap
+	r.Name = name
 	seq, prev := s.NextLink()
 	if seq == 0 {
-		return record.Env{}, false, errors.New("run.json is unusable: nothing is written")
+		return r, false, errors.New("run.json is unusable: nothing is written")
 	}
 	data, digest, err := record.Seal(kind, seq, prev, body)
 	if err != nil {
-		return record.Env{}, false, err
+		return r, false, err
 	}
-	e = record.Env{Seq: seq, Prev: prev, Digest: digest}
+	r.Loaded = runread.Loaded{Env: record.Env{Seq: seq, Prev: prev, Digest: digest}, Body: body}
 	linked, err = j.b.Put(name, data)
 	s.Gen = runread.ScanGen.Add(1) // what this Journal wrote is news
 	if !linked {
-		return e, false, err
+		return r, false, err
 	}
-	s.Seq[seq], s.LastSeq = runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}, max(s.LastSeq, seq)
-	s.Cache[name] = runread.Loaded{Env: e, Body: body}
+	s.Seq[seq], s.LastSeq = r, max(s.LastSeq, seq)
+	s.Cache[name] = r.Loaded
 	s.Files++
+	s.Add(r)
 	if err != nil {
-		return e, true, err
+		return r, true, err
 	}
 	if b := s.Begun; b != nil && b.Seq == seq {
 		s.Begun = nil
-		return e, true, nil
+		return r, true, nil
 	}
-	return e, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
+	return r, true, j.putHead(seq, record.Link{Name: name, Digest: digest}, nil)
 }
 
 // putHead writes head-seq after prev, the run's last record (a begun head when begun is
@@ -988,82 +988,79 @@ func (j *run) clearMarker() error {
 	return nil
 }
 
-// finish ends the request in flight: the next Begin may proceed.
-func (j *run) finish() {
-	j.inflight = nil
-	j.release()
-	<-j.slot
-}
-
-// takeInflight checks that req is the request Begin recorded; the caller
-// finishes it after nil. A request that differs is finished at once.
-func (j *run) takeInflight(req readrecovery.JournalRequest) (*record.MarkerFile, error) {
+// endRequest runs end on the request in flight, under mu, and then finishes it:
+// the next Begin may proceed. A request that differs from the one Begin
+// recorded is a persistence failure, finished at once.
+func (j *run) endRequest(req readrecovery.JournalRequest, end func(m *record.MarkerFile) error) error {
+	if j.zero() {
+		return errZero
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	m := j.inflight
 	if m == nil {
-		return nil, errors.New("journal: no request in flight (Begin was not called)")
+		return errors.New("journal: no request in flight (Begin was not called)")
 	}
+	defer func() { // the request is over: the next Begin may proceed
+		j.inflight = nil
+		j.release()
+		<-j.slot
+	}()
 	if m.Method != req.Method || m.URLDigest != req.URLDigest || m.Attempt != req.Attempt || m.ResendOf != req.ResendOf {
 		j.fail("request differs from the one begun")
-		j.finish()
-		return nil, errors.New("journal: the request differs from the one Begin recorded")
+		return errors.New("journal: the request differs from the one Begin recorded")
 	}
-	return m, nil
+	return end(m)
 }
 
 // Backoff is [Journal.Backoff] of a run or shard; an entry written before
 // a failure still has its digest returned with the error.
-func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (string, error) {
-	if j.zero() {
-		return "", errZero
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	m, err := j.takeInflight(req)
-	if err != nil {
-		return "", err
-	}
-	defer j.finish()
-	s := j.snap
-	e := record.EntryBody{
-		BackoffVersion: record.BackoffVersion, Sequence: len(s.Entries()) + 1, PlanDigest: s.PlanDigest(),
-		Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
-		RetryAfter: record.RetryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
-		Provenance: record.Provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
-	}
-	if timing != nil && record.Representable(timing) {
-		// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
-		e.Timing = &record.TimingJSON{ReceivedAtUTC: timing.ReceivedAtUTC, NotBeforeUTC: timing.NotBeforeUTC, ServerDelaySeconds: timing.ServerDelaySeconds}
-	}
-	if e.Sequence > record.MaxEntries {
-		j.fail("entry limit")
-		return "", full("entry %d is beyond the %d a run holds", e.Sequence, record.MaxEntries)
-	}
-	if err := record.ValidEntry(e); err != nil {
-		j.fail("invalid backoff entry: " + err.Error())
-		return "", fmt.Errorf("journal: backoff: %w", err)
-	}
-	name := record.EntryName(e.Sequence)
-	ev, linked, err := j.writeRecord(name, record.KindEntry, &e)
-	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
-		if linked {
-			u.throttledBy, u.throttledName = ev.Digest, name
-		} else {
-			u.closed = true
+func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome, ra readrecovery.RetryAfter, timing *readrecovery.RetryAfterTiming) (digest string, err error) {
+	err = j.endRequest(req, func(m *record.MarkerFile) error {
+		s := j.snap
+		e := record.EntryBody{
+			BackoffVersion: record.BackoffVersion, Sequence: len(s.Entries()) + 1, PlanDigest: s.PlanDigest(),
+			Method: req.Method, URLDigest: req.URLDigest, RequestID: redact.ID(out.RequestID), Status: out.StatusCode,
+			RetryAfter: record.RetryAfterJSON{Kind: string(ra.Kind), Value: ra.Value},
+			Provenance: record.Provenance{FileDigest: m.FileDigest, Attempt: req.Attempt, ResendOf: req.ResendOf, Part: m.Part},
 		}
-	}
-	if !linked {
-		return "", fmt.Errorf("journal: backoff: %w", err)
-	}
-	if why := record.Untimed(e); why != "" {
-		s.Findings.Add(name, "%s", why)
-	}
-	if err == nil {
-		err = j.clearMarker()
-	}
-	if err != nil {
-		return ev.Digest, fmt.Errorf("journal: backoff: %w", err)
-	}
-	return ev.Digest, nil
+		if timing != nil && record.Representable(timing) {
+			// A timing beyond the shared bound is no timing (the run is unresolved), never a refusal.
+			e.Timing = &record.TimingJSON{ReceivedAtUTC: timing.ReceivedAtUTC, NotBeforeUTC: timing.NotBeforeUTC, ServerDelaySeconds: timing.ServerDelaySeconds}
+		}
+		if e.Sequence > record.MaxEntries {
+			j.fail("entry limit")
+			return full("entry %d is beyond the %d a run holds", e.Sequence, record.MaxEntries)
+		}
+		if err := record.ValidEntry(e); err != nil {
+			j.fail("invalid backoff entry: " + err.Error())
+			return fmt.Errorf("journal: backoff: %w", err)
+		}
+		name := record.EntryName(e.Sequence)
+		ev, linked, err := j.writeRecord(name, record.KindEntry, &e)
+		if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+			if linked {
+				u.throttledBy, u.throttledName = ev.Digest, name
+			} else {
+				u.closed = true
+			}
+		}
+		if !linked {
+			return fmt.Errorf("journal: backoff: %w", err)
+		}
+		digest = ev.Digest
+		if why := record.Untimed(e); why != "" {
+			s.Findings.Add(name, "%s", why)
+		}
+		if err == nil {
+			err = j.clearMarker()
+		}
+		if err != nil {
+			return fmt.Errorf("journal: backoff: %w", err)
+		}
+		return nil
+	})
+	return digest, err
 }
 
 // writeRecord is putLinked of the request in flight; a failure is a persistence failure.
@@ -1075,74 +1072,56 @@ func (j *run) writeRecord(name, kind string, body any) (record.Env, bool, error)
 	return r.Env, linked, err
 }
 
-// putLinked is putRecord, its record added to the snapshot once linked: false means
-// nothing was written; true with an error, in the run but not durably.
-func (j *run) putLinked(name, kind string, body any) (runread.Rec, bool, error) {
-	e, linked, err := j.putRecord(name, kind, body)
-	r := runread.Rec{Name: name, Loaded: runread.Loaded{Env: e, Body: body}}
-	if linked {
-		j.snap.Add(r)
-	}
-	return r, linked, err
-}
-
 // Complete is [Journal.Complete] of a run or shard.
 func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out readrecovery.JournalOutcome) error {
-	if j.zero() {
-		return errZero
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	m, err := j.takeInflight(req)
-	if err != nil {
-		return err
-	}
-	defer j.finish()
-	if httprule.IsThrottled(out.StatusCode) { // it would lose its restriction: keep the marker
-		j.fail("a 429 was completed without its backoff entry")
-		return errors.New("journal: complete: a 429 must be recorded with Backoff")
-	}
-	s := j.snap
-	ok2xx := httprule.IsSuccess(out.StatusCode)
-	if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
-		// A part's 2xx continues the upload; any other outcome ends what this Journal sends.
-		u.throttledBy, u.throttledName = "", ""
-		u.closed = u.closed || !m.Part || !ok2xx
-	}
-	switch {
-	case m.FileDigest != "" && m.Part:
-		p := record.PartBody{
-			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Part: len(s.PartsOf(m.FileDigest)) + 1,
-			Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
-			Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
-			ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
-			RecordedAtUTC: j.clock.Now().Unix(),
+	return j.endRequest(req, func(m *record.MarkerFile) error {
+		if httprule.IsThrottled(out.StatusCode) { // it would lose its restriction: keep the marker
+			j.fail("a 429 was completed without its backoff entry")
+			return errors.New("journal: complete: a 429 must be recorded with Backoff")
 		}
-		if p.Part > record.MaxParts {
-			j.fail("part limit")
-			return full("part %d of one file is beyond the %d a file holds", p.Part, record.MaxParts)
+		s := j.snap
+		ok2xx := httprule.IsSuccess(out.StatusCode)
+		var err error
+		if u := j.started[m.FileDigest]; m.FileDigest != "" && u != nil {
+			// A part's 2xx continues the upload; any other outcome ends what this Journal sends.
+			u.throttledBy, u.throttledName = "", ""
+			u.closed = u.closed || !m.Part || !ok2xx
 		}
-		_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
-	case m.FileDigest != "":
-		round := s.View(m.FileDigest, true).Round
-		r := record.ReceiptBody{
-			PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
-			Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
-			RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
-			TransportError: redact.Text(out.TransportError), RecordedAtUTC: j.clock.Now().Unix(),
+		switch {
+		case m.FileDigest != "" && m.Part:
+			p := record.PartBody{
+				PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Part: len(s.PartsOf(m.FileDigest)) + 1,
+				Method: req.Method, URLDigest: req.URLDigest, Attempt: req.Attempt, ResendOf: req.ResendOf,
+				Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
+				ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
+				RecordedAtUTC: j.clock.Now().Unix(),
+			}
+			if p.Part > record.MaxParts {
+				j.fail("part limit")
+				return full("part %d of one file is beyond the %d a file holds", p.Part, record.MaxParts)
+			}
+			_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
+		case m.FileDigest != "":
+			round := s.View(m.FileDigest, true).Round
+			r := record.ReceiptBody{
+				PlanDigest: s.PlanDigest(), FileDigest: m.FileDigest, Method: req.Method, URLDigest: req.URLDigest,
+				Attempt: req.Attempt, ResendOf: req.ResendOf, Status: out.StatusCode, ACK: ok2xx,
+				RequestID: redact.ID(out.RequestID), ETag: redact.ETag(out.ETag),
+				TransportError: redact.Text(out.TransportError), RecordedAtUTC: j.clock.Now().Unix(),
+			}
+			if round > 1 {
+				r.Round = round
+			}
+			_, _, err = j.writeRecord(record.ReceiptNameRound(m.FileDigest, round), record.KindReceipt, &r)
 		}
-		if round > 1 {
-			r.Round = round
+		if err != nil {
+			return fmt.Errorf("journal: receipt: %w", store.BareErr(err))
 		}
-		_, _, err = j.writeRecord(record.ReceiptNameRound(m.FileDigest, round), record.KindReceipt, &r)
-	}
-	if err != nil {
-		return fmt.Errorf("journal: receipt: %w", store.BareErr(err))
-	}
-	if err := j.clearMarker(); err != nil {
-		return fmt.Errorf("journal: complete: %w", store.BareErr(err))
-	}
-	return nil
+		if err := j.clearMarker(); err != nil {
+			return fmt.Errorf("journal: complete: %w", store.BareErr(err))
+		}
+		return nil
+	})
 }
 
 type uploadKey struct{}
@@ -1181,13 +1160,10 @@ func withMark(ctx context.Context, u uploadMark) context.Context {
 // hasEntry reports whether an entry has event digest d and, when both name
 // a file, the same file.
 func hasEntry(s *runread.Snapshot, d, file string) bool {
-	for _, e := range s.Entries() {
-		if e.Digest == d {
-			f := e.Entry().Provenance.FileDigest
-			return f == "" || file == "" || f == file
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Entries(), func(e *runread.Rec) bool {
+		f := e.Entry().Provenance.FileDigest
+		return e.Digest == d && (f == "" || file == "" || f == file)
+	})
 }
 
 const (

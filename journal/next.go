@@ -13,8 +13,6 @@ import (
 
 	"github.com/readrecovery/readrecovery/journal/internal/runread"
 
-	"github.com/readrecovery/readrecovery/journal/internal/store"
-
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 
 	"github.com/readrecovery/readrecovery"
@@ -223,7 +221,7 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", fmt.Errorf("journal: next: %w", err)
 		}
 		now := lane.clock.Now()
-		s, st := lane.snap, lane.unmarked(now) // another worker's marker is judged below, the claim's own never counts
+		s, st := lane.snap, lane.statusLocked(now, true) // another worker's marker is judged below, the claim's own never counts
 		if !st.Allows() {
 			return "", &RestrictedError{Status: st}
 		}
@@ -236,13 +234,12 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			continue
 		case d == "":
 			return "", nil
-		case s.Blocking() && s.DeadMarker(): // no lock or lease holds it (R83)
-			ref := record.MarkerName
+		case s.Blocking() && s.DeadMarker(): // no lock or lease holds it (R83): the marker's status
+			st := lane.statusLocked(now, false)
 			if lane.shardNo > 0 {
-				ref = record.MarkerRef(lane.shardNo)
+				st.Reason = runread.ShardReason(lane.shardNo, st.Reason)
 			}
-			return "", &RestrictedError{Status: Status{State: Unresolved, cause: ErrPending, abandoned: true,
-				Reason: ref + ": " + runread.PendingProblem}}
+			return "", &RestrictedError{Status: st}
 		case s.Blocking():
 			return "", errLaneBusy
 		}
@@ -257,13 +254,13 @@ func (j *Journal) tryLane(ctx context.Context, lane *run, k int, a Approval) (st
 			return "", err
 		}
 		lane.refreshLocked(ctx)
-		if decide(lane.snap, d, a, lane.unmarked(lane.clock.Now()), true).Upload && lane.checkLimits() == nil {
+		if decide(lane.snap, d, a, lane.statusLocked(lane.clock.Now(), true), true).Upload && lane.checkLimits() == nil {
 			lane.claimed, claimed = d, true
 			return d, nil
 		}
 		// Another worker's record of d came between the read and the
 		// claim: give the claim back and look again.
-		if err := lane.giveBack(); err != nil {
+		if err := lane.unclaim(nil); err != nil {
 			return "", err
 		}
 	}
@@ -289,19 +286,9 @@ func (j *Journal) Release(f PlannedFile) error {
 		return nil
 	}
 	lane.claimed = ""
-	err := lane.giveBack()
+	err := lane.unclaim(nil)
 	<-lane.slot
 	return err
-}
-
-// giveBack removes the marker of Next's claim that no request adopted; a
-// failure is a persistence failure. Called with the lane's mu held.
-func (lane *run) giveBack() error {
-	lane.inflight = nil
-	if err := lane.clearMarker(); err != nil {
-		return fmt.Errorf("journal: next: the claim's marker could not be removed: %w", store.BareErr(err))
-	}
-	return nil
 }
 
 // beginClaimed is Begin of the first request of the file Next claimed

@@ -20,13 +20,10 @@ import (
 	"github.com/readrecovery/readrecovery"
 	"github.com/readrecovery/readrecovery/internal/clock"
 	"github.com/readrecovery/readrecovery/internal/redact"
-	"github.com/readrecovery/readrecovery/internal/unixtime"
 )
 
-const (
-	// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
-	defaultParallelWait = 30 * time.Second
-)
+// defaultParallelWait is the pending wait without [WithPendingWait] (death is the store's: R83).
+const defaultParallelWait = 30 * time.Second
 
 // WithParallel makes a new run a parallel one of n shards, 2 to 16
 // (docs/policy.md: parallel-shards): up to n journaled requests in flight
@@ -265,10 +262,7 @@ func (p *root) ReviewPendingMarker(ctx context.Context, marker, note string, not
 	if marker != "" && (!ok || name != record.MarkerName || k > p.n) {
 		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (shard-01/%s to %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName, record.MarkerRef(p.n))
 	}
-	if marker == "" {
-		if notBefore < 0 || notBefore > unixtime.Max {
-			return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
-		}
+	if marker == "" { // the shard's review checks notBefore
 		var stale, live []string
 		for _, ps := range p.parts(ctx, p.clock.Now(), true, false) {
 			switch {
@@ -308,11 +302,7 @@ func (p *root) ReviewRestriction(ctx context.Context, entry, note string, notBef
 
 // Review is [Journal.Review] in the file's shard, which checks it.
 func (p *root) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
-	d := file
-	if !record.IsDigest(file) {
-		d = record.FileDigest(file)
-	}
-	return p.review(p.lane(d)+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
+	return p.review(p.lane(fileRef(file))+1, func(sj *run) (ReviewRecord, error) { return sj.Review(ctx, file, decision, note) })
 }
 
 // continuation is PlanContinuation (files given) or RecordedPlan (nil): each file
@@ -404,9 +394,6 @@ func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, p
 			why = s.Findings[0].String()
 		}
 		return nil, fmt.Errorf("%w: %s: its run.json cannot be read (%s)", runread.ErrCorrupt, store.EscapeName(dir), why)
-	}
-	if cfg.plan != nil && s.Manifest.PlanDigest != planDigest {
-		return nil, fmt.Errorf("%w: %s records plan %s, not %s", ErrPlanMismatch, store.EscapeName(dir), s.Manifest.PlanDigest, planDigest)
 	}
 	runread.RootOnly(s)
 	p := &root{clock: cfg.clock, snap: s, n: n, wants: runread.ShardWants(s.PlanFiles, n),

@@ -24,6 +24,14 @@ type PlannedFile struct {
 // of its ID. The journal stores only this digest, never the ID itself.
 func (f PlannedFile) Digest() string { return record.FileDigest(f.ID) }
 
+// fileRef is the digest of a file named by its ID or by its digest.
+func fileRef(file string) string {
+	if record.IsDigest(file) {
+		return file
+	}
+	return record.FileDigest(file)
+}
+
 // digestOfPlan returns the plan's file digests, sorted, and the digest a run
 // binds for it, whatever the order of its files (plan-ids); it fails for an
 // empty or duplicated ID.

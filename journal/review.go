@@ -76,13 +76,10 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 	if file == "" {
 		return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 	}
-	d := file
-	if !record.IsDigest(file) {
-		d = record.FileDigest(file)
-	}
+	d := fileRef(file)
 	check := func() error {
 		s := j.snap
-		if st := j.statusLocked(j.clock.Now(), true); st.State == Unresolved {
+		if st := j.statusLocked(j.clock.Now(), j.inflight != nil); st.State == Unresolved {
 			return &RestrictedError{Status: st}
 		}
 		if (j.plan != nil && !j.plan[d]) || !s.InPlan(d) {
@@ -200,7 +197,7 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 	case !s.Pending && !gone:
 		return ReviewRecord{}, fmt.Errorf("%w: no pending marker: nothing to resolve", errReviewRefused)
 	case len(findings) > 0:
-		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+		return ReviewRecord{}, &RestrictedError{Status: j.statusLocked(j.clock.Now(), j.inflight != nil)}
 	case !gone && s.PendingDigest == "":
 		return ReviewRecord{}, fmt.Errorf("%w: %s cannot be read, so no review can name it", errReviewRefused, record.MarkerName)
 	case !gone && s.PendingResolved == "" && !s.Reviewable():
@@ -295,7 +292,7 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 		}
 		for _, f := range s.Findings { // but entries without timing
 			if e := s.EntryNamed(f.File); e == nil || record.Untimed(*e.Entry()) == "" {
-				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), true)}
+				return &RestrictedError{Status: j.statusLocked(j.clock.Now(), j.inflight != nil)}
 			}
 		}
 		return nil

@@ -42,7 +42,7 @@ func (j *Journal) glance(st Status, now time.Time) Status {
 // viewLocked is the lane's line: a file under a live marker is in-flight, under a dead one unknown.
 func (lane *run) viewLocked(now time.Time) ShardView {
 	s := lane.snap
-	v := ShardView{Shard: ".", State: lane.unmarked(now).State}
+	v := ShardView{Shard: ".", State: lane.statusLocked(now, true).State}
 	if lane.shardNo > 0 {
 		v.Shard = record.ShardName(lane.shardNo)
 	}

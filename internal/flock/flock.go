@@ -1,7 +1,9 @@
-// Package flock is the directory scope store's file lock: a non-blocking
+// Package flock is the file lock of the directory scope store and of the
+// journal's directory store (journal/internal/fsys): a non-blocking
 // flock(2) on an open file, released when the file is closed or its
-// process dies (the kernel knows, not a clock). Off unix there is no lock:
-// [TryLock] reports [ErrNoLocks] and the store says what it does instead.
+// process dies (the kernel knows, not a clock). Off unix [Lock]
+// reports [ErrNoLocks] and the store says what it does instead (the
+// journal's fsys takes its own lock on Windows).
 package flock
 
 import "errors"

@@ -8,5 +8,5 @@ import "os"
 // here, the caller's fstat after the open is the only check.
 const ReadFlags = os.O_RDONLY
 
-// TryLock reports [ErrNoLocks]: no file locks off unix.
-func TryLock(*os.File) error { return ErrNoLocks }
+// Lock reports [ErrNoLocks]: no file locks off unix.
+func Lock(*os.File, bool) error { return ErrNoLocks }

@@ -14,20 +14,24 @@ import (
 // refuses what is not a regular file).
 const ReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
 
-// TryLock takes an exclusive flock(2) on f without waiting, through its
-// raw descriptor (Fd would put the file in blocking mode). Held by
+// Lock takes flock(2) on f without waiting, exclusive or shared, through
+// its raw descriptor (Fd would put the file in blocking mode). Held by
 // another open file: an error wrapping [ErrLocked]; a file system that
 // keeps no locks: [ErrNoLocks].
-func TryLock(f *os.File) error {
+func Lock(f *os.File, exclusive bool) error {
+	how := syscall.LOCK_SH | syscall.LOCK_NB
+	if exclusive {
+		how = syscall.LOCK_EX | syscall.LOCK_NB
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var ferr error
 	if err := rc.Control(func(fd uintptr) {
-		ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+		ferr = syscall.Flock(int(fd), how)
 		for ferr == syscall.EINTR {
-			ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+			ferr = syscall.Flock(int(fd), how)
 		}
 	}); err != nil {
 		return err

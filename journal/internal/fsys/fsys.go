@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/readrecovery/readrecovery/internal/flock"
 )
 
 // FS is the set of file operations the journal uses. Names are full paths.
@@ -39,9 +41,18 @@ type File interface {
 	Lock(exclusive bool) error
 }
 
+// ReadFlags open a file to read it: internal/flock's, which on unix do not
+// follow a symbolic link (the open fails with ELOOP) and do not block, so that
+// a FIFO or a device opens at once and the caller's fstat refuses it as not a
+// regular file. Elsewhere the journal relies on the listing's file type,
+// checked before every open, and on fstat after it.
+const ReadFlags = flock.ReadFlags
+
+// The lock errors are the root's internal/flock's, whose Lock takes the
+// lock on unix.
 var (
-	ErrLocked  = errors.New("fsys: locked by another open file")    // another open file holds a conflicting lock
-	ErrNoLocks = errors.New("fsys: the file system keeps no locks") // ENOLCK, EOPNOTSUPP, ENOSYS, or an OS without locks
+	ErrLocked  = flock.ErrLocked  // another open file holds a conflicting lock
+	ErrNoLocks = flock.ErrNoLocks // ENOLCK, EOPNOTSUPP, ENOSYS, or an OS without locks
 )
 
 // OS is the os package's file system: each method but ReadDir and SyncDir
@@ -63,26 +74,12 @@ func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 }
 
 // osFile is an *os.File with [File.Lock], taken where the OS has locks
-// (fsys_unix.go: flock; lock_windows.go: LockFileEx); elsewhere Lock
+// (fsys_unix.go: internal/flock; lock_windows.go: LockFileEx); elsewhere Lock
 // returns [ErrNoLocks] (lock_other.go).
 type osFile struct{ *os.File }
 
 func (f osFile) Lock(exclusive bool) error { return lock(f.File, exclusive) }
 func (f osFile) Close() error              { unlock(f.File); return f.File.Close() }
-
-// control runs fn on f's raw descriptor or handle (Fd would put the file in
-// blocking mode) and returns its error, or the error of reaching it.
-func control(f *os.File, fn func(fd uintptr) error) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(fd) }); err != nil {
-		return err
-	}
-	return ferr
-}
 
 // ReadDir opens the directory with [DirFlags]: a FIFO or device under name
 // is refused at once, never waited on.

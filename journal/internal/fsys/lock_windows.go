@@ -38,3 +38,17 @@ func lock(f *os.File, exclusive bool) error {
 func unlock(f *os.File) {
 	_ = control(f, func(h uintptr) error { o := lockAt; return windows.UnlockFileEx(windows.Handle(h), 0, 1, 0, &o) })
 }
+
+// control runs fn on f's raw handle (Fd would put the file in
+// blocking mode) and returns its error, or the error of reaching it.
+func control(f *os.File, fn func(fd uintptr) error) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(fd) }); err != nil {
+		return err
+	}
+	return ferr
+}

@@ -26,7 +26,6 @@ type Rec struct {
 
 func (r *Rec) Entry() *record.EntryBody     { b, _ := r.Body.(*record.EntryBody); return b }
 func (r *Rec) receipt() *record.ReceiptBody { b, _ := r.Body.(*record.ReceiptBody); return b }
-func (r *Rec) part() *record.PartBody       { b, _ := r.Body.(*record.PartBody); return b }
 func (r *Rec) Review() *record.ReviewBody   { b, _ := r.Body.(*record.ReviewBody); return b }
 
 // NamedFile is the planned file a record names ("" for none); a pending
@@ -434,22 +433,15 @@ func (s *Snapshot) reviewProblem(r record.ReviewBody) string {
 	if s.Light {
 		return "" // a decision about a file restricts nothing: not checked by a light scan
 	}
-	if v := s.View(d, true); v.pending != nil && v.Receipt == nil {
+	v := s.View(d, true) // its round and last review, each older than ev (checked above)
+	if v.pending != nil && v.Receipt == nil {
 		return "" // a pending review made the file unknown
 	}
 	ps := s.PartsOf(d)
 	if ev.Parts > len(ps) || ev.Parts > 0 && ps[ev.Parts-1].Digest != ev.LastPartDigest {
 		return "evidence names part receipts that are not on disk (edited)"
 	}
-	round, mark := 1, record.ReviewEvidence{}
-	for _, r := range reviews { // each older than ev: checked above
-		if p := r.Review(); p.FileDigest == d {
-			mark = p.Evidence
-			if p.Decision == record.DecisionReupload {
-				round++
-			}
-		}
-	}
+	round, mark := v.Round, v.mark
 	if ev.Parts < mark.Parts {
 		return "evidence is older than the file's review before it (reordered)"
 	}
@@ -527,17 +519,17 @@ func (s *Snapshot) Classify(d string, ignorePending bool) (class FileState, dec 
 // fileView is what a run records about one file in its current round: the
 // records since its last review (all records when it has none).
 type fileView struct {
-	Round   int    // 1 plus the file's reupload reviews
-	review  *Rec   // the file's last review, or nil
-	Receipt *Rec   // its round's commit receipt not covered by that review
-	Bad     string // a receipt or part receipt of the file that fails verification
-	record  string // the first record of the round naming the file, as a reason; "" when none
-	pending *Rec   // a pending review since the last decision: in flight under a dead marker
+	Round   int                   // 1 plus the file's reupload reviews
+	review  *Rec                  // the file's last review, or nil
+	mark    record.ReviewEvidence // that review's evidence
+	Receipt *Rec                  // its round's commit receipt not covered by that review
+	Bad     string                // a receipt or part receipt of the file that fails verification
+	record  string                // the first record of the round naming the file, as a reason; "" when none
+	pending *Rec                  // a pending review since the last decision: in flight under a dead marker
 }
 
 func (s *Snapshot) View(d string, ignorePending bool) fileView {
 	v := fileView{Round: 1, Bad: s.badFiles[record.FileHex(d)]}
-	var mark record.ReviewEvidence
 	var pending *Rec
 	for _, r := range s.byFile[d] {
 		switch rv := r.Review(); {
@@ -545,25 +537,25 @@ func (s *Snapshot) View(d string, ignorePending bool) fileView {
 		case rv.Marker != nil:
 			pending = r
 		default:
-			v.review, mark, pending = r, rv.Evidence, nil
+			v.review, v.mark, pending = r, rv.Evidence, nil
 			if rv.Decision == record.DecisionReupload {
 				v.Round++
 			}
 		}
 	}
 	// A skip review keeps the round: the receipt it saw is covered by it.
-	if r := s.receiptOf(d, v.Round); r != nil && (v.review == nil || r.Digest != mark.ReceiptDigest) {
+	if r := s.receiptOf(d, v.Round); r != nil && (v.review == nil || r.Digest != v.mark.ReceiptDigest) {
 		v.Receipt = r
 	}
 	for _, r := range s.byFile[d] {
-		if e := r.Entry(); e != nil && e.Sequence > mark.Entries {
+		if e := r.Entry(); e != nil && e.Sequence > v.mark.Entries {
 			v.record = fmt.Sprintf("%s: its upload met %d, no ACK on record", r.Name, e.Status)
 			return v
 		}
 	}
-	if ps := s.PartsOf(d); len(ps) > mark.Parts {
-		p := ps[mark.Parts]
-		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.Name, p.part().Status)
+	if ps := s.PartsOf(d); len(ps) > v.mark.Parts {
+		p := ps[v.mark.Parts]
+		v.record = fmt.Sprintf("%s: a part of its upload (status %d) but no committed ACK", p.Name, p.Body.(*record.PartBody).Status)
 		return v
 	}
 	if v.pending = pending; pending != nil {

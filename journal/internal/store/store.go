@@ -84,11 +84,9 @@ const (
 	HoldGone                    // removed since the listing
 )
 
-const (
-	// storeTimeout bounds each Store request: lists and reads are bounded
-	// by the caller's context too (R85), writes only by this (wctx).
-	storeTimeout = 30 * time.Second
-)
+// storeTimeout bounds each Store request: lists and reads are bounded
+// by the caller's context too (R85), writes only by this (wctx).
+const storeTimeout = 30 * time.Second
 
 // PrefixLister and enclosing are a Store with one of its optional methods.
 type PrefixLister interface {
@@ -499,10 +497,9 @@ type LightMarker struct {
 func (v *LightView) filter(names []ListedName) []ListedName {
 	out := names[:0:0]
 	for _, n := range names {
-		k, _ := record.KindOf(n.Name)
-		_, temp := record.ParseTempName(n.Name)
-		_, head := record.ParseHeadName(n.Name)
-		if !temp && !head && (k == nil || k.Attempted == nil) {
+		k, seq := record.KindOf(n.Name)
+		head := k != nil && k.Kind == record.KindHead && seq >= 1 // as ParseHeadName
+		if _, temp := record.ParseTempName(n.Name); !temp && !head && (k == nil || k.Attempted == nil) {
 			out = append(out, n)
 		}
 	}
