@@ -70,6 +70,7 @@ const (
 	cardFresh      = time.Minute            // a card's learnt rate is shared this long after it was learnt
 	shareMoved     = 0.15                   // a part of the fleet's rate that moved more than this is paced anew
 	maxDemand      = 1e6                    // a member's demand, at most (requests per second): all it can get
+	offsetKept     = time.Minute            // the store clock's offset bounds are kept together this long
 )
 
 // scopeShare is a table's link to its store.
@@ -85,6 +86,7 @@ type scopeShare struct {
 	// here). known once an exchange measured them.
 	offset  time.Duration
 	below   time.Duration
+	since   time.Time // the bounds are kept from then (offsetKept)
 	known   bool
 	failing bool
 	looks   map[string]*storeLook // per scope: its last look
@@ -110,6 +112,10 @@ type storeLook struct {
 	part, share float64
 	learnt      time.Time
 	seen        time.Time
+	// nb: the latest not-before of the scope's card (store time) this
+	// process wrote or applied: a card holding it again is no news (read
+	// back at another offset bound it would move the restriction out).
+	nb time.Time
 }
 
 // isZero reports whether the card knows nothing (an exchange of it reads).
@@ -258,17 +264,33 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	// the offset lies between what the latest and the earliest moments
 	// give. A time written to the store is converted with the highest, a
 	// time read from it with the lowest: neither sends early (R109).
-	offset = view.Now.Add(max(view.Resolution, 0)).Sub(sent)
-	below := view.Now.Sub(back)
+	// Each exchange bounds the offset anew; the bounds of the last
+	// offsetKept are kept together (a clock that reads to the second is
+	// read at another fraction each time: together they narrow to the
+	// round trip), and start again when they cross (a clock was set).
+	hi, lo := view.Now.Add(max(view.Resolution, 0)).Sub(sent), view.Now.Sub(back)
 	sh.mu.Lock()
-	sh.offset, sh.below, sh.known = offset, below, true
+	if !sh.known || back.Sub(sh.since) > offsetKept || lo > sh.offset || hi < sh.below {
+		sh.offset, sh.below, sh.since = hi, lo, back
+	} else {
+		sh.offset, sh.below = min(sh.offset, hi), max(sh.below, lo)
+	}
+	sh.known = true
+	below := sh.below
+	var news bool // the card's not-before is one this process has not applied or written
 	if l := sh.looks[scope]; l != nil {
 		l.seen = back
+		if news = view.Card.NotBefore.After(l.nb); news {
+			l.nb = view.Card.NotBefore
+		}
+		if card.NotBefore.After(l.nb) {
+			l.nb = card.NotBefore
+		}
 	}
 	sh.mu.Unlock()
 	plan := &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}
 	until := back
-	if nb := view.Card.NotBefore; !nb.IsZero() {
+	if nb := view.Card.NotBefore; !nb.IsZero() && news {
 		if local := nb.Add(-below); local.After(back) {
 			until = local
 			sh.t.record(scope, back, local, plan, nil)

@@ -229,8 +229,8 @@ func (s secondStore) Exchange(ctx context.Context, scope string, card ScopeCard,
 // the second, a process that met "Retry-After: 4" at +0.7 s (T = +4.7 s)
 // writes its not-before converted at the offset's highest (+5 s in the
 // store's clock), and a process looking at +1.2 s converts it back at the
-// lowest (+5.2 s; its later looks, each at its own fraction, may move it
-// out, never in): it sends within T and T + a second, never before T.
+// lowest: it sends at +5.2 s, never before T (its later looks find the
+// same card: no news, so their other fractions move nothing).
 // (Converted through the round trip's middle, as before, the second
 // process sent at +4.3 s, inside the restriction: a Blob store's fleet
 // was early by up to the Date's fraction.)
@@ -257,8 +257,57 @@ func TestStoreClockToTheSecond(t *testing.T) {
 		}
 		drain(resp)
 		hits := srv.Hits()
-		if got := hits[len(hits)-1].At.Sub(start); got < 4700*time.Millisecond || got > 5700*time.Millisecond {
-			t.Fatalf("B's read reached the server at +%v, want within T (+4.7 s) and T + the clock's second", got)
+		if got := hits[len(hits)-1].At.Sub(start); got != 5200*time.Millisecond {
+			t.Fatalf("B's read reached the server at +%v, want +5.2 s (T is +4.7 s: never before it; B's later looks read the same card, no news)", got)
 		}
 	})
+}
+
+// TestStoreOffsetNarrows (R109): through a store whose clock reads to the
+// second, one exchange bounds the offset within a second; exchanges at
+// other fractions of a second narrow the bounds together (+0.2 s, then
+// +1.7 s: within half a second), and bounds that cross (the store's clock
+// was set 10 s on) start again from the new exchange.
+func TestStoreOffsetNarrows(t *testing.T) {
+	st := &steppedStore{inner: newDirStore(t)}
+	synctest.Test(t, func(t *testing.T) {
+		tab := newRestrictions(nil)
+		tab.share(st, time.Now)
+		sh := tab.sharing
+		bounds := func() time.Duration {
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			return sh.offset - sh.below
+		}
+		time.Sleep(200 * time.Millisecond)
+		sh.exchange("https://acct.example", ScopeCard{}, nil)
+		if got := bounds(); got != time.Second {
+			t.Fatalf("after one exchange the offset is known within %v, want 1s", got)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		sh.exchange("https://acct.example", ScopeCard{}, nil)
+		if got := bounds(); got != 500*time.Millisecond {
+			t.Fatalf("after two exchanges the offset is known within %v, want 500ms", got)
+		}
+		st.step = 10 * time.Second
+		sh.exchange("https://acct.example", ScopeCard{}, nil)
+		sh.mu.Lock()
+		lo := sh.below
+		sh.mu.Unlock()
+		if got := bounds(); got != time.Second || lo < 9*time.Second {
+			t.Fatalf("after the store's clock was set on: within %v from %v, want 1s from about 10 s", got, lo)
+		}
+	})
+}
+
+// steppedStore reads its clock to the second, step ahead of the process's.
+type steppedStore struct {
+	inner ScopeStore
+	step  time.Duration
+}
+
+func (s *steppedStore) Exchange(ctx context.Context, scope string, card ScopeCard, m ScopeMember) (ScopeView, error) {
+	v, err := s.inner.Exchange(ctx, scope, card, m)
+	v.Now, v.Resolution = v.Now.Add(s.step).Truncate(time.Second), time.Second
+	return v, err
 }
