@@ -181,14 +181,7 @@ func TestStoreNeverHoldsLong(t *testing.T) {
 func TestStoreLooksAgain(t *testing.T) {
 	s := newDirStore(t) // outside the bubble: removed after its exchanges end
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
-			if strings.HasSuffix(req.URL.Path, "/a") {
-				return reply(http.StatusTooManyRequests, "Retry-After", "4")(req), nil
-			}
-			return reply(http.StatusOK)(req), nil
-		})
-		a := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
-		b := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		_, a, b := twoProcesses(s)
 		start := time.Now()
 		read := func(path string) time.Duration {
 			resp, err := b.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("b")), "https://acct.example"+path))
@@ -237,14 +230,7 @@ func (s secondStore) Exchange(ctx context.Context, scope string, card ScopeCard,
 func TestStoreClockToTheSecond(t *testing.T) {
 	s := secondStore{newDirStore(t)}
 	synctest.Test(t, func(t *testing.T) {
-		srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
-			if strings.HasSuffix(req.URL.Path, "/a") {
-				return reply(http.StatusTooManyRequests, "Retry-After", "4")(req), nil
-			}
-			return reply(http.StatusOK)(req), nil
-		})
-		a := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
-		b := New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
+		srv, a, b := twoProcesses(s)
 		start := time.Now()
 		time.Sleep(700 * time.Millisecond)
 		resp, _ := a.RoundTrip(get(t, context.Background(), "https://acct.example/a"))
@@ -310,4 +296,17 @@ func (s *steppedStore) Exchange(ctx context.Context, scope string, card ScopeCar
 	v, err := s.inner.Exchange(ctx, scope, card, m)
 	v.Now, v.Resolution = v.Now.Add(s.step).Truncate(time.Second), time.Second
 	return v, err
+}
+
+// twoProcesses is a server that answers "Retry-After: 4" to /a and 200
+// to any other path, and two processes' Transports on store s (a table
+// each).
+func twoProcesses(s ScopeStore) (*script, *Transport, *Transport) {
+	srv := newScript(func(n int, req *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(req.URL.Path, "/a") {
+			return reply(http.StatusTooManyRequests, "Retry-After", "4")(req), nil
+		}
+		return reply(http.StatusOK)(req), nil
+	})
+	return srv, New(srv, WithSharedRestrictions(nil), WithScopeStore(s)), New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
 }
