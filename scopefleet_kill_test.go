@@ -188,7 +188,8 @@ type killRun struct {
 	near    int
 	nearest time.Duration
 	// publish: the longest from a 429 to the card holding its T;
-	// short: the most a card that holds it falls short of T.
+	// short: the most the first card written after a 429 falls short
+	// of its T.
 	publish, short time.Duration
 	elapsed        time.Duration
 }
@@ -287,6 +288,8 @@ func runKillFleet(t *testing.T, cycles int, noStore bool) killRun {
 			}
 		}
 	}()
+	stopWatching := sync.OnceFunc(func() { close(stop); <-watched })
+	t.Cleanup(stopWatching) // a Fatal below: no Errorf after the test
 
 	type child struct {
 		cmd   *exec.Cmd
@@ -344,8 +347,7 @@ func runKillFleet(t *testing.T, cycles int, noStore bool) killRun {
 	elapsed := time.Since(began)
 	srv.Close() // every handler ended, and so every observer call
 	writes.Wait()
-	close(stop)
-	<-watched
+	stopWatching()
 
 	r := tallyKillRun(srv.Requests(), starts, cards)
 	r.cycles, r.shortened, r.elapsed = cycles, shortened, elapsed
