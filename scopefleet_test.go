@@ -394,3 +394,24 @@ func TestShareOutlivesRelease(t *testing.T) {
 		}
 	})
 }
+
+// TestStoreNotBeforeRoundsUp (R109): a store keeps times to the
+// millisecond; a not-before written to it is rounded up, never down (a
+// card 0.3 ms short let another process send inside the restriction).
+func TestStoreNotBeforeRoundsUp(t *testing.T) {
+	s := newDirStore(t)
+	synctest.Test(t, func(t *testing.T) {
+		tab := newRestrictions(nil)
+		tab.share(s, time.Now)
+		until := time.Now().Add(2*time.Second + 345678*time.Nanosecond)
+		tab.sharing.publish("https://acct.example", until, "rid")
+		synctest.Wait()
+		v, err := s.Exchange(context.Background(), "https://acct.example", ScopeCard{}, ScopeMember{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := until.Add(time.Millisecond).Truncate(time.Millisecond); !v.Card.NotBefore.Equal(want) {
+			t.Fatalf("the card holds %v, want %v (rounded up from %v)", v.Card.NotBefore, want, until)
+		}
+	})
+}

@@ -251,6 +251,10 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 		}
 	}
 	card = card.shifted(offset)
+	if !card.NotBefore.IsZero() {
+		// A store keeps times to the millisecond: up, never early.
+		card.NotBefore = card.NotBefore.Add(time.Millisecond - 1).Truncate(time.Millisecond)
+	}
 	sent := sh.now()
 	member := sh.member(scope, sent, offset)
 	view, err := sh.store.Exchange(ctx, scope, card, member)
