@@ -282,13 +282,21 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	sh.known = true
 	below := sh.below
 	var news bool // the card's not-before is one this process has not applied or written
-	if l := sh.looks[scope]; l != nil {
+	l := sh.looks[scope]
+	if l == nil && !card.isZero() {
+		// A 429 of a request that never looked (no Budget): the scope's
+		// entry keeps what this process wrote, so that reading it back
+		// later is no news.
+		l = &storeLook{at: back, since: back}
+		sh.looks[scope] = l
+	}
+	if l != nil {
 		l.seen = back
+		if card.NotBefore.After(l.nb) {
+			l.nb = card.NotBefore // what it writes is no news to it
+		}
 		if news = view.Card.NotBefore.After(l.nb); news {
 			l.nb = view.Card.NotBefore
-		}
-		if card.NotBefore.After(l.nb) {
-			l.nb = card.NotBefore
 		}
 	}
 	sh.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -236,7 +237,21 @@ func TestStoreClockToTheSecond(t *testing.T) {
 		resp, _ := a.RoundTrip(get(t, context.Background(), "https://acct.example/a"))
 		drain(resp)
 		synctest.Wait() // A's not-before is in the store
-		time.Sleep(500 * time.Millisecond)
+		// A, which wrote the card, reads again at +1 s and at later looks:
+		// the card it wrote is no news to it, its own T stays.
+		var wg sync.WaitGroup
+		var aAt time.Time
+		time.Sleep(300 * time.Millisecond)
+		wg.Go(func() {
+			resp, err := a.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("a")), "https://acct.example/a2"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			drain(resp)
+			aAt = time.Now()
+		})
+		time.Sleep(200 * time.Millisecond)
 		resp, err := b.RoundTrip(get(t, WithBudget(context.Background(), NewBudget("b")), "https://acct.example/b"))
 		if err != nil {
 			t.Fatal(err)
@@ -245,6 +260,10 @@ func TestStoreClockToTheSecond(t *testing.T) {
 		hits := srv.Hits()
 		if got := hits[len(hits)-1].At.Sub(start); got != 5200*time.Millisecond {
 			t.Fatalf("B's read reached the server at +%v, want +5.2 s (T is +4.7 s: never before it; B's later looks read the same card, no news)", got)
+		}
+		wg.Wait()
+		if got := aAt.Sub(start); got != 4700*time.Millisecond {
+			t.Fatalf("A's read reached the server at +%v, want +4.7 s, its own T (the card it wrote is no news to it)", got)
 		}
 	})
 }
