@@ -203,6 +203,7 @@ func (p *root) parts(ctx context.Context, now time.Time, refresh, gate bool) []s
 // every other shard scanned at once, reading only records not yet seen.
 func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 	parts := make([]shardStatus, p.n)
+	ref := p.shards[k-1].b.ChangeTime() // after the claim: its marker changed the shard
 	var wg sync.WaitGroup
 	for i, sj := range p.shards {
 		if i+1 == k {
@@ -213,7 +214,7 @@ func (p *root) others(ctx context.Context, k int, now time.Time) Status {
 			prev := p.views[i]
 			p.mu.Unlock()
 			l := sj.b.With(ctx)
-			l.Light = &store.LightView{Mu: &p.mu, Last: &p.markers[i]}
+			l.Light = &store.LightView{Mu: &p.mu, Last: &p.markers[i], Ref: ref}
 			s, err := runread.ScanRun(l, prev, now)
 			if err != nil {
 				s = runread.NewSnapshot()

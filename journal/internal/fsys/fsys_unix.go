@@ -4,8 +4,10 @@ package fsys
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/readrecovery/readrecovery/internal/flock"
 )
@@ -23,3 +25,12 @@ func lock(f *os.File, exclusive bool) error { return flock.Lock(f, exclusive) }
 
 // unlock does nothing: closing the file drops its flock at once.
 func unlock(*os.File) {}
+
+// ChangeTime is the status change time (ctime) of info from Stat: a write,
+// a rename or a chmod in a directory changes it.
+func ChangeTime(info fs.FileInfo) time.Time {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Ctim.Unix())
+	}
+	return time.Time{}
+}

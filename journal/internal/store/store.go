@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -256,6 +257,13 @@ func (l *Loc) Nested() error {
 func (l *Loc) List() (out []ListedName, where []Finding, err error) {
 	ctx, cancel := l.rctx()
 	defer cancel()
+	var changed time.Time
+	if l.Light != nil {
+		changed = l.ChangeTime()
+	}
+	if out, where, ok := l.Light.cached(changed); ok {
+		return out, where, nil
+	}
 	if l.Dir != nil {
 		out, where, err = l.Dir.listDir(ctx, l.shards)
 	} else {
@@ -272,8 +280,22 @@ func (l *Loc) List() (out []ListedName, where []Finding, err error) {
 	}
 	if l.Light != nil {
 		out = l.Light.filter(out)
+		l.Light.keep(changed, out, where)
 	}
 	return out, where, nil
+}
+
+// ChangeTime is the directory's change time (ctime, or on a system
+// without one its mtime), zero for another store or when it cannot be read.
+func (l *Loc) ChangeTime() time.Time {
+	if l.Dir == nil {
+		return time.Time{}
+	}
+	info, err := l.Dir.Fs.Stat(l.Dir.dir)
+	if err != nil {
+		return time.Time{}
+	}
+	return fsys.ChangeTime(info)
 }
 
 // Read reads name (at most limit bytes) for scan: a problem is a finding on
@@ -481,16 +503,45 @@ var ErrNotRun = errors.New("journal: not a journal run (no run manifest)")
 // LightView makes a shard's scan the check across shards (docs/policy.md:
 // "Shards in detail"): no receipt, part receipt or head, so no sequence; the
 // marker read again only when its version (Blob: the probe's ETag) changed.
+// A directory's light listing is kept while its change time stays the one
+// listed, and only when that time is before Ref, a change time of the same
+// file system read before the listing began: any later change then bears a
+// later time (as git's racily clean index entries).
 type LightView struct {
 	Mu     *sync.Mutex  // guards last: the root's
 	Last   *LightMarker // the marker bytes this shard's light scan read last
+	Ref    time.Time    // the store's time before the scan (loc.ChangeTime of another directory), or zero
 	probed string       // the marker's version the liveness probe returned
 }
 
-// LightMarker is a marker's bytes and version, as read last (lightView) or written (loc.own).
+// LightMarker is a marker's bytes and version, as read last (lightView) or
+// written (loc.own), and a light scan's listing kept at the change time changed.
 type LightMarker struct {
 	Data    []byte
 	Version string
+	changed time.Time
+	listed  []ListedName
+	where   []Finding
+}
+
+// cached is the listing kept for the change time t (lightView).
+func (v *LightView) cached(t time.Time) ([]ListedName, []Finding, bool) {
+	if v == nil || t.IsZero() {
+		return nil, nil, false
+	}
+	v.Mu.Lock()
+	defer v.Mu.Unlock()
+	m := v.Last
+	return slices.Clone(m.listed), m.where, m.listed != nil && t.Equal(m.changed)
+}
+
+// keep keeps the listing of a directory whose change time is t (lightView).
+func (v *LightView) keep(t time.Time, out []ListedName, where []Finding) {
+	if !t.IsZero() && t.Before(v.Ref) {
+		v.Mu.Lock()
+		v.Last.changed, v.Last.listed, v.Last.where = t, slices.Clone(out), where
+		v.Mu.Unlock()
+	}
 }
 
 // filter leaves out receipts, part receipts, heads, writes in progress.
