@@ -350,9 +350,9 @@ func TestNextKilledAfterUploadBeganWaits(t *testing.T) {
 	assert.Equal(t, 1, waits, "said once: %s", logs.String())
 	assert.Contains(t, logs.String(), record.ShardName(k)+"/"+record.MarkerName)
 
+	start := time.Now() // before the deadline is set: the context ends 300 ms after it at the earliest
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err = j.Next(ctx, NewApproval)
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "Next waited until its context ended")
 	require.ErrorIs(t, err, context.DeadlineExceeded)

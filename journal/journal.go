@@ -901,10 +901,7 @@ func (j *run) putLinked(name, kind string, body any) (r runread.Rec, linked bool
 	if !linked {
 		return r, false, err
 	}
-	s.Seq[seq], s.LastSeq = r, max(s.LastSeq, seq)
-	s.Cache[name] = r.Loaded
-	s.Files++
-	s.Add(r)
+	s.Wrote(r)
 	if err != nil {
 		return r, true, err
 	}

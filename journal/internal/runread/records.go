@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/readrecovery/readrecovery/journal/internal/store"
 
@@ -52,7 +53,19 @@ func (s *Snapshot) Add(r Rec) {
 	p := &r
 	s.Recs = append(s.Recs, p)
 	if d, _ := NamedFile(p); d != "" {
-		s.byFile[d] = append(s.byFile[d], p)
+		s.byFile[d] = append(slices.Clip(s.byFile[d]), p) // never into an extended snapshot's (extend)
+	}
+}
+
+// Wrote adds the record r this Journal wrote, as a scan would find it.
+func (s *Snapshot) Wrote(r Rec) {
+	s.Seq[r.Seq], s.LastSeq = r, max(s.LastSeq, r.Seq)
+	s.Cache[r.Name] = r.Loaded
+	s.Files++
+	s.Add(r)
+	if k, _ := record.KindOf(r.Name); k != nil && s.kinds != nil {
+		i, _ := slices.BinarySearch(s.kinds[k], r.Name)
+		s.kinds[k] = slices.Insert(slices.Clip(s.kinds[k]), i, r.Name)
 	}
 }
 
@@ -158,6 +171,7 @@ func (ld *loader) load(name string, note string) (any, bool) {
 // check verifies the listed files by kind in the table's order, each against the kinds
 // before it, then what needs the reviews, and the run's sequence with its head.
 func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
+	s.kinds = byKind
 	if len(byKind[record.FileKinds[0]]) == 0 {
 		s.Findings.Add(record.ManifestName, "missing run manifest")
 	} else if v, ok := ld.load(record.ManifestName, ""); ok {
@@ -179,14 +193,7 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 			note = "legacy 429 without verifiable timing (%v)"
 		}
 		for i, name := range byKind[k] {
-			_, n, hex := record.ParseName(name)
-			if k.MaxN > 0 && n != i+1 { // entries and reviews: from 0001 without gaps
-				s.Findings.Add(name, "numbering not contiguous: %s%04d.json is missing", k.Prefix, i+1)
-			}
-			v, ok := ld.load(name, note)
-			if !(ok && s.admit(Rec{name, v.(Loaded)}, n)) && k.Attempted != nil {
-				s.badFiles[hex] = name // its file was attempted
-			}
+			s.checkRecord(k, i, name, note, ld)
 		}
 	}
 	// An entry without timing needs its restriction review.
@@ -203,24 +210,113 @@ func (s *Snapshot) check(byKind map[*record.FileKind][]string, ld *loader) {
 		return cmp.Or(strings.Compare(x.FileDigest, y.FileDigest), x.Round-y.Round)
 	})
 	for _, r := range receipts {
-		d, round := r.receipt().FileDigest, max(r.receipt().Round, 1)
-		switch {
-		case round > s.View(d, true).Round:
-			s.Findings.Add(r.Name, "round %d without the reupload review that opens it", round)
-		case !s.InPlan(d):
-			s.Findings.Add(r.Name, "names a file outside plan.json")
-		default:
-			continue
-		}
-		s.badFiles[record.FileHex(d)] = r.Name
+		s.checkReceipt(r)
 	}
-	s.checkHeads(byKind[record.FileKinds[6]], ld)
+	s.checkHeads(byKind[record.FileKinds[6]], ld, slices.Sorted(maps.Keys(s.Seq)))
 	// The records in the run's order (in a run that verifies, each kind's names' order).
-	bySeq := func(a, b *Rec) int { return a.Seq - b.Seq }
 	slices.SortStableFunc(s.Recs, bySeq)
 	for _, l := range s.byFile {
 		slices.SortStableFunc(l, bySeq)
 	}
+}
+
+func bySeq(a, b *Rec) int { return a.Seq - b.Seq }
+
+// checkRecord loads and admits the i-th listed record of kind k, name.
+func (s *Snapshot) checkRecord(k *record.FileKind, i int, name, note string, ld *loader) {
+	_, n, hex := record.ParseName(name)
+	if k.MaxN > 0 && n != i+1 { // entries and reviews: from 0001 without gaps
+		s.Findings.Add(name, "numbering not contiguous: %s%04d.json is missing", k.Prefix, i+1)
+	}
+	v, ok := ld.load(name, note)
+	if !(ok && s.admit(Rec{name, v.(Loaded)}, n)) && k.Attempted != nil {
+		s.badFiles[hex] = name // its file was attempted
+	}
+}
+
+// checkReceipt checks a receipt's round and file.
+func (s *Snapshot) checkReceipt(r *Rec) {
+	d, round := r.receipt().FileDigest, max(r.receipt().Round, 1)
+	switch {
+	case round > s.View(d, true).Round:
+		s.Findings.Add(r.Name, "round %d without the reupload review that opens it", round)
+	case !s.InPlan(d):
+		s.Findings.Add(r.Name, "names a file outside plan.json")
+	default:
+		return
+	}
+	s.badFiles[record.FileHex(d)] = r.Name
+}
+
+// extend is check for a listing that adds only receipts and part receipts to
+// the one prev checked clean and without reviews (an upload's records, as a
+// worker's refresh finds them): prev's records stand as they were (records
+// are immutable, and these kinds judge only those before them), only the new
+// ones are read and checked, so a refresh costs what is new, not the run
+// (R112). Anything else, or any finding, reports false and leaves s as it
+// was: check reads the run whole.
+func (s *Snapshot) extend(prev *Snapshot, byKind map[*record.FileKind][]string, b *store.Loc) bool {
+	if prev == nil || prev.Light || s.Light || prev.Manifest == nil || len(prev.Findings)+prev.broken+len(prev.badFiles) > 0 ||
+		len(prev.kinds[record.FileKinds[5]]) > 0 { // a review judges every receipt, later ones too
+		return false
+	}
+	t := *s
+	t.Manifest, t.PlanFiles, t.LastSeq, t.kinds = prev.Manifest, prev.PlanFiles, prev.LastSeq, byKind
+	t.Recs, t.byFile, t.Seq, t.Cache = slices.Clip(prev.Recs), maps.Clone(prev.byFile), maps.Clone(prev.Seq), maps.Clone(prev.Cache)
+	t.badFiles, t.Findings = map[string]string{}, slices.Clip(s.Findings) // s's stay as they were
+	for _, h := range prev.Heads {
+		delete(t.Cache, h) // a head is read again: the one that counts may have changed
+	}
+	ld := &loader{s: &t, b: b, cache: prev.Cache}
+	for i, k := range record.FileKinds[:6] {
+		added, ok := addedNames(prev.kinds[k], byKind[k])
+		switch {
+		case !ok || len(added) > 0 && (i < 2 || k.MaxN > 0): // a deletion, or new entries or reviews
+			return false
+		}
+		for _, name := range added {
+			t.checkRecord(k, 0, name, "", ld)
+		}
+	}
+	var seqs []int
+	for _, r := range t.Recs[len(prev.Recs):] {
+		if r.receipt() != nil {
+			t.checkReceipt(r)
+		}
+		if t.Seq[r.Seq].Name == r.Name {
+			seqs = append(seqs, r.Seq)
+		}
+	}
+	slices.Sort(seqs)
+	t.checkHeads(byKind[record.FileKinds[6]], ld, seqs)
+	if len(t.Findings) > len(s.Findings) || t.broken > 0 || len(t.badFiles) > 0 {
+		return false
+	}
+	slices.SortStableFunc(t.Recs[len(prev.Recs):], bySeq)
+	for _, r := range t.Recs[len(prev.Recs):] {
+		d, _ := NamedFile(r)
+		slices.SortStableFunc(t.byFile[d], bySeq)
+	}
+	*s = t
+	Extended.Add(1)
+	return true
+}
+
+// Extended counts the scans extend made (tests).
+var Extended atomic.Uint64
+
+// addedNames are the names of now (sorted) that old (sorted) lacks; false
+// when a name of old is missing from now.
+func addedNames(old, now []string) ([]string, bool) {
+	var added []string
+	for _, n := range now {
+		if len(old) > 0 && old[0] == n {
+			old = old[1:]
+		} else {
+			added = append(added, n)
+		}
+	}
+	return added, len(old) == 0
 }
 
 // admit applies the rule of a loaded record's kind against the records before
@@ -269,7 +365,7 @@ func (s *Snapshot) otherPlan(name, planDigest string) bool {
 // checkHeads finds what the run's sequence says is missing (deletion-detected):
 // a record the next one names, the record the head names, the head of the last
 // record, or the marker of an upload begun (R85).
-func (s *Snapshot) checkHeads(names []string, ld *loader) {
+func (s *Snapshot) checkHeads(names []string, ld *loader, seqs []int) {
 	if s.Light {
 		return // no sequence: the light scan reads no receipt or head
 	}
@@ -290,7 +386,7 @@ func (s *Snapshot) checkHeads(names []string, ld *loader) {
 			s.Findings.Add(by, "prev does not match %s, record %d (replaced, reordered or edited)", r.Name, k)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Seq)) {
+	for _, k := range seqs { // every record's, or extend's new ones
 		at(k-1, s.Seq[k].Prev, s.Seq[k].Name)
 	}
 	h := s.LastHead()

@@ -53,13 +53,14 @@ type Snapshot struct {
 	Seq       map[int]Rec
 	LastSeq   int
 	Heads     []string
-	Begun     *BegunHead         // an upload begun whose record is still to come (R85), else nil
-	broken    int                // the records that fail their own checks
-	seqBroken bool               // the sequence check found something: scanRun lists again (a write in progress?)
-	Listed    []store.ListedName // the listing
-	Light     bool               // a lightView's scan: restrictions and the marker, no sequence check
-	Gen       uint64             // scanGen: of two snapshots of one run, the greater was listed later
-	Cache     map[string]any     // the parsed immutable files by name: a refresh reads only new ones
+	Begun     *BegunHead                    // an upload begun whose record is still to come (R85), else nil
+	broken    int                           // the records that fail their own checks
+	seqBroken bool                          // the sequence check found something: scanRun lists again (a write in progress?)
+	Listed    []store.ListedName            // the listing
+	Light     bool                          // a lightView's scan: restrictions and the marker, no sequence check
+	Gen       uint64                        // scanGen: of two snapshots of one run, the greater was listed later
+	Cache     map[string]any                // the parsed immutable files by name: a refresh reads only new ones
+	kinds     map[*record.FileKind][]string // the listed names by kind, sorted (extend)
 }
 
 func NewSnapshot() *Snapshot {
@@ -287,7 +288,9 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 			byKind[k] = append(byKind[k], name)
 		}
 	}
-	s.check(byKind, &loader{s: s, b: b, cache: cache})
+	if !s.extend(prev, byKind, b) {
+		s.check(byKind, &loader{s: s, b: b, cache: cache})
+	}
 	if s.Pending {
 		// Liveness first, then the bytes: a marker made after the probe is
 		// another request's, whose own probe will come. A light scan never

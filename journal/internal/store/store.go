@@ -257,11 +257,8 @@ func (l *Loc) Nested() error {
 func (l *Loc) List() (out []ListedName, where []Finding, err error) {
 	ctx, cancel := l.rctx()
 	defer cancel()
-	var changed time.Time
-	if l.Light != nil {
-		changed = l.ChangeTime()
-	}
-	if out, where, ok := l.Light.cached(changed); ok {
+	changed, out, where, ok := l.Light.cached(l)
+	if ok {
 		return out, where, nil
 	}
 	if l.Dir != nil {
@@ -287,15 +284,13 @@ func (l *Loc) List() (out []ListedName, where []Finding, err error) {
 
 // ChangeTime is the directory's change time (ctime, or on a system
 // without one its mtime), zero for another store or when it cannot be read.
-func (l *Loc) ChangeTime() time.Time {
-	if l.Dir == nil {
-		return time.Time{}
+func (l *Loc) ChangeTime() (t time.Time) {
+	if l.Dir != nil {
+		if info, err := l.Dir.Fs.Stat(l.Dir.dir); err == nil {
+			t = fsys.ChangeTime(info)
+		}
 	}
-	info, err := l.Dir.Fs.Stat(l.Dir.dir)
-	if err != nil {
-		return time.Time{}
-	}
-	return fsys.ChangeTime(info)
+	return t
 }
 
 // Read reads name (at most limit bytes) for scan: a problem is a finding on
@@ -524,15 +519,16 @@ type LightMarker struct {
 	where   []Finding
 }
 
-// cached is the listing kept for the change time t (lightView).
-func (v *LightView) cached(t time.Time) ([]ListedName, []Finding, bool) {
-	if v == nil || t.IsZero() {
-		return nil, nil, false
+// cached is l's change time and the listing kept for it, if any (lightView).
+func (v *LightView) cached(l *Loc) (t time.Time, _ []ListedName, _ []Finding, _ bool) {
+	if v == nil {
+		return t, nil, nil, false
 	}
+	t = l.ChangeTime()
 	v.Mu.Lock()
 	defer v.Mu.Unlock()
 	m := v.Last
-	return slices.Clone(m.listed), m.where, m.listed != nil && t.Equal(m.changed)
+	return t, slices.Clone(m.listed), m.where, !t.IsZero() && m.listed != nil && t.Equal(m.changed)
 }
 
 // keep keeps the listing of a directory whose change time is t (lightView).
