@@ -109,21 +109,11 @@ func testRefreshExtends(t *testing.T, last string) {
 		fd := plan[7].Digest()
 		_, pd, err := digestOfPlan(plan)
 		require.NoError(t, err)
-		s, err := scan(osFS, dir, nil)
-		require.NoError(t, err)
-		seq, prev := s.NextLink()
-		prev.Digest = record.DigestOf([]byte("another record"))
-		name := record.ReceiptNameRound(fd, 1)
-		data, digest, err := record.Seal(record.KindReceipt, seq, prev, &record.ReceiptBody{PlanDigest: pd, FileDigest: fd,
-			Method: "PUT", URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "r", ETag: `"0x1"`, RecordedAtUTC: t0.Unix()})
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
-		hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: name, Digest: digest}, &record.HeadBody{})
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, record.HeadName(seq)), hd, 0o600))
-		for _, h := range s.Heads {
-			require.NoError(t, os.Remove(filepath.Join(dir, h)))
-		}
+		appendRecordAfter(t, dir, record.ReceiptNameRound(fd, 1), record.KindReceipt, &record.ReceiptBody{PlanDigest: pd, FileDigest: fd,
+			Method: "PUT", URLDigest: urlDigest(t, secretURL), Attempt: 1, Status: 201, ACK: true, RequestID: "r", ETag: `"0x1"`, RecordedAtUTC: t0.Unix()},
+			func(l record.Link) record.Link {
+				return record.Link{Name: l.Name, Digest: record.DigestOf([]byte("another record"))}
+			})
 	case "foreign receipt":
 		require.NoError(t, os.WriteFile(filepath.Join(dir, record.ReceiptNameRound(plan[7].Digest(), 1)), []byte("{}"), 0o600))
 	}

@@ -229,10 +229,16 @@ func writeRun(t testing.TB, dir string, plan []PlannedFile, rcv time.Time, delay
 // seq and prev, then the head naming it, then the old heads removed.
 func appendRecord(t testing.TB, dir, name, kind string, body any) {
 	t.Helper()
+	appendRecordAfter(t, dir, name, kind, body, func(l record.Link) record.Link { return l })
+}
+
+// appendRecordAfter is appendRecord whose record names prev(the run's last) as its prev.
+func appendRecordAfter(t testing.TB, dir, name, kind string, body any, prev func(record.Link) record.Link) {
+	t.Helper()
 	s, err := scan(osFS, dir, nil)
 	require.NoError(t, err)
-	seq, prev := s.NextLink()
-	data, digest, err := record.Seal(kind, seq, prev, body)
+	seq, last := s.NextLink()
+	data, digest, err := record.Seal(kind, seq, prev(last), body)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
 	hd, _, err := record.Seal(record.KindHead, seq, record.Link{Name: name, Digest: digest}, &record.HeadBody{})
