@@ -90,7 +90,29 @@ type scopeShare struct {
 	known   bool
 	failing bool
 	looks   map[string]*storeLook // per scope: its last look
+	sweepAt int                   // looks holds this many when it forgets idle scopes next (addLookLocked)
 	id      string                // this table's member ID: random, 16 hex digits
+}
+
+// lookIdle is how long a scope's look is kept without a request once the
+// table holds MaxSharedScopes of them: then its card is a stale one
+// (cardFresh), and a request of the scope looks first again.
+const lookIdle = cardFresh
+
+// addLookLocked keeps scope's new look l. At MaxSharedScopes looks or
+// more, it first forgets those idle for lookIdle, no exchange under way,
+// and next does so at twice the looks kept: a look costs O(1) amortized
+// and the map stays within twice the active scopes (or MaxSharedScopes).
+func (sh *scopeShare) addLookLocked(scope string, l *storeLook, now time.Time) {
+	if len(sh.looks) >= max(sh.sweepAt, MaxSharedScopes) {
+		for k, o := range sh.looks {
+			if o.done == nil && now.Sub(o.at) >= lookIdle && now.Sub(o.seen) >= lookIdle {
+				delete(sh.looks, k)
+			}
+		}
+		sh.sweepAt = 2 * len(sh.looks)
+	}
+	sh.looks[scope] = l
 }
 
 // storeLook is one scope's looking at the store: at is when the last one
@@ -157,7 +179,7 @@ func (sh *scopeShare) look(ctx context.Context, scope string, now time.Time) {
 	case l == nil:
 		l = &storeLook{at: now, done: make(chan struct{}), asks: 1, since: now, began: now}
 		l.first = l.done
-		sh.looks[scope] = l
+		sh.addLookLocked(scope, l, now)
 		done := l.done
 		sh.mu.Unlock()
 		go sh.exchange(scope, ScopeCard{}, done)
@@ -288,7 +310,7 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 		// entry keeps what this process wrote, so that reading it back
 		// later is no news.
 		l = &storeLook{at: back, since: back}
-		sh.looks[scope] = l
+		sh.addLookLocked(scope, l, back)
 	}
 	if l != nil {
 		l.seen = back

@@ -329,3 +329,49 @@ func twoProcesses(s ScopeStore) (*script, *Transport, *Transport) {
 	})
 	return srv, New(srv, WithSharedRestrictions(nil), WithScopeStore(s)), New(srv, WithSharedRestrictions(nil), WithScopeStore(s))
 }
+
+// nowStore answers every exchange at once with an empty card: the table's
+// bookkeeping of its looks, apart from any store.
+type nowStore struct{}
+
+func (nowStore) Exchange(context.Context, string, ScopeCard, ScopeMember) (ScopeView, error) {
+	return ScopeView{Now: time.Now()}, nil
+}
+
+// A table's looks stay bounded (R97: nothing grows with the scopes a
+// process ever met): at MaxSharedScopes looks, a new scope's first look
+// forgets the scopes idle for a minute, and keeps the others (one asked
+// 30 s ago); the next sweep waits for twice the looks kept.
+func TestStoreLooksForgetIdleScopes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var table restrictions
+		table.share(nowStore{}, time.Now)
+		sh := table.sharing
+		ctx := context.Background()
+		for i := range MaxSharedScopes - 1 {
+			sh.look(ctx, fmt.Sprintf("s%d", i), time.Now())
+		}
+		time.Sleep(30 * time.Second)
+		sh.look(ctx, "busy", time.Now())
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		count := func() int {
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			return len(sh.looks)
+		}
+		if got := count(); got != MaxSharedScopes {
+			t.Fatalf("%d looks, want %d", got, MaxSharedScopes)
+		}
+		sh.look(ctx, "new", time.Now())
+		synctest.Wait()
+		sh.mu.Lock()
+		_, busy := sh.looks["busy"]
+		_, idle := sh.looks["s0"]
+		sweepAt := sh.sweepAt
+		sh.mu.Unlock()
+		if got := count(); got != 2 || !busy || idle || sweepAt != 2 {
+			t.Fatalf("%d looks (busy kept %v, s0 kept %v), next sweep at %d; want 2: busy and new, next at 2", got, busy, idle, sweepAt)
+		}
+	})
+}
