@@ -296,9 +296,16 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		// another request's, whose own probe will come. A light scan never
 		// reads a live marker: it is a request in flight whatever it names,
 		// and no review resolves it (R83).
-		s.PendingLive, _ = b.Live()
+		var probed string
+		s.PendingLive, probed = b.Live()
 		skip := s.Light && (s.PendingLive == store.HoldLive || s.PendingLive == store.HoldGone)
 		if data, version, ok := b.Read(nil, record.MarkerName, record.MaxRecordBytes); !skip && ok {
+			if s.PendingLive == store.HoldNone && (version == "" || version != probed) {
+				// The bytes may be a newer marker's (a dead claim healed, and
+				// claimed again, since the probe): a probe after the read
+				// judges them, never a live worker's as dead.
+				s.PendingLive, _ = b.Live()
+			}
 			s.PendingID, s.PendingDigest = version+"\x00"+string(data), record.DigestOf(data)
 			m, ok := record.ParseMarker(data)
 			s.PendingReview = ok && m.Method == record.ReviewMethod
