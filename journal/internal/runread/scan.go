@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -253,7 +252,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 	if prev != nil {
 		cache = prev.Cache
 	}
-	sort.Slice(des, func(i, k int) bool { return des[i].Name < des[k].Name })
+	slices.SortFunc(des, func(a, b store.ListedName) int { return strings.Compare(a.Name, b.Name) })
 	// Findings about names come last, so that the first finding (the reason
 	// of the status) is the most basic one: directory, manifest, records.
 	var late []store.Finding
