@@ -122,7 +122,8 @@ type blobProc struct {
 	cmd    *exec.Cmd
 	pid    int
 	stderr *syncBuffer
-	killed bool // by the test (under blobFleet.mu)
+	killed bool          // by the test (under blobFleet.mu)
+	dead   chan struct{} // closed once the process is reaped
 }
 
 // syncBuffer collects a process's stderr.
@@ -198,7 +199,7 @@ func newBlobFleet(t *testing.T, bin string, args ...string) *blobFleet {
 
 func (f *blobFleet) start(slot int) {
 	cmd := exec.Command(f.args[0], append(slices.Clone(f.args[1:]), "-worker", strconv.Itoa(slot+1))...)
-	p := &blobProc{slot: slot, cmd: cmd, stderr: &syncBuffer{}}
+	p := &blobProc{slot: slot, cmd: cmd, stderr: &syncBuffer{}, dead: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err == nil {
@@ -225,6 +226,7 @@ func (f *blobFleet) start(slot int) {
 			f.events <- blobEvent{p: p, line: l, at: time.Now()}
 		}
 		err := cmd.Wait()
+		close(p.dead)
 		f.events <- blobEvent{p: p, exit: true, err: err, at: time.Now()}
 	}()
 }
@@ -612,6 +614,7 @@ func TestBlobKillTrialsAfterUpload(t *testing.T) {
 				time.Sleep(d)
 				fl.kill(p)
 				<-h.gone
+				<-p.dead
 				r.died[n] = time.Now()
 			})
 		}

@@ -205,7 +205,8 @@ type trialProc struct {
 	cmd    *exec.Cmd
 	pid    int
 	stderr *lockedWriter
-	killed bool // by the test (under fleet.mu)
+	killed bool          // by the test (under fleet.mu)
+	dead   chan struct{} // closed once the process is reaped: every descriptor closed, its locks released
 }
 
 // trialEvent is a line a worker printed, or its exit (exit true).
@@ -266,7 +267,7 @@ func (f *fleet) start(slot int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillTrialWorkerProcess$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(), envTrialDir+"="+f.dir, envTrialURL+"="+f.url,
 		envTrialFiles+"="+strconv.Itoa(trialFiles), envTrialPause+"="+trialPause.String())
-	p := &trialProc{slot: slot, cmd: cmd, stderr: &lockedWriter{}}
+	p := &trialProc{slot: slot, cmd: cmd, stderr: &lockedWriter{}, dead: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err == nil {
@@ -289,6 +290,7 @@ func (f *fleet) start(slot int) {
 			f.events <- trialEvent{p: p, line: sc.Text(), at: time.Now()}
 		}
 		err := cmd.Wait()
+		close(p.dead)
 		f.events <- trialEvent{p: p, exit: true, err: err, at: time.Now()}
 	}()
 }
@@ -408,6 +410,7 @@ func TestKillTrialsBeforeUpload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
 	}
+	t.Parallel() // beside TestKillTrialsAfterUpload's 30 s wait
 	kills := trialKills(t, 10)
 	srv := newTrialServer(1)
 	ts := httptest.NewServer(srv)
@@ -631,6 +634,7 @@ func TestKillTrialsAfterUpload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes and waits out the pending review's 30 s")
 	}
+	t.Parallel() // mostly the pending review's 30 s wait
 	kills := trialKills(t, 3)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 2))
@@ -676,7 +680,9 @@ func TestKillTrialsAfterUpload(t *testing.T) {
 			wg.Go(func() {
 				time.Sleep(d)
 				fl.kill(p)
+				// Its connection may end before its marker's lock is released.
 				<-h.gone
+				<-p.dead
 				r.died[x] = time.Now()
 			})
 		}
