@@ -403,7 +403,8 @@ func trialStatusOf(t *testing.T, dir string) (int, trialStatus) {
 // reaches the server exactly once (the server's ledger), no operator
 // command is run, no live worker exits before the batch is done (each
 // ends with ErrNoMoreFiles), each killed claim's file is handed out again
-// within 1 s of its worker's death, and the run ends clear, verifying
+// within 1 s of its worker's death (2 s under the race detector), and the
+// run ends clear, verifying
 // clean with one receipt per file and no review. 10 kills by default
 // (RR_KILL_TRIALS=N for another count).
 func TestKillTrialsBeforeUpload(t *testing.T) {
@@ -512,6 +513,12 @@ loop:
 		assert.True(t, strings.HasPrefix(l, "end true "), "a worker ends with ErrNoMoreFiles: %s", l)
 	}
 	assert.Empty(t, fl.errors)
+	// Issue 38's bound, 1 s; 2 s for worker processes under the race
+	// detector (a restarted one takes up to 0.5 s more to start).
+	rehandBound := time.Second
+	if raceDetector {
+		rehandBound = 2 * time.Second
+	}
 	var rehand, toDone []time.Duration
 	for i, k := range done {
 		if k.rehanded.IsZero() || k.died.IsZero() {
@@ -521,7 +528,7 @@ loop:
 		assert.Zero(t, k.sentBefore, "kill %d: %s was not sent before its worker died (killed %v into a %v pause)", i+1, k.file, k.after, k.pause)
 		d := k.rehanded.Sub(k.died)
 		rehand = append(rehand, d)
-		assert.Less(t, d, time.Second, "kill %d: %s handed out again within 1 s", i+1, k.file)
+		assert.Less(t, d, rehandBound, "kill %d: %s handed out again within %v", i+1, k.file, rehandBound)
 		toDone = append(toDone, fl.doneAt.Sub(k.died))
 	}
 	code, st := trialStatusOf(t, dir)
