@@ -404,9 +404,8 @@ func trialStatusOf(t *testing.T, dir string) (int, trialStatus) {
 // command is run, no live worker exits before the batch is done (each
 // ends with ErrNoMoreFiles), each killed claim's file is handed out again
 // within 1 s of its worker's death (2 s under the race detector), and the
-// run ends clear, verifying
-// clean with one receipt per file and no review. 10 kills by default
-// (RR_KILL_TRIALS=N for another count).
+// run ends clear, verifying clean with one receipt per file and no review.
+// 10 kills by default (RR_KILL_TRIALS=N for another count).
 func TestKillTrialsBeforeUpload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes")
