@@ -11,7 +11,9 @@
 // files whose shard, in a parallel run, or else whose index is worker-1
 // modulo K), then plans again and takes what is left; with -store-log it appends one JSON line per request of
 // the journal store and per upload attempt to a file, for the tests'
-// ledger of claims and entries.
+// ledger of claims and entries. With -next-loop PAUSE it loops on
+// journal.Next instead (nextLoopRun), as a Kubernetes Job's worker would,
+// naming itself to the proxy in an X-Worker-Pid header.
 //
 // Exit codes: 0 every eligible file was tried; 3 the run is waiting
 // (a restriction longer than -short); 4 unresolved; 5 a persistence
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -79,6 +82,7 @@ func main() {
 		storeLat = flag.Duration("store-latency", 0, "added before every request of the journal store (a remote Blob endpoint's round trip)")
 		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (a run that ends in done)")
 		nextKill = flag.Bool("next-kill", false, "take one file with journal.Next, print it (outcome \"claimed\"), then SIGKILL this process before any upload")
+		nextLoop = flag.Duration("next-loop", 0, "loop on journal.Next instead of planning: print each file handed out (outcome \"got\", detail the pause in ms), pause up to this long (reading the file), upload it; end on Next's error (0: plan instead)")
 	)
 	flag.Parse()
 	if *cpuProf != "" {
@@ -132,6 +136,9 @@ func main() {
 	}
 	var o policy.ClientOptions
 	rrazure.Apply(&o, readrecovery.New(nil))
+	if *nextLoop > 0 {
+		o.PerCallPolicies = append(o.PerCallPolicies, pidHeader{})
+	}
 	up, err := azblob.NewClientWithSharedKeyCredential(*proxy+"/"+account+"/", cred, &azblob.ClientOptions{ClientOptions: o})
 	if err != nil {
 		fail(say, 1, err)
@@ -148,6 +155,10 @@ func main() {
 		say(f.ID, "claimed", "")
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		time.Sleep(time.Minute)
+	}
+	if *nextLoop > 0 {
+		nextLoopRun(ctx, j, up, *cont, *data, *nextLoop, approval, say)
+		return
 	}
 	c, err := j.PlanContinuation(plan, approval, time.Now())
 	if err != nil {
@@ -266,6 +277,52 @@ func (w *worker) run(queue []string) {
 		}
 		busyRound = 0
 	}
+}
+
+// nextLoopRun is the worker of -next-loop: it loops on Next, pausing a
+// random 0 to pause after each handout ("reading the file", the moment a
+// kill before the upload falls in), then uploads the file (outcome
+// "acked"; "refused" when the journal refused its first request, which
+// leaves the file eligible: the loop goes on). Next's end is the last
+// line: "end" with detail "no-more-files" (exit 0), or an error (exit 1).
+// Next's one line on why it waits goes to stderr, timed to the millisecond.
+func nextLoopRun(ctx context.Context, j *journal.Journal, up *azblob.Client, cont, data string, pause time.Duration,
+	a journal.Approval, say func(file, outcome, detail string)) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	for {
+		f, err := j.Next(ctx, a)
+		if errors.Is(err, journal.ErrNoMoreFiles) {
+			say("", "end", "no-more-files")
+			return
+		}
+		if err != nil {
+			fail(say, 1, err)
+		}
+		d := time.Duration(rand.Int64N(int64(pause) + 1))
+		say(f.ID, "got", strconv.FormatInt(d.Milliseconds(), 10))
+		time.Sleep(d)
+		b := readrecovery.NewBudget(fmt.Sprintf("p%d-%s", os.Getpid(), f.ID))
+		fctx := journal.WithUpload(readrecovery.WithJournal(readrecovery.WithBudget(ctx, b), j), f.ID)
+		_, err = up.UploadBuffer(fctx, cont, data+f.ID, []byte("content of "+f.ID), nil)
+		var se *readrecovery.StopError
+		switch {
+		case err == nil:
+			say(f.ID, "acked", "")
+		case errors.As(err, &se):
+			say(f.ID, "refused", string(se.Reason)+": "+se.Detail)
+		default:
+			say(f.ID, "error", err.Error())
+		}
+	}
+}
+
+// pidHeader names the worker process in each upload (X-Worker-Pid), for
+// the tests' proxy: not signed, not sent to the journal store.
+type pidHeader struct{}
+
+func (pidHeader) Do(req *policy.Request) (*http.Response, error) {
+	req.Raw().Header.Set("X-Worker-Pid", strconv.Itoa(os.Getpid()))
+	return req.Next()
 }
 
 // storeLog appends one JSON line per journal store request (a pipeline
