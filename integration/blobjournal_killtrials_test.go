@@ -510,6 +510,16 @@ func TestBlobKillTrialsBeforeUpload(t *testing.T) {
 	for _, p := range fl.procs {
 		waits += len(p.waitLines(t))
 	}
+	if len(fl.refusals) > 0 || waits > 0 { // a dead claim misjudged (TestDeadClaimJudgedWithItsOwnProbe): the live workers never stop
+		t.Errorf("%d uploads refused %v, %d 'Next waits' lines; want none", len(fl.refusals), fl.refusals, waits)
+		for _, p := range fl.procs {
+			for _, l := range strings.Split(p.stderr.String(), "\n") {
+				if strings.Contains(l, "Next waits") {
+					t.Log(l)
+				}
+			}
+		}
+	}
 	t.Logf("Blob, killed before the upload began: %d kills, %d restarts, 0 operator commands, %d files sent twice; "+
 		"re-handout after the kill min/median/max %v/%v/%v (one lease: 15 s); last kill to done %v (first kill to done %v); "+
 		"%d handouts, %d refusals %v, %d 'Next waits' lines; wall %v",

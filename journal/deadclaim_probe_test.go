@@ -25,8 +25,15 @@ import (
 // the read.
 func TestDeadClaimJudgedWithItsOwnProbe(t *testing.T) {
 	plan := manyFiles(40)
-	for _, kind := range []string{"mem", "mem+prefix"} {
-		t.Run(kind, func(t *testing.T) {
+	// at: the read of the marker at which C heals it: B's light scan's
+	// (1), or the scan of the whole shard that asks whether the dead
+	// claim's upload began (2), which then finds C's live claim.
+	for _, tc := range []struct {
+		kind string
+		at   int
+	}{{"mem", 1}, {"mem+prefix", 1}, {"mem", 2}, {"mem+prefix", 2}} {
+		kind := tc.kind
+		t.Run(fmt.Sprintf("%s/read %d", kind, tc.at), func(t *testing.T) {
 			r := newShardedRun(t, kind)
 			open := func() *Journal {
 				j, err := OpenStore(context.Background(), r.st, WithPlan(plan), WithParallel(4))
@@ -39,12 +46,15 @@ func TestDeadClaimJudgedWithItsOwnProbe(t *testing.T) {
 			k := a.Shard(fa.ID)
 			kill(a)
 			name := record.ShardName(k) + "/" + record.MarkerName
-			healed := false
+			healed, reads := false, 0
 			r.mem.fail = func(op, n string) error {
 				// Under the store's lock, at B's read of the marker: C's
 				// removal of the dead claim and its new claim of the same
 				// file (a new version, live; here even the same bytes).
-				if op == "read" && (n == name || n == "p/"+name) && !healed {
+				if op == "read" && (n == name || n == "p/"+name) {
+					reads++
+				}
+				if op == "read" && (n == name || n == "p/"+name) && !healed && reads == tc.at {
 					r.mem.n++
 					v := fmt.Sprintf(`"v%d"`, r.mem.n)
 					r.mem.vers[n], r.mem.held[n] = v, v

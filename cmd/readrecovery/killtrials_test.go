@@ -548,7 +548,10 @@ loop:
 	}
 	// A refusal (the journal refused a claimed file's first request; the
 	// file goes back to the plan) or a 'Next waits' line here is a dead
-	// claim misjudged (TestDeadClaimJudgedWithItsOwnProbe).
+	// claim misjudged (TestDeadClaimJudgedWithItsOwnProbe): the live
+	// workers never stop.
+	assert.Empty(t, fl.refusals, "no upload refused")
+	assert.Zero(t, waits, "no worker waited")
 	t.Logf("directory, killed before the upload began: %d kills, %d restarts, 0 operator commands, %d files sent twice; "+
 		"re-handout after the kill min/median/max %v/%v/%v; last kill to done %v (first kill to done %v); %d handouts, %d refusals, %d 'Next waits' lines; wall %v",
 		len(done), fl.restarts, len(twice), lo.Round(time.Millisecond), med.Round(time.Millisecond), hi.Round(time.Millisecond),

@@ -185,6 +185,9 @@ func (s *Snapshot) unsent(b *store.Loc, d string, now time.Time) bool {
 		plain := *b
 		plain.Light = nil
 		full, err := ScanRun(&plain, s, now)
+		if err == nil && (full.PendingDigest != s.PendingDigest || full.PendingLive != store.HoldNone) {
+			s.PendingLive = store.HoldGone // healed since the probe: another marker, or none, is the shard's
+		}
 		return err == nil && full.PendingUnsent && full.PendingDigest == s.PendingDigest
 	}
 	_, _, _, again := s.Classify(d, true)
