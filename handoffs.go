@@ -57,7 +57,14 @@ func (q *handoffs) popOldest() {
 // list holds none (it was accepted already).
 func (q *handoffs) take(n uint64) (handoff, bool) {
 	s := q.all()
-	i, ok := slices.BinarySearchFunc(s, n, func(h handoff, n uint64) int { return cmp.Compare(h.n, n) })
+	if len(s) == 0 || n < s[0].n {
+		return handoff{}, false
+	}
+	// The numbers rise by one at least from each hand-off to the next, so
+	// n is at most n - s[0].n places in: for the oldest few, where most
+	// answers fall, the search is over a few entries, not the whole list.
+	within := s[:min(n-s[0].n, uint64(len(s)-1))+1]
+	i, ok := slices.BinarySearchFunc(within, n, func(h handoff, n uint64) int { return cmp.Compare(h.n, n) })
 	if !ok {
 		return handoff{}, false
 	}

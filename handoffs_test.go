@@ -21,6 +21,7 @@ func TestHandoffsTake(t *testing.T) {
 		{"middle", 3, true, []uint64{1, 2, 4, 5}},
 		{"newest", 5, true, []uint64{1, 2, 3, 4}},
 		{"none such", 6, false, []uint64{1, 2, 3, 4, 5}},
+		{"older than all", 0, false, []uint64{1, 2, 3, 4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var q handoffs
@@ -70,6 +71,11 @@ func TestHandoffsModel(t *testing.T) {
 		default:
 			if _, ok := q.take(next); ok {
 				t.Fatalf("step %d: took %d, never pushed", step, next)
+			}
+			if gone := next - 1 - uint64(rng.IntN(int(next))); !slices.ContainsFunc(model, func(h handoff) bool { return h.n == gone }) {
+				if _, ok := q.take(gone); ok {
+					t.Fatalf("step %d: took %d, taken already", step, gone)
+				}
 			}
 		}
 		if !slices.Equal(q.all(), model) {
