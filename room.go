@@ -50,9 +50,9 @@ type room struct {
 	quota    int    // what the server said remains, less what went since; -1 unknown
 	queue    []*roomWaiter
 	// open: the hand-offs counted in flight, oldest first (at most as
-	// many as are in flight); refusal: how long the scope's latest 429
-	// took to come back (0: none yet).
-	open    []handoff
+	// many as are in flight; handoffs.go); refusal: how long the scope's
+	// latest 429 took to come back (0: none yet).
+	open    handoffs
 	refusal time.Duration
 	// The 2xx since the scope's last restriction (okFirst: the first's
 	// arrival): what a new restriction's pace starts from (newPace); and
@@ -72,12 +72,6 @@ type room struct {
 	quotaN     uint64 // the requests handed over when the quota was said
 	quotaStale time.Time
 	throttled  uint64 // the 429s answered to requests handed over (ScopeState.Throttled)
-}
-
-// handoff is a request handed over: its number and when.
-type handoff struct {
-	n  uint64
-	at time.Time
 }
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
@@ -110,8 +104,11 @@ func (r *room) acceptAfter() time.Duration {
 // a quota whose news went stale is unknown again, and a quota held at 0
 // renews at its reset.
 func (r *room) tick(now *instant, cap int) {
-	for r.quota != 0 && len(r.open) > 0 && !r.open[0].at.IsZero() && now.get().Sub(r.open[0].at) >= r.acceptAfter() {
-		r.open = r.open[1:]
+	for r.quota != 0 && r.open.len() > 0 {
+		if at := r.open.all()[0].at; at.IsZero() || now.get().Sub(at) < r.acceptAfter() {
+			break
+		}
+		r.open.popOldest()
 		r.inflight--
 		r.limit = min(2*r.limit, max(cap, -cap))
 	}
@@ -129,8 +126,9 @@ func (r *room) tick(now *instant, cap int) {
 // counts from then, never earlier), so that a request that finds room
 // reads no clock.
 func (r *room) stamp(now *instant) {
-	for i := len(r.open) - 1; i >= 0 && r.open[i].at.IsZero(); i-- {
-		r.open[i].at = now.get()
+	open := r.open.all()
+	for i := len(open) - 1; i >= 0 && open[i].at.IsZero(); i-- {
+		open[i].at = now.get()
 	}
 }
 
@@ -138,8 +136,8 @@ func (r *room) stamp(now *instant) {
 // changes only with an answer: a waiter asks again then.
 func (r *room) recheck() time.Time {
 	var at time.Time
-	if len(r.open) > 0 && r.quota != 0 {
-		at = r.open[0].at.Add(r.acceptAfter())
+	if r.open.len() > 0 && r.quota != 0 {
+		at = r.open.all()[0].at.Add(r.acceptAfter())
 	}
 	for _, t := range [...]time.Time{r.quotaUntil, r.quotaStale} {
 		if r.quota >= 0 && !t.IsZero() && (at.IsZero() || t.Before(at)) {
@@ -189,7 +187,7 @@ func (r *room) enter(now *instant, cap int, w *roomWaiter) uint64 {
 	}
 	r.inflight++
 	r.handed++
-	r.open = append(r.open, handoff{n: r.handed}) // its time: stamp
+	r.open.push(handoff{n: r.handed}) // its time: stamp
 	if r.quota > 0 {
 		r.quota--
 	}
@@ -200,19 +198,17 @@ func (r *room) enter(now *instant, cap int, w *roomWaiter) uint64 {
 // flight, answered at now with status (0: not answered): false when it was
 // accepted already (it no longer counted).
 func (r *room) forget(now time.Time, n uint64, status int) bool {
-	for i, h := range r.open {
-		if h.n == n {
-			r.open = append(r.open[:i], r.open[i+1:]...)
-			r.inflight--
-			if status == http.StatusTooManyRequests && !h.at.IsZero() {
-				if d := now.Sub(h.at); d > 0 {
-					r.refusal = d
-				}
-			}
-			return true
+	h, ok := r.open.take(n)
+	if !ok {
+		return false
+	}
+	r.inflight--
+	if status == http.StatusTooManyRequests && !h.at.IsZero() {
+		if d := now.Sub(h.at); d > 0 {
+			r.refusal = d
 		}
 	}
-	return false
+	return true
 }
 
 // leave is the response (or error) at now of the request handed over as
@@ -301,7 +297,7 @@ var errRoomFree = errors.New("readrecovery: the scope has room")
 // idle reports whether nothing is in the room or waits for it (a nil room
 // is idle).
 func (r *room) idle() bool {
-	return r == nil || (r.inflight == 0 && len(r.open) == 0 && len(r.queue) == 0)
+	return r == nil || (r.inflight == 0 && r.open.len() == 0 && len(r.queue) == 0)
 }
 
 // roomHold is a call's part in its scope's room: waiting (w), or handed

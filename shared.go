@@ -40,6 +40,7 @@ const MaxSharedScopes = 4096
 // used: a Transport without the option has a nil table.
 type restrictions struct {
 	scope     func(*http.Request) string
+	byHost    *hostMemo                   // the default scope's memo (scopememo.go); nil for a scope function given
 	self      *Scopes                     // the table as its users name it
 	logger    atomic.Pointer[slog.Logger] // the first of its Transports' loggers: one line per change of state
 	shareOnce sync.Once                   // links a store, once (scopeshare.go)
@@ -181,10 +182,11 @@ type restricted struct {
 }
 
 func newRestrictions(scope func(*http.Request) string) *restrictions {
+	var byHost *hostMemo
 	if scope == nil {
-		scope = schemeHost
+		scope, byHost = schemeHost, &hostMemo{}
 	}
-	t := &restrictions{scope: scope, m: make(map[string]*scopeEntry)}
+	t := &restrictions{scope: scope, byHost: byHost, m: make(map[string]*scopeEntry)}
 	t.self = &Scopes{t: t}
 	return t
 }
@@ -192,6 +194,9 @@ func newRestrictions(scope func(*http.Request) string) *restrictions {
 // scopeOf returns the request's scope; a scope function that panics is
 // the caller's bug and is not recovered.
 func (t *restrictions) scopeOf(req *http.Request) string {
+	if t.byHost != nil {
+		return t.byHost.scopeOf(req)
+	}
 	return t.scope(req)
 }
 

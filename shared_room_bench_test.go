@@ -157,3 +157,28 @@ func BenchmarkSweepManyScopes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRoomInFlight (R97: nothing under the lock grows with the
+// requests in flight): a scope's room at its soft cap with n requests in
+// flight (scenario 3 holds up to 1,000 behind a pool of 64 connections),
+// answered in hand-off order; one op is one 2xx leaving and one request
+// entering. With the hand-offs in a plain slice each answer moved all the
+// others (about n × 32 bytes).
+func BenchmarkRoomInFlight(b *testing.B) {
+	for _, n := range []int{64, 1000} {
+		b.Run(fmt.Sprintf("in-flight=%d", n), func(b *testing.B) {
+			const soft = -64
+			r := newRoom()
+			r.limit = -soft
+			now := at(time.Unix(1_000_000, 0))
+			handed := make([]uint64, 0, n)
+			for range n {
+				handed = append(handed, r.enter(now, soft, nil))
+			}
+			for b.Loop() {
+				r.leave(now, soft, handed[0], http.StatusOK, -1)
+				handed = append(handed[1:], r.enter(now, soft, nil))
+			}
+		})
+	}
+}

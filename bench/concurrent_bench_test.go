@@ -33,8 +33,9 @@ const (
 // recovers (impl=bare re-sends it by hand). It reports the throughput in
 // pages per second, the mean over ops of each op's p50 and p99 page latency
 // (a page's latency includes its 429 and re-send), the peak heap above
-// the heap at the start, sampled every millisecond, and the new
-// connections the server accepted per op. impl=rr-drained is a control
+// the heap at the start, sampled every millisecond, the new
+// connections the server accepted per op, and the process's CPU time per
+// page (cpu-us/page). impl=rr-drained is a control
 // (see implSpecs): rr-budget without R12's re-dial.
 func BenchmarkConcurrentSequences(b *testing.B) {
 	srv := newBenchServer(b)
@@ -106,13 +107,16 @@ func runConcurrent(b *testing.B, srv *benchServer, spec implSpec, im *impl) {
 	conns := srv.conns.Load()
 	peak := newPeakSampler(time.Millisecond)
 	var p50, p99 time.Duration
+	var cpu int64
 	ops := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
 		srv.plan.Store(plan())
 		b.StartTimer()
+		c0 := processCPU()
 		one()
+		cpu += processCPU() - c0
 		b.StopTimer()
 		slices.Sort(lat)
 		p50 += lat[len(lat)/2]
@@ -129,6 +133,9 @@ func runConcurrent(b *testing.B, srv *benchServer, spec implSpec, im *impl) {
 	b.ReportMetric(float64(p50.Nanoseconds())/float64(ops), "p50-ns")
 	b.ReportMetric(float64(p99.Nanoseconds())/float64(ops), "p99-ns")
 	b.ReportMetric(float64(max(top-base, 0)), "peak-heap-B")
+	// The process's CPU time per page over the ops (client, server, GC):
+	// less moved by other work on the machine than pages/s.
+	b.ReportMetric(float64(cpu)/1e3/float64(max(ops, 1)*concurrentSequences*pagesPerSequence), "cpu-us/page")
 	// New connections per op (after the warm-up filled the pools): a 429
 	// body closed unread (R12) costs its keep-alive connection, so
 	// rr-budget dials about once per 429, about 250 times an op.
