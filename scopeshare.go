@@ -243,19 +243,9 @@ func (sh *scopeShare) publishRate(scope string, now time.Time, rate, burst float
 // scope's restriction, and a fresh learnt rate the process's share. done,
 // when not nil, is the scope's look: it ends with the exchange.
 func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{}) {
-	defer func() {
-		if done != nil {
-			sh.mu.Lock()
-			if l := sh.looks[scope]; l != nil && l.done == done {
-				l.done = nil
-				if l.first == done {
-					l.first = nil
-				}
-			}
-			sh.mu.Unlock()
-			close(done)
-		}
-	}()
+	if done != nil {
+		defer sh.endLook(scope, done)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeDeadline)
 	defer cancel()
 	sh.mu.Lock()
@@ -285,6 +275,28 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 	if err != nil {
 		return
 	}
+	below, news := sh.noteView(scope, card, view, sent, back)
+	sh.apply(scope, view, back, below, news)
+}
+
+// endLook ends scope's look done: the exchange it waited for is over.
+func (sh *scopeShare) endLook(scope string, done chan struct{}) {
+	sh.mu.Lock()
+	if l := sh.looks[scope]; l != nil && l.done == done {
+		l.done = nil
+		if l.first == done {
+			l.first = nil
+		}
+	}
+	sh.mu.Unlock()
+	close(done)
+}
+
+// noteView takes what the exchange of card, sent at sent and answered at
+// back (this process's clock), tells of the store's clock and of scope:
+// the offset's lower bound, what a time read from the store is converted
+// with, and whether the card's not-before is news to this process.
+func (sh *scopeShare) noteView(scope string, card ScopeCard, view ScopeView, sent, back time.Time) (below time.Duration, news bool) {
 	// The store's clock read view.Now (to within view.Resolution: Blob
 	// Storage's Date is to the second) somewhere within the round trip:
 	// the offset lies between what the latest and the earliest moments
@@ -302,8 +314,7 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 		sh.offset, sh.below = min(sh.offset, hi), max(sh.below, lo)
 	}
 	sh.known = true
-	below := sh.below
-	var news bool // the card's not-before is one this process has not applied or written
+	below = sh.below
 	l := sh.looks[scope]
 	if l == nil && !card.isZero() {
 		// A 429 of a request that never looked (no Budget): the scope's
@@ -322,6 +333,13 @@ func (sh *scopeShare) exchange(scope string, card ScopeCard, done chan struct{})
 		}
 	}
 	sh.mu.Unlock()
+	return below, news // news: a not-before this process has not applied or written
+}
+
+// apply makes the store's view of scope, answered at back, the table's: a
+// not-before that is news becomes the scope's restriction, and a fresh
+// learnt rate the process's share.
+func (sh *scopeShare) apply(scope string, view ScopeView, back time.Time, below time.Duration, news bool) {
 	plan := &waitPlan{trigger: triggerShared, requestID: view.Card.RequestID, status: 429, fromStore: true}
 	until := back
 	if nb := view.Card.NotBefore; !nb.IsZero() && news {
