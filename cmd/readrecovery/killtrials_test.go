@@ -204,7 +204,7 @@ type trialProc struct {
 	slot   int
 	cmd    *exec.Cmd
 	pid    int
-	stderr *lockedWriter
+	stderr *syncBuffer
 	killed bool          // by the test (under fleet.mu)
 	dead   chan struct{} // closed once the process is reaped: every descriptor closed, its locks released
 }
@@ -244,30 +244,12 @@ func newFleet(t *testing.T, dir, url string) *fleet {
 		lastHandout: map[string]time.Time{}, handouts: map[string]int{}, liveSlots: map[int]*trialProc{}}
 }
 
-// lockedWriter collects a process's stderr.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // start starts a worker process in slot.
 func (f *fleet) start(slot int) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillTrialWorkerProcess$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(), envTrialDir+"="+f.dir, envTrialURL+"="+f.url,
 		envTrialFiles+"="+strconv.Itoa(trialFiles), envTrialPause+"="+trialPause.String())
-	p := &trialProc{slot: slot, cmd: cmd, stderr: &lockedWriter{}, dead: make(chan struct{})}
+	p := &trialProc{slot: slot, cmd: cmd, stderr: &syncBuffer{}, dead: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err == nil {
