@@ -249,6 +249,7 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 				// The bisection runs once the lock is given back
 				// (learnLater): no other scope waits for it.
 				learn = l
+				learn.p.part = e.part // its part of the fleet's bucket (learn)
 			}
 			r.pace.cutK = r.baseK
 		}
@@ -322,6 +323,16 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 	}
 	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh, plan: plan}
 	t.paceShareLocked(scope, e, now, until)
+}
+
+// handed returns how many requests of scope its room handed over.
+func (t *restrictions) handed(scope string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.m[scope]; e != nil && e.room != nil {
+		return e.room.handed
+	}
+	return 0
 }
 
 // notePart keeps this process's part of its fleet's rate for scope (the
