@@ -271,8 +271,9 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		case !de.Regular && (isTemp || name == record.MarkerName || k != nil):
 			// Never followed: a link could point anywhere.
 			late = append(late, store.Finding{File: name, Problem: "not a regular file"})
-			if k != nil && k.Attempted != nil {
-				s.badFiles[k.Attempted(name)] = name
+			if k != nil && k.Attempted {
+				_, _, hex := record.ParseName(name)
+				s.badFiles[hex] = name
 			}
 		case isTemp:
 			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
@@ -285,7 +286,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		case k == nil:
 			late = append(late, store.Finding{File: name, Problem: "unexpected file in the run directory"})
 		case k.MaxN > 0 && (n < 1 || n > k.MaxN):
-			late = append(late, store.Finding{File: name, Problem: numberProblem(k)})
+			late = append(late, store.Finding{File: name, Problem: fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.MaxN)})
 		default:
 			byKind[k] = append(byKind[k], name)
 		}
@@ -467,15 +468,12 @@ func ShardProblem(s *Snapshot, want string) string {
 
 // RootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func RootParallel(b *store.Loc) int {
-	data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes)
-	if !ok {
-		return 0
+	if data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes); ok {
+		if mi, err := record.ParseManifest(data); err == nil {
+			return mi.Parallel
+		}
 	}
-	mi, err := record.ParseManifest(data)
-	if err != nil {
-		return 0
-	}
-	return mi.Parallel
+	return 0
 }
 
 // ShardReason names shard k in a reason: "shard-02/backoff-0003.json: …"
