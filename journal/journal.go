@@ -1042,14 +1042,13 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 				u.closed = true
 			}
 		}
-		if !linked {
-			return fmt.Errorf("journal: backoff: %w", err)
+		if linked {
+			digest = ev.Digest
+			if why := record.Untimed(e); why != "" {
+				s.Findings.Add(name, "%s", why)
+			}
 		}
-		digest = ev.Digest
-		if why := record.Untimed(e); why != "" {
-			s.Findings.Add(name, "%s", why)
-		}
-		if err == nil {
+		if err == nil { // linked and durable: the request is over
 			err = j.clearMarker()
 		}
 		if err != nil {
