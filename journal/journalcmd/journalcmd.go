@@ -302,14 +302,6 @@ func readIDs(path string) (map[string]string, error) {
 	return ids, nil
 }
 
-// printable returns err's message escaped as in a Go string literal, without the
-// quotes: it names paths and records that an operator or a hostile directory
-// chose, and none of their bytes may reach the terminal raw.
-func printable(err error) string {
-	q := strconv.QuoteToASCII(err.Error())
-	return q[1 : len(q)-1]
-}
-
 func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "review")
 	file := fset.String("file", "", "")
@@ -358,9 +350,8 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	default:
 		rec, err = j.Review(ctx, *file, journal.Decision(*decision), *note)
 	}
-	var re *journal.RestrictedError
 	switch {
-	case errors.As(err, &re):
+	case errors.Is(err, journal.ErrRestricted):
 		return c.fail(stderr, 4, "review refused: ", err) // the run's state refused it
 	case err != nil:
 		return c.fail(stderr, 1, "", err)
@@ -396,8 +387,11 @@ func (c *Command) unreadable(err error, stderr io.Writer) int {
 	return c.fail(stderr, 2, "cannot read the run: ", err)
 }
 
-// fail prints "PROG: " what and err's printable message on stderr and returns code.
+// fail prints "PROG: " what and err's message on stderr and returns code. The message is
+// escaped as in a Go string literal, without the quotes: it names paths and records that an
+// operator or a hostile directory chose, and none of their bytes may reach the terminal raw.
 func (c *Command) fail(stderr io.Writer, code int, what string, err error) int {
-	fmt.Fprintf(stderr, "%s: %s%s\n", c.Prog, what, printable(err))
+	q := strconv.QuoteToASCII(err.Error())
+	fmt.Fprintf(stderr, "%s: %s%s\n", c.Prog, what, q[1:len(q)-1])
 	return code
 }
