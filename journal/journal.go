@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,10 +297,7 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	}
 	if n > 0 || cfg.parallelSet {
 		create := n == 0 && !cfg.existing
-		if n == 0 {
-			n = cfg.parallel
-		}
-		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
+		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, cmp.Or(n, cfg.parallel)); err != nil {
 			return nil, err
 		}
 		return jr, nil
