@@ -142,15 +142,12 @@ const (
 	UnknownProblem = "a request in flight, or a dead worker's: the store cannot tell (a file system without locks), so it counts as live; once no worker is sending it, `journal review --pending` resolves it"
 )
 
-func (s *Snapshot) MarkerProblem() string {
-	switch s.PendingLive {
-	case store.HoldLive, store.HoldGone:
-		return LiveProblem
-	case store.HoldUnknown:
-		return UnknownProblem
-	}
-	return PendingProblem
+// markerProblems holds the marker's problem for each liveness the store tells.
+var markerProblems = map[store.Liveness]string{
+	store.HoldNone: PendingProblem, store.HoldLive: LiveProblem, store.HoldUnknown: UnknownProblem, store.HoldGone: LiveProblem,
 }
+
+func (s *Snapshot) MarkerProblem() string { return markerProblems[s.PendingLive] }
 
 // DeadMarker reports whether the store shows the blocking marker's worker
 // dead. One whose liveness it cannot tell (no locks) counts as live, never
