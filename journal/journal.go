@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -296,10 +297,7 @@ func openLoc(ctx context.Context, ub *store.Loc, opts []Option) (*Journal, error
 	}
 	if n > 0 || cfg.parallelSet {
 		create := n == 0 && !cfg.existing
-		if n == 0 {
-			n = cfg.parallel
-		}
-		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, n); err != nil {
+		if jr.r, err = openParallel(ctx, ub, create, cfg, planFiles, planDigest, cmp.Or(n, cfg.parallel)); err != nil {
 			return nil, err
 		}
 		return jr, nil
@@ -1042,14 +1040,13 @@ func (j *run) Backoff(ctx context.Context, req readrecovery.JournalRequest, out 
 				u.closed = true
 			}
 		}
-		if !linked {
-			return fmt.Errorf("journal: backoff: %w", err)
+		if linked {
+			digest = ev.Digest
+			if why := record.Untimed(e); why != "" {
+				s.Findings.Add(name, "%s", why)
+			}
 		}
-		digest = ev.Digest
-		if why := record.Untimed(e); why != "" {
-			s.Findings.Add(name, "%s", why)
-		}
-		if err == nil {
+		if err == nil { // linked and durable: the request is over
 			err = j.clearMarker()
 		}
 		if err != nil {

@@ -315,11 +315,10 @@ func (j *run) beginClaimed(ctx context.Context, req readrecovery.JournalRequest)
 	if g := j.group; g != nil {
 		others = g.others(ctx, j.shardNo, now)
 	}
-	if err := j.checkClaimed(m, others, j.checkLimits()); err != nil {
+	if err = j.checkClaimed(m, others, j.checkLimits()); err != nil {
 		<-j.slot
-		return true, err
 	}
-	return true, nil
+	return true, err
 }
 
 // workerHost and workerPID name the worker in its marker for `journal

@@ -67,8 +67,7 @@ func (p *root) route(ctx context.Context, req readrecovery.JournalRequest) *run 
 func (p *root) Begin(ctx context.Context, req readrecovery.JournalRequest) error {
 	sj := p.route(ctx, req)
 	err := sj.Begin(ctx, req)
-	var re *RestrictedError
-	if errors.As(err, &re) && !re.Status.named {
+	if re, ok := errors.AsType[*RestrictedError](err); ok && !re.Status.named {
 		re.Status.Reason = runread.ShardReason(sj.shardNo, re.Status.Reason)
 	}
 	return err
@@ -125,7 +124,7 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 	if failure != "" {
 		return Status{State: Unresolved, Reason: "persistence failure: " + failure}
 	}
-	var best *Status
+	out := Status{State: Clear}
 	inflight := 0
 	for _, ps := range parts {
 		st := ps.st
@@ -140,17 +139,12 @@ func (p *root) merge(parts []shardStatus) (st Status) {
 		if ps.marker {
 			inflight++
 		}
+		// The latest restriction decides: waiting over elapsed over clear.
 		switch {
-		case best == nil,
-			st.State == Waiting && (best.State != Waiting || st.NotBeforeUTC > best.NotBeforeUTC),
-			st.State == Elapsed && best.State == Clear,
-			st.State == Elapsed && best.State == Elapsed && st.NotBeforeUTC > best.NotBeforeUTC:
-			best = &st
+		case st.State == Waiting && (out.State != Waiting || st.NotBeforeUTC > out.NotBeforeUTC),
+			st.State == Elapsed && (out.State == Clear || out.State == Elapsed && st.NotBeforeUTC > out.NotBeforeUTC):
+			out = st
 		}
-	}
-	out := Status{State: Clear}
-	if best != nil {
-		out = *best
 	}
 	if out.State == Clear {
 		out.Reason = "no backoff entries"
@@ -364,10 +358,7 @@ func openParallel(ctx context.Context, ub *store.Loc, create bool, cfg config, p
 	dir := ub.Name
 	urb := ub.AsRoot(n)
 	rb := urb.With(ctx)
-	wait := cfg.pendingWait
-	if wait <= 0 {
-		wait = defaultParallelWait
-	}
+	wait := cmp.Or(cfg.pendingWait, defaultParallelWait) // WithPendingWait sets only a positive wait
 	if err := rb.Nested(); err != nil {
 		return nil, err
 	}

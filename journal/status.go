@@ -170,15 +170,14 @@ func (s Status) CommandJSON() ([]byte, error) {
 // status-before-network, not-before-survives); ignorePending leaves the marker out.
 func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 	var st Status
-	var latest *restriction
-	var maxReceived int64
-	var maxReceivedName string
+	var latest *restriction // the greatest not_before_utc (the last of equals)
+	var newest restriction  // the greatest received_at_utc (the first of equals)
 	for _, r := range restrictions(s) {
 		if latest == nil || r.NotBeforeUTC >= latest.NotBeforeUTC {
 			latest = &r
 		}
-		if r.ReceivedAtUTC > maxReceived {
-			maxReceived, maxReceivedName = r.ReceivedAtUTC, r.name
+		if r.ReceivedAtUTC > newest.ReceivedAtUTC {
+			newest = r
 		}
 	}
 	if latest != nil {
@@ -197,9 +196,9 @@ func statusOf(s *runread.Snapshot, now time.Time, ignorePending bool) Status {
 		st := unresolved(runread.ErrPending, record.MarkerName+": "+s.MarkerProblem())
 		st.abandoned = s.DeadMarker()
 		return st
-	case maxReceived != 0 && now.Unix() < maxReceived:
+	case newest.ReceivedAtUTC != 0 && now.Unix() < newest.ReceivedAtUTC:
 		return unresolved(nil, fmt.Sprintf("clock regression: now (%d) is before received_at_utc %d recorded in %s",
-			now.Unix(), maxReceived, maxReceivedName))
+			now.Unix(), newest.ReceivedAtUTC, newest.name))
 	case latest == nil:
 		st.State, st.Reason = Clear, "no backoff entries"
 		if s.Manifest != nil && s.Manifest.Legacy {

@@ -68,23 +68,14 @@ func (c *Command) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprint(stdout, c.Usage)
 		return 0
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "status":
-		return c.statusCommand(ctx, rest, stdout, stderr) // watch.go
-	case "verify":
-		run, code, ok := c.parse(newFlags(c.Sub+cmd), rest, stdout, stderr)
-		if !ok {
-			return code
-		}
-		return c.verify(ctx, run, stdout, stderr)
-	case "plan":
-		return c.plan(ctx, rest, stdout, stderr)
-	case "review":
-		return c.review(ctx, rest, stdout, stderr)
-	default:
-		return c.usageError(stderr, fmt.Sprintf("unknown %scommand %q", c.Sub, cmd))
+	commands := map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) int{
+		"status": c.statusCommand, "verify": c.verify, "plan": c.plan, "review": c.review, // status: watch.go
 	}
+	command, ok := commands[args[0]]
+	if !ok {
+		return c.usageError(stderr, fmt.Sprintf("unknown %scommand %q", c.Sub, args[0]))
+	}
+	return command(ctx, args[1:], stdout, stderr)
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" || a == "help" }
@@ -145,7 +136,11 @@ func stateCode(s journal.State) int {
 	}
 }
 
-func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+func (c *Command) verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	dir, code, ok := c.parse(newFlags(c.Sub+"verify"), args, stdout, stderr)
+	if !ok {
+		return code
+	}
 	sum, err := c.Inspect(ctx, dir)
 	if err != nil {
 		return c.unreadable(err, stderr)
@@ -170,20 +165,16 @@ func (c *Command) verify(ctx context.Context, dir string, stdout, stderr io.Writ
 	return 0
 }
 
-// planJSON is the JSON that `plan --json` prints.
+// planJSON is what `plan --json` prints as file_batch.plan, beside the run's
+// status as file_batch.backoff.
 type planJSON struct {
-	FileBatch struct {
-		Backoff journal.Status `json:"backoff"`
-		Plan    struct {
-			Complete bool           `json:"complete"` // false without plan.json: only files records name
-			Counts   map[string]int `json:"counts"`
-			Files    []planFile     `json:"files"`
-		} `json:"plan"`
-	} `json:"file_batch"`
+	Complete bool           `json:"complete"` // false without plan.json: only files records name
+	Counts   map[string]int `json:"counts"`
+	Files    []planFile     `json:"files"`
 }
 
-// planFile is one planned file in planJSON (an alias: the field's type is the struct).
-type planFile = struct {
+// planFile is one planned file in planJSON.
+type planFile struct {
 	ID         string `json:"id,omitempty"` // the file's ID from --ids, when it names it
 	FileDigest string `json:"file_digest"`
 	Class      string `json:"class"`
@@ -214,17 +205,15 @@ func (c *Command) plan(ctx context.Context, args []string, stdout, stderr io.Wri
 		return c.fail(stderr, 4, "", err)
 	}
 	if *asJSON {
-		var out planJSON
-		out.FileBatch.Backoff = cont.Status
-		p := &out.FileBatch.Plan
-		p.Complete, p.Counts, p.Files = !cont.Partial, map[string]int{}, []planFile{}
+		p := planJSON{Complete: !cont.Partial, Counts: map[string]int{}, Files: []planFile{}}
 		for _, k := range classes {
 			p.Counts[string(k)] = cont.Count(k)
 		}
 		for _, f := range cont.Files {
 			p.Files = append(p.Files, planFile{ids[f.Digest], f.Digest, string(f.State), string(f.Decision), f.Reason})
 		}
-		b, err := json.Marshal(out)
+		// A map's keys are encoded sorted: backoff, then plan.
+		b, err := json.Marshal(map[string]any{"file_batch": map[string]any{"backoff": cont.Status, "plan": p}})
 		if err != nil {
 			return c.fail(stderr, 2, c.Sub+"plan: ", err)
 		}
@@ -302,14 +291,6 @@ func readIDs(path string) (map[string]string, error) {
 	return ids, nil
 }
 
-// printable returns err's message escaped as in a Go string literal, without the
-// quotes: it names paths and records that an operator or a hostile directory
-// chose, and none of their bytes may reach the terminal raw.
-func printable(err error) string {
-	q := strconv.QuoteToASCII(err.Error())
-	return q[1 : len(q)-1]
-}
-
 func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset := newFlags(c.Sub + "review")
 	file := fset.String("file", "", "")
@@ -358,9 +339,8 @@ func (c *Command) review(ctx context.Context, args []string, stdout, stderr io.W
 	default:
 		rec, err = j.Review(ctx, *file, journal.Decision(*decision), *note)
 	}
-	var re *journal.RestrictedError
 	switch {
-	case errors.As(err, &re):
+	case errors.Is(err, journal.ErrRestricted):
 		return c.fail(stderr, 4, "review refused: ", err) // the run's state refused it
 	case err != nil:
 		return c.fail(stderr, 1, "", err)
@@ -396,8 +376,11 @@ func (c *Command) unreadable(err error, stderr io.Writer) int {
 	return c.fail(stderr, 2, "cannot read the run: ", err)
 }
 
-// fail prints "PROG: " what and err's printable message on stderr and returns code.
+// fail prints "PROG: " what and err's message on stderr and returns code. The message is
+// escaped as in a Go string literal, without the quotes: it names paths and records that an
+// operator or a hostile directory chose, and none of their bytes may reach the terminal raw.
 func (c *Command) fail(stderr io.Writer, code int, what string, err error) int {
-	fmt.Fprintf(stderr, "%s: %s%s\n", c.Prog, what, printable(err))
+	q := strconv.QuoteToASCII(err.Error())
+	fmt.Fprintf(stderr, "%s: %s%s\n", c.Prog, what, q[1:len(q)-1])
 	return code
 }

@@ -1,6 +1,7 @@
 package journalcmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -163,9 +164,7 @@ func writeGlance(w io.Writer, st journal.Status) {
 		marker, method, file, worker, age := "-", "-", "-", "-", "-"
 		if sv.Marker != "" {
 			marker, method, age = sv.Marker, store.EscapeName(sv.Method), fmt.Sprintf("%d s", sv.AgeSeconds)
-			if sv.FileDigest != "" {
-				file = sv.FileDigest
-			}
+			file = cmp.Or(sv.FileDigest, "-")
 			if sv.Host != "" || sv.PID != 0 {
 				worker = fmt.Sprintf("%s pid %d", store.EscapeName(sv.Host), sv.PID)
 			}

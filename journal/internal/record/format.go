@@ -781,9 +781,9 @@ type FileKind struct {
 	Kind, Prefix string // the envelope's kind; "" for run.json and plan.json, named prefix
 	MaxN         int    // the bound of a numbered kind's number (0: not numbered)
 	MaxBytes     int64  // the size cap (0: maxRecordBytes)
-	// Attempted returns the hex prefix of the file whose attempt a file of the kind records,
-	// so that one failing verification leaves its file unknown; nil when it names no file.
-	Attempted func(name string) string
+	// Attempted: a file of the kind records an attempt of the file its name's hex prefix
+	// names (ParseName), so that one failing verification leaves its file unknown.
+	Attempted bool
 	body      func() any // an empty body of a record kind (unseal)
 }
 
@@ -791,27 +791,18 @@ type FileKind struct {
 func (k *FileKind) Record() bool { return k.Kind != "" && k.Kind != KindHead }
 
 // FileKinds is the table, in the order of the scan: each kind is checked
-// against the kinds before it. (Set in init: attempted parses names through it.)
-var FileKinds []*FileKind
-
-func init() {
-	FileKinds = []*FileKind{
-		{Prefix: ManifestName, MaxBytes: maxManifestBytes},
-		{Prefix: PlanName, MaxBytes: MaxPlanBytes},
-		{Kind: KindEntry, Prefix: "backoff-", MaxN: MaxEntries, body: newBody[EntryBody]},
-		{Kind: KindReceipt, Prefix: "receipt-", Attempted: hexOf, body: newBody[ReceiptBody]},
-		{Kind: KindPart, Prefix: "part-", Attempted: hexOf, body: newBody[PartBody]},
-		{Kind: KindReview, Prefix: "review-", MaxN: MaxReviews, body: newBody[ReviewBody]},
-		{Kind: KindHead, Prefix: "head-", MaxN: maxRunSeq, body: newBody[HeadBody]},
-	}
+// against the kinds before it.
+var FileKinds = []*FileKind{
+	{Prefix: ManifestName, MaxBytes: maxManifestBytes},
+	{Prefix: PlanName, MaxBytes: MaxPlanBytes},
+	{Kind: KindEntry, Prefix: "backoff-", MaxN: MaxEntries, body: newBody[EntryBody]},
+	{Kind: KindReceipt, Prefix: "receipt-", Attempted: true, body: newBody[ReceiptBody]},
+	{Kind: KindPart, Prefix: "part-", Attempted: true, body: newBody[PartBody]},
+	{Kind: KindReview, Prefix: "review-", MaxN: MaxReviews, body: newBody[ReviewBody]},
+	{Kind: KindHead, Prefix: "head-", MaxN: maxRunSeq, body: newBody[HeadBody]},
 }
 
 func newBody[B any]() any { return new(B) }
-
-func hexOf(name string) string {
-	_, _, h := ParseName(name)
-	return h
-}
 
 // KindOf returns the kind of a name and its number, or nil.
 func KindOf(name string) (*FileKind, int) {

@@ -229,7 +229,7 @@ func (s *Snapshot) checkRecord(k *record.FileKind, i int, name, note string, ld 
 		s.Findings.Add(name, "numbering not contiguous: %s%04d.json is missing", k.Prefix, i+1)
 	}
 	v, ok := ld.load(name, note)
-	if !(ok && s.admit(Rec{name, v.(Loaded)}, n)) && k.Attempted != nil {
+	if !(ok && s.admit(Rec{name, v.(Loaded)}, n)) && k.Attempted {
 		s.badFiles[hex] = name // its file was attempted
 	}
 }
@@ -442,11 +442,6 @@ func replacedHead(b *store.Loc, name string) bool {
 		}
 	}
 	return newer
-}
-
-// numberProblem is the finding of a numbered name beyond its kind's limit.
-func numberProblem(k *record.FileKind) string {
-	return fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.MaxN)
 }
 
 // EntryNamed returns the backoff entry named name, or nil.

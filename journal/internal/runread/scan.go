@@ -142,15 +142,12 @@ const (
 	UnknownProblem = "a request in flight, or a dead worker's: the store cannot tell (a file system without locks), so it counts as live; once no worker is sending it, `journal review --pending` resolves it"
 )
 
-func (s *Snapshot) MarkerProblem() string {
-	switch s.PendingLive {
-	case store.HoldLive, store.HoldGone:
-		return LiveProblem
-	case store.HoldUnknown:
-		return UnknownProblem
-	}
-	return PendingProblem
+// markerProblems holds the marker's problem for each liveness the store tells.
+var markerProblems = map[store.Liveness]string{
+	store.HoldNone: PendingProblem, store.HoldLive: LiveProblem, store.HoldUnknown: UnknownProblem, store.HoldGone: LiveProblem,
 }
+
+func (s *Snapshot) MarkerProblem() string { return markerProblems[s.PendingLive] }
 
 // DeadMarker reports whether the store shows the blocking marker's worker
 // dead. One whose liveness it cannot tell (no locks) counts as live, never
@@ -271,8 +268,9 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		case !de.Regular && (isTemp || name == record.MarkerName || k != nil):
 			// Never followed: a link could point anywhere.
 			late = append(late, store.Finding{File: name, Problem: "not a regular file"})
-			if k != nil && k.Attempted != nil {
-				s.badFiles[k.Attempted(name)] = name
+			if k != nil && k.Attempted {
+				_, _, hex := record.ParseName(name)
+				s.badFiles[hex] = name
 			}
 		case isTemp:
 			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
@@ -285,7 +283,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		case k == nil:
 			late = append(late, store.Finding{File: name, Problem: "unexpected file in the run directory"})
 		case k.MaxN > 0 && (n < 1 || n > k.MaxN):
-			late = append(late, store.Finding{File: name, Problem: numberProblem(k)})
+			late = append(late, store.Finding{File: name, Problem: fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.MaxN)})
 		default:
 			byKind[k] = append(byKind[k], name)
 		}
@@ -467,15 +465,12 @@ func ShardProblem(s *Snapshot, want string) string {
 
 // RootParallel is the shard count b's manifest declares (0: none, or unreadable).
 func RootParallel(b *store.Loc) int {
-	data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes)
-	if !ok {
-		return 0
+	if data, _, ok := b.Read(nil, record.ManifestName, record.MaxRecordBytes); ok {
+		if mi, err := record.ParseManifest(data); err == nil {
+			return mi.Parallel
+		}
 	}
-	mi, err := record.ParseManifest(data)
-	if err != nil {
-		return 0
-	}
-	return mi.Parallel
+	return 0
 }
 
 // ShardReason names shard k in a reason: "shard-02/backoff-0003.json: …"

@@ -122,11 +122,17 @@ func (d *Dir) put(name string, data []byte) (release func(), linked bool, err er
 		return nil, false, err
 	}
 	marker := name == record.MarkerName
-	if !marker {
-		err = writeSyncClose(f, data)
-	} else if err = f.Lock(true); err == nil || errors.Is(err, fsys.ErrNoLocks) {
+	if marker {
+		err = f.Lock(true)
+	}
+	if err == nil || errors.Is(err, fsys.ErrNoLocks) {
 		if _, err = f.Write(data); err == nil {
 			err = f.Sync()
+		}
+	}
+	if !marker { // the marker's file stays open, and locked, until release
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
 	}
 	if err == nil {
@@ -292,20 +298,8 @@ func readCapped(fsy fsys.FS, found *Findings, dir, name string, limit int64) (da
 
 // BareErr drops the path of a *fs.PathError (the finding names the file).
 func BareErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
 		return pe.Err
-	}
-	return err
-}
-
-func writeSyncClose(f fsys.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
 	return err
 }

@@ -6,6 +6,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,10 +162,7 @@ func (l *Loc) Shard(k int) *Loc {
 // its writes stay detached (wctx).
 func (l *Loc) With(ctx context.Context) *Loc {
 	c := *l
-	c.ctx = ctx
-	if ctx == nil {
-		c.ctx = context.Background()
-	}
+	c.ctx = cmp.Or(ctx, context.Background())
 	return &c
 }
 
@@ -546,7 +544,7 @@ func (v *LightView) filter(names []ListedName) []ListedName {
 	for _, n := range names {
 		k, seq := record.KindOf(n.Name)
 		head := k != nil && k.Kind == record.KindHead && seq >= 1 // as ParseHeadName
-		if _, temp := record.ParseTempName(n.Name); !temp && !head && (k == nil || k.Attempted == nil) {
+		if _, temp := record.ParseTempName(n.Name); !temp && !head && (k == nil || !k.Attempted) {
 			out = append(out, n)
 		}
 	}
