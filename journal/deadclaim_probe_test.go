@@ -3,7 +3,9 @@ package journal
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/readrecovery/readrecovery/journal/internal/record"
 	"github.com/stretchr/testify/assert"
@@ -74,5 +76,86 @@ func TestDeadClaimJudgedWithItsOwnProbe(t *testing.T) {
 			require.True(t, healed, "B read shard %d's marker", k)
 			assert.NoError(t, err, "B's upload of %s (shard %d) while shard %d's dead claim was healed", g, b.Shard(g), k)
 		})
+	}
+}
+
+// dead-claim-heals, the same race when the healer has not claimed again:
+// worker A is handed a file and dies before its upload; worker B's scan of
+// A's shard lists the marker and probes it dead (Blob: its lease expired),
+// and worker C removes the dead claim before B reads it. B has a marker
+// listed, "no hold" from its probe, and no bytes: it judged that a dead
+// worker's request in flight, and Next waited (dead-upload-waits, logged
+// once) for a run nothing had left unresolved. Seen in issue 38's Blob
+// kill trials: 1–2 'Next waits' lines in 3 of 4 runs of 4 kills before the
+// upload. A marker the scan cannot read after a "no hold" probe is judged
+// by a probe after the read: gone, it is busy at most, never dead.
+//
+// Each step is what C has done at B's read of the marker; B's Next, the
+// only worker left with files in that shard, decides.
+func TestDeadClaimHealedBetweenProbeAndRead(t *testing.T) {
+	all := manyFiles(40)
+	var plan []PlannedFile // every file in one shard: B's Next has to judge it
+	for _, f := range all {
+		if record.ShardIndex(f.Digest(), 4) == record.ShardIndex(all[0].Digest(), 4) {
+			plan = append(plan, f)
+		}
+	}
+	for _, kind := range []string{"mem", "mem+prefix"} {
+		for _, tc := range []struct {
+			step   string // C's, at B's read of the marker
+			handed bool   // B's Next hands out a file (else the shard stays busy)
+		}{
+			{"nothing (B heals)", true},
+			{"removed the dead claim", true},
+			{"removed it and claimed again (live)", false},
+		} {
+			t.Run(kind+"/"+tc.step, func(t *testing.T) {
+				logs := &lockedBuffer{}
+				old := slog.Default()
+				slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+				t.Cleanup(func() { slog.SetDefault(old) })
+				r := newShardedRun(t, kind)
+				open := func() *Journal {
+					j, err := OpenStore(context.Background(), r.st, WithPlan(plan), WithParallel(4))
+					require.NoError(t, err)
+					return j
+				}
+				b, a := open(), open()
+				fa, err := a.Next(context.Background(), NewApproval)
+				require.NoError(t, err)
+				name := record.ShardName(a.Shard(fa.ID)) + "/" + record.MarkerName
+				kill(a)
+				stepped := false
+				r.mem.fail = func(op, n string) error { // under the store's lock
+					if op != "read" || n != name && n != "p/"+name || stepped {
+						return nil
+					}
+					stepped = true
+					switch tc.step {
+					case "removed the dead claim":
+						delete(r.mem.objs, n)
+						delete(r.mem.vers, n)
+					case "removed it and claimed again (live)":
+						r.mem.n++
+						v := fmt.Sprintf(`"v%d"`, r.mem.n)
+						r.mem.vers[n], r.mem.held[n] = v, v
+					}
+					return nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				f, err := b.Next(ctx, NewApproval)
+				r.mem.fail = nil
+				require.True(t, stepped, "B read the marker")
+				assert.NotContains(t, logs.String(), "Next waits", "no dead worker's request was ever in flight")
+				assert.NotErrorIs(t, err, ErrPending, "B waited out no unresolved run")
+				if tc.handed {
+					require.NoError(t, err)
+					assert.Equal(t, fa.ID, f.ID, "the killed claim's file, handed out again")
+				} else {
+					assert.ErrorIs(t, err, context.DeadlineExceeded, "busy while C's claim holds")
+				}
+			})
+		}
 	}
 }

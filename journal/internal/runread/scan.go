@@ -319,6 +319,8 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 			}
 			s.PendingUnsent = ok && m.Method == record.ClaimMethod && s.PendingResolved == "" && s.PendingLive == store.HoldNone &&
 				s.unsent(b, m.FileDigest, now)
+		} else if !skip && s.PendingLive == store.HoldNone {
+			s.PendingLive, _ = b.Live() // unread: removed since the probe (healed), or a dead one's
 		}
 	}
 	s.Findings = append(s.Findings, late...)
