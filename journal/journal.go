@@ -886,8 +886,13 @@ func (j *run) putLinked(name, kind string, body any) (r runread.Rec, linked bool
 	s := j.snap
 	r.Name = name
 	seq, prev := s.NextLink()
-	if seq == 0 {
+	switch {
+	case seq == 0:
 		return r, false, errors.New("run.json is unusable: nothing is written")
+	case seq > record.MaxRunSeq:
+		// The one guard of the numbering limits (parts of a file, reviews: each is a record of
+		// the sequence), never reached: the file limit stops a run long before.
+		return r, false, full("record %d is beyond the %d a run's sequence holds", seq, record.MaxRunSeq)
 	}
 	data, digest, err := record.Seal(kind, seq, prev, body)
 	if err != nil {
@@ -1089,10 +1094,6 @@ func (j *run) Complete(ctx context.Context, req readrecovery.JournalRequest, out
 				Status: out.StatusCode, Accepted: ok2xx, RequestID: redact.ID(out.RequestID),
 				ETag: redact.ETag(out.ETag), TransportError: redact.Text(out.TransportError),
 				RecordedAtUTC: j.clock.Now().Unix(),
-			}
-			if p.Part > record.MaxParts {
-				j.fail("part limit")
-				return full("part %d of one file is beyond the %d a file holds", p.Part, record.MaxParts)
 			}
 			_, _, err = j.writeRecord(record.PartName(m.FileDigest, p.Part), record.KindPart, &p)
 		case m.FileDigest != "":

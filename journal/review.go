@@ -88,9 +88,6 @@ func (j *run) Review(ctx context.Context, file string, decision Decision, note s
 		if fd := decide(s, d, NoNewApproval, Status{}, true); fd.State != FileUnknown {
 			return fmt.Errorf("%w: %s is %s, not unknown (%s)", errReviewRefused, d, fd.State, fd.Reason)
 		}
-		if n := len(s.Reviews()); n >= record.MaxReviews {
-			return full("%d reviews recorded, the most a run holds", n)
-		}
 		return nil
 	}
 	rec, err := j.claimedReview(ctx, d, check, func() record.ReviewBody {
@@ -211,9 +208,6 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 			return rec, nil
 		}
 	}
-	if n := len(s.Reviews()); n >= record.MaxReviews {
-		return ReviewRecord{}, full("%d reviews recorded, the most a run holds", n)
-	}
 	rb := j.newReview(record.DecisionPending, note)
 	m, me := record.MarkerFile{}, &record.MarkerEvidence{Digest: s.PendingDigest}
 	if gone {
@@ -287,8 +281,6 @@ func (j *run) ReviewRestriction(ctx context.Context, entry, note string, notBefo
 			return fmt.Errorf("%w: %s is bounded by a review already", errReviewRefused, entry)
 		case notBefore < now+record.PendingWaitSeconds || notBefore > unixtime.Max:
 			return fmt.Errorf("%w: --not-before %d is not at least now + %d s (%d) and representable", errReviewRefused, notBefore, record.PendingWaitSeconds, now+record.PendingWaitSeconds)
-		case len(s.Reviews()) >= record.MaxReviews:
-			return full("%d reviews recorded, the most a run holds", len(s.Reviews()))
 		}
 		for _, f := range s.Findings { // but entries without timing
 			if e := s.EntryNamed(f.File); e == nil || record.Untimed(*e.Entry()) == "" {

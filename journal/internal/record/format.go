@@ -50,11 +50,12 @@ const (
 	MaxPlanBytes     = 1 << 20
 
 	// Numbering limits (the file limit bounds them first): part receipts per file, reviews
-	// per run, upload rounds per file (1 plus its reupload reviews), the run's seq.
+	// per run, upload rounds per file (1 plus its reupload reviews), the run's seq (which
+	// bounds parts and reviews too: each is a record of the sequence).
 	MaxParts   = 9999
 	MaxReviews = 9999
 	maxRounds  = 99
-	maxRunSeq  = 9999
+	MaxRunSeq  = 9999
 
 	PendingWaitSeconds = 30  // the least a pending or restriction review makes the run wait (the wait ceiling)
 	MaxNoteBytes       = 256 // bounds of a review's free text
@@ -253,8 +254,8 @@ func Unseal(data []byte) (Env, string, any, error) {
 		return Env{}, "", nil, errors.New("digest does not match the content (edited)")
 	case !bytes.Equal(want, data):
 		return Env{}, "", nil, errors.New("not in canonical form (edited)")
-	case e.Seq < 0 || e.Seq > maxRunSeq:
-		return Env{}, "", nil, fmt.Errorf("seq %d outside 1..%d", e.Seq, maxRunSeq)
+	case e.Seq < 0 || e.Seq > MaxRunSeq:
+		return Env{}, "", nil, fmt.Errorf("seq %d outside 1..%d", e.Seq, MaxRunSeq)
 	case e.Seq == 0 && e.Kind == KindHead:
 		return Env{}, "", nil, errors.New("a head at seq 0")
 	case e.Seq > 0 && prev.Name != ManifestName && !IsRecordName(prev.Name),
@@ -799,7 +800,7 @@ var FileKinds = []*FileKind{
 	{Kind: KindReceipt, Prefix: "receipt-", Attempted: true, body: newBody[ReceiptBody]},
 	{Kind: KindPart, Prefix: "part-", Attempted: true, body: newBody[PartBody]},
 	{Kind: KindReview, Prefix: "review-", MaxN: MaxReviews, body: newBody[ReviewBody]},
-	{Kind: KindHead, Prefix: "head-", MaxN: maxRunSeq, body: newBody[HeadBody]},
+	{Kind: KindHead, Prefix: "head-", MaxN: MaxRunSeq, body: newBody[HeadBody]},
 }
 
 func newBody[B any]() any { return new(B) }
