@@ -201,34 +201,32 @@ func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notB
 		// R83: a held marker is a request in flight, however old: its own record ends it.
 		return ReviewRecord{}, fmt.Errorf("%w: %w: %s is held by its worker (a request in flight): nothing written", errReviewRefused, errLive, record.MarkerName)
 	}
-	for _, r := range s.Reviews() {
-		if r.Name == s.PendingResolved {
-			rec := reviewRecord(*r)
-			rec.Removed = j.removeResolved(s) == nil
-			return rec, nil
-		}
+	if i := slices.IndexFunc(s.Recs, func(r *runread.Rec) bool { return r.Name == s.PendingResolved }); i >= 0 {
+		rec := reviewRecord(*s.Recs[i]) // its pending review: the marker is only removed again
+		rec.Removed = j.removeResolved(s) == nil
+		return rec, nil
 	}
 	rb := j.newReview(record.DecisionPending, note)
-	m, me := record.MarkerFile{}, &record.MarkerEvidence{Digest: s.PendingDigest}
+	m, digest := record.MarkerFile{}, s.PendingDigest
 	if gone {
 		b := s.Begun.Req
 		m = record.MarkerFile{Method: b.Method, URLDigest: b.URLDigest, FileDigest: b.FileDigest, Part: b.Part, BegunAtUTC: b.BegunAtUTC}
-		me.Digest = s.Begun.Digest
+		digest = s.Begun.Digest
 	} else if data, _, ok := j.b.Read(nil, record.MarkerName, record.MaxRecordBytes); ok && record.DigestOf(data) == s.PendingDigest {
 		m, _ = record.ParseMarker(data)
 	}
-	me.Method, me.FileDigest, me.Part = record.SanitizeNote(m.Method, 16), m.FileDigest, m.Part
-	me.BegunAtUTC, me.NotBeforeUTC = max(m.BegunAtUTC, 0), max(rb.ReviewedAtUTC+record.PendingWaitSeconds, notBefore)
-	if record.IsDigest(m.URLDigest) {
-		me.URLDigest = m.URLDigest
+	// What the evidence may hold of it: a sha256 URL digest, a planned file, a Unix time.
+	if !record.IsDigest(m.URLDigest) {
+		m.URLDigest = ""
 	}
-	if me.FileDigest != "" && !s.InPlan(me.FileDigest) {
-		me.FileDigest = ""
+	if !s.InPlan(m.FileDigest) {
+		m.FileDigest = ""
 	}
-	if me.BegunAtUTC > unixtime.Max {
-		me.BegunAtUTC = 0
+	if m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max {
+		m.BegunAtUTC = 0
 	}
-	rb.Marker = me
+	rb.Marker = &record.MarkerEvidence{Digest: digest, Method: record.SanitizeNote(m.Method, 16), URLDigest: m.URLDigest, FileDigest: m.FileDigest,
+		Part: m.Part, BegunAtUTC: m.BegunAtUTC, NotBeforeUTC: max(rb.ReviewedAtUTC+record.PendingWaitSeconds, notBefore)}
 	rec, linked, err := j.putLinked(record.ReviewName(rb.Sequence), record.KindReview, &rb)
 	if !linked {
 		return ReviewRecord{}, fmt.Errorf("journal: pending review not written: %w", store.BareErr(err))
