@@ -335,13 +335,8 @@ func (p *root) continuation(files []PlannedFile, approval Approval, now time.Tim
 		for _, at := range byShard[i] {
 			d := digests[at]
 			fd := decide(s, d, approval, c.Status, true)
-			if s.Blocking() && !own && s.PendingFile == d && fd.State != FileAcked {
-				fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-				fd.Reason = record.MarkerRef(i+1) + ": another worker's request of this file is in flight; never eligible while it is"
-				if s.DeadMarker() {
-					fd.State = FileUnknown
-					fd.Reason = record.MarkerRef(i+1) + ": dead marker: its upload's outcome is unknown"
-				}
+			if !own {
+				underMarker(&fd, s, record.MarkerRef(i+1), s.DeadMarker())
 			}
 			fd.ID = ids[d]
 			c.Files[at] = fd

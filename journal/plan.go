@@ -157,9 +157,8 @@ func (j *run) continuation(files []PlannedFile, approval Approval, now time.Time
 	}
 	for _, f := range files {
 		fd := decide(s, record.FileDigest(f.ID), approval, c.Status, shared)
-		if other && s.PendingFile == fd.Digest && fd.State != FileAcked {
-			fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
-			fd.Reason = record.MarkerName + ": another worker's request of this file is in flight; never eligible while it is"
+		if other {
+			underMarker(&fd, s, record.MarkerName, false)
 		}
 		fd.ID = f.ID
 		c.Files = append(c.Files, fd)
@@ -176,6 +175,19 @@ func decide(s *runread.Snapshot, d string, approval Approval, st Status, ignoreP
 		fd.Upload, fd.Reason = eligible(approval, st, fd.Reason)
 	}
 	return fd
+}
+
+// underMarker decides fd's file anew when s's blocking marker (ref names it), another
+// worker's, names it and no ACK is on record: in-flight, or unknown when the marker is dead.
+func underMarker(fd *FileDecision, s *runread.Snapshot, ref string, dead bool) {
+	if !s.Blocking() || s.PendingFile != fd.Digest || fd.State == FileAcked {
+		return
+	}
+	fd.State, fd.Decision, fd.Upload = FileInFlight, "", false
+	fd.Reason = ref + ": another worker's request of this file is in flight; never eligible while it is"
+	if dead {
+		fd.State, fd.Reason = FileUnknown, ref+": dead marker: its upload's outcome is unknown"
+	}
 }
 
 // eligible decides a file that may be sent under a new approval.

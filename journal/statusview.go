@@ -73,14 +73,9 @@ func (lane *run) viewLocked(now time.Time) ShardView {
 	v.Files = map[FileState]int{FileAcked: 0, FileInFlight: 0, FileNeverAttempted: 0, FileUnknown: 0, FileReviewed: 0}
 	ok := Status{State: Clear}
 	for _, d := range s.PlanFiles {
-		c := decide(s, d, NoNewApproval, ok, true).State
-		if s.Blocking() && s.PendingFile == d && c != FileAcked {
-			c = FileInFlight
-			if v.Marker == markerDead {
-				c = FileUnknown
-			}
-		}
-		v.Files[c]++
+		fd := decide(s, d, NoNewApproval, ok, true)
+		underMarker(&fd, s, record.MarkerName, v.Marker == markerDead) // this Journal's own marker counts too
+		v.Files[fd.State]++
 	}
 	return v
 }
