@@ -46,7 +46,7 @@ type Snapshot struct {
 	PendingDigest, PendingResolved string
 	// leftovers are the stale temporary files (staleTemp), listed apart from the findings.
 	Findings  store.Findings
-	leftovers []store.Finding
+	leftovers store.Findings
 	// Seq holds the records with a run link, by seq (deletion-detected);
 	// lastSeq is the highest; heads the heads listed (the highest counts).
 	Seq       map[int]Rec
@@ -55,7 +55,7 @@ type Snapshot struct {
 	Begun     *BegunHead                    // an upload begun whose record is still to come (R85), else nil
 	broken    int                           // the records that fail their own checks
 	seqBroken bool                          // the sequence check found something: scanRun lists again (a write in progress?)
-	Listed    []store.ListedName            // the listing
+	Listed    []store.ListedName            // the listing, sorted by name
 	Light     bool                          // a lightView's scan: restrictions and the marker, no sequence check
 	Gen       uint64                        // scanGen: of two snapshots of one run, the greater was listed later
 	Cache     map[string]any                // the parsed immutable files by name: a refresh reads only new ones
@@ -210,23 +210,14 @@ func ScanRun(b *store.Loc, prev *Snapshot, now time.Time) (*Snapshot, error) {
 			return s, err
 		}
 		again, _, err := b.List()
-		if err != nil || sameNames(s.Listed, again) {
+		slices.SortFunc(again, byName) // as scanOnce sorted s.Listed
+		if err != nil || slices.EqualFunc(s.Listed, again, func(x, y store.ListedName) bool { return x.Name == y.Name }) {
 			return s, nil
 		}
 	}
 }
 
-// sameNames reports whether the listing b holds exactly the names of a.
-func sameNames(a []store.ListedName, b []store.ListedName) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	seen := make(map[string]bool, len(a))
-	for _, n := range a {
-		seen[n.Name] = true
-	}
-	return !slices.ContainsFunc(b, func(n store.ListedName) bool { return !seen[n.Name] })
-}
+func byName(a, b store.ListedName) int { return strings.Compare(a.Name, b.Name) }
 
 // scanOnce is one scan of the run kept in b, of scanRun's gen.
 func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapshot, error) {
@@ -252,10 +243,10 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 	if prev != nil {
 		cache = prev.Cache
 	}
-	slices.SortFunc(des, func(a, b store.ListedName) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(des, byName)
 	// Findings about names come last, so that the first finding (the reason
 	// of the status) is the most basic one: directory, manifest, records.
-	var late []store.Finding
+	var late store.Findings
 	byKind := map[*record.FileKind][]string{}
 	for _, de := range des {
 		name := de.Name
@@ -267,7 +258,7 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		switch {
 		case !de.Regular && (isTemp || name == record.MarkerName || k != nil):
 			// Never followed: a link could point anywhere.
-			late = append(late, store.Finding{File: name, Problem: "not a regular file"})
+			late.Add(name, "not a regular file")
 			if k != nil && k.Attempted {
 				_, _, hex := record.ParseName(name)
 				s.badFiles[hex] = name
@@ -275,15 +266,14 @@ func scanOnce(b *store.Loc, prev *Snapshot, now time.Time, gen uint64) (*Snapsho
 		case isTemp:
 			// A write in progress, or an interrupted one's leftover: never a record, never a finding.
 			if age := now.Sub(de.ModTime); !de.ModTime.IsZero() && age >= StaleTemp {
-				s.leftovers = append(s.leftovers, store.Finding{File: name, Problem: fmt.Sprintf(
-					"temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
-					int64(age/time.Second))})
+				s.leftovers.Add(name, "temporary file of an interrupted write, %d s old: not a record (the marker or the missing manifest it left shows the interruption)",
+					int64(age/time.Second))
 			}
 		case name == record.MarkerName: // counted above
 		case k == nil:
-			late = append(late, store.Finding{File: name, Problem: "unexpected file in the run directory"})
+			late.Add(name, "unexpected file in the run directory")
 		case k.MaxN > 0 && (n < 1 || n > k.MaxN):
-			late = append(late, store.Finding{File: name, Problem: fmt.Sprintf("number outside 0001..%04d (limit exceeded)", k.MaxN)})
+			late.Add(name, "number outside 0001..%04d (limit exceeded)", k.MaxN)
 		default:
 			byKind[k] = append(byKind[k], name)
 		}
