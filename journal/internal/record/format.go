@@ -247,69 +247,58 @@ func Unseal(data []byte) (Env, string, any, error) {
 		prev = *e.Prev
 	}
 	want, d, err := Seal(e.Kind, e.Seq, prev, body)
-	switch {
-	case err != nil:
+	if err != nil {
 		return Env{}, "", nil, err
-	case d != e.Digest:
-		return Env{}, "", nil, errors.New("digest does not match the content (edited)")
-	case !bytes.Equal(want, data):
-		return Env{}, "", nil, errors.New("not in canonical form (edited)")
-	case e.Seq < 0 || e.Seq > MaxRunSeq:
-		return Env{}, "", nil, fmt.Errorf("seq %d outside 1..%d", e.Seq, MaxRunSeq)
-	case e.Seq == 0 && e.Kind == KindHead:
-		return Env{}, "", nil, errors.New("a head at seq 0")
-	case e.Seq > 0 && prev.Name != ManifestName && !IsRecordName(prev.Name),
-		e.Kind != KindHead && e.Seq > 0 && (e.Seq == 1) != (prev.Name == ManifestName):
-		return Env{}, "", nil, errors.New("prev.name is run.json exactly for record 1, else a record's name")
-	case e.Seq > 0 && !IsDigest(prev.Digest):
-		return Env{}, "", nil, errors.New("prev.digest is not a sha256 digest")
 	}
-	if err := validBody(body); err != nil {
+	var v rules
+	v.check(d != e.Digest, "digest does not match the content (edited)")
+	v.check(!bytes.Equal(want, data), "not in canonical form (edited)")
+	v.check(e.Seq < 0 || e.Seq > MaxRunSeq, "seq %d outside 1..%d", e.Seq, MaxRunSeq)
+	v.check(e.Seq == 0 && e.Kind == KindHead, "a head at seq 0")
+	v.check(e.Seq > 0 && prev.Name != ManifestName && !IsRecordName(prev.Name) ||
+		e.Kind != KindHead && e.Seq > 0 && (e.Seq == 1) != (prev.Name == ManifestName), "prev.name is run.json exactly for record 1, else a record's name")
+	v.check(e.Seq > 0 && !IsDigest(prev.Digest), "prev.digest is not a sha256 digest")
+	if err := cmp.Or(v.err, validBody(body)); err != nil {
 		return Env{}, "", nil, err
 	}
 	return Env{Seq: e.Seq, Prev: prev, Digest: d}, e.Kind, body, nil
 }
 
+// rules is a check of fields in order: err is the first broken rule's.
+type rules struct{ err error }
+
+// check breaks a rule when broken, unless one broke before: err is then format's.
+func (v *rules) check(broken bool, format string, args ...any) {
+	if broken && v.err == nil {
+		v.err = fmt.Errorf(format, args...)
+	}
+}
+
 // validBody is the one check of a record's own fields, by kind (the scan checks its neighbours).
 func validBody(body any) error {
+	var v rules
 	switch b := body.(type) {
 	case *EntryBody:
 		return ValidEntry(*b)
 	case *ReceiptBody:
-		switch {
-		case !IsDigest(b.FileDigest):
-			return errors.New("file_digest is not a sha256 digest")
-		case b.ACK != httprule.IsSuccess(b.Status):
-			return errors.New("ack does not agree with status")
-		case b.Round < 0 || b.Round == 1 || b.Round > maxRounds:
-			return fmt.Errorf("round %d outside 2..%d (round 1 is written without the field)", b.Round, maxRounds)
-		}
-		return ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
+		v.check(!IsDigest(b.FileDigest), "file_digest is not a sha256 digest")
+		v.check(b.ACK != httprule.IsSuccess(b.Status), "ack does not agree with status")
+		v.check(b.Round < 0 || b.Round == 1 || b.Round > maxRounds, "round %d outside 2..%d (round 1 is written without the field)", b.Round, maxRounds)
+		return cmp.Or(v.err, ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf))
 	case *PartBody:
-		switch {
-		case !IsDigest(b.FileDigest):
-			return errors.New("file_digest is not a sha256 digest")
-		case b.Part < 1 || b.Part > MaxParts:
-			return fmt.Errorf("part %d outside 1..%d", b.Part, MaxParts)
-		case b.Accepted != httprule.IsSuccess(b.Status):
-			return errors.New("accepted does not agree with status")
-		case httprule.IsThrottled(b.Status):
-			return errors.New("status 429 belongs in a backoff entry, not a part receipt")
-		case b.RequestID != redact.ID(b.RequestID):
-			return errors.New("request_id is not sanitized")
-		}
-		return ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf)
+		v.check(!IsDigest(b.FileDigest), "file_digest is not a sha256 digest")
+		v.check(b.Part < 1 || b.Part > MaxParts, "part %d outside 1..%d", b.Part, MaxParts)
+		v.check(b.Accepted != httprule.IsSuccess(b.Status), "accepted does not agree with status")
+		v.check(httprule.IsThrottled(b.Status), "status 429 belongs in a backoff entry, not a part receipt")
+		v.check(b.RequestID != redact.ID(b.RequestID), "request_id is not sanitized")
+		return cmp.Or(v.err, ValidRequest(b.PlanDigest, b.Method, b.URLDigest, b.Attempt, b.ResendOf))
 	case *ReviewBody:
 		return validReview(b)
 	case *HeadBody:
-		switch g := b.Begun; {
-		case g == nil:
-		case !IsDigest(g.FileDigest):
-			return errors.New("begun.file_digest is not a sha256 digest")
-		case g.BegunAtUTC < 0 || g.BegunAtUTC > unixtime.Max:
-			return fmt.Errorf("begun.begun_at_utc %d is not a Unix time", g.BegunAtUTC)
-		default:
-			return ValidRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf)
+		if g := b.Begun; g != nil {
+			v.check(!IsDigest(g.FileDigest), "begun.file_digest is not a sha256 digest")
+			v.check(g.BegunAtUTC < 0 || g.BegunAtUTC > unixtime.Max, "begun.begun_at_utc %d is not a Unix time", g.BegunAtUTC)
+			return cmp.Or(v.err, ValidRequest("", g.Method, g.URLDigest, g.Attempt, g.ResendOf))
 		}
 	}
 	return nil
@@ -547,23 +536,20 @@ func ParseManifest(data []byte) (ManifestInfo, error) {
 	if err := json.Unmarshal(data, &mf); err != nil {
 		return ManifestInfo{}, fmt.Errorf("not valid JSON of this format: %v", err)
 	}
-	if mf.BackoffVersion != BackoffVersion {
-		return ManifestInfo{}, fmt.Errorf("unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
-	}
-	want, d, err := EncodeManifest(mf.ManifestBody)
-	switch p := mf.Parallel; {
-	case err != nil:
+	want, d, err := EncodeManifest(mf.ManifestBody) // a plain struct's encoding: never an error
+	if err != nil {
 		return ManifestInfo{}, err
-	case d != mf.Digest:
-		return ManifestInfo{}, errors.New("digest does not match the content (edited)")
-	case !bytes.Equal(want, data):
-		return ManifestInfo{}, errors.New("not in canonical form (edited)")
-	case !IsDigest(mf.PlanDigest):
-		return ManifestInfo{}, errors.New("plan_digest is not a sha256 digest")
-	case mf.CreatedAtUTC <= 0:
-		return ManifestInfo{}, errors.New("created_at_utc is not a positive Unix time")
-	case p != 0 && (p < MinParallel || p > MaxParallel):
-		return ManifestInfo{}, fmt.Errorf("parallel %d is not %d to %d", p, MinParallel, MaxParallel)
+	}
+	var v rules
+	p := mf.Parallel
+	v.check(mf.BackoffVersion != BackoffVersion, "unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
+	v.check(d != mf.Digest, "digest does not match the content (edited)")
+	v.check(!bytes.Equal(want, data), "not in canonical form (edited)")
+	v.check(!IsDigest(mf.PlanDigest), "plan_digest is not a sha256 digest")
+	v.check(mf.CreatedAtUTC <= 0, "created_at_utc is not a positive Unix time")
+	v.check(p != 0 && (p < MinParallel || p > MaxParallel), "parallel %d is not %d to %d", p, MinParallel, MaxParallel)
+	if v.err != nil {
+		return ManifestInfo{}, v.err
 	}
 	return ManifestInfo{PlanDigest: mf.PlanDigest, Genesis: mf.Digest, Parallel: mf.Parallel}, nil
 }
@@ -609,107 +595,71 @@ var knownKinds = []readrecovery.RetryAfterKind{readrecovery.RetryAfterSeconds, r
 // ValidRequest checks the request fields every record shares: nothing but a method token
 // and digests, so that no URL, query or credential can be stored (nothing-secret-leaves).
 func ValidRequest(planDigest, method, urlDigest string, attempt int, resendOf string) error {
-	switch {
-	case method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
-		return fmt.Errorf("method %q is not an HTTP method", method)
-	case planDigest != "" && !IsDigest(planDigest):
-		return errors.New("plan_digest is not a sha256 digest")
-	case !IsDigest(urlDigest):
-		return errors.New("url_digest is not a sha256 digest")
-	case attempt < 1:
-		return fmt.Errorf("attempt %d is not positive", attempt)
-	case resendOf != "" && !IsDigest(resendOf):
-		return errors.New("resend_of is not a sha256 digest")
-	}
-	return nil
+	var v rules
+	v.check(method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "", "method %q is not an HTTP method", method)
+	v.check(planDigest != "" && !IsDigest(planDigest), "plan_digest is not a sha256 digest")
+	v.check(!IsDigest(urlDigest), "url_digest is not a sha256 digest")
+	v.check(attempt < 1, "attempt %d is not positive", attempt)
+	v.check(resendOf != "" && !IsDigest(resendOf), "resend_of is not a sha256 digest")
+	return v.err
 }
 
 // ValidEntry checks an entry's fields: a known Retry-After kind, a value that
 // is 0 for every kind but seconds and date, and not_before exactly received + delay.
 func ValidEntry(e EntryBody) error {
 	ra, t := e.RetryAfter, e.Timing
-	if err := ValidRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf); err != nil {
-		return err
+	v := rules{err: ValidRequest(e.PlanDigest, e.Method, e.URLDigest, e.Provenance.Attempt, e.Provenance.ResendOf)}
+	v.check(e.BackoffVersion != BackoffVersion, "unsupported backoff_version %q", e.BackoffVersion)
+	v.check(e.Sequence < 1 || e.Sequence > MaxEntries, "sequence %d outside 1..%d", e.Sequence, MaxEntries)
+	v.check(e.RequestID != redact.ID(e.RequestID), "request_id is not sanitized")
+	v.check(e.Status < 100 || e.Status > 599, "status %d is not an HTTP status", e.Status)
+	v.check(e.Provenance.FileDigest != "" && !IsDigest(e.Provenance.FileDigest), "provenance.file_digest is not a sha256 digest")
+	v.check(!slices.Contains(knownKinds, readrecovery.RetryAfterKind(ra.Kind)), "retry_after kind %q is unknown", ra.Kind)
+	v.check(ra.Value < 0, "retry_after value %d is negative", ra.Value)
+	v.check(ra.Value != 0 && ra.Kind != string(readrecovery.RetryAfterSeconds) && ra.Kind != string(readrecovery.RetryAfterDate),
+		"retry_after kind %q must have value 0", ra.Kind)
+	if t != nil {
+		v.check(t.ReceivedAtUTC <= 0, "timing received_at_utc %d is not a positive Unix time", t.ReceivedAtUTC)
+		v.check(t.ServerDelaySeconds < 0, "timing server_delay_seconds %d is negative", t.ServerDelaySeconds)
+		v.check(t.ReceivedAtUTC > unixtime.Max-t.ServerDelaySeconds, "timing overflows Unix seconds")
+		v.check(t.NotBeforeUTC != t.ReceivedAtUTC+t.ServerDelaySeconds, "timing not_before_utc %d is not received_at_utc + server_delay_seconds", t.NotBeforeUTC)
 	}
-	switch {
-	case e.BackoffVersion != BackoffVersion:
-		return fmt.Errorf("unsupported backoff_version %q", e.BackoffVersion)
-	case e.Sequence < 1 || e.Sequence > MaxEntries:
-		return fmt.Errorf("sequence %d outside 1..%d", e.Sequence, MaxEntries)
-	case e.RequestID != redact.ID(e.RequestID):
-		return errors.New("request_id is not sanitized")
-	case e.Status < 100 || e.Status > 599:
-		return fmt.Errorf("status %d is not an HTTP status", e.Status)
-	case e.Provenance.FileDigest != "" && !IsDigest(e.Provenance.FileDigest):
-		return errors.New("provenance.file_digest is not a sha256 digest")
-	case !slices.Contains(knownKinds, readrecovery.RetryAfterKind(ra.Kind)):
-		return fmt.Errorf("retry_after kind %q is unknown", ra.Kind)
-	case ra.Value < 0:
-		return fmt.Errorf("retry_after value %d is negative", ra.Value)
-	case ra.Value != 0 && ra.Kind != string(readrecovery.RetryAfterSeconds) && ra.Kind != string(readrecovery.RetryAfterDate):
-		return fmt.Errorf("retry_after kind %q must have value 0", ra.Kind)
-	case t == nil:
-	case t.ReceivedAtUTC <= 0:
-		return fmt.Errorf("timing received_at_utc %d is not a positive Unix time", t.ReceivedAtUTC)
-	case t.ServerDelaySeconds < 0:
-		return fmt.Errorf("timing server_delay_seconds %d is negative", t.ServerDelaySeconds)
-	case t.ReceivedAtUTC > unixtime.Max-t.ServerDelaySeconds:
-		return errors.New("timing overflows Unix seconds")
-	case t.NotBeforeUTC != t.ReceivedAtUTC+t.ServerDelaySeconds:
-		return fmt.Errorf("timing not_before_utc %d is not received_at_utc + server_delay_seconds", t.NotBeforeUTC)
-	}
-	return nil
+	return v.err
 }
 
 // validReview checks a review's own fields (its evidence against the run is reviewProblem's).
 func validReview(r *ReviewBody) error {
 	ev, m, rs := r.Evidence, r.Marker, r.Restriction
 	fileless := m != nil || rs != nil // a pending or restriction review, which names no file_digest
-	switch {
-	case r.Sequence < 1 || r.Sequence > MaxReviews:
-		return fmt.Errorf("sequence %d outside 1..%d", r.Sequence, MaxReviews)
-	case r.PlanDigest != "" && !IsDigest(r.PlanDigest):
-		return errors.New("plan_digest is not a sha256 digest")
-	case (r.Decision == DecisionPending) != (m != nil):
-		return errors.New("marker is set on a pending review, and only there")
-	case (r.Decision == DecisionRestriction) != (rs != nil):
-		return errors.New("restriction is set on a restriction review, and only there")
-	case m != nil && !IsDigest(m.Digest):
-		return errors.New("marker.digest is not a sha256 digest")
-	case m != nil && (m.FileDigest != "" && !IsDigest(m.FileDigest) || m.URLDigest != "" && !IsDigest(m.URLDigest)):
-		return errors.New("marker names a digest that is not sha256")
-	case m != nil && m.Method != SanitizeNote(m.Method, 16):
-		return errors.New("marker.method is not sanitized")
-	case m != nil && (m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max):
-		return fmt.Errorf("marker.begun_at_utc %d is not a Unix time", m.BegunAtUTC)
-	case m != nil && (m.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || m.NotBeforeUTC > unixtime.Max):
-		return fmt.Errorf("marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, PendingWaitSeconds)
-	case rs != nil && (!IsRecordName(rs.Entry) || !IsDigest(rs.EventDigest)):
-		return errors.New("restriction does not name an entry and its event digest")
-	case rs != nil && (rs.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max):
-		return fmt.Errorf("restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, PendingWaitSeconds)
-	case fileless && r.FileDigest != "":
-		return errors.New("a pending or restriction review names no file_digest")
-	case !fileless && !IsDigest(r.FileDigest):
-		return errors.New("file_digest is not a sha256 digest")
-	case !fileless && r.Decision != DecisionReupload && r.Decision != DecisionSkip:
-		return fmt.Errorf("decision %q is not reupload, skip, pending or restriction", r.Decision)
-	case r.Reviewer == "" || r.Reviewer != SanitizeNote(r.Reviewer, MaxReviewerBytes):
-		return errors.New("reviewer is empty or not sanitized")
-	case r.Note != SanitizeNote(r.Note, MaxNoteBytes):
-		return errors.New("note is not sanitized")
-	case r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max:
-		return fmt.Errorf("reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
-	case ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""):
-		return errors.New("evidence entries and last_event_digest disagree")
-	case ev.Parts < 0 || ev.Parts > MaxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""):
-		return errors.New("evidence parts and last_part_digest disagree")
-	case ev.LastEventDigest != "" && !IsDigest(ev.LastEventDigest),
-		ev.LastPartDigest != "" && !IsDigest(ev.LastPartDigest),
-		ev.ReceiptDigest != "" && !IsDigest(ev.ReceiptDigest):
-		return errors.New("evidence holds a digest that is not sha256")
+	var v rules
+	v.check(r.Sequence < 1 || r.Sequence > MaxReviews, "sequence %d outside 1..%d", r.Sequence, MaxReviews)
+	v.check(r.PlanDigest != "" && !IsDigest(r.PlanDigest), "plan_digest is not a sha256 digest")
+	v.check((r.Decision == DecisionPending) != (m != nil), "marker is set on a pending review, and only there")
+	v.check((r.Decision == DecisionRestriction) != (rs != nil), "restriction is set on a restriction review, and only there")
+	if m != nil {
+		v.check(!IsDigest(m.Digest), "marker.digest is not a sha256 digest")
+		v.check(m.FileDigest != "" && !IsDigest(m.FileDigest) || m.URLDigest != "" && !IsDigest(m.URLDigest), "marker names a digest that is not sha256")
+		v.check(m.Method != SanitizeNote(m.Method, 16), "marker.method is not sanitized")
+		v.check(m.BegunAtUTC < 0 || m.BegunAtUTC > unixtime.Max, "marker.begun_at_utc %d is not a Unix time", m.BegunAtUTC)
+		v.check(m.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || m.NotBeforeUTC > unixtime.Max,
+			"marker.not_before_utc %d is not at least reviewed_at_utc + %d s", m.NotBeforeUTC, PendingWaitSeconds)
 	}
-	return nil
+	if rs != nil {
+		v.check(!IsRecordName(rs.Entry) || !IsDigest(rs.EventDigest), "restriction does not name an entry and its event digest")
+		v.check(rs.NotBeforeUTC < r.ReviewedAtUTC+PendingWaitSeconds || rs.NotBeforeUTC > unixtime.Max,
+			"restriction.not_before_utc %d is not at least reviewed_at_utc + %d s", rs.NotBeforeUTC, PendingWaitSeconds)
+	}
+	v.check(fileless && r.FileDigest != "", "a pending or restriction review names no file_digest")
+	v.check(!fileless && !IsDigest(r.FileDigest), "file_digest is not a sha256 digest")
+	v.check(!fileless && r.Decision != DecisionReupload && r.Decision != DecisionSkip, "decision %q is not reupload, skip, pending or restriction", r.Decision)
+	v.check(r.Reviewer == "" || r.Reviewer != SanitizeNote(r.Reviewer, MaxReviewerBytes), "reviewer is empty or not sanitized")
+	v.check(r.Note != SanitizeNote(r.Note, MaxNoteBytes), "note is not sanitized")
+	v.check(r.ReviewedAtUTC <= 0 || r.ReviewedAtUTC > unixtime.Max, "reviewed_at_utc %d is not a Unix time", r.ReviewedAtUTC)
+	v.check(ev.Entries < 0 || ev.Entries > MaxEntries || (ev.Entries == 0) != (ev.LastEventDigest == ""), "evidence entries and last_event_digest disagree")
+	v.check(ev.Parts < 0 || ev.Parts > MaxParts || (ev.Parts == 0) != (ev.LastPartDigest == ""), "evidence parts and last_part_digest disagree")
+	v.check(ev.LastEventDigest != "" && !IsDigest(ev.LastEventDigest) || ev.LastPartDigest != "" && !IsDigest(ev.LastPartDigest) ||
+		ev.ReceiptDigest != "" && !IsDigest(ev.ReceiptDigest), "evidence holds a digest that is not sha256")
+	return v.err
 }
 
 // Representable reports whether a timing lies within the bound of representable-times:
