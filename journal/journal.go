@@ -712,12 +712,7 @@ func (j *run) beginLocked(ctx context.Context, req readrecovery.JournalRequest, 
 		j.refreshFinishing(ctx)
 	}
 	now := j.clock.Now()
-	check := func() error {
-		if err := j.checkLimits(); err != nil {
-			return err
-		}
-		return j.checkRequest(m, now)
-	}
+	check := func() error { return cmp.Or(j.checkLimits(), j.checkRequest(m, now)) } // the first refusal
 	err := check()
 	if err != nil && cached {
 		j.refreshFinishing(ctx)

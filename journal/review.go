@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -117,10 +118,7 @@ func (j *run) claimedReview(ctx context.Context, d string, check func() error, b
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.refreshFinishing(ctx)
-	if err := j.checkLimits(); err != nil {
-		return runread.Rec{}, err
-	}
-	if err := check(); err != nil {
+	if err := cmp.Or(j.checkLimits(), check()); err != nil {
 		return runread.Rec{}, err
 	}
 	if err := j.claim(record.MarkerFile{BackoffVersion: record.BackoffVersion, Method: record.ReviewMethod, FileDigest: d, BegunAtUTC: j.clock.Now().Unix()}); err != nil {
