@@ -412,15 +412,10 @@ func (j *run) putPart(name string, data []byte) error {
 // unfinishedCreation: no run.json and nothing but plan.json and temporary files, so no
 // request was sent (every request follows the manifest).
 func unfinishedCreation(s *runread.Snapshot) bool {
-	if s.Manifest != nil {
-		return false
-	}
-	for _, de := range s.Listed {
-		if _, tmp := record.ParseTempName(de.Name); !de.Regular || (!tmp && de.Name != record.PlanName) {
-			return false
-		}
-	}
-	return true
+	return s.Manifest == nil && !slices.ContainsFunc(s.Listed, func(de store.ListedName) bool {
+		_, tmp := record.ParseTempName(de.Name)
+		return !de.Regular || (!tmp && de.Name != record.PlanName)
+	})
 }
 
 // Dir returns the run directory, or for [OpenStore] the store's name (its
