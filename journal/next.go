@@ -94,13 +94,12 @@ func (n *nextState) first(k int, s *runread.Snapshot, a Approval, st Status) str
 // removed (a persistence failure). The Journal must have been opened
 // [WithPlan]: the journal stores file digests, never IDs.
 func (j *Journal) Next(ctx context.Context, a Approval) (PlannedFile, error) {
-	if j.zero() {
+	switch {
+	case j.zero():
 		return PlannedFile{}, errZero
-	}
-	if ctx == nil {
+	case ctx == nil:
 		return PlannedFile{}, errors.New("journal: next: nil context")
-	}
-	if j.nx.plan == nil {
+	case j.nx.plan == nil:
 		return PlannedFile{}, errors.New("journal: next: the run was opened without WithPlan: Next hands out the plan's files by ID")
 	}
 	lanes := j.r.lanes()

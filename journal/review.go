@@ -68,13 +68,12 @@ func reviewRecord(r runread.Rec) ReviewRecord {
 // (a finding, another request's marker); the context's error while waiting for
 // this Journal's request in flight; else a persistence failure (unresolved).
 func (j *run) Review(ctx context.Context, file string, decision Decision, note string) (ReviewRecord, error) {
-	if j.zero() {
+	switch {
+	case j.zero():
 		return ReviewRecord{}, errZero
-	}
-	if decision != DecisionReupload && decision != DecisionSkip {
+	case decision != DecisionReupload && decision != DecisionSkip:
 		return ReviewRecord{}, fmt.Errorf("%w: decision %q is not reupload or skip", errReviewRefused, record.SanitizeNote(string(decision), 32))
-	}
-	if file == "" {
+	case file == "":
 		return ReviewRecord{}, fmt.Errorf("%w: no file named", errReviewRefused)
 	}
 	d := fileRef(file)
@@ -166,13 +165,12 @@ func osUser() string {
 // A marker the run already resolved is only removed again. marker is "" or
 // its only marker's name (as [Journal.ReviewPendingMarker] names it).
 func (j *run) ReviewPendingMarker(ctx context.Context, marker, note string, notBefore int64) (ReviewRecord, error) {
-	if j.zero() {
+	switch {
+	case j.zero():
 		return ReviewRecord{}, errZero
-	}
-	if marker != "" && marker != record.MarkerName {
+	case marker != "" && marker != record.MarkerName:
 		return ReviewRecord{}, fmt.Errorf("%w: %s is not a marker of this run (a run without shards has only %s)", errReviewRefused, store.EscapeName(marker), record.MarkerName)
-	}
-	if notBefore < 0 || notBefore > unixtime.Max {
+	case notBefore < 0 || notBefore > unixtime.Max:
 		return ReviewRecord{}, fmt.Errorf("%w: --not-before %d is not a representable Unix time", errReviewRefused, notBefore)
 	}
 	if err := j.acquire(ctx); err != nil {
