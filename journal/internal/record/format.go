@@ -541,13 +541,12 @@ func ParseManifest(data []byte) (ManifestInfo, error) {
 		return ManifestInfo{}, err
 	}
 	var v rules
-	p := mf.Parallel
 	v.check(mf.BackoffVersion != BackoffVersion, "unsupported backoff_version %q (want %q)", mf.BackoffVersion, BackoffVersion)
 	v.check(d != mf.Digest, "digest does not match the content (edited)")
 	v.check(!bytes.Equal(want, data), "not in canonical form (edited)")
 	v.check(!IsDigest(mf.PlanDigest), "plan_digest is not a sha256 digest")
 	v.check(mf.CreatedAtUTC <= 0, "created_at_utc is not a positive Unix time")
-	v.check(p != 0 && (p < MinParallel || p > MaxParallel), "parallel %d is not %d to %d", p, MinParallel, MaxParallel)
+	v.check(mf.Parallel != 0 && (mf.Parallel < MinParallel || mf.Parallel > MaxParallel), "parallel %d is not %d to %d", mf.Parallel, MinParallel, MaxParallel)
 	if v.err != nil {
 		return ManifestInfo{}, v.err
 	}

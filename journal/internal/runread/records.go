@@ -446,10 +446,9 @@ func replacedHead(b *store.Loc, name string) bool {
 
 // EntryNamed returns the backoff entry named name, or nil.
 func (s *Snapshot) EntryNamed(name string) *Rec {
-	for _, e := range s.Entries() {
-		if e.Name == name {
-			return e
-		}
+	es := s.Entries()
+	if i := slices.IndexFunc(es, func(e *Rec) bool { return e.Name == name }); i >= 0 {
+		return es[i]
 	}
 	return nil
 }
