@@ -139,3 +139,32 @@ func TestMemberRecordWritesSent(t *testing.T) {
 		t.Logf("record: sent %.2f/s", sent())
 	})
 }
+
+// TestFleetRestrictionSlowsAcceptance (docs/policy.md: room-acceptance):
+// a not-before the store's card brings (another process met the 429)
+// makes the scope's room, the one it has and one made later, take the
+// longest acceptance time until a 429 of its own; a 429 of its own does
+// not, nor does nothing.
+func TestFleetRestrictionSlowsAcceptance(t *testing.T) {
+	tab := newRestrictions(nil)
+	tab.mu.Lock()
+	had := tab.addLocked("had-room")
+	had.room = newRoom()
+	tab.mu.Unlock()
+	store := &waitPlan{trigger: triggerShared, status: 429, fromStore: true}
+	own := &waitPlan{trigger: triggerShared, status: 429}
+	tab.record("had-room", t0, t0.Add(time.Second), store, nil)
+	tab.record("no-entry", t0, t0.Add(time.Second), store, nil)
+	tab.record("own-429", t0, t0.Add(time.Second), own, nil)
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	if r := tab.m["had-room"].room; !r.fleet || r.acceptAfter() != acceptMax {
+		t.Errorf("a room the scope had: fleet %v, acceptance %v; want true, %v", r.fleet, r.acceptAfter(), acceptMax)
+	}
+	if e := tab.m["no-entry"]; !e.fleet {
+		t.Errorf("a scope without a room: fleet %v, want true (its room takes it when made)", e.fleet)
+	}
+	if e := tab.m["own-429"]; e.fleet {
+		t.Errorf("a 429 of its own: fleet %v, want false", e.fleet)
+	}
+}

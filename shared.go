@@ -65,6 +65,7 @@ type scopeEntry struct {
 	room  *room
 	share fleetShare // the fleet's share of the scope, while fresh (zero: none; scopeshare.go)
 	part  float64    // this process's part of its fleet's rate (0: unknown; scopeshare.go)
+	fleet bool       // the scope's fleet met a 429: its store's card said so (room.fleet)
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
@@ -225,6 +226,9 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
 	e := t.m[scope]
+	if plan.fromStore && e != nil {
+		e.heardFleet()
+	}
 	if r := e.restriction(); r != nil {
 		learner = r
 		if until.After(r.until) {
@@ -260,6 +264,9 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	// none, and a new one starts at the first pace.
 	if e == nil {
 		e = t.addLocked(scope)
+		if plan.fromStore {
+			e.heardFleet()
+		}
 	}
 	r := t.restrictLocked(e, now, until, plan)
 	published = true
@@ -322,6 +329,7 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 		e = t.addLocked(scope)
 	}
 	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh, plan: plan}
+	e.heardFleet()
 	t.paceShareLocked(scope, e, now, until)
 }
 
@@ -510,6 +518,16 @@ func (t *restrictions) len() int {
 }
 
 // restriction returns the entry's restriction; nil for none (or no entry).
+// heardFleet notes that the scope's fleet met a 429 (the store's card
+// said so): its room, now or when it is made, takes the longest
+// acceptance time until a 429 of its own says how long one takes.
+func (e *scopeEntry) heardFleet() {
+	e.fleet = true
+	if e.room != nil {
+		e.room.fleet = true
+	}
+}
+
 func (e *scopeEntry) restriction() *restriction {
 	if e == nil {
 		return nil
@@ -721,6 +739,7 @@ func (c *call) enterRoom(now *instant) bool {
 	}
 	if e.room == nil {
 		e.room = newRoom()
+		e.room.fleet = e.fleet
 	}
 	r := e.room
 	if n := r.enter(now, c.t.roomCap, c.room.w); n != 0 {
