@@ -84,8 +84,7 @@ type pace struct {
 	fastest time.Duration
 	// part: this process's part of its fleet's rate (scopeshare.go), when
 	// it is one of several (0: alone, or no store); a slow start goes at
-	// it (fleetStart), and a cycle is learnt as that part of the fleet's
-	// bucket (learn).
+	// it (fleetStart).
 	part float64
 }
 
@@ -306,10 +305,7 @@ func (p *pace) learnt(l *learning, rate float64) {
 // rate the pace sent at. The bucket's burst is the known one, or, at the
 // end of a ramp, the one that rate gives the cycle before (burstAt): a
 // burst taken from a rate with its penalty is too large by the refill a
-// faster bucket gave in that cycle. One of a fleet (part) sees its part
-// of the fleet's bucket: each of its 2xx needs only part of a token, as
-// the others' requests between two of its own took the rest (needing a
-// whole one learns the fleet's rate too high by 1/part tokens a cycle).
+// faster bucket gave in that cycle.
 func (p *pace) learn(now, until time.Time) float64 {
 	floor := float64(p.ok) / until.Sub(p.since).Seconds()
 	ceil := float64(time.Second) / float64(max(p.interval, paceMin))
@@ -317,16 +313,12 @@ func (p *pace) learn(now, until time.Time) float64 {
 		return floor
 	}
 	lo, hi := floor, ceil
-	least := 1.0
-	if p.part > 0 && p.part < 1 {
-		least = p.part
-	}
-	if !bucketPasses(p.times, p.since, p.burstAt(hi), hi, least) {
+	if !bucketPasses(p.times, p.since, p.burstAt(hi), hi) {
 		return hi
 	}
 	for range 40 {
 		mid := (lo + hi) / 2
-		if bucketPasses(p.times, p.since, p.burstAt(mid), mid, least) {
+		if bucketPasses(p.times, p.since, p.burstAt(mid), mid) {
 			hi = mid
 		} else {
 			lo = mid
@@ -336,16 +328,16 @@ func (p *pace) learn(now, until time.Time) float64 {
 }
 
 // bucketPasses reports whether a token bucket of burst tokens, full at
-// start and refilled at rate per second, has least tokens (1 for a
-// process alone) for a request at every one of times; each takes one.
-func bucketPasses(times []time.Time, start time.Time, burst, rate, least float64) bool {
+// start and refilled at rate per second, has a token for a request at
+// every one of times.
+func bucketPasses(times []time.Time, start time.Time, burst, rate float64) bool {
 	tokens, last := burst, start
 	for _, t := range times {
 		if t.After(last) {
 			tokens = min(burst, tokens+rate*t.Sub(last).Seconds())
 			last = t
 		}
-		if tokens < least-1e-9 {
+		if tokens < 1-1e-9 {
 			return false
 		}
 		tokens--

@@ -35,9 +35,7 @@ const DefaultScopeInFlight = 64
 // is twice the time the scope's latest 429 took to come back, within
 // [acceptMin, acceptMax], and acceptMin while the scope has sent none: a
 // throttling gateway answers at once, so only the 429s tell how long a
-// refusal takes (the other answers tell how long the work takes). While
-// the scope's fleet met a 429 (its store's card) and none came here yet,
-// acceptMax: the server throttles, and a slow 2xx says nothing.
+// refusal takes (the other answers tell how long the work takes).
 const (
 	acceptMin = 50 * time.Millisecond
 	acceptMax = time.Second
@@ -74,11 +72,6 @@ type room struct {
 	quotaN     uint64 // the requests handed over when the quota was said
 	quotaStale time.Time
 	throttled  uint64 // the 429s answered to requests handed over (ScopeState.Throttled)
-	// fleet: the scope's fleet met a 429 (its store's card said so), and
-	// none came here yet: how long a refusal takes is not known, and a
-	// server slow to answer 2xx is not taken as one that accepts
-	// (acceptAfter).
-	fleet bool
 }
 
 func newRoom() *room { return &room{limit: 1, quota: -1} }
@@ -100,12 +93,8 @@ func (r *room) hasRoom(cap int) bool {
 	return r.quota != 0 || (r.inflight == 0 && r.quotaUntil.IsZero())
 }
 
-// acceptAfter is the scope's acceptance time: acceptMax while its fleet
-// met a 429 and it knows no refusal's time of its own.
+// acceptAfter is the scope's acceptance time.
 func (r *room) acceptAfter() time.Duration {
-	if r.fleet && r.refusal == 0 {
-		return acceptMax
-	}
 	return min(max(2*r.refusal, acceptMin), acceptMax)
 }
 

@@ -43,17 +43,10 @@ import (
 //
 //   - Each exchange writes the process's member record: its demand (the
 //     scope's asks per second since its last exchange; a request waiting
-//     for its place asks again), its share, and what it sent (the
-//     scope's requests handed over per second since its last exchange),
-//     live for memberLease.
+//     for its place asks again) and its share, live for memberLease.
 //   - A rate the process learns from a paced 429 is written to the card
-//     as the scope's rate: what it learnt over its part of what the live
-//     members sent, as the last view said (traffic). A process that
-//     does not know its part writes none. One paced at its share of a
-//     fresh card's rate writes at most that rate and at least fleetCut
-//     of it: a rate each member learns from its own 2xx alone swings
-//     with what the others sent meanwhile, so one 429 never raises the
-//     fleet's rate and cuts it by 30 % at the most.
+//     as the scope's rate: what it learnt over its part of the fleet's
+//     rate when it learnt it (its share is its part of the card's rate).
 //   - From a fresh card (learnt cardFresh or less ago), the live members
 //     divide the card's rate by max-min fairness over their demands: no
 //     member gets more than it asks, the rest is split evenly (Google
@@ -78,7 +71,6 @@ const (
 	shareMoved     = 0.15                   // a part of the fleet's rate that moved more than this is paced anew
 	maxDemand      = 1e6                    // a member's demand, at most (requests per second): all it can get
 	offsetKept     = time.Minute            // the store clock's offset bounds are kept together this long
-	fleetCut       = 0.7                    // a paced 429 lowers the fleet's rate it paced by to this much of it, at the least
 )
 
 // scopeShare is a table's link to its store.
@@ -146,16 +138,6 @@ type storeLook struct {
 	// process wrote or applied: a card holding it again is no news (read
 	// back at another offset bound it would move the restriction out).
 	nb time.Time
-	// handed: the scope's requests handed over when the last exchange
-	// was sent (its sent rate is counted from it); traffic: this
-	// process's part of what the live members sent, as the last view
-	// said (0: unknown).
-	handed  uint64
-	traffic float64
-	// paced: the card's rate this process's share was of (0: none), and
-	// when it was given (this process's clock).
-	paced   float64
-	pacedAt time.Time
 }
 
 // isZero reports whether the card knows nothing (an exchange of it reads).
@@ -240,30 +222,19 @@ func (sh *scopeShare) publish(scope string, until time.Time, requestID string) {
 
 // publishRate writes the rate and burst the process learnt for scope at
 // now (its clock) to the store's card, in the background, as the scope's
-// rate: over its part of what the fleet sent (alone: all of it), within
-// [fleetCut, 1] of the fresh card's rate it was paced by. It writes
-// nothing while its part is unknown.
+// rate: over its part of the fleet's rate when it learnt them (alone: all
+// of it).
 func (sh *scopeShare) publishRate(scope string, now time.Time, rate, burst float64) {
 	if sh == nil || rate <= 0 {
 		return
 	}
 	sh.mu.Lock()
-	part, paced := 0.0, 0.0
-	if l := sh.looks[scope]; l != nil {
-		part = l.traffic
-		if now.Sub(l.pacedAt) < cardFresh {
-			paced = l.paced
-		}
+	part := 1.0
+	if l := sh.looks[scope]; l != nil && l.part > 0 {
+		part = l.part
 	}
 	sh.mu.Unlock()
-	if part <= 0 {
-		return
-	}
-	fleet := rate / part
-	if paced > 0 {
-		fleet = min(max(fleet, fleetCut*paced), paced)
-	}
-	go sh.exchange(scope, ScopeCard{Rate: fleet, Burst: burst / part, Learnt: now}, nil)
+	go sh.exchange(scope, ScopeCard{Rate: rate / part, Burst: burst / part, Learnt: now}, nil)
 }
 
 // exchange sends card (its times in this process's clock; a zero card
@@ -391,22 +362,18 @@ func (sh *scopeShare) apply(scope string, view ScopeView, back time.Time, below 
 // millisecond after the look began), the share it was given, live for
 // memberLease. The zero record (none written) when the scope has no look.
 func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration) ScopeMember {
-	handed := sh.t.handed(scope)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	l := sh.looks[scope]
 	if l == nil {
 		return ScopeMember{}
 	}
-	demand, rate := maxDemand, 0.0 // the scope's first exchange: it asks for all it can get
+	demand := maxDemand // the scope's first exchange: it asks for all it can get
 	if d := sent.Sub(l.since); d >= time.Millisecond {
 		demand = min(float64(l.asks)/d.Seconds(), maxDemand)
-		if handed >= l.handed {
-			rate = min(float64(handed-l.handed)/d.Seconds(), maxDemand)
-		}
 	}
-	m := ScopeMember{ID: sh.id, Demand: demand, Share: l.share, Sent: rate, Lease: sent.Add(offset + memberLease).UTC()}
-	l.asks, l.since, l.handed = 0, sent, handed
+	m := ScopeMember{ID: sh.id, Demand: demand, Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
+	l.asks, l.since = 0, sent
 	return m
 }
 
@@ -422,20 +389,12 @@ func (sh *scopeShare) shared(scope string, view ScopeView) (rate, burst float64,
 	// a burst it starts now (a process idle for a minute would be held
 	// to its idle rate). Its record tells the others its demand.
 	demands := make([]float64, 0, len(view.Members)+1)
-	var own, all float64 // sent
 	for _, m := range view.Members {
-		all += m.Sent
 		if m.ID != sh.id {
 			demands = append(demands, m.Demand)
-		} else {
-			own = m.Sent
 		}
 	}
-	traffic := 0.0
-	if all > 0 {
-		traffic = own / all
-	}
-	self := len(demands)
+	own := len(demands)
 	demands = append(demands, math.Inf(1))
 	// Its part of the fleet's rate: its fair share of a fresh card's
 	// rate over that rate; with none, an even split among the members
@@ -443,7 +402,7 @@ func (sh *scopeShare) shared(scope string, view ScopeView) (rate, burst float64,
 	c := view.Card
 	fresh := c.Rate > 0 && view.Now.Sub(c.Learnt) <= cardFresh
 	if fresh {
-		part = fairShare(c.Rate, demands, self) / c.Rate
+		part = fairShare(c.Rate, demands, own) / c.Rate
 	} else {
 		asking := 0
 		for _, d := range demands {
@@ -459,7 +418,6 @@ func (sh *scopeShare) shared(scope string, view ScopeView) (rate, burst float64,
 	if l == nil {
 		return 0, 0, false, part
 	}
-	l.traffic = traffic
 	moved := math.Abs(part-l.part) > shareMoved*l.part
 	if moved || !fresh {
 		l.part = part
@@ -468,7 +426,6 @@ func (sh *scopeShare) shared(scope string, view ScopeView) (rate, burst float64,
 		return 0, 0, false, part
 	}
 	l.share, l.learnt = c.Rate*part, c.Learnt
-	l.paced, l.pacedAt = c.Rate, sh.now()
 	return l.share, c.Burst * part, l.share > 0, part
 }
 

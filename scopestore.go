@@ -55,7 +55,6 @@ type ScopeMember struct {
 	ID     string    // the process's member ID (random; no host name, no secret)
 	Demand float64   // the rate it wants, requests per second
 	Share  float64   // the rate it paces at
-	Sent   float64   // the rate it sent at since its previous exchange, requests per second
 	Lease  time.Time // live until then (store time); an expired member is not returned
 }
 

@@ -65,7 +65,6 @@ type scopeEntry struct {
 	room  *room
 	share fleetShare // the fleet's share of the scope, while fresh (zero: none; scopeshare.go)
 	part  float64    // this process's part of its fleet's rate (0: unknown; scopeshare.go)
-	fleet bool       // the scope's fleet met a 429: its store's card said so (room.fleet)
 }
 
 // restriction is one scope's: until T no request of a sequence goes, and
@@ -226,9 +225,6 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	defer t.mu.Unlock()
 	t.sweepLocked(now)
 	e := t.m[scope]
-	if plan.fromStore && e != nil {
-		e.heardFleet()
-	}
 	if r := e.restriction(); r != nil {
 		learner = r
 		if until.After(r.until) {
@@ -253,7 +249,6 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 				// The bisection runs once the lock is given back
 				// (learnLater): no other scope waits for it.
 				learn = l
-				learn.p.part = e.part // its part of the fleet's bucket (learn)
 			}
 			r.pace.cutK = r.baseK
 		}
@@ -264,9 +259,6 @@ func (t *restrictions) record(scope string, now, until time.Time, plan *waitPlan
 	// none, and a new one starts at the first pace.
 	if e == nil {
 		e = t.addLocked(scope)
-		if plan.fromStore {
-			e.heardFleet()
-		}
 	}
 	r := t.restrictLocked(e, now, until, plan)
 	published = true
@@ -329,18 +321,7 @@ func (t *restrictions) paceShare(scope string, now, until, fresh time.Time, rate
 		e = t.addLocked(scope)
 	}
 	e.share = fleetShare{rate: rate, burst: burst, fresh: fresh, plan: plan}
-	e.heardFleet()
 	t.paceShareLocked(scope, e, now, until)
-}
-
-// handed returns how many requests of scope its room handed over.
-func (t *restrictions) handed(scope string) uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e := t.m[scope]; e != nil && e.room != nil {
-		return e.room.handed
-	}
-	return 0
 }
 
 // notePart keeps this process's part of its fleet's rate for scope (the
@@ -518,16 +499,6 @@ func (t *restrictions) len() int {
 }
 
 // restriction returns the entry's restriction; nil for none (or no entry).
-// heardFleet notes that the scope's fleet met a 429 (the store's card
-// said so): its room, now or when it is made, takes the longest
-// acceptance time until a 429 of its own says how long one takes.
-func (e *scopeEntry) heardFleet() {
-	e.fleet = true
-	if e.room != nil {
-		e.room.fleet = true
-	}
-}
-
 func (e *scopeEntry) restriction() *restriction {
 	if e == nil {
 		return nil
@@ -739,7 +710,6 @@ func (c *call) enterRoom(now *instant) bool {
 	}
 	if e.room == nil {
 		e.room = newRoom()
-		e.room.fleet = e.fleet
 	}
 	r := e.room
 	if n := r.enter(now, c.t.roomCap, c.room.w); n != 0 {

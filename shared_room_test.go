@@ -110,19 +110,6 @@ func TestRoomSteps(t *testing.T) {
 			{at: 1700 * time.Millisecond, op: "enter", want: 12, limit: 4, inflight: 1, quota: -1},
 			{name: "acceptance: an accepted one's 429 still halves", at: 2 * time.Second, op: "leave", n: 9, status: http.StatusTooManyRequests, remaining: -1, limit: 2, inflight: 1, quota: -1},
 		}},
-		{"acceptance-fleet", []row{
-			{name: "the store's card says the scope's fleet met a 429", op: "fleet", limit: 1, inflight: 0, quota: -1},
-			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
-			{name: "a waiter: the one in flight was handed over by now", op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
-			{name: "no 429 here yet: not accepted at 50 ms", at: 50 * time.Millisecond, op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
-			{at: 999 * time.Millisecond, op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
-			{name: "accepted at the longest acceptance time, 1 s", at: time.Second, op: "enter", want: 2, limit: 2, inflight: 1, quota: -1},
-			{at: time.Second, op: "enter", want: 3, limit: 2, inflight: 2, quota: -1},
-			{at: time.Second, op: "enter", want: 0, limit: 2, inflight: 2, quota: -1},
-			{name: "a 429 of its own that took 30 ms: halves, and the time is 60 ms", at: 1030 * time.Millisecond, op: "leave", n: 2, status: http.StatusTooManyRequests, remaining: -1, limit: 1, inflight: 1, quota: -1},
-			{at: 1059 * time.Millisecond, op: "enter", want: 0, limit: 1, inflight: 1, quota: -1},
-			{name: "accepted 60 ms after it was known in flight", at: 1060 * time.Millisecond, op: "enter", want: 4, limit: 2, inflight: 1, quota: -1},
-		}},
 		{"acceptance-quota", []row{
 			{op: "enter", want: 1, limit: 1, inflight: 1, quota: -1},
 			{name: "the server says none remains", op: "leave", n: 1, status: 200, remaining: 0, limit: 2, inflight: 0, quota: 0},
@@ -158,8 +145,6 @@ func TestRoomSteps(t *testing.T) {
 					}
 				case "leave":
 					r.leave(fixed(t0.Add(s.at)), cap, s.n, s.status, s.remaining)
-				case "fleet":
-					r.fleet = true
 				}
 				if r.limit != s.limit || r.inflight != s.inflight || r.quota != s.quota {
 					t.Fatalf("row %d %q: limit %d in flight %d quota %d, want %d %d %d", i, s.name, r.limit, r.inflight, r.quota, s.limit, s.inflight, s.quota)

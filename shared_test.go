@@ -271,38 +271,11 @@ func TestBucketPasses(t *testing.T) {
 		}
 		return out
 	}
-	assert.True(t, bucketPasses(at(0, 0, 100), t0, 2, 10, 1))
-	assert.False(t, bucketPasses(at(0, 0, 99), t0, 2, 10, 1))
-	assert.True(t, bucketPasses(at(0, 0, 99), t0, 2, 10.2, 1))
-	assert.False(t, bucketPasses(at(0, 0, 0), t0, 2, 1e6, 1))
-	assert.True(t, bucketPasses(nil, t0, 1, 0, 1))
-	// A quarter of a fleet's bucket: each request needs a quarter of a
-	// token.
-	assert.True(t, bucketPasses(at(0, 0, 0), t0, 2.25, 0, 0.25))
-	assert.False(t, bucketPasses(at(0, 0, 0), t0, 2.25, 0, 1))
-}
-
-// A cycle learnt as one of a fleet (pace.learn): 11 paced 2xx at 6.5/s
-// from T, a burst of 2.5 known, the 429 at the last and its penalty 1 s.
-// Alone, the least bucket that passes them all refills at 6.5 × 8.5/10 =
-// 5.525/s (its 11th 2xx needs a whole token); as a quarter of a fleet's
-// bucket at 6.5 × 7.75/10 = 5.0375/s (a quarter of one): what the fleet's
-// bucket refills, over four.
-func TestLearnAsPartOfAFleet(t *testing.T) {
-	iv := time.Second * 2 / 13 // 6.5/s
-	p := pace{interval: iv, mode: paceSettle, burst: 2.5, since: t0, ok: 11}
-	for k := range 11 {
-		p.times = append(p.times, t0.Add(time.Duration(k)*iv))
-	}
-	now := p.times[10]
-	until := now.Add(time.Second)
-	for _, tc := range []struct {
-		part, want float64
-	}{{0, 5.525}, {1, 5.525}, {0.25, 5.0375}} {
-		q := p
-		q.part = tc.part
-		assert.InDelta(t, tc.want, q.learn(now, until), 1e-6, "part %v", tc.part)
-	}
+	assert.True(t, bucketPasses(at(0, 0, 100), t0, 2, 10))
+	assert.False(t, bucketPasses(at(0, 0, 99), t0, 2, 10))
+	assert.True(t, bucketPasses(at(0, 0, 99), t0, 2, 10.2))
+	assert.False(t, bucketPasses(at(0, 0, 0), t0, 2, 1e6))
+	assert.True(t, bucketPasses(nil, t0, 1, 0))
 }
 
 // paced-release through the table: a 2xx of a paced request quickens the

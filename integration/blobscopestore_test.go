@@ -111,7 +111,7 @@ func testBlobScopeStoreBlobs(t *testing.T, az *azurite) {
 	t0 := scopestoretest.T0
 	card := readrecovery.ScopeCard{NotBefore: t0.Add(1500 * time.Millisecond), RequestID: "req-1", Rate: 2.5, Burst: 10, Learnt: t0}
 	lease := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
-	m := readrecovery.ScopeMember{ID: "proc-1", Demand: 4, Share: 2, Sent: 3.5, Lease: lease}
+	m := readrecovery.ScopeMember{ID: "proc-1", Demand: 4, Share: 2, Lease: lease}
 	v := scopestoretest.Exchange(t, s, "https://acct.blob.core.windows.net", card, m)
 	if v.Card != card || len(v.Members) != 1 || v.Members[0] != m {
 		t.Fatalf("view = %+v, want card %+v and member %+v", v, card, m)
@@ -126,7 +126,7 @@ func testBlobScopeStoreBlobs(t *testing.T, az *azurite) {
 	// name, content; name, metadata key, value, value decoded, content
 	if len(got) != 7 || got[0] != prefix+h+"/card.json" || got[1] != wantCard || got[2] != prefix+h+"/m-"+mh+".json" ||
 		got[3] != "rrmember" || got[6] != got[5]+"\n" ||
-		!strings.HasPrefix(got[5], fmt.Sprintf(`{"v":1,"id":"proc-1","demand":4,"share":2,"sent":3.5,"lease_ms":%d,"written_ms":`, lease.UnixMilli())) {
+		!strings.HasPrefix(got[5], fmt.Sprintf(`{"v":1,"id":"proc-1","demand":4,"share":2,"lease_ms":%d,"written_ms":`, lease.UnixMilli())) {
 		t.Fatalf("blobs = %q", got)
 	}
 }

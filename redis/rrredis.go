@@ -156,7 +156,6 @@ type record struct {
 	V      int     `json:"v"`
 	Demand float64 `json:"demand"`
 	Share  float64 `json:"share"`
-	Sent   float64 `json:"sent"`
 }
 
 func (s *store) Exchange(ctx context.Context, scope string, card readrecovery.ScopeCard, member readrecovery.ScopeMember) (readrecovery.ScopeView, error) {
@@ -239,13 +238,13 @@ func exchangeArgs(scope string, c readrecovery.ScopeCard, m readrecovery.ScopeMe
 		if !memberID.MatchString(m.ID) {
 			return nil, fail("exchange: member", errors.New("member ID must be 1 to 64 letters, digits, '-', '_' or '.'"))
 		}
-		if !rateOK(m.Demand) || !rateOK(m.Share) || !rateOK(m.Sent) {
-			return nil, fail("exchange: member", errors.New("demand, share and sent must be finite and not negative"))
+		if !rateOK(m.Demand) || !rateOK(m.Share) {
+			return nil, fail("exchange: member", errors.New("demand and share must be finite and not negative"))
 		}
 		if lease, err = millis(m.Lease); err != nil {
 			return nil, fail("exchange: member: lease", err)
 		}
-		rec, _ = json.Marshal(record{V: 1, Demand: m.Demand, Share: m.Share, Sent: m.Sent})
+		rec, _ = json.Marshal(record{V: 1, Demand: m.Demand, Share: m.Share})
 	}
 	return []any{
 		strconv.FormatInt(nb, 10), c.RequestID, formatRate(c.Rate), formatRate(c.Burst),
@@ -318,10 +317,10 @@ func decodeAnswer(key string, v any) (readrecovery.ScopeView, error) {
 		recS, _ := recs[i].(string)
 		lease, err := strconv.ParseInt(leaseS, 10, 64)
 		var r record
-		if err != nil || decodeRecord(recS, &r) != nil || r.V != 1 || !rateOK(r.Demand) || !rateOK(r.Share) || !rateOK(r.Sent) {
+		if err != nil || decodeRecord(recS, &r) != nil || r.V != 1 || !rateOK(r.Demand) || !rateOK(r.Share) {
 			continue // a record that does not check out is skipped, as the other stores skip one
 		}
-		view.Members = append(view.Members, readrecovery.ScopeMember{ID: id, Demand: r.Demand, Share: r.Share, Sent: r.Sent, Lease: fromMillis(lease)})
+		view.Members = append(view.Members, readrecovery.ScopeMember{ID: id, Demand: r.Demand, Share: r.Share, Lease: fromMillis(lease)})
 	}
 	slices.SortFunc(view.Members, func(a, b readrecovery.ScopeMember) int { return strings.Compare(a.ID, b.ID) })
 	return view, nil

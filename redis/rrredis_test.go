@@ -74,7 +74,7 @@ func TestScopeStoreKeys(t *testing.T) {
 	t0 := scopestoretest.T0
 	card := readrecovery.ScopeCard{NotBefore: t0.Add(1500 * time.Millisecond), RequestID: "req-1", Rate: 2.5, Burst: 10, Learnt: t0}
 	lease := time.Now().Add(time.Hour).Truncate(time.Millisecond).UTC()
-	m := readrecovery.ScopeMember{ID: "proc-1", Demand: 4, Share: 2, Sent: 3.5, Lease: lease}
+	m := readrecovery.ScopeMember{ID: "proc-1", Demand: 4, Share: 2, Lease: lease}
 	v := scopestoretest.Exchange(t, s, "https://acct.blob.core.windows.net", card, m)
 	if v.Card != card || len(v.Members) != 1 || v.Members[0] != m {
 		t.Fatalf("view = %+v, want card %+v and member %+v", v, card, m)
@@ -99,7 +99,7 @@ func TestScopeStoreKeys(t *testing.T) {
 	if score := c.ZScore(ctx, base+"leases", "proc-1").Val(); int64(score) != lease.UnixMilli() {
 		t.Fatalf("lease score = %v, want %d", score, lease.UnixMilli())
 	}
-	if rec := c.HGet(ctx, base+"members", "proc-1").Val(); rec != `{"v":1,"demand":4,"share":2,"sent":3.5}` {
+	if rec := c.HGet(ctx, base+"members", "proc-1").Val(); rec != `{"v":1,"demand":4,"share":2}` {
 		t.Fatalf("record = %q", rec)
 	}
 }

@@ -41,7 +41,6 @@ type Member struct {
 	ID     string
 	Demand float64
 	Share  float64
-	Sent   float64
 	Lease  time.Time
 }
 
@@ -156,8 +155,8 @@ func CheckMember(m Member) (Member, error) {
 	if !idOK(m.ID) {
 		return Member{}, fmt.Errorf("%w: member ID must be 1 to %d letters, digits, '-', '_' or '.'", ErrInvalid, MaxIDLen)
 	}
-	if !rateOK(m.Demand) || !rateOK(m.Share) || !rateOK(m.Sent) {
-		return Member{}, fmt.Errorf("%w: demand, share and sent must be finite and not negative", ErrInvalid)
+	if !rateOK(m.Demand) || !rateOK(m.Share) {
+		return Member{}, fmt.Errorf("%w: demand and share must be finite and not negative", ErrInvalid)
 	}
 	if _, err := Millis(m.Lease); err != nil {
 		return Member{}, fmt.Errorf("lease: %w", err)
@@ -209,7 +208,6 @@ type memberJSON struct {
 	ID      string  `json:"id"`
 	Demand  float64 `json:"demand"`
 	Share   float64 `json:"share"`
-	Sent    float64 `json:"sent"`
 	Lease   int64   `json:"lease_ms"`
 	Written int64   `json:"written_ms"`
 }
@@ -248,7 +246,7 @@ func DecodeCard(name string, b []byte) (Card, error) {
 func EncodeMember(m Member, now time.Time) []byte {
 	l, _ := Millis(m.Lease)
 	w, _ := Millis(now)
-	b, _ := json.Marshal(memberJSON{V: Version, ID: m.ID, Demand: m.Demand, Share: m.Share, Sent: m.Sent, Lease: l, Written: w})
+	b, _ := json.Marshal(memberJSON{V: Version, ID: m.ID, Demand: m.Demand, Share: m.Share, Lease: l, Written: w})
 	return append(b, '\n')
 }
 
@@ -265,7 +263,7 @@ func DecodeMember(name string, b []byte) (Member, time.Time, error) {
 	if !msOK(j.Lease) || !msOK(j.Written) || j.ID == "" {
 		return Member{}, time.Time{}, &CorruptError{Name: name, Reason: "no ID, or a time out of range"}
 	}
-	m := Member{ID: j.ID, Demand: j.Demand, Share: j.Share, Sent: j.Sent, Lease: Time(j.Lease)}
+	m := Member{ID: j.ID, Demand: j.Demand, Share: j.Share, Lease: Time(j.Lease)}
 	if _, err := CheckMember(m); err != nil {
 		return Member{}, time.Time{}, &CorruptError{Name: name, Reason: err.Error()}
 	}
