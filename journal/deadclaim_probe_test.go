@@ -37,17 +37,8 @@ func TestDeadClaimJudgedWithItsOwnProbe(t *testing.T) {
 		kind := tc.kind
 		t.Run(fmt.Sprintf("%s/read %d", kind, tc.at), func(t *testing.T) {
 			r := newShardedRun(t, kind)
-			open := func() *Journal {
-				j, err := OpenStore(context.Background(), r.st, WithPlan(plan), WithParallel(4))
-				require.NoError(t, err)
-				return j
-			}
-			b, a := open(), open()
-			fa, err := a.Next(context.Background(), NewApproval)
-			require.NoError(t, err)
-			k := a.Shard(fa.ID)
-			kill(a)
-			name := record.ShardName(k) + "/" + record.MarkerName
+			b, fa, name := deadClaim(t, r, plan)
+			k := b.Shard(fa.ID)
 			healed, reads := false, 0
 			r.mem.fail = func(op, n string) error {
 				// Under the store's lock, at B's read of the marker: C's
@@ -71,7 +62,7 @@ func TestDeadClaimJudgedWithItsOwnProbe(t *testing.T) {
 					break
 				}
 			}
-			err = b.Begin(WithUpload(context.Background(), g), putReq(t))
+			err := b.Begin(WithUpload(context.Background(), g), putReq(t))
 			r.mem.fail = nil
 			require.True(t, healed, "B read shard %d's marker", k)
 			assert.NoError(t, err, "B's upload of %s (shard %d) while shard %d's dead claim was healed", g, b.Shard(g), k)
@@ -115,16 +106,7 @@ func TestDeadClaimHealedBetweenProbeAndRead(t *testing.T) {
 				slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
 				t.Cleanup(func() { slog.SetDefault(old) })
 				r := newShardedRun(t, kind)
-				open := func() *Journal {
-					j, err := OpenStore(context.Background(), r.st, WithPlan(plan), WithParallel(4))
-					require.NoError(t, err)
-					return j
-				}
-				b, a := open(), open()
-				fa, err := a.Next(context.Background(), NewApproval)
-				require.NoError(t, err)
-				name := record.ShardName(a.Shard(fa.ID)) + "/" + record.MarkerName
-				kill(a)
+				b, fa, name := deadClaim(t, r, plan)
 				stepped := false
 				r.mem.fail = func(op, n string) error { // under the store's lock
 					if op != "read" || n != name && n != "p/"+name || stepped {
@@ -158,4 +140,21 @@ func TestDeadClaimHealedBetweenProbeAndRead(t *testing.T) {
 			})
 		}
 	}
+}
+
+// deadClaim opens two Journals, B and A, on r's run of plan (parallel 4);
+// A's Next claims a file and A is killed. It returns B, A's claimed file
+// and the name of its shard's marker.
+func deadClaim(t *testing.T, r *shardedRun, plan []PlannedFile) (*Journal, PlannedFile, string) {
+	t.Helper()
+	open := func() *Journal {
+		j, err := OpenStore(context.Background(), r.st, WithPlan(plan), WithParallel(4))
+		require.NoError(t, err)
+		return j
+	}
+	b, a := open(), open()
+	fa, err := a.Next(context.Background(), NewApproval)
+	require.NoError(t, err)
+	kill(a)
+	return b, fa, record.ShardName(a.Shard(fa.ID)) + "/" + record.MarkerName
 }
