@@ -415,3 +415,37 @@ func TestStoreNotBeforeRoundsUp(t *testing.T) {
 		}
 	})
 }
+
+// TestMemberRecordDemand (docs/policy.md: scope-store) is a member
+// record's demand as a step table: at fixed times, the scope's asks
+// since the row before in, the record's demand out. It is measured over
+// measureOver at least: an exchange sooner (a 429's, at once) says the
+// last measure again, not one ask over a millisecond (1,000/s).
+func TestMemberRecordDemand(t *testing.T) {
+	const scope = "https://acct.example"
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	tab := newRestrictions(nil)
+	tab.share(nowStore{}, time.Now)
+	sh := tab.sharing
+	sh.looks[scope] = &storeLook{since: t0, demand: maxDemand, share: 5}
+	for _, r := range []struct {
+		name   string
+		at     time.Duration
+		asks   int
+		demand float64
+	}{
+		{"before measureOver: all it can get", 400 * time.Millisecond, 6, maxDemand},
+		{"the first measure: 6+8 asks over 1 s", time.Second, 8, 14},
+		{"a 429's exchange 1 ms on: the last measure again", time.Second + time.Millisecond, 1, 14},
+		{"200 ms on: still the last measure", 1200 * time.Millisecond, 3, 14},
+		{"the next measure: 1+3+1 asks over 1 s", 2 * time.Second, 1, 5},
+		{"idle for 2 s: 0", 4 * time.Second, 0, 0},
+	} {
+		sh.looks[scope].asks += r.asks
+		at := t0.Add(r.at)
+		m := sh.member(scope, at, time.Second)
+		if want := (ScopeMember{ID: sh.id, Demand: r.demand, Share: 5, Lease: at.Add(time.Second + memberLease)}); m != want {
+			t.Fatalf("%s: record %+v, want %+v", r.name, m, want)
+		}
+	}
+}

@@ -42,8 +42,10 @@ import (
 // warm start):
 //
 //   - Each exchange writes the process's member record: its demand (the
-//     scope's asks per second since its last exchange; a request waiting
-//     for its place asks again) and its share, live for memberLease.
+//     scope's asks per second, measured over measureOver at least: an
+//     exchange sooner, on a 429, says the last measure again; a request
+//     waiting for its place asks again) and its share, live for
+//     memberLease.
 //   - A rate the process learns from a paced 429 is written to the card
 //     as the scope's rate: what it learnt over its part of the fleet's
 //     rate when it learnt it (its share is its part of the card's rate).
@@ -67,6 +69,7 @@ const (
 	storeEvery     = time.Second            // a scope's card is looked at again after this
 	storeDeadline  = 2 * time.Second        // every background exchange's own bound
 	memberLease    = 3 * storeEvery         // a member record is live this long after its exchange
+	measureOver    = storeEvery / 2         // a member record's demand is measured over this much at least
 	cardFresh      = time.Minute            // a card's learnt rate is shared this long after it was learnt
 	shareMoved     = 0.15                   // a part of the fleet's rate that moved more than this is paced anew
 	maxDemand      = 1e6                    // a member's demand, at most (requests per second): all it can get
@@ -120,9 +123,12 @@ func (sh *scopeShare) addLookLocked(scope string, l *storeLook, now time.Time) {
 type storeLook struct {
 	at   time.Time
 	done chan struct{}
-	// asks: the scope's asks (looks) since since, its demand.
-	asks  int
-	since time.Time
+	// asks: the scope's asks (looks) since since; demand: the member
+	// record's, asks per second measured over measureOver at least
+	// (maxDemand until the first measure: it asks for all it can get).
+	asks   int
+	since  time.Time
+	demand float64
 	// first: the scope's first look, closed when it ended (nil after);
 	// began: when it began.
 	first chan struct{}
@@ -177,7 +183,7 @@ func (sh *scopeShare) look(ctx context.Context, scope string, now time.Time) {
 	}
 	switch {
 	case l == nil:
-		l = &storeLook{at: now, done: make(chan struct{}), asks: 1, since: now, began: now}
+		l = &storeLook{at: now, done: make(chan struct{}), asks: 1, since: now, began: now, demand: maxDemand}
 		l.first = l.done
 		sh.addLookLocked(scope, l, now)
 		done := l.done
@@ -320,7 +326,7 @@ func (sh *scopeShare) noteView(scope string, card ScopeCard, view ScopeView, sen
 		// A 429 of a request that never looked (no Budget): the scope's
 		// entry keeps what this process wrote, so that reading it back
 		// later is no news.
-		l = &storeLook{at: back, since: back}
+		l = &storeLook{at: back, since: back, demand: maxDemand}
 		sh.addLookLocked(scope, l, back)
 	}
 	if l != nil {
@@ -358,8 +364,8 @@ func (sh *scopeShare) apply(scope string, view ScopeView, back time.Time, below 
 
 // member is the process's member record of scope for an exchange sent at
 // sent (this process's clock; offset: the store's clock less it): its
-// demand since its last exchange (maxDemand at its first, under a
-// millisecond after the look began), the share it was given, live for
+// demand (asks per second, measured over measureOver at least; maxDemand
+// before the first measure) and the share it was given, live for
 // memberLease. The zero record (none written) when the scope has no look.
 func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration) ScopeMember {
 	sh.mu.Lock()
@@ -368,13 +374,11 @@ func (sh *scopeShare) member(scope string, sent time.Time, offset time.Duration)
 	if l == nil {
 		return ScopeMember{}
 	}
-	demand := maxDemand // the scope's first exchange: it asks for all it can get
-	if d := sent.Sub(l.since); d >= time.Millisecond {
-		demand = min(float64(l.asks)/d.Seconds(), maxDemand)
+	if d := sent.Sub(l.since); d >= measureOver {
+		l.demand = min(float64(l.asks)/d.Seconds(), maxDemand)
+		l.asks, l.since = 0, sent
 	}
-	m := ScopeMember{ID: sh.id, Demand: demand, Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
-	l.asks, l.since = 0, sent
-	return m
+	return ScopeMember{ID: sh.id, Demand: l.demand, Share: l.share, Lease: sent.Add(offset + memberLease).UTC()}
 }
 
 // shared returns the rate (and burst) the process paces scope at from
