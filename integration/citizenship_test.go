@@ -50,13 +50,25 @@ type serverCount struct {
 	// request and how many requests passed since the 429 before it: how the
 	// sender met the bucket again.
 	cycles []string
+	// firstWindow is how many 429s arrived inside the first 429's
+	// window (firstRetryAfter after it), the first one included: the
+	// requests sent, or in flight, before their sender heard of it.
+	firstWindow int
 }
 
-func countAtServer(r *rig) serverCount {
+// firstRetryAfter is the Retry-After of the bucket rig's 429s: the time
+// to its bucket's next token (1/bucketRate at most) rounded up to whole
+// seconds (RetryAfterRemaining).
+const firstRetryAfter = time.Second
+
+func countAtServer(r *rig) serverCount { return countLedger(r.ledger()) }
+
+// countLedger counts a ledger of the rig's container, in arrival order.
+func countLedger(ledger []fakeserver.Request) serverCount {
 	var c serverCount
-	var first time.Time
+	var first, first429 time.Time
 	passed := 0
-	for _, q := range r.ledger() {
+	for _, q := range ledger {
 		if c.requests == 0 {
 			first = q.Arrived
 		}
@@ -64,6 +76,12 @@ func countAtServer(r *rig) serverCount {
 		if q.Status != http.StatusTooManyRequests {
 			passed++
 			continue
+		}
+		if c.throttled == 0 {
+			first429 = q.Arrived
+		}
+		if q.Arrived.Before(first429.Add(firstRetryAfter)) {
+			c.firstWindow++
 		}
 		if c.throttled > 0 && len(c.cycles) < 12 {
 			c.cycles = append(c.cycles, fmt.Sprintf("+%v after %d passed", q.Arrived.Sub(first).Round(time.Millisecond), passed))
@@ -313,5 +331,27 @@ func TestParallelDownloadUnderTokenBucket(t *testing.T) {
 	}
 	if wired.err != nil || !wired.intact {
 		t.Fatalf("the one-line wiring's download: err %v, intact %v; want the blob's 8 MiB", wired.err, wired.intact)
+	}
+}
+
+// TestCountLedger: the counts of a ledger, a step table of arrivals: the
+// 429s inside the first 429's window (firstRetryAfter after it, the first
+// included) are firstWindow; one exactly at its end is outside.
+func TestCountLedger(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	at := func(ms int, status int) fakeserver.Request {
+		return fakeserver.Request{Arrived: t0.Add(time.Duration(ms) * time.Millisecond), Status: status}
+	}
+	ledger := []fakeserver.Request{
+		at(0, 200), at(10, 200), at(20, 429), at(21, 429), at(30, 200), at(500, 429),
+		at(1019, 429), at(1020, 429), at(1100, 200), at(3000, 429),
+	}
+	c := countLedger(ledger)
+	if c.requests != 10 || c.throttled != 6 || c.firstWindow != 4 {
+		t.Fatalf("requests %d, 429s %d, in the first window %d; want 10, 6, 4", c.requests, c.throttled, c.firstWindow)
+	}
+	want := []string{"+21ms after 0 passed", "+500ms after 1 passed", "+1.019s after 0 passed", "+1.02s after 0 passed", "+3s after 1 passed"}
+	if !slices.Equal(c.cycles, want) {
+		t.Fatalf("cycles %v, want %v", c.cycles, want)
 	}
 }

@@ -578,7 +578,10 @@ func (res fleetResult) log(tb testing.TB, name string, failures int) {
 // wiring (rrazure.ClientOptions()), without a store. One op is one fleet
 // run on a fresh bucket; run it with -benchtime 1x. Metrics per op:
 // wall-s (the first member's start to the last member's end), completed
-// (of 160), 429s and requests (the proxy's ledger). Issue 36's target: 4
+// (of 160), 429s and requests (the proxy's ledger), and 429s-first-window:
+// the 429s inside the first 429's Retry-After (1 s): requests sent, or in
+// flight, before their process heard of that 429 (its own, or the store's
+// card). Issue 36's target: 4
 // processes within 1.3× one process's wall time, with at most ¼ of azcore
 // alone's 429s. With TIMELINE_FLEET=path, the first four-process run of
 // each contender writes what the proxy saw to path (fleettimeline_test.go).
@@ -589,7 +592,7 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 			b.Run(fmt.Sprintf("contender=%s/procs=%d", c.name, procs), func(b *testing.B) {
 				run := fleetRun{contender: c.name, procs: procs, sequences: fleetSequences / procs, throttle: true}
 				var wall time.Duration
-				var completed, throttled, requests int
+				var completed, throttled, firstWindow, requests int
 				for i := range b.N {
 					b.StopTimer()
 					f := newFleet(b, az, run)
@@ -604,12 +607,14 @@ func BenchmarkFleetCheckpoints(b *testing.B) {
 					wall += res.wall
 					completed += res.completed
 					throttled += res.server.throttled
+					firstWindow += res.server.firstWindow
 					requests += res.server.requests
 				}
 				n := float64(b.N)
 				b.ReportMetric(wall.Seconds()/n, "wall-s")
 				b.ReportMetric(float64(completed)/n, "completed")
 				b.ReportMetric(float64(throttled)/n, "429s")
+				b.ReportMetric(float64(firstWindow)/n, "429s-first-window")
 				b.ReportMetric(float64(requests)/n, "requests")
 			})
 		}

@@ -186,3 +186,19 @@ func TestTargetsNotMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetFirstWindow: a fleet run that counts the 429s inside the
+// first 429's window (integration's 429s-first-window) shows them beside
+// the 429s, four processes' against one's; the judgement is the 429s'.
+func TestFleetFirstWindow(t *testing.T) {
+	var b strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&b, "BenchmarkFleetCheckpoints/contender=rr-dir/procs=1-2 \t 1 \t 17000000000 ns/op \t %d 429s \t %d 429s-first-window \t 159 completed \t 320 requests \t 17.0 wall-s\n", 3+i%2, 1+i%2)
+		fmt.Fprintf(&b, "BenchmarkFleetCheckpoints/contender=rr-dir/procs=4-2 \t 1 \t 18000000000 ns/op \t %d 429s \t %d 429s-first-window \t 155 completed \t 320 requests \t 18.0 wall-s\n", 12+i, 8+i%3)
+	}
+	got := targetTable(t, b.String(), "")
+	row := "| 37 F1: 4 processes' 429s ≤ 1.1× one process's (rr-dir) | `BenchmarkFleetCheckpoints/contender=rr-dir/procs=4` 429s | 14 vs 3 (4.67×); in the first 429's window 9 vs 1 | 0.008 vs 1 process | no |"
+	if !strings.Contains(got, row+"\n") {
+		t.Errorf("row missing:\n%s\nin:\n%s", row, got)
+	}
+}

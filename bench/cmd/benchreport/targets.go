@@ -456,7 +456,19 @@ func targets(r, prev results) []row {
 				return fmt.Sprintf("%s vs %s (%.2f×)", fmtNum(f.med), fmtNum(o.med), f.med/o.med), pv + " vs 1 process", shown(ok(f.med, o.med), pv)
 			}
 		}
-		add("37 F1: 4 processes' 429s ≤ 1.1× one process's ("+c+")", four.unit("429s"), ratio("429s", func(f, o float64) bool { return f <= 1.1*o }))
+		throttled := ratio("429s", func(f, o float64) bool { return f <= 1.1*o })
+		add("37 F1: 4 processes' 429s ≤ 1.1× one process's ("+c+")", four.unit("429s"), func() (string, string, string) {
+			v, pv, judged := throttled()
+			// The 429s inside the first 429's window (its Retry-After),
+			// when the run counted them: those the processes sent before
+			// any could hear of it from the store.
+			f, missF := r.get(four.unit("429s-first-window"))
+			o, missO := r.get(one.unit("429s-first-window"))
+			if missF == "" && missO == "" {
+				v += fmt.Sprintf("; in the first 429's window %s vs %s", fmtNum(f.med), fmtNum(o.med))
+			}
+			return v, pv, judged
+		})
 		add("37 F1: 4 processes' wall time ≤ 1.1× one process's ("+c+")", four.unit("wall-s"), ratio("wall-s", func(f, o float64) bool { return f <= 1.1*o }))
 		add("37 F1: 4 processes complete ≥ one process's ("+c+")", four.unit("completed"), ratio("completed", func(f, o float64) bool { return f >= o }))
 	}
