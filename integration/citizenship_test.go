@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -58,8 +59,8 @@ type serverCount struct {
 
 // firstRetryAfter is the Retry-After of the bucket rig's 429s: the time
 // to its bucket's next token (1/bucketRate at most) rounded up to whole
-// seconds (RetryAfterRemaining).
-const firstRetryAfter = time.Second
+// seconds (RetryAfterRemaining): 1 s.
+var firstRetryAfter = time.Duration(math.Ceil(1.0/bucketRate)) * time.Second
 
 func countAtServer(r *rig) serverCount { return countLedger(r.ledger()) }
 

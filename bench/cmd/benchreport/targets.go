@@ -460,8 +460,9 @@ func targets(r, prev results) []row {
 		add("37 F1: 4 processes' 429s ≤ 1.1× one process's ("+c+")", four.unit("429s"), func() (string, string, string) {
 			v, pv, judged := throttled()
 			// The 429s inside the first 429's window (its Retry-After),
-			// when the run counted them: those the processes sent before
-			// any could hear of it from the store.
+			// when the run counted them: requests sent, or in flight,
+			// before their process heard of that 429 (its own, or the
+			// store's card).
 			f, missF := r.get(four.unit("429s-first-window"))
 			o, missO := r.get(one.unit("429s-first-window"))
 			if missF == "" && missO == "" {
