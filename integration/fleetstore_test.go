@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,10 +119,13 @@ const storeTolerance = 10 * time.Millisecond
 // answers every request 429 for 4 s from the first one (Window(4 s),
 // Retry-After: 5, so that every not-before is a second or more past the
 // window's end, and a process that honours one draws no 429 whatever the
-// milliseconds of its clock and its store's). Once member 1 has drawn its
-// 429 (and, with a store, the store holds its not-before, 3 s or more
-// ahead), member 1 is killed with SIGKILL and started again as a new
-// process (member 3, its own copy of the blobs) on the same store.
+// milliseconds of its clock and its store's). Once the store holds a
+// member's not-before 3 s or more ahead (without a store: once member 1
+// has drawn its 429), member 1 is killed with SIGKILL and started again as
+// a new process (member 3, its own copy of the blobs) on the same store.
+// With a store, member 1 need not have drawn a 429 itself: when member 2's
+// 429 reaches the store before member 1's first look at the card, member
+// 1 holds from the card, as R107 asks.
 // Exact: every sequence of members 2 and 3 completes with the blobs'
 // bytes (two GETs answered 200 each); with a store (rr-dir, rr-redis) the
 // restarted process sends nothing before the not-before the store held
@@ -143,23 +147,30 @@ func TestFleetRestart(t *testing.T) {
 			store := newFleetStore(t, name, func(k string) string { return f.env[k] })
 			victimPath := f.r.blobPath(fleetBlob(victim, ""))
 			res, rs := f.runRestart(victim, func(time.Time) {
-				// Until the victim drew its 429 and the store holds a
-				// not-before at least 3 s ahead.
+				// Until a 429 was drawn (without a store: by the victim)
+				// and the store holds a not-before at least 3 s ahead.
 				deadline := time.Now().Add(window)
 				for {
 					drew := slices.ContainsFunc(f.r.ledger(), func(q fakeserver.Request) bool {
-						return q.Status == http.StatusTooManyRequests && len(q.Path) > len(victimPath) && q.Path[:len(victimPath)] == victimPath
+						return q.Status == http.StatusTooManyRequests && (store != nil || strings.HasPrefix(q.Path, victimPath))
 					})
 					held := store == nil
+					var view readrecovery.ScopeView
+					var err error
 					if drew && store != nil {
-						view, err := f.card(store)
+						view, err = f.card(store)
 						held = err == nil && view.Card.NotBefore.Sub(view.Now) >= 3*time.Second
 					}
 					if drew && held {
 						return
 					}
 					if time.Now().After(deadline) {
-						t.Fatalf("member %d drew no 429, or the store holds no not-before 3 s ahead, %v into the window", victim, window)
+						var seen []string
+						for _, q := range f.r.ledger()[:min(len(f.r.ledger()), 10)] {
+							seen = append(seen, fmt.Sprintf("%s %d at %s", q.Path, q.Status, q.Arrived.Format(time.StampMilli)))
+						}
+						t.Fatalf("%v into the window: a 429 drawn %v; the store's card %+v at %v (err %v); the proxy's first requests %q",
+							window, drew, view.Card, view.Now.Format(time.StampMilli), err, seen)
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
