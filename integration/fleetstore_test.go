@@ -165,8 +165,9 @@ func TestFleetRestart(t *testing.T) {
 						return
 					}
 					if time.Now().After(deadline) {
+						ledger := f.r.ledger()
 						var seen []string
-						for _, q := range f.r.ledger()[:min(len(f.r.ledger()), 10)] {
+						for _, q := range ledger[:min(len(ledger), 10)] {
 							seen = append(seen, fmt.Sprintf("%s %d at %s", q.Path, q.Status, q.Arrived.Format(time.StampMilli)))
 						}
 						t.Fatalf("%v into the window: a 429 drawn %v; the store's card %+v at %v (err %v); the proxy's first requests %q",
